@@ -1,0 +1,292 @@
+/* `stratbench train` flags; see train_opts.h. */
+#include "cli/train_opts.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/mnist.h"
+#include "strategies/strategy.h"
+#include "workloads/workload.h"
+
+enum {
+    OPT_STRATEGY = 256, OPT_WORKLOAD, OPT_DEVICE, OPT_HIDDEN, OPT_REPLICAS, OPT_SERVERS,
+    OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_LR_SCALING, OPT_SEED, OPT_DATA,
+    OPT_REPORT, OPT_TARGET, OPT_MAX_STEPS, OPT_WARMUP, OPT_SAVE_PARAMS, OPT_THREADS,
+    OPT_EVAL_BATCH,
+};
+
+static const struct option long_options[] = {
+    {"strategy", required_argument, NULL, OPT_STRATEGY},
+    {"workload", required_argument, NULL, OPT_WORKLOAD},
+    {"device", required_argument, NULL, OPT_DEVICE},
+    {"hidden", required_argument, NULL, OPT_HIDDEN},
+    {"replicas", required_argument, NULL, OPT_REPLICAS},
+    {"servers", required_argument, NULL, OPT_SERVERS},
+    {"epochs", required_argument, NULL, OPT_EPOCHS},
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"lr", required_argument, NULL, OPT_LR},
+    {"momentum", required_argument, NULL, OPT_MOMENTUM},
+    {"lr-scaling", required_argument, NULL, OPT_LR_SCALING},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"data", required_argument, NULL, OPT_DATA},
+    {"report", required_argument, NULL, OPT_REPORT},
+    {"target-accuracy", required_argument, NULL, OPT_TARGET},
+    {"max-steps", required_argument, NULL, OPT_MAX_STEPS},
+    {"warmup-steps", required_argument, NULL, OPT_WARMUP},
+    {"save-params", required_argument, NULL, OPT_SAVE_PARAMS},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"eval-batch", required_argument, NULL, OPT_EVAL_BATCH},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+void sb_train_opts_defaults(struct sb_train_opts *opts)
+{
+    memset(opts, 0, sizeof *opts);
+    struct sb_config *c = &opts->cfg;
+    strcpy(c->strategy, "single");
+    strcpy(c->workload, "mlp");
+    strcpy(c->device, "cpu");
+    c->hidden[0] = 256;
+    c->n_hidden = 1;
+    c->replicas = 1;
+    c->servers = 0;
+    c->epochs = 3;
+    c->batch = 64;
+    c->lr = 0.05;
+    c->momentum = 0.9;
+    c->lr_scaling = SB_LR_SCALING_NONE;
+    c->seed = 42;
+    c->target_accuracy = 0.97;
+    c->max_steps = 0;
+    c->warmup_steps = 10;
+    c->threads = 0;
+    c->eval_batch = 1000;
+}
+
+void sb_train_opts_usage(FILE *out)
+{
+    struct sb_train_opts d;
+    sb_train_opts_defaults(&d);
+    const struct sb_config *c = &d.cfg;
+    fprintf(out,
+            "usage: stratbench train [flags]\n"
+            "\n"
+            "Trains a model on MNIST under one strategy and reports where the time goes.\n"
+            "ddp and central run one process per replica (and server): run outside mpirun,\n"
+            "stratbench launches mpirun itself; under mpirun it uses the MPI world.\n"
+            "\n"
+            "  --strategy NAME        %-10s single | mirrored | ddp | central\n"
+            "  --workload NAME        %-10s %s\n"
+            "  --device NAME          %-10s cpu\n"
+            "  --hidden LIST          %-10d hidden widths of the mlp, e.g. 1024,1024\n"
+            "  --replicas N           %-10d data-parallel replicas (under mpirun: world size\n"
+            "                                    minus servers)\n"
+            "  --servers K            %-10d central: 0 = rank 0 also trains, 1 = dedicated server\n"
+            "  --epochs N             %-10d passes over the 60k training images\n"
+            "  --batch N              %-10d per-replica batch; global batch = replicas x batch\n"
+            "  --lr X                 %-10g SGD learning rate\n"
+            "  --momentum X           %-10g SGD momentum\n"
+            "  --lr-scaling MODE      %-10s none | linear (lr x replicas, Goyal et al. 2017)\n"
+            "  --seed N               %-10llu initialisation and data order\n"
+            "  --data DIR             MNIST idx files (.gz or raw); default $STRATBENCH_DATA,\n"
+            "                         else ./data/mnist\n"
+            "  --report FILE          write the JSON run report (rank 0, atomically)\n"
+            "  --target-accuracy X    %-10g test accuracy for time to accuracy (0.97 or 97%%)\n"
+            "  --max-steps N          %-10s stop after N optimizer steps (0 = no limit)\n"
+            "  --warmup-steps N       %-10d steps excluded from step statistics\n"
+            "  --save-params FILE     final parameters, raw little-endian float32, layout order\n"
+            "  --threads N            %-10s BLAS threads per process (0 = cores / processes)\n"
+            "  --eval-batch N         %-10d test images per forward pass in evaluation\n"
+            "  -h, --help             this text\n",
+            c->strategy, c->workload, sb_workload_names(), c->device, c->hidden[0],
+            c->replicas, c->servers, c->epochs, c->batch, c->lr, c->momentum, "none",
+            (unsigned long long)c->seed, c->target_accuracy, "0", c->warmup_steps, "0",
+            c->eval_batch);
+}
+
+static sb_status parse_long(const char *flag, const char *text, long lo, long hi, long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text || *end != '\0' || v < lo || v > hi)
+        return sb_error(SB_ERR_USAGE, "--%s: expected an integer in %ld..%ld, got '%s'", flag,
+                        lo, hi, text);
+    *out = v;
+    return SB_OK;
+}
+
+static sb_status parse_int(const char *flag, const char *text, int lo, int hi, int *out)
+{
+    long v;
+    SB_TRY(parse_long(flag, text, lo, hi, &v));
+    *out = (int)v;
+    return SB_OK;
+}
+
+static sb_status parse_double(const char *flag, const char *text, double lo, double hi,
+                              double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || *end != '\0' || !isfinite(v) || v < lo || v > hi)
+        return sb_error(SB_ERR_USAGE, "--%s: expected a number in [%g, %g], got '%s'", flag, lo,
+                        hi, text);
+    *out = v;
+    return SB_OK;
+}
+
+static sb_status parse_name(const char *flag, const char *text, char *out)
+{
+    if (strlen(text) >= SB_NAME_MAX || !*text)
+        return sb_error(SB_ERR_USAGE, "--%s: '%s' is not a valid name", flag, text);
+    strcpy(out, text);
+    return SB_OK;
+}
+
+static sb_status parse_path(const char *flag, const char *text, char *out)
+{
+    if (strlen(text) >= PATH_MAX || !*text)
+        return sb_error(SB_ERR_USAGE, "--%s: expected a path, got '%s'", flag, text);
+    strcpy(out, text);
+    return SB_OK;
+}
+
+/* "1024,1024" -> hidden widths, each 1..65536. */
+static sb_status parse_hidden(const char *text, struct sb_config *c)
+{
+    char buf[256];
+    if (strlen(text) >= sizeof buf || !*text)
+        return sb_error(SB_ERR_USAGE, "--hidden: expected widths like 256 or 1024,1024, got '%s'",
+                        text);
+    strcpy(buf, text);
+    c->n_hidden = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (c->n_hidden == SB_MAX_HIDDEN)
+            return sb_error(SB_ERR_USAGE, "--hidden: at most %d layers, got '%s'", SB_MAX_HIDDEN,
+                            text);
+        SB_TRY(parse_int("hidden", tok, 1, 65536, &c->hidden[c->n_hidden]));
+        c->n_hidden++;
+    }
+    if (c->n_hidden == 0)
+        return sb_error(SB_ERR_USAGE, "--hidden: expected widths like 256 or 1024,1024, got '%s'",
+                        text);
+    return SB_OK;
+}
+
+/* "0.97" or "97%" -> 0.97. */
+static sb_status parse_accuracy(const char *text, double *out)
+{
+    char buf[64];
+    size_t n = strlen(text);
+    if (n == 0 || n >= sizeof buf)
+        return sb_error(SB_ERR_USAGE, "--target-accuracy: expected 0..1 or N%%, got '%s'", text);
+    strcpy(buf, text);
+    int percent = buf[n - 1] == '%';
+    if (percent) buf[n - 1] = '\0';
+    double v;
+    if (parse_double("target-accuracy", buf, 0.0, percent ? 100.0 : 1.0, &v) || v <= 0.0)
+        return sb_error(SB_ERR_USAGE, "--target-accuracy: expected a fraction in (0, 1] or a "
+                        "percentage like 97%%, got '%s'", text);
+    *out = percent ? v / 100.0 : v;
+    return SB_OK;
+}
+
+static sb_status parse_one(struct sb_train_opts *o, int opt, const char *arg)
+{
+    struct sb_config *c = &o->cfg;
+    long l;
+    switch (opt) {
+    case OPT_STRATEGY: return parse_name("strategy", arg, c->strategy);
+    case OPT_WORKLOAD: return parse_name("workload", arg, c->workload);
+    case OPT_DEVICE: return parse_name("device", arg, c->device);
+    case OPT_HIDDEN: return parse_hidden(arg, c);
+    case OPT_REPLICAS:
+        o->replicas_given = 1;
+        return parse_int("replicas", arg, 1, 4096, &c->replicas);
+    case OPT_SERVERS: return parse_int("servers", arg, 0, 1, &c->servers);
+    case OPT_EPOCHS: return parse_int("epochs", arg, 1, 100000, &c->epochs);
+    case OPT_BATCH: return parse_int("batch", arg, 1, 60000, &c->batch);
+    case OPT_LR: return parse_double("lr", arg, 0.0, 1e3, &c->lr);
+    case OPT_MOMENTUM: return parse_double("momentum", arg, 0.0, 0.999999, &c->momentum);
+    case OPT_LR_SCALING:
+        if (strcmp(arg, "none") == 0) c->lr_scaling = SB_LR_SCALING_NONE;
+        else if (strcmp(arg, "linear") == 0) c->lr_scaling = SB_LR_SCALING_LINEAR;
+        else return sb_error(SB_ERR_USAGE, "--lr-scaling: expected none or linear, got '%s'", arg);
+        return SB_OK;
+    case OPT_SEED:
+        SB_TRY(parse_long("seed", arg, 0, LONG_MAX, &l));
+        c->seed = (uint64_t)l;
+        return SB_OK;
+    case OPT_DATA: return parse_path("data", arg, c->data_dir);
+    case OPT_REPORT: return parse_path("report", arg, c->report_path);
+    case OPT_TARGET: return parse_accuracy(arg, &c->target_accuracy);
+    case OPT_MAX_STEPS: return parse_long("max-steps", arg, 0, LONG_MAX, &c->max_steps);
+    case OPT_WARMUP: return parse_int("warmup-steps", arg, 0, 1000000, &c->warmup_steps);
+    case OPT_SAVE_PARAMS: return parse_path("save-params", arg, c->save_params_path);
+    case OPT_THREADS: return parse_int("threads", arg, 0, 1024, &c->threads);
+    case OPT_EVAL_BATCH: return parse_int("eval-batch", arg, 1, 10000, &c->eval_batch);
+    }
+    return sb_error(SB_ERR_INTERNAL, "unhandled option %d", opt);
+}
+
+/* Checks that need several flags together. */
+static sb_status validate(struct sb_train_opts *o)
+{
+    struct sb_config *c = &o->cfg;
+    const struct sb_strategy_ops *s = sb_strategy_find(c->strategy);
+    if (!s)
+        return sb_error(SB_ERR_USAGE, "--strategy: unknown strategy '%s' (expected one of: %s)",
+                        c->strategy, sb_strategy_names());
+    if (!sb_workload_find(c->workload))
+        return sb_error(SB_ERR_USAGE, "--workload: unknown workload '%s' (expected one of: %s)",
+                        c->workload, sb_workload_names());
+    if (strcmp(c->device, "cpu") != 0)
+        return sb_error(SB_ERR_USAGE, "--device: unknown device '%s' (this build has: cpu)",
+                        c->device);
+    if (strcmp(c->strategy, "single") == 0 && c->replicas != 1)
+        return sb_error(SB_ERR_USAGE, "--replicas: strategy single has exactly 1 replica, got %d",
+                        c->replicas);
+    if (c->servers != 0 && strcmp(c->strategy, "central") != 0)
+        return sb_error(SB_ERR_USAGE, "--servers: only strategy central has servers");
+    long global = (long)c->replicas * c->batch;
+    if (global > 60000)
+        return sb_error(SB_ERR_USAGE, "--batch: global batch %d x %d = %ld exceeds the 60000 "
+                        "training images", c->replicas, c->batch, global);
+    return SB_OK;
+}
+
+sb_status sb_train_opts_parse(struct sb_train_opts *opts, int argc, char **argv)
+{
+    sb_train_opts_defaults(opts);
+    char data_flag[PATH_MAX] = "";
+    optind = 1;
+    opterr = 0;
+    for (;;) {
+        int prev = optind;
+        int opt = getopt_long(argc, argv, ":h", long_options, NULL);
+        if (opt == -1) break;
+        if (opt == 'h') {
+            opts->help = 1;
+            return SB_OK;
+        }
+        if (opt == '?')
+            return sb_error(SB_ERR_USAGE, "unknown flag '%s' (see stratbench train --help)",
+                            argv[prev]);
+        if (opt == ':')
+            return sb_error(SB_ERR_USAGE, "%s: missing value", argv[prev]);
+        SB_TRY(parse_one(opts, opt, optarg));
+    }
+    if (optind < argc)
+        return sb_error(SB_ERR_USAGE, "unexpected argument '%s' (see stratbench train --help)",
+                        argv[optind]);
+    strcpy(data_flag, opts->cfg.data_dir);
+    sb_mnist_resolve_dir(data_flag, opts->cfg.data_dir, sizeof opts->cfg.data_dir);
+    return validate(opts);
+}

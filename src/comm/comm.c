@@ -1,0 +1,90 @@
+/* Timed and counted wrappers around a communicator's ops; see comm.h. */
+#include "comm/comm.h"
+
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/nvtx.h"
+
+static void count(struct sb_comm *c, enum sb_comm_kind kind, size_t bytes, double t0)
+{
+    struct sb_comm_counter *k = &c->counters[kind];
+    k->calls++;
+    k->bytes += (double)bytes;
+    k->seconds += sb_now_s() - t0;
+}
+
+sb_status sb_comm_allreduce(struct sb_comm *c, float *buf, size_t n)
+{
+    sb_nvtx_push_bytes("allreduce", SB_NVTX_COMM, n * sizeof(float));
+    double t0 = sb_now_s();
+    sb_status st = c->ops->allreduce(c, buf, n);
+    count(c, SB_COMM_ALLREDUCE, n * sizeof(float), t0);
+    sb_nvtx_pop();
+    return st;
+}
+
+sb_status sb_comm_broadcast(struct sb_comm *c, float *buf, size_t n, int root)
+{
+    sb_nvtx_push_bytes("broadcast", SB_NVTX_COMM, n * sizeof(float));
+    double t0 = sb_now_s();
+    sb_status st = c->ops->broadcast(c, buf, n, root);
+    count(c, SB_COMM_BROADCAST, n * sizeof(float), t0);
+    sb_nvtx_pop();
+    return st;
+}
+
+sb_status sb_comm_send(struct sb_comm *c, const float *buf, size_t n, int peer,
+                       enum sb_comm_kind kind)
+{
+    sb_nvtx_push_bytes(sb_comm_kind_name(kind), SB_NVTX_COMM, n * sizeof(float));
+    double t0 = sb_now_s();
+    sb_status st = c->ops->send(c, buf, n, peer);
+    count(c, kind, n * sizeof(float), t0);
+    sb_nvtx_pop();
+    return st;
+}
+
+sb_status sb_comm_recv(struct sb_comm *c, float *buf, size_t n, int peer,
+                       enum sb_comm_kind kind)
+{
+    sb_nvtx_push_bytes(sb_comm_kind_name(kind), SB_NVTX_COMM, n * sizeof(float));
+    double t0 = sb_now_s();
+    sb_status st = c->ops->recv(c, buf, n, peer);
+    count(c, kind, n * sizeof(float), t0);
+    sb_nvtx_pop();
+    return st;
+}
+
+sb_status sb_comm_allreduce_f64(struct sb_comm *c, double *buf, size_t n)
+{
+    return c->ops->allreduce_f64(c, buf, n);
+}
+
+sb_status sb_comm_barrier(struct sb_comm *c) { return c->ops->barrier(c); }
+
+void sb_comm_reset_counters(struct sb_comm *c)
+{
+    memset(c->counters, 0, sizeof c->counters);
+}
+
+void sb_comm_destroy(struct sb_comm *c)
+{
+    if (c) c->ops->destroy(c);
+}
+
+const char *sb_comm_kind_name(enum sb_comm_kind kind)
+{
+    static const char *const names[SB_COMM_NKINDS] = {"allreduce", "broadcast",
+                                                      "push", "pull"};
+    return (unsigned)kind < SB_COMM_NKINDS ? names[kind] : "unknown";
+}
+
+double sb_comm_busbw_factor(enum sb_comm_kind kind, int n)
+{
+    /* nccl-tests PERFORMANCE.md: a ring all-reduce moves 2(n-1)/n of the
+     * buffer through each rank's link; broadcast and point-to-point move it
+     * once. */
+    if (kind == SB_COMM_ALLREDUCE) return n > 1 ? 2.0 * (n - 1) / n : 0.0;
+    return 1.0;
+}

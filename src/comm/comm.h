@@ -1,0 +1,94 @@
+/* Communicators: how replicas talk, behind one interface.
+ *
+ * Implementations: "mpi" (ranks of an MPI communicator, host buffers) and
+ * "local" (threads of one process sharing memory). Strategies call the
+ * sb_comm_* wrappers below, which time each call and count it per kind, so
+ * every strategy reports communication on one scale. */
+#ifndef SB_COMM_H
+#define SB_COMM_H
+
+#include <stddef.h>
+
+#include "core/status.h"
+
+/* Kinds of traffic, as the report names them. */
+enum sb_comm_kind {
+    SB_COMM_ALLREDUCE = 0, /* all-reduce of gradients */
+    SB_COMM_BROADCAST,     /* broadcast of parameters from rank 0 */
+    SB_COMM_PUSH,          /* worker -> server (gradients), point-to-point */
+    SB_COMM_PULL,          /* server -> worker (parameters), point-to-point */
+    SB_COMM_NKINDS
+};
+
+/* Totals for one kind, seen from one rank. bytes counts the message size as
+ * nccl-tests does: for an all-reduce of n floats, 4n bytes per call. */
+struct sb_comm_counter {
+    long calls;
+    double bytes;
+    double seconds;
+};
+
+struct sb_comm;
+
+struct sb_comm_ops {
+    const char *name;
+    /* buf (n) = sum over ranks of buf, in place, on every rank. */
+    sb_status (*allreduce)(struct sb_comm *c, float *buf, size_t n);
+    /* Same for doubles (metrics such as loss sums; not counted). */
+    sb_status (*allreduce_f64)(struct sb_comm *c, double *buf, size_t n);
+    /* buf (n) on every rank = buf on `root`. */
+    sb_status (*broadcast)(struct sb_comm *c, float *buf, size_t n, int root);
+    /* Blocking point-to-point send/receive of n floats. */
+    sb_status (*send)(struct sb_comm *c, const float *buf, size_t n, int peer);
+    sb_status (*recv)(struct sb_comm *c, float *buf, size_t n, int peer);
+    sb_status (*barrier)(struct sb_comm *c);
+    void (*destroy)(struct sb_comm *c);
+};
+
+struct sb_comm {
+    const struct sb_comm_ops *ops;
+    int rank;                 /* 0 .. size-1 within this communicator */
+    int size;
+    void *impl;
+    struct sb_comm_counter counters[SB_COMM_NKINDS];
+};
+
+/* Timed, counted wrappers: each adds one call, its bytes and its seconds
+ * to c->counters[kind]. Errors: SB_ERR_COMM with the library's message. */
+sb_status sb_comm_allreduce(struct sb_comm *c, float *buf, size_t n);
+sb_status sb_comm_broadcast(struct sb_comm *c, float *buf, size_t n, int root);
+sb_status sb_comm_send(struct sb_comm *c, const float *buf, size_t n, int peer,
+                       enum sb_comm_kind kind);
+sb_status sb_comm_recv(struct sb_comm *c, float *buf, size_t n, int peer,
+                       enum sb_comm_kind kind);
+/* Uncounted: metrics reductions and barriers are not training traffic. */
+sb_status sb_comm_allreduce_f64(struct sb_comm *c, double *buf, size_t n);
+sb_status sb_comm_barrier(struct sb_comm *c);
+
+/* Zeroes all counters (at the end of warm-up). */
+void sb_comm_reset_counters(struct sb_comm *c);
+
+/* Frees the communicator; safe on NULL. */
+void sb_comm_destroy(struct sb_comm *c);
+
+/* Report name of a kind: "allreduce", "broadcast", "push", "pull". */
+const char *sb_comm_kind_name(enum sb_comm_kind kind);
+
+/* Bus-bandwidth factor of a kind over n ranks, as nccl-tests'
+ * PERFORMANCE.md defines it: all-reduce 2(n-1)/n; broadcast 1; point-to-point
+ * push and pull 1 (each byte crosses one link once). */
+double sb_comm_busbw_factor(enum sb_comm_kind kind, int n);
+
+/* MPI communicator over a duplicate of `mpi_comm` (an MPI_Comm passed as a
+ * pointer so this header needs no mpi.h). */
+sb_status sb_comm_mpi_create(const void *mpi_comm, struct sb_comm **out);
+
+/* A group of n threads sharing memory; each thread gets its own member. */
+struct sb_local_group;
+sb_status sb_local_group_create(int n, struct sb_local_group **out);
+void sb_local_group_destroy(struct sb_local_group *g);
+/* Member `rank` of group `g` (one per thread; do not share). */
+sb_status sb_comm_local_create(struct sb_local_group *g, int rank,
+                               struct sb_comm **out);
+
+#endif

@@ -1,0 +1,144 @@
+/* The "local" communicator: replicas that are threads of one process.
+ *
+ * All-reduce without copies through a staging buffer: every thread publishes
+ * its buffer, then thread r sums chunk r over all buffers (in rank order, so
+ * the result is deterministic) and writes the sum back into every buffer.
+ * Two barriers per call; each element is read N times and written N times,
+ * the minimum for N replicas that each keep a full copy. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm.h"
+
+struct sb_local_group {
+    int n;
+    pthread_barrier_t barrier;
+    float **bufs;   /* (n) published float buffers */
+    double **dbufs; /* (n) published double buffers */
+};
+
+static void wait_all(struct sb_local_group *g) { pthread_barrier_wait(&g->barrier); }
+
+static void chunk(size_t n, int parts, int r, size_t *lo, size_t *hi)
+{
+    *lo = n * (size_t)r / (size_t)parts;
+    *hi = n * (size_t)(r + 1) / (size_t)parts;
+}
+
+static sb_status local_allreduce(struct sb_comm *c, float *buf, size_t n)
+{
+    struct sb_local_group *g = c->impl;
+    g->bufs[c->rank] = buf;
+    wait_all(g);
+    size_t lo, hi;
+    chunk(n, g->n, c->rank, &lo, &hi);
+    for (size_t i = lo; i < hi; i++) {
+        float s = g->bufs[0][i];
+        for (int q = 1; q < g->n; q++) s += g->bufs[q][i];
+        for (int q = 0; q < g->n; q++) g->bufs[q][i] = s;
+    }
+    wait_all(g);
+    return SB_OK;
+}
+
+static sb_status local_allreduce_f64(struct sb_comm *c, double *buf, size_t n)
+{
+    struct sb_local_group *g = c->impl;
+    g->dbufs[c->rank] = buf;
+    wait_all(g);
+    size_t lo, hi;
+    chunk(n, g->n, c->rank, &lo, &hi);
+    for (size_t i = lo; i < hi; i++) {
+        double s = g->dbufs[0][i];
+        for (int q = 1; q < g->n; q++) s += g->dbufs[q][i];
+        for (int q = 0; q < g->n; q++) g->dbufs[q][i] = s;
+    }
+    wait_all(g);
+    return SB_OK;
+}
+
+static sb_status local_broadcast(struct sb_comm *c, float *buf, size_t n, int root)
+{
+    struct sb_local_group *g = c->impl;
+    g->bufs[c->rank] = buf;
+    wait_all(g);
+    if (c->rank != root) memcpy(buf, g->bufs[root], n * sizeof *buf);
+    wait_all(g);
+    return SB_OK;
+}
+
+static sb_status local_send(struct sb_comm *c, const float *buf, size_t n, int peer)
+{
+    (void)c, (void)buf, (void)n;
+    return sb_error(SB_ERR_INTERNAL, "local communicator: send to %d not supported", peer);
+}
+
+static sb_status local_recv(struct sb_comm *c, float *buf, size_t n, int peer)
+{
+    (void)c, (void)buf, (void)n;
+    return sb_error(SB_ERR_INTERNAL, "local communicator: recv from %d not supported", peer);
+}
+
+static sb_status local_barrier(struct sb_comm *c)
+{
+    wait_all(c->impl);
+    return SB_OK;
+}
+
+static void local_destroy(struct sb_comm *c) { free(c); }
+
+static const struct sb_comm_ops local_ops = {
+    .name = "local",
+    .allreduce = local_allreduce,
+    .allreduce_f64 = local_allreduce_f64,
+    .broadcast = local_broadcast,
+    .send = local_send,
+    .recv = local_recv,
+    .barrier = local_barrier,
+    .destroy = local_destroy,
+};
+
+sb_status sb_local_group_create(int n, struct sb_local_group **out)
+{
+    *out = NULL;
+    struct sb_local_group *g = calloc(1, sizeof *g);
+    if (!g) return sb_error(SB_ERR_NOMEM, "local communicator: out of memory");
+    g->n = n;
+    g->bufs = calloc((size_t)n, sizeof *g->bufs);
+    g->dbufs = calloc((size_t)n, sizeof *g->dbufs);
+    if (!g->bufs || !g->dbufs) {
+        free(g->bufs);
+        free(g->dbufs);
+        free(g);
+        return sb_error(SB_ERR_NOMEM, "local communicator: out of memory");
+    }
+    if (pthread_barrier_init(&g->barrier, NULL, (unsigned)n) != 0) {
+        free(g->bufs);
+        free(g->dbufs);
+        free(g);
+        return sb_error(SB_ERR_COMM, "local communicator: pthread_barrier_init failed");
+    }
+    *out = g;
+    return SB_OK;
+}
+
+void sb_local_group_destroy(struct sb_local_group *g)
+{
+    if (!g) return;
+    pthread_barrier_destroy(&g->barrier);
+    free(g->bufs);
+    free(g->dbufs);
+    free(g);
+}
+
+sb_status sb_comm_local_create(struct sb_local_group *g, int rank, struct sb_comm **out)
+{
+    *out = calloc(1, sizeof **out);
+    if (!*out) return sb_error(SB_ERR_NOMEM, "local communicator: out of memory");
+    (*out)->ops = &local_ops;
+    (*out)->impl = g;
+    (*out)->rank = rank;
+    (*out)->size = g->n;
+    return SB_OK;
+}

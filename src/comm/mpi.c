@@ -1,0 +1,116 @@
+/* The "mpi" communicator: ranks of a duplicated MPI communicator, host
+ * buffers. Only the thread that called MPI_Init_thread uses it. */
+#include <mpi.h>
+#include <stdlib.h>
+
+#include "comm/comm.h"
+
+static sb_status mpi_check(int rc, const char *what)
+{
+    if (rc == MPI_SUCCESS) return SB_OK;
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    return sb_error(SB_ERR_COMM, "%s: %s", what, msg);
+}
+
+static MPI_Comm handle(struct sb_comm *c) { return *(MPI_Comm *)c->impl; }
+
+/* MPI counts are int: split larger buffers into chunks of at most 1 Gi. */
+#define MPI_CHUNK ((size_t)1 << 30)
+
+static sb_status mpi_allreduce(struct sb_comm *c, float *buf, size_t n)
+{
+    for (size_t o = 0; o < n; o += MPI_CHUNK) {
+        int k = (int)(n - o < MPI_CHUNK ? n - o : MPI_CHUNK);
+        SB_TRY(mpi_check(MPI_Allreduce(MPI_IN_PLACE, buf + o, k, MPI_FLOAT, MPI_SUM,
+                                       handle(c)), "MPI_Allreduce"));
+    }
+    return SB_OK;
+}
+
+static sb_status mpi_allreduce_f64(struct sb_comm *c, double *buf, size_t n)
+{
+    return mpi_check(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM,
+                                   handle(c)), "MPI_Allreduce");
+}
+
+static sb_status mpi_broadcast(struct sb_comm *c, float *buf, size_t n, int root)
+{
+    for (size_t o = 0; o < n; o += MPI_CHUNK) {
+        int k = (int)(n - o < MPI_CHUNK ? n - o : MPI_CHUNK);
+        SB_TRY(mpi_check(MPI_Bcast(buf + o, k, MPI_FLOAT, root, handle(c)), "MPI_Bcast"));
+    }
+    return SB_OK;
+}
+
+static sb_status mpi_send(struct sb_comm *c, const float *buf, size_t n, int peer)
+{
+    for (size_t o = 0; o < n; o += MPI_CHUNK) {
+        int k = (int)(n - o < MPI_CHUNK ? n - o : MPI_CHUNK);
+        SB_TRY(mpi_check(MPI_Send(buf + o, k, MPI_FLOAT, peer, 0, handle(c)), "MPI_Send"));
+    }
+    return SB_OK;
+}
+
+static sb_status mpi_recv(struct sb_comm *c, float *buf, size_t n, int peer)
+{
+    for (size_t o = 0; o < n; o += MPI_CHUNK) {
+        int k = (int)(n - o < MPI_CHUNK ? n - o : MPI_CHUNK);
+        SB_TRY(mpi_check(MPI_Recv(buf + o, k, MPI_FLOAT, peer, 0, handle(c),
+                                  MPI_STATUS_IGNORE), "MPI_Recv"));
+    }
+    return SB_OK;
+}
+
+static sb_status mpi_barrier(struct sb_comm *c)
+{
+    return mpi_check(MPI_Barrier(handle(c)), "MPI_Barrier");
+}
+
+static void mpi_destroy(struct sb_comm *c)
+{
+    MPI_Comm *h = c->impl;
+    if (h) {
+        int finalized = 0;
+        MPI_Finalized(&finalized);
+        if (!finalized) MPI_Comm_free(h);
+        free(h);
+    }
+    free(c);
+}
+
+static const struct sb_comm_ops mpi_ops = {
+    .name = "mpi",
+    .allreduce = mpi_allreduce,
+    .allreduce_f64 = mpi_allreduce_f64,
+    .broadcast = mpi_broadcast,
+    .send = mpi_send,
+    .recv = mpi_recv,
+    .barrier = mpi_barrier,
+    .destroy = mpi_destroy,
+};
+
+sb_status sb_comm_mpi_create(const void *mpi_comm, struct sb_comm **out)
+{
+    *out = NULL;
+    struct sb_comm *c = calloc(1, sizeof *c);
+    MPI_Comm *h = malloc(sizeof *h);
+    if (!c || !h) {
+        free(c);
+        free(h);
+        return sb_error(SB_ERR_NOMEM, "mpi communicator: out of memory");
+    }
+    sb_status st = mpi_check(MPI_Comm_dup(*(const MPI_Comm *)mpi_comm, h), "MPI_Comm_dup");
+    if (st) {
+        free(c);
+        free(h);
+        return st;
+    }
+    c->ops = &mpi_ops;
+    c->impl = h;
+    MPI_Comm_rank(*h, &c->rank);
+    MPI_Comm_size(*h, &c->size);
+    *out = c;
+    return SB_OK;
+}

@@ -1,0 +1,50 @@
+/* The resolved configuration of one training run.
+ *
+ * Filled by the CLI (src/cli/train_opts.c) with defaults, then flags, then
+ * validated; read-only afterwards. Every field appears in the report's
+ * "config" object, so adding a field means adding it to the report too
+ * (src/report/report.c). */
+#ifndef SB_CONFIG_H
+#define SB_CONFIG_H
+
+#include <limits.h>
+#include <stdint.h>
+
+#define SB_MAX_HIDDEN 8
+#define SB_NAME_MAX 32
+
+enum sb_lr_scaling { SB_LR_SCALING_NONE = 0, SB_LR_SCALING_LINEAR };
+
+struct sb_config {
+    char strategy[SB_NAME_MAX];  /* single | mirrored | ddp | central */
+    char workload[SB_NAME_MAX];  /* mlp (| cnn) */
+    char device[SB_NAME_MAX];    /* cpu (| cuda) */
+    int hidden[SB_MAX_HIDDEN];   /* hidden layer widths of the mlp */
+    int n_hidden;
+    int replicas;                /* data-parallel replicas (workers) */
+    int servers;                 /* central: 0 = rank 0 also trains, K = dedicated */
+    int epochs;
+    int batch;                   /* per-replica batch; global = replicas * batch */
+    double lr;                   /* base learning rate (before --lr-scaling) */
+    double momentum;
+    enum sb_lr_scaling lr_scaling; /* linear: lr * replicas (Goyal et al. 2017) */
+    uint64_t seed;
+    char data_dir[PATH_MAX];     /* resolved: --data, $STRATBENCH_DATA, ./data/mnist */
+    char report_path[PATH_MAX];  /* "" = no report */
+    char save_params_path[PATH_MAX]; /* "" = do not save */
+    double target_accuracy;      /* fraction in (0, 1]; for time to accuracy */
+    long max_steps;              /* 0 = no limit */
+    int warmup_steps;            /* steps excluded from step statistics */
+    int threads;                 /* BLAS threads per process; 0 = auto */
+    int eval_batch;              /* test images per forward pass in evaluation */
+};
+
+/* Learning rate actually used by the optimizer: lr, times replicas under
+ * --lr-scaling linear (the linear scaling rule, Goyal et al. 2017,
+ * "Accurate, Large Minibatch SGD"). */
+double sb_config_effective_lr(const struct sb_config *cfg);
+
+/* Global batch: replicas * per-replica batch (samples per optimizer step). */
+int sb_config_global_batch(const struct sb_config *cfg);
+
+#endif

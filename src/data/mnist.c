@@ -1,0 +1,330 @@
+/* MNIST idx reader: opens each file with zlib (gzipped or raw alike),
+ * validates the big-endian idx header, reads the payload straight into its
+ * final buffer with large gzread calls, and normalises pixels only when a
+ * batch is gathered. See mnist.h for the file layout and the contract. */
+#include "data/mnist.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <zlib.h>
+
+#define IDX_MAX_N 10000000u          /* more samples than this is a corrupt header */
+#define IDX_MAX_SIDE 4096u           /* rows or cols beyond this: corrupt header */
+#define IDX_MAX_BYTES (1ull << 34)   /* 16 GiB of payload: corrupt header */
+#define GZ_BUFFER_BYTES (1u << 20)   /* zlib input buffer: fewer, larger reads */
+#define GZ_CHUNK_BYTES (1u << 30)    /* gzread takes an unsigned length */
+
+static const char *const MISSING_HINT =
+    "hint: run ./configure.py --fetch-mnist or pass --data DIR";
+
+static uint32_t be32(const unsigned char *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
+           ((uint32_t)p[2] << 8) | (uint32_t)p[3];
+}
+
+/* Opens `path` for reading through zlib. A missing file gets the hint. */
+static sb_status idx_open(const char *path, gzFile *out)
+{
+    errno = 0;
+    gzFile gz = gzopen(path, "rb");
+    if (!gz) {
+        int err = errno;
+        if (err == ENOENT)
+            return sb_error(SB_ERR_INPUT, "%s: %s (%s)", path, strerror(err),
+                            MISSING_HINT);
+        if (err == 0) /* zlib could not allocate its state */
+            return sb_error(SB_ERR_NOMEM, "%s: cannot open: out of memory",
+                            path);
+        return sb_error(SB_ERR_INPUT, "%s: cannot open: %s", path,
+                        strerror(err));
+    }
+    if (gzbuffer(gz, GZ_BUFFER_BYTES) != 0) {
+        gzclose_r(gz);
+        return sb_error(SB_ERR_INTERNAL, "%s: gzbuffer failed", path);
+    }
+    *out = gz;
+    return SB_OK;
+}
+
+/* Records a gzread failure of `path` (gzerror tells which). */
+static sb_status idx_read_error(gzFile gz, const char *path)
+{
+    int errnum = Z_OK;
+    const char *msg = gzerror(gz, &errnum);
+    /* zlib prefixes its message with "<path>: "; we add the path ourselves. */
+    size_t plen = strlen(path);
+    if (msg && strncmp(msg, path, plen) == 0 && strncmp(msg + plen, ": ", 2) == 0)
+        msg += plen + 2;
+    if (errnum == Z_ERRNO)
+        return sb_error(SB_ERR_INPUT, "%s: read error: %s", path,
+                        strerror(errno));
+    if (errnum == Z_MEM_ERROR)
+        return sb_error(SB_ERR_NOMEM, "%s: out of memory while decompressing",
+                        path);
+    return sb_error(SB_ERR_INPUT, "%s: corrupt gzip data: %s", path,
+                    msg ? msg : "unknown zlib error");
+}
+
+/* Reads up to `len` bytes into `buf`, in chunks gzread can take. On success
+ * *got is the number read (< len only at end of input); *cut is set when the
+ * input ended inside a gzip stream (a truncated .gz file). */
+static sb_status idx_read(gzFile gz, const char *path, void *buf, size_t len,
+                          size_t *got, int *cut)
+{
+    *cut = 0;
+    unsigned char *p = buf;
+    size_t total = 0;
+    while (total < len) {
+        size_t want = len - total;
+        if (want > GZ_CHUNK_BYTES) want = GZ_CHUNK_BYTES;
+        int r = gzread(gz, p + total, (unsigned)want);
+        if (r < 0) return idx_read_error(gz, path);
+        if (r == 0) {
+            /* End of input, or an error that gzread reports only by 0
+             * (Z_BUF_ERROR: the gzip stream stops early). */
+            int errnum = Z_OK;
+            (void)gzerror(gz, &errnum);
+            if (errnum == Z_BUF_ERROR)
+                *cut = 1;
+            else if (errnum != Z_OK)
+                return idx_read_error(gz, path);
+            break;
+        }
+        total += (size_t)r;
+    }
+    *got = total;
+    return SB_OK;
+}
+
+/* Reads and checks the idx header: magic `magic` and `ndims` dimensions. */
+static sb_status idx_header(gzFile gz, const char *path, uint32_t magic,
+                            const char *kind, int ndims, uint32_t *dims)
+{
+    unsigned char hdr[16];
+    size_t want = 4u + 4u * (size_t)ndims;
+    size_t got = 0;
+    int cut = 0;
+    SB_TRY(idx_read(gz, path, hdr, want, &got, &cut));
+    if (got < 4)
+        return sb_error(SB_ERR_INPUT,
+                        "%s: truncated: %zu bytes, too short for an idx header%s",
+                        path, got, cut ? " (gzip stream ends early)" : "");
+    uint32_t m = be32(hdr);
+    if (m != magic)
+        return sb_error(SB_ERR_INPUT,
+                        "%s: not an idx %s file (magic %u, expected %u)", path,
+                        kind, (unsigned)m, (unsigned)magic);
+    if (got < want)
+        return sb_error(SB_ERR_INPUT,
+                        "%s: truncated: idx header needs %zu bytes, file holds %zu%s",
+                        path, want, got, cut ? " (gzip stream ends early)" : "");
+    for (int d = 0; d < ndims; d++) {
+        dims[d] = be32(hdr + 4 + 4 * d);
+        uint32_t limit = d == 0 ? IDX_MAX_N : IDX_MAX_SIDE;
+        const char *name = d == 0 ? "sample count" : d == 1 ? "rows" : "cols";
+        if (dims[d] == 0 || dims[d] > limit)
+            return sb_error(SB_ERR_INPUT,
+                            "%s: corrupt idx header: %s %u (expected 1..%u)",
+                            path, name, (unsigned)dims[d], (unsigned)limit);
+    }
+    return SB_OK;
+}
+
+/* Reads a whole idx file with `ndims` dimensions into a malloc'd payload. */
+static sb_status idx_load(const char *path, uint32_t magic, const char *kind,
+                          const char *what, int ndims, uint32_t *dims,
+                          uint8_t **payload)
+{
+    gzFile gz = NULL;
+    uint8_t *buf = NULL;
+    SB_TRY(idx_open(path, &gz));
+
+    sb_status st = idx_header(gz, path, magic, kind, ndims, dims);
+    if (st != SB_OK) goto fail;
+
+    unsigned long long bytes = 1;
+    for (int d = 0; d < ndims; d++) bytes *= dims[d];
+    if (bytes > IDX_MAX_BYTES || bytes > SIZE_MAX) {
+        st = sb_error(SB_ERR_INPUT,
+                      "%s: corrupt idx header: announces %llu bytes of %s",
+                      path, bytes, what);
+        goto fail;
+    }
+    buf = malloc((size_t)bytes);
+    if (!buf) {
+        st = sb_error(SB_ERR_NOMEM, "%s: cannot allocate %llu bytes of %s",
+                      path, bytes, what);
+        goto fail;
+    }
+    size_t got = 0;
+    int cut = 0;
+    st = idx_read(gz, path, buf, (size_t)bytes, &got, &cut);
+    if (st != SB_OK) goto fail;
+    if (got < bytes) {
+        st = sb_error(SB_ERR_INPUT,
+                      "%s: truncated: header announces %llu bytes of %s, file holds %zu%s",
+                      path, bytes, what, got,
+                      cut ? " (gzip stream ends early)" : "");
+        goto fail;
+    }
+    /* zlib checks the gzip trailer (CRC-32, length) once inflate reaches it,
+     * usually within the last read; a read past the payload makes sure it
+     * does even when the trailer lies in the next input block. Bytes after
+     * the payload are tolerated. */
+    unsigned char probe;
+    if (gzread(gz, &probe, 1) < 0) {
+        st = idx_read_error(gz, path);
+        goto fail;
+    }
+    int zerr = gzclose_r(gz);
+    gz = NULL;
+    if (zerr != Z_OK) {
+        st = sb_error(SB_ERR_INPUT, "%s: error closing file (zlib error %d)",
+                      path, zerr);
+        goto fail;
+    }
+    *payload = buf;
+    return SB_OK;
+
+fail:
+    free(buf);
+    if (gz) gzclose_r(gz);
+    return st;
+}
+
+sb_status sb_idx_read_images(const char *path, uint8_t **pixels, int *n,
+                             int *rows, int *cols)
+{
+    uint32_t dims[3];
+    uint8_t *buf = NULL;
+    SB_TRY(idx_load(path, SB_MNIST_IMAGE_MAGIC, "image", "pixels", 3, dims,
+                    &buf));
+    *pixels = buf;
+    *n = (int)dims[0];
+    *rows = (int)dims[1];
+    *cols = (int)dims[2];
+    return SB_OK;
+}
+
+sb_status sb_idx_read_labels(const char *path, uint8_t **labels, int *n)
+{
+    uint32_t dims[1];
+    uint8_t *buf = NULL;
+    SB_TRY(idx_load(path, SB_MNIST_LABEL_MAGIC, "label", "labels", 1, dims,
+                    &buf));
+    for (uint32_t i = 0; i < dims[0]; i++) {
+        if (buf[i] >= SB_MNIST_CLASSES) {
+            sb_status st = sb_error(SB_ERR_INPUT,
+                                    "%s: label %u at index %u is outside 0..%d",
+                                    path, (unsigned)buf[i], (unsigned)i,
+                                    SB_MNIST_CLASSES - 1);
+            free(buf);
+            return st;
+        }
+    }
+    *labels = buf;
+    *n = (int)dims[0];
+    return SB_OK;
+}
+
+void sb_mnist_resolve_dir(const char *flag_dir, char *out, size_t out_size)
+{
+    if (!out || out_size == 0) return;
+    const char *dir = "./data/mnist";
+    const char *env = getenv("STRATBENCH_DATA");
+    if (flag_dir && flag_dir[0])
+        dir = flag_dir;
+    else if (env && env[0])
+        dir = env;
+    snprintf(out, out_size, "%s", dir);
+}
+
+/* Writes "<dir>/<name>.gz" to `path` if that file exists, else "<dir>/<name>"
+ * if that exists, else the .gz path (so a missing-file error names it). */
+static sb_status pick_path(const char *dir, const char *name, char *path,
+                           size_t size)
+{
+    int len = snprintf(path, size, "%s/%s.gz", dir, name);
+    if (len < 0 || (size_t)len >= size)
+        return sb_error(SB_ERR_INPUT, "%s: data directory path too long", dir);
+    if (access(path, F_OK) == 0) return SB_OK;
+    char raw[PATH_MAX];
+    snprintf(raw, sizeof raw, "%s/%s", dir, name); /* shorter than path */
+    if (access(raw, F_OK) == 0) snprintf(path, size, "%s", raw);
+    return SB_OK;
+}
+
+/* Loads one split (images + labels) and checks that the counts agree. */
+static sb_status load_split(const char *dir, const char *images_name,
+                            const char *labels_name, struct sb_split *s)
+{
+    char ipath[PATH_MAX], lpath[PATH_MAX];
+    SB_TRY(pick_path(dir, images_name, ipath, sizeof ipath));
+    SB_TRY(pick_path(dir, labels_name, lpath, sizeof lpath));
+    SB_TRY(sb_idx_read_images(ipath, &s->pixels, &s->n, &s->rows, &s->cols));
+    int nl = 0;
+    sb_status st = sb_idx_read_labels(lpath, &s->labels, &nl);
+    if (st != SB_OK) return st;
+    if (nl != s->n)
+        return sb_error(SB_ERR_INPUT,
+                        "%s: %d images but %s: %d labels (counts must match)",
+                        ipath, s->n, lpath, nl);
+    return SB_OK;
+}
+
+sb_status sb_mnist_load(const char *dir, struct sb_mnist *out)
+{
+    struct sb_mnist m;
+    memset(&m, 0, sizeof m);
+    sb_status st = load_split(dir, "train-images-idx3-ubyte",
+                              "train-labels-idx1-ubyte", &m.train);
+    if (st == SB_OK)
+        st = load_split(dir, "t10k-images-idx3-ubyte",
+                        "t10k-labels-idx1-ubyte", &m.test);
+    if (st == SB_OK &&
+        (m.test.rows != m.train.rows || m.test.cols != m.train.cols))
+        st = sb_error(SB_ERR_INPUT,
+                      "%s: test images are %dx%d but training images are %dx%d",
+                      dir, m.test.rows, m.test.cols, m.train.rows,
+                      m.train.cols);
+    if (st != SB_OK) {
+        sb_mnist_free(&m);
+        return st;
+    }
+    *out = m;
+    return SB_OK;
+}
+
+void sb_mnist_free(struct sb_mnist *m)
+{
+    if (!m) return;
+    free(m->train.pixels);
+    free(m->train.labels);
+    free(m->test.pixels);
+    free(m->test.labels);
+    memset(m, 0, sizeof *m);
+}
+
+void sb_mnist_gather(const struct sb_split *split, const int32_t *idx, int n,
+                     float *x, uint8_t *y)
+{
+    /* 256-entry table, built per call (256 divisions, negligible against a
+     * batch); float arithmetic as torchvision's ToTensor + Normalize. */
+    float lut[256];
+    for (int p = 0; p < 256; p++)
+        lut[p] = ((float)p / 255.0f - SB_MNIST_MEAN) / SB_MNIST_STD;
+
+    size_t d = (size_t)split->rows * (size_t)split->cols;
+    for (int i = 0; i < n; i++) {
+        const uint8_t *src = split->pixels + (size_t)idx[i] * d;
+        float *dst = x + (size_t)i * d;
+        for (size_t j = 0; j < d; j++) dst[j] = lut[src[j]];
+        y[i] = split->labels[idx[i]];
+    }
+}

@@ -1,0 +1,68 @@
+/* MNIST in the idx format (LeCun et al.): reading, validating, normalising.
+ *
+ * Files: train-images-idx3-ubyte, train-labels-idx1-ubyte,
+ * t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte, each either gzip-compressed
+ * (".gz" suffix) or raw; zlib's gzopen/gzread reads both transparently.
+ * Images are kept as raw uint8 pixels; normalisation happens when a batch is
+ * gathered (sb_mnist_normalize), so the dataset costs 1 byte per pixel. */
+#ifndef SB_MNIST_H
+#define SB_MNIST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+#define SB_MNIST_IMAGE_MAGIC 2051 /* idx3: unsigned byte, 3 dimensions */
+#define SB_MNIST_LABEL_MAGIC 2049 /* idx1: unsigned byte, 1 dimension */
+#define SB_MNIST_MEAN 0.1307f     /* training-set pixel mean of x/255 */
+#define SB_MNIST_STD 0.3081f      /* training-set pixel std of x/255 */
+#define SB_MNIST_CLASSES 10
+
+/* One split (train or test): n images of rows x cols pixels and n labels. */
+struct sb_split {
+    int n;            /* number of samples */
+    int rows, cols;   /* 28 x 28 for MNIST */
+    uint8_t *pixels;  /* (n, rows*cols), row-major, raw 0..255 */
+    uint8_t *labels;  /* (n), each 0..9 */
+};
+
+struct sb_mnist {
+    struct sb_split train; /* 60,000 samples for full MNIST */
+    struct sb_split test;  /* 10,000 samples */
+};
+
+/* Reads an idx image file (magic 2051) into a malloc'd (n, rows*cols) array.
+ * Errors (SB_ERR_INPUT, message naming `path`): missing file, wrong magic
+ * number, zero dimension, fewer bytes than the header announces.
+ * SB_ERR_NOMEM if the array cannot be allocated. */
+sb_status sb_idx_read_images(const char *path, uint8_t **pixels, int *n,
+                             int *rows, int *cols);
+
+/* Reads an idx label file (magic 2049) into a malloc'd (n) array.
+ * Errors as sb_idx_read_images, plus a label outside 0..9. */
+sb_status sb_idx_read_labels(const char *path, uint8_t **labels, int *n);
+
+/* Finds the directory holding MNIST: `flag_dir` if non-empty (from --data),
+ * else $STRATBENCH_DATA, else "./data/mnist". Writes it to `out` (size
+ * `out_size`). Never fails. */
+void sb_mnist_resolve_dir(const char *flag_dir, char *out, size_t out_size);
+
+/* Loads the four files from `dir`. For each base name it opens "<name>.gz"
+ * if present, else "<name>". Checks each file as above and that image and
+ * label counts match (error naming both files). On error nothing is left
+ * allocated; the message names the file and carries a hint
+ * ("run ./configure.py --fetch-mnist or pass --data DIR") when the file is
+ * missing. */
+sb_status sb_mnist_load(const char *dir, struct sb_mnist *out);
+
+/* Frees what sb_mnist_load allocated; safe on a zeroed struct. */
+void sb_mnist_free(struct sb_mnist *m);
+
+/* Gathers samples idx[0..n) of `split` into x (n, rows*cols) as float32,
+ * normalised as (p/255 - 0.1307)/0.3081 (the torchvision MNIST constants),
+ * and their labels into y (n). */
+void sb_mnist_gather(const struct sb_split *split, const int32_t *idx, int n,
+                     float *x, uint8_t *y);
+
+#endif

@@ -1,0 +1,258 @@
+/* The training loop; see harness.h. */
+#include "harness/harness.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/nvtx.h"
+#include "data/sampler.h"
+#include "report/report.h"
+#include "strategies/strategy.h"
+
+/* Per-step timings kept for the report (rank 0's view). */
+struct timings {
+    double *step_ms;
+    double *phase_ms[SB_PHASE_COUNT];
+    size_t n, cap;
+};
+
+static void timings_free(struct timings *t)
+{
+    free(t->step_ms);
+    for (int p = 0; p < SB_PHASE_COUNT; p++) free(t->phase_ms[p]);
+}
+
+static sb_status timings_alloc(struct timings *t, size_t cap)
+{
+    memset(t, 0, sizeof *t);
+    t->cap = cap;
+    size_t bytes = (cap ? cap : 1) * sizeof(double);
+    if (!(t->step_ms = malloc(bytes))) return sb_error(SB_ERR_NOMEM, "harness: out of memory");
+    for (int p = 0; p < SB_PHASE_COUNT; p++)
+        if (!(t->phase_ms[p] = malloc(bytes)))
+            return sb_error(SB_ERR_NOMEM, "harness: out of memory");
+    return SB_OK;
+}
+
+static void timings_add(struct timings *t, double step_ms, const struct sb_step_result *r)
+{
+    if (t->n == t->cap) return;
+    t->step_ms[t->n] = step_ms;
+    for (int p = 0; p < SB_PHASE_COUNT; p++) t->phase_ms[p][t->n] = r->phase_ms[p];
+    t->n++;
+}
+
+/* BLAS threads per process: --threads, else the node's cores shared evenly
+ * among the job's processes on this node. */
+static int blas_threads(const struct sb_config *cfg, const struct sb_job *job)
+{
+    if (cfg->threads > 0) return cfg->threads;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    long t = cores / (job->local_size > 0 ? job->local_size : 1);
+    return t >= 1 ? (int)t : 1;
+}
+
+/* Writes the parameters as raw little-endian float32 (x86 and Arm hosts are
+ * little-endian) through a temporary file and rename. */
+static sb_status save_params(const char *path, const float *p, size_t n)
+{
+    char tmp[PATH_MAX + 16];
+    snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) return sb_error(SB_ERR_IO, "%s: %s", path, strerror(errno));
+    FILE *f = fdopen(fd, "wb");
+    int ok = f && fwrite(p, sizeof *p, n, f) == n;
+    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    if (f) ok = (fclose(f) == 0) && ok;
+    else close(fd);
+    if (!ok || rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return sb_error(SB_ERR_IO, "%s: %s", path, strerror(e));
+    }
+    return SB_OK;
+}
+
+struct loop {
+    const struct sb_config *cfg;
+    const struct sb_mnist *data;
+    struct sb_job *job;
+    struct sb_strategy *s;
+    struct sb_run_record *rec;
+    struct timings t;
+    int32_t *perm;
+};
+
+/* Runs every epoch, filling rec->epochs and the timings. */
+static sb_status train_epochs(struct loop *L)
+{
+    const struct sb_config *cfg = L->cfg;
+    struct sb_run_record *rec = L->rec;
+    struct sb_comm *comm = L->s->ops->comm(L->s);
+    int global = sb_config_global_batch(cfg);
+    int steps_per_epoch = sb_steps_per_epoch(L->data->train.n, global);
+    long step = 0;
+    int rank0 = L->job->rank == 0;
+    double t_start = sb_now_s();
+    rec->time_to_accuracy_s = -1.0;
+
+    for (int epoch = 1; epoch <= cfg->epochs; epoch++) {
+        sb_nvtx_push("epoch", SB_NVTX_EPOCH, (uint64_t)epoch);
+        sb_epoch_permutation(cfg->seed, epoch, L->perm, L->data->train.n);
+        double loss[2] = {0.0, 0.0}; /* loss sum, samples */
+        double t0 = sb_now_s();
+        for (int i = 0; i < steps_per_epoch; i++, step++) {
+            if (cfg->max_steps && step >= cfg->max_steps) break;
+            if (step == cfg->warmup_steps && comm) sb_comm_reset_counters(comm);
+            struct sb_step_result r;
+            memset(&r, 0, sizeof r);
+            sb_nvtx_push("step", SB_NVTX_STEP, (uint64_t)step);
+            double s0 = sb_now_s();
+            sb_status st = L->s->ops->step(L->s, step, L->perm + (size_t)i * global, &r);
+            double step_ms = 1e3 * (sb_now_s() - s0);
+            sb_nvtx_pop();
+            if (st) {
+                sb_nvtx_pop();
+                return st;
+            }
+            if (step >= cfg->warmup_steps) timings_add(&L->t, step_ms, &r);
+            loss[0] += r.loss_sum;
+            loss[1] += (double)r.samples;
+        }
+        double seconds = sb_now_s() - t0;
+        SB_TRY(L->s->ops->reduce_sum(L->s, loss, 2));
+
+        double e0 = sb_now_s();
+        sb_nvtx_push("evaluate", SB_NVTX_EVAL, (uint64_t)epoch);
+        double accuracy = 0.0;
+        sb_status st = L->s->ops->evaluate(L->s, &accuracy);
+        sb_nvtx_pop();
+        sb_nvtx_pop();
+        if (st) return st;
+        double e1 = sb_now_s();
+
+        struct sb_epoch_record *e = &rec->epochs[rec->n_epochs++];
+        e->epoch = epoch;
+        e->train_loss = loss[1] > 0 ? loss[0] / loss[1] : 0.0;
+        e->test_accuracy = accuracy;
+        e->seconds = seconds;
+        e->eval_seconds = e1 - e0;
+        e->samples_per_s = seconds > 0 ? loss[1] / seconds : 0.0;
+        rec->train_seconds += seconds;
+        /* MLPerf time-to-train: wall time from the start of training until
+         * the quality target is first met, evaluations included. */
+        if (rec->time_to_accuracy_s < 0 && accuracy >= cfg->target_accuracy)
+            rec->time_to_accuracy_s = e1 - t_start;
+        if (rank0) {
+            printf("epoch %3d/%d  train_loss %.4f  test_accuracy %6.2f%%  %7.2f s  "
+                   "%9.0f samples/s\n",
+                   epoch, cfg->epochs, e->train_loss, 100.0 * accuracy, seconds,
+                   e->samples_per_s);
+            fflush(stdout);
+        }
+        if (cfg->max_steps && step >= cfg->max_steps) break;
+    }
+    rec->steps_total = step;
+    if (rec->n_epochs) rec->final_test_accuracy = rec->epochs[rec->n_epochs - 1].test_accuracy;
+    return SB_OK;
+}
+
+/* Rank 0's outputs after training: parameters and report. */
+static sb_status write_outputs(struct loop *L)
+{
+    const struct sb_config *cfg = L->cfg;
+    struct sb_run_record *rec = L->rec;
+    if (cfg->save_params_path[0]) {
+        float *host = malloc(rec->n_params * sizeof *host);
+        if (!host) return sb_error(SB_ERR_NOMEM, "harness: out of memory");
+        sb_status st = L->s->ops->read_params(L->s, host);
+        if (!st) st = save_params(cfg->save_params_path, host, rec->n_params);
+        free(host);
+        SB_TRY(st);
+    }
+    if (!cfg->report_path[0]) return SB_OK;
+    rec->step_ms = L->t.step_ms;
+    for (int p = 0; p < SB_PHASE_COUNT; p++) rec->phase_ms[p] = L->t.phase_ms[p];
+    rec->n_measured = L->t.n;
+    struct sb_comm *comm = L->s->ops->comm(L->s);
+    if (comm) {
+        memcpy(rec->comm, comm->counters, sizeof rec->comm);
+        rec->comm_ranks = comm->size;
+    } else {
+        rec->comm_ranks = 1;
+    }
+    rec->peak_rss_bytes = sb_peak_rss_bytes();
+    return sb_report_write(cfg->report_path, rec);
+}
+
+sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *data,
+                           struct sb_job *job, int argc, char **argv)
+{
+    struct sb_strategy_env env = {
+        .cfg = cfg,
+        .data = data,
+        .be = sb_backend_find(cfg->device),
+        .workload = sb_workload_find(cfg->workload),
+        .world_rank = job->rank,
+        .world_size = job->size,
+        .mpi_world = job->world,
+    };
+    const struct sb_strategy_ops *ops = sb_strategy_find(cfg->strategy);
+    if (!env.be || !env.workload || !ops)
+        return sb_error(SB_ERR_INTERNAL, "harness: unvalidated configuration");
+    if (strcmp(env.be->name, "cpu") == 0) sb_backend_cpu_set_threads(blas_threads(cfg, job));
+
+    struct sb_run_record rec = {0};
+    struct sb_strategy s = {.ops = ops, .env = &env};
+    struct loop L = {.cfg = cfg, .data = data, .job = job, .s = &s, .rec = &rec};
+    rec.cfg = cfg;
+    rec.argc = argc;
+    rec.argv = argv;
+    rec.world_size = job->size;
+    rec.hosts = job->hosts;
+    rec.n_hosts = job->n_hosts;
+    rec.global_batch = sb_config_global_batch(cfg);
+    rec.effective_lr = sb_config_effective_lr(cfg);
+    sb_utc_now(rec.start_utc);
+
+    int steps_per_epoch = sb_steps_per_epoch(data->train.n, rec.global_batch);
+    long total = (long)steps_per_epoch * cfg->epochs;
+    if (cfg->max_steps && cfg->max_steps < total) total = cfg->max_steps;
+    sb_status st = timings_alloc(&L.t, total > cfg->warmup_steps ? (size_t)(total - cfg->warmup_steps) : 0);
+    rec.epochs = calloc((size_t)cfg->epochs, sizeof *rec.epochs);
+    L.perm = malloc((size_t)data->train.n * sizeof *L.perm);
+    if (!st && (!rec.epochs || !L.perm)) st = sb_error(SB_ERR_NOMEM, "harness: out of memory");
+    if (!st) st = ops->init(&s);
+    if (!st) {
+        rec.n_params = ops->n_params(&s);
+        if (job->rank == 0) {
+            printf("stratbench: %s, %s (%zu parameters), %d replica%s, global batch %d, "
+                   "lr %g, %d steps/epoch, %d process%s\n",
+                   cfg->strategy, cfg->workload, rec.n_params, cfg->replicas,
+                   cfg->replicas == 1 ? "" : "s", rec.global_batch, rec.effective_lr,
+                   steps_per_epoch, job->size, job->size == 1 ? "" : "es");
+            fflush(stdout);
+        }
+        st = train_epochs(&L);
+    }
+    if (!st && job->rank == 0) {
+        st = write_outputs(&L);
+        if (!st) {
+            printf("final test_accuracy %.2f%%, time to %.2f%%: ", 100.0 * rec.final_test_accuracy,
+                   100.0 * cfg->target_accuracy);
+            if (rec.time_to_accuracy_s >= 0) printf("%.2f s", rec.time_to_accuracy_s);
+            else printf("not reached");
+            if (cfg->report_path[0]) printf(", report %s", cfg->report_path);
+            printf("\n");
+        }
+    }
+    ops->destroy(&s);
+    timings_free(&L.t);
+    free(rec.epochs);
+    free(L.perm);
+    return st;
+}

@@ -1,0 +1,167 @@
+/* MPI job lifetime and self-launch; see job.h. */
+#include "harness/job.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static MPI_Comm world_comm = MPI_COMM_NULL;
+
+int sb_job_under_launcher(void)
+{
+    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_SIZE") ||
+           getenv("PMI_RANK");
+}
+
+static sb_status single_host(struct sb_job *job)
+{
+    char name[256] = "unknown";
+    gethostname(name, sizeof name - 1);
+    job->hosts = malloc(sizeof *job->hosts);
+    if (!job->hosts || !(job->hosts[0] = strdup(name)))
+        return sb_error(SB_ERR_NOMEM, "job: out of memory");
+    job->n_hosts = 1;
+    return SB_OK;
+}
+
+/* Gathers MPI_Get_processor_name from every rank and keeps distinct ones. */
+static sb_status gather_hosts(struct sb_job *job)
+{
+    char name[MPI_MAX_PROCESSOR_NAME] = {0};
+    int len = 0;
+    MPI_Get_processor_name(name, &len);
+    char *all = calloc((size_t)job->size, MPI_MAX_PROCESSOR_NAME);
+    job->hosts = calloc((size_t)job->size, sizeof *job->hosts);
+    if (!all || !job->hosts) {
+        free(all);
+        return sb_error(SB_ERR_NOMEM, "job: out of memory");
+    }
+    if (MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all, MPI_MAX_PROCESSOR_NAME,
+                      MPI_CHAR, world_comm) != MPI_SUCCESS) {
+        free(all);
+        return sb_error(SB_ERR_COMM, "MPI_Allgather of host names failed");
+    }
+    for (int r = 0; r < job->size; r++) {
+        const char *h = all + (size_t)r * MPI_MAX_PROCESSOR_NAME;
+        int seen = 0;
+        for (int i = 0; i < job->n_hosts && !seen; i++) seen = strcmp(job->hosts[i], h) == 0;
+        if (!seen && !(job->hosts[job->n_hosts++] = strdup(h))) {
+            free(all);
+            return sb_error(SB_ERR_NOMEM, "job: out of memory");
+        }
+    }
+    free(all);
+    return SB_OK;
+}
+
+sb_status sb_job_init(struct sb_job *job, int *argc, char ***argv, int use_mpi)
+{
+    memset(job, 0, sizeof *job);
+    job->size = job->local_size = 1;
+    if (!use_mpi) return single_host(job);
+
+    int provided = 0;
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+        return sb_error(SB_ERR_COMM, "MPI_Init_thread failed");
+    job->mpi = 1;
+    world_comm = MPI_COMM_WORLD;
+    /* Errors come back as codes, so they can be reported and the job ended
+     * by main rather than by MPI's default handler. */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    job->world = &world_comm;
+    MPI_Comm_rank(MPI_COMM_WORLD, &job->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &job->size);
+    MPI_Comm node;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, job->rank, MPI_INFO_NULL,
+                            &node) != MPI_SUCCESS)
+        return sb_error(SB_ERR_COMM, "MPI_Comm_split_type failed");
+    MPI_Comm_rank(node, &job->local_rank);
+    MPI_Comm_size(node, &job->local_size);
+    MPI_Comm_free(&node);
+    return gather_hosts(job);
+}
+
+int sb_job_agree(struct sb_job *job, int code, int *first_failed)
+{
+    *first_failed = code ? job->rank : -1;
+    if (!job->mpi) return code;
+    int in[2] = {code, code ? -job->rank : INT_MIN}, out[2];
+    /* MAX of the code and of -rank (so the lowest failed rank wins). */
+    if (MPI_Allreduce(in, out, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS) return 1;
+    *first_failed = out[0] ? -out[1] : -1;
+    return out[0];
+}
+
+void sb_job_abort(struct sb_job *job, int code)
+{
+    if (job->mpi && job->size > 1) {
+        fflush(stdout);
+        fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, code);
+    }
+}
+
+void sb_job_finish(struct sb_job *job)
+{
+    if (job->mpi) {
+        int finalized = 0;
+        MPI_Finalized(&finalized);
+        if (!finalized) MPI_Finalize();
+    }
+    for (int i = 0; i < job->n_hosts; i++) free(job->hosts[i]);
+    free(job->hosts);
+    job->hosts = NULL;
+    job->n_hosts = 0;
+}
+
+sb_status sb_job_relaunch_under_mpirun(int np, int argc, char **argv)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) return sb_error(SB_ERR_INTERNAL, "/proc/self/exe: %s", strerror(errno));
+    self[n] = '\0';
+
+    if (geteuid() == 0) {
+        setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+        setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+    }
+    /* Containers often forbid the ptrace-based CMA single copy. */
+    setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
+
+    /* Launcher words: $STRATBENCH_MPIRUN split on spaces, else mpirun. */
+    const char *launcher = getenv("STRATBENCH_MPIRUN");
+    char *words = strdup(launcher && *launcher ? launcher : "mpirun");
+    char **args = calloc((size_t)argc + 64, sizeof *args);
+    if (!words || !args) {
+        free(words);
+        free(args);
+        return sb_error(SB_ERR_NOMEM, "launch: out of memory");
+    }
+    int k = 0;
+    for (char *save = NULL, *w = strtok_r(words, " ", &save); w && k < 48;
+         w = strtok_r(NULL, " ", &save))
+        args[k++] = w;
+    char np_text[16];
+    snprintf(np_text, sizeof np_text, "%d", np);
+    args[k++] = "-np";
+    args[k++] = np_text;
+    args[k++] = "--oversubscribe";
+    args[k++] = self;
+    for (int i = 1; i < argc; i++) args[k++] = argv[i];
+    args[k] = NULL;
+
+    fflush(stdout);
+    fflush(stderr);
+    execvp(args[0], args);
+    sb_status st = sb_error(SB_ERR_USAGE,
+                            "%s: cannot start the MPI launcher: %s (hint: apt-get install "
+                            "openmpi-bin, or set STRATBENCH_MPIRUN)",
+                            args[0], strerror(errno));
+    free(words);
+    free(args);
+    return st;
+}

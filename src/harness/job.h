@@ -1,0 +1,57 @@
+/* The job: which processes run, and how they start, agree and end.
+ *
+ * Wraps MPI's lifetime for the strategies that use it: initialisation,
+ * world and node-local ranks, host names, agreement on a status after a
+ * stage every rank runs, and ending the whole job on a failure (never one
+ * rank alone, which would leave the others waiting). */
+#ifndef SB_JOB_H
+#define SB_JOB_H
+
+#include "core/status.h"
+
+struct sb_job {
+    int mpi;          /* MPI initialised by us */
+    int rank;         /* world rank (0 without MPI) */
+    int size;         /* world size (1 without MPI) */
+    int local_rank;   /* rank among the processes of this node */
+    int local_size;   /* processes of the job on this node */
+    void *world;      /* MPI_Comm * (MPI_COMM_WORLD) or NULL */
+    char **hosts;     /* distinct host names, rank order of first sight */
+    int n_hosts;
+};
+
+/* Non-zero when this process was started by mpirun/mpiexec or another PMI
+ * launcher (Open MPI's OMPI_COMM_WORLD_SIZE, PMIx's PMIX_RANK, PMI_SIZE). */
+int sb_job_under_launcher(void);
+
+/* Starts the job: with use_mpi, MPI_Init_thread (FUNNELED: only the main
+ * thread calls MPI), ranks, node-local ranks from
+ * MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), and the host names gathered
+ * from every rank. Without, a job of one process on this host.
+ * SB_ERR_COMM if MPI fails to start. */
+sb_status sb_job_init(struct sb_job *job, int *argc, char ***argv, int use_mpi);
+
+/* The largest of every rank's exit code for a stage all ranks ran, so that
+ * all ranks take the same branch; `code` itself without MPI. Sets
+ * *first_failed to the lowest rank whose code was non-zero (the one that
+ * prints the error), or -1. On a failed reduction returns 1. */
+int sb_job_agree(struct sb_job *job, int code, int *first_failed);
+
+/* Ends every process of the job with `code` (MPI_Abort when more than one
+ * process runs); returns only without MPI. */
+void sb_job_abort(struct sb_job *job, int code);
+
+/* Finalises MPI (if started) and frees the host list. */
+void sb_job_finish(struct sb_job *job);
+
+/* Replaces this process by `mpirun -np <np> <this program> <argv[1..]>`,
+ * so a user's `stratbench train --strategy ddp --replicas 4` runs as the
+ * MPI job it needs, as torchrun or horovodrun would. Sets what Open MPI
+ * needs on a workstation or container unless the user set it already:
+ * running as root (OMPI_ALLOW_RUN_AS_ROOT*), more ranks than cores
+ * (--oversubscribe), no CMA single-copy. $STRATBENCH_MPIRUN overrides the
+ * launcher command (e.g. "mpirun --hostfile hosts"). Returns only on
+ * failure: SB_ERR_USAGE naming the launcher when it cannot be started. */
+sb_status sb_job_relaunch_under_mpirun(int np, int argc, char **argv);
+
+#endif

@@ -1,0 +1,166 @@
+/* stratbench: benchmark distributed data-parallel training strategies.
+ *
+ * The command line: `stratbench train | info`. Only this file decides how
+ * the process (and the MPI job) ends: every other layer returns a status. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/train_opts.h"
+#include "data/mnist.h"
+#include "harness/harness.h"
+#include "harness/job.h"
+#include "strategies/strategy.h"
+#include "workloads/workload.h"
+
+#ifndef SB_VERSION
+#define SB_VERSION "0.1.0"
+#endif
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: stratbench COMMAND [flags]\n"
+            "\n"
+            "Benchmarks distributed data-parallel training strategies on MNIST.\n"
+            "\n"
+            "commands:\n"
+            "  train     train under one strategy and write a JSON report\n"
+            "  info      what this build supports\n"
+            "\n"
+            "strategies:\n");
+    for (int i = 0; i < sb_strategy_count(); i++)
+        fprintf(out, "  %-9s %s\n", sb_strategy_at(i)->name, sb_strategy_at(i)->summary);
+    fprintf(out, "\n`stratbench COMMAND --help` shows a command's flags and defaults.\n"
+                 "\n");
+    sb_train_opts_usage(out);
+}
+
+/* Prints the error line of `st` once: "stratbench: <message>". */
+static void report_error(sb_status st, int rank, int world_size)
+{
+    const char *msg = sb_error_message();
+    if (world_size > 1)
+        fprintf(stderr, "stratbench: rank %d: %s\n", rank, *msg ? msg : sb_status_name(st));
+    else
+        fprintf(stderr, "stratbench: %s\n", *msg ? msg : sb_status_name(st));
+}
+
+/* A launcher-reported world size, or 1. */
+static int launcher_world_size(void)
+{
+    const char *s = getenv("OMPI_COMM_WORLD_SIZE");
+    if (!s) s = getenv("PMI_SIZE");
+    return s ? atoi(s) : 1;
+}
+
+static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
+{
+    struct sb_train_opts opts;
+    sb_status st = sb_train_opts_parse(&opts, argc, argv);
+    if (st) {
+        report_error(st, 0, 1);
+        return sb_status_exit_code(st);
+    }
+    if (opts.help) {
+        sb_train_opts_usage(stdout);
+        return 0;
+    }
+    struct sb_config *cfg = &opts.cfg;
+    const struct sb_strategy_ops *ops = sb_strategy_find(cfg->strategy);
+    int under_launcher = sb_job_under_launcher();
+    struct sb_mnist data = {0};
+
+    if (ops->uses_mpi && !under_launcher) {
+        /* Check the input here, where an error is one clear line, before
+         * starting a job of many processes. */
+        st = sb_mnist_load(cfg->data_dir, &data);
+        sb_mnist_free(&data);
+        if (!st) st = sb_job_relaunch_under_mpirun(ops->processes(cfg), full_argc, full_argv);
+        report_error(st, 0, 1);
+        return sb_status_exit_code(st);
+    }
+    if (!ops->uses_mpi && under_launcher && launcher_world_size() > 1) {
+        if (getenv("OMPI_COMM_WORLD_RANK") && atoi(getenv("OMPI_COMM_WORLD_RANK")) != 0)
+            return 2;
+        fprintf(stderr, "stratbench: --strategy %s runs in one process; run it without mpirun\n",
+                cfg->strategy);
+        return 2;
+    }
+
+    struct sb_job job;
+    st = sb_job_init(&job, &full_argc, &full_argv, ops->uses_mpi);
+    if (st) {
+        report_error(st, 0, 1);
+        return sb_status_exit_code(st);
+    }
+    if (ops->uses_mpi) {
+        if (!opts.replicas_given) cfg->replicas = job.size - cfg->servers;
+        if (cfg->replicas < 1 || ops->processes(cfg) != job.size)
+            st = sb_error(SB_ERR_USAGE,
+                          "--replicas: %d replica%s with --servers %d need%s %d processes, "
+                          "but the MPI world has %d",
+                          cfg->replicas, cfg->replicas == 1 ? "" : "s", cfg->servers,
+                          cfg->replicas == 1 ? "s" : "", ops->processes(cfg), job.size);
+        else if ((long)cfg->replicas * cfg->batch > 60000)
+            st = sb_error(SB_ERR_USAGE, "--batch: global batch %d x %d exceeds the 60000 "
+                          "training images", cfg->replicas, cfg->batch);
+    }
+    if (!st) st = sb_mnist_load(cfg->data_dir, &data);
+    int first_failed;
+    int code = sb_job_agree(&job, sb_status_exit_code(st), &first_failed);
+    if (code) {
+        if (st && job.rank == first_failed) report_error(st, job.rank, 1);
+        sb_mnist_free(&data);
+        sb_job_finish(&job);
+        return code;
+    }
+
+    st = sb_harness_train(cfg, &data, &job, full_argc, full_argv);
+    sb_mnist_free(&data);
+    if (st) {
+        report_error(st, job.rank, job.size);
+        sb_job_abort(&job, sb_status_exit_code(st));
+        sb_job_finish(&job);
+        return sb_status_exit_code(st);
+    }
+    sb_job_finish(&job);
+    return 0;
+}
+
+static int cmd_info(void)
+{
+    printf("stratbench %s\n", SB_VERSION);
+    printf("strategies: %s\n", sb_strategy_names());
+    printf("workloads:  %s\n", sb_workload_names());
+    printf("devices:    cpu\n");
+    printf("blas:       %s\n", sb_backend_cpu_blas_version());
+#ifdef SB_HAVE_NVTX
+    printf("nvtx:       yes (domain stratbench)\n");
+#else
+    printf("nvtx:       no\n");
+#endif
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "train") == 0) return cmd_train(argc - 1, argv + 1, argc, argv);
+    if (strcmp(cmd, "info") == 0) return cmd_info();
+    if (strcmp(cmd, "--version") == 0) {
+        printf("stratbench %s\n", SB_VERSION);
+        return 0;
+    }
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "stratbench: unknown command '%s' (expected train or info; see "
+                    "stratbench --help)\n", cmd);
+    return 2;
+}

@@ -1,0 +1,174 @@
+/* The report's "environment" object; see environment.h.
+ *
+ * Each probe falls back to "unknown" when the system does not say, because a
+ * missing CPU name must never cost a finished training run its report. */
+#include "report/environment.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <mpi.h>
+#include <zlib.h>
+
+#include "backend/backend.h"
+
+#ifndef SB_VERSION
+#define SB_VERSION "0.1.0"
+#endif
+
+#define UNKNOWN "unknown"
+
+/* Copies src into dst[cap] without leading and trailing white space. */
+static void copy_trimmed(char *dst, size_t cap, const char *src)
+{
+    while (*src && isspace((unsigned char)*src)) src++;
+    size_t n = strlen(src);
+    while (n > 0 && isspace((unsigned char)src[n - 1])) n--;
+    if (n >= cap) n = cap - 1;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+/* The "model name" line of /proc/cpuinfo (x86; most ARM kernels have none). */
+static void cpu_model(char *out, size_t cap)
+{
+    snprintf(out, cap, "%s", UNKNOWN);
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) != 0) continue;
+        const char *colon = strchr(line, ':');
+        if (colon) copy_trimmed(out, cap, colon + 1);
+        break;
+    }
+    fclose(f);
+    if (out[0] == '\0') snprintf(out, cap, "%s", UNKNOWN);
+}
+
+/* The compiler that built this file, from its predefined macros. */
+static const char *compiler_version(void)
+{
+#if defined(__clang__)
+    return "clang " __clang_version__;
+#elif defined(__GNUC__) && defined(__VERSION__)
+    return "gcc " __VERSION__;
+#elif defined(__VERSION__)
+    return __VERSION__;
+#else
+    return UNKNOWN;
+#endif
+}
+
+/* First line of MPI_Get_library_version, trimmed. The MPI standard allows
+ * this call before MPI_Init (and after MPI_Finalize). */
+static void mpi_version(char *out, size_t cap)
+{
+    char buf[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    snprintf(out, cap, "%s", UNKNOWN);
+    if (MPI_Get_library_version(buf, &len) != MPI_SUCCESS) return;
+    if (len < 0) len = 0;
+    if (len >= (int)sizeof buf) len = (int)sizeof buf - 1;
+    buf[len] = '\0';
+    char *nl = strchr(buf, '\n');
+    if (nl) *nl = '\0';
+    copy_trimmed(out, cap, buf);
+    if (out[0] == '\0') snprintf(out, cap, "%s", UNKNOWN);
+}
+
+/* "Linux 6.1.0-18-amd64 x86_64" from uname(2). */
+static void os_version(char *out, size_t cap)
+{
+    struct utsname u;
+    if (uname(&u) != 0) {
+        snprintf(out, cap, "%s", UNKNOWN);
+        return;
+    }
+    snprintf(out, cap, "%s %s %s", u.sysname, u.release, u.machine);
+}
+
+/* Adds key: s (or "unknown" when s is NULL or empty); sets *fail on OOM. */
+static void add_str(cJSON *obj, const char *key, const char *s, int *fail)
+{
+    if (!s || !s[0]) s = UNKNOWN;
+    if (!cJSON_AddStringToObject(obj, key, s)) *fail = 1;
+}
+
+/* Adds every string of v[0..n) to array arr (NULL entries as "unknown"). */
+static void add_strings(cJSON *arr, char *const *v, int n, int *fail)
+{
+    for (int i = 0; v && i < n && !*fail; i++) {
+        cJSON *s = cJSON_CreateString(v[i] ? v[i] : UNKNOWN);
+        if (!s || !cJSON_AddItemToArray(arr, s)) {
+            cJSON_Delete(s);
+            *fail = 1;
+        }
+    }
+}
+
+/* The "hosts" array: rec's host list, or this host when the harness gave
+ * none (a run without MPI). */
+static void add_hosts(cJSON *env, const struct sb_run_record *rec, int *fail)
+{
+    cJSON *hosts = cJSON_AddArrayToObject(env, "hosts");
+    if (!hosts) {
+        *fail = 1;
+        return;
+    }
+    if (rec->hosts && rec->n_hosts > 0) {
+        add_strings(hosts, rec->hosts, rec->n_hosts, fail);
+        return;
+    }
+    char name[256];
+    if (gethostname(name, sizeof name) != 0) return;
+    name[sizeof name - 1] = '\0';
+    char *one[1] = {name};
+    add_strings(hosts, one, 1, fail);
+}
+
+sb_status sb_environment_json(const struct sb_run_record *rec, cJSON **out)
+{
+    *out = NULL;
+    if (!rec) return sb_error(SB_ERR_INTERNAL, "environment: no run record");
+    cJSON *env = cJSON_CreateObject();
+    if (!env) return sb_error(SB_ERR_NOMEM, "environment: out of memory");
+    int fail = 0;
+    char buf[512];
+
+    add_str(env, "stratbench_version", SB_VERSION, &fail);
+#ifdef SB_GIT_COMMIT
+    add_str(env, "git_commit", SB_GIT_COMMIT, &fail);
+#else
+    add_str(env, "git_commit", UNKNOWN, &fail);
+#endif
+    add_str(env, "start_utc", rec->start_utc, &fail);
+    add_hosts(env, rec, &fail);
+    cpu_model(buf, sizeof buf);
+    add_str(env, "cpu_model", buf, &fail);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (!(cores > 0 ? cJSON_AddNumberToObject(env, "cpu_cores", (double)cores)
+                    : cJSON_AddNullToObject(env, "cpu_cores")))
+        fail = 1;
+    add_str(env, "compiler", compiler_version(), &fail);
+    mpi_version(buf, sizeof buf);
+    add_str(env, "mpi", buf, &fail);
+    add_str(env, "blas", sb_backend_cpu_blas_version(), &fail);
+    add_str(env, "cjson", cJSON_Version(), &fail);
+    add_str(env, "zlib", zlibVersion(), &fail);
+    os_version(buf, sizeof buf);
+    add_str(env, "os", buf, &fail);
+    cJSON *argv = cJSON_AddArrayToObject(env, "argv");
+    if (!argv) fail = 1;
+    else add_strings(argv, rec->argv, rec->argc, &fail);
+
+    if (fail) {
+        cJSON_Delete(env);
+        return sb_error(SB_ERR_NOMEM, "environment: out of memory building JSON");
+    }
+    *out = env;
+    return SB_OK;
+}

@@ -1,0 +1,359 @@
+/* The run report: builds the JSON of a struct sb_run_record with cJSON and
+ * writes it atomically (temp file in the same directory, fsync, rename).
+ * The fields, their units and the schema version policy are documented in
+ * reports/README.md; reports/report.schema.json is the machine-checkable
+ * form. Key order below is the order of the document. */
+#include "report/report.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/stats.h"
+#include "report/environment.h"
+
+/* Every add_* helper below sets *fail when cJSON cannot allocate, so the
+ * builder checks once at the end instead of after each of ~150 calls. */
+
+/* key: v, or null when v is NaN or infinite (JSON has no such numbers). */
+static void add_num(cJSON *obj, const char *key, double v, int *fail)
+{
+    cJSON *item = isfinite(v) ? cJSON_AddNumberToObject(obj, key, v)
+                              : cJSON_AddNullToObject(obj, key);
+    if (!item) *fail = 1;
+}
+
+static void add_str(cJSON *obj, const char *key, const char *s, int *fail)
+{
+    if (!cJSON_AddStringToObject(obj, key, s ? s : "")) *fail = 1;
+}
+
+/* key: s, or null when s is empty (an option that is off). */
+static void add_str_or_null(cJSON *obj, const char *key, const char *s,
+                            int *fail)
+{
+    cJSON *item = (s && s[0]) ? cJSON_AddStringToObject(obj, key, s)
+                              : cJSON_AddNullToObject(obj, key);
+    if (!item) *fail = 1;
+}
+
+/* key: v as exact decimal digits. A double holds integers exactly only up
+ * to 2^53, so a 64-bit seed is written as raw JSON number text. */
+static void add_u64(cJSON *obj, const char *key, uint64_t v, int *fail)
+{
+    char digits[24];
+    snprintf(digits, sizeof digits, "%" PRIu64, v);
+    if (!cJSON_AddRawToObject(obj, key, digits)) *fail = 1;
+}
+
+static cJSON *add_obj(cJSON *obj, const char *key, int *fail)
+{
+    cJSON *child = cJSON_AddObjectToObject(obj, key);
+    if (!child) *fail = 1;
+    return child;
+}
+
+/* The "config" object: every field of struct sb_config, plus the two values
+ * the harness derives from it (global_batch, effective_lr). */
+static void add_config(cJSON *root, const struct sb_run_record *rec, int *fail)
+{
+    const struct sb_config *c = rec->cfg;
+    cJSON *o = add_obj(root, "config", fail);
+    if (!o) return;
+    add_str(o, "strategy", c->strategy, fail);
+    add_str(o, "workload", c->workload, fail);
+    add_str(o, "device", c->device, fail);
+    int n_hidden = c->n_hidden;
+    if (n_hidden < 0) n_hidden = 0;
+    if (n_hidden > SB_MAX_HIDDEN) n_hidden = SB_MAX_HIDDEN;
+    cJSON *hidden = cJSON_CreateIntArray(c->hidden, n_hidden);
+    if (!hidden || !cJSON_AddItemToObject(o, "hidden", hidden)) {
+        cJSON_Delete(hidden);
+        *fail = 1;
+    }
+    add_num(o, "replicas", c->replicas, fail);
+    add_num(o, "servers", c->servers, fail);
+    add_num(o, "epochs", c->epochs, fail);
+    add_num(o, "batch", c->batch, fail);
+    add_num(o, "global_batch", rec->global_batch, fail);
+    add_num(o, "lr", c->lr, fail);
+    add_num(o, "effective_lr", rec->effective_lr, fail);
+    add_num(o, "momentum", c->momentum, fail);
+    add_str(o, "lr_scaling",
+            c->lr_scaling == SB_LR_SCALING_LINEAR ? "linear" : "none", fail);
+    add_u64(o, "seed", c->seed, fail);
+    add_str(o, "data_dir", c->data_dir, fail);
+    add_str(o, "report", c->report_path, fail);
+    add_str_or_null(o, "save_params", c->save_params_path, fail);
+    add_num(o, "target_accuracy", c->target_accuracy, fail);
+    if (c->max_steps == 0) {
+        if (!cJSON_AddNullToObject(o, "max_steps")) *fail = 1;
+    } else {
+        add_num(o, "max_steps", (double)c->max_steps, fail);
+    }
+    add_num(o, "warmup_steps", c->warmup_steps, fail);
+    add_num(o, "threads", c->threads, fail);
+    add_num(o, "eval_batch", c->eval_batch, fail);
+}
+
+static void add_epochs(cJSON *root, const struct sb_run_record *rec, int *fail)
+{
+    cJSON *arr = cJSON_AddArrayToObject(root, "epochs");
+    if (!arr) {
+        *fail = 1;
+        return;
+    }
+    for (int i = 0; rec->epochs && i < rec->n_epochs && !*fail; i++) {
+        const struct sb_epoch_record *e = &rec->epochs[i];
+        cJSON *o = cJSON_CreateObject();
+        if (!o || !cJSON_AddItemToArray(arr, o)) {
+            cJSON_Delete(o);
+            *fail = 1;
+            return;
+        }
+        add_num(o, "epoch", e->epoch, fail);
+        add_num(o, "train_loss", e->train_loss, fail);
+        add_num(o, "test_accuracy", e->test_accuracy, fail);
+        add_num(o, "seconds", e->seconds, fail);
+        add_num(o, "eval_seconds", e->eval_seconds, fail);
+        add_num(o, "samples_per_s", e->samples_per_s, fail);
+    }
+}
+
+/* key: {median, p95, min, max, mean, n} of x[0..n) in milliseconds.
+ * x == NULL (a phase nobody timed) reads as no samples: all 0, n 0. */
+static sb_status add_summary(cJSON *obj, const char *key, const double *x,
+                             size_t n, int *fail)
+{
+    struct sb_summary s;
+    SB_TRY(sb_summarize(x, x ? n : 0, &s));
+    cJSON *o = add_obj(obj, key, fail);
+    if (!o) return SB_OK;
+    add_num(o, "median", s.median, fail);
+    add_num(o, "p95", s.p95, fail);
+    add_num(o, "min", s.min, fail);
+    add_num(o, "max", s.max, fail);
+    add_num(o, "mean", s.mean, fail);
+    add_num(o, "n", (double)s.n, fail);
+    return SB_OK;
+}
+
+/* The "comm" object. Bandwidths follow nccl-tests' PERFORMANCE.md:
+ * algbw = bytes / seconds (the message size over the time of the call) and
+ * busbw = algbw * factor, the factor making the number comparable with the
+ * link's peak whatever the rank count (all-reduce 2(n-1)/n, broadcast 1,
+ * point-to-point 1; see sb_comm_busbw_factor and reports/README.md). */
+static void add_comm(cJSON *root, const struct sb_run_record *rec, int *fail)
+{
+    cJSON *o = add_obj(root, "comm", fail);
+    if (!o) return;
+    add_num(o, "ranks", rec->comm_ranks, fail);
+    struct sb_comm_counter total = {0, 0.0, 0.0};
+    for (int k = 0; k < SB_COMM_NKINDS; k++) {
+        const struct sb_comm_counter *c = &rec->comm[k];
+        double factor = sb_comm_busbw_factor((enum sb_comm_kind)k,
+                                             rec->comm_ranks);
+        double algbw_GBps = c->seconds > 0 ? c->bytes / c->seconds / 1e9 : 0.0;
+        cJSON *e = add_obj(o, sb_comm_kind_name((enum sb_comm_kind)k), fail);
+        if (!e) return;
+        add_num(e, "calls", (double)c->calls, fail);
+        add_num(e, "bytes", c->bytes, fail);
+        add_num(e, "seconds", c->seconds, fail);
+        add_num(e, "algbw_GBps", algbw_GBps, fail);
+        add_num(e, "busbw_GBps", algbw_GBps * factor, fail);
+        add_num(e, "busbw_factor", factor, fail);
+        total.calls += c->calls;
+        total.bytes += c->bytes;
+        total.seconds += c->seconds;
+    }
+    cJSON *t = add_obj(o, "total", fail);
+    if (!t) return;
+    add_num(t, "calls", (double)total.calls, fail);
+    add_num(t, "bytes", total.bytes, fail);
+    add_num(t, "seconds", total.seconds, fail);
+}
+
+/* Builds the whole report of rec into *out. */
+static sb_status build_report(const struct sb_run_record *rec, cJSON **out)
+{
+    const struct sb_config *c = rec->cfg;
+    *out = NULL;
+    cJSON *root = cJSON_CreateObject();
+    if (!root) return sb_error(SB_ERR_NOMEM, "report: out of memory");
+    int fail = 0;
+    sb_status st = SB_OK;
+
+    add_str(root, "schema_version", SB_REPORT_SCHEMA_VERSION, &fail);
+    add_str(root, "strategy", c->strategy, &fail);
+    add_str(root, "workload", c->workload, &fail);
+    add_num(root, "replicas", c->replicas, &fail);
+    add_num(root, "world_size", rec->world_size, &fail);
+    add_config(root, rec, &fail);
+
+    cJSON *env = NULL;
+    st = sb_environment_json(rec, &env);
+    if (st != SB_OK) goto done;
+    if (!cJSON_AddItemToObject(root, "environment", env)) {
+        cJSON_Delete(env);
+        fail = 1;
+    }
+
+    cJSON *model = add_obj(root, "model", &fail);
+    if (model) {
+        add_str(model, "workload", c->workload, &fail);
+        add_num(model, "n_params", (double)rec->n_params, &fail);
+        add_num(model, "param_bytes", (double)rec->n_params * sizeof(float),
+                &fail);
+    }
+    add_epochs(root, rec, &fail);
+    add_num(root, "final_test_accuracy", rec->final_test_accuracy, &fail);
+    add_num(root, "time_to_accuracy_s",
+            rec->time_to_accuracy_s < 0 ? NAN : rec->time_to_accuracy_s, &fail);
+    add_num(root, "target_accuracy", c->target_accuracy, &fail);
+    add_num(root, "train_seconds", rec->train_seconds, &fail);
+    add_num(root, "steps_total", (double)rec->steps_total, &fail);
+    add_num(root, "steps_measured", (double)rec->n_measured, &fail);
+
+    st = add_summary(root, "step_ms", rec->step_ms, rec->n_measured, &fail);
+    if (st != SB_OK) goto done;
+    cJSON *phases = add_obj(root, "phases_ms", &fail);
+    for (int p = 0; phases && p < SB_PHASE_COUNT; p++) {
+        st = add_summary(phases, sb_phase_name((enum sb_phase)p),
+                         rec->phase_ms[p], rec->n_measured, &fail);
+        if (st != SB_OK) goto done;
+    }
+    add_comm(root, rec, &fail);
+    add_num(root, "peak_rss_bytes", (double)rec->peak_rss_bytes, &fail);
+
+done:
+    if (st == SB_OK && fail)
+        st = sb_error(SB_ERR_NOMEM, "report: out of memory building JSON");
+    if (st != SB_OK) {
+        cJSON_Delete(root);
+        return st;
+    }
+    *out = root;
+    return SB_OK;
+}
+
+/* Writes text + "\n" to fd, flushes it to disk and closes fd, in every
+ * case. Returns 0, or an errno value with *what naming the failed step. */
+static int write_and_close(int fd, const char *text, const char **what)
+{
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        int err = errno;
+        close(fd);
+        *what = "cannot open temporary file";
+        return err;
+    }
+    int err = 0;
+    size_t n = strlen(text);
+    if (fwrite(text, 1, n, f) != n || fputc('\n', f) == EOF || fflush(f) != 0) {
+        err = errno ? errno : EIO;
+        *what = "write failed";
+    } else if (fsync(fileno(f)) != 0) {
+        err = errno;
+        *what = "fsync failed";
+    }
+    if (fclose(f) != 0 && err == 0) {
+        err = errno ? errno : EIO;
+        *what = "close failed";
+    }
+    return err;
+}
+
+/* Writes text + "\n" to a new temporary file beside `path` (so that rename
+ * stays within one file system), then renames it over `path`: readers see
+ * the old file or the whole new one, never part. On failure the temporary
+ * file is removed. */
+static sb_status write_atomic(const char *path, const char *text)
+{
+    static const char suffix[] = ".tmp.XXXXXX";
+    size_t len = strlen(path);
+    char *tmp = malloc(len + sizeof suffix);
+    if (!tmp) return sb_error(SB_ERR_NOMEM, "report %s: out of memory", path);
+    memcpy(tmp, path, len);
+    memcpy(tmp + len, suffix, sizeof suffix);
+
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        int err = errno;
+        free(tmp);
+        return sb_error(SB_ERR_IO, "report %s: cannot create temporary file: %s",
+                        path, strerror(err));
+    }
+    const char *what = NULL;
+    int err = 0;
+    /* mkstemp makes the file 0600; a report is meant to be read by others. */
+    if (fchmod(fd, 0644) != 0) {
+        err = errno;
+        what = "cannot set permissions";
+        close(fd);
+    } else {
+        err = write_and_close(fd, text, &what);
+    }
+    if (err == 0 && rename(tmp, path) != 0) {
+        err = errno;
+        what = "cannot rename temporary file into place";
+    }
+    if (err != 0) unlink(tmp);
+    free(tmp);
+    if (err != 0)
+        return sb_error(SB_ERR_IO, "report %s: %s: %s", path, what,
+                        strerror(err));
+    return SB_OK;
+}
+
+sb_status sb_report_write(const char *path, const struct sb_run_record *rec)
+{
+    if (!path || !path[0])
+        return sb_error(SB_ERR_INTERNAL, "report: empty output path");
+    if (!rec || !rec->cfg)
+        return sb_error(SB_ERR_INTERNAL, "report %s: no run record", path);
+    cJSON *root = NULL;
+    SB_TRY(build_report(rec, &root));
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text)
+        return sb_error(SB_ERR_NOMEM, "report %s: out of memory printing JSON",
+                        path);
+    sb_status st = write_atomic(path, text);
+    cJSON_free(text);
+    return st;
+}
+
+long sb_peak_rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    long kb = -1;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "VmHWM:", 6) != 0) continue;
+        char *end = NULL;
+        errno = 0;
+        long v = strtol(line + 6, &end, 10);
+        if (errno == 0 && end != line + 6 && v >= 0) kb = v;
+        break;
+    }
+    fclose(f);
+    return kb < 0 ? -1 : kb * 1024;
+}
+
+void sb_utc_now(char out[32])
+{
+    time_t now = time(NULL);
+    struct tm tm;
+    if (now == (time_t)-1 || !gmtime_r(&now, &tm) ||
+        strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        snprintf(out, 32, "unknown");
+}

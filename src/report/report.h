@@ -1,0 +1,73 @@
+/* The run report: one JSON document per training run, written by rank 0.
+ *
+ * The harness fills a struct sb_run_record while it trains; sb_report_write
+ * turns it into JSON with cJSON (schema: reports/README.md, version
+ * SB_REPORT_SCHEMA_VERSION) and writes it atomically: a temporary file in
+ * the same directory, fsync, then rename, so a reader never sees half a
+ * report and a failed run leaves none. */
+#ifndef SB_REPORT_H
+#define SB_REPORT_H
+
+#include <stddef.h>
+
+#include "comm/comm.h"
+#include "core/config.h"
+#include "core/phase.h"
+#include "core/status.h"
+
+#define SB_REPORT_SCHEMA_VERSION "1.0"
+
+struct sb_epoch_record {
+    int epoch;             /* from 1 */
+    double train_loss;     /* mean cross-entropy over the epoch's samples */
+    double test_accuracy;  /* fraction of the 10k test images, 0..1 */
+    double seconds;        /* training wall time of the epoch, evaluation excluded */
+    double eval_seconds;   /* wall time of the evaluation after the epoch */
+    double samples_per_s;  /* global samples trained / seconds */
+};
+
+struct sb_run_record {
+    const struct sb_config *cfg;
+    int argc;
+    char **argv;
+    int world_size;            /* MPI processes (1 without MPI) */
+    char start_utc[32];        /* ISO 8601, e.g. 2026-11-21T10:00:00Z */
+    char **hosts;              /* distinct host names of the job */
+    int n_hosts;
+    size_t n_params;
+    int global_batch;
+    double effective_lr;
+
+    struct sb_epoch_record *epochs;
+    int n_epochs;
+    double final_test_accuracy;
+    double time_to_accuracy_s; /* < 0: target not reached (JSON null) */
+    double train_seconds;      /* sum of epoch seconds */
+    long steps_total;          /* optimizer steps, warm-up included */
+
+    /* Rank 0's per-step timings after warm-up: n_measured entries each. */
+    double *step_ms;
+    double *phase_ms[SB_PHASE_COUNT];
+    size_t n_measured;
+
+    /* Rank 0's communication totals after warm-up; comm_ranks is the
+     * number of ranks of the collective (n in the busbw factor). */
+    struct sb_comm_counter comm[SB_COMM_NKINDS];
+    int comm_ranks;
+
+    long peak_rss_bytes;       /* VmHWM of rank 0 */
+};
+
+/* Builds the report of `rec` and writes it to `path` atomically.
+ * Errors: SB_ERR_IO naming the path (directory missing, disk full, ...),
+ * SB_ERR_NOMEM. On error no file is left at `path` or beside it. */
+sb_status sb_report_write(const char *path, const struct sb_run_record *rec);
+
+/* Peak resident set size of this process in bytes (VmHWM from
+ * /proc/self/status), or -1 if unknown. */
+long sb_peak_rss_bytes(void);
+
+/* Current UTC time as ISO 8601 ("2026-11-21T10:00:00Z") into out[32]. */
+void sb_utc_now(char out[32]);
+
+#endif

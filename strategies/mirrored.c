@@ -1,0 +1,241 @@
+/* Strategy "mirrored": N replicas in one process (like TensorFlow's
+ * MirroredStrategy). On the CPU each replica is a thread with its own model,
+ * optimizer state and batch buffers; the replicas share nothing but the
+ * gradient all-reduce of the "local" communicator.
+ *
+ * The calling thread is replica 0; replicas 1..N-1 are persistent threads
+ * that wait at a start barrier for the next job (step, evaluate, broadcast)
+ * and meet the caller at a done barrier. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "strategies/replica.h"
+
+enum job { JOB_BROADCAST, JOB_STEP, JOB_EVALUATE, JOB_EXIT };
+
+struct member {
+    struct mirrored *owner;
+    int index;
+    struct sb_replica *replica;
+    struct sb_comm *comm;
+    struct sb_step_result result;
+    long correct;
+    sb_status status;
+    char message[512];
+    pthread_t thread;
+    int started;
+};
+
+struct mirrored {
+    const struct sb_strategy_env *env;
+    int n;
+    struct member *members;
+    struct sb_local_group *group;
+    pthread_barrier_t start, done;
+    int barriers_ready;
+    enum job job;               /* written by replica 0 before `start` */
+    const int32_t *global_idx;
+};
+
+/* One replica's share of a job. Collectives are always entered, even after
+ * a local failure, so that no replica is left waiting at a barrier. */
+static void run_job(struct member *me)
+{
+    struct mirrored *mr = me->owner;
+    const struct sb_config *cfg = mr->env->cfg;
+    struct sb_model *m = me->replica->model;
+    sb_status st = SB_OK;
+    switch (mr->job) {
+    case JOB_BROADCAST:
+        st = sb_comm_broadcast(me->comm, m->params, m->n_params, 0);
+        break;
+    case JOB_STEP: {
+        memset(&me->result, 0, sizeof me->result);
+        st = sb_replica_gradients(me->replica, mr->global_idx + (size_t)me->index * cfg->batch,
+                                  cfg->batch, sb_config_global_batch(cfg), NULL, NULL,
+                                  &me->result);
+        double t0 = sb_now_s();
+        sb_status cst = sb_comm_allreduce(me->comm, m->grads, m->n_params);
+        double comm_ms = 1e3 * (sb_now_s() - t0);
+        me->result.phase_ms[SB_PHASE_COMM] += comm_ms;
+        me->result.phase_ms[SB_PHASE_COMM_EXPOSED] += comm_ms;
+        if (!st) st = cst;
+        if (!st) st = sb_replica_update(me->replica, m->grads, &me->result);
+        break;
+    }
+    case JOB_EVALUATE: {
+        int first, count;
+        sb_split_range(mr->env->data->test.n, mr->n, me->index, &first, &count);
+        st = sb_replica_evaluate(me->replica, first, count, &me->correct);
+        break;
+    }
+    case JOB_EXIT:
+        break;
+    }
+    me->status = st;
+    if (st) snprintf(me->message, sizeof me->message, "%s", sb_error_message());
+}
+
+static void *member_main(void *arg)
+{
+    struct member *me = arg;
+    struct mirrored *mr = me->owner;
+    for (;;) {
+        pthread_barrier_wait(&mr->start);
+        enum job job = mr->job;
+        run_job(me);
+        pthread_barrier_wait(&mr->done);
+        if (job == JOB_EXIT) return NULL;
+    }
+}
+
+/* Runs `job` on all replicas (replica 0 on this thread) and returns the
+ * first replica's failure, its message carried to this thread. */
+static sb_status dispatch(struct mirrored *mr, enum job job)
+{
+    mr->job = job;
+    pthread_barrier_wait(&mr->start);
+    run_job(&mr->members[0]);
+    pthread_barrier_wait(&mr->done);
+    for (int i = 0; i < mr->n; i++) {
+        if (mr->members[i].status) {
+            sb_error_set_message(mr->members[i].message);
+            return mr->members[i].status;
+        }
+    }
+    return SB_OK;
+}
+
+static int mirrored_processes(const struct sb_config *cfg)
+{
+    (void)cfg;
+    return 1;
+}
+
+static void mirrored_destroy(struct sb_strategy *s)
+{
+    struct mirrored *mr = s->impl;
+    if (!mr) return;
+    int threads = 0;
+    for (int i = 1; i < mr->n; i++) threads += mr->members[i].started;
+    if (threads == mr->n - 1 && mr->barriers_ready) {
+        dispatch(mr, JOB_EXIT);
+        for (int i = 1; i < mr->n; i++) pthread_join(mr->members[i].thread, NULL);
+    }
+    for (int i = 0; i < mr->n; i++) {
+        sb_replica_destroy(mr->members[i].replica);
+        sb_comm_destroy(mr->members[i].comm);
+    }
+    if (mr->barriers_ready) {
+        pthread_barrier_destroy(&mr->start);
+        pthread_barrier_destroy(&mr->done);
+    }
+    sb_local_group_destroy(mr->group);
+    free(mr->members);
+    free(mr);
+}
+
+static sb_status mirrored_init(struct sb_strategy *s)
+{
+    const struct sb_config *cfg = s->env->cfg;
+    struct mirrored *mr = calloc(1, sizeof *mr);
+    if (!mr) return sb_error(SB_ERR_NOMEM, "mirrored: out of memory");
+    s->impl = mr;
+    mr->env = s->env;
+    mr->n = cfg->replicas;
+    mr->members = calloc((size_t)mr->n, sizeof *mr->members);
+    if (!mr->members) return sb_error(SB_ERR_NOMEM, "mirrored: out of memory");
+    /* OpenBLAS's thread count is per process: with one thread per replica,
+     * each GEMM runs on its replica's thread alone. */
+    if (mr->n > 1) sb_backend_cpu_set_threads(1);
+    SB_TRY(sb_local_group_create(mr->n, &mr->group));
+    for (int i = 0; i < mr->n; i++) {
+        struct member *me = &mr->members[i];
+        me->owner = mr;
+        me->index = i;
+        SB_TRY(sb_replica_create(s->env, 1, &me->replica));
+        SB_TRY(sb_comm_local_create(mr->group, i, &me->comm));
+    }
+    if (pthread_barrier_init(&mr->start, NULL, (unsigned)mr->n) ||
+        pthread_barrier_init(&mr->done, NULL, (unsigned)mr->n))
+        return sb_error(SB_ERR_INTERNAL, "mirrored: pthread_barrier_init failed");
+    mr->barriers_ready = 1;
+    for (int i = 1; i < mr->n; i++) {
+        if (pthread_create(&mr->members[i].thread, NULL, member_main, &mr->members[i]) != 0) {
+            /* Threads already started would wait forever at `start`: ask the
+             * started ones to exit through a barrier of the right size. */
+            return sb_error(SB_ERR_INTERNAL, "mirrored: cannot start replica thread %d", i);
+        }
+        mr->members[i].started = 1;
+    }
+    return dispatch(mr, JOB_BROADCAST);
+}
+
+static sb_status mirrored_step(struct sb_strategy *s, long step, const int32_t *global_idx,
+                               struct sb_step_result *out)
+{
+    (void)step;
+    struct mirrored *mr = s->impl;
+    mr->global_idx = global_idx;
+    SB_TRY(dispatch(mr, JOB_STEP));
+    /* Phases are replica 0's; loss and samples cover every replica. */
+    memcpy(out->phase_ms, mr->members[0].result.phase_ms, sizeof out->phase_ms);
+    for (int i = 0; i < mr->n; i++) {
+        out->loss_sum += mr->members[i].result.loss_sum;
+        out->samples += mr->members[i].result.samples;
+    }
+    return SB_OK;
+}
+
+static sb_status mirrored_evaluate(struct sb_strategy *s, double *accuracy)
+{
+    struct mirrored *mr = s->impl;
+    SB_TRY(dispatch(mr, JOB_EVALUATE));
+    long correct = 0;
+    for (int i = 0; i < mr->n; i++) correct += mr->members[i].correct;
+    *accuracy = (double)correct / s->env->data->test.n;
+    return SB_OK;
+}
+
+static sb_status mirrored_reduce_sum(struct sb_strategy *s, double *vals, int n)
+{
+    (void)s, (void)vals, (void)n; /* one process: step results already cover all replicas */
+    return SB_OK;
+}
+
+static sb_status mirrored_read_params(struct sb_strategy *s, float *host)
+{
+    struct mirrored *mr = s->impl;
+    struct sb_model *m = mr->members[0].replica->model;
+    return s->env->be->download(host, m->params, m->n_params * sizeof(float));
+}
+
+static size_t mirrored_n_params(const struct sb_strategy *s)
+{
+    const struct mirrored *mr = s->impl;
+    return mr->members[0].replica->model->n_params;
+}
+
+static struct sb_comm *mirrored_comm(struct sb_strategy *s)
+{
+    struct mirrored *mr = s->impl;
+    return mr->members[0].comm;
+}
+
+const struct sb_strategy_ops sb_strategy_mirrored = {
+    .name = "mirrored",
+    .summary = "N replicas in one process, one thread each (TF MirroredStrategy)",
+    .uses_mpi = 0,
+    .processes = mirrored_processes,
+    .init = mirrored_init,
+    .step = mirrored_step,
+    .evaluate = mirrored_evaluate,
+    .reduce_sum = mirrored_reduce_sum,
+    .read_params = mirrored_read_params,
+    .n_params = mirrored_n_params,
+    .comm = mirrored_comm,
+    .destroy = mirrored_destroy,
+};

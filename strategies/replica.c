@@ -1,0 +1,123 @@
+/* One data-parallel replica; see replica.h. */
+#include "strategies/replica.h"
+
+#include <stdlib.h>
+
+#include "core/clock.h"
+#include "core/nvtx.h"
+
+void sb_replica_destroy(struct sb_replica *r)
+{
+    if (!r) return;
+    const struct sb_backend_ops *be = r->env->be;
+    if (r->model) r->model->ops->destroy(r->model);
+    be->free(r->velocity);
+    be->free(r->x);
+    be->free(r->y);
+    free(r->eval_idx);
+    free(r);
+}
+
+sb_status sb_replica_create(const struct sb_strategy_env *env, int with_optimizer,
+                            struct sb_replica **out)
+{
+    const struct sb_config *cfg = env->cfg;
+    const struct sb_backend_ops *be = env->be;
+    *out = NULL;
+    struct sb_replica *r = calloc(1, sizeof *r);
+    if (!r) return sb_error(SB_ERR_NOMEM, "replica: out of memory");
+    r->env = env;
+    r->max_batch = cfg->batch > cfg->eval_batch ? cfg->batch : cfg->eval_batch;
+    r->lr = (float)sb_config_effective_lr(cfg);
+    r->momentum = (float)cfg->momentum;
+    sb_status st = env->workload->create(cfg, be, r->max_batch, &r->model);
+    if (st) goto fail;
+    size_t in_dim = (size_t)r->model->in_dim;
+    if ((st = be->alloc((void **)&r->x, (size_t)r->max_batch * in_dim * sizeof(float))) ||
+        (st = be->alloc((void **)&r->y, (size_t)r->max_batch)))
+        goto fail;
+    if (with_optimizer &&
+        (st = be->alloc((void **)&r->velocity, r->model->n_params * sizeof(float))))
+        goto fail;
+    r->eval_idx = malloc((size_t)cfg->eval_batch * sizeof *r->eval_idx);
+    if (!r->eval_idx) {
+        st = sb_error(SB_ERR_NOMEM, "replica: out of memory");
+        goto fail;
+    }
+    *out = r;
+    return SB_OK;
+fail:
+    sb_replica_destroy(r);
+    return st;
+}
+
+sb_status sb_replica_gradients(struct sb_replica *r, const int32_t *idx, int n,
+                               int global_batch, sb_grad_ready_fn ready, void *ctx,
+                               struct sb_step_result *res)
+{
+    struct sb_model *m = r->model;
+    double t0 = sb_now_s();
+    sb_nvtx_push("data", SB_NVTX_DATA, 0);
+    /* CPU backend memory is host memory: gather straight into the batch. */
+    sb_mnist_gather(&r->env->data->train, idx, n, r->x, r->y);
+    sb_nvtx_pop();
+    double t1 = sb_now_s();
+
+    sb_nvtx_push("forward", SB_NVTX_FORWARD, 0);
+    double loss = 0.0;
+    sb_status st = m->ops->forward(m, r->x, r->y, n, 1.0f / (float)global_batch, &loss);
+    sb_nvtx_pop();
+    if (st) return st;
+    double t2 = sb_now_s();
+
+    sb_nvtx_push("backward", SB_NVTX_BACKWARD, 0);
+    st = m->ops->backward(m, ready, ctx);
+    sb_nvtx_pop();
+    if (st) return st;
+    double t3 = sb_now_s();
+
+    res->phase_ms[SB_PHASE_DATA] += 1e3 * (t1 - t0);
+    res->phase_ms[SB_PHASE_FORWARD] += 1e3 * (t2 - t1);
+    res->phase_ms[SB_PHASE_BACKWARD] += 1e3 * (t3 - t2);
+    res->loss_sum += loss;
+    res->samples += n;
+    return SB_OK;
+}
+
+sb_status sb_replica_update(struct sb_replica *r, const float *grads,
+                            struct sb_step_result *res)
+{
+    if (!r->velocity)
+        return sb_error(SB_ERR_INTERNAL, "replica: update without optimizer state");
+    double t0 = sb_now_s();
+    sb_nvtx_push("optimizer", SB_NVTX_OPTIMIZER, 0);
+    r->env->be->sgd_momentum(r->model->params, r->velocity, grads, r->model->n_params,
+                             r->lr, r->momentum);
+    sb_nvtx_pop();
+    res->phase_ms[SB_PHASE_OPTIMIZER] += 1e3 * (sb_now_s() - t0);
+    return SB_OK;
+}
+
+sb_status sb_replica_evaluate(struct sb_replica *r, int first, int count, long *correct)
+{
+    const struct sb_split *test = &r->env->data->test;
+    int chunk = r->env->cfg->eval_batch;
+    long hits = 0;
+    for (int o = first; o < first + count; o += chunk) {
+        int k = first + count - o < chunk ? first + count - o : chunk;
+        for (int i = 0; i < k; i++) r->eval_idx[i] = o + i;
+        sb_mnist_gather(test, r->eval_idx, k, r->x, r->y);
+        long c = 0;
+        SB_TRY(r->model->ops->predict(r->model, r->x, r->y, k, &c));
+        hits += c;
+    }
+    *correct = hits;
+    return SB_OK;
+}
+
+void sb_split_range(int n, int parts, int part, int *first, int *count)
+{
+    int base = n / parts, extra = n % parts;
+    *first = part * base + (part < extra ? part : extra);
+    *count = base + (part < extra ? 1 : 0);
+}

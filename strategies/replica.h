@@ -1,0 +1,52 @@
+/* One data-parallel replica: a model, its optimizer state and batch
+ * buffers, and the step pieces every strategy composes (compute gradients,
+ * apply them, evaluate). Timing of the data, forward, backward and optimizer
+ * phases happens here, so all strategies time them the same way. */
+#ifndef SB_REPLICA_H
+#define SB_REPLICA_H
+
+#include "strategies/strategy.h"
+
+struct sb_replica {
+    const struct sb_strategy_env *env;
+    struct sb_model *model;
+    float *velocity;   /* (n_params) momentum buffer; NULL without optimizer */
+    float *x;          /* (max_batch, in_dim) batch images, backend memory */
+    uint8_t *y;        /* (max_batch) batch labels, backend memory */
+    int32_t *eval_idx; /* (eval_batch) scratch indices for evaluation */
+    int max_batch;
+    float lr;          /* effective learning rate */
+    float momentum;
+};
+
+/* Creates a replica with the workload's initial parameters from cfg->seed.
+ * with_optimizer = 0 omits the momentum buffer (central's workers).
+ * Errors: SB_ERR_NOMEM, or the workload's. */
+sb_status sb_replica_create(const struct sb_strategy_env *env, int with_optimizer,
+                            struct sb_replica **out);
+
+/* Gathers training samples idx[0..n) (data phase), runs forward and
+ * backward with gradient scale 1/global_batch, so that summing the grads of
+ * all replicas gives the mean gradient over the global batch. Adds phase
+ * times to res->phase_ms and the loss sum and n to res. `ready` (may be
+ * NULL) is called as layers' gradients become final. */
+sb_status sb_replica_gradients(struct sb_replica *r, const int32_t *idx, int n,
+                               int global_batch, sb_grad_ready_fn ready, void *ctx,
+                               struct sb_step_result *res);
+
+/* Applies SGD with momentum using `grads` (n_params, backend memory; the
+ * model's own gradient buffer or an aggregate), timed as the optimizer
+ * phase. */
+sb_status sb_replica_update(struct sb_replica *r, const float *grads,
+                            struct sb_step_result *res);
+
+/* Counts correct predictions on test samples [first, first + count). */
+sb_status sb_replica_evaluate(struct sb_replica *r, int first, int count, long *correct);
+
+void sb_replica_destroy(struct sb_replica *r);
+
+/* Ranges [first, first + count) of `n` items split evenly over `parts`
+ * (the first n % parts parts get one more). */
+void sb_split_range(int n, int parts, int part, int *first, int *count);
+
+#endif
