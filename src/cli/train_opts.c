@@ -56,7 +56,7 @@ void sb_train_opts_defaults(struct sb_train_opts *opts)
     c->servers = 0;
     c->epochs = 3;
     c->batch = 64;
-    c->lr = 0.05;
+    c->lr = 0.03;
     c->momentum = 0.9;
     c->lr_scaling = SB_LR_SCALING_NONE;
     c->seed = 42;

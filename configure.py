@@ -1,0 +1,661 @@
+#!/usr/bin/env python3
+"""Configure stratbench: find the compiler and libraries, then write build.ninja.
+
+    ./configure.py [--debug] [--sanitize=address,undefined] [--no-cuda] ...
+    ninja && ninja test
+    ./configure.py --fetch-mnist [DIR]      # download and check MNIST, then exit
+
+Python 3 standard library only. Everything to build is found by glob below, so a
+new source file needs no edit here; build.ninja watches the source folders and
+re-runs this script (with the arguments recorded in build.ninja) when a file is
+added or removed, or when configure.py itself changes.
+"""
+
+import argparse
+import glob
+import gzip
+import hashlib
+import os
+import platform
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.request
+
+# ------------------------------------------------------------ what to build
+ROOT = os.path.dirname(os.path.abspath(__file__))
+SOURCE_DIRS = ["src", "strategies", "workloads"]  # every *.c and *.cu below these
+MAIN_SOURCE = "src/main.c"                        # the program's main(); the rest is the library
+UNIT_TESTS = "tests/unit/test_*.c"                # each one becomes build/tests/test_<name>
+PROGRAM = "build/stratbench"
+LIBRARY = "build/libstratbench.a"
+OBJ_DIR = "build/obj"
+TEST_DIR = "build/tests"
+
+CFLAGS = ["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Isrc", "-I."]
+OPTIMIZE = {False: ["-O2", "-g"], True: ["-O0", "-g"]}  # keyed by --debug
+SYSTEM_LIBS = ["-lpthread", "-lm"]
+NVCCFLAGS = ["-std=c++17", "-lineinfo", "-Isrc", "-I.", "-D_GNU_SOURCE", "-Xcompiler", "-Wall"]
+SANITIZERS = ("address", "undefined", "leak", "thread")
+
+# Open MPI allocates and never frees a little at start-up; without these the
+# address sanitizer's leak check fails every MPI program (used by `ninja test`).
+LSAN_SUPPRESSIONS = ["libmpi.so", "libopen-pal.so", "libopen-rte.so", "libhwloc.so",
+                     "libevent", "libpmix.so", "mca_", "libucp", "libucs", "libfabric"]
+
+# Environment variables that change the result; recorded so that ninja's re-run matches.
+RECORDED_ENV = ["CC", "CFLAGS", "LDFLAGS", "MPICC", "CUDA_HOME", "CUDAHOSTCXX", "PKG_CONFIG_PATH"]
+
+
+class Library:
+    """A library looked up with pkg-config (then by plain header + -l), link-tested with `snippet`."""
+
+    def __init__(self, name, pkgs, headers, lib, snippet, apt, version_macros, tests_only=False):
+        self.name, self.pkgs, self.headers, self.lib = name, pkgs, headers, lib
+        self.snippet, self.apt, self.version_macros = snippet, apt, version_macros
+        self.tests_only = tests_only
+
+
+# ------------------------------------------------------------ what to look for
+LIBRARIES = [
+    Library("OpenBLAS", ["openblas"], ["cblas.h"], "openblas",
+            "float a = 1, b = 1, c = 0;\n"
+            "cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 1, 1, 1, 1.f, &a, 1, &b, 1, 0.f, &c, 1);",
+            "libopenblas-dev", ["OPENBLAS_VERSION"]),
+    Library("cJSON", ["libcjson"], ["cjson/cJSON.h"], "cjson",
+            "cJSON_Delete(cJSON_CreateObject());",
+            "libcjson-dev", ["CJSON_VERSION_MAJOR", "CJSON_VERSION_MINOR", "CJSON_VERSION_PATCH"]),
+    Library("zlib", ["zlib"], ["zlib.h"], "z", "return zlibVersion() == 0;",
+            "zlib1g-dev", ["ZLIB_VERSION"]),
+    Library("cmocka", ["cmocka"], ["stdarg.h", "stddef.h", "stdint.h", "setjmp.h", "cmocka.h"],
+            "cmocka", "cmocka_set_message_output(CM_OUTPUT_STDOUT);",
+            "libcmocka-dev", [], tests_only=True),
+]
+MPI_SNIPPET = "MPI_Init(0, 0); MPI_Finalize();"
+MPI_APT = "libopenmpi-dev openmpi-bin"
+CUDA_SNIPPET = "int n; cublasHandle_t h; cudaGetDeviceCount(&n); return cublasCreate(&h) != 0;"
+NCCL_SNIPPET = "int v; return ncclGetVersion(&v) != 0;"
+NVTX_SNIPPET = "nvtxRangePushA(\"probe\"); nvtxRangePop();"
+
+# MNIST: the four files the program reads, and the SHA-256 of their *uncompressed* contents.
+MNIST_SHA256 = {
+    "train-images-idx3-ubyte": "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
+    "train-labels-idx1-ubyte": "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
+    "t10k-images-idx3-ubyte": "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
+    "t10k-labels-idx1-ubyte": "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
+}
+MNIST_MIRRORS = [
+    "https://ossci-datasets.s3.amazonaws.com/mnist/",
+    "https://storage.googleapis.com/cvdf-datasets/mnist/",
+]
+MNIST_DEFAULT_DIR = "data/mnist"
+
+
+# ------------------------------------------------------------ small helpers
+def say(ok, name, detail):
+    """Prints one summary line: ✓ (found), ✗ (missing) or – (not looked for)."""
+    mark = {True: "✓", False: "✗", None: "–"}[ok]
+    print(f"  {mark} {name}: {detail}", flush=True)
+
+
+def run(cmd, env=None):
+    """Runs `cmd` (a list); returns (exit status, stdout, stderr), 127 if it cannot start."""
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return 127, "", str(e)
+    return p.returncode, p.stdout.strip(), p.stderr.strip()
+
+
+def uniq(flags):
+    """`flags` without repeats, first occurrence kept (order matters for -I and -l)."""
+    seen, out = set(), []
+    for f in flags:
+        if f not in seen:
+            seen.add(f)
+            out.append(f)
+    return out
+
+
+def ninja_path(p):
+    """A path escaped for a ninja build line."""
+    return p.replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
+
+
+def ninja_value(flags):
+    """A list of arguments as one shell-quoted ninja variable value."""
+    return " ".join(shlex.quote(f) for f in flags).replace("$", "$$")
+
+
+def object_path(src):
+    """build/obj/<src without .c>.o; CUDA sources keep their suffix (x.cu -> x.cu.o)."""
+    stem = src[:-2] if src.endswith(".c") else src
+    return f"{OBJ_DIR}/{stem}.o"
+
+
+def find_sources(suffix):
+    """Every file ending in `suffix` under SOURCE_DIRS, sorted, relative to ROOT."""
+    found = []
+    for d in SOURCE_DIRS:
+        found += glob.glob(f"{d}/**/*{suffix}", recursive=True)
+    return sorted(found)
+
+
+def source_folders():
+    """Every folder whose listing decides what is built (ninja re-runs configure when one changes)."""
+    dirs = []
+    for d in SOURCE_DIRS + ["tests/unit"]:
+        if os.path.isdir(d):
+            dirs += [d] + sorted(p.rstrip("/") for p in glob.glob(f"{d}/**/", recursive=True) if p.rstrip("/") != d)
+    return uniq(dirs)
+
+
+# ------------------------------------------------------------ probes
+class Probe:
+    """The compiler and the flags found so far, used to link-test each library."""
+
+    def __init__(self, cc, prefix):
+        self.cc = cc
+        self.tmp = tempfile.mkdtemp(prefix="stratbench-configure-")
+        self.prefix = prefix
+        self.cflags, self.ldflags = [], []  # the --prefix-deps folders, for every probe and the build
+        self.pkg_envs = [os.environ.copy()]
+        if prefix:
+            multiarch = run(cc + ["-print-multiarch"])[1] or f"{platform.machine()}-linux-gnu"
+            incs = [f"{prefix}/usr/include", f"{prefix}/usr/include/{multiarch}", f"{prefix}/usr/local/include"]
+            libs = [f"{prefix}/usr/lib/{multiarch}", f"{prefix}/usr/lib", f"{prefix}/lib/{multiarch}",
+                    f"{prefix}/usr/local/lib"]
+            pcs = [f"{prefix}/usr/lib/{multiarch}/pkgconfig", f"{prefix}/usr/lib/pkgconfig",
+                   f"{prefix}/usr/share/pkgconfig", f"{prefix}/usr/local/lib/pkgconfig"]
+            self.cflags += [f"-isystem{d}" for d in filter(os.path.isdir, incs)]
+            for d in filter(os.path.isdir, libs):
+                self.ldflags += [f"-L{d}", f"-Wl,-rpath,{d}"]
+            # The unpacked .pc files say prefix=/usr: look there first, with the sysroot
+            # set so that -I/-L point into DIR, then in the system's own .pc files.
+            env = os.environ.copy()
+            env["PKG_CONFIG_LIBDIR"] = ":".join(filter(os.path.isdir, pcs))
+            env["PKG_CONFIG_SYSROOT_DIR"] = prefix
+            env.pop("PKG_CONFIG_PATH", None)
+            self.pkg_envs.insert(0, env)
+
+    def links(self, includes, body, cflags=(), libs=()):
+        """Whether a program including `includes` and running `body` in main() compiles and links."""
+        src = os.path.join(self.tmp, "probe.c")
+        with open(src, "w") as f:
+            f.write("".join(f"#include <{h}>\n" for h in includes))
+            f.write(f"int main(void) {{ {body} return 0; }}\n")
+        cmd = self.cc + ["-std=c11", "-D_GNU_SOURCE"] + self.cflags + list(cflags) + [src, "-o",
+               os.path.join(self.tmp, "probe")] + self.ldflags + list(libs)
+        return run(cmd)[0] == 0
+
+    def macros(self, header, names, cflags=()):
+        """The values of #define `names` after including `header` ({} if it does not preprocess)."""
+        src = os.path.join(self.tmp, "macros.c")
+        with open(src, "w") as f:
+            f.write(f"#include <{header}>\n")
+        rc, out, _ = run(self.cc + ["-E", "-dM"] + self.cflags + list(cflags) + [src])
+        found = dict(re.findall(r"^#define (\w+) (.*)$", out, re.M)) if rc == 0 else {}
+        return {n: found[n].strip('"') for n in names if n in found}
+
+    def pkg_config(self, name):
+        """(version, cflags, libs) of pkg-config package `name`, --prefix-deps first; None if absent."""
+        for env in self.pkg_envs:
+            rc, version, _ = run(["pkg-config", "--modversion", name], env)
+            if rc == 0:
+                cflags = shlex.split(run(["pkg-config", "--cflags", name], env)[1])
+                libs = shlex.split(run(["pkg-config", "--libs", name], env)[1])
+                if self.prefix:  # libraries unpacked under DIR must be found at run time too
+                    libs += [f"-Wl,-rpath,{f[2:]}" for f in libs if f.startswith(f"-L{self.prefix}")]
+                return version, cflags, libs
+        return None
+
+
+def probe_compiler(probe):
+    """Checks that the C compiler builds C11; returns "gcc 12.2.0" (or the like) or None."""
+    rc, out, _ = run(probe.cc + ["--version"])
+    if rc != 0 or not probe.links(["stdio.h"], "puts(\"\");"):
+        return None
+    first = out.splitlines()[0]
+    kind = "clang" if "clang" in first else "gcc" if "Free Software Foundation" in out else first.split()[0]
+    m = re.search(r"\d+\.\d+(\.\d+)?", first)
+    return f"{kind} {m.group(0) if m else '(version unknown)'}"
+
+
+def probe_library(probe, lib):
+    """(version, cflags, libs) of `lib`, or None when it cannot be linked."""
+    for name in lib.pkgs:
+        found = probe.pkg_config(name)
+        if found and probe.links(lib.headers, lib.snippet, found[1], found[2]):
+            return found
+    if probe.links(lib.headers, lib.snippet, [], [f"-l{lib.lib}"]):  # no .pc file: plain -l
+        m = probe.macros(lib.headers[-1], lib.version_macros)
+        version = ".".join(m[k] for k in lib.version_macros if k in m) or "version unknown"
+        return version + " (without pkg-config)", [], [f"-l{lib.lib}"]
+    return None
+
+
+def probe_mpi(probe):
+    """(version, cflags, libs) of MPI: mpicc's wrapper flags, else pkg-config ompi-c; or None."""
+    mpicc = shlex.split(os.environ.get("MPICC", "mpicc"))
+    rc1, cflags, _ = run(mpicc + ["--showme:compile"])
+    rc2, libs, _ = run(mpicc + ["--showme:link"])
+    if rc1 == 0 and rc2 == 0:
+        version = run(mpicc + ["--showme:version"])[1]
+        m = re.search(r"(Open MPI [\w.]+)", version)
+        found = (m.group(1) if m else version), shlex.split(cflags), shlex.split(libs)
+    else:
+        found = next(filter(None, (probe.pkg_config(n) for n in ("ompi-c", "mpi"))), None)
+    if found and probe.links(["mpi.h"], MPI_SNIPPET, found[1], found[2]):
+        return found
+    return None
+
+
+def probe_python():
+    """(path, description) of a python3 that can import pytest (/usr/bin/python3 first), or None."""
+    for py in uniq(filter(None, ["/usr/bin/python3", shutil.which("python3"), sys.executable])):
+        rc, out, _ = run([py, "-c", "import sys, pytest\nmissing = []\n"
+                          "for m in ('jsonschema', 'numpy', 'matplotlib'):\n"
+                          "    try: __import__(m)\n    except ImportError: missing.append(m)\n"
+                          "print(sys.version.split()[0], pytest.__version__, ' '.join(missing))"])
+        if rc == 0:
+            version, pytest_version, *missing = out.split()
+            note = f"; no {', '.join(missing)} (some tests skip)" if missing else ""
+            return py, f"{py} {version}, pytest {pytest_version}{note}"
+    return None
+
+
+def probe_cuda(probe, args):
+    """Finds nvcc, cuBLAS, NCCL and NVTX3; returns a dict of what to add to the build."""
+    cuda = {"enabled": False, "nccl": False, "nvtx": False, "cflags": [], "libs": [], "nvcc": None}
+    on_path = shutil.which("nvcc")
+    home = (args.cuda_home or os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+            or (os.path.dirname(os.path.dirname(os.path.realpath(on_path))) if on_path else "/usr/local/cuda"))
+    inc = f"{home}/include"
+    libdir = next((d for d in (f"{home}/lib64", f"{home}/lib") if os.path.isdir(d)), f"{home}/lib64")
+    cuda_cflags = [f"-isystem{inc}"]  # one token, so that uniq() keeps pairs intact
+    cuda_libs = [f"-L{libdir}", f"-Wl,-rpath,{libdir}"]
+
+    # NVTX3 is header-only and also marks CPU phases, so it is used even with --no-cuda.
+    if os.path.isfile(f"{inc}/nvtx3/nvToolsExt.h") and probe.links(
+            ["nvtx3/nvToolsExt.h"], NVTX_SNIPPET, cuda_cflags, ["-ldl"]):
+        v = probe.macros("nvtx3/nvToolsExt.h", ["NVTX_VERSION"], cuda_cflags).get("NVTX_VERSION", "?")
+        say(True, "NVTX3", f"version {v}, header-only ({inc}/nvtx3)")
+        cuda.update(nvtx=True, cflags=["-DSB_HAVE_NVTX=1"] + cuda_cflags, libs=["-ldl"])
+    else:
+        say(False, "NVTX3", f"no {inc}/nvtx3/nvToolsExt.h (optional: ranges compile to no-ops)")
+
+    if args.no_cuda:
+        for name in ("CUDA", "cuBLAS", "NCCL"):
+            say(None, name, "not used (--no-cuda)")
+        return cuda
+    nvcc = f"{home}/bin/nvcc"
+    rc, out, _ = run([nvcc, "--version"])
+    m = re.search(r"release [\d.]+, V([\d.]+)", out)
+    if rc != 0 or not probe.links(["cuda_runtime_api.h", "cublas_v2.h"], CUDA_SNIPPET,
+                                  cuda_cflags, cuda_libs + ["-lcublas", "-lcudart"]):
+        say(False, "CUDA", f"no working {nvcc} (optional; --cuda-home DIR or $CUDA_HOME)" if rc != 0
+            else f"nvcc found but cudart/cuBLAS do not link from {libdir} (optional)")
+        for name in ("cuBLAS", "NCCL"):
+            say(None, name, "not used (no CUDA)")
+        return cuda
+    say(True, "CUDA", f"nvcc {m.group(1) if m else '?'} ({home}), arch {args.cuda_arch}")
+    v = probe.macros("cublas_api.h", ["CUBLAS_VER_MAJOR", "CUBLAS_VER_MINOR", "CUBLAS_VER_PATCH"], cuda_cflags)
+    say(True, "cuBLAS", ".".join(v.values()) or "version unknown")
+    cuda.update(enabled=True, nvcc=nvcc)
+    cuda["cflags"] += ["-DSB_HAVE_CUDA=1"] + cuda_cflags
+    cuda["libs"] = cuda_libs + ["-lcublas", "-lcudart"] + cuda["libs"]
+    if probe.links(["cuda_runtime_api.h", "nccl.h"], NCCL_SNIPPET, cuda_cflags, cuda_libs + ["-lnccl", "-lcudart"]):
+        v = probe.macros("nccl.h", ["NCCL_MAJOR", "NCCL_MINOR", "NCCL_PATCH"], cuda_cflags)
+        say(True, "NCCL", ".".join(v.values()) or "version unknown")
+        cuda["nccl"] = True
+        cuda["cflags"].append("-DSB_HAVE_NCCL=1")
+        cuda["libs"].insert(len(cuda_libs), "-lnccl")
+    else:
+        say(False, "NCCL", "not found (optional: mirrored/ddp on GPUs fall back to MPI) — apt-get install libnccl-dev")
+    return cuda
+
+
+def gencode_flags(arch_list):
+    """nvcc -gencode flags for "80,90": SASS for each, plus PTX of the newest for later GPUs."""
+    archs = [a.strip() for a in arch_list.split(",") if a.strip()]
+    flags = []
+    for i, a in enumerate(archs):
+        code = f"[sm_{a},compute_{a}]" if i == len(archs) - 1 else f"sm_{a}"
+        flags += ["-gencode", f"arch=compute_{a},code={code}"]
+    return flags
+
+
+def nvcc_includes(cflags):
+    """The -D, -I and -isystem flags of `cflags` in nvcc's spelling (-isystem DIR, two words)."""
+    out = []
+    for f in uniq(cflags):
+        if f.startswith("-isystem"):
+            out += ["-isystem", f[len("-isystem"):]]
+        elif f.startswith(("-D", "-I")):
+            out.append(f)
+    return out
+
+
+# ------------------------------------------------------------ MNIST download
+def sha256_uncompressed(path):
+    """SHA-256 (hex) of the uncompressed contents of gzip file `path`; None if unreadable."""
+    h = hashlib.sha256()
+    try:
+        with gzip.open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return None
+    return h.hexdigest()
+
+
+def mnist_file_valid(path, name):
+    """Whether `path` is gzip of the MNIST file `name` with its known digest."""
+    return sha256_uncompressed(path) == MNIST_SHA256[name]
+
+
+def fetch_mnist(dest):
+    """Downloads each missing or corrupt MNIST .gz into `dest` from the first mirror that works.
+
+    Files already present and valid are kept. Returns the exit status (0 all valid, 1 otherwise)."""
+    os.makedirs(dest, exist_ok=True)
+    failed = 0
+    for name in MNIST_SHA256:
+        path = os.path.join(dest, name + ".gz")
+        if mnist_file_valid(path, name):
+            say(True, name + ".gz", "present, checksum ok")
+            continue
+        part = path + ".part"
+        for mirror in MNIST_MIRRORS:
+            try:
+                with urllib.request.urlopen(mirror + name + ".gz", timeout=60) as r, open(part, "wb") as f:
+                    shutil.copyfileobj(r, f)
+            except OSError as e:
+                say(False, name + ".gz", f"{mirror}: {e}")
+                continue
+            if mnist_file_valid(part, name):
+                os.replace(part, path)
+                say(True, name + ".gz", f"downloaded from {mirror}, checksum ok")
+                break
+            say(False, name + ".gz", f"{mirror}: checksum mismatch")
+        else:
+            failed += 1
+        if os.path.exists(part):
+            os.remove(part)
+    if failed:
+        print(f"configure: {failed} MNIST file(s) could not be fetched into {dest}", file=sys.stderr)
+        return 1
+    print(f"MNIST is in {dest}: pass --data {dest} (or set STRATBENCH_DATA={os.path.abspath(dest)} for tests)")
+    return 0
+
+
+# ------------------------------------------------------------ build.ninja
+def write_ninja(cfg):
+    """Writes build.ninja from `cfg` (the flags found) and the sources on disk, atomically."""
+    c_sources = find_sources(".c")
+    cu_sources = find_sources(".cu") if cfg["cuda"]["enabled"] else []
+    lib_sources = [s for s in c_sources + cu_sources if s != MAIN_SOURCE]
+    tests = sorted(glob.glob(UNIT_TESTS)) if cfg["cmocka"] else []
+    out = [
+        "# Generated by configure.py; edits are lost. Re-run ./configure.py to change options.",
+        "ninja_required_version = 1.3",
+        "",
+        f"configure_args = {ninja_value(cfg['argv'])}",
+        f"configure_env = {ninja_value(cfg['env'])}",
+        f"configure_python = {ninja_value([sys.executable])}",
+        f"cuda_arch = {cfg['cuda_arch']}",
+        f"cc = {ninja_value(cfg['cc'])}",
+        f"cflags = {ninja_value(cfg['cflags'])}",
+        f"test_cflags = {ninja_value(cfg['test_cflags'])}",
+        f"ldflags = {ninja_value(cfg['ldflags'])}",
+        f"libs = {ninja_value(cfg['libs'])}",
+        f"test_libs = {ninja_value(cfg['test_libs'])}",
+        f"python = {ninja_value([cfg['python']])}",
+    ]
+    if cfg["cuda"]["enabled"]:
+        out += [f"nvcc = {ninja_value([cfg['cuda']['nvcc']])}",
+                f"nvccflags = {ninja_value(cfg['nvccflags'])}"]
+    out += [
+        "",
+        "rule configure",
+        "  command = $configure_env $configure_python configure.py $configure_args",
+        "  description = CONFIGURE $configure_args",
+        "  generator = 1",
+        "  pool = console",
+        "",
+        "rule cc",
+        "  command = $cc -MMD -MF $out.d $cflags -c $in -o $out",
+        "  depfile = $out.d",
+        "  deps = gcc",
+        "  description = CC $out",
+        "",
+        "rule ar",
+        "  command = rm -f $out && ar crs $out $in",
+        "  description = AR $out",
+        "",
+        "rule link",
+        "  command = $cc $ldflags -o $out $in $libs",
+        "  description = LINK $out",
+        "",
+        "rule pytest",
+        f"  command = {cfg['test_env']}STRATBENCH_BUILD=build $python -m pytest -q tests",
+        "  description = TEST",
+        "  pool = console",
+        "",
+    ]
+    if cfg["cuda"]["enabled"]:
+        out += ["rule nvcc",
+                "  command = $nvcc --generate-dependencies-with-compile --dependency-output $out.d "
+                "$nvccflags -c $in -o $out",
+                "  depfile = $out.d",
+                "  deps = gcc",
+                "  description = NVCC $out",
+                ""]
+    # Folders are inputs of build.ninja, so adding or removing a source re-runs configure;
+    # each is also a phony target, so a deleted folder is not an error.
+    folders = source_folders()
+    out.append(f"build build.ninja: configure | configure.py {' '.join(map(ninja_path, folders))}")
+    out += [f"build {ninja_path(d)}: phony" for d in folders]
+    out.append("")
+
+    for src in c_sources + cu_sources:
+        rule = "nvcc" if src.endswith(".cu") else "cc"
+        out.append(f"build {ninja_path(object_path(src))}: {rule} {ninja_path(src)}")
+    if lib_sources:
+        out.append(f"build {LIBRARY}: ar {' '.join(ninja_path(object_path(s)) for s in lib_sources)}")
+    lib_dep = [LIBRARY] if lib_sources else []
+    targets = []
+    if MAIN_SOURCE in c_sources:
+        out.append(f"build {PROGRAM}: link {object_path(MAIN_SOURCE)} {' '.join(lib_dep)}")
+        targets.append(PROGRAM)
+    for src in tests:
+        name = os.path.basename(src)[:-2]
+        obj = object_path(src)
+        out += [f"build {ninja_path(obj)}: cc {ninja_path(src)}", "  cflags = $cflags $test_cflags",
+                f"build {TEST_DIR}/{name}: link {ninja_path(obj)} {' '.join(lib_dep)}", "  libs = $test_libs $libs"]
+        targets.append(f"{TEST_DIR}/{name}")
+    out += ["", f"build all: phony {' '.join(targets)}", "build test: pytest | all", "default all", ""]
+
+    tmp = "build.ninja.tmp"
+    with open(tmp, "w") as f:
+        f.write("\n".join(out))
+    os.replace(tmp, "build.ninja")
+    return len(c_sources) + len(cu_sources), len(tests), MAIN_SOURCE in c_sources
+
+
+# ------------------------------------------------------------ main
+def parse_args(argv):
+    """The command line; see --help."""
+    p = argparse.ArgumentParser(
+        description="Find the compiler and libraries for stratbench and write build.ninja.",
+        epilog="Then: ninja && ninja test (tests read MNIST from $STRATBENCH_DATA).")
+    p.add_argument("--debug", action="store_true", help="build with -O0 -g instead of -O2 -g")
+    p.add_argument("--sanitize", metavar="LIST", default="",
+                   help="compile and link with -fsanitize=LIST, e.g. address,undefined")
+    p.add_argument("--no-cuda", action="store_true", help="do not look for or use CUDA, cuBLAS or NCCL")
+    p.add_argument("--cuda-home", metavar="DIR", help="CUDA toolkit folder (default $CUDA_HOME or /usr/local/cuda)")
+    p.add_argument("--cuda-arch", metavar="LIST", default="80,90",
+                   help="GPU architectures for nvcc, comma-separated (default 80,90)")
+    p.add_argument("--prefix-deps", metavar="DIR",
+                   help="also search DIR/usr/include, DIR/usr/lib/<multiarch> and their .pc files "
+                        "(for .deb files unpacked with dpkg -x DEB DIR)")
+    p.add_argument("--fetch-mnist", metavar="DIR", nargs="?", const=MNIST_DEFAULT_DIR,
+                   help=f"download and check MNIST into DIR (default {MNIST_DEFAULT_DIR}), then exit")
+    args = p.parse_args(argv)
+    sanitizers = [s for s in args.sanitize.split(",") if s]
+    for s in sanitizers:
+        if s not in SANITIZERS:
+            p.error(f"--sanitize: unknown sanitizer '{s}' (choose from {', '.join(SANITIZERS)})")
+    if "thread" in sanitizers and ("address" in sanitizers or "leak" in sanitizers):
+        p.error("--sanitize: thread cannot be combined with address or leak")
+    args.sanitizers = sanitizers
+    if not re.fullmatch(r"\d{2,3}[af]?(,\d{2,3}[af]?)*", args.cuda_arch):
+        p.error(f"--cuda-arch: expected a list such as 80,90, got '{args.cuda_arch}'")
+    if args.prefix_deps:
+        if not os.path.isdir(args.prefix_deps):
+            p.error(f"--prefix-deps: {args.prefix_deps} is not a folder")
+        args.prefix_deps = os.path.abspath(args.prefix_deps)
+    if args.cuda_home:
+        args.cuda_home = os.path.abspath(args.cuda_home)
+    return args
+
+
+def recorded_args(args):
+    """The options in `args` as a canonical argument list (absolute paths) for ninja's re-run."""
+    out = ["--debug"] if args.debug else []
+    out += [f"--sanitize={','.join(args.sanitizers)}"] if args.sanitizers else []
+    out += ["--no-cuda"] if args.no_cuda else []
+    out += ["--cuda-home", args.cuda_home] if args.cuda_home else []
+    out += ["--cuda-arch", args.cuda_arch] if args.cuda_arch != "80,90" else []
+    out += ["--prefix-deps", args.prefix_deps] if args.prefix_deps else []
+    return out
+
+
+def main(argv):
+    """Fetches MNIST, or probes and writes build.ninja; returns the exit status."""
+    args = parse_args(argv)
+    if args.fetch_mnist is not None:
+        return fetch_mnist(args.fetch_mnist)
+    os.chdir(ROOT)
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="replace")  # ✓ on a terminal that cannot show it
+    probe = Probe(shlex.split(os.environ.get("CC", "cc")), args.prefix_deps)
+    try:
+        return configure(args, probe)
+    finally:
+        shutil.rmtree(probe.tmp, ignore_errors=True)
+
+
+def configure(args, probe):
+    """Probes everything, prints the summary and writes build.ninja; returns the exit status."""
+    cc = probe.cc
+    missing = []  # Debian packages of required items not found
+    argv = recorded_args(args)
+    print("stratbench configure" + (f" {shlex.join(argv)}" if argv else ""))
+
+    version = probe_compiler(probe)
+    say(bool(version), "C compiler", f"{version} ({shlex.join(cc)})" if version else
+        f"{shlex.join(cc)} cannot build a C11 program — apt-get install build-essential")
+    if not version:
+        return 1
+    if args.sanitizers:
+        flag = "-fsanitize=" + ",".join(args.sanitizers)
+        ok = probe.links(["stdio.h"], "puts(\"\");", [flag], [flag])
+        say(ok, "sanitizers", flag if ok else f"{flag} does not link — install the compiler's "
+            "sanitizer runtimes (e.g. apt-get install libasan8 libubsan1)")
+        if not ok:
+            missing.append("libasan8 libubsan1")
+    if shutil.which("pkg-config"):
+        say(True, "pkg-config", run(["pkg-config", "--version"])[1])
+    else:
+        say(False, "pkg-config", "not found; trying plain -l flags — apt-get install pkg-config")
+
+    cflags, libs, test_cflags, test_libs = [], [], [], []
+    mpi = probe_mpi(probe)
+    say(bool(mpi), "MPI", mpi[0] if mpi else f"not found (mpicc) — apt-get install {MPI_APT}")
+    if mpi:
+        cflags += mpi[1]
+        libs += mpi[2]
+    else:
+        missing.append(MPI_APT)
+    mpirun = run(["mpirun", "--version"])
+    say(mpirun[0] == 0, "mpirun", mpirun[1].splitlines()[0] if mpirun[0] == 0 else
+        "not found (needed by tests of ddp and central) — apt-get install openmpi-bin")
+
+    for lib in LIBRARIES:
+        found = probe_library(probe, lib)
+        if found:
+            where = " (from --prefix-deps)" if probe.prefix and probe.prefix in " ".join(found[2]) else ""
+            say(True, lib.name, found[0] + where + (" (tests)" if lib.tests_only else ""))
+            (test_cflags if lib.tests_only else cflags).extend(found[1])
+            (test_libs if lib.tests_only else libs).extend(found[2])
+        elif lib.tests_only:
+            say(False, lib.name, f"not found (unit tests are not built) — apt-get install {lib.apt}")
+        else:
+            say(False, lib.name, f"not found — apt-get install {lib.apt}")
+            missing.append(lib.apt)
+    cmocka_found = bool(test_libs)
+
+    cuda = probe_cuda(probe, args)
+    python = probe_python()
+    say(bool(python), "python", python[1] if python else
+        "no python3 can import pytest (ninja test will fail) — apt-get install python3-pytest")
+    ninja = run(["ninja", "--version"])
+    say(ninja[0] == 0, "ninja", ninja[1] if ninja[0] == 0 else "not found — apt-get install ninja-build")
+
+    if missing:
+        print(f"configure: required libraries are missing — apt-get install {' '.join(uniq(missing))}",
+              file=sys.stderr)
+        return 1
+
+    optimize = OPTIMIZE[args.debug]
+    sanitize = ["-fsanitize=" + ",".join(args.sanitizers), "-fno-sanitize-recover=all",
+                "-fno-omit-frame-pointer"] if args.sanitizers else []
+    env_cflags = shlex.split(os.environ.get("CFLAGS", ""))
+    env_ldflags = shlex.split(os.environ.get("LDFLAGS", ""))
+    all_cflags = uniq(CFLAGS + optimize + sanitize + probe.cflags + cuda["cflags"] + cflags) + env_cflags
+    has_cu = cuda["enabled"] and bool(find_sources(".cu"))
+    test_env = ""
+    if "address" in args.sanitizers or "leak" in args.sanitizers:
+        os.makedirs("build", exist_ok=True)
+        with open("build/lsan.supp", "w") as f:
+            f.write("".join(f"leak:{s}\n" for s in LSAN_SUPPRESSIONS))
+        test_env = ('LSAN_OPTIONS="$${LSAN_OPTIONS:-suppressions=$$PWD/build/lsan.supp:'
+                    'print_suppressions=0:fast_unwind_on_malloc=0}" ')
+    if args.sanitizers:
+        test_env += 'UBSAN_OPTIONS="$${UBSAN_OPTIONS:-print_stacktrace=1}" '
+    cfg = {
+        "argv": argv,
+        "env": ["env"] + [f"{k}={os.environ[k]}" for k in RECORDED_ENV if k in os.environ]
+        if any(k in os.environ for k in RECORDED_ENV) else [],
+        "cuda": cuda,
+        "cuda_arch": args.cuda_arch,
+        "cc": cc,
+        "cflags": all_cflags,
+        "test_cflags": uniq(test_cflags),
+        "ldflags": uniq(sanitize[:1] + probe.ldflags) + env_ldflags,
+        "libs": uniq(libs + cuda["libs"] + (["-lstdc++"] if has_cu else []) + SYSTEM_LIBS),
+        "test_libs": uniq(test_libs),
+        "python": python[0] if python else "/usr/bin/python3",
+        "test_env": test_env,
+        "cmocka": cmocka_found,
+        "nvccflags": NVCCFLAGS + optimize + nvcc_includes(cuda["cflags"] + probe.cflags + cflags)
+        + gencode_flags(args.cuda_arch),
+    }
+    if os.environ.get("CUDAHOSTCXX") and cuda["enabled"]:
+        cfg["nvccflags"] += ["-ccbin", os.environ["CUDAHOSTCXX"]]
+    nsources, ntests, has_main = write_ninja(cfg)
+    mode = "debug" if args.debug else "release"
+    print(f"wrote build.ninja: {nsources} sources, {ntests} unit tests, {mode}"
+          + (f", -fsanitize={','.join(args.sanitizers)}" if args.sanitizers else "")
+          + (", CUDA" if cuda["enabled"] else ", no CUDA")
+          + ("" if has_main else f" (no {MAIN_SOURCE} yet: no program)"))
+    print("next: ninja && ninja test")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

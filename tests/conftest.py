@@ -1,0 +1,124 @@
+"""Fixtures shared by stratbench's tests (run by `ninja test`, or pytest directly).
+
+Where things are comes from the environment, never from a fixed path:
+  STRATBENCH_BUILD  the build folder (default: build/ at the repository root)
+  STRATBENCH_DATA   a folder with the four MNIST .gz files; tests that need it skip when unset
+"""
+
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+MNIST_FILES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+               "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
+DEFAULT_TIMEOUT_S = 300
+
+# Lets Open MPI run as root (CI containers) and start more ranks than cores
+# (CI machines have few); `--bind-to none` in mpirun_cmd() for the same reason.
+MPI_ENV = {
+    "OMPI_ALLOW_RUN_AS_ROOT": "1",
+    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+    "OMPI_MCA_rmaps_base_oversubscribe": "1",
+}
+
+_data_skip_reason = []  # set when a test skipped for want of MNIST; echoed in the summary
+
+
+def build_path():
+    """The build folder: $STRATBENCH_BUILD (relative to the current folder) or <repo>/build."""
+    env = os.environ.get("STRATBENCH_BUILD")
+    return pathlib.Path(env).resolve() if env else REPO_ROOT / "build"
+
+
+def child_env():
+    """os.environ plus MPI_ENV, for every program a test starts."""
+    env = dict(os.environ)
+    env.update(MPI_ENV)
+    return env
+
+
+def run(args, timeout=DEFAULT_TIMEOUT_S, **kw):
+    """Runs `args` (a list; items are converted with str) and returns the CompletedProcess.
+
+    stdout and stderr are captured as text; the environment defaults to child_env(),
+    the folder to the repository root. Raises subprocess.TimeoutExpired after `timeout` s."""
+    kw.setdefault("env", child_env())
+    kw.setdefault("cwd", REPO_ROOT)
+    return subprocess.run([str(a) for a in args], capture_output=True, text=True,
+                          timeout=timeout, **kw)
+
+
+def mpirun_cmd(nranks, *args):
+    """The argument list that starts `args` on `nranks` MPI ranks of this machine."""
+    return ["mpirun", "-n", str(nranks), "--bind-to", "none", *map(str, args)]
+
+
+def describe(proc):
+    """The command, exit status and output of a CompletedProcess, for assertion messages."""
+    cmd = " ".join(map(str, proc.args))
+    return f"$ {cmd}\nexit status {proc.returncode}\n--- stdout\n{proc.stdout}--- stderr\n{proc.stderr}"
+
+
+@pytest.fixture(scope="session")
+def repo_root():
+    """The repository root (tests run programs from there)."""
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def build_dir():
+    """The build folder (see build_path)."""
+    return build_path()
+
+
+@pytest.fixture(scope="session")
+def stratbench(build_dir):
+    """Path of the stratbench program; fails the test if it has not been built."""
+    exe = build_dir / "stratbench"
+    if not os.access(exe, os.X_OK):
+        pytest.fail(f"{exe} is missing: build it first with ./configure.py && ninja", pytrace=False)
+    return exe
+
+
+@pytest.fixture(scope="session")
+def mnist_dir():
+    """The MNIST folder from $STRATBENCH_DATA. Skips the test when the variable is unset,
+    fails it when the variable names a folder without the four files."""
+    value = os.environ.get("STRATBENCH_DATA")
+    if not value:
+        reason = "STRATBENCH_DATA is not set: tests that train on MNIST were skipped " \
+                 "(set it to a folder with the MNIST .gz files, e.g. from ./configure.py --fetch-mnist)"
+        _data_skip_reason[:] = [reason]
+        pytest.skip(reason)
+    path = pathlib.Path(value).resolve()
+    missing = [f for f in MNIST_FILES if not (path / f).is_file()]
+    if missing:
+        pytest.fail(f"STRATBENCH_DATA={value} lacks {', '.join(missing)}", pytrace=False)
+    return path
+
+
+@pytest.fixture
+def env():
+    """A fresh copy of child_env() that a test may change."""
+    return child_env()
+
+
+@pytest.fixture(name="run")
+def run_fixture():
+    """The run() helper: run(args, timeout=300, **subprocess_kwargs) -> CompletedProcess."""
+    return run
+
+
+@pytest.fixture(name="mpirun")
+def mpirun_fixture():
+    """The mpirun_cmd() helper: mpirun(nranks, *args) -> argument list."""
+    return mpirun_cmd
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Says why data-dependent tests were skipped, even under -q."""
+    for reason in _data_skip_reason:
+        terminalreporter.write_line(f"note: {reason}", yellow=True)

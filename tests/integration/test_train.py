@@ -1,0 +1,133 @@
+"""`stratbench train` as a user runs it: the four strategies on full MNIST,
+their equivalence with `single`, the report, and bad input.
+
+The equivalence tests hold every synchronous strategy to DESIGN.md's promise:
+N replicas with per-replica batch B make the same update as `single` with
+batch N*B, up to float summation order.
+"""
+
+import json
+import pathlib
+
+import numpy as np
+import pytest
+
+from conftest import describe, run, mpirun_cmd
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+SCHEMA = REPO_ROOT / "reports" / "report.schema.json"
+
+# (strategy flags, processes) for the 2-replica runs.
+TWO_REPLICAS = {
+    "mirrored": ["--strategy", "mirrored", "--replicas", "2"],
+    "ddp": ["--strategy", "ddp", "--replicas", "2"],
+    "central-servers0": ["--strategy", "central", "--replicas", "2", "--servers", "0"],
+    "central-servers1": ["--strategy", "central", "--replicas", "2", "--servers", "1"],
+}
+
+
+def validate_report(path):
+    """Loads a report and validates it against reports/report.schema.json."""
+    jsonschema = pytest.importorskip("jsonschema")
+    report = json.loads(pathlib.Path(path).read_text())
+    jsonschema.validate(report, json.loads(SCHEMA.read_text()))
+    return report
+
+
+def train(stratbench, mnist_dir, *flags, timeout=600):
+    """Runs `stratbench train` with --data and `flags`; asserts exit status 0."""
+    proc = run([stratbench, "train", "--data", mnist_dir, *flags], timeout=timeout)
+    assert proc.returncode == 0, describe(proc)
+    return proc
+
+
+def load_params(path):
+    return np.fromfile(path, dtype="<f4")
+
+
+@pytest.fixture(scope="module")
+def single_params(stratbench, mnist_dir, tmp_path_factory):
+    """Parameters of `single` with batch 64 after 20 steps (the reference)."""
+    out = tmp_path_factory.mktemp("single") / "params.f32"
+    train(stratbench, mnist_dir, "--strategy", "single", "--batch", "64", "--max-steps", "20",
+          "--save-params", out)
+    return load_params(out)
+
+
+@pytest.mark.parametrize("name", sorted(TWO_REPLICAS))
+def test_two_replicas_match_single_with_doubled_batch(name, stratbench, mnist_dir, tmp_path,
+                                                      single_params):
+    out = tmp_path / "params.f32"
+    train(stratbench, mnist_dir, *TWO_REPLICAS[name], "--batch", "32", "--max-steps", "20",
+          "--save-params", out)
+    params = load_params(out)
+    assert params.shape == single_params.shape == (784 * 256 + 256 + 256 * 10 + 10,)
+    diff = float(np.max(np.abs(params - single_params)))
+    assert diff <= 1e-5, f"{name}: max |params - single| = {diff:g} after 20 steps"
+    # The parameters did move: the comparison is not of two initialisations.
+    init = tmp_path / "init.f32"
+    train(stratbench, mnist_dir, "--max-steps", "1", "--lr", "0", "--save-params", init)
+    assert float(np.max(np.abs(params - load_params(init)))) > 1e-3
+
+
+def test_ddp_under_mpirun_matches_self_launched(stratbench, mnist_dir, tmp_path, single_params):
+    """A user's own mpirun gives the same run as stratbench launching it."""
+    out = tmp_path / "params.f32"
+    proc = run(mpirun_cmd(2, stratbench, "train", "--data", mnist_dir, "--strategy", "ddp",
+                          "--batch", "32", "--max-steps", "20", "--save-params", out))
+    assert proc.returncode == 0, describe(proc)
+    assert float(np.max(np.abs(load_params(out) - single_params))) <= 1e-5
+
+
+def test_wrong_seed_breaks_equivalence(stratbench, mnist_dir, tmp_path, single_params):
+    """The equivalence check can fail: another seed gives other parameters."""
+    out = tmp_path / "params.f32"
+    train(stratbench, mnist_dir, "--strategy", "mirrored", "--replicas", "2", "--batch", "32",
+          "--max-steps", "20", "--seed", "7", "--save-params", out)
+    assert float(np.max(np.abs(load_params(out) - single_params))) > 1e-3
+
+
+@pytest.mark.parametrize("name", ["single"] + sorted(TWO_REPLICAS))
+def test_full_mnist_reaches_97_percent(name, stratbench, mnist_dir, tmp_path):
+    flags = ["--strategy", "single"] if name == "single" else TWO_REPLICAS[name]
+    report_path = tmp_path / "report.json"
+    proc = train(stratbench, mnist_dir, *flags, "--epochs", "3", "--report", report_path)
+    report = validate_report(report_path)
+    assert report["final_test_accuracy"] >= 0.97, describe(proc)
+    assert len(report["epochs"]) == 3
+    assert report["time_to_accuracy_s"] is not None
+    assert 0 < report["time_to_accuracy_s"] <= sum(e["seconds"] + e["eval_seconds"]
+                                                   for e in report["epochs"]) + 1.0
+    # One line per epoch on stdout (rank 0 only).
+    assert sum(line.startswith("epoch ") for line in proc.stdout.splitlines()) == 3
+    replicas = 1 if name == "single" else 2
+    assert report["replicas"] == replicas
+    assert report["config"]["global_batch"] == 64 * replicas
+    steps = 3 * (60000 // (64 * replicas))
+    assert report["steps_total"] == steps
+    assert report["step_ms"]["n"] == steps - report["config"]["warmup_steps"]
+    assert report["step_ms"]["min"] <= report["step_ms"]["median"] <= report["step_ms"]["p95"]
+    comm = report["comm"]
+    if name == "single":
+        assert comm["total"]["calls"] == 0
+    elif name in ("mirrored", "ddp"):
+        n_params = report["model"]["n_params"]
+        assert comm["allreduce"]["calls"] == report["step_ms"]["n"]
+        assert comm["allreduce"]["bytes"] == comm["allreduce"]["calls"] * 4 * n_params
+        assert comm["allreduce"]["busbw_GBps"] == pytest.approx(comm["allreduce"]["algbw_GBps"])
+    else:
+        assert comm["push"]["calls"] > 0 and comm["pull"]["calls"] > 0
+
+
+def test_report_config_records_every_flag(stratbench, mnist_dir, tmp_path):
+    report_path = tmp_path / "r.json"
+    train(stratbench, mnist_dir, "--strategy", "mirrored", "--replicas", "2", "--hidden", "64,32",
+          "--batch", "50", "--lr", "0.02", "--lr-scaling", "linear", "--seed", "3",
+          "--max-steps", "30", "--warmup-steps", "5", "--report", report_path)
+    report = validate_report(report_path)
+    cfg = report["config"]
+    assert cfg["hidden"] == [64, 32] and cfg["batch"] == 50 and cfg["seed"] == 3
+    assert cfg["lr_scaling"] == "linear" and cfg["effective_lr"] == pytest.approx(0.04)
+    assert report["steps_total"] == 30 and report["step_ms"]["n"] == 25
+    assert report["model"]["n_params"] == 784 * 64 + 64 + 64 * 32 + 32 + 32 * 10 + 10
+    assert report["environment"]["argv"][1] == "train"

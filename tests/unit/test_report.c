@@ -1,0 +1,395 @@
+/* Unit tests of the run report (src/report): builds a small run record,
+ * writes it, parses it back with cJSON and checks keys and values; checks
+ * that failed writes leave no file behind and that the report validates
+ * against reports/report.schema.json (when python3 with jsonschema and the
+ * schema are found; otherwise that one check is skipped). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "report/environment.h"
+#include "report/report.h"
+
+#define N_MEASURED 5
+#define COMM_RANKS 4
+
+struct fixture {
+    char dir[64];
+    struct sb_config cfg;
+    struct sb_epoch_record epochs[2];
+    double step_ms[N_MEASURED];
+    double phase_ms[SB_PHASE_COUNT][N_MEASURED];
+    char *argv[3];
+    char *hosts[2];
+    struct sb_run_record rec;
+};
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    if (!f) return -1;
+    snprintf(f->dir, sizeof f->dir, "/tmp/sb_test_report.XXXXXX");
+    if (!mkdtemp(f->dir)) {
+        free(f);
+        return -1;
+    }
+    struct sb_config *c = &f->cfg;
+    snprintf(c->strategy, sizeof c->strategy, "ddp");
+    snprintf(c->workload, sizeof c->workload, "mlp");
+    snprintf(c->device, sizeof c->device, "cpu");
+    c->hidden[0] = 256;
+    c->hidden[1] = 128;
+    c->n_hidden = 2;
+    c->replicas = 4;
+    c->servers = 0;
+    c->epochs = 2;
+    c->batch = 32;
+    c->lr = 0.05;
+    c->momentum = 0.9;
+    c->lr_scaling = SB_LR_SCALING_LINEAR;
+    c->seed = UINT64_C(18446744073709551557); /* needs all 64 bits */
+    snprintf(c->data_dir, sizeof c->data_dir, "data/mnist");
+    snprintf(c->report_path, sizeof c->report_path, "out.json");
+    c->target_accuracy = 0.97;
+    c->max_steps = 0;
+    c->warmup_steps = 10;
+    c->threads = 1;
+    c->eval_batch = 1000;
+
+    f->epochs[0] = (struct sb_epoch_record){1, 0.35, 0.95, 2.0, 0.1, 30000};
+    f->epochs[1] = (struct sb_epoch_record){2, NAN, 0.975, 2.5, 0.1, 24000};
+    for (int i = 0; i < N_MEASURED; i++) {
+        f->step_ms[i] = 10.0 + i; /* 10..14: median 12 */
+        for (int p = 0; p < SB_PHASE_COUNT; p++)
+            f->phase_ms[p][i] = (double)(p + 1) * (i + 1); /* median 3(p+1) */
+    }
+    f->argv[0] = "stratbench";
+    f->argv[1] = "train";
+    f->argv[2] = "--strategy=ddp";
+    f->hosts[0] = "node-a";
+    f->hosts[1] = "node-b";
+
+    struct sb_run_record *r = &f->rec;
+    r->cfg = c;
+    r->argc = 3;
+    r->argv = f->argv;
+    r->world_size = 4;
+    sb_utc_now(r->start_utc);
+    r->hosts = f->hosts;
+    r->n_hosts = 2;
+    r->n_params = 203530;
+    r->global_batch = 128;
+    r->effective_lr = 0.2;
+    r->epochs = f->epochs;
+    r->n_epochs = 2;
+    r->final_test_accuracy = 0.975;
+    r->time_to_accuracy_s = 4.6;
+    r->train_seconds = 4.5;
+    r->steps_total = 937;
+    r->step_ms = f->step_ms;
+    for (int p = 0; p < SB_PHASE_COUNT; p++) r->phase_ms[p] = f->phase_ms[p];
+    r->phase_ms[SB_PHASE_H2D] = NULL; /* not timed on the CPU */
+    r->n_measured = N_MEASURED;
+    r->comm[SB_COMM_ALLREDUCE] = (struct sb_comm_counter){927, 927 * 814120.0, 1.5};
+    r->comm[SB_COMM_BROADCAST] = (struct sb_comm_counter){1, 814120.0, 0.002};
+    r->comm_ranks = COMM_RANKS;
+    r->peak_rss_bytes = sb_peak_rss_bytes();
+    *state = f;
+    return 0;
+}
+
+/* Removes every entry of f->dir (one level) and the directory. */
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    DIR *d = opendir(f->dir);
+    if (d) {
+        struct dirent *e;
+        char p[512];
+        while ((e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            snprintf(p, sizeof p, "%s/%s", f->dir, e->d_name);
+            if (unlink(p) != 0) rmdir(p);
+        }
+        closedir(d);
+    }
+    rmdir(f->dir);
+    free(f);
+    return 0;
+}
+
+/* Number of entries of dir whose name contains ".tmp.". */
+static int count_temp_files(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strstr(e->d_name, ".tmp.")) n++;
+    closedir(d);
+    return n;
+}
+
+/* Reads and parses the JSON file at path; fails the test if it cannot. */
+static cJSON *parse_file(const char *path)
+{
+    FILE *fp = fopen(path, "r");
+    assert_non_null(fp);
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, fp);
+    fclose(fp);
+    assert_true(n > 0 && n < sizeof buf - 1);
+    buf[n] = '\0';
+    assert_int_equal(buf[n - 1], '\n');
+    cJSON *root = cJSON_Parse(buf);
+    assert_non_null(root);
+    return root;
+}
+
+static const cJSON *get(const cJSON *obj, const char *key)
+{
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!item) fail_msg("missing key \"%s\"", key);
+    return item;
+}
+
+static double num(const cJSON *obj, const char *key)
+{
+    const cJSON *item = get(obj, key);
+    assert_true(cJSON_IsNumber(item));
+    return item->valuedouble;
+}
+
+static void write_and_parse(struct fixture *f, char *path, size_t cap,
+                            cJSON **root)
+{
+    snprintf(path, cap, "%s/report.json", f->dir);
+    assert_int_equal(sb_report_write(path, &f->rec), SB_OK);
+    assert_int_equal(count_temp_files(f->dir), 0);
+    *root = parse_file(path);
+}
+
+static void test_keys_and_values(void **state)
+{
+    struct fixture *f = *state;
+    char path[256];
+    cJSON *root;
+    write_and_parse(f, path, sizeof path, &root);
+
+    static const char *const order[] = {
+        "schema_version", "strategy", "workload", "replicas", "world_size",
+        "config", "environment", "model", "epochs", "final_test_accuracy",
+        "time_to_accuracy_s", "target_accuracy", "train_seconds",
+        "steps_total", "steps_measured", "step_ms", "phases_ms", "comm",
+        "peak_rss_bytes"};
+    const cJSON *item = root->child;
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++, item = item->next) {
+        assert_non_null(item);
+        assert_string_equal(item->string, order[i]);
+    }
+    assert_null(item);
+
+    assert_string_equal(get(root, "schema_version")->valuestring,
+                        SB_REPORT_SCHEMA_VERSION);
+    assert_string_equal(get(root, "strategy")->valuestring, "ddp");
+    assert_true(num(root, "replicas") == 4);
+
+    const cJSON *cfg = get(root, "config");
+    const cJSON *hidden = get(cfg, "hidden");
+    assert_int_equal(cJSON_GetArraySize(hidden), 2);
+    assert_int_equal(cJSON_GetArrayItem(hidden, 0)->valueint, 256);
+    assert_int_equal(cJSON_GetArrayItem(hidden, 1)->valueint, 128);
+    assert_string_equal(get(cfg, "lr_scaling")->valuestring, "linear");
+    assert_true(cJSON_IsNull(get(cfg, "save_params")));
+    assert_true(cJSON_IsNull(get(cfg, "max_steps")));
+    assert_true(num(cfg, "global_batch") == 128);
+    assert_true(num(cfg, "effective_lr") == 0.2);
+    assert_string_equal(get(cfg, "report")->valuestring, "out.json");
+
+    const cJSON *env = get(root, "environment");
+    assert_string_equal(get(env, "start_utc")->valuestring, f->rec.start_utc);
+    assert_string_equal(cJSON_GetArrayItem(get(env, "hosts"), 1)->valuestring,
+                        "node-b");
+    assert_string_equal(cJSON_GetArrayItem(get(env, "argv"), 2)->valuestring,
+                        "--strategy=ddp");
+    assert_string_equal(get(env, "cjson")->valuestring, cJSON_Version());
+
+    const cJSON *model = get(root, "model");
+    assert_true(num(model, "param_bytes") == 4.0 * 203530);
+
+    const cJSON *epochs = get(root, "epochs");
+    assert_int_equal(cJSON_GetArraySize(epochs), 2);
+    assert_true(num(cJSON_GetArrayItem(epochs, 0), "train_loss") == 0.35);
+    assert_true(cJSON_IsNull(get(cJSON_GetArrayItem(epochs, 1), "train_loss")));
+    assert_true(num(root, "time_to_accuracy_s") == 4.6);
+    assert_true(num(root, "steps_measured") == N_MEASURED);
+
+    const cJSON *step = get(root, "step_ms");
+    assert_true(num(step, "median") == 12.0);
+    assert_true(fabs(num(step, "p95") - 13.8) < 1e-9); /* type 7: 13 + 0.8 */
+    assert_true(num(step, "n") == N_MEASURED);
+
+    const cJSON *phases = get(root, "phases_ms");
+    assert_int_equal(cJSON_GetArraySize(phases), SB_PHASE_COUNT);
+    assert_true(num(get(phases, "forward"), "median") == 3.0 * (SB_PHASE_FORWARD + 1));
+    assert_true(num(get(phases, "h2d"), "n") == 0);
+    assert_non_null(get(phases, "comm_exposed"));
+
+    const cJSON *comm = get(root, "comm");
+    assert_true(num(comm, "ranks") == COMM_RANKS);
+    const cJSON *ar = get(comm, "allreduce");
+    double algbw = 927 * 814120.0 / 1.5 / 1e9;
+    double factor = 2.0 * (COMM_RANKS - 1) / COMM_RANKS;
+    assert_true(fabs(num(ar, "algbw_GBps") - algbw) < 1e-12);
+    assert_true(fabs(num(ar, "busbw_GBps") - algbw * factor) < 1e-12);
+    assert_true(num(ar, "busbw_factor") == factor);
+    assert_true(num(get(comm, "push"), "algbw_GBps") == 0); /* seconds == 0 */
+    const cJSON *total = get(comm, "total");
+    assert_true(num(total, "calls") == 928);
+    assert_true(fabs(num(total, "seconds") - 1.502) < 1e-12);
+    cJSON_Delete(root);
+
+    /* The 64-bit seed is written with all its digits. */
+    FILE *fp = fopen(path, "r");
+    assert_non_null(fp);
+    char line[256];
+    int found = 0;
+    while (fgets(line, sizeof line, fp))
+        if (strstr(line, "\"seed\":") && strstr(line, "18446744073709551557"))
+            found = 1;
+    fclose(fp);
+    assert_true(found);
+}
+
+static void test_time_to_accuracy_null(void **state)
+{
+    struct fixture *f = *state;
+    f->rec.time_to_accuracy_s = -1;
+    f->cfg.max_steps = 50;
+    snprintf(f->cfg.save_params_path, sizeof f->cfg.save_params_path, "p.bin");
+    char path[256];
+    cJSON *root;
+    write_and_parse(f, path, sizeof path, &root);
+    assert_true(cJSON_IsNull(get(root, "time_to_accuracy_s")));
+    const cJSON *cfg = get(root, "config");
+    assert_true(num(cfg, "max_steps") == 50);
+    assert_string_equal(get(cfg, "save_params")->valuestring, "p.bin");
+    cJSON_Delete(root);
+}
+
+static void test_missing_directory(void **state)
+{
+    struct fixture *f = *state;
+    char dir[256], path[320];
+    snprintf(dir, sizeof dir, "%s/nope", f->dir);
+    snprintf(path, sizeof path, "%s/report.json", dir);
+    assert_int_equal(sb_report_write(path, &f->rec), SB_ERR_IO);
+    assert_non_null(strstr(sb_error_message(), path));
+    struct stat st;
+    assert_int_not_equal(stat(path, &st), 0);
+    assert_int_not_equal(stat(dir, &st), 0);
+    assert_int_equal(count_temp_files(f->dir), 0);
+}
+
+/* A failure after the temporary file exists (rename onto a directory)
+ * must remove the temporary file. */
+static void test_rename_failure_cleans_up(void **state)
+{
+    struct fixture *f = *state;
+    char path[256];
+    snprintf(path, sizeof path, "%s/adir", f->dir);
+    assert_int_equal(mkdir(path, 0755), 0);
+    assert_int_equal(sb_report_write(path, &f->rec), SB_ERR_IO);
+    assert_non_null(strstr(sb_error_message(), path));
+    assert_int_equal(count_temp_files(f->dir), 0);
+}
+
+static void test_environment(void **state)
+{
+    struct fixture *f = *state;
+    f->rec.hosts = NULL;
+    f->rec.n_hosts = 0; /* falls back to this host's name */
+    cJSON *env = NULL;
+    assert_int_equal(sb_environment_json(&f->rec, &env), SB_OK);
+    static const char *const keys[] = {
+        "stratbench_version", "git_commit", "start_utc", "cpu_model",
+        "compiler", "mpi", "blas", "cjson", "zlib", "os"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const cJSON *s = get(env, keys[i]);
+        assert_true(cJSON_IsString(s));
+        assert_true(s->valuestring[0] != '\0');
+        assert_null(strchr(s->valuestring, '\n'));
+    }
+    assert_int_equal(cJSON_GetArraySize(get(env, "hosts")), 1);
+    assert_true(num(env, "cpu_cores") >= 1);
+    cJSON_Delete(env);
+}
+
+static void test_utc_and_rss(void **state)
+{
+    (void)state;
+    char t[32];
+    sb_utc_now(t);
+    assert_int_equal(strlen(t), 20);
+    assert_int_equal(t[4], '-');
+    assert_int_equal(t[10], 'T');
+    assert_int_equal(t[19], 'Z');
+    assert_true(sb_peak_rss_bytes() > 0);
+}
+
+/* Validates a written report against reports/report.schema.json with
+ * python3's jsonschema; skipped when either is unavailable. */
+static void test_schema(void **state)
+{
+    struct fixture *f = *state;
+#ifdef SB_SOURCE_DIR
+    const char *schema = SB_SOURCE_DIR "/reports/report.schema.json";
+#else
+    const char *schema = "reports/report.schema.json"; /* run from the root */
+#endif
+    if (access("/usr/bin/python3", X_OK) != 0 || access(schema, R_OK) != 0)
+        skip();
+    if (system("/usr/bin/python3 -c 'import jsonschema' 2>/dev/null") != 0)
+        skip();
+    char path[256];
+    cJSON *root;
+    f->rec.time_to_accuracy_s = -1; /* null must validate too */
+    write_and_parse(f, path, sizeof path, &root);
+    cJSON_Delete(root);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c 'import json, sys, jsonschema; "
+             "s = json.load(open(sys.argv[1])); "
+             "jsonschema.Draft202012Validator.check_schema(s); "
+             "jsonschema.Draft202012Validator(s).validate(json.load(open(sys.argv[2])))'"
+             " %s %s",
+             schema, path);
+    assert_int_equal(system(cmd), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_keys_and_values, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_time_to_accuracy_null, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_missing_directory, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rename_failure_cleans_up, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_environment, setup, teardown),
+        cmocka_unit_test(test_utc_and_rss),
+        cmocka_unit_test_setup_teardown(test_schema, setup, teardown),
+    };
+    return cmocka_run_group_tests_name("report", tests, NULL, NULL) ? 1 : 0;
+}
