@@ -14,6 +14,7 @@
 #include "backend/backend.h"
 #include "comm/comm.h"
 #include "core/config.h"
+#include "core/details.h"
 #include "core/phase.h"
 #include "core/status.h"
 #include "data/mnist.h"
@@ -71,6 +72,9 @@ struct sb_strategy_ops {
     /* This process's communicator (counters for the report), or NULL when
      * the strategy does not communicate. */
     struct sb_comm *(*comm)(struct sb_strategy *s);
+    /* Optional (may be NULL): adds what the strategy states about itself
+     * (e.g. ddp's bucket count and sizes, central's staleness) to `d`. */
+    void (*describe)(const struct sb_strategy *s, struct sb_strategy_details *d);
     void (*destroy)(struct sb_strategy *s);
 };
 

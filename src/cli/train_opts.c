@@ -15,7 +15,7 @@ enum {
     OPT_STRATEGY = 256, OPT_WORKLOAD, OPT_DEVICE, OPT_HIDDEN, OPT_REPLICAS, OPT_SERVERS,
     OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_LR_SCALING, OPT_SEED, OPT_DATA,
     OPT_REPORT, OPT_TARGET, OPT_MAX_STEPS, OPT_WARMUP, OPT_SAVE_PARAMS, OPT_THREADS,
-    OPT_EVAL_BATCH,
+    OPT_EVAL_BATCH, OPT_BUCKET_MB, OPT_NO_OVERLAP, OPT_ASYNC, OPT_SYNC, OPT_TRACE,
 };
 
 static const struct option long_options[] = {
@@ -39,6 +39,11 @@ static const struct option long_options[] = {
     {"save-params", required_argument, NULL, OPT_SAVE_PARAMS},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"eval-batch", required_argument, NULL, OPT_EVAL_BATCH},
+    {"bucket-mb", required_argument, NULL, OPT_BUCKET_MB},
+    {"no-overlap", no_argument, NULL, OPT_NO_OVERLAP},
+    {"async", no_argument, NULL, OPT_ASYNC},
+    {"sync", no_argument, NULL, OPT_SYNC},
+    {"trace", required_argument, NULL, OPT_TRACE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -65,6 +70,9 @@ void sb_train_opts_defaults(struct sb_train_opts *opts)
     c->warmup_steps = 10;
     c->threads = 0;
     c->eval_batch = 1000;
+    c->bucket_mb = 25.0;
+    c->overlap = 1;
+    c->async_updates = 0;
 }
 
 void sb_train_opts_usage(FILE *out)
@@ -101,11 +109,15 @@ void sb_train_opts_usage(FILE *out)
             "  --save-params FILE     final parameters, raw little-endian float32, layout order\n"
             "  --threads N            %-10s BLAS threads per process (0 = cores / processes)\n"
             "  --eval-batch N         %-10d test images per forward pass in evaluation\n"
+            "  --bucket-mb X          %-10g ddp: gradient bucket size in MiB\n"
+            "  --no-overlap           ddp: all-reduce after backward instead of during it\n"
+            "  --sync | --async       central: step barrier (default) or none (stale gradients)\n"
+            "  --trace FILE           Chrome trace-event JSON of the whole job (Perfetto)\n"
             "  -h, --help             this text\n",
             c->strategy, c->workload, sb_workload_names(), c->device, c->hidden[0],
             c->replicas, c->servers, c->epochs, c->batch, c->lr, c->momentum, "none",
             (unsigned long long)c->seed, c->target_accuracy, "0", c->warmup_steps, "0",
-            c->eval_batch);
+            c->eval_batch, c->bucket_mb);
 }
 
 static sb_status parse_long(const char *flag, const char *text, long lo, long hi, long *out)
@@ -232,6 +244,11 @@ static sb_status parse_one(struct sb_train_opts *o, int opt, const char *arg)
     case OPT_SAVE_PARAMS: return parse_path("save-params", arg, c->save_params_path);
     case OPT_THREADS: return parse_int("threads", arg, 0, 1024, &c->threads);
     case OPT_EVAL_BATCH: return parse_int("eval-batch", arg, 1, 10000, &c->eval_batch);
+    case OPT_BUCKET_MB: return parse_double("bucket-mb", arg, 1e-6, 1e6, &c->bucket_mb);
+    case OPT_NO_OVERLAP: c->overlap = 0; return SB_OK;
+    case OPT_ASYNC: c->async_updates = 1; return SB_OK;
+    case OPT_SYNC: c->async_updates = 0; return SB_OK;
+    case OPT_TRACE: return parse_path("trace", arg, c->trace_path);
     }
     return sb_error(SB_ERR_INTERNAL, "unhandled option %d", opt);
 }
@@ -255,6 +272,8 @@ static sb_status validate(struct sb_train_opts *o)
                         c->replicas);
     if (c->servers != 0 && strcmp(c->strategy, "central") != 0)
         return sb_error(SB_ERR_USAGE, "--servers: only strategy central has servers");
+    if (c->async_updates && strcmp(c->strategy, "central") != 0)
+        return sb_error(SB_ERR_USAGE, "--async: only strategy central updates asynchronously");
     long global = (long)c->replicas * c->batch;
     if (global > 60000)
         return sb_error(SB_ERR_USAGE, "--batch: global batch %d x %d = %ld exceeds the 60000 "

@@ -37,6 +37,10 @@ struct sb_config {
     int warmup_steps;            /* steps excluded from step statistics */
     int threads;                 /* BLAS threads per process; 0 = auto */
     int eval_batch;              /* test images per forward pass in evaluation */
+    double bucket_mb;            /* ddp: gradient bucket size in MiB (PyTorch's 25) */
+    int overlap;                 /* ddp: start a bucket's all-reduce during backward */
+    int async_updates;           /* central: no step barrier (stale gradients) */
+    char trace_path[PATH_MAX];   /* "" = no Chrome trace */
 };
 
 /* Learning rate actually used by the optimizer: lr, times replicas under

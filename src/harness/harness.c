@@ -185,6 +185,7 @@ static sb_status write_outputs(struct loop *L)
     } else {
         rec->comm_ranks = 1;
     }
+    if (L->s->ops->describe) L->s->ops->describe(L->s, &rec->details);
     rec->peak_rss_bytes = sb_peak_rss_bytes();
     return sb_report_write(cfg->report_path, rec);
 }

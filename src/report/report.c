@@ -102,6 +102,38 @@ static void add_config(cJSON *root, const struct sb_run_record *rec, int *fail)
     add_num(o, "warmup_steps", c->warmup_steps, fail);
     add_num(o, "threads", c->threads, fail);
     add_num(o, "eval_batch", c->eval_batch, fail);
+    add_num(o, "bucket_mb", c->bucket_mb, fail);
+    if (!cJSON_AddBoolToObject(o, "overlap", c->overlap)) *fail = 1;
+    if (!cJSON_AddBoolToObject(o, "async", c->async_updates)) *fail = 1;
+    add_str_or_null(o, "trace", c->trace_path, fail);
+}
+
+/* "strategy_details": the numbers a strategy states about itself (bucket
+ * count and sizes, staleness, ...), each a number or a list. */
+static void add_details(cJSON *root, const struct sb_run_record *rec, int *fail)
+{
+    cJSON *o = add_obj(root, "strategy_details", fail);
+    if (!o) return;
+    const struct sb_strategy_details *d = &rec->details;
+    for (int i = 0; i < d->n && i < SB_DETAILS_MAX; i++) {
+        const struct sb_detail *it = &d->item[i];
+        if (!it->is_list) {
+            add_num(o, it->key, it->count > 0 ? it->values[0] : NAN, fail);
+            continue;
+        }
+        cJSON *arr = cJSON_AddArrayToObject(o, it->key);
+        if (!arr) {
+            *fail = 1;
+            continue;
+        }
+        for (int k = 0; k < it->count && k < SB_DETAIL_VALUES_MAX; k++) {
+            cJSON *v = cJSON_CreateNumber(it->values[k]);
+            if (!v || !cJSON_AddItemToArray(arr, v)) {
+                cJSON_Delete(v);
+                *fail = 1;
+            }
+        }
+    }
 }
 
 static void add_epochs(cJSON *root, const struct sb_run_record *rec, int *fail)
@@ -231,6 +263,7 @@ static sb_status build_report(const struct sb_run_record *rec, cJSON **out)
         if (st != SB_OK) goto done;
     }
     add_comm(root, rec, &fail);
+    add_details(root, rec, &fail);
     add_num(root, "peak_rss_bytes", (double)rec->peak_rss_bytes, &fail);
 
 done:

@@ -12,10 +12,11 @@
 
 #include "comm/comm.h"
 #include "core/config.h"
+#include "core/details.h"
 #include "core/phase.h"
 #include "core/status.h"
 
-#define SB_REPORT_SCHEMA_VERSION "1.0"
+#define SB_REPORT_SCHEMA_VERSION "1.1"
 
 struct sb_epoch_record {
     int epoch;             /* from 1 */
@@ -56,6 +57,8 @@ struct sb_run_record {
     int comm_ranks;
 
     long peak_rss_bytes;       /* VmHWM of rank 0 */
+
+    struct sb_strategy_details details; /* what the strategy states of itself */
 };
 
 /* Builds the report of `rec` and writes it to `path` atomically.

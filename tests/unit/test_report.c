@@ -67,6 +67,8 @@ static int setup(void **state)
     c->warmup_steps = 10;
     c->threads = 1;
     c->eval_batch = 1000;
+    c->bucket_mb = 25.0;
+    c->overlap = 1;
 
     f->epochs[0] = (struct sb_epoch_record){1, 0.35, 0.95, 2.0, 0.1, 30000};
     f->epochs[1] = (struct sb_epoch_record){2, NAN, 0.975, 2.5, 0.1, 24000};
@@ -194,7 +196,7 @@ static void test_keys_and_values(void **state)
         "config", "environment", "model", "epochs", "final_test_accuracy",
         "time_to_accuracy_s", "target_accuracy", "train_seconds",
         "steps_total", "steps_measured", "step_ms", "phases_ms", "comm",
-        "peak_rss_bytes"};
+        "strategy_details", "peak_rss_bytes"};
     const cJSON *item = root->child;
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++, item = item->next) {
         assert_non_null(item);
