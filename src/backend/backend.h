@@ -58,6 +58,40 @@ struct sb_backend_ops {
     void (*add)(float *y, const float *x, size_t n);
     /* y[i] *= a for i < n. */
     void (*scale)(float *y, float a, size_t n);
+
+    /* --- convolution and pooling (the cnn workload) ----------------------
+     * Images are NCHW: x (n, c, h, w) row-major, so element (s, ch, i, j)
+     * is x[((s * c + ch) * h + i) * w + j]. */
+
+    /* im2col for a k x k "valid" convolution, stride 1, no padding:
+     * oh = h - k + 1, ow = w - k + 1. Writes cols (n * oh * ow, c * k * k),
+     * row (s * oh + oy) * ow + ox, column (ch * k + ky) * k + kx, with
+     * cols[row][col] = x[s][ch][oy + ky][ox + kx]. The column order is that
+     * of a PyTorch Conv2d weight (out, c, k, k) flattened to (out, c*k*k),
+     * so cols . W^T is the convolution output in (n, oh, ow, out) order. */
+    void (*im2col)(const float *x, int n, int c, int h, int w, int k,
+                   float *cols);
+    /* The adjoint of im2col: dx (n, c, h, w) is overwritten with the sum,
+     * over every (row, col) of dcols (n * oh * ow, c * k * k), of
+     * dcols[row][col] added at the x element that im2col copied there. */
+    void (*col2im)(const float *dcols, int n, int c, int h, int w, int k,
+                   float *dx);
+    /* Per-matrix transpose of a batch: x (batch, rows, cols) ->
+     * y (batch, cols, rows), y[b][j][i] = x[b][i][j]. x and y must not
+     * overlap. Turns (n, oh*ow, out) into NCHW (n, out, oh*ow) and back. */
+    void (*transpose_batched)(const float *x, int batch, int rows, int cols,
+                              float *y);
+    /* 2x2 max-pooling, stride 2: x (n, c, h, w) -> y (n, c, h/2, w/2)
+     * (odd trailing row/column dropped, as PyTorch's floor mode). argmax
+     * (n, c, h/2, w/2), int32 in backend memory, receives for each output
+     * the flat index into x (over all n*c*h*w) of the maximum; among equal
+     * values the first in row-major window order wins. */
+    void (*maxpool2_forward)(const float *x, int n, int c, int h, int w,
+                             float *y, int32_t *argmax);
+    /* Backward of maxpool2_forward: dx (n, c, h, w) is zeroed, then
+     * dx[argmax[i]] += dy[i] for every i of dy (n, c, h/2, w/2). */
+    void (*maxpool2_backward)(const float *dy, const int32_t *argmax, int n,
+                              int c, int h, int w, float *dx);
 };
 
 /* The backend registered under `name`, or NULL. */

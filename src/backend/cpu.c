@@ -132,6 +132,82 @@ static void cpu_scale(float *y, float a, size_t n)
     for (size_t i = 0; i < n; i++) y[i] *= a;
 }
 
+/* Each row of cols is one output position's receptive field: c * k runs of
+ * k contiguous input values. */
+static void cpu_im2col(const float *x, int n, int c, int h, int w, int k, float *cols)
+{
+    int oh = h - k + 1, ow = w - k + 1;
+    size_t plane = (size_t)h * w;
+    float *dst = cols;
+    for (int s = 0; s < n; s++) {
+        const float *img = x + (size_t)s * c * plane;
+        for (int oy = 0; oy < oh; oy++)
+            for (int ox = 0; ox < ow; ox++)
+                for (int ch = 0; ch < c; ch++) {
+                    const float *src = img + ch * plane + (size_t)oy * w + ox;
+                    for (int ky = 0; ky < k; ky++, dst += k, src += w)
+                        memcpy(dst, src, (size_t)k * sizeof *dst);
+                }
+    }
+}
+
+static void cpu_col2im(const float *dcols, int n, int c, int h, int w, int k, float *dx)
+{
+    int oh = h - k + 1, ow = w - k + 1;
+    size_t plane = (size_t)h * w;
+    memset(dx, 0, (size_t)n * c * plane * sizeof *dx);
+    const float *src = dcols;
+    for (int s = 0; s < n; s++) {
+        float *img = dx + (size_t)s * c * plane;
+        for (int oy = 0; oy < oh; oy++)
+            for (int ox = 0; ox < ow; ox++)
+                for (int ch = 0; ch < c; ch++) {
+                    float *dst = img + ch * plane + (size_t)oy * w + ox;
+                    for (int ky = 0; ky < k; ky++, src += k, dst += w)
+                        for (int kx = 0; kx < k; kx++) dst[kx] += src[kx];
+                }
+    }
+}
+
+static void cpu_transpose_batched(const float *x, int batch, int rows, int cols, float *y)
+{
+    size_t mat = (size_t)rows * cols;
+    for (int b = 0; b < batch; b++) {
+        const float *xb = x + b * mat;
+        float *yb = y + b * mat;
+        for (int i = 0; i < rows; i++)
+            for (int j = 0; j < cols; j++) yb[(size_t)j * rows + i] = xb[(size_t)i * cols + j];
+    }
+}
+
+static void cpu_maxpool2_forward(const float *x, int n, int c, int h, int w, float *y,
+                                 int32_t *argmax)
+{
+    int ph = h / 2, pw = w / 2;
+    size_t out = 0;
+    for (size_t plane = 0; plane < (size_t)n * c; plane++) {
+        size_t base = plane * h * w;
+        for (int i = 0; i < ph; i++)
+            for (int j = 0; j < pw; j++, out++) {
+                size_t at = base + (size_t)(2 * i) * w + 2 * j;
+                const size_t cand[4] = {at, at + 1, at + w, at + w + 1};
+                size_t best = cand[0];
+                for (int q = 1; q < 4; q++)
+                    if (x[cand[q]] > x[best]) best = cand[q];
+                y[out] = x[best];
+                argmax[out] = (int32_t)best;
+            }
+    }
+}
+
+static void cpu_maxpool2_backward(const float *dy, const int32_t *argmax, int n, int c,
+                                  int h, int w, float *dx)
+{
+    size_t n_out = (size_t)n * c * (h / 2) * (w / 2);
+    memset(dx, 0, (size_t)n * c * h * w * sizeof *dx);
+    for (size_t i = 0; i < n_out; i++) dx[argmax[i]] += dy[i];
+}
+
 const struct sb_backend_ops sb_backend_cpu = {
     .name = "cpu",
     .alloc = cpu_alloc,
@@ -150,6 +226,11 @@ const struct sb_backend_ops sb_backend_cpu = {
     .copy = cpu_copy_floats,
     .add = cpu_add,
     .scale = cpu_scale,
+    .im2col = cpu_im2col,
+    .col2im = cpu_col2im,
+    .transpose_batched = cpu_transpose_batched,
+    .maxpool2_forward = cpu_maxpool2_forward,
+    .maxpool2_backward = cpu_maxpool2_backward,
 };
 
 void sb_backend_cpu_set_threads(int n) { openblas_set_num_threads(n > 0 ? n : 1); }

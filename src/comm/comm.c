@@ -56,6 +56,55 @@ sb_status sb_comm_recv(struct sb_comm *c, float *buf, size_t n, int peer,
     return st;
 }
 
+/* Marks req complete now and adds its seconds to the all-reduce counter. */
+static void complete(struct sb_comm *c, struct sb_comm_request *req)
+{
+    req->done = 1;
+    req->done_s = sb_now_s();
+    c->counters[SB_COMM_ALLREDUCE].seconds += req->done_s - req->start_s;
+}
+
+sb_status sb_comm_iallreduce(struct sb_comm *c, float *buf, size_t n,
+                             struct sb_comm_request *req)
+{
+    req->impl = NULL;
+    req->bytes = n * sizeof(float);
+    req->done = 0;
+    req->done_s = 0.0;
+    req->start_s = sb_now_s();
+    struct sb_comm_counter *k = &c->counters[SB_COMM_ALLREDUCE];
+    k->calls++;
+    k->bytes += (double)req->bytes;
+    sb_status st;
+    if (c->ops->iallreduce) {
+        st = c->ops->iallreduce(c, buf, n, req);
+    } else { /* a communicator without the op: blocking, complete at issue */
+        st = c->ops->allreduce(c, buf, n);
+        req->done = 1;
+    }
+    if (st == SB_OK && req->done) complete(c, req);
+    return st;
+}
+
+sb_status sb_comm_test(struct sb_comm *c, struct sb_comm_request *req, int *done)
+{
+    *done = req->done;
+    if (req->done) return SB_OK;
+    SB_TRY(c->ops->test(c, req, done));
+    if (*done) complete(c, req);
+    return SB_OK;
+}
+
+sb_status sb_comm_wait(struct sb_comm *c, struct sb_comm_request *req)
+{
+    if (req->done) return SB_OK;
+    sb_nvtx_push_bytes("allreduce.wait", SB_NVTX_COMM, req->bytes);
+    sb_status st = c->ops->wait(c, req);
+    sb_nvtx_pop();
+    if (st == SB_OK) complete(c, req);
+    return st;
+}
+
 sb_status sb_comm_allreduce_f64(struct sb_comm *c, double *buf, size_t n)
 {
     return c->ops->allreduce_f64(c, buf, n);

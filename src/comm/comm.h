@@ -30,6 +30,19 @@ struct sb_comm_counter {
 
 struct sb_comm;
 
+/* A non-blocking all-reduce in flight (sb_comm_iallreduce .. sb_comm_wait).
+ * The caller owns the struct (e.g. one per gradient bucket) and must keep it
+ * and the buffer alive, and leave the buffer untouched, until completion.
+ * The wrappers fill bytes, start_s and done_s; `impl` belongs to the
+ * communicator (an MPI_Request array for "mpi", an event for a GPU one). */
+struct sb_comm_request {
+    void *impl;      /* the communicator's handle; NULL once completed */
+    size_t bytes;    /* message size, 4n for n floats (nccl-tests' convention) */
+    double start_s;  /* sb_now_s() when the call was issued */
+    double done_s;   /* sb_now_s() when completion was first observed */
+    int done;        /* 1 once completed (buffer holds the sum) */
+};
+
 struct sb_comm_ops {
     const char *name;
     /* buf (n) = sum over ranks of buf, in place, on every rank. */
@@ -43,6 +56,22 @@ struct sb_comm_ops {
     sb_status (*recv)(struct sb_comm *c, float *buf, size_t n, int peer);
     sb_status (*barrier)(struct sb_comm *c);
     void (*destroy)(struct sb_comm *c);
+    /* Non-blocking all-reduce (sum, in place) of buf (n floats): starts it
+     * and returns at once, with the communicator's handle in req->impl
+     * (req->done = 0), or completes it before returning and sets
+     * req->done = 1 (a communicator without asynchronous progress, e.g.
+     * "local"). Every rank must start its non-blocking all-reduces in the
+     * same order. buf must not be read or written until completion. */
+    sb_status (*iallreduce)(struct sb_comm *c, float *buf, size_t n,
+                            struct sb_comm_request *req);
+    /* Polls req without blocking; *done = 1 once complete (then releases
+     * req->impl and sets it to NULL), else 0. Also drives progress: Open MPI
+     * advances a non-blocking collective only inside MPI calls. Not called
+     * again on a completed request. */
+    sb_status (*test)(struct sb_comm *c, struct sb_comm_request *req, int *done);
+    /* Blocks until req is complete, then releases req->impl (sets it NULL).
+     * Not called on a completed request. */
+    sb_status (*wait)(struct sb_comm *c, struct sb_comm_request *req);
 };
 
 struct sb_comm {
@@ -61,6 +90,19 @@ sb_status sb_comm_send(struct sb_comm *c, const float *buf, size_t n, int peer,
                        enum sb_comm_kind kind);
 sb_status sb_comm_recv(struct sb_comm *c, float *buf, size_t n, int peer,
                        enum sb_comm_kind kind);
+/* Counted non-blocking all-reduce (sum, in place) of buf (n floats) into
+ * the caller's *req (see struct sb_comm_request): counts one all-reduce
+ * call and 4n bytes when issued; its seconds (done_s - start_s, completion
+ * as first observed by sb_comm_test or sb_comm_wait on this rank) are added
+ * when completion is observed. Errors: SB_ERR_COMM. */
+sb_status sb_comm_iallreduce(struct sb_comm *c, float *buf, size_t n,
+                             struct sb_comm_request *req);
+/* Polls req without blocking (and lets the library progress it); *done = 1
+ * once complete, recording req->done_s. Safe on a completed request. */
+sb_status sb_comm_test(struct sb_comm *c, struct sb_comm_request *req, int *done);
+/* Blocks until req is complete, recording req->done_s. Safe on a completed
+ * request. */
+sb_status sb_comm_wait(struct sb_comm *c, struct sb_comm_request *req);
 /* Uncounted: metrics reductions and barriers are not training traffic. */
 sb_status sb_comm_allreduce_f64(struct sb_comm *c, double *buf, size_t n);
 sb_status sb_comm_barrier(struct sb_comm *c);

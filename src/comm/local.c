@@ -86,6 +86,30 @@ static sb_status local_barrier(struct sb_comm *c)
     return SB_OK;
 }
 
+/* Threads share memory and have no progress engine: the non-blocking
+ * all-reduce is the blocking one, complete when it returns. */
+static sb_status local_iallreduce(struct sb_comm *c, float *buf, size_t n,
+                                  struct sb_comm_request *req)
+{
+    SB_TRY(local_allreduce(c, buf, n));
+    req->impl = NULL;
+    req->done = 1;
+    return SB_OK;
+}
+
+static sb_status local_test(struct sb_comm *c, struct sb_comm_request *req, int *done)
+{
+    (void)c;
+    *done = req->done;
+    return SB_OK;
+}
+
+static sb_status local_wait(struct sb_comm *c, struct sb_comm_request *req)
+{
+    (void)c, (void)req;
+    return SB_OK;
+}
+
 static void local_destroy(struct sb_comm *c) { free(c); }
 
 static const struct sb_comm_ops local_ops = {
@@ -97,6 +121,9 @@ static const struct sb_comm_ops local_ops = {
     .recv = local_recv,
     .barrier = local_barrier,
     .destroy = local_destroy,
+    .iallreduce = local_iallreduce,
+    .test = local_test,
+    .wait = local_wait,
 };
 
 sb_status sb_local_group_create(int n, struct sb_local_group **out)

@@ -68,6 +68,64 @@ static sb_status mpi_barrier(struct sb_comm *c)
     return mpi_check(MPI_Barrier(handle(c)), "MPI_Barrier");
 }
 
+/* In-flight state of a non-blocking all-reduce: one MPI request per chunk
+ * of at most MPI_CHUNK floats. */
+struct mpi_pending {
+    int n;
+    MPI_Request req[];
+};
+
+static sb_status mpi_iallreduce(struct sb_comm *c, float *buf, size_t n,
+                                struct sb_comm_request *req)
+{
+    int chunks = (int)((n + MPI_CHUNK - 1) / MPI_CHUNK);
+    struct mpi_pending *p = malloc(sizeof *p + (size_t)chunks * sizeof p->req[0]);
+    if (!p) return sb_error(SB_ERR_NOMEM, "MPI_Iallreduce: out of memory");
+    p->n = 0;
+    for (size_t o = 0; o < n; o += MPI_CHUNK) {
+        int k = (int)(n - o < MPI_CHUNK ? n - o : MPI_CHUNK);
+        sb_status st = mpi_check(MPI_Iallreduce(MPI_IN_PLACE, buf + o, k, MPI_FLOAT,
+                                                MPI_SUM, handle(c), &p->req[p->n]),
+                                 "MPI_Iallreduce");
+        if (st) { /* requests already started cannot be cancelled: finish them */
+            MPI_Waitall(p->n, p->req, MPI_STATUSES_IGNORE);
+            free(p);
+            return st;
+        }
+        p->n++;
+    }
+    req->impl = p;
+    req->done = p->n == 0;
+    if (req->done) {
+        free(p);
+        req->impl = NULL;
+    }
+    return SB_OK;
+}
+
+static sb_status mpi_test(struct sb_comm *c, struct sb_comm_request *req, int *done)
+{
+    (void)c;
+    struct mpi_pending *p = req->impl;
+    *done = 0;
+    SB_TRY(mpi_check(MPI_Testall(p->n, p->req, done, MPI_STATUSES_IGNORE), "MPI_Testall"));
+    if (*done) {
+        free(p);
+        req->impl = NULL;
+    }
+    return SB_OK;
+}
+
+static sb_status mpi_wait(struct sb_comm *c, struct sb_comm_request *req)
+{
+    (void)c;
+    struct mpi_pending *p = req->impl;
+    sb_status st = mpi_check(MPI_Waitall(p->n, p->req, MPI_STATUSES_IGNORE), "MPI_Waitall");
+    free(p);
+    req->impl = NULL;
+    return st;
+}
+
 static void mpi_destroy(struct sb_comm *c)
 {
     MPI_Comm *h = c->impl;
@@ -89,6 +147,9 @@ static const struct sb_comm_ops mpi_ops = {
     .recv = mpi_recv,
     .barrier = mpi_barrier,
     .destroy = mpi_destroy,
+    .iallreduce = mpi_iallreduce,
+    .test = mpi_test,
+    .wait = mpi_wait,
 };
 
 sb_status sb_comm_mpi_create(const void *mpi_comm, struct sb_comm **out)

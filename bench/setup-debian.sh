@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what stratbench needs to build, test and chart on Debian 12 (and
+# derivatives): compiler, Ninja, Open MPI, OpenBLAS, cJSON, zlib, cmocka, and
+# Python's pytest, jsonschema, NumPy, SciPy and matplotlib from Debian's
+# packages. Uses sudo when not root. The CUDA toolkit is optional and not
+# installed here (see docs/gpu.md).
+set -euo pipefail
+
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends \
+    build-essential ninja-build pkg-config python3 \
+    libopenmpi-dev openmpi-bin libopenblas-dev libcjson-dev zlib1g-dev libcmocka-dev \
+    python3-pytest python3-jsonschema python3-numpy python3-scipy python3-matplotlib
