@@ -1,11 +1,14 @@
 /* stratbench: benchmark distributed data-parallel training strategies.
  *
- * The command line: `stratbench train | info`. Only this file decides how
+ * The command line: `stratbench train | sweep | compare | info`. Only this file decides how
  * the process (and the MPI job) ends: every other layer returns a status. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/compare.h"
+#include "cli/sweep.h"
 #include "cli/train_opts.h"
 #include "data/mnist.h"
 #include "harness/harness.h"
@@ -26,6 +29,8 @@ static void usage(FILE *out)
             "\n"
             "commands:\n"
             "  train     train under one strategy and write a JSON report\n"
+            "  sweep     run a matrix of strategies x replicas x scaling, write scaling.json\n"
+            "  compare   compare two reports or sweeps; exit 1 on a regression (CI gate)\n"
             "  info      what this build supports\n"
             "\n"
             "strategies:\n");
@@ -51,7 +56,9 @@ static int launcher_world_size(void)
 {
     const char *s = getenv("OMPI_COMM_WORLD_SIZE");
     if (!s) s = getenv("PMI_SIZE");
-    return s ? atoi(s) : 1;
+    char *end = NULL;
+    long n = s ? strtol(s, &end, 10) : 1;
+    return (s && (end == s || *end != '\0')) || n < 1 || n > INT_MAX ? 1 : (int)n;
 }
 
 static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
@@ -81,8 +88,8 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
         return sb_status_exit_code(st);
     }
     if (!ops->uses_mpi && under_launcher && launcher_world_size() > 1) {
-        if (getenv("OMPI_COMM_WORLD_RANK") && atoi(getenv("OMPI_COMM_WORLD_RANK")) != 0)
-            return 2;
+        const char *rank = getenv("OMPI_COMM_WORLD_RANK");
+        if (rank && strcmp(rank, "0") != 0) return 2; /* rank 0 says it once */
         fprintf(stderr, "stratbench: --strategy %s runs in one process; run it without mpirun\n",
                 cfg->strategy);
         return 2;
@@ -152,6 +159,8 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (strcmp(cmd, "train") == 0) return cmd_train(argc - 1, argv + 1, argc, argv);
     if (strcmp(cmd, "info") == 0) return cmd_info();
+    if (strcmp(cmd, "sweep") == 0) return sb_sweep_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "compare") == 0) return sb_compare_main(argc - 1, argv + 1);
     if (strcmp(cmd, "--version") == 0) {
         printf("stratbench %s\n", SB_VERSION);
         return 0;
@@ -160,7 +169,7 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    fprintf(stderr, "stratbench: unknown command '%s' (expected train or info; see "
+    fprintf(stderr, "stratbench: unknown command '%s' (expected train, sweep, compare or info; see "
                     "stratbench --help)\n", cmd);
     return 2;
 }

@@ -1,28 +1,21 @@
-/* Strategy "central": a parameter server over MPI point-to-point messages.
+/* Strategy "central": parameter servers over MPI point-to-point messages.
  *
- * Workers compute the gradient of their slice and push it to the server
- * rank (world rank 0); the server sums the pushes in worker order, steps the
- * optimizer, and every worker pulls the new parameters back. The server's
- * link carries N gradients in and N parameter copies out per step: the cost
- * this strategy exists to expose (reports/README.md derives it).
- * --servers 0: rank 0 is the server and also worker 0.
- * --servers 1: rank 0 is a dedicated server; ranks 1..N are the workers. */
+ * Workers compute the gradient of their slice and push shard k of it to
+ * server k; server k updates its shard and every worker pulls shard k back.
+ * The servers' links carry N gradients in and N parameter copies out per
+ * step: the cost this strategy exists to expose (docs/central.md).
+ * --servers 0: rank 0 is the only server and also worker 0.
+ * --servers K: ranks 0..K-1 are dedicated servers (BytePS-style shards);
+ *              ranks K..K+N-1 are the workers.
+ * --sync (default): a server sums all N pushes, then updates once: the same
+ *   update as single with the global batch. --async: a server applies each
+ *   push at once and replies to its sender; gradients may be stale.
+ * This file: lifecycle, the worker side, evaluation; central_server.c: the
+ * server side. */
 #include <stdlib.h>
 
 #include "core/clock.h"
-#include "strategies/replica.h"
-
-struct central {
-    struct sb_replica *replica; /* the server's holds optimizer state */
-    struct sb_comm *comm;       /* the whole world */
-    float *sum;                 /* server: (n_params) gradient sum */
-    float *inbox;               /* server: (n_params) one worker's push */
-    int is_server;
-    int is_worker;
-    int worker;                 /* this rank's worker index, or -1 */
-};
-
-enum { SERVER_RANK = 0 };
+#include "strategies/central.h"
 
 static int central_processes(const struct sb_config *cfg)
 {
@@ -33,60 +26,82 @@ static void central_destroy(struct sb_strategy *s)
 {
     struct central *c = s->impl;
     if (!c) return;
-    s->env->be->free(c->sum);
-    s->env->be->free(c->inbox);
+    const struct sb_backend_ops *be = s->env->be;
+    be->free(c->velocity);
+    be->free(c->sum);
+    be->free(c->inbox);
+    free(c->sent_version);
+    free(c->stale_local);
     sb_replica_destroy(c->replica);
     sb_comm_destroy(c->comm);
     free(c);
+    s->impl = NULL;
+}
+
+/* Doubles in the staleness buffer: histogram, sum, count, one max per rank. */
+static size_t stale_len(const struct central *c)
+{
+    return STALE_BINS + 2 + (size_t)c->comm->size;
 }
 
 static sb_status central_init(struct sb_strategy *s)
 {
     const struct sb_config *cfg = s->env->cfg;
+    const struct sb_backend_ops *be = s->env->be;
     struct central *c = calloc(1, sizeof *c);
     if (!c) return sb_error(SB_ERR_NOMEM, "central: out of memory");
     s->impl = c;
     SB_TRY(sb_comm_mpi_create(s->env->mpi_world, &c->comm));
     int rank = c->comm->rank;
-    c->is_server = rank == SERVER_RANK;
-    c->worker = rank - cfg->servers;
-    c->is_worker = c->worker >= 0;
-    if (!c->is_worker) c->worker = -1;
-    SB_TRY(sb_replica_create(s->env, c->is_server, &c->replica));
+    c->n_servers = cfg->servers > 0 ? cfg->servers : 1;
+    c->first_worker = cfg->servers;
+    c->n_workers = cfg->replicas;
+    c->async = cfg->async_updates;
+    c->server = rank < c->n_servers ? rank : -1;
+    c->worker = rank >= c->first_worker ? rank - c->first_worker : -1;
+    c->params_current = 1;
+    SB_TRY(sb_replica_create(s->env, 0, &c->replica));
     size_t n = c->replica->model->n_params;
-    if (c->is_server) {
-        SB_TRY(s->env->be->alloc((void **)&c->sum, n * sizeof(float)));
-        SB_TRY(s->env->be->alloc((void **)&c->inbox, n * sizeof(float)));
+    /* The same check on every rank, before any message: all fail together. */
+    if ((size_t)c->n_servers > n)
+        return sb_error(SB_ERR_USAGE, "--servers: %d servers exceed the model's %zu "
+                        "parameters (a shard needs at least one)", c->n_servers, n);
+    c->stale_local = calloc(stale_len(c), sizeof *c->stale_local);
+    if (!c->stale_local) return sb_error(SB_ERR_NOMEM, "central: out of memory");
+    if (c->server >= 0) {
+        sb_central_shard(c, c->server, &c->shard_first, &c->shard_count);
+        size_t bytes = (size_t)c->shard_count * sizeof(float);
+        SB_TRY(be->alloc((void **)&c->velocity, bytes));
+        SB_TRY(be->alloc((void **)&c->sum, bytes));
+        SB_TRY(be->alloc((void **)&c->inbox, bytes));
+        c->sent_version = calloc((size_t)c->n_workers, sizeof *c->sent_version);
+        if (!c->sent_version) return sb_error(SB_ERR_NOMEM, "central: out of memory");
     }
-    return sb_comm_broadcast(c->comm, c->replica->model->params, n, SERVER_RANK);
+    return sb_comm_broadcast(c->comm, c->replica->model->params, n, 0);
 }
 
-/* Server side of one step: receive every remote worker's gradient, sum in
- * worker order (deterministic), update, send the parameters back. */
-static sb_status server_step(struct sb_strategy *s, struct central *c,
-                             struct sb_step_result *out)
+/* Worker side of a step on a rank that is no server: push shard k of the
+ * gradient to server k for every k, then pull every shard back. Pulls go
+ * in descending server order: with asynchronous servers that reply as soon
+ * as a push arrives, every wait then points to a higher-numbered server,
+ * so blocking sends cannot form a cycle (docs/central.md). */
+static sb_status worker_exchange(struct central *c, struct sb_step_result *out)
 {
-    const struct sb_backend_ops *be = s->env->be;
     struct sb_model *m = c->replica->model;
-    size_t n = m->n_params;
-    /* Every rank but the server (rank 0) is a remote worker. */
-    const int first_remote = SERVER_RANK + 1;
-
     double t0 = sb_now_s();
-    if (c->is_worker) be->copy(c->sum, m->grads, n);
-    for (int q = first_remote; q < c->comm->size; q++) {
-        float *dst = (q == first_remote && !c->is_worker) ? c->sum : c->inbox;
-        SB_TRY(sb_comm_recv(c->comm, dst, n, q, SB_COMM_PUSH));
-        if (dst == c->inbox) be->add(c->sum, c->inbox, n);
+    for (int k = 0; k < c->n_servers; k++) {
+        int first, count;
+        sb_central_shard(c, k, &first, &count);
+        SB_TRY(sb_comm_send(c->comm, m->grads + first, (size_t)count, k, SB_COMM_PUSH));
     }
-    double t1 = sb_now_s();
-    SB_TRY(sb_replica_update(c->replica, c->sum, out));
-    double t2 = sb_now_s();
-    for (int q = first_remote; q < c->comm->size; q++)
-        SB_TRY(sb_comm_send(c->comm, m->params, n, q, SB_COMM_PULL));
-    double comm_ms = 1e3 * ((t1 - t0) + (sb_now_s() - t2));
-    out->phase_ms[SB_PHASE_COMM] += comm_ms;
-    out->phase_ms[SB_PHASE_COMM_EXPOSED] += comm_ms;
+    for (int k = c->n_servers - 1; k >= 0; k--) {
+        int first, count;
+        sb_central_shard(c, k, &first, &count);
+        SB_TRY(sb_comm_recv(c->comm, m->params + first, (size_t)count, k, SB_COMM_PULL));
+    }
+    double ms = 1e3 * (sb_now_s() - t0);
+    out->phase_ms[SB_PHASE_COMM] += ms;
+    out->phase_ms[SB_PHASE_COMM_EXPOSED] += ms;
     return SB_OK;
 }
 
@@ -96,28 +111,78 @@ static sb_status central_step(struct sb_strategy *s, long step, const int32_t *g
     (void)step;
     struct central *c = s->impl;
     const struct sb_config *cfg = s->env->cfg;
-    struct sb_model *m = c->replica->model;
-    if (c->is_worker)
+    if (c->worker >= 0) {
+        /* Sync: scale 1/global batch, so the servers' sums are the mean over
+         * the global batch. Async: each push is applied alone, so it is the
+         * mean over this worker's slice (docs/central.md). */
+        int scale_batch = c->async ? cfg->batch : sb_config_global_batch(cfg);
         SB_TRY(sb_replica_gradients(c->replica, global_idx + (size_t)c->worker * cfg->batch,
-                                    cfg->batch, sb_config_global_batch(cfg), NULL, NULL,
-                                    out));
-    if (c->is_server) return server_step(s, c, out);
+                                    cfg->batch, scale_batch, NULL, NULL, out));
+    }
+    if (c->server >= 0)
+        return c->async ? sb_central_server_async(s, c, out) : sb_central_server_sync(s, c, out);
+    c->params_current = 0;
+    return worker_exchange(c, out);
+}
 
-    double t0 = sb_now_s();
-    SB_TRY(sb_comm_send(c->comm, m->grads, m->n_params, SERVER_RANK, SB_COMM_PUSH));
-    SB_TRY(sb_comm_recv(c->comm, m->params, m->n_params, SERVER_RANK, SB_COMM_PULL));
-    double comm_ms = 1e3 * (sb_now_s() - t0);
-    out->phase_ms[SB_PHASE_COMM] += comm_ms;
-    out->phase_ms[SB_PHASE_COMM_EXPOSED] += comm_ms;
+/* Sends every server's current shard to world rank 0 (uncounted: not
+ * training traffic), so rank 0 holds the whole current parameters. */
+static sb_status gather_shards(struct central *c)
+{
+    if (c->n_servers < 2) return SB_OK;
+    struct sb_model *m = c->replica->model;
+    if (c->comm->rank == 0) {
+        for (int k = 1; k < c->n_servers; k++) {
+            int first, count;
+            sb_central_shard(c, k, &first, &count);
+            SB_TRY(c->comm->ops->recv(c->comm, m->params + first, (size_t)count, k));
+        }
+    } else if (c->server > 0) {
+        SB_TRY(c->comm->ops->send(c->comm, m->params + c->shard_first,
+                                  (size_t)c->shard_count, 0));
+    }
     return SB_OK;
+}
+
+/* Sums every rank's staleness histogram onto every rank and keeps the
+ * job-wide median (lower median), maximum and mean. */
+static sb_status reduce_staleness(struct central *c)
+{
+    size_t len = stale_len(c);
+    double *g = malloc(len * sizeof *g);
+    if (!g) return sb_error(SB_ERR_NOMEM, "central: out of memory");
+    for (size_t i = 0; i < len; i++) g[i] = c->stale_local[i];
+    g[STALE_BINS + 2 + c->comm->rank] = (double)c->stale_max;
+    sb_status st = sb_comm_allreduce_f64(c->comm, g, len);
+    if (!st) {
+        double count = g[STALE_BINS + 1], seen = 0.0, max = 0.0;
+        long median = 0;
+        for (long b = 0; b < STALE_BINS && count > 0; b++) {
+            seen += g[b];
+            if (seen > (count - 1) / 2) {
+                median = b;
+                break;
+            }
+        }
+        for (int q = 0; q < c->comm->size; q++)
+            if (g[STALE_BINS + 2 + q] > max) max = g[STALE_BINS + 2 + q];
+        c->g_stale_median = (double)median;
+        c->g_stale_max = max;
+        c->g_stale_mean = count > 0 ? g[STALE_BINS] / count : 0.0;
+        c->g_stale_count = count;
+    }
+    free(g);
+    return st;
 }
 
 static sb_status central_evaluate(struct sb_strategy *s, double *accuracy)
 {
-    /* The server holds the authoritative parameters. */
     struct central *c = s->impl;
     *accuracy = 0.0;
-    if (!c->is_server) return SB_OK;
+    SB_TRY(gather_shards(c));
+    SB_TRY(reduce_staleness(c));
+    if (c->comm->rank != 0) return SB_OK;
+    c->params_current = 1;
     int n = s->env->data->test.n;
     long correct = 0;
     SB_TRY(sb_replica_evaluate(c->replica, 0, n, &correct));
@@ -131,10 +196,15 @@ static sb_status central_reduce_sum(struct sb_strategy *s, double *vals, int n)
     return sb_comm_allreduce_f64(c->comm, vals, (size_t)n);
 }
 
+/* Rank 0 only (the harness calls it there alone, after the last epoch's
+ * evaluate, which gathered every shard to rank 0). */
 static sb_status central_read_params(struct sb_strategy *s, float *host)
 {
     struct central *c = s->impl;
     struct sb_model *m = c->replica->model;
+    if (c->comm->rank != 0 || (c->n_servers > 1 && !c->params_current))
+        return sb_error(SB_ERR_INTERNAL, "central: read_params on rank %d before evaluate "
+                        "gathered the shards", c->comm->rank);
     return s->env->be->download(host, m->params, m->n_params * sizeof(float));
 }
 
@@ -150,9 +220,35 @@ static struct sb_comm *central_comm(struct sb_strategy *s)
     return c->comm;
 }
 
+/* Servers, shard sizes, and the staleness of applied gradients (in steps
+ * of the shard's version; 0 by construction in sync mode), as of the last
+ * evaluate. */
+static void central_describe(const struct sb_strategy *s, struct sb_strategy_details *d)
+{
+    const struct central *c = s->impl;
+    double v = (double)s->env->cfg->servers;
+    sb_details_add(d, "servers", 0, &v, 1);
+    v = (double)c->n_workers;
+    sb_details_add(d, "workers", 0, &v, 1);
+    v = (double)c->async;
+    sb_details_add(d, "async", 0, &v, 1);
+    double shards[SB_DETAIL_VALUES_MAX];
+    int k_max = c->n_servers < SB_DETAIL_VALUES_MAX ? c->n_servers : SB_DETAIL_VALUES_MAX;
+    for (int k = 0; k < k_max; k++) {
+        int first, count;
+        sb_central_shard(c, k, &first, &count);
+        shards[k] = (double)count;
+    }
+    sb_details_add(d, "shard_floats", 1, shards, k_max);
+    sb_details_add(d, "staleness_median_steps", 0, &c->g_stale_median, 1);
+    sb_details_add(d, "staleness_max_steps", 0, &c->g_stale_max, 1);
+    sb_details_add(d, "staleness_mean_steps", 0, &c->g_stale_mean, 1);
+    sb_details_add(d, "staleness_samples", 0, &c->g_stale_count, 1);
+}
+
 const struct sb_strategy_ops sb_strategy_central = {
     .name = "central",
-    .summary = "parameter server: workers push gradients, pull parameters",
+    .summary = "parameter servers: workers push gradient shards, pull parameter shards",
     .uses_mpi = 1,
     .processes = central_processes,
     .init = central_init,
@@ -162,5 +258,6 @@ const struct sb_strategy_ops sb_strategy_central = {
     .read_params = central_read_params,
     .n_params = central_n_params,
     .comm = central_comm,
+    .describe = central_describe,
     .destroy = central_destroy,
 };

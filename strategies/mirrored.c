@@ -165,8 +165,9 @@ static sb_status mirrored_init(struct sb_strategy *s)
     mr->barriers_ready = 1;
     for (int i = 1; i < mr->n; i++) {
         if (pthread_create(&mr->members[i].thread, NULL, member_main, &mr->members[i]) != 0) {
-            /* Threads already started would wait forever at `start`: ask the
-             * started ones to exit through a barrier of the right size. */
+            /* The threads already started wait at `start`; destroy() cannot
+             * release them (the barrier counts all N), so main ends the
+             * process on this error. */
             return sb_error(SB_ERR_INTERNAL, "mirrored: cannot start replica thread %d", i);
         }
         mr->members[i].started = 1;

@@ -2,6 +2,7 @@
 #include "strategies/replica.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/clock.h"
 #include "core/nvtx.h"
@@ -15,7 +16,51 @@ void sb_replica_destroy(struct sb_replica *r)
     be->free(r->x);
     be->free(r->y);
     free(r->eval_idx);
+    be->free(r->dev_train_pixels);
+    be->free(r->dev_train_labels);
+    be->free(r->dev_test_pixels);
+    be->free(r->dev_test_labels);
+    be->free(r->dev_idx);
     free(r);
+}
+
+/* Copies one split (pixels and labels) into backend memory. */
+static sb_status upload_split(const struct sb_backend_ops *be, const struct sb_split *sp,
+                              uint8_t **pixels, uint8_t **labels)
+{
+    size_t px = (size_t)sp->n * (size_t)sp->rows * (size_t)sp->cols;
+    SB_TRY(be->alloc((void **)pixels, px));
+    SB_TRY(be->upload(*pixels, sp->pixels, px));
+    SB_TRY(be->alloc((void **)labels, (size_t)sp->n));
+    return be->upload(*labels, sp->labels, (size_t)sp->n);
+}
+
+/* Device backends: the dataset lives in device memory for the whole run
+ * (55 MB for MNIST per replica), so a step uploads only its indices. */
+static sb_status upload_dataset(struct sb_replica *r)
+{
+    const struct sb_backend_ops *be = r->env->be;
+    const struct sb_mnist *d = r->env->data;
+    SB_TRY(upload_split(be, &d->train, &r->dev_train_pixels, &r->dev_train_labels));
+    SB_TRY(upload_split(be, &d->test, &r->dev_test_pixels, &r->dev_test_labels));
+    SB_TRY(be->alloc((void **)&r->dev_idx, (size_t)r->max_batch * sizeof *r->dev_idx));
+    return be->sync();
+}
+
+/* Gathers samples idx[0..n) (host indices) of `sp` into r->x, r->y. */
+static sb_status gather(struct sb_replica *r, const struct sb_split *sp, const uint8_t *pixels,
+                        const uint8_t *labels, const int32_t *idx, int n)
+{
+    if (!r->dev_idx) {
+        /* CPU backend memory is host memory: gather straight into the batch. */
+        sb_mnist_gather(sp, idx, n, r->x, r->y);
+        return SB_OK;
+    }
+    const struct sb_backend_ops *be = r->env->be;
+    /* n int32 (256 bytes for batch 64), asynchronous on the replica's stream. */
+    SB_TRY(be->upload(r->dev_idx, idx, (size_t)n * sizeof *idx));
+    be->gather(r->x, r->y, pixels, labels, r->dev_idx, n, sp->rows * sp->cols);
+    return SB_OK;
 }
 
 sb_status sb_replica_create(const struct sb_strategy_env *env, int with_optimizer,
@@ -44,6 +89,7 @@ sb_status sb_replica_create(const struct sb_strategy_env *env, int with_optimize
         st = sb_error(SB_ERR_NOMEM, "replica: out of memory");
         goto fail;
     }
+    if (strcmp(be->name, "cpu") != 0 && (st = upload_dataset(r))) goto fail;
     *out = r;
     return SB_OK;
 fail:
@@ -58,9 +104,10 @@ sb_status sb_replica_gradients(struct sb_replica *r, const int32_t *idx, int n,
     struct sb_model *m = r->model;
     double t0 = sb_now_s();
     sb_nvtx_push("data", SB_NVTX_DATA, 0);
-    /* CPU backend memory is host memory: gather straight into the batch. */
-    sb_mnist_gather(&r->env->data->train, idx, n, r->x, r->y);
+    sb_status gst = gather(r, &r->env->data->train, r->dev_train_pixels,
+                           r->dev_train_labels, idx, n);
     sb_nvtx_pop();
+    if (gst) return gst;
     double t1 = sb_now_s();
 
     sb_nvtx_push("forward", SB_NVTX_FORWARD, 0);
@@ -106,7 +153,7 @@ sb_status sb_replica_evaluate(struct sb_replica *r, int first, int count, long *
     for (int o = first; o < first + count; o += chunk) {
         int k = first + count - o < chunk ? first + count - o : chunk;
         for (int i = 0; i < k; i++) r->eval_idx[i] = o + i;
-        sb_mnist_gather(test, r->eval_idx, k, r->x, r->y);
+        SB_TRY(gather(r, test, r->dev_test_pixels, r->dev_test_labels, r->eval_idx, k));
         long c = 0;
         SB_TRY(r->model->ops->predict(r->model, r->x, r->y, k, &c));
         hits += c;

@@ -14,6 +14,12 @@ struct sb_replica {
     float *x;          /* (max_batch, in_dim) batch images, backend memory */
     uint8_t *y;        /* (max_batch) batch labels, backend memory */
     int32_t *eval_idx; /* (eval_batch) scratch indices for evaluation */
+    /* Device backends only (all NULL on cpu, whose memory is host memory):
+     * the train and test splits uploaded once at create, raw uint8, and the
+     * current batch's indices, so a step copies n int32 instead of n images. */
+    uint8_t *dev_train_pixels, *dev_train_labels; /* (60000, 784), (60000) */
+    uint8_t *dev_test_pixels, *dev_test_labels;   /* (10000, 784), (10000) */
+    int32_t *dev_idx;                             /* (max_batch) */
     int max_batch;
     float lr;          /* effective learning rate */
     float momentum;

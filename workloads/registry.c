@@ -5,9 +5,11 @@
 #include "workloads/workload.h"
 
 extern const struct sb_workload_ops sb_workload_mlp;
+extern const struct sb_workload_ops sb_workload_cnn;
 
 static const struct sb_workload_ops *const workloads[] = {
     &sb_workload_mlp,
+    &sb_workload_cnn,
 };
 
 const struct sb_workload_ops *sb_workload_find(const char *name)
@@ -17,4 +19,4 @@ const struct sb_workload_ops *sb_workload_find(const char *name)
     return NULL;
 }
 
-const char *sb_workload_names(void) { return "mlp"; }
+const char *sb_workload_names(void) { return "mlp, cnn"; }

@@ -58,6 +58,13 @@ struct sb_backend_ops {
     void (*add)(float *y, const float *x, size_t n);
     /* y[i] *= a for i < n. */
     void (*scale)(float *y, float a, size_t n);
+    /* Batch gather from a dataset held in backend memory (uploaded once):
+     * for i < n, x[i] (dim floats) = (pixels[idx[i]] / 255 - 0.1307) / 0.3081
+     * elementwise, as sb_mnist_gather, and y[i] = labels[idx[i]]. pixels
+     * (samples, dim) and labels (samples) are raw uint8; idx (n) int32;
+     * x (n, dim), y (n); all in backend memory. */
+    void (*gather)(float *x, uint8_t *y, const uint8_t *pixels,
+                   const uint8_t *labels, const int32_t *idx, int n, int dim);
 
     /* --- convolution and pooling (the cnn workload) ----------------------
      * Images are NCHW: x (n, c, h, w) row-major, so element (s, ch, i, j)

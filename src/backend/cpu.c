@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/mnist.h"
+
 /* OpenBLAS extensions (declared in its cblas.h; repeated here in case the
  * generic cblas.h is the one found first). */
 void openblas_set_num_threads(int num_threads);
@@ -208,6 +210,16 @@ static void cpu_maxpool2_backward(const float *dy, const int32_t *argmax, int n,
     for (size_t i = 0; i < n_out; i++) dx[argmax[i]] += dy[i];
 }
 
+/* Host memory is backend memory: the dataset "in backend memory" is the
+ * loaded split itself, so this is sb_mnist_gather with a one-row image. */
+static void cpu_gather(float *x, uint8_t *y, const uint8_t *pixels, const uint8_t *labels,
+                       const int32_t *idx, int n, int dim)
+{
+    struct sb_split split = {.n = 0, .rows = 1, .cols = dim, .pixels = (uint8_t *)pixels,
+                             .labels = (uint8_t *)labels};
+    sb_mnist_gather(&split, idx, n, x, y);
+}
+
 const struct sb_backend_ops sb_backend_cpu = {
     .name = "cpu",
     .alloc = cpu_alloc,
@@ -226,6 +238,7 @@ const struct sb_backend_ops sb_backend_cpu = {
     .copy = cpu_copy_floats,
     .add = cpu_add,
     .scale = cpu_scale,
+    .gather = cpu_gather,
     .im2col = cpu_im2col,
     .col2im = cpu_col2im,
     .transpose_batched = cpu_transpose_batched,

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cuda.h"
 #include "data/mnist.h"
 #include "strategies/strategy.h"
 #include "workloads/workload.h"
@@ -89,11 +90,12 @@ void sb_train_opts_usage(FILE *out)
             "\n"
             "  --strategy NAME        %-10s single | mirrored | ddp | central\n"
             "  --workload NAME        %-10s %s\n"
-            "  --device NAME          %-10s cpu\n"
+            "  --device NAME          %-10s cpu | cuda (a build with CUDA and a visible GPU)\n"
             "  --hidden LIST          %-10d hidden widths of the mlp, e.g. 1024,1024\n"
             "  --replicas N           %-10d data-parallel replicas (under mpirun: world size\n"
             "                                    minus servers)\n"
-            "  --servers K            %-10d central: 0 = rank 0 also trains, 1 = dedicated server\n"
+            "  --servers K            %-10d central: 0 = rank 0 also trains; 1..64 = dedicated\n"
+            "                                    servers, each owning a shard of the parameters\n"
             "  --epochs N             %-10d passes over the 60k training images\n"
             "  --batch N              %-10d per-replica batch; global batch = replicas x batch\n"
             "  --lr X                 %-10g SGD learning rate\n"
@@ -222,7 +224,7 @@ static sb_status parse_one(struct sb_train_opts *o, int opt, const char *arg)
     case OPT_REPLICAS:
         o->replicas_given = 1;
         return parse_int("replicas", arg, 1, 4096, &c->replicas);
-    case OPT_SERVERS: return parse_int("servers", arg, 0, 1, &c->servers);
+    case OPT_SERVERS: return parse_int("servers", arg, 0, 64, &c->servers);
     case OPT_EPOCHS: return parse_int("epochs", arg, 1, 100000, &c->epochs);
     case OPT_BATCH: return parse_int("batch", arg, 1, 60000, &c->batch);
     case OPT_LR: return parse_double("lr", arg, 0.0, 1e3, &c->lr);
@@ -253,6 +255,31 @@ static sb_status parse_one(struct sb_train_opts *o, int opt, const char *arg)
     return sb_error(SB_ERR_INTERNAL, "unhandled option %d", opt);
 }
 
+/* --device: cpu always; cuda only in a build with CUDA and with a visible
+ * GPU. Strategies other than single keep their host communicators (local,
+ * mpi) until they create theirs with sb_comm_world_create / NCCL, so cuda
+ * is refused for them here rather than handing device pointers to host
+ * code (see docs/gpu.md). */
+static sb_status validate_device(const struct sb_config *c)
+{
+    if (strcmp(c->device, "cpu") == 0) return SB_OK;
+    if (strcmp(c->device, "cuda") != 0)
+        return sb_error(SB_ERR_USAGE, "--device: unknown device '%s' (expected cpu or cuda)",
+                        c->device);
+#ifndef SB_HAVE_CUDA
+    return sb_error(SB_ERR_USAGE, "--device cuda: this build has no CUDA (install the CUDA "
+                    "toolkit and re-run ./configure.py; see docs/gpu.md)");
+#else
+    if (sb_cuda_device_count() == 0)
+        return sb_error(SB_ERR_USAGE, "--device cuda: no CUDA device is visible (check "
+                        "nvidia-smi and CUDA_VISIBLE_DEVICES, or use --device cpu)");
+    if (strcmp(c->strategy, "single") != 0)
+        return sb_error(SB_ERR_USAGE, "--device cuda: strategy %s does not run on GPUs yet "
+                        "(only single; see docs/gpu.md)", c->strategy);
+    return SB_OK;
+#endif
+}
+
 /* Checks that need several flags together. */
 static sb_status validate(struct sb_train_opts *o)
 {
@@ -264,9 +291,7 @@ static sb_status validate(struct sb_train_opts *o)
     if (!sb_workload_find(c->workload))
         return sb_error(SB_ERR_USAGE, "--workload: unknown workload '%s' (expected one of: %s)",
                         c->workload, sb_workload_names());
-    if (strcmp(c->device, "cpu") != 0)
-        return sb_error(SB_ERR_USAGE, "--device: unknown device '%s' (this build has: cpu)",
-                        c->device);
+    SB_TRY(validate_device(c));
     if (strcmp(c->strategy, "single") == 0 && c->replicas != 1)
         return sb_error(SB_ERR_USAGE, "--replicas: strategy single has exactly 1 replica, got %d",
                         c->replicas);

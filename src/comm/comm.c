@@ -56,6 +56,20 @@ sb_status sb_comm_recv(struct sb_comm *c, float *buf, size_t n, int peer,
     return st;
 }
 
+sb_status sb_comm_recv_any(struct sb_comm *c, float *buf, size_t n, int *peer,
+                           enum sb_comm_kind kind)
+{
+    if (!c->ops->recv_any)
+        return sb_error(SB_ERR_INTERNAL, "%s communicator: no receive from any source",
+                        c->ops->name);
+    sb_nvtx_push_bytes(sb_comm_kind_name(kind), SB_NVTX_COMM, n * sizeof(float));
+    double t0 = sb_now_s();
+    sb_status st = c->ops->recv_any(c, buf, n, peer);
+    count(c, kind, n * sizeof(float), t0);
+    sb_nvtx_pop();
+    return st;
+}
+
 /* Marks req complete now and adds its seconds to the all-reduce counter. */
 static void complete(struct sb_comm *c, struct sb_comm_request *req)
 {

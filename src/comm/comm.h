@@ -54,6 +54,9 @@ struct sb_comm_ops {
     /* Blocking point-to-point send/receive of n floats. */
     sb_status (*send)(struct sb_comm *c, const float *buf, size_t n, int peer);
     sb_status (*recv)(struct sb_comm *c, float *buf, size_t n, int peer);
+    /* Blocking receive of n floats from whichever rank sends first; *peer
+     * = that rank. NULL where unsupported (e.g. "local"). */
+    sb_status (*recv_any)(struct sb_comm *c, float *buf, size_t n, int *peer);
     sb_status (*barrier)(struct sb_comm *c);
     void (*destroy)(struct sb_comm *c);
     /* Non-blocking all-reduce (sum, in place) of buf (n floats): starts it
@@ -90,6 +93,11 @@ sb_status sb_comm_send(struct sb_comm *c, const float *buf, size_t n, int peer,
                        enum sb_comm_kind kind);
 sb_status sb_comm_recv(struct sb_comm *c, float *buf, size_t n, int peer,
                        enum sb_comm_kind kind);
+/* Counted like sb_comm_recv, from any source (MPI_ANY_SOURCE); *peer = the
+ * sender's rank. Errors: SB_ERR_COMM; SB_ERR_INTERNAL where the
+ * communicator has no recv_any. */
+sb_status sb_comm_recv_any(struct sb_comm *c, float *buf, size_t n, int *peer,
+                           enum sb_comm_kind kind);
 /* Counted non-blocking all-reduce (sum, in place) of buf (n floats) into
  * the caller's *req (see struct sb_comm_request): counts one all-reduce
  * call and 4n bytes when issued; its seconds (done_s - start_s, completion
@@ -132,5 +140,37 @@ void sb_local_group_destroy(struct sb_local_group *g);
 /* Member `rank` of group `g` (one per thread; do not share). */
 sb_status sb_comm_local_create(struct sb_local_group *g, int rank,
                                struct sb_comm **out);
+
+struct sb_config;
+/* The communicator a multi-process strategy should use for `cfg`: "nccl"
+ * over the ranks of `mpi_comm` when cfg->device is cuda (GPU = local_rank
+ * modulo the visible devices, made current for this thread), else "mpi".
+ * Errors: SB_ERR_USAGE when device cuda is asked of a build without NCCL;
+ * otherwise those of the chosen create function. (src/comm/factory.c) */
+sb_status sb_comm_world_create(const struct sb_config *cfg, const void *mpi_comm,
+                               int local_rank, struct sb_comm **out);
+
+#ifdef SB_HAVE_NCCL
+/* NCCL communicator over the ranks of `mpi_comm` (an MPI_Comm *), one GPU
+ * per rank: selects `device` for the calling thread (sb_cuda_set_device),
+ * rank 0 makes an ncclUniqueId and broadcasts it over MPI, then every rank
+ * calls ncclCommInitRank. Collective over mpi_comm. Buffers passed to the
+ * ops are device memory (float ops) on `device`, except allreduce_f64's,
+ * which are host doubles (staged). Each op runs on the calling thread's
+ * stream and waits for it. Errors: SB_ERR_COMM with NCCL's, MPI's or
+ * CUDA's message; SB_ERR_DEVICE if the device cannot be selected. */
+sb_status sb_comm_nccl_create(const void *mpi_comm, int device, struct sb_comm **out);
+
+/* n NCCL members in one process (mirrored), member i on devices[i], via
+ * ncclCommInitAll; devices must be distinct (NCCL refuses a GPU twice: for
+ * logical replicas on one GPU reduce with the backend's add instead).
+ * Use member i from one thread only, after sb_cuda_set_device(devices[i])
+ * on that thread; all n threads must enter each collective. A single
+ * thread driving several members would have to bracket the n calls with
+ * ncclGroupStart/ncclGroupEnd and wait after the group; these ops wait per
+ * call, so that use is not supported. out has n slots; on error all are
+ * NULL. Errors: SB_ERR_COMM, SB_ERR_NOMEM. */
+sb_status sb_comm_nccl_create_all(int n, const int *devices, struct sb_comm **out);
+#endif
 
 #endif

@@ -63,6 +63,23 @@ static sb_status mpi_recv(struct sb_comm *c, float *buf, size_t n, int peer)
     return SB_OK;
 }
 
+/* The first chunk from any source fixes the peer; later chunks of the same
+ * message come from that peer (MPI keeps one sender's messages in order). */
+static sb_status mpi_recv_any(struct sb_comm *c, float *buf, size_t n, int *peer)
+{
+    int source = MPI_ANY_SOURCE;
+    for (size_t o = 0; o < n || o == 0; o += MPI_CHUNK) {
+        int k = (int)(n - o < MPI_CHUNK ? n - o : MPI_CHUNK);
+        MPI_Status status;
+        SB_TRY(mpi_check(MPI_Recv(buf + o, k, MPI_FLOAT, source, 0, handle(c), &status),
+                         "MPI_Recv"));
+        source = status.MPI_SOURCE;
+        if (n == 0) break;
+    }
+    *peer = source;
+    return SB_OK;
+}
+
 static sb_status mpi_barrier(struct sb_comm *c)
 {
     return mpi_check(MPI_Barrier(handle(c)), "MPI_Barrier");
@@ -145,6 +162,7 @@ static const struct sb_comm_ops mpi_ops = {
     .broadcast = mpi_broadcast,
     .send = mpi_send,
     .recv = mpi_recv,
+    .recv_any = mpi_recv_any,
     .barrier = mpi_barrier,
     .destroy = mpi_destroy,
     .iallreduce = mpi_iallreduce,

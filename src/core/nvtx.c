@@ -1,5 +1,7 @@
-/* NVTX3 ranges; see nvtx.h. */
+/* NVTX3 ranges and their --trace twins; see nvtx.h. */
 #include "core/nvtx.h"
+
+#include "trace/trace.h"
 
 static const char *const category_names[SB_NVTX_NCATEGORIES] = {
     "none", "epoch", "step", "data", "forward", "backward", "comm", "optimizer", "eval",
@@ -51,19 +53,34 @@ static void push(const char *name, enum sb_nvtx_category category, uint64_t payl
     nvtxDomainRangePushEx(domain, &a);
 }
 
+static void pop(void)
+{
+    pthread_once(&domain_once, domain_create);
+    nvtxDomainRangePop(domain);
+}
+#else
+static void push(const char *name, enum sb_nvtx_category category, uint64_t payload)
+{
+    (void)name, (void)category, (void)payload;
+}
+
+static void pop(void) {}
+#endif
+
 void sb_nvtx_push(const char *name, enum sb_nvtx_category category, uint64_t step)
 {
+    sb_trace_push(name, (int)category, step, 0);
     push(name, category, step);
 }
 
 void sb_nvtx_push_bytes(const char *name, enum sb_nvtx_category category, uint64_t bytes)
 {
+    sb_trace_push(name, (int)category, bytes, 1);
     push(name, category, bytes);
 }
 
 void sb_nvtx_pop(void)
 {
-    pthread_once(&domain_once, domain_create);
-    nvtxDomainRangePop(domain);
+    pop();
+    sb_trace_pop();
 }
-#endif

@@ -1,9 +1,11 @@
 /* NVTX3 ranges for Nsight Systems, domain "stratbench".
  *
  * Each range has a category (one per phase) with its own colour, and a
- * payload: the step index, or the bytes of a communication call. Compiled
- * to no-ops when the NVTX3 headers were not found (SB_HAVE_NVTX unset), and
- * nearly free at run time when no tool is attached (NVTX's own design). */
+ * payload: the step index, or the bytes of a communication call. The NVTX
+ * part compiles to nothing when the NVTX3 headers were not found
+ * (SB_HAVE_NVTX unset), and is nearly free at run time when no tool is
+ * attached (NVTX's own design). The same calls feed the --trace timeline
+ * (src/trace), which costs one flag test per call when tracing is off. */
 #ifndef SB_NVTX_H
 #define SB_NVTX_H
 
@@ -21,20 +23,14 @@ enum sb_nvtx_category {
     SB_NVTX_NCATEGORIES
 };
 
-#ifdef SB_HAVE_NVTX
-/* Opens a range `name` in `category` with a step (or epoch) payload. */
+/* Opens a range `name` (a string that outlives the run, e.g. a literal) in
+ * `category` with a step (or epoch) payload. Also records a span for the
+ * --trace timeline when tracing is on (src/trace/trace.h). */
 void sb_nvtx_push(const char *name, enum sb_nvtx_category category, uint64_t step);
 /* Opens a range whose payload is a byte count (communication calls). */
 void sb_nvtx_push_bytes(const char *name, enum sb_nvtx_category category, uint64_t bytes);
 /* Closes the innermost range opened by this thread. */
 void sb_nvtx_pop(void);
-#else
-static inline void sb_nvtx_push(const char *n, enum sb_nvtx_category c, uint64_t s)
-{ (void)n, (void)c, (void)s; }
-static inline void sb_nvtx_push_bytes(const char *n, enum sb_nvtx_category c, uint64_t b)
-{ (void)n, (void)c, (void)b; }
-static inline void sb_nvtx_pop(void) {}
-#endif
 
 /* ARGB colour of a category (also used by the Chrome trace). */
 uint32_t sb_nvtx_color(enum sb_nvtx_category category);

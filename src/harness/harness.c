@@ -10,8 +10,10 @@
 #include "core/clock.h"
 #include "core/nvtx.h"
 #include "data/sampler.h"
+#include "harness/rank_stats.h"
 #include "report/report.h"
 #include "strategies/strategy.h"
+#include "trace/trace.h"
 
 /* Per-step timings kept for the report (rank 0's view). */
 struct timings {
@@ -107,7 +109,11 @@ static sb_status train_epochs(struct loop *L)
         double t0 = sb_now_s();
         for (int i = 0; i < steps_per_epoch; i++, step++) {
             if (cfg->max_steps && step >= cfg->max_steps) break;
-            if (step == cfg->warmup_steps && comm) sb_comm_reset_counters(comm);
+            if (step == cfg->warmup_steps && comm) {
+                /* Kept apart so the report shows the initial broadcast. */
+                memcpy(rec->comm_before, comm->counters, sizeof rec->comm_before);
+                sb_comm_reset_counters(comm);
+            }
             struct sb_step_result r;
             memset(&r, 0, sizeof r);
             sb_nvtx_push("step", SB_NVTX_STEP, (uint64_t)step);
@@ -159,6 +165,28 @@ static sb_status train_epochs(struct loop *L)
     rec->steps_total = step;
     if (rec->n_epochs) rec->final_test_accuracy = rec->epochs[rec->n_epochs - 1].test_accuracy;
     return SB_OK;
+}
+
+/* Every rank's per-step timings to rank 0 (collective): derives the wait
+ * phase (rank_stats.h), writes rank 0's back into its own timings, and the
+ * spread across ranks into the record. */
+static sb_status cross_rank_stats(struct loop *L)
+{
+    struct sb_job *job = L->job;
+    struct sb_rank_timings all;
+    SB_TRY(sb_rank_timings_gather(job->mpi ? job->world : NULL, job->rank, job->size,
+                                  L->t.step_ms, L->t.phase_ms, L->t.n, &all));
+    sb_status st = SB_OK;
+    if (job->rank == 0) {
+        sb_rank_timings_fill_wait(&all);
+        if (all.n_ranks > 1)
+            memcpy(L->t.phase_ms[SB_PHASE_WAIT],
+                   sb_rank_timings_at(&all, 0, SB_RANK_FIELD_PHASE(SB_PHASE_WAIT)),
+                   all.n_steps * sizeof(double));
+        st = sb_rank_timings_spread(&all, &L->rec->step_by_rank, L->rec->phases_by_rank);
+    }
+    sb_rank_timings_free(&all);
+    return st;
 }
 
 /* Rank 0's outputs after training: parameters and report. */
@@ -219,6 +247,8 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
     rec.global_batch = sb_config_global_batch(cfg);
     rec.effective_lr = sb_config_effective_lr(cfg);
     sb_utc_now(rec.start_utc);
+    const void *mpi_world = job->mpi ? job->world : NULL;
+    int tracing = cfg->trace_path[0] != '\0';
 
     int steps_per_epoch = sb_steps_per_epoch(data->train.n, rec.global_batch);
     long total = (long)steps_per_epoch * cfg->epochs;
@@ -227,6 +257,7 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
     rec.epochs = calloc((size_t)cfg->epochs, sizeof *rec.epochs);
     L.perm = malloc((size_t)data->train.n * sizeof *L.perm);
     if (!st && (!rec.epochs || !L.perm)) st = sb_error(SB_ERR_NOMEM, "harness: out of memory");
+    if (!st && tracing) st = sb_trace_start(mpi_world, job->rank, job->size, 0);
     if (!st) st = ops->init(&s);
     if (!st) {
         rec.n_params = ops->n_params(&s);
@@ -240,6 +271,7 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
         }
         st = train_epochs(&L);
     }
+    if (!st) st = cross_rank_stats(&L);
     if (!st && job->rank == 0) {
         st = write_outputs(&L);
         if (!st) {
@@ -252,6 +284,12 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
         }
     }
     ops->destroy(&s);
+    /* After destroy: replica threads have joined, their spans are final. */
+    if (!st && tracing) {
+        st = sb_trace_write(cfg->trace_path, mpi_world, job->rank, job->size);
+        if (!st && job->rank == 0) printf("trace %s\n", cfg->trace_path);
+    }
+    sb_trace_stop();
     timings_free(&L.t);
     free(rec.epochs);
     free(L.perm);

@@ -211,6 +211,40 @@ static void add_comm(cJSON *root, const struct sb_run_record *rec, int *fail)
     add_num(t, "calls", (double)total.calls, fail);
     add_num(t, "bytes", total.bytes, fail);
     add_num(t, "seconds", total.seconds, fail);
+
+    /* central: rank 0 is a server (the only one with --servers 0, shard 0
+     * with --servers K); it receives pushes and sends pulls, so its link
+     * carries push.bytes in and pull.bytes out (reports/README.md). */
+    double link = NAN;
+    if (strcmp(rec->cfg->strategy, "central") == 0 && rec->n_measured > 0)
+        link = (rec->comm[SB_COMM_PUSH].bytes + rec->comm[SB_COMM_PULL].bytes) /
+               (double)rec->n_measured;
+    add_num(o, "server_link_bytes_per_step", link, fail);
+
+    /* Before the warm-up reset: the initial broadcast, warm-up traffic. */
+    cJSON *b = add_obj(o, "before_measurement", fail);
+    for (int k = 0; b && k < SB_COMM_NKINDS; k++) {
+        const struct sb_comm_counter *c = &rec->comm_before[k];
+        cJSON *e = add_obj(b, sb_comm_kind_name((enum sb_comm_kind)k), fail);
+        if (!e) return;
+        add_num(e, "calls", (double)c->calls, fail);
+        add_num(e, "bytes", c->bytes, fail);
+        add_num(e, "seconds", c->seconds, fail);
+    }
+}
+
+/* key: {ranks, min, median, max, skew, slowest_rank} of a spread. */
+static void add_spread(cJSON *obj, const char *key, const struct sb_rank_spread *s,
+                       int *fail)
+{
+    cJSON *o = add_obj(obj, key, fail);
+    if (!o) return;
+    add_num(o, "ranks", s->ranks, fail);
+    add_num(o, "min", s->min, fail);
+    add_num(o, "median", s->median, fail);
+    add_num(o, "max", s->max, fail);
+    add_num(o, "skew", s->skew, fail);
+    add_num(o, "slowest_rank", s->slowest_rank, fail);
 }
 
 /* Builds the whole report of rec into *out. */
@@ -262,6 +296,10 @@ static sb_status build_report(const struct sb_run_record *rec, cJSON **out)
                          rec->phase_ms[p], rec->n_measured, &fail);
         if (st != SB_OK) goto done;
     }
+    add_spread(root, "step_ms_by_rank", &rec->step_by_rank, &fail);
+    cJSON *by_rank = add_obj(root, "phases_by_rank_ms", &fail);
+    for (int p = 0; by_rank && p < SB_PHASE_COUNT; p++)
+        add_spread(by_rank, sb_phase_name((enum sb_phase)p), &rec->phases_by_rank[p], &fail);
     add_comm(root, rec, &fail);
     add_details(root, rec, &fail);
     add_num(root, "peak_rss_bytes", (double)rec->peak_rss_bytes, &fail);
@@ -308,12 +346,12 @@ static int write_and_close(int fd, const char *text, const char **what)
  * stays within one file system), then renames it over `path`: readers see
  * the old file or the whole new one, never part. On failure the temporary
  * file is removed. */
-static sb_status write_atomic(const char *path, const char *text)
+sb_status sb_write_text_atomic(const char *what, const char *path, const char *text)
 {
     static const char suffix[] = ".tmp.XXXXXX";
     size_t len = strlen(path);
     char *tmp = malloc(len + sizeof suffix);
-    if (!tmp) return sb_error(SB_ERR_NOMEM, "report %s: out of memory", path);
+    if (!tmp) return sb_error(SB_ERR_NOMEM, "%s %s: out of memory", what, path);
     memcpy(tmp, path, len);
     memcpy(tmp + len, suffix, sizeof suffix);
 
@@ -321,27 +359,27 @@ static sb_status write_atomic(const char *path, const char *text)
     if (fd < 0) {
         int err = errno;
         free(tmp);
-        return sb_error(SB_ERR_IO, "report %s: cannot create temporary file: %s",
-                        path, strerror(err));
+        return sb_error(SB_ERR_IO, "%s %s: cannot create temporary file: %s",
+                        what, path, strerror(err));
     }
-    const char *what = NULL;
+    const char *step = NULL;
     int err = 0;
     /* mkstemp makes the file 0600; a report is meant to be read by others. */
     if (fchmod(fd, 0644) != 0) {
         err = errno;
-        what = "cannot set permissions";
+        step = "cannot set permissions";
         close(fd);
     } else {
-        err = write_and_close(fd, text, &what);
+        err = write_and_close(fd, text, &step);
     }
     if (err == 0 && rename(tmp, path) != 0) {
         err = errno;
-        what = "cannot rename temporary file into place";
+        step = "cannot rename temporary file into place";
     }
     if (err != 0) unlink(tmp);
     free(tmp);
     if (err != 0)
-        return sb_error(SB_ERR_IO, "report %s: %s: %s", path, what,
+        return sb_error(SB_ERR_IO, "%s %s: %s: %s", what, path, step,
                         strerror(err));
     return SB_OK;
 }
@@ -359,7 +397,7 @@ sb_status sb_report_write(const char *path, const struct sb_run_record *rec)
     if (!text)
         return sb_error(SB_ERR_NOMEM, "report %s: out of memory printing JSON",
                         path);
-    sb_status st = write_atomic(path, text);
+    sb_status st = sb_write_text_atomic("report", path, text);
     cJSON_free(text);
     return st;
 }

@@ -16,7 +16,7 @@
 #include "core/phase.h"
 #include "core/status.h"
 
-#define SB_REPORT_SCHEMA_VERSION "1.1"
+#define SB_REPORT_SCHEMA_VERSION "1.2"
 
 struct sb_epoch_record {
     int epoch;             /* from 1 */
@@ -25,6 +25,16 @@ struct sb_epoch_record {
     double seconds;        /* training wall time of the epoch, evaluation excluded */
     double eval_seconds;   /* wall time of the evaluation after the epoch */
     double samples_per_s;  /* global samples trained / seconds */
+};
+
+/* How one timing spreads across ranks: each rank's median over its measured
+ * steps, then the min, median (type 7) and max of those medians, the skew
+ * (max - min) and the rank with the largest median (lowest on a tie). All
+ * in milliseconds. ranks == 0: not computed (written as is: all 0). */
+struct sb_rank_spread {
+    int ranks;
+    double min, median, max, skew;
+    int slowest_rank;
 };
 
 struct sb_run_record {
@@ -56,6 +66,15 @@ struct sb_run_record {
     struct sb_comm_counter comm[SB_COMM_NKINDS];
     int comm_ranks;
 
+    /* Rank 0's counters accumulated before the reset at the end of
+     * warm-up: the initial broadcast of parameters and warm-up traffic. */
+    struct sb_comm_counter comm_before[SB_COMM_NKINDS];
+
+    /* Across ranks (MPI strategies; one rank otherwise): step_ms and each
+     * phase, from every rank's per-step timings gathered to rank 0. */
+    struct sb_rank_spread step_by_rank;
+    struct sb_rank_spread phases_by_rank[SB_PHASE_COUNT];
+
     long peak_rss_bytes;       /* VmHWM of rank 0 */
 
     struct sb_strategy_details details; /* what the strategy states of itself */
@@ -65,6 +84,12 @@ struct sb_run_record {
  * Errors: SB_ERR_IO naming the path (directory missing, disk full, ...),
  * SB_ERR_NOMEM. On error no file is left at `path` or beside it. */
 sb_status sb_report_write(const char *path, const struct sb_run_record *rec);
+
+/* Writes text + "\n" to `path` atomically: a temporary file beside it,
+ * fsync, rename. Errors: SB_ERR_IO "<what> <path>: <step>: <why>" (what
+ * names the document, e.g. "report" or "trace"), SB_ERR_NOMEM. On error
+ * no file is left at `path` or beside it. */
+sb_status sb_write_text_atomic(const char *what, const char *path, const char *text);
 
 /* Peak resident set size of this process in bytes (VmHWM from
  * /proc/self/status), or -1 if unknown. */

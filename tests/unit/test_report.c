@@ -107,6 +107,10 @@ static int setup(void **state)
     r->comm[SB_COMM_ALLREDUCE] = (struct sb_comm_counter){927, 927 * 814120.0, 1.5};
     r->comm[SB_COMM_BROADCAST] = (struct sb_comm_counter){1, 814120.0, 0.002};
     r->comm_ranks = COMM_RANKS;
+    r->comm_before[SB_COMM_BROADCAST] = (struct sb_comm_counter){1, 814120.0, 0.004};
+    r->step_by_rank = (struct sb_rank_spread){COMM_RANKS, 11.5, 12.0, 13.0, 1.5, 3};
+    for (int p = 0; p < SB_PHASE_COUNT; p++)
+        r->phases_by_rank[p] = (struct sb_rank_spread){COMM_RANKS, p, p + 0.5, p + 2.0, 2.0, p % 4};
     r->peak_rss_bytes = sb_peak_rss_bytes();
     *state = f;
     return 0;
@@ -195,7 +199,8 @@ static void test_keys_and_values(void **state)
         "schema_version", "strategy", "workload", "replicas", "world_size",
         "config", "environment", "model", "epochs", "final_test_accuracy",
         "time_to_accuracy_s", "target_accuracy", "train_seconds",
-        "steps_total", "steps_measured", "step_ms", "phases_ms", "comm",
+        "steps_total", "steps_measured", "step_ms", "phases_ms", "step_ms_by_rank",
+        "phases_by_rank_ms", "comm",
         "strategy_details", "peak_rss_bytes"};
     const cJSON *item = root->child;
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++, item = item->next) {
@@ -262,6 +267,19 @@ static void test_keys_and_values(void **state)
     const cJSON *total = get(comm, "total");
     assert_true(num(total, "calls") == 928);
     assert_true(fabs(num(total, "seconds") - 1.502) < 1e-12);
+    /* Not central: no server link; the initial broadcast counted apart. */
+    assert_true(cJSON_IsNull(get(comm, "server_link_bytes_per_step")));
+    const cJSON *before = get(get(comm, "before_measurement"), "broadcast");
+    assert_true(num(before, "calls") == 1 && num(before, "bytes") == 814120.0);
+
+    const cJSON *sbr = get(root, "step_ms_by_rank");
+    assert_true(num(sbr, "ranks") == COMM_RANKS && num(sbr, "median") == 12.0);
+    assert_true(num(sbr, "skew") == 1.5 && num(sbr, "slowest_rank") == 3);
+    const cJSON *pbr = get(root, "phases_by_rank_ms");
+    assert_int_equal(cJSON_GetArraySize(pbr), SB_PHASE_COUNT);
+    const cJSON *w = get(pbr, "wait");
+    assert_true(num(w, "min") == SB_PHASE_WAIT && num(w, "max") == SB_PHASE_WAIT + 2.0);
+    assert_true(num(w, "slowest_rank") == SB_PHASE_WAIT % 4);
     cJSON_Delete(root);
 
     /* The 64-bit seed is written with all its digits. */
@@ -289,6 +307,24 @@ static void test_time_to_accuracy_null(void **state)
     const cJSON *cfg = get(root, "config");
     assert_true(num(cfg, "max_steps") == 50);
     assert_string_equal(get(cfg, "save_params")->valuestring, "p.bin");
+    cJSON_Delete(root);
+}
+
+/* central: rank 0 is a server; its link's bytes per measured step are
+ * (push + pull bytes) / steps_measured (reports/README.md). */
+static void test_server_link_bytes(void **state)
+{
+    struct fixture *f = *state;
+    snprintf(f->cfg.strategy, sizeof f->cfg.strategy, "central");
+    memset(f->rec.comm, 0, sizeof f->rec.comm);
+    /* N = 3 workers with --servers 0: N - 1 = 2 pushes and pulls a step. */
+    double s_bytes = 814120.0;
+    f->rec.comm[SB_COMM_PUSH] = (struct sb_comm_counter){2 * N_MEASURED, 2 * N_MEASURED * s_bytes, 0.1};
+    f->rec.comm[SB_COMM_PULL] = (struct sb_comm_counter){2 * N_MEASURED, 2 * N_MEASURED * s_bytes, 0.1};
+    char path[256];
+    cJSON *root;
+    write_and_parse(f, path, sizeof path, &root);
+    assert_true(num(get(root, "comm"), "server_link_bytes_per_step") == 4 * s_bytes);
     cJSON_Delete(root);
 }
 
@@ -387,6 +423,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_keys_and_values, setup, teardown),
         cmocka_unit_test_setup_teardown(test_time_to_accuracy_null, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_server_link_bytes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_directory, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rename_failure_cleans_up, setup, teardown),
         cmocka_unit_test_setup_teardown(test_environment, setup, teardown),

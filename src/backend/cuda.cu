@@ -1,0 +1,437 @@
+/* The CUDA backend: cuBLAS SGEMM and small kernels on one stream per thread.
+ *
+ * Every op enqueues on the calling thread's stream (cuda.h) and returns
+ * without waiting, except the ones whose result lands in host memory
+ * (download, softmax_xent's loss, count_correct), which wait for the stream.
+ * Ops that cannot return a status record the first failure of the thread
+ * (sb_cuda_fail); sync() reports it, so a workload checks once per step.
+ *
+ * Row-major on a column-major library: a row-major (r, c) matrix is the
+ * column-major (c, r) matrix of its transpose, so C = op(A) op(B) in
+ * row-major is C^T = op(B)^T op(A)^T in column-major: call cuBLAS with the
+ * operands swapped and m, n swapped; leading dimensions stay as given. */
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+extern "C" {
+#include "backend/backend.h"
+#include "backend/cuda.h"
+#include "data/mnist.h"
+}
+#include "backend/cuda_internal.h"
+
+/* ------------------------------------------------------------ thread context */
+
+struct thread_ctx {
+    int device;             /* -1 before the first op or set_device */
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    double *scratch;        /* (scratch_cap) per-row values for reductions, device */
+    size_t scratch_cap;
+    double *result_dev;     /* one reduced value, device */
+    double *result_host;    /* one reduced value, pinned host */
+    char error[256];        /* first failure of a void op, "" if none */
+};
+
+static thread_local thread_ctx ctx = {-1, 0, 0, 0, 0, 0, 0, ""};
+
+void sb_cuda_fail(const char *what, const char *why)
+{
+    if (!ctx.error[0]) snprintf(ctx.error, sizeof ctx.error, "%s: %s", what, why);
+}
+
+void sb_cuda_check_launch(const char *kernel)
+{
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) sb_cuda_fail(kernel, cudaGetErrorString(e));
+}
+
+static sb_status cuda_check(cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess) return SB_OK;
+    return sb_error(SB_ERR_DEVICE, "%s: %s", what, cudaGetErrorString(e));
+}
+
+static sb_status blas_check(cublasStatus_t s, const char *what)
+{
+    if (s == CUBLAS_STATUS_SUCCESS) return SB_OK;
+    return sb_error(SB_ERR_DEVICE, "%s: %s", what, cublasGetStatusString(s));
+}
+
+extern "C" void sb_cuda_release_thread(void)
+{
+    /* Errors while tearing down are ignored: nothing useful can follow. */
+    if (ctx.device >= 0) cudaSetDevice(ctx.device);
+    if (ctx.blas) cublasDestroy(ctx.blas);
+    if (ctx.stream) cudaStreamDestroy(ctx.stream);
+    cudaFree(ctx.scratch);
+    cudaFree(ctx.result_dev);
+    cudaFreeHost(ctx.result_host);
+    ctx = thread_ctx{-1, 0, 0, 0, 0, 0, 0, ""};
+}
+
+static sb_status create_ctx(int device)
+{
+    SB_TRY(cuda_check(cudaSetDevice(device), "cudaSetDevice"));
+    ctx.device = device;
+    SB_TRY(cuda_check(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking),
+                      "cudaStreamCreateWithFlags"));
+    SB_TRY(blas_check(cublasCreate(&ctx.blas), "cublasCreate"));
+    SB_TRY(blas_check(cublasSetStream(ctx.blas, ctx.stream), "cublasSetStream"));
+    /* Full fp32 GEMMs (no TF32), so results compare with the CPU backend. */
+    SB_TRY(blas_check(cublasSetMathMode(ctx.blas, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode"));
+    SB_TRY(cuda_check(cudaMalloc((void **)&ctx.result_dev, sizeof(double)), "cudaMalloc"));
+    SB_TRY(cuda_check(cudaMallocHost((void **)&ctx.result_host, sizeof(double)),
+                      "cudaMallocHost"));
+    return SB_OK;
+}
+
+extern "C" sb_status sb_cuda_set_device(int device)
+{
+    if (ctx.device == device && ctx.stream) return SB_OK;
+    sb_cuda_release_thread();
+    sb_status st = create_ctx(device);
+    if (st) sb_cuda_release_thread(); /* all or nothing: a retry starts clean */
+    return st;
+}
+
+/* Creates the context on device 0 for a thread that never chose one. */
+static int ensure_ctx(void)
+{
+    if (ctx.stream) return 1;
+    if (sb_cuda_set_device(0) != SB_OK) {
+        sb_cuda_fail("cuda backend: thread set-up on device 0", sb_error_message());
+        return 0;
+    }
+    return 1;
+}
+
+cudaStream_t sb_cuda_thread_stream(void) { return ensure_ctx() ? ctx.stream : 0; }
+
+extern "C" void *sb_cuda_stream(void) { return ensure_ctx() ? (void *)ctx.stream : NULL; }
+
+extern "C" int sb_cuda_current_device(void) { return ctx.device; }
+
+/* Grows the thread's per-row scratch to at least n doubles. */
+static int ensure_scratch(size_t n)
+{
+    if (!ensure_ctx()) return 0;
+    if (ctx.scratch_cap >= n) return 1;
+    cudaFree(ctx.scratch);
+    ctx.scratch = NULL;
+    ctx.scratch_cap = 0;
+    cudaError_t e = cudaMalloc((void **)&ctx.scratch, n * sizeof(double));
+    if (e != cudaSuccess) {
+        sb_cuda_fail("cudaMalloc (reduction scratch)", cudaGetErrorString(e));
+        return 0;
+    }
+    ctx.scratch_cap = n;
+    return 1;
+}
+
+/* ------------------------------------------------------------ memory */
+
+static sb_status cu_alloc(void **ptr, size_t bytes)
+{
+    *ptr = NULL;
+    if (!ensure_ctx())
+        return sb_error(SB_ERR_DEVICE, "cuda backend: %s", ctx.error);
+    size_t rounded = bytes ? bytes : 1;
+    cudaError_t e = cudaMalloc(ptr, rounded);
+    if (e != cudaSuccess) {
+        *ptr = NULL;
+        return sb_error(SB_ERR_NOMEM, "cudaMalloc of %zu bytes: %s", bytes,
+                        cudaGetErrorString(e));
+    }
+    /* Zeroed in stream order: every later op on this thread sees zeros. */
+    return cuda_check(cudaMemsetAsync(*ptr, 0, rounded, ctx.stream), "cudaMemsetAsync");
+}
+
+static void cu_free(void *ptr)
+{
+    if (ptr) cudaFree(ptr); /* implicitly synchronises the device */
+}
+
+/* Asynchronous on the thread's stream; safe to reuse host_src on return
+ * because a copy from pageable memory is staged before cudaMemcpyAsync
+ * returns (CUDA runtime API, "API synchronization behavior"). */
+static sb_status cu_upload(void *dst, const void *host_src, size_t bytes)
+{
+    if (!ensure_ctx()) return sb_error(SB_ERR_DEVICE, "cuda backend: %s", ctx.error);
+    return cuda_check(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, ctx.stream),
+                      "cudaMemcpyAsync (upload)");
+}
+
+/* Synchronous: host_dst holds the data on return. */
+static sb_status cu_download(void *host_dst, const void *src, size_t bytes)
+{
+    if (!ensure_ctx()) return sb_error(SB_ERR_DEVICE, "cuda backend: %s", ctx.error);
+    SB_TRY(cuda_check(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, ctx.stream),
+                      "cudaMemcpyAsync (download)"));
+    return cuda_check(cudaStreamSynchronize(ctx.stream), "cudaStreamSynchronize (download)");
+}
+
+static sb_status cu_sync(void)
+{
+    if (!ensure_ctx()) return sb_error(SB_ERR_DEVICE, "cuda backend: %s", ctx.error);
+    if (ctx.error[0]) {
+        sb_status st = sb_error(SB_ERR_DEVICE, "cuda backend: %s", ctx.error);
+        ctx.error[0] = '\0';
+        return st;
+    }
+    SB_TRY(cuda_check(cudaStreamSynchronize(ctx.stream), "cudaStreamSynchronize"));
+    return cuda_check(cudaGetLastError(), "CUDA kernel");
+}
+
+/* ------------------------------------------------------------ GEMM */
+
+static void cu_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha,
+                     const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                     int ldc)
+{
+    if (!ensure_ctx()) return;
+    /* Row-major C (m, n) = column-major C^T (n, m) = op(B)^T op(A)^T. */
+    cublasStatus_t s = cublasSgemm(ctx.blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                   trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb,
+                                   a, lda, &beta, c, ldc);
+    if (s != CUBLAS_STATUS_SUCCESS) sb_cuda_fail("cublasSgemm", cublasGetStatusString(s));
+}
+
+/* ------------------------------------------------------------ elementwise */
+
+#define GRID_STRIDE(i, n)                                                            \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);          \
+         i += (size_t)gridDim.x * blockDim.x)
+
+#define LAUNCH(kernel, n, ...)                                                       \
+    do {                                                                             \
+        if (!ensure_ctx()) return;                                                   \
+        if ((n) == 0) return;                                                        \
+        kernel<<<sb_cuda_blocks(n), SB_CUDA_THREADS, 0, ctx.stream>>>(__VA_ARGS__);   \
+        sb_cuda_check_launch(#kernel);                                               \
+    } while (0)
+
+__global__ void k_add_bias(float *y, const float *bias, size_t total, int cols)
+{
+    GRID_STRIDE(i, total) y[i] += bias[i % (size_t)cols];
+}
+
+__global__ void k_relu_forward(float *y, size_t n)
+{
+    GRID_STRIDE(i, n) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+}
+
+__global__ void k_relu_backward(float *dy, const float *y, size_t n)
+{
+    GRID_STRIDE(i, n) dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+/* One thread per column, summing rows in order (deterministic; adjacent
+ * threads read adjacent addresses). */
+__global__ void k_bias_grad(float *db, const float *dy, int rows, int cols)
+{
+    GRID_STRIDE(c, (size_t)cols)
+    {
+        float s = 0.0f;
+        for (int r = 0; r < rows; r++) s += dy[(size_t)r * cols + c];
+        db[c] = s;
+    }
+}
+
+__global__ void k_sgd_momentum(float *p, float *v, const float *g, size_t n, float lr, float mu)
+{
+    GRID_STRIDE(i, n)
+    {
+        float vi = mu * v[i] + g[i];
+        v[i] = vi;
+        p[i] -= lr * vi;
+    }
+}
+
+__global__ void k_add(float *y, const float *x, size_t n) { GRID_STRIDE(i, n) y[i] += x[i]; }
+
+__global__ void k_scale(float *y, float a, size_t n) { GRID_STRIDE(i, n) y[i] *= a; }
+
+__global__ void k_gather(float *x, uint8_t *y, const uint8_t *pixels, const uint8_t *labels,
+                         const int32_t *idx, int n, int dim)
+{
+    GRID_STRIDE(i, (size_t)n * dim)
+    {
+        size_t s = i / (size_t)dim, j = i % (size_t)dim;
+        size_t src = (size_t)idx[s];
+        /* Same float expression as sb_mnist_gather: bit-identical values. */
+        x[i] = ((float)pixels[src * dim + j] / 255.0f - SB_MNIST_MEAN) / SB_MNIST_STD;
+        if (j == 0) y[s] = labels[src];
+    }
+}
+
+static void cu_add_bias(float *y, const float *bias, int rows, int cols)
+{
+    size_t total = (size_t)rows * cols;
+    LAUNCH(k_add_bias, total, y, bias, total, cols);
+}
+
+static void cu_relu_forward(float *y, size_t n) { LAUNCH(k_relu_forward, n, y, n); }
+
+static void cu_relu_backward(float *dy, const float *y, size_t n)
+{
+    LAUNCH(k_relu_backward, n, dy, y, n);
+}
+
+static void cu_bias_grad(float *db, const float *dy, int rows, int cols)
+{
+    LAUNCH(k_bias_grad, (size_t)cols, db, dy, rows, cols);
+}
+
+static void cu_sgd_momentum(float *p, float *v, const float *g, size_t n, float lr, float mu)
+{
+    LAUNCH(k_sgd_momentum, n, p, v, g, n, lr, mu);
+}
+
+static void cu_copy(float *dst, const float *src, size_t n)
+{
+    if (!ensure_ctx() || n == 0 || dst == src) return;
+    cudaError_t e = cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice,
+                                    ctx.stream);
+    if (e != cudaSuccess) sb_cuda_fail("cudaMemcpyAsync (copy)", cudaGetErrorString(e));
+}
+
+static void cu_add(float *y, const float *x, size_t n) { LAUNCH(k_add, n, y, x, n); }
+
+static void cu_scale(float *y, float a, size_t n) { LAUNCH(k_scale, n, y, a, n); }
+
+static void cu_gather(float *x, uint8_t *y, const uint8_t *pixels, const uint8_t *labels,
+                      const int32_t *idx, int n, int dim)
+{
+    LAUNCH(k_gather, (size_t)n * dim, x, y, pixels, labels, idx, n, dim);
+}
+
+/* ------------------------------------------------------------ loss and accuracy */
+
+/* One warp per row: max, sum of exp, then the gradient; the row's loss
+ * -log softmax[label] goes to row_loss[r] (double, summed in row order by
+ * k_sum_rows so the total does not depend on scheduling). */
+__global__ void k_softmax_xent(const float *logits, const uint8_t *labels, int rows, int cols,
+                               float scale, float *dlogits, double *row_loss)
+{
+    int warp = (int)((blockIdx.x * blockDim.x + threadIdx.x) / 32);
+    int lane = threadIdx.x % 32;
+    if (warp >= rows) return;
+    const float *z = logits + (size_t)warp * cols;
+    float *d = dlogits + (size_t)warp * cols;
+    float zmax = -INFINITY;
+    for (int c = lane; c < cols; c += 32) zmax = fmaxf(zmax, z[c]);
+    for (int o = 16; o > 0; o /= 2) zmax = fmaxf(zmax, __shfl_xor_sync(0xffffffffu, zmax, o));
+    float sum = 0.0f;
+    for (int c = lane; c < cols; c += 32) sum += expf(z[c] - zmax);
+    for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    float inv = 1.0f / sum;
+    int label = labels[warp];
+    for (int c = lane; c < cols; c += 32)
+        d[c] = expf(z[c] - zmax) * inv * scale - (c == label ? scale : 0.0f);
+    if (lane == 0) row_loss[warp] = (double)logf(sum) - (double)(z[label] - zmax);
+}
+
+/* hit[r] = 1 when the first arg-max of row r equals its label, else 0. */
+__global__ void k_correct_rows(const float *logits, const uint8_t *labels, int rows, int cols,
+                               double *hit)
+{
+    GRID_STRIDE(r, (size_t)rows)
+    {
+        const float *z = logits + r * cols;
+        int best = 0;
+        for (int c = 1; c < cols; c++)
+            if (z[c] > z[best]) best = c;
+        hit[r] = best == labels[r] ? 1.0 : 0.0;
+    }
+}
+
+/* *out = sum of v[0..n) by one block: strided partial sums, then a tree. */
+__global__ void k_sum_rows(const double *v, int n, double *out)
+{
+    __shared__ double part[SB_CUDA_THREADS];
+    double s = 0.0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s += v[i];
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w /= 2) {
+        if ((int)threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) *out = part[0];
+}
+
+/* Sums the first `rows` scratch values on the device and waits for the one
+ * double to reach host memory. This is a synchronisation point per call: the
+ * interface returns the loss in host memory. (Cheaper: keep a running device
+ * sum and read it once per epoch; that needs an interface change, left for
+ * when profiles show this wait matters.) */
+static double reduce_rows_to_host(int rows)
+{
+    k_sum_rows<<<1, SB_CUDA_THREADS, 0, ctx.stream>>>(ctx.scratch, rows, ctx.result_dev);
+    sb_cuda_check_launch("k_sum_rows");
+    cudaError_t e = cudaMemcpyAsync(ctx.result_host, ctx.result_dev, sizeof(double),
+                                    cudaMemcpyDeviceToHost, ctx.stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(ctx.stream);
+    if (e != cudaSuccess) {
+        sb_cuda_fail("reading a reduction back", cudaGetErrorString(e));
+        return 0.0;
+    }
+    return *ctx.result_host;
+}
+
+static void cu_softmax_xent(const float *logits, const uint8_t *labels, int rows, int cols,
+                            float scale, float *dlogits, double *loss_sum)
+{
+    *loss_sum = 0.0;
+    if (rows <= 0 || !ensure_scratch((size_t)rows)) return;
+    unsigned warps_per_block = SB_CUDA_THREADS / 32;
+    unsigned blocks = ((unsigned)rows + warps_per_block - 1) / warps_per_block;
+    k_softmax_xent<<<blocks, SB_CUDA_THREADS, 0, ctx.stream>>>(logits, labels, rows, cols,
+                                                                scale, dlogits, ctx.scratch);
+    sb_cuda_check_launch("k_softmax_xent");
+    *loss_sum = reduce_rows_to_host(rows);
+}
+
+static void cu_count_correct(const float *logits, const uint8_t *labels, int rows, int cols,
+                             long *correct)
+{
+    *correct = 0;
+    if (rows <= 0 || !ensure_scratch((size_t)rows)) return;
+    k_correct_rows<<<sb_cuda_blocks((size_t)rows), SB_CUDA_THREADS, 0, ctx.stream>>>(
+        logits, labels, rows, cols, ctx.scratch);
+    sb_cuda_check_launch("k_correct_rows");
+    *correct = (long)llround(reduce_rows_to_host(rows));
+}
+
+/* ------------------------------------------------------------ the ops table */
+
+/* Designated initialisers in declaration order (a GNU extension in C++17). */
+extern "C" const struct sb_backend_ops sb_backend_cuda = {
+    .name = "cuda",
+    .alloc = cu_alloc,
+    .free = cu_free,
+    .upload = cu_upload,
+    .download = cu_download,
+    .sync = cu_sync,
+    .sgemm = cu_sgemm,
+    .add_bias = cu_add_bias,
+    .relu_forward = cu_relu_forward,
+    .relu_backward = cu_relu_backward,
+    .bias_grad = cu_bias_grad,
+    .softmax_xent = cu_softmax_xent,
+    .count_correct = cu_count_correct,
+    .sgd_momentum = cu_sgd_momentum,
+    .copy = cu_copy,
+    .add = cu_add,
+    .scale = cu_scale,
+    .gather = cu_gather,
+    .im2col = sb_cuda_im2col,
+    .col2im = sb_cuda_col2im,
+    .transpose_batched = sb_cuda_transpose_batched,
+    .maxpool2_forward = sb_cuda_maxpool2_forward,
+    .maxpool2_backward = sb_cuda_maxpool2_backward,
+};

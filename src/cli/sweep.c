@@ -1,0 +1,543 @@
+/* `stratbench sweep`: the scaling matrix; see sweep.h and docs/sweep-compare.md. */
+#include "cli/sweep.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/stats_tests.h"
+#include "strategies/strategy.h"
+
+#define MAX_LIST 16
+#define BOOT_RESAMPLES 2000
+#define BOOT_SEED 20261121u
+#define PATH_LEN 4096
+
+static const char *const PHASES[] = {"data", "forward", "backward", "comm", "comm_exposed",
+                                     "optimizer", "wait"};
+#define N_PHASES (sizeof PHASES / sizeof PHASES[0])
+
+struct sweep_opts {
+    char strategies[MAX_LIST][32];
+    int n_strategies;
+    int replicas[MAX_LIST];
+    int n_replicas;
+    int scaling[2]; /* [0] strong, [1] weak requested */
+    int repeats, epochs, batch, global_batch;
+    long max_steps; /* 0: none */
+    char out[PATH_LEN];
+    const char *data;
+    char **extra;   /* flags after `--`, passed to every train */
+    int n_extra;
+    int help;       /* --help: print usage, exit 0 */
+};
+
+/* Measurements of one successful run, per repeat. */
+struct run_values {
+    double step_ms, samples_per_s, epoch_s, tta_s, accuracy;
+    double phase_ms[N_PHASES];
+};
+
+static const char *const SCALING_NAME[2] = {"strong", "weak"};
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: stratbench sweep [flags] [-- extra train flags]\n"
+            "  --strategies LIST   single,mirrored,ddp,central  strategies (single runs at n=1)\n"
+            "  --replicas LIST     1,2,4       replica counts\n"
+            "  --scaling LIST      strong,weak strong: fixed global batch; weak: fixed per-replica\n"
+            "  --global-batch G    256         strong scaling: per-replica batch = G / n\n"
+            "  --batch B           64          weak scaling: per-replica batch\n"
+            "  --repeats R         3           runs per point (4+ lets compare's rank test reach 0.05)\n"
+            "  --epochs E          1           epochs per run\n"
+            "  --max-steps N       none        step limit per run\n"
+            "  --data DIR          $STRATBENCH_DATA  MNIST folder\n"
+            "  --out DIR           runs/sweep-<UTC time>  where reports and scaling.json go\n");
+}
+
+static sb_status parse_int(const char *flag, const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return sb_error(SB_ERR_USAGE, "--%s: '%s' is not an integer in %ld..%ld", flag, s, lo, hi);
+    *out = v;
+    return SB_OK;
+}
+
+static sb_status parse_list(const char *flag, const char *arg, char items[][32], int *n)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", arg);
+    *n = 0;
+    for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (*n == MAX_LIST || strlen(tok) >= 32)
+            return sb_error(SB_ERR_USAGE, "--%s: too many or too long items in '%s'", flag, arg);
+        strcpy(items[(*n)++], tok);
+    }
+    if (*n == 0) return sb_error(SB_ERR_USAGE, "--%s: empty list", flag);
+    return SB_OK;
+}
+
+static sb_status parse_opts(struct sweep_opts *o, int argc, char **argv)
+{
+    static const struct option longs[] = {
+        {"strategies", 1, NULL, 's'}, {"replicas", 1, NULL, 'n'}, {"scaling", 1, NULL, 'S'},
+        {"global-batch", 1, NULL, 'G'}, {"batch", 1, NULL, 'b'}, {"repeats", 1, NULL, 'r'},
+        {"epochs", 1, NULL, 'e'}, {"max-steps", 1, NULL, 'm'}, {"data", 1, NULL, 'd'},
+        {"out", 1, NULL, 'o'}, {"help", 0, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    char items[MAX_LIST][32];
+    int n;
+    long v;
+    memset(o, 0, sizeof *o);
+    SB_TRY(parse_list("strategies", "single,mirrored,ddp,central", o->strategies, &o->n_strategies));
+    o->n_replicas = 3;
+    o->replicas[0] = 1, o->replicas[1] = 2, o->replicas[2] = 4;
+    o->scaling[0] = o->scaling[1] = 1;
+    o->repeats = 3, o->epochs = 1, o->batch = 64, o->global_batch = 256;
+    optind = 1;
+    opterr = 0;
+    for (int c; (c = getopt_long(argc, argv, "+h", longs, NULL)) != -1;) {
+        switch (c) {
+        case 's':
+            SB_TRY(parse_list("strategies", optarg, o->strategies, &o->n_strategies));
+            for (int i = 0; i < o->n_strategies; i++)
+                if (!sb_strategy_find(o->strategies[i]))
+                    return sb_error(SB_ERR_USAGE, "--strategies: unknown strategy '%s' (expected %s)",
+                                    o->strategies[i], sb_strategy_names());
+            break;
+        case 'n':
+            SB_TRY(parse_list("replicas", optarg, items, &o->n_replicas));
+            for (int i = 0; i < o->n_replicas; i++) {
+                SB_TRY(parse_int("replicas", items[i], 1, 1024, &v));
+                o->replicas[i] = (int)v;
+            }
+            break;
+        case 'S':
+            SB_TRY(parse_list("scaling", optarg, items, &n));
+            o->scaling[0] = o->scaling[1] = 0;
+            for (int i = 0; i < n; i++) {
+                if (strcmp(items[i], "strong") == 0) o->scaling[0] = 1;
+                else if (strcmp(items[i], "weak") == 0) o->scaling[1] = 1;
+                else return sb_error(SB_ERR_USAGE, "--scaling: '%s' is not strong or weak", items[i]);
+            }
+            break;
+        case 'G': SB_TRY(parse_int("global-batch", optarg, 1, 60000, &v)); o->global_batch = (int)v; break;
+        case 'b': SB_TRY(parse_int("batch", optarg, 1, 60000, &v)); o->batch = (int)v; break;
+        case 'r': SB_TRY(parse_int("repeats", optarg, 1, 1000, &v)); o->repeats = (int)v; break;
+        case 'e': SB_TRY(parse_int("epochs", optarg, 1, 1000, &v)); o->epochs = (int)v; break;
+        case 'm': SB_TRY(parse_int("max-steps", optarg, 1, 100000000, &o->max_steps)); break;
+        case 'd': o->data = optarg; break;
+        case 'o': snprintf(o->out, sizeof o->out, "%s", optarg); break;
+        case 'h': o->help = 1; return SB_OK;
+        default:
+            return sb_error(SB_ERR_USAGE, "sweep: unknown or incomplete flag '%s' (see stratbench "
+                            "sweep --help)", argv[optind - 1]);
+        }
+    }
+    o->extra = argv + optind;
+    o->n_extra = argc - optind;
+    if (o->n_extra > 0 && strcmp(argv[optind - 1], "--") != 0)
+        return sb_error(SB_ERR_USAGE, "sweep: unexpected argument '%s' (put train flags after --)",
+                        argv[optind]);
+    if (o->scaling[0])
+        for (int i = 0; i < o->n_replicas; i++)
+            if (o->global_batch % o->replicas[i])
+                return sb_error(SB_ERR_USAGE, "--global-batch: %d is not divisible by %d replicas "
+                                "(strong scaling splits it evenly)", o->global_batch, o->replicas[i]);
+    if (!o->out[0]) {
+        char t[32];
+        time_t now = time(NULL);
+        struct tm tm;
+        strftime(t, sizeof t, "%Y%m%dT%H%M%SZ", gmtime_r(&now, &tm));
+        snprintf(o->out, sizeof o->out, "runs/sweep-%s", t);
+    }
+    return SB_OK;
+}
+
+/* mkdir -p */
+static sb_status make_dirs(const char *path)
+{
+    char buf[PATH_LEN];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == 0) {
+            char save = *p;
+            *p = 0;
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+                return sb_error(SB_ERR_IO, "--out %s: cannot create %s: %s", path, buf, strerror(errno));
+            if (!save) break;
+            *p = save;
+        }
+    }
+    return SB_OK;
+}
+
+sb_status sb_json_read_file(const char *path, cJSON **out)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return sb_error(SB_ERR_INPUT, "%s: %s", path, strerror(errno));
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    for (size_t got; buf && (got = fread(buf + len, 1, cap - len - 1, f)) > 0;) {
+        len += got;
+        if (len + 1 == cap) {
+            char *bigger = realloc(buf, cap *= 2);
+            if (!bigger) free(buf);
+            buf = bigger;
+        }
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!buf) return sb_error(SB_ERR_NOMEM, "%s: out of memory", path);
+    buf[len] = 0;
+    if (bad) {
+        free(buf);
+        return sb_error(SB_ERR_INPUT, "%s: read error", path);
+    }
+    *out = cJSON_ParseWithLength(buf, len);
+    free(buf);
+    if (!*out) return sb_error(SB_ERR_INPUT, "%s: not valid JSON", path);
+    return SB_OK;
+}
+
+sb_status sb_json_write_file_atomic(const char *path, const cJSON *doc)
+{
+    char *text = cJSON_Print(doc);
+    if (!text) return sb_error(SB_ERR_NOMEM, "%s: out of memory", path);
+    char tmp[PATH_LEN + 16];
+    snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
+    int fd = mkstemp(tmp);
+    sb_status st = SB_OK;
+    if (fd < 0) {
+        st = sb_error(SB_ERR_IO, "%s: %s", path, strerror(errno));
+    } else {
+        size_t len = strlen(text);
+        int ok = write(fd, text, len) == (ssize_t)len && write(fd, "\n", 1) == 1 &&
+                 fchmod(fd, 0644) == 0 && fsync(fd) == 0;
+        ok = (close(fd) == 0) && ok;
+        if (!ok || rename(tmp, path) != 0) {
+            st = sb_error(SB_ERR_IO, "%s: %s", path, strerror(errno));
+            unlink(tmp);
+        }
+    }
+    cJSON_free(text);
+    return st;
+}
+
+static double num_at(const cJSON *obj, const char *a, const char *b)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, a);
+    if (b) v = cJSON_GetObjectItemCaseSensitive(v, b);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+/* Pulls the per-repeat values out of a run report. */
+static void run_values_from(const cJSON *rep, struct run_values *rv)
+{
+    rv->step_ms = num_at(rep, "step_ms", "median");
+    double gb = num_at(rep, "config", "global_batch");
+    rv->samples_per_s = rv->step_ms > 0 ? gb * 1000.0 / rv->step_ms : NAN;
+    int n_epochs = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(rep, "epochs"));
+    rv->epoch_s = n_epochs > 0 ? num_at(rep, "train_seconds", NULL) / n_epochs : NAN;
+    rv->tta_s = num_at(rep, "time_to_accuracy_s", NULL);
+    rv->accuracy = num_at(rep, "final_test_accuracy", NULL);
+    const cJSON *ph = cJSON_GetObjectItemCaseSensitive(rep, "phases_ms");
+    for (size_t i = 0; i < N_PHASES; i++)
+        rv->phase_ms[i] = num_at(cJSON_GetObjectItemCaseSensitive(ph, PHASES[i]), "mean", NULL);
+}
+
+/* Runs `argv` with stdout and stderr to `log_path`; returns its exit status
+ * (128 + signal when killed, 127 when it could not start). */
+static int run_child(char **argv, const char *log_path)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) return 127;
+    if (pid == 0) {
+        int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) return 127;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* cJSON number, or null when not finite (JSON has no NaN). */
+static cJSON *num_or_null(double v)
+{
+    return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull();
+}
+
+/* {median, ci95_low, ci95_high} of x[0..n) over repeats. */
+static cJSON *median_ci(const double *x, int n)
+{
+    double med, lo, hi;
+    cJSON *o = cJSON_CreateObject();
+    if (sb_median(x, (size_t)n, &med) || sb_bootstrap_median_ci(x, (size_t)n, 0.95,
+                                                                 BOOT_RESAMPLES, BOOT_SEED, &lo, &hi))
+        med = lo = hi = NAN;
+    cJSON_AddItemToObject(o, "median", num_or_null(med));
+    cJSON_AddItemToObject(o, "ci95_low", num_or_null(lo));
+    cJSON_AddItemToObject(o, "ci95_high", num_or_null(hi));
+    return o;
+}
+
+/* One point of the matrix and its successful repeats' values. */
+struct point {
+    const char *strategy;
+    int replicas, scaling, batch;
+    struct run_values *ok; /* successful repeats */
+    int n_ok;
+    double *t;             /* per-repeat T for speedup: epoch_s (strong), step_ms (weak) */
+    cJSON *json;
+};
+
+static void copy_config(cJSON *dst, const cJSON *rep)
+{
+    const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(rep, "config");
+    const char *keys[] = {"workload", "device", "hidden"};
+    for (int i = 0; i < 3; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, keys[i]);
+        cJSON_AddItemToObject(dst, keys[i], v ? cJSON_Duplicate(v, 1) : cJSON_CreateNull());
+    }
+}
+
+/* Runs every repeat of `pt`, fills pt->json (without speedup), prints
+ * progress; counts runs done and failed. */
+static sb_status run_point(const struct sweep_opts *o, const char *self, struct point *pt,
+                           int *done, int total, int *failed, cJSON **environment)
+{
+    char path[PATH_LEN + 256], log_path[PATH_LEN + 256], name[128], nbuf[16], bbuf[16], ebuf[16],
+        mbuf[24];
+    pt->ok = calloc((size_t)o->repeats, sizeof *pt->ok);
+    pt->t = calloc((size_t)o->repeats, sizeof *pt->t);
+    if (!pt->ok || !pt->t) return sb_error(SB_ERR_NOMEM, "sweep: out of memory");
+    cJSON *runs = cJSON_CreateArray(), *first_report = NULL;
+    for (int r = 1; r <= o->repeats; r++) {
+        snprintf(name, sizeof name, "%s-n%d-%s-r%d", pt->strategy, pt->replicas,
+                 SCALING_NAME[pt->scaling], r);
+        snprintf(path, sizeof path, "%s/%s.json", o->out, name);
+        snprintf(log_path, sizeof log_path, "%s/%s.log", o->out, name);
+        snprintf(nbuf, sizeof nbuf, "%d", pt->replicas);
+        snprintf(bbuf, sizeof bbuf, "%d", pt->batch);
+        snprintf(ebuf, sizeof ebuf, "%d", o->epochs);
+        snprintf(mbuf, sizeof mbuf, "%ld", o->max_steps);
+        char *argv[64 + 256];
+        int a = 0;
+        argv[a++] = (char *)self, argv[a++] = "train";
+        argv[a++] = "--strategy", argv[a++] = (char *)pt->strategy;
+        argv[a++] = "--replicas", argv[a++] = nbuf, argv[a++] = "--batch", argv[a++] = bbuf;
+        argv[a++] = "--epochs", argv[a++] = ebuf, argv[a++] = "--report", argv[a++] = path;
+        if (o->max_steps) argv[a++] = "--max-steps", argv[a++] = mbuf;
+        if (o->data) argv[a++] = "--data", argv[a++] = (char *)o->data;
+        for (int i = 0; i < o->n_extra && i < 256; i++) argv[a++] = o->extra[i];
+        argv[a] = NULL;
+        unlink(path); /* a stale report must not pass for this run's */
+        int code = run_child(argv, log_path);
+        cJSON *rep = NULL;
+        if (code == 0 && sb_json_read_file(path, &rep) != SB_OK) code = 1;
+        printf("[%d/%d] %s n=%d %s r%d: ", ++*done, total, pt->strategy, pt->replicas,
+               SCALING_NAME[pt->scaling], r);
+        cJSON *run = cJSON_CreateObject();
+        cJSON_AddNumberToObject(run, "repeat", r);
+        cJSON_AddStringToObject(run, "report", strrchr(path, '/') + 1);
+        cJSON_AddStringToObject(run, "log", strrchr(log_path, '/') + 1);
+        cJSON_AddStringToObject(run, "status", code ? "failed" : "ok");
+        cJSON_AddNumberToObject(run, "exit_status", code);
+        if (code) {
+            printf("FAILED (exit %d, see %s)\n", code, log_path);
+            ++*failed;
+        } else {
+            struct run_values *rv = &pt->ok[pt->n_ok];
+            run_values_from(rep, rv);
+            pt->t[pt->n_ok++] = pt->scaling == 0 ? rv->epoch_s : rv->step_ms;
+            printf("%.0f samples/s, %.3g s/epoch\n", rv->samples_per_s, rv->epoch_s);
+            cJSON_AddItemToObject(run, "step_ms", num_or_null(rv->step_ms));
+            cJSON_AddItemToObject(run, "samples_per_s", num_or_null(rv->samples_per_s));
+            cJSON_AddItemToObject(run, "epoch_s", num_or_null(rv->epoch_s));
+            if (!*environment)
+                *environment = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(rep, "environment"), 1);
+            if (!first_report) first_report = rep, rep = NULL;
+        }
+        cJSON_Delete(rep);
+        cJSON_AddItemToArray(runs, run);
+        fflush(stdout);
+    }
+
+    cJSON *p = pt->json = cJSON_CreateObject();
+    cJSON_AddStringToObject(p, "strategy", pt->strategy);
+    cJSON_AddNumberToObject(p, "replicas", pt->replicas);
+    cJSON_AddStringToObject(p, "scaling", SCALING_NAME[pt->scaling]);
+    cJSON_AddNumberToObject(p, "batch", pt->batch);
+    cJSON_AddNumberToObject(p, "global_batch", (double)pt->batch * pt->replicas);
+    copy_config(p, first_report);
+    cJSON_Delete(first_report);
+    cJSON_AddItemToObject(p, "runs", runs);
+    cJSON_AddNumberToObject(p, "runs_ok", pt->n_ok);
+
+    int n = pt->n_ok;
+    double v[1024], med;
+    const size_t offs[] = {offsetof(struct run_values, samples_per_s),
+                           offsetof(struct run_values, step_ms), offsetof(struct run_values, epoch_s)};
+    const char *names[] = {"samples_per_s", "step_ms", "epoch_s"};
+    for (int k = 0; k < 3; k++) {
+        for (int i = 0; i < n; i++) v[i] = *(const double *)((const char *)&pt->ok[i] + offs[k]);
+        cJSON_AddItemToObject(p, names[k], median_ci(v, n));
+    }
+    int reached = 0;
+    for (int i = 0; i < n; i++) reached += isfinite(pt->ok[i].tta_s) ? (v[reached] = pt->ok[i].tta_s, 1) : 0;
+    SB_TRY(sb_median(v, (size_t)reached, &med));
+    cJSON_AddItemToObject(p, "time_to_accuracy_s", num_or_null(n > 0 && reached == n ? med : NAN));
+    for (int i = 0; i < n; i++) v[i] = pt->ok[i].accuracy;
+    SB_TRY(sb_median(v, (size_t)n, &med));
+    cJSON_AddItemToObject(p, "final_test_accuracy", num_or_null(med));
+    cJSON *ph = cJSON_AddObjectToObject(p, "phases_ms");
+    for (size_t k = 0; k < N_PHASES; k++) {
+        for (int i = 0; i < n; i++) v[i] = pt->ok[i].phase_ms[k];
+        SB_TRY(sb_median(v, (size_t)n, &med));
+        cJSON_AddItemToObject(ph, PHASES[k], num_or_null(med));
+    }
+    return SB_OK;
+}
+
+/* Adds speedup and efficiency of `pt` against the baseline `base` (single,
+ * n=1, same scaling; NULL: nulls). strong: r = T1/T_N with T = epoch time,
+ * speedup = r, efficiency = r/N; weak: r = T1/T_N with T = step time,
+ * efficiency = r, speedup = N·r. */
+static void add_speedup(struct point *pt, const struct point *base)
+{
+    double r = NAN, lo = NAN, hi = NAN, m1, mn;
+    if (base && base->n_ok && pt->n_ok && !sb_median(base->t, (size_t)base->n_ok, &m1) &&
+        !sb_median(pt->t, (size_t)pt->n_ok, &mn)) {
+        r = m1 / mn;
+        if (pt == base) lo = hi = 1; /* the baseline against itself: exactly 1 */
+        else if (sb_bootstrap_ratio_ci(base->t, (size_t)base->n_ok, pt->t, (size_t)pt->n_ok, 0.95,
+                                       BOOT_RESAMPLES, BOOT_SEED, &lo, &hi))
+            lo = hi = NAN;
+    }
+    double n = pt->replicas;
+    double s_scale = pt->scaling == 0 ? 1 : n, e_scale = pt->scaling == 0 ? 1 / n : 1;
+    const char *keys[] = {"speedup", "efficiency"};
+    double scale[] = {s_scale, e_scale};
+    for (int k = 0; k < 2; k++) {
+        cJSON *o = cJSON_AddObjectToObject(pt->json, keys[k]);
+        cJSON_AddItemToObject(o, "value", num_or_null(r * scale[k]));
+        cJSON_AddItemToObject(o, "ci95_low", num_or_null(lo * scale[k]));
+        cJSON_AddItemToObject(o, "ci95_high", num_or_null(hi * scale[k]));
+    }
+}
+
+static cJSON *matrix_json(const struct sweep_opts *o)
+{
+    cJSON *m = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(m, "strategies");
+    for (int i = 0; i < o->n_strategies; i++) cJSON_AddItemToArray(a, cJSON_CreateString(o->strategies[i]));
+    cJSON_AddItemToObject(m, "replicas", cJSON_CreateIntArray(o->replicas, o->n_replicas));
+    a = cJSON_AddArrayToObject(m, "scaling");
+    for (int s = 0; s < 2; s++)
+        if (o->scaling[s]) cJSON_AddItemToArray(a, cJSON_CreateString(SCALING_NAME[s]));
+    cJSON_AddNumberToObject(m, "repeats", o->repeats);
+    cJSON_AddNumberToObject(m, "epochs", o->epochs);
+    cJSON_AddNumberToObject(m, "batch", o->batch);
+    cJSON_AddNumberToObject(m, "global_batch", o->global_batch);
+    cJSON_AddItemToObject(m, "max_steps", o->max_steps ? cJSON_CreateNumber((double)o->max_steps)
+                                                       : cJSON_CreateNull());
+    a = cJSON_AddArrayToObject(m, "extra_args");
+    for (int i = 0; i < o->n_extra; i++) cJSON_AddItemToArray(a, cJSON_CreateString(o->extra[i]));
+    return m;
+}
+
+int sb_sweep_main(int argc, char **argv)
+{
+    struct sweep_opts o;
+    sb_status st = parse_opts(&o, argc, argv);
+    if (!st && o.help) {
+        usage(stdout);
+        return 0;
+    }
+    if (!st) st = make_dirs(o.out);
+    char self[PATH_LEN];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (!st && len <= 0) st = sb_error(SB_ERR_INTERNAL, "/proc/self/exe: %s", strerror(errno));
+    if (st) {
+        fprintf(stderr, "stratbench: %s\n", sb_error_message());
+        return sb_status_exit_code(st);
+    }
+    self[len] = 0;
+    if (o.repeats > 1024) o.repeats = 1024;
+
+    struct point pts[2 * MAX_LIST * MAX_LIST];
+    int n_pts = 0, total = 0;
+    for (int s = 0; s < 2; s++) {
+        if (!o.scaling[s]) continue;
+        for (int i = 0; i < o.n_strategies; i++)
+            for (int j = 0; j < o.n_replicas; j++) {
+                int n = o.replicas[j];
+                int is_single = strcmp(o.strategies[i], "single") == 0;
+                if (is_single && n != 1) continue;
+                pts[n_pts++] = (struct point){.strategy = o.strategies[i], .replicas = n, .scaling = s,
+                                              .batch = s == 0 ? o.global_batch / n : o.batch};
+                total += o.repeats;
+            }
+    }
+    printf("# sweep: %d points x %d repeats -> %s/scaling.json\n", n_pts, o.repeats, o.out);
+    int done = 0, failed = 0;
+    cJSON *environment = NULL;
+    for (int i = 0; i < n_pts && !st; i++)
+        st = run_point(&o, self, &pts[i], &done, total, &failed, &environment);
+    cJSON *doc = cJSON_CreateObject(), *points = NULL;
+    if (!st) {
+        cJSON_AddStringToObject(doc, "schema_version", SB_SCALING_SCHEMA_VERSION);
+        cJSON_AddStringToObject(doc, "kind", "stratbench-scaling");
+        cJSON_AddItemToObject(doc, "environment", environment ? environment : cJSON_CreateNull());
+        environment = NULL;
+        cJSON_AddItemToObject(doc, "matrix", matrix_json(&o));
+        cJSON_AddStringToObject(doc, "ci_method", "bootstrap percentile, 95%, 2000 resamples over repeats");
+        points = cJSON_AddArrayToObject(doc, "points");
+        for (int i = 0; i < n_pts; i++) {
+            const struct point *base = NULL;
+            for (int k = 0; k < n_pts; k++)
+                if (strcmp(pts[k].strategy, "single") == 0 && pts[k].scaling == pts[i].scaling)
+                    base = &pts[k];
+            add_speedup(&pts[i], base);
+            cJSON_AddItemToArray(points, pts[i].json);
+            pts[i].json = NULL;
+        }
+        char path[PATH_LEN + 16];
+        snprintf(path, sizeof path, "%s/scaling.json", o.out);
+        st = sb_json_write_file_atomic(path, doc);
+        if (!st) printf("# %d of %d runs failed; wrote %s\n", failed, total, path);
+    }
+    for (int i = 0; i < n_pts; i++) {
+        cJSON_Delete(pts[i].json);
+        free(pts[i].ok);
+        free(pts[i].t);
+    }
+    cJSON_Delete(environment);
+    cJSON_Delete(doc);
+    if (st) {
+        fprintf(stderr, "stratbench: %s\n", sb_error_message());
+        return sb_status_exit_code(st);
+    }
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,28 @@
+/* `stratbench sweep`: runs a matrix of strategies x replica counts x
+ * strong/weak scaling x repeats, each run a child `stratbench train`, and
+ * writes DIR/scaling.json (reports/scaling.schema.json): per point the
+ * medians over repeats with bootstrap confidence intervals, speedup and
+ * efficiency against `single`, time to accuracy and the phase breakdown. */
+#ifndef SB_SWEEP_H
+#define SB_SWEEP_H
+
+#include <cjson/cJSON.h>
+
+#include "core/status.h"
+
+#define SB_SCALING_SCHEMA_VERSION "1.0"
+
+/* Runs `stratbench sweep` with argv[0] = "sweep" and returns the process exit
+ * status: 0 every run succeeded, 1 some run failed (scaling.json is still
+ * written), 2 bad flags (one line on stderr naming the flag). */
+int sb_sweep_main(int argc, char **argv);
+
+/* Reads and parses the JSON file `path` into *out (free with cJSON_Delete).
+ * Errors: SB_ERR_INPUT naming the path (missing, unreadable, not JSON). */
+sb_status sb_json_read_file(const char *path, cJSON **out);
+
+/* Writes `doc` to `path` atomically: a temporary file beside it, fsync,
+ * rename. Errors: SB_ERR_IO naming the path; SB_ERR_NOMEM. */
+sb_status sb_json_write_file_atomic(const char *path, const cJSON *doc);
+
+#endif

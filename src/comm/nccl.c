@@ -1,0 +1,230 @@
+/* The "nccl" communicator: NCCL collectives on GPU buffers, for the cuda
+ * backend. Compiled only when configure.py found NCCL (SB_HAVE_NCCL).
+ *
+ * Every call is enqueued on the calling thread's CUDA stream (the backend's,
+ * sb_cuda_stream()), so it is ordered after the kernels that produced the
+ * buffer, and then waits for that stream: the communicator interface is
+ * blocking, so on return the result is in place. (ddp's overlap will use a
+ * separate communication stream and events instead; see docs/gpu.md.)
+ *
+ * Bootstrap across processes: rank 0 creates an ncclUniqueId and broadcasts
+ * it over MPI; every rank then calls ncclCommInitRank (NCCL user guide,
+ * "Creating a communicator"). Within one process (mirrored),
+ * ncclCommInitAll creates one member per device. */
+#ifdef SB_HAVE_NCCL
+
+#include <cuda_runtime_api.h>
+#include <mpi.h>
+#include <nccl.h>
+#include <stdlib.h>
+
+#include "backend/cuda.h"
+#include "comm/comm.h"
+
+struct nccl_impl {
+    ncclComm_t comm;
+    int device;
+    void *scratch;        /* device staging for host metrics and the barrier */
+    size_t scratch_bytes;
+};
+
+static sb_status nccl_check(ncclResult_t r, const char *what)
+{
+    if (r == ncclSuccess) return SB_OK;
+    return sb_error(SB_ERR_COMM, "%s: %s", what, ncclGetErrorString(r));
+}
+
+static sb_status cuda_check(cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess) return SB_OK;
+    return sb_error(SB_ERR_COMM, "%s: %s", what, cudaGetErrorString(e));
+}
+
+static struct nccl_impl *impl(struct sb_comm *c) { return c->impl; }
+
+/* The calling thread's stream, on this communicator's device. */
+static sb_status stream_of(struct sb_comm *c, cudaStream_t *out)
+{
+    if (sb_cuda_current_device() != impl(c)->device)
+        SB_TRY(sb_cuda_set_device(impl(c)->device));
+    *out = (cudaStream_t)sb_cuda_stream();
+    if (!*out) return sb_error(SB_ERR_COMM, "nccl: no CUDA stream on device %d", impl(c)->device);
+    return SB_OK;
+}
+
+static sb_status wait_stream(cudaStream_t s, const char *what)
+{
+    return cuda_check(cudaStreamSynchronize(s), what);
+}
+
+static sb_status nccl_allreduce(struct sb_comm *c, float *buf, size_t n)
+{
+    cudaStream_t s;
+    SB_TRY(stream_of(c, &s));
+    SB_TRY(nccl_check(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, impl(c)->comm, s),
+                      "ncclAllReduce"));
+    return wait_stream(s, "cudaStreamSynchronize (ncclAllReduce)");
+}
+
+/* Grows the device scratch to `bytes`. */
+static sb_status ensure_scratch(struct nccl_impl *m, size_t bytes)
+{
+    if (m->scratch_bytes >= bytes) return SB_OK;
+    cudaFree(m->scratch);
+    m->scratch = NULL;
+    m->scratch_bytes = 0;
+    SB_TRY(cuda_check(cudaMalloc(&m->scratch, bytes), "cudaMalloc (nccl scratch)"));
+    m->scratch_bytes = bytes;
+    return SB_OK;
+}
+
+/* buf is host memory (metrics): staged through device scratch. */
+static sb_status nccl_allreduce_f64(struct sb_comm *c, double *buf, size_t n)
+{
+    cudaStream_t s;
+    SB_TRY(stream_of(c, &s));
+    size_t bytes = n * sizeof *buf;
+    SB_TRY(ensure_scratch(impl(c), bytes));
+    void *d = impl(c)->scratch;
+    SB_TRY(cuda_check(cudaMemcpyAsync(d, buf, bytes, cudaMemcpyHostToDevice, s),
+                      "cudaMemcpyAsync (nccl metrics)"));
+    SB_TRY(nccl_check(ncclAllReduce(d, d, n, ncclDouble, ncclSum, impl(c)->comm, s),
+                      "ncclAllReduce (f64)"));
+    SB_TRY(cuda_check(cudaMemcpyAsync(buf, d, bytes, cudaMemcpyDeviceToHost, s),
+                      "cudaMemcpyAsync (nccl metrics)"));
+    return wait_stream(s, "cudaStreamSynchronize (ncclAllReduce f64)");
+}
+
+static sb_status nccl_broadcast(struct sb_comm *c, float *buf, size_t n, int root)
+{
+    cudaStream_t s;
+    SB_TRY(stream_of(c, &s));
+    SB_TRY(nccl_check(ncclBroadcast(buf, buf, n, ncclFloat, root, impl(c)->comm, s),
+                      "ncclBroadcast"));
+    return wait_stream(s, "cudaStreamSynchronize (ncclBroadcast)");
+}
+
+static sb_status nccl_send(struct sb_comm *c, const float *buf, size_t n, int peer)
+{
+    cudaStream_t s;
+    SB_TRY(stream_of(c, &s));
+    SB_TRY(nccl_check(ncclSend(buf, n, ncclFloat, peer, impl(c)->comm, s), "ncclSend"));
+    return wait_stream(s, "cudaStreamSynchronize (ncclSend)");
+}
+
+static sb_status nccl_recv(struct sb_comm *c, float *buf, size_t n, int peer)
+{
+    cudaStream_t s;
+    SB_TRY(stream_of(c, &s));
+    SB_TRY(nccl_check(ncclRecv(buf, n, ncclFloat, peer, impl(c)->comm, s), "ncclRecv"));
+    return wait_stream(s, "cudaStreamSynchronize (ncclRecv)");
+}
+
+/* NCCL has no barrier: an all-reduce of one float is one (every member must
+ * arrive before any finishes). */
+static sb_status nccl_barrier(struct sb_comm *c)
+{
+    cudaStream_t s;
+    SB_TRY(stream_of(c, &s));
+    SB_TRY(ensure_scratch(impl(c), sizeof(float)));
+    float *d = impl(c)->scratch;
+    SB_TRY(nccl_check(ncclAllReduce(d, d, 1, ncclFloat, ncclSum, impl(c)->comm, s),
+                      "ncclAllReduce (barrier)"));
+    return wait_stream(s, "cudaStreamSynchronize (nccl barrier)");
+}
+
+static void nccl_destroy(struct sb_comm *c)
+{
+    struct nccl_impl *m = c ? c->impl : NULL;
+    if (m) {
+        /* Teardown errors are ignored: nothing useful can follow. */
+        cudaSetDevice(m->device);
+        if (m->comm) ncclCommDestroy(m->comm);
+        cudaFree(m->scratch);
+        free(m);
+    }
+    free(c);
+}
+
+static const struct sb_comm_ops nccl_ops = {
+    .name = "nccl",
+    .allreduce = nccl_allreduce,
+    .allreduce_f64 = nccl_allreduce_f64,
+    .broadcast = nccl_broadcast,
+    .send = nccl_send,
+    .recv = nccl_recv,
+    .barrier = nccl_barrier,
+    .destroy = nccl_destroy,
+};
+
+/* A member with no NCCL communicator yet. */
+static sb_status member_new(int device, struct sb_comm **out)
+{
+    *out = calloc(1, sizeof **out);
+    struct nccl_impl *m = calloc(1, sizeof *m);
+    if (!*out || !m) {
+        free(*out);
+        free(m);
+        *out = NULL;
+        return sb_error(SB_ERR_NOMEM, "nccl communicator: out of memory");
+    }
+    m->device = device;
+    (*out)->ops = &nccl_ops;
+    (*out)->impl = m;
+    return SB_OK;
+}
+
+sb_status sb_comm_nccl_create(const void *mpi_comm, int device, struct sb_comm **out)
+{
+    *out = NULL;
+    MPI_Comm world = *(const MPI_Comm *)mpi_comm;
+    int rank = 0, size = 0;
+    if (MPI_Comm_rank(world, &rank) != MPI_SUCCESS || MPI_Comm_size(world, &size) != MPI_SUCCESS)
+        return sb_error(SB_ERR_COMM, "nccl bootstrap: MPI_Comm_rank/size failed");
+    /* The backend's thread context and the NCCL communicator must share the
+     * device: select it before anything else touches the GPU. */
+    SB_TRY(sb_cuda_set_device(device));
+    ncclUniqueId id;
+    if (rank == 0) SB_TRY(nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId"));
+    if (MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, world) != MPI_SUCCESS)
+        return sb_error(SB_ERR_COMM, "nccl bootstrap: MPI_Bcast of the ncclUniqueId failed");
+    struct sb_comm *c;
+    SB_TRY(member_new(device, &c));
+    sb_status st = nccl_check(ncclCommInitRank(&impl(c)->comm, size, id, rank),
+                              "ncclCommInitRank");
+    if (st) {
+        nccl_destroy(c);
+        return st;
+    }
+    c->rank = rank;
+    c->size = size;
+    *out = c;
+    return SB_OK;
+}
+
+sb_status sb_comm_nccl_create_all(int n, const int *devices, struct sb_comm **out)
+{
+    for (int i = 0; i < n; i++) out[i] = NULL;
+    ncclComm_t *comms = calloc((size_t)n, sizeof *comms);
+    if (!comms) return sb_error(SB_ERR_NOMEM, "nccl communicator: out of memory");
+    sb_status st = nccl_check(ncclCommInitAll(comms, n, devices), "ncclCommInitAll");
+    for (int i = 0; i < n && !st; i++) {
+        st = member_new(devices[i], &out[i]);
+        if (st) break;
+        impl(out[i])->comm = comms[i];
+        comms[i] = NULL;
+        out[i]->rank = i;
+        out[i]->size = n;
+    }
+    if (st) {
+        for (int i = 0; i < n; i++) {
+            sb_comm_destroy(out[i]);
+            out[i] = NULL;
+            if (comms[i]) ncclCommDestroy(comms[i]);
+        }
+    }
+    free(comms);
+    return st;
+}
+
+#endif /* SB_HAVE_NCCL */

@@ -1,0 +1,135 @@
+/* Cross-rank step and phase timings; see rank_stats.h. */
+#include "harness/rank_stats.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/stats.h"
+#include "trace/trace.h"
+
+void sb_rank_timings_free(struct sb_rank_timings *t)
+{
+    free(t->ms);
+    memset(t, 0, sizeof *t);
+}
+
+/* This process's fields as one block, [field][step]; NULL on no memory. */
+static double *pack_local(const double *step_ms, double *const phase_ms[SB_PHASE_COUNT],
+                          size_t n)
+{
+    double *b = calloc((n ? n : 1) * SB_RANK_FIELDS, sizeof *b);
+    if (!b) return NULL;
+    if (step_ms) memcpy(b, step_ms, n * sizeof *b);
+    for (int p = 0; p < SB_PHASE_COUNT; p++)
+        if (phase_ms[p]) memcpy(b + (size_t)SB_RANK_FIELD_PHASE(p) * n, phase_ms[p], n * sizeof *b);
+    return b;
+}
+
+sb_status sb_rank_timings_gather(const void *mpi_world, int rank, int size,
+                                 const double *step_ms, double *const phase_ms[SB_PHASE_COUNT],
+                                 size_t n, struct sb_rank_timings *out)
+{
+    memset(out, 0, sizeof *out);
+    double *mine = pack_local(step_ms, phase_ms, n);
+    if (!mpi_world || size <= 1) {
+        if (!mine) return sb_error(SB_ERR_NOMEM, "rank timings: out of memory");
+        out->n_ranks = 1;
+        out->n_steps = n;
+        out->ms = mine;
+        return SB_OK;
+    }
+    long long bytes = (long long)(n * SB_RANK_FIELDS * sizeof(double));
+    if (!mine) {
+        sb_error(SB_ERR_NOMEM, "rank timings: out of memory");
+        bytes = -1;
+    }
+    char *all = NULL;
+    long long *counts = NULL;
+    sb_status st = sb_gather_bytes_to_root(mpi_world, rank, size, mine, bytes, &all, &counts);
+    free(mine);
+    if (st || rank != 0) return st;
+
+    /* Keep the first `keep` steps of every rank (ranks run the same steps,
+     * so the counts agree; the minimum guards against a mismatch). */
+    size_t keep = (size_t)-1;
+    for (int r = 0; r < size; r++) {
+        size_t nr = (size_t)counts[r] / (SB_RANK_FIELDS * sizeof(double));
+        if (nr < keep) keep = nr;
+    }
+    out->ms = malloc((keep ? keep : 1) * SB_RANK_FIELDS * (size_t)size * sizeof *out->ms);
+    if (!out->ms) {
+        free(all);
+        free(counts);
+        return sb_error(SB_ERR_NOMEM, "rank timings: out of memory");
+    }
+    out->n_ranks = size;
+    out->n_steps = keep;
+    const char *p = all;
+    for (int r = 0; r < size; r++) {
+        size_t nr = (size_t)counts[r] / (SB_RANK_FIELDS * sizeof(double));
+        for (int f = 0; f < SB_RANK_FIELDS; f++)
+            memcpy(sb_rank_timings_at(out, r, f), p + (size_t)f * nr * sizeof(double),
+                   keep * sizeof(double));
+        p += counts[r];
+    }
+    free(all);
+    free(counts);
+    return SB_OK;
+}
+
+void sb_rank_timings_fill_wait(struct sb_rank_timings *t)
+{
+    if (t->n_ranks <= 1) return;
+    static const int compute[] = {SB_PHASE_DATA, SB_PHASE_H2D, SB_PHASE_FORWARD,
+                                  SB_PHASE_BACKWARD};
+    const int n_compute = (int)(sizeof compute / sizeof compute[0]);
+    for (size_t s = 0; s < t->n_steps; s++) {
+        double slowest = 0.0;
+        for (int r = 0; r < t->n_ranks; r++) {
+            double c = 0.0;
+            for (int k = 0; k < n_compute; k++)
+                c += sb_rank_timings_at(t, r, SB_RANK_FIELD_PHASE(compute[k]))[s];
+            /* Park compute_r(s) in the wait slot; turned into wait below. */
+            sb_rank_timings_at(t, r, SB_RANK_FIELD_PHASE(SB_PHASE_WAIT))[s] = c;
+            if (c > slowest) slowest = c;
+        }
+        for (int r = 0; r < t->n_ranks; r++) {
+            double *w = &sb_rank_timings_at(t, r, SB_RANK_FIELD_PHASE(SB_PHASE_WAIT))[s];
+            *w = slowest - *w;
+        }
+    }
+}
+
+/* The spread of field f across ranks, medians[] being scratch (n_ranks). */
+static sb_status spread_of(const struct sb_rank_timings *t, int f, double *medians,
+                           struct sb_rank_spread *out)
+{
+    memset(out, 0, sizeof *out);
+    out->ranks = t->n_ranks;
+    for (int r = 0; r < t->n_ranks; r++) {
+        struct sb_summary s;
+        SB_TRY(sb_summarize(sb_rank_timings_at(t, r, f), t->n_steps, &s));
+        medians[r] = s.median;
+        if (r == 0 || s.median > medians[out->slowest_rank]) out->slowest_rank = r;
+    }
+    struct sb_summary across;
+    SB_TRY(sb_summarize(medians, (size_t)t->n_ranks, &across));
+    out->min = across.min;
+    out->median = across.median;
+    out->max = across.max;
+    out->skew = across.max - across.min;
+    return SB_OK;
+}
+
+sb_status sb_rank_timings_spread(const struct sb_rank_timings *t, struct sb_rank_spread *step,
+                                 struct sb_rank_spread phases[SB_PHASE_COUNT])
+{
+    if (t->n_ranks <= 0) return sb_error(SB_ERR_INTERNAL, "rank timings: no ranks");
+    double *medians = malloc((size_t)t->n_ranks * sizeof *medians);
+    if (!medians) return sb_error(SB_ERR_NOMEM, "rank timings: out of memory");
+    sb_status st = spread_of(t, SB_RANK_FIELD_STEP, medians, step);
+    for (int p = 0; !st && p < SB_PHASE_COUNT; p++)
+        st = spread_of(t, SB_RANK_FIELD_PHASE(p), medians, &phases[p]);
+    free(medians);
+    return st;
+}

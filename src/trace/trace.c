@@ -1,0 +1,414 @@
+/* The --trace timeline: per-thread span buffers, clock alignment across
+ * ranks, and the merged Chrome trace-event JSON; see trace.h. */
+#include "trace/trace.h"
+
+#include <limits.h>
+#include <mpi.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/clock.h"
+#include "core/nvtx.h"
+#include "report/report.h"
+
+#define MAX_DEPTH 32
+#define NAME_LEN 24
+#define PINGPONG_ROUNDS 8
+#define TAG_CLOCK 7301
+
+enum payload_kind { PAYLOAD_NONE = 0, PAYLOAD_INDEX, PAYLOAD_BYTES };
+
+/* One closed span; plain data so that it travels as bytes. */
+struct event {
+    double start_s;    /* CLOCK_MONOTONIC of the recording rank */
+    double dur_s;
+    uint64_t payload;
+    int32_t tid;
+    int16_t category;
+    int16_t payload_kind;
+    char name[NAME_LEN];
+};
+
+struct open_span {
+    const char *name;
+    double start_s;
+    uint64_t payload;
+    int category, payload_kind, recorded;
+};
+
+/* One thread's buffer, owned by the registry (outlives the thread). */
+struct tbuf {
+    int tid;
+    struct event *ev;
+    size_t n, cap;
+    struct open_span stack[MAX_DEPTH];
+    int depth;
+    struct tbuf *next;
+};
+
+static atomic_int active;
+static atomic_int full;            /* a cap was reached: record nothing new */
+static atomic_long steps_seen;
+static long max_steps_cfg;
+static atomic_uint generation;     /* bumps at every start, invalidating TLS */
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tbuf *registry;
+static int next_tid;
+static double clock_offset_s;      /* this rank's clock minus rank 0's */
+static double origin_s;            /* rank 0: trace start on its clock */
+
+static _Thread_local struct tbuf *tls;
+static _Thread_local unsigned tls_generation;
+
+/* The calling thread's buffer, registering it on first use; NULL when out
+ * of memory (the thread then records nothing). */
+static struct tbuf *thread_buffer(void)
+{
+    unsigned gen = atomic_load(&generation);
+    if (tls && tls_generation == gen) return tls;
+    struct tbuf *b = calloc(1, sizeof *b);
+    if (b) {
+        pthread_mutex_lock(&registry_lock);
+        b->tid = next_tid++;
+        b->next = registry;
+        registry = b;
+        pthread_mutex_unlock(&registry_lock);
+    }
+    tls = b;
+    tls_generation = gen;
+    return b;
+}
+
+int sb_trace_active(void) { return atomic_load_explicit(&active, memory_order_relaxed); }
+
+void sb_trace_push(const char *name, int category, uint64_t payload, int is_bytes)
+{
+    if (!sb_trace_active()) return;
+    struct tbuf *b = thread_buffer();
+    if (!b) return;
+    if (category == SB_NVTX_STEP &&
+        atomic_fetch_add(&steps_seen, 1) >= max_steps_cfg)
+        atomic_store(&full, 1);
+    if (b->depth >= MAX_DEPTH) {
+        b->depth++; /* counted so that pops stay matched; not recorded */
+        return;
+    }
+    struct open_span *o = &b->stack[b->depth++];
+    o->name = name;
+    o->category = category;
+    o->payload = payload;
+    o->payload_kind = is_bytes ? PAYLOAD_BYTES
+                               : (category == SB_NVTX_STEP || category == SB_NVTX_EPOCH)
+                                     ? PAYLOAD_INDEX
+                                     : PAYLOAD_NONE;
+    o->recorded = !atomic_load_explicit(&full, memory_order_relaxed);
+    o->start_s = sb_now_s();
+}
+
+void sb_trace_pop(void)
+{
+    if (!sb_trace_active()) return;
+    double now = sb_now_s();
+    struct tbuf *b = thread_buffer();
+    if (!b || b->depth == 0) return;
+    if (--b->depth >= MAX_DEPTH) return;
+    const struct open_span *o = &b->stack[b->depth];
+    if (!o->recorded) return;
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? 2 * b->cap : 1024;
+        if (cap > SB_TRACE_MAX_EVENTS_PER_THREAD) cap = SB_TRACE_MAX_EVENTS_PER_THREAD;
+        struct event *ev = cap > b->cap ? realloc(b->ev, cap * sizeof *ev) : NULL;
+        if (!ev) {
+            atomic_store(&full, 1);
+            return;
+        }
+        b->ev = ev;
+        b->cap = cap;
+    }
+    struct event *e = &b->ev[b->n++];
+    memset(e, 0, sizeof *e);
+    e->start_s = o->start_s;
+    e->dur_s = now - o->start_s;
+    e->payload = o->payload;
+    e->tid = b->tid;
+    e->category = (int16_t)o->category;
+    e->payload_kind = (int16_t)o->payload_kind;
+    snprintf(e->name, sizeof e->name, "%s", o->name ? o->name : "?");
+}
+
+/* Cristian's method against rank 0: rank r sends at t1, rank 0 answers
+ * with its clock t0, rank r receives at t2; then rank 0's clock read t0
+ * near the midpoint (t1 + t2) / 2, so offset = (t1 + t2) / 2 - t0. The
+ * round with the shortest round trip bounds the error by half of it. */
+static sb_status measure_offset(MPI_Comm comm, int rank, int size)
+{
+    clock_offset_s = 0.0;
+    if (rank == 0) {
+        for (int r = 1; r < size; r++)
+            for (int i = 0; i < PINGPONG_ROUNDS; i++) {
+                char ping;
+                if (MPI_Recv(&ping, 1, MPI_CHAR, r, TAG_CLOCK, comm, MPI_STATUS_IGNORE) !=
+                    MPI_SUCCESS)
+                    return sb_error(SB_ERR_COMM, "trace: clock ping-pong with rank %d failed", r);
+                double t0 = sb_now_s();
+                if (MPI_Send(&t0, 1, MPI_DOUBLE, r, TAG_CLOCK, comm) != MPI_SUCCESS)
+                    return sb_error(SB_ERR_COMM, "trace: clock ping-pong with rank %d failed", r);
+            }
+        return SB_OK;
+    }
+    double best_rtt = 1e30;
+    for (int i = 0; i < PINGPONG_ROUNDS; i++) {
+        char ping = 0;
+        double t0 = 0.0, t1 = sb_now_s();
+        if (MPI_Send(&ping, 1, MPI_CHAR, 0, TAG_CLOCK, comm) != MPI_SUCCESS ||
+            MPI_Recv(&t0, 1, MPI_DOUBLE, 0, TAG_CLOCK, comm, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return sb_error(SB_ERR_COMM, "trace: clock ping-pong with rank 0 failed");
+        double t2 = sb_now_s();
+        if (t2 - t1 < best_rtt) {
+            best_rtt = t2 - t1;
+            clock_offset_s = 0.5 * (t1 + t2) - t0;
+        }
+    }
+    return SB_OK;
+}
+
+sb_status sb_trace_start(const void *mpi_world, int rank, int size, long max_steps)
+{
+    sb_trace_stop();
+    max_steps_cfg = max_steps > 0 ? max_steps : SB_TRACE_DEFAULT_MAX_STEPS;
+    atomic_store(&steps_seen, 0);
+    atomic_store(&full, 0);
+    atomic_fetch_add(&generation, 1);
+    if (mpi_world && size > 1)
+        SB_TRY(measure_offset(*(const MPI_Comm *)mpi_world, rank, size));
+    origin_s = sb_now_s();
+    if (!thread_buffer()) return sb_error(SB_ERR_NOMEM, "trace: out of memory");
+    atomic_store(&active, 1);
+    return SB_OK;
+}
+
+void sb_trace_stop(void)
+{
+    atomic_store(&active, 0);
+    pthread_mutex_lock(&registry_lock);
+    for (struct tbuf *b = registry, *next; b; b = next) {
+        next = b->next;
+        free(b->ev);
+        free(b);
+    }
+    registry = NULL;
+    next_tid = 0;
+    pthread_mutex_unlock(&registry_lock);
+    tls = NULL;
+}
+
+sb_status sb_gather_bytes_to_root(const void *mpi_world, int rank, int size, const void *mine,
+                                  long long bytes, char **all, long long **counts)
+{
+    MPI_Comm comm = *(const MPI_Comm *)mpi_world;
+    *all = NULL;
+    *counts = NULL;
+    long long *n = malloc((size_t)size * sizeof *n);
+    long long mine_n = n ? bytes : -1;
+    if (MPI_Allgather(&mine_n, 1, MPI_LONG_LONG, n ? n : &mine_n, 1, MPI_LONG_LONG, comm) !=
+        MPI_SUCCESS) {
+        free(n);
+        return sb_error(SB_ERR_COMM, "gather: MPI_Allgather of sizes failed");
+    }
+    if (!n) return sb_error(SB_ERR_NOMEM, "gather: out of memory");
+    long long total = 0;
+    int bad = -1;
+    for (int r = 0; r < size; r++) {
+        if (n[r] < 0 && bad < 0) bad = r;
+        total += n[r] > 0 ? n[r] : 0;
+    }
+    if (bad >= 0 || total > INT_MAX) {
+        free(n);
+        if (bytes < 0) return SB_ERR_NOMEM; /* this rank's own error is recorded */
+        return bad >= 0 ? sb_error(SB_ERR_COMM, "gather: rank %d could not prepare its data", bad)
+                        : sb_error(SB_ERR_COMM, "gather: %lld bytes exceed MPI's 2 GiB limit",
+                                   total);
+    }
+    int *cnt = NULL, *disp = NULL;
+    char *buf = NULL;
+    int ok = 1;
+    if (rank == 0) {
+        cnt = malloc((size_t)size * sizeof *cnt);
+        disp = malloc((size_t)size * sizeof *disp);
+        buf = malloc(total > 0 ? (size_t)total : 1);
+        ok = cnt && disp && buf;
+        for (int r = 0, off = 0; ok && r < size; off += cnt[r], r++) {
+            cnt[r] = (int)n[r];
+            disp[r] = off;
+        }
+    }
+    /* Rank 0 says whether it could allocate before anyone sends. */
+    sb_status st = SB_OK;
+    if (MPI_Bcast(&ok, 1, MPI_INT, 0, comm) != MPI_SUCCESS)
+        st = sb_error(SB_ERR_COMM, "gather: MPI_Bcast failed");
+    else if (!ok)
+        st = sb_error(SB_ERR_NOMEM, "gather: rank 0 out of memory");
+    else if (MPI_Gatherv(mine, (int)bytes, MPI_BYTE, buf, cnt, disp, MPI_BYTE, 0, comm) !=
+             MPI_SUCCESS)
+        st = sb_error(SB_ERR_COMM, "gather: MPI_Gatherv failed");
+    free(cnt);
+    free(disp);
+    if (st || rank != 0) {
+        free(buf);
+        free(n);
+        return st;
+    }
+    *all = buf;
+    *counts = n;
+    return SB_OK;
+}
+
+/* This process's events as one array on rank 0's clock; NULL, 0 when none
+ * (*fail set on out of memory). */
+static struct event *collect_local(size_t *n_out, int *fail)
+{
+    *n_out = 0;
+    *fail = 0;
+    pthread_mutex_lock(&registry_lock);
+    size_t n = 0;
+    for (const struct tbuf *b = registry; b; b = b->next) n += b->n;
+    struct event *all = malloc((n ? n : 1) * sizeof *all);
+    if (all) {
+        size_t k = 0;
+        for (const struct tbuf *b = registry; b; b = b->next)
+            for (size_t i = 0; i < b->n; i++) {
+                all[k] = b->ev[i];
+                all[k++].start_s -= clock_offset_s;
+            }
+        *n_out = n;
+    } else {
+        *fail = 1;
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return all;
+}
+
+/* Adds the metadata events naming process `pid` ("rank N") and its threads
+ * 0..max_tid ("main", "thread k"). */
+static void add_names(cJSON *events, int pid, int max_tid, int *fail)
+{
+    for (int t = -1; t <= max_tid && !*fail; t++) {
+        cJSON *m = cJSON_CreateObject();
+        if (!m || !cJSON_AddItemToArray(events, m)) {
+            cJSON_Delete(m);
+            *fail = 1;
+            return;
+        }
+        char label[48];
+        if (t < 0) snprintf(label, sizeof label, "rank %d", pid);
+        else if (t == 0) snprintf(label, sizeof label, "main");
+        else snprintf(label, sizeof label, "thread %d", t);
+        cJSON *args = NULL;
+        int ok = cJSON_AddStringToObject(m, "name", t < 0 ? "process_name" : "thread_name") &&
+                 cJSON_AddStringToObject(m, "ph", "M") && cJSON_AddNumberToObject(m, "pid", pid) &&
+                 cJSON_AddNumberToObject(m, "tid", t < 0 ? 0 : t) &&
+                 (args = cJSON_AddObjectToObject(m, "args")) &&
+                 cJSON_AddStringToObject(args, "name", label);
+        if (!ok) *fail = 1;
+    }
+}
+
+/* Adds one "X" (complete) event; ts and dur in µs since rank 0's start. */
+static void add_event(cJSON *events, const struct event *e, int pid, int *fail)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o || !cJSON_AddItemToArray(events, o)) {
+        cJSON_Delete(o);
+        *fail = 1;
+        return;
+    }
+    char name[NAME_LEN + 1];
+    memcpy(name, e->name, NAME_LEN);
+    name[NAME_LEN] = '\0';
+    double ts_us = 1e6 * (e->start_s - origin_s);
+    int ok = cJSON_AddStringToObject(o, "name", name) &&
+             cJSON_AddStringToObject(o, "cat", sb_nvtx_category_name(e->category)) &&
+             cJSON_AddStringToObject(o, "ph", "X") && cJSON_AddNumberToObject(o, "ts", ts_us) &&
+             cJSON_AddNumberToObject(o, "dur", e->dur_s > 0 ? 1e6 * e->dur_s : 0.0) &&
+             cJSON_AddNumberToObject(o, "pid", pid) && cJSON_AddNumberToObject(o, "tid", e->tid);
+    if (ok && e->payload_kind != PAYLOAD_NONE) {
+        cJSON *args = cJSON_AddObjectToObject(o, "args");
+        const char *key = e->payload_kind == PAYLOAD_BYTES ? "bytes"
+                          : e->category == SB_NVTX_EPOCH   ? "epoch"
+                                                           : "step";
+        ok = args && cJSON_AddNumberToObject(args, key, (double)e->payload);
+    }
+    if (!ok) *fail = 1;
+}
+
+/* Builds the document from the gathered blocks (events of rank r in block r). */
+static sb_status write_json(const char *path, const char *blocks, const long long *bytes,
+                            int size)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON *events = root ? cJSON_AddArrayToObject(root, "traceEvents") : NULL;
+    int fail = !events;
+    const char *p = blocks;
+    for (int r = 0; r < size && !fail; r++) {
+        size_t n = (size_t)bytes[r] / sizeof(struct event);
+        int max_tid = 0;
+        for (size_t i = 0; i < n && !fail; i++) {
+            struct event e;
+            memcpy(&e, p + i * sizeof e, sizeof e); /* blocks are byte-aligned */
+            if (e.tid > max_tid) max_tid = e.tid;
+            add_event(events, &e, r, &fail);
+        }
+        add_names(events, r, max_tid, &fail);
+        p += bytes[r];
+    }
+    if (!fail && !cJSON_AddStringToObject(root, "displayTimeUnit", "ms")) fail = 1;
+    cJSON *other = fail ? NULL : cJSON_AddObjectToObject(root, "otherData");
+    if (!fail && !(other && cJSON_AddStringToObject(other, "clock", "CLOCK_MONOTONIC, rank 0") &&
+                   cJSON_AddNumberToObject(other, "max_steps", (double)max_steps_cfg) &&
+                   cJSON_AddNumberToObject(other, "max_events_per_thread",
+                                           SB_TRACE_MAX_EVENTS_PER_THREAD) &&
+                   cJSON_AddBoolToObject(other, "truncated", atomic_load(&full))))
+        fail = 1;
+    char *text = fail ? NULL : cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!text) return sb_error(SB_ERR_NOMEM, "trace %s: out of memory building JSON", path);
+    sb_status st = sb_write_text_atomic("trace", path, text);
+    cJSON_free(text);
+    return st;
+}
+
+sb_status sb_trace_write(const char *path, const void *mpi_world, int rank, int size)
+{
+    size_t n = 0;
+    int fail = 0;
+    struct event *mine = collect_local(&n, &fail);
+    long long bytes = (long long)(n * sizeof *mine);
+    if (fail) {
+        sb_error(SB_ERR_NOMEM, "trace: out of memory");
+        bytes = -1;
+    }
+    if (!mpi_world || size <= 1) {
+        sb_status st = fail ? SB_ERR_NOMEM : write_json(path, (const char *)mine, &bytes, 1);
+        free(mine);
+        return st;
+    }
+    /* A rank that truncated makes the whole trace say so. */
+    int full_any = atomic_load(&full);
+    if (MPI_Allreduce(MPI_IN_PLACE, &full_any, 1, MPI_INT, MPI_MAX,
+                      *(const MPI_Comm *)mpi_world) != MPI_SUCCESS)
+        full_any = atomic_load(&full); /* not fatal: only the flag is lost */
+    atomic_store(&full, full_any);
+    char *all = NULL;
+    long long *counts = NULL;
+    sb_status st = sb_gather_bytes_to_root(mpi_world, rank, size, mine, bytes, &all, &counts);
+    free(mine);
+    if (!st && rank == 0) st = write_json(path, all, counts, size);
+    free(all);
+    free(counts);
+    return st;
+}

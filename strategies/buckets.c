@@ -1,0 +1,78 @@
+/* Gradient bucket planning for ddp; see buckets.h. */
+#include "strategies/buckets.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Length of a tensor name's layer prefix: up to the last '.', or the whole
+ * name when it has none. */
+static size_t layer_prefix(const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    return dot ? (size_t)(dot - name) : strlen(name);
+}
+
+static int same_layer(const struct sb_tensor_desc *a, const struct sb_tensor_desc *b)
+{
+    size_t la = layer_prefix(a->name), lb = layer_prefix(b->name);
+    return la == lb && memcmp(a->name, b->name, la) == 0;
+}
+
+void sb_bucket_plan_free(struct sb_bucket_plan *plan)
+{
+    free(plan->buckets);
+    memset(plan, 0, sizeof *plan);
+}
+
+sb_status sb_bucket_plan_create(const struct sb_tensor_desc *tensors, int n_tensors,
+                                double cap_mb, struct sb_bucket_plan *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!(cap_mb > 0.0))
+        return sb_error(SB_ERR_USAGE, "--bucket-mb: %g is not a positive size in MiB", cap_mb);
+    if (n_tensors <= 0) return sb_error(SB_ERR_INTERNAL, "buckets: empty tensor table");
+    size_t end = 0;
+    for (int t = 0; t < n_tensors; t++) {
+        if (tensors[t].offset != end)
+            return sb_error(SB_ERR_INTERNAL, "buckets: tensor %s at offset %zu, expected %zu",
+                            tensors[t].name, tensors[t].offset, end);
+        end += tensors[t].count;
+    }
+
+    /* Layers: start index in `tensors` of each run of same-prefix names. */
+    int *first = malloc(((size_t)n_tensors + 1) * sizeof *first);
+    /* At most one bucket per layer. */
+    struct sb_bucket *b = malloc((size_t)n_tensors * sizeof *b);
+    if (!first || !b) {
+        free(first);
+        free(b);
+        return sb_error(SB_ERR_NOMEM, "buckets: out of memory");
+    }
+    int n_layers = 0;
+    for (int t = 0; t < n_tensors; t++)
+        if (t == 0 || !same_layer(&tensors[t - 1], &tensors[t])) first[n_layers++] = t;
+    first[n_layers] = n_tensors;
+
+    double cap_bytes = cap_mb * 1048576.0;
+    int n = 0;
+    for (int l = n_layers - 1; l >= 0; l--) {
+        size_t off = tensors[first[l]].offset;
+        size_t count = 0;
+        for (int t = first[l]; t < first[l + 1]; t++) count += tensors[t].count;
+        struct sb_bucket *cur = n > 0 ? &b[n - 1] : NULL;
+        if (cur && (double)(cur->count + count) * sizeof(float) <= cap_bytes) {
+            cur->offset = off; /* grow towards the start of the buffer */
+            cur->count += count;
+            cur->first_layer = l;
+            cur->n_layers++;
+        } else {
+            b[n++] = (struct sb_bucket){off, count, l, 1};
+        }
+    }
+    free(first);
+    out->n = n;
+    out->buckets = b;
+    out->n_layers = n_layers;
+    out->n_floats = end;
+    return SB_OK;
+}

@@ -1,0 +1,51 @@
+/* Gradient buckets for ddp: which contiguous ranges of the flat gradient
+ * buffer are all-reduced together, and in which order.
+ *
+ * As in PyTorch DistributedDataParallel (torch/nn/parallel/distributed.py,
+ * bucket_cap_mb; Li et al., "PyTorch Distributed", VLDB 2020), buckets are
+ * filled in reverse layer order, because backward makes the last layer's
+ * gradients ready first: bucket 0 holds the end of the buffer and is the
+ * first to be all-reduced. A layer is never split across buckets. */
+#ifndef SB_BUCKETS_H
+#define SB_BUCKETS_H
+
+#include <stddef.h>
+
+#include "core/status.h"
+#include "workloads/workload.h"
+
+/* One bucket: grads[offset, offset + count) (floats), layers
+ * [first_layer, first_layer + n_layers) of the plan's layer numbering
+ * (layer 0 = the first in buffer order). */
+struct sb_bucket {
+    size_t offset;
+    size_t count;
+    int first_layer;
+    int n_layers;
+};
+
+struct sb_bucket_plan {
+    int n;                      /* number of buckets */
+    struct sb_bucket *buckets;  /* (n) in launch order: buckets[0] ends at n_params */
+    int n_layers;               /* layers found in the tensor table */
+    size_t n_floats;            /* floats covered: the whole buffer */
+};
+
+/* Plans buckets of at most cap_mb MiB (1 MiB = 2^20 bytes, 4 bytes per
+ * float) over a model's tensor table (in buffer order, contiguous from
+ * offset 0, as struct sb_model's). A layer is a run of consecutive tensors
+ * whose names agree before the last '.' ("fc1.weight", "fc1.bias"): the
+ * ranges backward reports ready together. Walking layers from the last,
+ * a bucket closes when adding the next layer would take it over the cap; a
+ * layer larger than the cap is a bucket of its own. (PyTorch instead closes
+ * a bucket once it reaches the cap, and caps its first bucket at 1 MiB.)
+ * Errors: SB_ERR_USAGE if cap_mb <= 0 (names --bucket-mb),
+ * SB_ERR_INTERNAL for a table that is empty, out of order or has gaps,
+ * SB_ERR_NOMEM. Free with sb_bucket_plan_free. */
+sb_status sb_bucket_plan_create(const struct sb_tensor_desc *tensors, int n_tensors,
+                                double cap_mb, struct sb_bucket_plan *out);
+
+/* Frees the plan's buckets and zeroes it; safe on a zeroed plan. */
+void sb_bucket_plan_free(struct sb_bucket_plan *plan);
+
+#endif

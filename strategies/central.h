@@ -1,0 +1,63 @@
+/* Internal to strategy "central" (central.c, central_server.c): the state
+ * of one rank of a parameter-server job and the step pieces shared by the
+ * two files. docs/central.md describes the protocol.
+ *
+ * Ranks: servers 0..n_servers-1, workers first_worker..first_worker+N-1.
+ * --servers 0: one server, rank 0, which is also worker 0 (first_worker 0).
+ * --servers K >= 1: K dedicated servers; worker w is rank K + w. Server k
+ * owns the contiguous shard sb_split_range(P, n_servers, k) of the flat
+ * parameter buffer and the momentum for that shard only. */
+#ifndef SB_CENTRAL_H
+#define SB_CENTRAL_H
+
+#include "strategies/replica.h"
+
+/* Staleness histogram bins: values 0..STALE_BINS-2 exactly, the last bin
+ * holds every larger value (the exact maximum is kept separately). */
+#define STALE_BINS 1024
+
+struct central {
+    struct sb_replica *replica; /* full model, no optimizer (servers own it) */
+    struct sb_comm *comm;       /* the whole world */
+    int n_servers;              /* server ranks 0..n_servers-1 (>= 1) */
+    int first_worker;           /* world rank of worker 0 (= --servers) */
+    int n_workers;
+    int server;                 /* this rank's shard index, or -1 */
+    int worker;                 /* this rank's worker index, or -1 */
+    int async;                  /* --async: no step barrier */
+    /* Server state (server >= 0). */
+    int shard_first, shard_count; /* this rank's shard, floats */
+    float *velocity;            /* (shard_count) momentum of the shard */
+    float *sum;                 /* (shard_count) sync: gradient sum */
+    float *inbox;               /* (shard_count) one worker's pushed shard */
+    long version;               /* updates applied to the shard so far */
+    long *sent_version;         /* (n_workers) version last sent to worker w */
+    /* Staleness of applied gradients, this rank: [0, STALE_BINS) counts,
+     * then the sum and the count of samples; stale_max the largest. */
+    double *stale_local;
+    long stale_max;
+    /* Job-wide staleness (world rank 0, refreshed by evaluate). */
+    double g_stale_median, g_stale_max, g_stale_mean, g_stale_count;
+    int params_current;         /* rank 0: every shard gathered since the last step */
+};
+
+/* Shard k of P parameters over n_servers: [*first, *first + *count). */
+void sb_central_shard(const struct central *c, int k, int *first, int *count);
+
+/* Server side of one synchronous step: receives shard `server` of every
+ * worker's gradient (worker order, so the sum is deterministic), applies
+ * SGD with momentum to the shard, sends the shard back to every worker.
+ * On --servers 0 the caller has already computed rank 0's own gradient.
+ * Adds comm and optimizer times to out. Errors: SB_ERR_COMM. */
+sb_status sb_central_server_sync(struct sb_strategy *s, struct central *c,
+                                 struct sb_step_result *out);
+
+/* Server side of one asynchronous step: applies exactly N gradient shards
+ * (its own first on --servers 0, then pushes from any worker in arrival
+ * order), each at once, replying to its sender with the updated shard, and
+ * records each one's staleness. Errors: SB_ERR_COMM, SB_ERR_INTERNAL for a
+ * push from a rank that is no worker. */
+sb_status sb_central_server_async(struct sb_strategy *s, struct central *c,
+                                  struct sb_step_result *out);
+
+#endif

@@ -1,0 +1,115 @@
+/* Strategy "central", server side: what a server rank does in one step,
+ * synchronous (sum all N pushes, one update) or asynchronous (one update
+ * per push, in arrival order, with its staleness recorded). See central.h
+ * and docs/central.md. */
+#include <stdlib.h>
+
+#include "core/clock.h"
+#include "core/nvtx.h"
+#include "strategies/central.h"
+
+void sb_central_shard(const struct central *c, int k, int *first, int *count)
+{
+    sb_split_range((int)c->replica->model->n_params, c->n_servers, k, first, count);
+}
+
+/* SGD with momentum on this server's shard with `grads` (shard_count),
+ * timed as the optimizer phase. */
+static void shard_update(const struct sb_strategy *s, struct central *c, const float *grads,
+                         struct sb_step_result *out)
+{
+    struct sb_replica *r = c->replica;
+    double t0 = sb_now_s();
+    sb_nvtx_push("optimizer", SB_NVTX_OPTIMIZER, 0);
+    s->env->be->sgd_momentum(r->model->params + c->shard_first, c->velocity, grads,
+                             (size_t)c->shard_count, r->lr, r->momentum);
+    sb_nvtx_pop();
+    out->phase_ms[SB_PHASE_OPTIMIZER] += 1e3 * (sb_now_s() - t0);
+    c->version++;
+    c->params_current = 0;
+}
+
+static void add_comm_ms(struct sb_step_result *out, double ms)
+{
+    out->phase_ms[SB_PHASE_COMM] += ms;
+    out->phase_ms[SB_PHASE_COMM_EXPOSED] += ms;
+}
+
+sb_status sb_central_server_sync(struct sb_strategy *s, struct central *c,
+                                 struct sb_step_result *out)
+{
+    const struct sb_backend_ops *be = s->env->be;
+    struct sb_model *m = c->replica->model;
+    size_t n = (size_t)c->shard_count;
+    float *shard = m->params + c->shard_first;
+
+    double t0 = sb_now_s();
+    for (int w = 0; w < c->n_workers; w++) {
+        int q = c->first_worker + w;
+        if (q == c->comm->rank) { /* --servers 0: rank 0's own gradient */
+            be->copy(w == 0 ? c->sum : c->inbox, m->grads + c->shard_first, n);
+        } else {
+            SB_TRY(sb_comm_recv(c->comm, w == 0 ? c->sum : c->inbox, n, q, SB_COMM_PUSH));
+        }
+        if (w > 0) be->add(c->sum, c->inbox, n);
+    }
+    double t1 = sb_now_s();
+    shard_update(s, c, c->sum, out);
+    double t2 = sb_now_s();
+    for (int w = 0; w < c->n_workers; w++) {
+        int q = c->first_worker + w;
+        if (q != c->comm->rank) SB_TRY(sb_comm_send(c->comm, shard, n, q, SB_COMM_PULL));
+    }
+    add_comm_ms(out, 1e3 * ((t1 - t0) + (sb_now_s() - t2)));
+    return SB_OK;
+}
+
+/* Adds one staleness sample (in versions of this shard) to the histogram. */
+static void record_staleness(struct central *c, long stale)
+{
+    if (stale < 0) stale = 0; /* cannot happen: versions only grow */
+    long bin = stale < STALE_BINS - 1 ? stale : STALE_BINS - 1;
+    c->stale_local[bin] += 1.0;
+    c->stale_local[STALE_BINS] += (double)stale;
+    c->stale_local[STALE_BINS + 1] += 1.0;
+    if (stale > c->stale_max) c->stale_max = stale;
+}
+
+sb_status sb_central_server_async(struct sb_strategy *s, struct central *c,
+                                  struct sb_step_result *out)
+{
+    struct sb_model *m = c->replica->model;
+    size_t n = (size_t)c->shard_count;
+    float *shard = m->params + c->shard_first;
+    int pushes = c->n_workers;
+    double comm_ms = 0.0;
+
+    if (c->worker >= 0) {
+        /* --servers 0: rank 0's gradient was computed from the parameters
+         * it holds, which no update has changed since: staleness 0. */
+        record_staleness(c, 0);
+        shard_update(s, c, m->grads + c->shard_first, out);
+        pushes--;
+    }
+    for (int i = 0; i < pushes; i++) {
+        int q = -1;
+        double t0 = sb_now_s();
+        SB_TRY(sb_comm_recv_any(c->comm, c->inbox, n, &q, SB_COMM_PUSH));
+        comm_ms += 1e3 * (sb_now_s() - t0);
+        int w = q - c->first_worker;
+        if (w < 0 || w >= c->n_workers || q == c->comm->rank)
+            return sb_error(SB_ERR_INTERNAL, "central: server %d got a push from rank %d, "
+                            "which is no remote worker", c->server, q);
+        /* The worker computed this gradient from the shard we last sent it,
+         * version sent_version[w]; every update since makes it one step
+         * staler. */
+        record_staleness(c, c->version - c->sent_version[w]);
+        shard_update(s, c, c->inbox, out);
+        t0 = sb_now_s();
+        SB_TRY(sb_comm_send(c->comm, shard, n, q, SB_COMM_PULL));
+        comm_ms += 1e3 * (sb_now_s() - t0);
+        c->sent_version[w] = c->version;
+    }
+    add_comm_ms(out, comm_ms);
+    return SB_OK;
+}

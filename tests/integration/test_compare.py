@@ -1,0 +1,148 @@
+"""`stratbench compare`: the CI gate on real sweep output.
+
+Two sweeps of one build, and a sweep against itself, are not regressions; a
+planted 20% slowdown is; different environments are refused (exit 2) unless
+--force; a bad input file is one line and exit 2.
+
+The machine that runs the tests is shared and noisy (repeats can differ by
+several x), so the planted slowdown is put on a "quiet" copy of a real sweep
+first: each repeat's step time is set to the point's median x (1 + 0.01 k),
+a known 3% spread, then the copy is slowed by 1.2. That tests the decision
+(rank test AND 5% threshold) on real files without depending on the load.
+"""
+
+import json
+import pathlib
+import shutil
+import statistics
+
+import pytest
+
+from conftest import describe, run
+
+REPEATS = 4  # 4 vs 4 is the fewest repeats for which p can fall below 0.05
+
+
+def sweep(stratbench, mnist_dir, out):
+    proc = run([stratbench, "sweep", "--strategies", "single,mirrored", "--replicas", "1,2",
+                "--scaling", "weak", "--repeats", REPEATS, "--max-steps", "40",
+                "--data", mnist_dir, "--out", out, "--", "--warmup-steps", "5"], timeout=600)
+    assert proc.returncode == 0, describe(proc)
+    return out
+
+
+@pytest.fixture(scope="module")
+def sweeps(stratbench, mnist_dir, tmp_path_factory):
+    root = tmp_path_factory.mktemp("compare")
+    return sweep(stratbench, mnist_dir, root / "a"), sweep(stratbench, mnist_dir, root / "b")
+
+
+def rewrite(src, dst, factor, quiet=False):
+    """Copies sweep dir `src` to `dst`, multiplying every time by `factor` (throughputs
+    divided) in the run reports and in scaling.json; `quiet` first sets each repeat's
+    step time to the point median x (1 + 0.01 k)."""
+    shutil.copytree(src, dst)
+    doc = json.loads((dst / "scaling.json").read_text())
+    for p in doc["points"]:
+        ok = [r for r in p["runs"] if r["status"] == "ok"]
+        med = statistics.median(r["step_ms"] for r in ok)
+        for k, r in enumerate(ok):
+            path = dst / r["report"]
+            rep = json.loads(path.read_text())
+            step = med * (1 + 0.01 * k) if quiet else rep["step_ms"]["median"]
+            scale = step * factor / rep["step_ms"]["median"]
+            for key in ("median", "p95", "min", "max", "mean"):
+                rep["step_ms"][key] *= scale
+            for e in rep["epochs"]:
+                e["seconds"] *= factor
+                e["samples_per_s"] /= factor
+            rep["train_seconds"] *= factor
+            path.write_text(json.dumps(rep))
+            r["step_ms"] = rep["step_ms"]["median"]
+            r["samples_per_s"] /= scale
+            r["epoch_s"] *= factor
+        for key in ("step_ms", "epoch_s"):
+            p[key] = {k: v * factor for k, v in p[key].items()}
+        p["samples_per_s"] = {k: v / factor for k, v in p["samples_per_s"].items()}
+    (dst / "scaling.json").write_text(json.dumps(doc))
+    return dst
+
+
+def compare(stratbench, *args):
+    return run([stratbench, "compare", *args])
+
+
+def test_same_build_is_not_a_regression(stratbench, sweeps):
+    a, b = sweeps
+    proc = compare(stratbench, a, a)
+    assert proc.returncode == 0, describe(proc)
+    assert "0 regressions in 3 matched points" in proc.stdout
+    # Two real sweeps on a shared machine: a verdict, never bad input. (Load can
+    # really slow one sweep down, so 1 is an honest answer here too.)
+    proc = compare(stratbench, a / "scaling.json", b)
+    assert proc.returncode in (0, 1), describe(proc)
+    assert "matched points" in proc.stdout
+
+
+def test_planted_slowdown_is_a_regression(stratbench, sweeps, tmp_path):
+    quiet = rewrite(sweeps[1], tmp_path / "quiet", 1.0, quiet=True)
+    slow = rewrite(quiet, tmp_path / "slow", 1.2)
+    proc = compare(stratbench, quiet, slow)
+    assert proc.returncode == 1, describe(proc)
+    assert "mirrored n=2 weak (global batch 128)" in proc.stdout
+    assert proc.stdout.count("REGRESSION") == 3 and "+20.0%" in proc.stdout
+    proc = compare(stratbench, "--format", "json", quiet, slow)
+    assert proc.returncode == 1
+    verdict = json.loads(proc.stdout)
+    assert verdict["regressions"] == 3
+    assert all(p["test"] == "mann-whitney-u" and p["p_value"] < 0.05 for p in verdict["points"])
+    # Faster is an improvement, not a failure; --threshold above the effect is noise.
+    assert compare(stratbench, slow, quiet).returncode == 0
+    proc = compare(stratbench, "--threshold", "25%", quiet, slow)
+    assert proc.returncode == 0, describe(proc)
+    # samples_per_s: larger is better, the same slowdown still regresses.
+    assert compare(stratbench, "--metric", "samples_per_s", quiet, slow).returncode == 1
+    proc = compare(stratbench, "--format", "github", quiet, slow)
+    entries = json.loads(proc.stdout)
+    assert {e["unit"] for e in entries} == {"ms"} and len(entries) == 3
+
+
+def test_single_reports_use_threshold_only(stratbench, sweeps, tmp_path):
+    quiet = rewrite(sweeps[1], tmp_path / "quiet", 1.0, quiet=True)
+    slow = rewrite(quiet, tmp_path / "slow", 1.2)
+    proc = compare(stratbench, quiet / "mirrored-n2-weak-r1.json", slow / "mirrored-n2-weak-r1.json")
+    assert proc.returncode == 1, describe(proc)
+    assert "no repeat-level test" in proc.stdout
+
+
+def test_environment_mismatch_is_refused(stratbench, sweeps, tmp_path):
+    other = tmp_path / "other"
+    shutil.copytree(sweeps[1], other)
+    doc = json.loads((other / "scaling.json").read_text())
+    doc["environment"]["cpu_model"] = "Imaginary CPU 9000"
+    (other / "scaling.json").write_text(json.dumps(doc))
+    proc = compare(stratbench, sweeps[0], other)
+    assert proc.returncode == 2, describe(proc)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cpu_model" in lines[0] and "--force" in lines[0]
+    proc = compare(stratbench, "--force", sweeps[0], other)
+    assert proc.returncode in (0, 1), describe(proc)
+
+
+@pytest.mark.parametrize("content", ["not json {", '{"schema_version": "1.0", "hello": 1}',
+                                     '{"schema_version": "2.0", "points": []}'])
+def test_bad_input_is_one_line(content, stratbench, sweeps, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    proc = compare(stratbench, sweeps[0], bad)
+    assert proc.returncode == 2, describe(proc)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "bad.json" in lines[0], describe(proc)
+
+
+def test_usage_errors(stratbench, sweeps):
+    for args in (["--metric", "joules", sweeps[0], sweeps[0]], [sweeps[0]],
+                 ["--alpha", "2", sweeps[0], sweeps[0]]):
+        proc = compare(stratbench, *args)
+        assert proc.returncode == 2, describe(proc)
+        assert len(proc.stderr.strip().splitlines()) == 1

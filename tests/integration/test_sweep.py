@@ -1,0 +1,95 @@
+"""`stratbench sweep`: a tiny weak-scaling matrix writes a scaling.json valid
+against reports/scaling.schema.json and run reports valid against
+reports/report.schema.json; single's efficiency at n=1 is 1; a failing point
+is recorded as failed, the sweep goes on and exits 1; bad flags exit 2."""
+
+import json
+import pathlib
+import sys
+
+import pytest
+
+from conftest import describe, run
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def load_schema(name):
+    return json.loads((REPO_ROOT / "reports" / name).read_text())
+
+
+@pytest.fixture(scope="module")
+def tiny_sweep(stratbench, mnist_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("sweep") / "s"
+    proc = run([stratbench, "sweep", "--strategies", "single,mirrored", "--replicas", "1,2",
+                "--scaling", "weak", "--repeats", "2", "--max-steps", "20", "--data", mnist_dir,
+                "--out", out, "--", "--warmup-steps", "2"], timeout=600)
+    return proc, out
+
+
+def test_tiny_sweep_is_valid(tiny_sweep):
+    jsonschema = pytest.importorskip("jsonschema")
+    proc, out = tiny_sweep
+    assert proc.returncode == 0, describe(proc)
+    assert "[6/6] mirrored n=2 weak r2:" in proc.stdout
+    doc = json.loads((out / "scaling.json").read_text())
+    jsonschema.validate(doc, load_schema("scaling.schema.json"))
+    report_schema = load_schema("report.schema.json")
+    points = {(p["strategy"], p["replicas"]): p for p in doc["points"]}
+    assert set(points) == {("single", 1), ("mirrored", 1), ("mirrored", 2)}
+    for p in doc["points"]:
+        assert p["runs_ok"] == 2 and len(p["runs"]) == 2
+        for r in p["runs"]:
+            report = json.loads((out / r["report"]).read_text())
+            jsonschema.validate(report, report_schema)
+            assert report["replicas"] == p["replicas"]
+            assert report["config"]["batch"] == 64  # weak: per-replica batch fixed
+        med = p["step_ms"]
+        assert med["ci95_low"] <= med["median"] <= med["ci95_high"]
+    single = points[("single", 1)]
+    assert single["efficiency"]["value"] == 1.0
+    assert single["speedup"]["value"] == 1.0
+    # weak scaling: speedup = N x efficiency
+    m2 = points[("mirrored", 2)]
+    assert m2["speedup"]["value"] == pytest.approx(2 * m2["efficiency"]["value"])
+    assert doc["environment"]["cpu_model"]
+
+
+def test_failing_point_is_recorded_and_sweep_goes_on(stratbench, mnist_dir, tmp_path):
+    """Per-replica batch 40000: n=1 trains, n=2 (global 80000 > 60000 images) fails."""
+    out = tmp_path / "s"
+    proc = run([stratbench, "sweep", "--strategies", "mirrored", "--replicas", "2,1",
+                "--scaling", "weak", "--batch", "40000", "--repeats", "1", "--max-steps", "2",
+                "--data", mnist_dir, "--out", out, "--", "--warmup-steps", "1"], timeout=600)
+    assert proc.returncode == 1, describe(proc)
+    assert "[1/2] mirrored n=2 weak r1: FAILED (exit 2" in proc.stdout
+    assert "[2/2] mirrored n=1 weak r1:" in proc.stdout  # the sweep went on
+    doc = json.loads((out / "scaling.json").read_text())
+    by_n = {p["replicas"]: p for p in doc["points"]}
+    assert by_n[2]["runs"][0]["status"] == "failed" and by_n[2]["runs"][0]["exit_status"] == 2
+    assert by_n[2]["runs_ok"] == 0 and by_n[2]["step_ms"]["median"] is None
+    assert by_n[1]["runs"][0]["status"] == "ok"
+
+
+@pytest.mark.parametrize("flags,word", [
+    (["--scaling", "sideways"], "--scaling"),
+    (["--replicas", "1,3", "--global-batch", "256"], "--global-batch"),
+    (["--strategies", "single,bogus"], "--strategies"),
+    (["--repeats", "0"], "--repeats"),
+])
+def test_bad_flags_exit_2(flags, word, stratbench, tmp_path):
+    proc = run([stratbench, "sweep", "--out", tmp_path / "s", *flags])
+    assert proc.returncode == 2, describe(proc)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and word in lines[0], describe(proc)
+
+
+def test_plot_writes_charts(tiny_sweep, tmp_path):
+    pytest.importorskip("matplotlib")
+    proc, out = tiny_sweep
+    charts = tmp_path / "charts"
+    p = run([sys.executable, REPO_ROOT / "reports" / "plot.py", out / "scaling.json", "--out", charts])
+    assert p.returncode == 0, describe(p)
+    for name in ("throughput-weak", "efficiency-weak", "phases-weak"):
+        for ext in ("png", "svg"):
+            assert (charts / f"{name}.{ext}").stat().st_size > 1000

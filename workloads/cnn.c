@@ -1,0 +1,335 @@
+/* Workload "cnn": LeNet-5 for MNIST (LeCun et al. 1998, in the modern form
+ * with ReLU and max-pooling that PyTorch's tutorials use).
+ *
+ *   x (n, 1, 28, 28)
+ *   conv1 6@5x5 valid -> (n, 6, 24, 24), ReLU, max-pool 2 -> (n, 6, 12, 12)
+ *   conv2 16@5x5      -> (n, 16, 8, 8),  ReLU, max-pool 2 -> (n, 16, 4, 4)
+ *   flatten (c, h, w order, as torch.flatten) -> (n, 256)
+ *   fc1 256->120, ReLU, fc2 120->84, ReLU, fc3 84->10, softmax cross-entropy
+ *
+ * 44,426 parameters in one flat buffer, in layer order with PyTorch's
+ * state_dict names and layouts: conv1.weight (6, 1, 5, 5), conv1.bias (6),
+ * conv2.weight (16, 6, 5, 5), conv2.bias (16), fc1.weight (120, 256), ...
+ * A convolution is im2col + one SGEMM over the whole batch:
+ * cols (n*oh*ow, c*25) . W^T (c*25, out) = (n, oh*ow, out), plus the bias,
+ * then a per-sample transpose to NCHW (n, out, oh*ow). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/rng.h"
+#include "data/mnist.h"
+#include "workloads/workload.h"
+
+#define CNN_SIDE 28        /* MNIST image side in pixels */
+#define CNN_K 5            /* convolution kernel side */
+#define CNN_CONVS 2
+#define CNN_DENSE 3
+#define CNN_TENSORS (2 * (CNN_CONVS + CNN_DENSE))
+
+extern const struct sb_workload_ops sb_workload_cnn;
+
+/* One conv -> ReLU -> max-pool 2 block. */
+struct cnn_conv {
+    int c_in, h, w;     /* input (n, c_in, h, w) */
+    int c_out, oh, ow;  /* conv output (n, c_out, oh, ow); pooled (oh/2, ow/2) */
+    size_t w_off, b_off;
+    float *cols;        /* (max_batch * oh * ow, c_in * 25) im2col of the input */
+    float *act;         /* (max_batch, c_out, oh, ow) ReLU output, NCHW */
+    float *pooled;      /* (max_batch, c_out, oh/2, ow/2) */
+    int32_t *argmax;    /* (max_batch, c_out, oh/2, ow/2) flat indices into act */
+    float *dpooled;     /* (max_batch, c_out, oh/2, ow/2) backward scratch */
+};
+
+struct cnn {
+    struct cnn_conv conv[CNN_CONVS];
+    int dim[CNN_DENSE + 1];        /* 256, 120, 84, 10 */
+    size_t w_off[CNN_DENSE], b_off[CNN_DENSE];
+    float *act[CNN_DENSE + 1];     /* act[0] = conv[1].pooled; act[3] = logits */
+    float *delta[2];               /* (max_batch, 120) ping-pong for dense backward */
+    float *nhwc;                   /* (max_batch * 576 * 6) conv GEMM output / its grad */
+    float *dact;                   /* (max_batch * 6 * 576) grad of a conv's ReLU output */
+    float *dcols;                  /* (max_batch * 64, 150) grad of conv2's cols */
+    float *dlogits;                /* (max_batch, 10) */
+    int n;                         /* batch size of the last forward */
+};
+
+static void cnn_destroy(struct sb_model *m)
+{
+    if (!m) return;
+    const struct sb_backend_ops *be = m->be;
+    struct cnn *p = m->impl;
+    if (p) {
+        for (int l = 0; l < CNN_CONVS; l++) {
+            struct cnn_conv *cv = &p->conv[l];
+            be->free(cv->cols);
+            be->free(cv->act);
+            be->free(cv->pooled);
+            be->free(cv->argmax);
+            be->free(cv->dpooled);
+        }
+        for (int l = 1; l <= CNN_DENSE; l++) be->free(p->act[l]);
+        be->free(p->delta[0]);
+        be->free(p->delta[1]);
+        be->free(p->nhwc);
+        be->free(p->dact);
+        be->free(p->dcols);
+        be->free(p->dlogits);
+        free(p);
+    }
+    be->free(m->params);
+    be->free(m->grads);
+    free(m->tensors);
+    free(m);
+}
+
+/* Appends tensor `name` of `count` floats at *off to the layout table. */
+static size_t cnn_add_tensor(struct sb_model *m, const char *name, size_t count, size_t *off)
+{
+    struct sb_tensor_desc *t = &m->tensors[m->n_tensors++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->offset = *off;
+    t->count = count;
+    *off += count;
+    return t->offset;
+}
+
+/* PyTorch's default init for Conv2d and Linear (Kaiming-uniform, a =
+ * sqrt(5)): weights and biases ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in =
+ * in_channels * 5 * 5 for a conv, in_features for a dense layer. One
+ * generator stream per tensor (1000 + tensor index, as mlp.c). */
+static void cnn_init_host(const struct sb_model *m, const int fan_in[CNN_TENSORS / 2],
+                          uint64_t seed, float *host)
+{
+    for (int t = 0; t < m->n_tensors; t++) {
+        double bound = 1.0 / sqrt((double)fan_in[t / 2]);
+        struct sb_rng rng;
+        sb_rng_seed(&rng, seed, 1000 + (uint64_t)t);
+        float *x = host + m->tensors[t].offset;
+        for (size_t i = 0; i < m->tensors[t].count; i++)
+            x[i] = (float)((2.0 * sb_rng_uniform(&rng) - 1.0) * bound);
+    }
+}
+
+/* Allocates `count` floats (or int32s: same size) of backend memory. */
+static sb_status cnn_alloc(const struct sb_backend_ops *be, void *ptr, size_t count)
+{
+    return be->alloc((void **)ptr, count * sizeof(float));
+}
+
+static sb_status cnn_create(const struct sb_config *cfg, const struct sb_backend_ops *be,
+                            int max_batch, struct sb_model **out)
+{
+    *out = NULL;
+    if (!be->im2col || !be->col2im || !be->transpose_batched || !be->maxpool2_forward ||
+        !be->maxpool2_backward)
+        return sb_error(SB_ERR_USAGE, "--workload cnn: backend '%s' lacks the convolution ops",
+                        be->name);
+    struct sb_model *m = calloc(1, sizeof *m);
+    struct cnn *p = calloc(1, sizeof *p);
+    struct sb_tensor_desc *tensors = calloc(CNN_TENSORS, sizeof *tensors);
+    if (!m || !p || !tensors) {
+        free(m);
+        free(p);
+        free(tensors);
+        return sb_error(SB_ERR_NOMEM, "cnn: out of memory");
+    }
+    m->impl = p;
+    m->be = be;
+    m->tensors = tensors;
+    m->in_dim = CNN_SIDE * CNN_SIDE;
+    m->n_classes = SB_MNIST_CLASSES;
+    m->max_batch = max_batch;
+
+    /* Shapes and the layout table, in buffer (= layer) order. */
+    static const int channels[CNN_CONVS + 1] = {1, 6, 16};
+    static const char *const names[CNN_TENSORS] = {
+        "conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias", "fc1.weight",
+        "fc1.bias",     "fc2.weight", "fc2.bias",     "fc3.weight", "fc3.bias"};
+    int fan_in[CNN_TENSORS / 2];
+    size_t off = 0;
+    int side = CNN_SIDE;
+    for (int l = 0; l < CNN_CONVS; l++) {
+        struct cnn_conv *cv = &p->conv[l];
+        cv->c_in = channels[l];
+        cv->c_out = channels[l + 1];
+        cv->h = cv->w = side;
+        cv->oh = cv->ow = side - CNN_K + 1;
+        side = cv->oh / 2;
+        fan_in[l] = cv->c_in * CNN_K * CNN_K;
+        cv->w_off = cnn_add_tensor(m, names[2 * l], (size_t)cv->c_out * fan_in[l], &off);
+        cv->b_off = cnn_add_tensor(m, names[2 * l + 1], (size_t)cv->c_out, &off);
+    }
+    p->dim[0] = channels[CNN_CONVS] * side * side; /* 16 * 4 * 4 = 256 */
+    p->dim[1] = 120;
+    p->dim[2] = 84;
+    p->dim[3] = m->n_classes;
+    for (int l = 0; l < CNN_DENSE; l++) {
+        fan_in[CNN_CONVS + l] = p->dim[l];
+        p->w_off[l] = cnn_add_tensor(m, names[2 * (CNN_CONVS + l)],
+                                     (size_t)p->dim[l + 1] * p->dim[l], &off);
+        p->b_off[l] = cnn_add_tensor(m, names[2 * (CNN_CONVS + l) + 1], (size_t)p->dim[l + 1],
+                                     &off);
+    }
+    m->n_params = off;
+
+    sb_status st;
+    size_t b = (size_t)max_batch, nhwc_max = 0, dcols = 0;
+    if ((st = cnn_alloc(be, &m->params, off)) || (st = cnn_alloc(be, &m->grads, off))) goto fail;
+    for (int l = 0; l < CNN_CONVS; l++) {
+        struct cnn_conv *cv = &p->conv[l];
+        size_t positions = b * cv->oh * cv->ow, act = positions * cv->c_out;
+        size_t pooled = b * cv->c_out * (cv->oh / 2) * (cv->ow / 2);
+        if ((st = cnn_alloc(be, &cv->cols, positions * fan_in[l])) ||
+            (st = cnn_alloc(be, &cv->act, act)) || (st = cnn_alloc(be, &cv->pooled, pooled)) ||
+            (st = cnn_alloc(be, &cv->argmax, pooled)) ||
+            (st = cnn_alloc(be, &cv->dpooled, pooled)))
+            goto fail;
+        if (act > nhwc_max) nhwc_max = act;
+        if (l > 0 && positions * fan_in[l] > dcols) dcols = positions * fan_in[l];
+    }
+    p->act[0] = p->conv[CNN_CONVS - 1].pooled;
+    for (int l = 1; l <= CNN_DENSE; l++)
+        if ((st = cnn_alloc(be, &p->act[l], b * p->dim[l]))) goto fail;
+    if ((st = cnn_alloc(be, &p->delta[0], b * p->dim[1])) ||
+        (st = cnn_alloc(be, &p->delta[1], b * p->dim[1])) ||
+        (st = cnn_alloc(be, &p->nhwc, nhwc_max)) || (st = cnn_alloc(be, &p->dact, nhwc_max)) ||
+        (st = cnn_alloc(be, &p->dcols, dcols)) ||
+        (st = cnn_alloc(be, &p->dlogits, b * m->n_classes)))
+        goto fail;
+
+    float *host = malloc(off * sizeof *host);
+    if (!host) {
+        st = sb_error(SB_ERR_NOMEM, "cnn: out of memory");
+        goto fail;
+    }
+    cnn_init_host(m, fan_in, cfg->seed, host);
+    st = be->upload(m->params, host, off * sizeof *host);
+    free(host);
+    if (st) goto fail;
+    m->ops = &sb_workload_cnn;
+    *out = m;
+    return SB_OK;
+fail:
+    cnn_destroy(m);
+    return st;
+}
+
+/* Runs every layer on x (n, 1, 28, 28) and leaves the logits in act[3]. */
+static void cnn_layers(struct sb_model *m, const float *x, int n)
+{
+    struct cnn *p = m->impl;
+    const struct sb_backend_ops *be = m->be;
+    const float *in = x;
+    for (int l = 0; l < CNN_CONVS; l++) {
+        struct cnn_conv *cv = &p->conv[l];
+        int positions = n * cv->oh * cv->ow, fan_in = cv->c_in * CNN_K * CNN_K;
+        be->im2col(in, n, cv->c_in, cv->h, cv->w, CNN_K, cv->cols);
+        /* nhwc (n*oh*ow, out) = cols (n*oh*ow, fan_in) . W^T (fan_in, out) + b */
+        be->sgemm(0, 1, positions, cv->c_out, fan_in, 1.0f, cv->cols, fan_in,
+                  m->params + cv->w_off, fan_in, 0.0f, p->nhwc, cv->c_out);
+        be->add_bias(p->nhwc, m->params + cv->b_off, positions, cv->c_out);
+        /* (n, oh*ow, out) -> NCHW (n, out, oh*ow) */
+        be->transpose_batched(p->nhwc, n, cv->oh * cv->ow, cv->c_out, cv->act);
+        be->relu_forward(cv->act, (size_t)positions * cv->c_out);
+        be->maxpool2_forward(cv->act, n, cv->c_out, cv->oh, cv->ow, cv->pooled, cv->argmax);
+        in = cv->pooled;
+    }
+    for (int l = 0; l < CNN_DENSE; l++) {
+        int fin = p->dim[l], fout = p->dim[l + 1];
+        /* act[l+1] (n, out) = act[l] (n, in) . W_l^T (in, out) + b_l */
+        be->sgemm(0, 1, n, fout, fin, 1.0f, p->act[l], fin, m->params + p->w_off[l], fin, 0.0f,
+                  p->act[l + 1], fout);
+        be->add_bias(p->act[l + 1], m->params + p->b_off[l], n, fout);
+        if (l + 1 < CNN_DENSE) be->relu_forward(p->act[l + 1], (size_t)n * fout);
+    }
+    p->n = n;
+}
+
+static sb_status cnn_forward(struct sb_model *m, const float *x, const uint8_t *y, int n,
+                             float grad_scale, double *loss_sum)
+{
+    struct cnn *p = m->impl;
+    if (n <= 0 || n > m->max_batch)
+        return sb_error(SB_ERR_INTERNAL, "cnn: batch %d outside 1..%d", n, m->max_batch);
+    cnn_layers(m, x, n);
+    double loss = 0.0;
+    m->be->softmax_xent(p->act[CNN_DENSE], y, n, m->n_classes, grad_scale, p->dlogits, &loss);
+    *loss_sum += loss;
+    return SB_OK;
+}
+
+/* Dense layers fc3..fc1: weight and bias gradients, then the gradient with
+ * respect to the flattened features, written to conv[1].dpooled (n, 256). */
+static void cnn_dense_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx)
+{
+    struct cnn *p = m->impl;
+    const struct sb_backend_ops *be = m->be;
+    int n = p->n;
+    float *dz = p->dlogits; /* dLoss/d(pre-activation of layer l) (n, out) */
+    for (int l = CNN_DENSE - 1; l >= 0; l--) {
+        int fin = p->dim[l], fout = p->dim[l + 1];
+        /* dW_l (out, in) = dz^T (out, n) . act[l] (n, in); db_l = colsum(dz) */
+        be->sgemm(1, 0, fout, fin, n, 1.0f, dz, fout, p->act[l], fin, 0.0f,
+                  m->grads + p->w_off[l], fin);
+        be->bias_grad(m->grads + p->b_off[l], dz, n, fout);
+        if (ready) ready(ctx, p->w_off[l], (size_t)fout * fin + fout);
+        /* d act[l] (n, in) = dz (n, out) . W_l (out, in) */
+        float *da = l == 0 ? p->conv[CNN_CONVS - 1].dpooled : p->delta[l % 2];
+        be->sgemm(0, 0, n, fin, fout, 1.0f, dz, fout, m->params + p->w_off[l], fin, 0.0f, da,
+                  fin);
+        /* The features are max-pooled ReLU outputs: their ReLU is undone
+         * in the conv block's backward, on the un-pooled activations. */
+        if (l > 0) be->relu_backward(da, p->act[l], (size_t)n * fin);
+        dz = da;
+    }
+}
+
+static sb_status cnn_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx)
+{
+    struct cnn *p = m->impl;
+    const struct sb_backend_ops *be = m->be;
+    int n = p->n;
+    cnn_dense_backward(m, ready, ctx);
+    for (int l = CNN_CONVS - 1; l >= 0; l--) {
+        struct cnn_conv *cv = &p->conv[l];
+        int positions = n * cv->oh * cv->ow, fan_in = cv->c_in * CNN_K * CNN_K;
+        /* pooled grad -> ReLU output grad -> pre-activation grad, NCHW */
+        be->maxpool2_backward(cv->dpooled, cv->argmax, n, cv->c_out, cv->oh, cv->ow, p->dact);
+        be->relu_backward(p->dact, cv->act, (size_t)positions * cv->c_out);
+        /* NCHW (n, out, oh*ow) -> (n*oh*ow, out) */
+        be->transpose_batched(p->dact, n, cv->c_out, cv->oh * cv->ow, p->nhwc);
+        /* dW (out, fan_in) = dnhwc^T (out, n*oh*ow) . cols (n*oh*ow, fan_in) */
+        be->sgemm(1, 0, cv->c_out, fan_in, positions, 1.0f, p->nhwc, cv->c_out, cv->cols,
+                  fan_in, 0.0f, m->grads + cv->w_off, fan_in);
+        be->bias_grad(m->grads + cv->b_off, p->nhwc, positions, cv->c_out);
+        if (ready) ready(ctx, cv->w_off, (size_t)cv->c_out * fan_in + cv->c_out);
+        if (l == 0) break; /* no gradient for the input images */
+        /* dcols (n*oh*ow, fan_in) = dnhwc (n*oh*ow, out) . W (out, fan_in) */
+        be->sgemm(0, 0, positions, fan_in, cv->c_out, 1.0f, p->nhwc, cv->c_out,
+                  m->params + cv->w_off, fan_in, 0.0f, p->dcols, fan_in);
+        be->col2im(p->dcols, n, cv->c_in, cv->h, cv->w, CNN_K, p->conv[l - 1].dpooled);
+    }
+    return SB_OK;
+}
+
+static sb_status cnn_predict(struct sb_model *m, const float *x, const uint8_t *y, int n,
+                             long *correct)
+{
+    struct cnn *p = m->impl;
+    if (n <= 0 || n > m->max_batch)
+        return sb_error(SB_ERR_INTERNAL, "cnn: batch %d outside 1..%d", n, m->max_batch);
+    cnn_layers(m, x, n);
+    m->be->count_correct(p->act[CNN_DENSE], y, n, m->n_classes, correct);
+    return SB_OK;
+}
+
+const struct sb_workload_ops sb_workload_cnn = {
+    .name = "cnn",
+    .create = cnn_create,
+    .forward = cnn_forward,
+    .backward = cnn_backward,
+    .predict = cnn_predict,
+    .destroy = cnn_destroy,
+};
