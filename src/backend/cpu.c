@@ -45,7 +45,7 @@ static void cpu_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha
                 ldb, beta, c, ldc);
 }
 
-static void cpu_add_bias(float *y, const float *bias, int rows, int cols)
+static void cpu_add_bias(float *restrict y, const float *restrict bias, int rows, int cols)
 {
     for (int r = 0; r < rows; r++) {
         float *row = y + (size_t)r * cols;
@@ -58,7 +58,7 @@ static void cpu_relu_forward(float *y, size_t n)
     for (size_t i = 0; i < n; i++) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
 }
 
-static void cpu_relu_backward(float *dy, const float *y, size_t n)
+static void cpu_relu_backward(float *restrict dy, const float *restrict y, size_t n)
 {
     for (size_t i = 0; i < n; i++) dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
@@ -110,7 +110,7 @@ static void cpu_count_correct(const float *logits, const uint8_t *labels, int ro
     *correct = hits;
 }
 
-static void cpu_sgd_momentum(float *p, float *v, const float *g, size_t n,
+static void cpu_sgd_momentum(float *restrict p, float *restrict v, const float *restrict g, size_t n,
                              float lr, float mu)
 {
     for (size_t i = 0; i < n; i++) {
@@ -124,7 +124,7 @@ static void cpu_copy_floats(float *dst, const float *src, size_t n)
     memcpy(dst, src, n * sizeof *dst);
 }
 
-static void cpu_add(float *y, const float *x, size_t n)
+static void cpu_add(float *restrict y, const float *restrict x, size_t n)
 {
     for (size_t i = 0; i < n; i++) y[i] += x[i];
 }

@@ -136,7 +136,7 @@ static sb_status parse_long(const char *flag, const char *text, long lo, long hi
 
 static sb_status parse_int(const char *flag, const char *text, int lo, int hi, int *out)
 {
-    long v;
+    long v = 0;
     SB_TRY(parse_long(flag, text, lo, hi, &v));
     *out = (int)v;
     return SB_OK;
@@ -204,7 +204,7 @@ static sb_status parse_accuracy(const char *text, double *out)
     strcpy(buf, text);
     int percent = buf[n - 1] == '%';
     if (percent) buf[n - 1] = '\0';
-    double v;
+    double v = 0.0;
     if (parse_double("target-accuracy", buf, 0.0, percent ? 100.0 : 1.0, &v) || v <= 0.0)
         return sb_error(SB_ERR_USAGE, "--target-accuracy: expected a fraction in (0, 1] or a "
                         "percentage like 97%%, got '%s'", text);
@@ -215,7 +215,7 @@ static sb_status parse_accuracy(const char *text, double *out)
 static sb_status parse_one(struct sb_train_opts *o, int opt, const char *arg)
 {
     struct sb_config *c = &o->cfg;
-    long l;
+    long l = 0;
     switch (opt) {
     case OPT_STRATEGY: return parse_name("strategy", arg, c->strategy);
     case OPT_WORKLOAD: return parse_name("workload", arg, c->workload);
