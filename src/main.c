@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cuda.h"
 #include "cli/compare.h"
 #include "cli/sweep.h"
 #include "cli/train_opts.h"
@@ -140,7 +141,15 @@ static int cmd_info(void)
     printf("stratbench %s\n", SB_VERSION);
     printf("strategies: %s\n", sb_strategy_names());
     printf("workloads:  %s\n", sb_workload_names());
-    printf("devices:    cpu\n");
+    int gpus = sb_cuda_device_count();
+    printf("devices:    cpu%s\n", gpus > 0 ? ", cuda" : "");
+    printf("cuda:       %d device%s", gpus, gpus == 1 ? "" : "s");
+    for (int d = 0; d < gpus; d++) {
+        char name[256];
+        sb_cuda_device_name(d, name, sizeof name);
+        printf("%s %d: %s", d == 0 ? ":" : ";", d, name);
+    }
+    printf("\n");
     printf("blas:       %s\n", sb_backend_cpu_blas_version());
 #ifdef SB_HAVE_NVTX
     printf("nvtx:       yes (domain stratbench)\n");

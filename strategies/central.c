@@ -51,7 +51,9 @@ static sb_status central_init(struct sb_strategy *s)
     struct central *c = calloc(1, sizeof *c);
     if (!c) return sb_error(SB_ERR_NOMEM, "central: out of memory");
     s->impl = c;
-    SB_TRY(sb_comm_mpi_create(s->env->mpi_world, &c->comm));
+    /* Before the replica: on cuda it selects this rank's GPU for the thread. */
+    SB_TRY(sb_comm_world_create(s->env->cfg, s->env->mpi_world, s->env->local_rank,
+                                &c->comm));
     int rank = c->comm->rank;
     c->n_servers = cfg->servers > 0 ? cfg->servers : 1;
     c->first_worker = cfg->servers;

@@ -9,7 +9,13 @@
  * polls the buckets in flight, because Open MPI advances a non-blocking
  * collective only inside MPI calls; after backward the rank waits for all
  * buckets, then steps the optimizer. --no-overlap starts every bucket after
- * backward. Timing definitions: docs/ddp.md. */
+ * backward. Timing definitions: docs/ddp.md.
+ *
+ * On GPUs (sb_comm_world_create: --comm nccl or host-staged mpi) a bucket's
+ * all-reduce runs on NCCL's communication stream, ordered after the kernels
+ * that wrote it by an event, and the wait makes the compute stream wait on
+ * its completion event; the host never blocks inside the step
+ * (src/comm/nccl.c). */
 #include <stdlib.h>
 
 #include "core/clock.h"
@@ -49,8 +55,14 @@ static sb_status ddp_init(struct sb_strategy *s)
     struct ddp *d = calloc(1, sizeof *d);
     if (!d) return sb_error(SB_ERR_NOMEM, "ddp: out of memory");
     s->impl = d;
-    SB_TRY(sb_comm_mpi_create(s->env->mpi_world, &d->comm));
+    /* Before the replica: on cuda it selects this rank's GPU for the thread. */
+    SB_TRY(sb_comm_world_create(s->env->cfg, s->env->mpi_world, s->env->local_rank,
+                                &d->comm));
     SB_TRY(sb_replica_create(s->env, 1, &d->replica));
+    /* On GPUs the host clocks below see issue times (the nccl wait does not
+     * block the host), so comm is the compute stream's span from the end of
+     * backward to the optimizer, timed by events (replica.h). */
+    d->replica->device_comm = d->replica->timer != NULL;
     struct sb_model *m = d->replica->model;
     SB_TRY(sb_bucket_plan_create(m->tensors, m->n_tensors, s->env->cfg->bucket_mb, &d->plan));
     d->req = calloc((size_t)d->plan.n, sizeof *d->req);
@@ -155,6 +167,7 @@ static sb_status ddp_step(struct sb_strategy *s, long step, const int32_t *globa
     SB_TRY(launch_ready(d));
     for (int i = 0; i < d->plan.n; i++) SB_TRY(sb_comm_wait(d->comm, &d->req[i]));
 
+    if (d->replica->device_comm) return sb_replica_update(d->replica, m->grads, out);
     double total_s, exposed_s;
     busy_time(d->req, d->plan.n, t_backward_end, &total_s, &exposed_s);
     out->phase_ms[SB_PHASE_COMM] += 1e3 * total_s;

@@ -1,44 +1,28 @@
 /* Strategy "mirrored": N replicas in one process (like TensorFlow's
- * MirroredStrategy). On the CPU each replica is a thread with its own model,
+ * MirroredStrategy). Each replica is a thread with its own model,
  * optimizer state and batch buffers; the replicas share nothing but the
- * gradient all-reduce of the "local" communicator.
+ * gradient all-reduce.
  *
  * The calling thread is replica 0; replicas 1..N-1 are persistent threads
- * that wait at a start barrier for the next job (step, evaluate, broadcast)
- * and meet the caller at a done barrier. */
+ * that wait at a start barrier for the next job (create, broadcast, step,
+ * evaluate, exit) and meet the caller at a done barrier. Each replica is
+ * created, used and destroyed on its own thread, because on GPUs the thread
+ * owns the device context, stream and cuBLAS handle (backend/cuda.h).
+ *
+ * Communicators: cpu: "local" (threads). cuda: replica r on GPU
+ * r % (visible GPUs); --comm mpi: "staged" over "local" (host memory; any
+ * number of replicas per GPU); --comm nccl: one replica per GPU through
+ * ncclCommInitAll, or, with every replica on one GPU, a device-side
+ * reduction without NCCL (mirrored_device.c). Several replicas on each of
+ * several GPUs with --comm nccl is refused (usage error). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cuda.h"
 #include "core/clock.h"
-#include "strategies/replica.h"
-
-enum job { JOB_BROADCAST, JOB_STEP, JOB_EVALUATE, JOB_EXIT };
-
-struct member {
-    struct mirrored *owner;
-    int index;
-    struct sb_replica *replica;
-    struct sb_comm *comm;
-    struct sb_step_result result;
-    long correct;
-    sb_status status;
-    char message[512];
-    pthread_t thread;
-    int started;
-};
-
-struct mirrored {
-    const struct sb_strategy_env *env;
-    int n;
-    struct member *members;
-    struct sb_local_group *group;
-    pthread_barrier_t start, done;
-    int barriers_ready;
-    enum job job;               /* written by replica 0 before `start` */
-    const int32_t *global_idx;
-};
+#include "strategies/mirrored.h"
 
 /* One replica's share of a job. Collectives are always entered, even after
  * a local failure, so that no replica is left waiting at a barrier. */
@@ -46,11 +30,23 @@ static void run_job(struct member *me)
 {
     struct mirrored *mr = me->owner;
     const struct sb_config *cfg = mr->env->cfg;
-    struct sb_model *m = me->replica->model;
     sb_status st = SB_OK;
+    if (mr->job == JOB_CREATE) {
+        me->status = sb_mirrored_create_replica(me);
+        if (me->status) snprintf(me->message, sizeof me->message, "%s", sb_error_message());
+        return;
+    }
+    if (mr->job == JOB_EXIT) {
+        sb_mirrored_release_replica(me);
+        me->status = SB_OK;
+        return;
+    }
+    /* Every replica exists here: a failed create fails mirrored_init. */
+    struct sb_model *m = me->replica->model;
     switch (mr->job) {
     case JOB_BROADCAST:
-        st = sb_comm_broadcast(me->comm, m->params, m->n_params, 0);
+        st = mr->on_device ? sb_mirrored_device_share(me, 0)
+                           : sb_comm_broadcast(me->comm, m->params, m->n_params, 0);
         break;
     case JOB_STEP: {
         memset(&me->result, 0, sizeof me->result);
@@ -58,10 +54,14 @@ static void run_job(struct member *me)
                                   cfg->batch, sb_config_global_batch(cfg), NULL, NULL,
                                   &me->result);
         double t0 = sb_now_s();
-        sb_status cst = sb_comm_allreduce(me->comm, m->grads, m->n_params);
+        /* Entered even after a failure, so that no replica waits forever. */
+        sb_status cst = mr->on_device ? sb_mirrored_device_share(me, 1)
+                                      : sb_comm_allreduce(me->comm, m->grads, m->n_params);
         double comm_ms = 1e3 * (sb_now_s() - t0);
-        me->result.phase_ms[SB_PHASE_COMM] += comm_ms;
-        me->result.phase_ms[SB_PHASE_COMM_EXPOSED] += comm_ms;
+        if (!me->replica->device_comm) { /* cpu: host clocks; GPUs: events (replica.h) */
+            me->result.phase_ms[SB_PHASE_COMM] += comm_ms;
+            me->result.phase_ms[SB_PHASE_COMM_EXPOSED] += comm_ms;
+        }
         if (!st) st = cst;
         if (!st) st = sb_replica_update(me->replica, m->grads, &me->result);
         break;
@@ -72,6 +72,7 @@ static void run_job(struct member *me)
         st = sb_replica_evaluate(me->replica, first, count, &me->correct);
         break;
     }
+    case JOB_CREATE:
     case JOB_EXIT:
         break;
     }
@@ -126,12 +127,13 @@ static void mirrored_destroy(struct sb_strategy *s)
         for (int i = 1; i < mr->n; i++) pthread_join(mr->members[i].thread, NULL);
     }
     for (int i = 0; i < mr->n; i++) {
-        sb_replica_destroy(mr->members[i].replica);
+        sb_mirrored_release_replica(&mr->members[i]); /* those the threads did not free */
         sb_comm_destroy(mr->members[i].comm);
     }
     if (mr->barriers_ready) {
         pthread_barrier_destroy(&mr->start);
         pthread_barrier_destroy(&mr->done);
+        pthread_barrier_destroy(&mr->mid);
     }
     sb_local_group_destroy(mr->group);
     free(mr->members);
@@ -151,16 +153,15 @@ static sb_status mirrored_init(struct sb_strategy *s)
     /* OpenBLAS's thread count is per process: with one thread per replica,
      * each GEMM runs on its replica's thread alone. */
     if (mr->n > 1) sb_backend_cpu_set_threads(1);
-    SB_TRY(sb_local_group_create(mr->n, &mr->group));
     for (int i = 0; i < mr->n; i++) {
-        struct member *me = &mr->members[i];
-        me->owner = mr;
-        me->index = i;
-        SB_TRY(sb_replica_create(s->env, 1, &me->replica));
-        SB_TRY(sb_comm_local_create(mr->group, i, &me->comm));
+        mr->members[i].owner = mr;
+        mr->members[i].index = i;
+        mr->members[i].device = -1;
     }
+    SB_TRY(sb_mirrored_create_comms(mr));
     if (pthread_barrier_init(&mr->start, NULL, (unsigned)mr->n) ||
-        pthread_barrier_init(&mr->done, NULL, (unsigned)mr->n))
+        pthread_barrier_init(&mr->done, NULL, (unsigned)mr->n) ||
+        pthread_barrier_init(&mr->mid, NULL, (unsigned)mr->n))
         return sb_error(SB_ERR_INTERNAL, "mirrored: pthread_barrier_init failed");
     mr->barriers_ready = 1;
     for (int i = 1; i < mr->n; i++) {
@@ -172,6 +173,7 @@ static sb_status mirrored_init(struct sb_strategy *s)
         }
         mr->members[i].started = 1;
     }
+    SB_TRY(dispatch(mr, JOB_CREATE));
     return dispatch(mr, JOB_BROADCAST);
 }
 
@@ -209,7 +211,7 @@ static sb_status mirrored_reduce_sum(struct sb_strategy *s, double *vals, int n)
 
 static sb_status mirrored_read_params(struct sb_strategy *s, float *host)
 {
-    struct mirrored *mr = s->impl;
+    struct mirrored *mr = s->impl; /* this thread is replica 0's (its GPU) */
     struct sb_model *m = mr->members[0].replica->model;
     return s->env->be->download(host, m->params, m->n_params * sizeof(float));
 }
@@ -228,7 +230,7 @@ static struct sb_comm *mirrored_comm(struct sb_strategy *s)
 
 const struct sb_strategy_ops sb_strategy_mirrored = {
     .name = "mirrored",
-    .summary = "N replicas in one process, one thread each (TF MirroredStrategy)",
+    .summary = "N replicas in one process, one thread (and GPU) each (TF MirroredStrategy)",
     .uses_mpi = 0,
     .processes = mirrored_processes,
     .init = mirrored_init,

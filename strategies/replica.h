@@ -7,6 +7,8 @@
 
 #include "strategies/strategy.h"
 
+struct sb_cuda_timer;
+
 struct sb_replica {
     const struct sb_strategy_env *env;
     struct sb_model *model;
@@ -20,6 +22,13 @@ struct sb_replica {
     uint8_t *dev_train_pixels, *dev_train_labels; /* (60000, 784), (60000) */
     uint8_t *dev_test_pixels, *dev_test_labels;   /* (10000, 784), (10000) */
     int32_t *dev_idx;                             /* (max_batch) */
+    /* Device backends only: CUDA events timing the phases on the stream
+     * (NULL on cpu, which keeps host clocks). With device_comm set by the
+     * strategy, the span from the end of backward to the start of the
+     * optimizer is reported as comm (total and exposed): the strategy's
+     * gradient synchronisation as the compute stream sees it. */
+    struct sb_cuda_timer *timer;
+    int device_comm;
     int max_batch;
     float lr;          /* effective learning rate */
     float momentum;
@@ -35,7 +44,13 @@ sb_status sb_replica_create(const struct sb_strategy_env *env, int with_optimize
  * backward with gradient scale 1/global_batch, so that summing the grads of
  * all replicas gives the mean gradient over the global batch. Adds phase
  * times to res->phase_ms and the loss sum and n to res. `ready` (may be
- * NULL) is called as layers' gradients become final. */
+ * NULL) is called as layers' gradients become final.
+ * Timing: on cpu, host clocks around each phase of this step. On a device
+ * backend, CUDA events on the stream (r->timer); the phases added to res
+ * are the PREVIOUS step's (h2d, data, forward, backward, optimizer, and
+ * comm if r->device_comm), read here after forward's loss has synchronised
+ * the stream, so reading never waits; the first step adds none, the last
+ * step's are not reported (docs/gpu.md, "Timing"). */
 sb_status sb_replica_gradients(struct sb_replica *r, const int32_t *idx, int n,
                                int global_batch, sb_grad_ready_fn ready, void *ctx,
                                struct sb_step_result *res);

@@ -62,6 +62,30 @@ def describe(proc):
     return f"$ {cmd}\nexit status {proc.returncode}\n--- stdout\n{proc.stdout}--- stderr\n{proc.stderr}"
 
 
+def train(stratbench, mnist_dir, *flags, timeout=600):
+    """Runs `stratbench train --data mnist_dir flags...`; asserts exit status 0 and returns
+    the CompletedProcess."""
+    proc = run([stratbench, "train", "--data", mnist_dir, *flags], timeout=timeout)
+    assert proc.returncode == 0, describe(proc)
+    return proc
+
+
+def load_params(path):
+    """A --save-params file: the flat parameter buffer as little-endian float32."""
+    import numpy as np
+    return np.fromfile(path, dtype="<f4")
+
+
+def validate_report(path):
+    """Loads a run report and validates it against reports/report.schema.json."""
+    import json
+    jsonschema = pytest.importorskip("jsonschema")
+    report = json.loads(pathlib.Path(path).read_text())
+    schema = json.loads((REPO_ROOT / "reports" / "report.schema.json").read_text())
+    jsonschema.validate(report, schema)
+    return report
+
+
 @pytest.fixture(scope="session")
 def repo_root():
     """The repository root (tests run programs from there)."""

@@ -13,8 +13,10 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <math.h>
+#include <mutex>
 #include <stdio.h>
 #include <string.h>
+#include <unordered_map>
 
 extern "C" {
 #include "backend/backend.h"
@@ -134,6 +136,45 @@ static int ensure_scratch(size_t n)
 
 /* ------------------------------------------------------------ memory */
 
+/* Bytes held through cu_alloc by every thread of the process, and the peak:
+ * a map from pointer to size, so that cu_free knows what it releases. */
+static std::mutex mem_mutex;
+static std::unordered_map<void *, size_t> mem_sizes;
+static size_t mem_current, mem_peak;
+
+static void mem_track_alloc(void *ptr, size_t bytes)
+{
+    std::lock_guard<std::mutex> lock(mem_mutex);
+    try {
+        mem_sizes[ptr] = bytes;
+    } catch (...) {
+        return; /* bookkeeping only: an untracked block is not an error */
+    }
+    mem_current += bytes;
+    if (mem_current > mem_peak) mem_peak = mem_current;
+}
+
+static void mem_track_free(void *ptr)
+{
+    std::lock_guard<std::mutex> lock(mem_mutex);
+    auto it = mem_sizes.find(ptr);
+    if (it == mem_sizes.end()) return;
+    mem_current -= it->second;
+    mem_sizes.erase(it);
+}
+
+extern "C" size_t sb_cuda_memory_peak_bytes(void)
+{
+    std::lock_guard<std::mutex> lock(mem_mutex);
+    return mem_peak;
+}
+
+extern "C" size_t sb_cuda_memory_current_bytes(void)
+{
+    std::lock_guard<std::mutex> lock(mem_mutex);
+    return mem_current;
+}
+
 static sb_status cu_alloc(void **ptr, size_t bytes)
 {
     *ptr = NULL;
@@ -146,13 +187,16 @@ static sb_status cu_alloc(void **ptr, size_t bytes)
         return sb_error(SB_ERR_NOMEM, "cudaMalloc of %zu bytes: %s", bytes,
                         cudaGetErrorString(e));
     }
+    mem_track_alloc(*ptr, rounded);
     /* Zeroed in stream order: every later op on this thread sees zeros. */
     return cuda_check(cudaMemsetAsync(*ptr, 0, rounded, ctx.stream), "cudaMemsetAsync");
 }
 
 static void cu_free(void *ptr)
 {
-    if (ptr) cudaFree(ptr); /* implicitly synchronises the device */
+    if (!ptr) return;
+    mem_track_free(ptr);
+    cudaFree(ptr); /* implicitly synchronises the device */
 }
 
 /* Asynchronous on the thread's stream; safe to reuse host_src on return

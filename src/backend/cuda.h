@@ -32,6 +32,16 @@ void sb_cuda_describe(char *buf, size_t n);
 /* Model name of device `device` into buf (size n); "" when unavailable. */
 void sb_cuda_device_name(int device, char *buf, size_t n);
 
+/* The GPU stack as separate strings for the report (each "" when unknown
+ * or absent): model of device 0, driver and runtime versions ("12.4"),
+ * cuBLAS ("12.4.5") and NCCL ("2.21.5"; "" without NCCL); count = visible
+ * devices. Never fails. (src/backend/cuda_info.c) */
+struct sb_cuda_versions {
+    int count;
+    char model[256], driver[32], runtime[32], cublas[32], nccl[32];
+};
+void sb_cuda_versions(struct sb_cuda_versions *v);
+
 #ifdef SB_HAVE_CUDA
 /* The CUDA backend ("cuda"): cuBLAS SGEMM and kernels on the thread's
  * stream. Defined in cuda.cu. */
@@ -54,6 +64,52 @@ int sb_cuda_current_device(void);
 /* Destroys the calling thread's stream, cuBLAS handle and scratch buffers
  * (end of a replica thread); safe to call when there are none. */
 void sb_cuda_release_thread(void);
+
+/* Device memory held through the backend's alloc by the whole process
+ * (every thread), now and at its peak, in bytes (cudaMalloc sizes; cuBLAS
+ * workspaces, NCCL buffers and the scratch of the ops are not counted). */
+size_t sb_cuda_memory_current_bytes(void);
+size_t sb_cuda_memory_peak_bytes(void);
+
+/* --- events: ordering between streams (src/backend/cuda_timer.cu) -------
+ * A cudaEvent_t as void *, created on the calling thread's device with
+ * timing disabled. Errors: SB_ERR_DEVICE with CUDA's message. */
+sb_status sb_cuda_event_create(void **event);
+/* Records `event` on the calling thread's stream (after the work enqueued
+ * there so far). */
+sb_status sb_cuda_event_record(void *event);
+/* Makes the calling thread's stream wait, on the device, for the work
+ * before the last record of `event` (cudaStreamWaitEvent; the host does
+ * not block). The event may have been recorded by another thread, on
+ * another stream of any device. */
+sb_status sb_cuda_stream_wait_event(void *event);
+/* Safe on NULL and on an event still pending (CUDA frees it when done). */
+void sb_cuda_event_destroy(void *event);
+
+/* --- phase timer: CUDA events on the thread's stream ---------------------
+ * Host clocks around asynchronous launches measure launch time, so device
+ * phases are timed with events recorded at marks 0..SB_CUDA_TIMER_MARKS-1
+ * on the stream. Two sets of events alternate by step: a step's marks are
+ * read during the next step (sb_cuda_timer_previous_ms), when the stream
+ * has normally passed them, so the read does not wait. */
+#define SB_CUDA_TIMER_MARKS 8
+struct sb_cuda_timer;
+/* Creates a timer on the calling thread's device. Errors: SB_ERR_DEVICE,
+ * SB_ERR_NOMEM. */
+sb_status sb_cuda_timer_create(struct sb_cuda_timer **out);
+/* Safe on NULL. */
+void sb_cuda_timer_destroy(struct sb_cuda_timer *t);
+/* Starts a new step: the current set becomes the previous one and the
+ * other set, cleared of marks, the current one. */
+void sb_cuda_timer_begin_step(struct sb_cuda_timer *t);
+/* Records mark `mark` (0..SB_CUDA_TIMER_MARKS-1) of the current step on the
+ * calling thread's stream. Errors: SB_ERR_DEVICE. */
+sb_status sb_cuda_timer_mark(struct sb_cuda_timer *t, int mark);
+/* *ms = device time from mark a to mark b of the previous step, or -1 when
+ * that step recorded either mark not at all. Waits for mark b only if the
+ * stream has not passed it yet (cudaEventSynchronize). Errors:
+ * SB_ERR_DEVICE. */
+sb_status sb_cuda_timer_previous_ms(struct sb_cuda_timer *t, int a, int b, double *ms);
 #endif
 
 #ifdef __cplusplus

@@ -92,3 +92,28 @@ void sb_cuda_describe(char *buf, size_t n)
              nccl);
 #endif
 }
+
+void sb_cuda_versions(struct sb_cuda_versions *v)
+{
+    memset(v, 0, sizeof *v);
+#ifdef SB_HAVE_CUDA
+    v->count = sb_cuda_device_count();
+    if (v->count > 0) sb_cuda_device_name(0, v->model, sizeof v->model);
+    int driver = 0, runtime = 0;
+    if (cudaDriverGetVersion(&driver) == cudaSuccess && driver > 0)
+        cuda_version_text(driver, v->driver, sizeof v->driver);
+    if (cudaRuntimeGetVersion(&runtime) == cudaSuccess)
+        cuda_version_text(runtime, v->runtime, sizeof v->runtime);
+    cudaGetLastError();
+    int major = 0, minor = 0, patch = 0;
+    if (cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS &&
+        cublasGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&
+        cublasGetProperty(PATCH_LEVEL, &patch) == CUBLAS_STATUS_SUCCESS)
+        snprintf(v->cublas, sizeof v->cublas, "%d.%d.%d", major, minor, patch);
+#ifdef SB_HAVE_NCCL
+    int nv = 0;
+    if (ncclGetVersion(&nv) == ncclSuccess) /* major * 10000 + minor * 100 + patch */
+        snprintf(v->nccl, sizeof v->nccl, "%d.%d.%d", nv / 10000, (nv % 10000) / 100, nv % 100);
+#endif
+#endif
+}

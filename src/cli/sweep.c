@@ -100,7 +100,7 @@ static sb_status parse_opts(struct sweep_opts *o, int argc, char **argv)
         {"out", 1, NULL, 'o'}, {"help", 0, NULL, 'h'}, {NULL, 0, NULL, 0}};
     char items[MAX_LIST][32];
     int n;
-    long v;
+    long v = 0;
     memset(o, 0, sizeof *o);
     SB_TRY(parse_list("strategies", "single,mirrored,ddp,central", o->strategies, &o->n_strategies));
     o->n_replicas = 3;

@@ -16,13 +16,14 @@ enum {
     OPT_STRATEGY = 256, OPT_WORKLOAD, OPT_DEVICE, OPT_HIDDEN, OPT_REPLICAS, OPT_SERVERS,
     OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_LR_SCALING, OPT_SEED, OPT_DATA,
     OPT_REPORT, OPT_TARGET, OPT_MAX_STEPS, OPT_WARMUP, OPT_SAVE_PARAMS, OPT_THREADS,
-    OPT_EVAL_BATCH, OPT_BUCKET_MB, OPT_NO_OVERLAP, OPT_ASYNC, OPT_SYNC, OPT_TRACE,
+    OPT_EVAL_BATCH, OPT_BUCKET_MB, OPT_NO_OVERLAP, OPT_ASYNC, OPT_SYNC, OPT_TRACE, OPT_COMM,
 };
 
 static const struct option long_options[] = {
     {"strategy", required_argument, NULL, OPT_STRATEGY},
     {"workload", required_argument, NULL, OPT_WORKLOAD},
     {"device", required_argument, NULL, OPT_DEVICE},
+    {"comm", required_argument, NULL, OPT_COMM},
     {"hidden", required_argument, NULL, OPT_HIDDEN},
     {"replicas", required_argument, NULL, OPT_REPLICAS},
     {"servers", required_argument, NULL, OPT_SERVERS},
@@ -55,7 +56,9 @@ void sb_train_opts_defaults(struct sb_train_opts *opts)
     struct sb_config *c = &opts->cfg;
     strcpy(c->strategy, "single");
     strcpy(c->workload, "mlp");
-    strcpy(c->device, "cpu");
+    /* cuda where the build has CUDA and a GPU is visible, else cpu. */
+    strcpy(c->device, sb_cuda_device_count() > 0 ? "cuda" : "cpu");
+    c->comm[0] = '\0'; /* resolved by validate: nccl on cuda (if built), mpi on cpu */
     c->hidden[0] = 256;
     c->n_hidden = 1;
     c->replicas = 1;
@@ -90,7 +93,9 @@ void sb_train_opts_usage(FILE *out)
             "\n"
             "  --strategy NAME        %-10s single | mirrored | ddp | central\n"
             "  --workload NAME        %-10s %s\n"
-            "  --device NAME          %-10s cpu | cuda (a build with CUDA and a visible GPU)\n"
+            "  --device NAME          %-10s cpu | cuda (default cuda when a GPU is visible)\n"
+            "  --comm NAME            %-10s nccl | mpi: how GPU replicas talk (mpi = host\n"
+            "                                    memory, staged; default nccl on cuda, mpi on cpu)\n"
             "  --hidden LIST          %-10d hidden widths of the mlp, e.g. 1024,1024\n"
             "  --replicas N           %-10d data-parallel replicas (under mpirun: world size\n"
             "                                    minus servers)\n"
@@ -116,7 +121,7 @@ void sb_train_opts_usage(FILE *out)
             "  --sync | --async       central: step barrier (default) or none (stale gradients)\n"
             "  --trace FILE           Chrome trace-event JSON of the whole job (Perfetto)\n"
             "  -h, --help             this text\n",
-            c->strategy, c->workload, sb_workload_names(), c->device, c->hidden[0],
+            c->strategy, c->workload, sb_workload_names(), c->device, "auto", c->hidden[0],
             c->replicas, c->servers, c->epochs, c->batch, c->lr, c->momentum, "none",
             (unsigned long long)c->seed, c->target_accuracy, "0", c->warmup_steps, "0",
             c->eval_batch, c->bucket_mb);
@@ -220,6 +225,11 @@ static sb_status parse_one(struct sb_train_opts *o, int opt, const char *arg)
     case OPT_STRATEGY: return parse_name("strategy", arg, c->strategy);
     case OPT_WORKLOAD: return parse_name("workload", arg, c->workload);
     case OPT_DEVICE: return parse_name("device", arg, c->device);
+    case OPT_COMM:
+        if (strcmp(arg, "nccl") != 0 && strcmp(arg, "mpi") != 0)
+            return sb_error(SB_ERR_USAGE, "--comm: expected nccl or mpi, got '%s'", arg);
+        strcpy(c->comm, arg);
+        return SB_OK;
     case OPT_HIDDEN: return parse_hidden(arg, c);
     case OPT_REPLICAS:
         o->replicas_given = 1;
@@ -256,16 +266,29 @@ static sb_status parse_one(struct sb_train_opts *o, int opt, const char *arg)
 }
 
 /* --device: cpu always; cuda only in a build with CUDA and with a visible
- * GPU. Strategies other than single keep their host communicators (local,
- * mpi) until they create theirs with sb_comm_world_create / NCCL, so cuda
- * is refused for them here rather than handing device pointers to host
- * code (see docs/gpu.md). */
-static sb_status validate_device(const struct sb_config *c)
+ * GPU. --comm: resolved here when not given (nccl on cuda in a build with
+ * NCCL, else mpi); nccl needs cuda and a build with NCCL. NCCL has no
+ * receive from any source, so central --async on cuda needs --comm mpi. */
+static sb_status validate_device(struct sb_config *c)
 {
-    if (strcmp(c->device, "cpu") == 0) return SB_OK;
-    if (strcmp(c->device, "cuda") != 0)
+    int cuda = strcmp(c->device, "cuda") == 0;
+    if (!cuda && strcmp(c->device, "cpu") != 0)
         return sb_error(SB_ERR_USAGE, "--device: unknown device '%s' (expected cpu or cuda)",
                         c->device);
+    if (!c->comm[0]) {
+#ifdef SB_HAVE_NCCL
+        strcpy(c->comm, cuda ? "nccl" : "mpi");
+#else
+        strcpy(c->comm, "mpi");
+#endif
+    }
+    int nccl = strcmp(c->comm, "nccl") == 0;
+    if (!cuda) {
+        if (nccl)
+            return sb_error(SB_ERR_USAGE, "--comm nccl: NCCL connects GPUs; use it with "
+                            "--device cuda (on cpu the communicator is mpi)");
+        return SB_OK;
+    }
 #ifndef SB_HAVE_CUDA
     return sb_error(SB_ERR_USAGE, "--device cuda: this build has no CUDA (install the CUDA "
                     "toolkit and re-run ./configure.py; see docs/gpu.md)");
@@ -273,9 +296,14 @@ static sb_status validate_device(const struct sb_config *c)
     if (sb_cuda_device_count() == 0)
         return sb_error(SB_ERR_USAGE, "--device cuda: no CUDA device is visible (check "
                         "nvidia-smi and CUDA_VISIBLE_DEVICES, or use --device cpu)");
-    if (strcmp(c->strategy, "single") != 0)
-        return sb_error(SB_ERR_USAGE, "--device cuda: strategy %s does not run on GPUs yet "
-                        "(only single; see docs/gpu.md)", c->strategy);
+#ifndef SB_HAVE_NCCL
+    if (nccl)
+        return sb_error(SB_ERR_USAGE, "--comm nccl: this build has no NCCL (install libnccl-dev "
+                        "and re-run ./configure.py, or use --comm mpi)");
+#endif
+    if (nccl && c->async_updates)
+        return sb_error(SB_ERR_USAGE, "--async on cuda needs --comm mpi (NCCL has no receive "
+                        "from any source)");
     return SB_OK;
 #endif
 }

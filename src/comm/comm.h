@@ -1,7 +1,9 @@
 /* Communicators: how replicas talk, behind one interface.
  *
- * Implementations: "mpi" (ranks of an MPI communicator, host buffers) and
- * "local" (threads of one process sharing memory). Strategies call the
+ * Implementations: "mpi" (ranks of an MPI communicator, host buffers),
+ * "local" (threads of one process sharing memory), "nccl" (GPU buffers,
+ * NCCL) and "staged" (GPU buffers through pinned host memory over mpi or
+ * local). Strategies call the
  * sb_comm_* wrappers below, which time each call and count it per kind, so
  * every strategy reports communication on one scale. */
 #ifndef SB_COMM_H
@@ -142,13 +144,29 @@ sb_status sb_comm_local_create(struct sb_local_group *g, int rank,
                                struct sb_comm **out);
 
 struct sb_config;
-/* The communicator a multi-process strategy should use for `cfg`: "nccl"
- * over the ranks of `mpi_comm` when cfg->device is cuda (GPU = local_rank
- * modulo the visible devices, made current for this thread), else "mpi".
- * Errors: SB_ERR_USAGE when device cuda is asked of a build without NCCL;
- * otherwise those of the chosen create function. (src/comm/factory.c) */
+/* The communicator a multi-process strategy should use for `cfg`, over the
+ * ranks of `mpi_comm`: "mpi" when cfg->device is cpu; on cuda, first makes
+ * GPU local_rank % (visible devices) current for this thread
+ * (sb_cuda_set_device), then "nccl" for cfg->comm "nccl", or "staged" over
+ * "mpi" for cfg->comm "mpi" (device buffers through pinned host memory).
+ * Collective over mpi_comm: every rank reaches the same branch.
+ * Errors: SB_ERR_USAGE when the build lacks CUDA or NCCL for the choice or
+ * no device is visible; otherwise those of the create functions.
+ * (src/comm/factory.c) */
 sb_status sb_comm_world_create(const struct sb_config *cfg, const void *mpi_comm,
                                int local_rank, struct sb_comm **out);
+
+#ifdef SB_HAVE_CUDA
+/* Wraps `inner`, a host-memory communicator (mpi, local), for device
+ * buffers: each float op copies the device buffer to pinned host memory on
+ * the calling thread's stream, runs inner's op, copies back and waits
+ * (blocking; iallreduce completes at issue). allreduce_f64 and barrier go
+ * straight to inner. Takes ownership of inner (destroyed with the result,
+ * or at once on failure). rank and size are inner's. Errors: SB_ERR_NOMEM;
+ * the ops return SB_ERR_COMM with CUDA's message, or inner's errors.
+ * (src/comm/staged.c) */
+sb_status sb_comm_staged_create(struct sb_comm *inner, struct sb_comm **out);
+#endif
 
 #ifdef SB_HAVE_NCCL
 /* NCCL communicator over the ranks of `mpi_comm` (an MPI_Comm *), one GPU

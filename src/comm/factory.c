@@ -1,5 +1,6 @@
-/* Picks the communicator of a multi-process strategy from the device:
- * NCCL between GPUs, MPI between CPU ranks. See comm.h. */
+/* Picks the communicator of a multi-process strategy from the device and
+ * --comm: MPI between CPU ranks; NCCL, or MPI staged through pinned host
+ * memory, between GPU ranks. See comm.h. */
 #include <string.h>
 
 #include "backend/cuda.h"
@@ -11,15 +12,28 @@ sb_status sb_comm_world_create(const struct sb_config *cfg, const void *mpi_comm
 {
     *out = NULL;
     if (strcmp(cfg->device, "cuda") != 0) return sb_comm_mpi_create(mpi_comm, out);
-#ifdef SB_HAVE_NCCL
+#ifdef SB_HAVE_CUDA
     int count = sb_cuda_device_count();
     if (count == 0)
-        return sb_error(SB_ERR_USAGE, "--device cuda: no CUDA device is visible to rank %d",
-                        local_rank);
-    return sb_comm_nccl_create(mpi_comm, local_rank % count, out);
+        return sb_error(SB_ERR_USAGE, "--device cuda: no CUDA device is visible to local "
+                        "rank %d", local_rank);
+    int device = local_rank % count;
+    if (strcmp(cfg->comm, "mpi") == 0) {
+        /* Select the GPU first: the staging copies use this thread's stream. */
+        SB_TRY(sb_cuda_set_device(device));
+        struct sb_comm *inner = NULL;
+        SB_TRY(sb_comm_mpi_create(mpi_comm, &inner));
+        return sb_comm_staged_create(inner, out);
+    }
+#ifdef SB_HAVE_NCCL
+    return sb_comm_nccl_create(mpi_comm, device, out); /* selects the device itself */
+#else
+    return sb_error(SB_ERR_USAGE, "--comm nccl: this build has no NCCL (install libnccl-dev "
+                    "and re-run ./configure.py, or use --comm mpi)");
+#endif
 #else
     (void)local_rank;
-    return sb_error(SB_ERR_USAGE, "--device cuda: this build has no NCCL for multi-process "
-                    "strategies (install libnccl-dev and re-run ./configure.py)");
+    return sb_error(SB_ERR_USAGE, "--device cuda: this build has no CUDA (re-run "
+                    "./configure.py where the CUDA toolkit is installed)");
 #endif
 }

@@ -4,8 +4,19 @@
  * Every call is enqueued on the calling thread's CUDA stream (the backend's,
  * sb_cuda_stream()), so it is ordered after the kernels that produced the
  * buffer, and then waits for that stream: the communicator interface is
- * blocking, so on return the result is in place. (ddp's overlap will use a
- * separate communication stream and events instead; see docs/gpu.md.)
+ * blocking, so on return the result is in place.
+ *
+ * The non-blocking all-reduce (ddp's buckets) runs on a second, per-member
+ * communication stream, as PyTorch DDP and llm.c overlap: an event recorded
+ * on the compute stream (after the kernels that wrote the bucket) is made a
+ * dependency of the communication stream, the ncclAllReduce is enqueued
+ * there and a completion event recorded after it. test() queries that event
+ * (no blocking); wait() makes the compute stream wait on it (no host
+ * blocking either: work enqueued afterwards on the compute stream, e.g. the
+ * optimizer, runs after the all-reduce). So for this communicator
+ * sb_comm_wait returns before the data has arrived; the host-clock times
+ * the wrappers record for it are issue times, not transfer times
+ * (docs/gpu.md, "Timing").
  *
  * Bootstrap across processes: rank 0 creates an ncclUniqueId and broadcasts
  * it over MPI; every rank then calls ncclCommInitRank (NCCL user guide,
@@ -17,6 +28,7 @@
 #include <mpi.h>
 #include <nccl.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend/cuda.h"
 #include "comm/comm.h"
@@ -26,6 +38,13 @@ struct nccl_impl {
     int device;
     void *scratch;        /* device staging for host metrics and the barrier */
     size_t scratch_bytes;
+    cudaStream_t comm_stream; /* non-blocking all-reduces; created on first use */
+};
+
+/* A non-blocking all-reduce in flight: its completion event, recorded on the
+ * communication stream after the ncclAllReduce. */
+struct nccl_pending {
+    cudaEvent_t done;
 };
 
 static sb_status nccl_check(ncclResult_t r, const char *what)
@@ -133,12 +152,102 @@ static sb_status nccl_barrier(struct sb_comm *c)
     return wait_stream(s, "cudaStreamSynchronize (nccl barrier)");
 }
 
+/* The member's communication stream on its device, created on first use
+ * (non-blocking: no implicit ordering with the legacy default stream). */
+static sb_status ensure_comm_stream(struct nccl_impl *m)
+{
+    if (m->comm_stream) return SB_OK;
+    return cuda_check(cudaStreamCreateWithFlags(&m->comm_stream, cudaStreamNonBlocking),
+                      "cudaStreamCreateWithFlags (nccl communication stream)");
+}
+
+static sb_status nccl_iallreduce(struct sb_comm *c, float *buf, size_t n,
+                                 struct sb_comm_request *req)
+{
+    struct nccl_impl *m = impl(c);
+    cudaStream_t s;
+    SB_TRY(stream_of(c, &s)); /* also makes m->device current */
+    SB_TRY(ensure_comm_stream(m));
+    struct nccl_pending *p = malloc(sizeof *p);
+    if (!p) return sb_error(SB_ERR_NOMEM, "nccl iallreduce: out of memory");
+    cudaEvent_t ready = NULL;
+    p->done = NULL;
+    sb_status st = cuda_check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming),
+                              "cudaEventCreateWithFlags (bucket ready)");
+    if (!st) st = cuda_check(cudaEventCreateWithFlags(&p->done, cudaEventDisableTiming),
+                             "cudaEventCreateWithFlags (bucket done)");
+    /* Compute stream -> ready -> communication stream: the all-reduce starts
+     * after every kernel enqueued so far on the compute stream (those that
+     * wrote this bucket's gradients), without the host waiting. */
+    if (!st) st = cuda_check(cudaEventRecord(ready, s), "cudaEventRecord (bucket ready)");
+    if (!st) st = cuda_check(cudaStreamWaitEvent(m->comm_stream, ready, 0),
+                             "cudaStreamWaitEvent (communication stream)");
+    if (!st) st = nccl_check(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, m->comm,
+                                           m->comm_stream), "ncclAllReduce (bucket)");
+    if (!st) st = cuda_check(cudaEventRecord(p->done, m->comm_stream),
+                             "cudaEventRecord (bucket done)");
+    /* Destroying a recorded event is legal: CUDA frees it once it completes. */
+    if (ready) cudaEventDestroy(ready);
+    if (st) {
+        if (p->done) cudaEventDestroy(p->done);
+        free(p);
+        return st;
+    }
+    req->impl = p;
+    req->done = 0;
+    return SB_OK;
+}
+
+static void pending_free(struct sb_comm_request *req)
+{
+    struct nccl_pending *p = req->impl;
+    if (p->done) cudaEventDestroy(p->done);
+    free(p);
+    req->impl = NULL;
+}
+
+/* Polls the completion event: cudaSuccess = done, cudaErrorNotReady = not
+ * yet, anything else is the all-reduce's (or an earlier kernel's) failure. */
+static sb_status nccl_test(struct sb_comm *c, struct sb_comm_request *req, int *done)
+{
+    (void)c;
+    struct nccl_pending *p = req->impl;
+    *done = 0;
+    cudaError_t e = cudaEventQuery(p->done);
+    if (e == cudaErrorNotReady) {
+        cudaGetLastError(); /* not an error: clear it for later checks */
+        return SB_OK;
+    }
+    pending_free(req);
+    SB_TRY(cuda_check(e, "cudaEventQuery (bucket all-reduce)"));
+    *done = 1;
+    return SB_OK;
+}
+
+/* Orders the calling thread's compute stream after the all-reduce (device
+ * side; the host does not block). */
+static sb_status nccl_wait(struct sb_comm *c, struct sb_comm_request *req)
+{
+    struct nccl_pending *p = req->impl;
+    if (!p) return SB_OK; /* released by a failed test: its error was returned there */
+    cudaStream_t s;
+    sb_status st = stream_of(c, &s);
+    if (!st) st = cuda_check(cudaStreamWaitEvent(s, p->done, 0),
+                             "cudaStreamWaitEvent (bucket all-reduce)");
+    pending_free(req);
+    return st;
+}
+
 static void nccl_destroy(struct sb_comm *c)
 {
     struct nccl_impl *m = c ? c->impl : NULL;
     if (m) {
         /* Teardown errors are ignored: nothing useful can follow. */
         cudaSetDevice(m->device);
+        if (m->comm_stream) {
+            cudaStreamSynchronize(m->comm_stream);
+            cudaStreamDestroy(m->comm_stream);
+        }
         if (m->comm) ncclCommDestroy(m->comm);
         cudaFree(m->scratch);
         free(m);
@@ -155,6 +264,9 @@ static const struct sb_comm_ops nccl_ops = {
     .recv = nccl_recv,
     .barrier = nccl_barrier,
     .destroy = nccl_destroy,
+    .iallreduce = nccl_iallreduce,
+    .test = nccl_test,
+    .wait = nccl_wait,
 };
 
 /* A member with no NCCL communicator yet. */
@@ -182,12 +294,21 @@ sb_status sb_comm_nccl_create(const void *mpi_comm, int device, struct sb_comm *
     if (MPI_Comm_rank(world, &rank) != MPI_SUCCESS || MPI_Comm_size(world, &size) != MPI_SUCCESS)
         return sb_error(SB_ERR_COMM, "nccl bootstrap: MPI_Comm_rank/size failed");
     /* The backend's thread context and the NCCL communicator must share the
-     * device: select it before anything else touches the GPU. */
-    SB_TRY(sb_cuda_set_device(device));
+     * device: select it before anything else touches the GPU. A failure here
+     * on one rank is shared with all (the MPI_Allreduce below) before any
+     * rank enters ncclCommInitRank, which would wait for the missing rank. */
+    sb_status local = sb_cuda_set_device(device);
     ncclUniqueId id;
-    if (rank == 0) SB_TRY(nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId"));
+    memset(&id, 0, sizeof id);
+    if (rank == 0 && !local) local = nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
     if (MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, world) != MPI_SUCCESS)
         return sb_error(SB_ERR_COMM, "nccl bootstrap: MPI_Bcast of the ncclUniqueId failed");
+    int failed = local != SB_OK, any_failed = 0;
+    if (MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, world) != MPI_SUCCESS)
+        return sb_error(SB_ERR_COMM, "nccl bootstrap: MPI_Allreduce of the set-up status failed");
+    if (local) return local;
+    if (any_failed)
+        return sb_error(SB_ERR_COMM, "nccl bootstrap: another rank failed to set up its GPU");
     struct sb_comm *c;
     SB_TRY(member_new(device, &c));
     sb_status st = nccl_check(ncclCommInitRank(&impl(c)->comm, size, id, rank),

@@ -19,6 +19,8 @@ struct sb_config {
     char strategy[SB_NAME_MAX];  /* single | mirrored | ddp | central */
     char workload[SB_NAME_MAX];  /* mlp (| cnn) */
     char device[SB_NAME_MAX];    /* cpu (| cuda) */
+    char comm[SB_NAME_MAX];      /* ddp/central/mirrored on cuda: nccl | mpi (host-staged);
+                                  * always mpi on cpu */
     int hidden[SB_MAX_HIDDEN];   /* hidden layer widths of the mlp */
     int n_hidden;
     int replicas;                /* data-parallel replicas (workers) */

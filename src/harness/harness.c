@@ -228,6 +228,7 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
         .workload = sb_workload_find(cfg->workload),
         .world_rank = job->rank,
         .world_size = job->size,
+        .local_rank = job->local_rank,
         .mpi_world = job->world,
     };
     const struct sb_strategy_ops *ops = sb_strategy_find(cfg->strategy);

@@ -14,6 +14,7 @@
 #include <zlib.h>
 
 #include "backend/backend.h"
+#include "backend/cuda.h"
 
 #ifndef SB_VERSION
 #define SB_VERSION "0.1.0"
@@ -130,6 +131,27 @@ static void add_hosts(cJSON *env, const struct sb_run_record *rec, int *fail)
     add_strings(hosts, one, 1, fail);
 }
 
+/* --device cuda: the GPU stack (gpu_model, gpu_count, driver,
+ * cuda_runtime, cublas, nccl) and this process's peak device memory held
+ * through the backend (peak_device_memory_bytes; rank 0's). */
+static void add_gpu(cJSON *env, int *fail)
+{
+    struct sb_cuda_versions v;
+    sb_cuda_versions(&v);
+    add_str(env, "gpu_model", v.model, fail);
+    if (!cJSON_AddNumberToObject(env, "gpu_count", (double)v.count)) *fail = 1;
+    add_str(env, "driver", v.driver, fail);
+    add_str(env, "cuda_runtime", v.runtime, fail);
+    add_str(env, "cublas", v.cublas, fail);
+    add_str(env, "nccl", v.nccl[0] ? v.nccl : "none", fail);
+#ifdef SB_HAVE_CUDA
+    double peak = (double)sb_cuda_memory_peak_bytes();
+#else
+    double peak = 0.0;
+#endif
+    if (!cJSON_AddNumberToObject(env, "peak_device_memory_bytes", peak)) *fail = 1;
+}
+
 sb_status sb_environment_json(const struct sb_run_record *rec, cJSON **out)
 {
     *out = NULL;
@@ -161,6 +183,7 @@ sb_status sb_environment_json(const struct sb_run_record *rec, cJSON **out)
     add_str(env, "zlib", zlibVersion(), &fail);
     os_version(buf, sizeof buf);
     add_str(env, "os", buf, &fail);
+    if (rec->cfg && strcmp(rec->cfg->device, "cuda") == 0) add_gpu(env, &fail);
     cJSON *argv = cJSON_AddArrayToObject(env, "argv");
     if (!argv) fail = 1;
     else add_strings(argv, rec->argv, rec->argc, &fail);

@@ -71,6 +71,7 @@ static void add_config(cJSON *root, const struct sb_run_record *rec, int *fail)
     add_str(o, "strategy", c->strategy, fail);
     add_str(o, "workload", c->workload, fail);
     add_str(o, "device", c->device, fail);
+    add_str(o, "comm", c->comm, fail);
     int n_hidden = c->n_hidden;
     if (n_hidden < 0) n_hidden = 0;
     if (n_hidden > SB_MAX_HIDDEN) n_hidden = SB_MAX_HIDDEN;

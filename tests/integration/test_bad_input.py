@@ -2,7 +2,6 @@
 no report file, whether the run is one process or an MPI job."""
 
 import gzip
-import pathlib
 import shutil
 
 import pytest

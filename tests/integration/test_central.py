@@ -6,22 +6,14 @@ worker's push at once, and reports the staleness of what it applied.
 """
 
 import json
-import pathlib
 
 import numpy as np
 import pytest
 
-from conftest import describe, run
+from conftest import describe, run, train
 
 N_PARAMS_256 = 784 * 256 + 256 + 256 * 10 + 10
 N_PARAMS_64 = 784 * 64 + 64 + 64 * 10 + 10
-
-
-def train(stratbench, mnist_dir, *flags, timeout=600):
-    """Runs `stratbench train` with --data and `flags`; asserts exit status 0."""
-    proc = run([stratbench, "train", "--data", mnist_dir, *flags], timeout=timeout)
-    assert proc.returncode == 0, describe(proc)
-    return proc
 
 
 def params_after(stratbench, mnist_dir, out, *flags):

@@ -11,7 +11,8 @@ import json
 import numpy as np
 import pytest
 
-from conftest import describe, run
+import conftest
+from conftest import describe, load_params
 
 CNN_PARAMS = 6 * 25 + 6 + 16 * 6 * 25 + 16 + 120 * 256 + 120 + 84 * 120 + 84 + 10 * 84 + 10
 STEPS = 10
@@ -23,14 +24,7 @@ TWO_REPLICAS = {
 
 def train(stratbench, mnist_dir, *flags, timeout=600):
     """Runs `stratbench train --workload cnn` with --data and `flags`; asserts exit 0."""
-    proc = run([stratbench, "train", "--data", mnist_dir, "--workload", "cnn", *flags],
-               timeout=timeout)
-    assert proc.returncode == 0, describe(proc)
-    return proc
-
-
-def load_params(path):
-    return np.fromfile(path, dtype="<f4")
+    return conftest.train(stratbench, mnist_dir, "--workload", "cnn", *flags, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ a known 3% spread, then the copy is slowed by 1.2. That tests the decision
 """
 
 import json
-import pathlib
 import shutil
 import statistics
 

@@ -13,7 +13,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import describe, run
+from conftest import load_params, train
 
 MIB = 1048576
 STEPS = 20  # 10 warm-up steps (the default) + 10 measured
@@ -39,16 +39,6 @@ def expected_bucket_bytes(hidden, cap_mb):
     return buckets
 
 
-def train(stratbench, mnist_dir, *flags):
-    proc = run([stratbench, "train", "--data", mnist_dir, *flags], timeout=600)
-    assert proc.returncode == 0, describe(proc)
-    return proc
-
-
-def params_of(path):
-    return np.fromfile(path, dtype="<f4")
-
-
 @pytest.fixture(scope="module")
 def single_reference(stratbench, mnist_dir, tmp_path_factory):
     """single with batch 64 after STEPS steps, per --hidden value (computed once each)."""
@@ -59,7 +49,7 @@ def single_reference(stratbench, mnist_dir, tmp_path_factory):
             out = tmp_path_factory.mktemp("single") / "params.f32"
             train(stratbench, mnist_dir, "--strategy", "single", "--batch", "64",
                   "--hidden", hidden, "--max-steps", STEPS, "--save-params", out)
-            cache[hidden] = params_of(out)
+            cache[hidden] = load_params(out)
         return cache[hidden]
 
     return get
@@ -89,7 +79,7 @@ def test_ddp_buckets_match_single_and_report_plan(case, stratbench, mnist_dir, t
     out, report_path = tmp_path / "params.f32", tmp_path / "report.json"
     train(stratbench, mnist_dir, *flags, "--save-params", out, "--report", report_path)
 
-    params, ref = params_of(out), single_reference(hidden)
+    params, ref = load_params(out), single_reference(hidden)
     assert params.shape == ref.shape == (sum(layer_floats(map(int, hidden.split(",")))),)
     diff = float(np.max(np.abs(params - ref)))
     assert diff <= 1e-5, f"{case[0]}: max |params - single| = {diff:g} after {STEPS} steps"

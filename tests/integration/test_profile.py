@@ -10,27 +10,18 @@ import pathlib
 
 import pytest
 
-from conftest import describe, run
+import conftest
+from conftest import validate_report
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
-SCHEMA = REPO_ROOT / "reports" / "report.schema.json"
 PHASES = ("data", "h2d", "forward", "backward", "comm", "comm_exposed", "optimizer", "wait")
 STEPS = 23        # --max-steps
 WARMUP = 4        # --warmup-steps: 19 measured steps, an odd count (see wait below)
 
 
 def train(stratbench, mnist_dir, *flags):
-    proc = run([stratbench, "train", "--data", mnist_dir, "--max-steps", STEPS,
-                "--warmup-steps", WARMUP, *flags], timeout=300)
-    assert proc.returncode == 0, describe(proc)
-    return proc
-
-
-def validated(path):
-    jsonschema = pytest.importorskip("jsonschema")
-    report = json.loads(pathlib.Path(path).read_text())
-    jsonschema.validate(report, json.loads(SCHEMA.read_text()))
-    return report
+    return conftest.train(stratbench, mnist_dir, "--max-steps", STEPS, "--warmup-steps", WARMUP,
+                          *flags, timeout=300)
 
 
 def check_spread(s, ranks):
@@ -48,7 +39,7 @@ def ddp_run(stratbench, mnist_dir, tmp_path_factory):
     train(stratbench, mnist_dir, "--strategy", "ddp", "--replicas", "2",
           "--report", d / "r.json", "--trace", d / "t.json")
     assert not list(d.glob("*.tmp.*")), "a temporary file was left behind"
-    return json.loads((d / "t.json").read_text()), validated(d / "r.json")
+    return json.loads((d / "t.json").read_text()), validate_report(d / "r.json")
 
 
 def spans(trace, **match):
@@ -133,7 +124,7 @@ def test_report_cross_rank_stats(ddp_run):
 def test_single_process_has_no_wait(stratbench, mnist_dir, tmp_path):
     train(stratbench, mnist_dir, "--strategy", "single", "--report", tmp_path / "r.json",
           "--trace", tmp_path / "t.json")
-    report = validated(tmp_path / "r.json")
+    report = validate_report(tmp_path / "r.json")
     wait = report["phases_ms"]["wait"]
     assert wait["max"] == 0 and wait["median"] == 0
     check_spread(report["step_ms_by_rank"], 1)
@@ -159,7 +150,7 @@ def test_central_server_link_bytes(stratbench, mnist_dir, tmp_path):
     N - 1 gradients and sends N - 1 parameter copies per step."""
     train(stratbench, mnist_dir, "--strategy", "central", "--replicas", "2", "--servers", "0",
           "--report", tmp_path / "r.json")
-    report = validated(tmp_path / "r.json")
+    report = validate_report(tmp_path / "r.json")
     s_bytes = report["model"]["param_bytes"]
     assert report["comm"]["server_link_bytes_per_step"] == pytest.approx(2 * (2 - 1) * s_bytes)
     check_spread(report["phases_by_rank_ms"]["wait"], 2)

@@ -6,16 +6,11 @@ N replicas with per-replica batch B make the same update as `single` with
 batch N*B, up to float summation order.
 """
 
-import json
-import pathlib
-
 import numpy as np
 import pytest
 
-from conftest import describe, run, mpirun_cmd
+from conftest import describe, load_params, mpirun_cmd, run, train, validate_report
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
-SCHEMA = REPO_ROOT / "reports" / "report.schema.json"
 
 # (strategy flags, processes) for the 2-replica runs.
 TWO_REPLICAS = {
@@ -24,25 +19,6 @@ TWO_REPLICAS = {
     "central-servers0": ["--strategy", "central", "--replicas", "2", "--servers", "0"],
     "central-servers1": ["--strategy", "central", "--replicas", "2", "--servers", "1"],
 }
-
-
-def validate_report(path):
-    """Loads a report and validates it against reports/report.schema.json."""
-    jsonschema = pytest.importorskip("jsonschema")
-    report = json.loads(pathlib.Path(path).read_text())
-    jsonschema.validate(report, json.loads(SCHEMA.read_text()))
-    return report
-
-
-def train(stratbench, mnist_dir, *flags, timeout=600):
-    """Runs `stratbench train` with --data and `flags`; asserts exit status 0."""
-    proc = run([stratbench, "train", "--data", mnist_dir, *flags], timeout=timeout)
-    assert proc.returncode == 0, describe(proc)
-    return proc
-
-
-def load_params(path):
-    return np.fromfile(path, dtype="<f4")
 
 
 @pytest.fixture(scope="module")

@@ -49,6 +49,7 @@ static int setup(void **state)
     snprintf(c->strategy, sizeof c->strategy, "ddp");
     snprintf(c->workload, sizeof c->workload, "mlp");
     snprintf(c->device, sizeof c->device, "cpu");
+    snprintf(c->comm, sizeof c->comm, "mpi");
     c->hidden[0] = 256;
     c->hidden[1] = 128;
     c->n_hidden = 2;

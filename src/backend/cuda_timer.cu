@@ -1,0 +1,131 @@
+/* CUDA events behind a C interface: cross-stream ordering (mirrored's
+ * device-side reduction) and the phase timer of device replicas. See the
+ * declarations in cuda.h. Every event is created on the calling thread's
+ * device and used on the calling thread's stream. */
+#include <cuda_runtime.h>
+#include <stdlib.h>
+
+extern "C" {
+#include "backend/cuda.h"
+}
+#include "backend/cuda_internal.h"
+
+static sb_status cuda_check(cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess) return SB_OK;
+    return sb_error(SB_ERR_DEVICE, "%s: %s", what, cudaGetErrorString(e));
+}
+
+/* The thread's stream, or SB_ERR_DEVICE with the recorded reason. */
+static sb_status thread_stream(cudaStream_t *s)
+{
+    *s = (cudaStream_t)sb_cuda_stream();
+    if (!*s) return sb_error(SB_ERR_DEVICE, "cuda events: no CUDA stream on this thread");
+    return SB_OK;
+}
+
+extern "C" sb_status sb_cuda_event_create(void **event)
+{
+    *event = NULL;
+    cudaStream_t s;
+    SB_TRY(thread_stream(&s)); /* makes the thread's device current */
+    cudaEvent_t e;
+    SB_TRY(cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
+                      "cudaEventCreateWithFlags"));
+    *event = (void *)e;
+    return SB_OK;
+}
+
+extern "C" sb_status sb_cuda_event_record(void *event)
+{
+    cudaStream_t s;
+    SB_TRY(thread_stream(&s));
+    return cuda_check(cudaEventRecord((cudaEvent_t)event, s), "cudaEventRecord");
+}
+
+extern "C" sb_status sb_cuda_stream_wait_event(void *event)
+{
+    cudaStream_t s;
+    SB_TRY(thread_stream(&s));
+    return cuda_check(cudaStreamWaitEvent(s, (cudaEvent_t)event, 0), "cudaStreamWaitEvent");
+}
+
+extern "C" void sb_cuda_event_destroy(void *event)
+{
+    if (event) cudaEventDestroy((cudaEvent_t)event);
+}
+
+/* ------------------------------------------------------------ phase timer */
+
+struct sb_cuda_timer {
+    cudaEvent_t ev[2][SB_CUDA_TIMER_MARKS]; /* timing-enabled */
+    int recorded[2][SB_CUDA_TIMER_MARKS];   /* marked in that set's step */
+    int cur;                                /* set of the current step */
+};
+
+extern "C" void sb_cuda_timer_destroy(struct sb_cuda_timer *t)
+{
+    if (!t) return;
+    for (int s = 0; s < 2; s++)
+        for (int i = 0; i < SB_CUDA_TIMER_MARKS; i++)
+            if (t->ev[s][i]) cudaEventDestroy(t->ev[s][i]);
+    free(t);
+}
+
+extern "C" sb_status sb_cuda_timer_create(struct sb_cuda_timer **out)
+{
+    *out = NULL;
+    cudaStream_t s;
+    SB_TRY(thread_stream(&s));
+    struct sb_cuda_timer *t = (struct sb_cuda_timer *)calloc(1, sizeof *t);
+    if (!t) return sb_error(SB_ERR_NOMEM, "cuda timer: out of memory");
+    for (int set = 0; set < 2; set++) {
+        for (int i = 0; i < SB_CUDA_TIMER_MARKS; i++) {
+            sb_status st = cuda_check(cudaEventCreate(&t->ev[set][i]), "cudaEventCreate (timer)");
+            if (st) {
+                sb_cuda_timer_destroy(t);
+                return st;
+            }
+        }
+    }
+    *out = t;
+    return SB_OK;
+}
+
+extern "C" void sb_cuda_timer_begin_step(struct sb_cuda_timer *t)
+{
+    t->cur ^= 1;
+    for (int i = 0; i < SB_CUDA_TIMER_MARKS; i++) t->recorded[t->cur][i] = 0;
+}
+
+extern "C" sb_status sb_cuda_timer_mark(struct sb_cuda_timer *t, int mark)
+{
+    if (mark < 0 || mark >= SB_CUDA_TIMER_MARKS)
+        return sb_error(SB_ERR_INTERNAL, "cuda timer: mark %d out of range", mark);
+    cudaStream_t s;
+    SB_TRY(thread_stream(&s));
+    SB_TRY(cuda_check(cudaEventRecord(t->ev[t->cur][mark], s), "cudaEventRecord (timer)"));
+    t->recorded[t->cur][mark] = 1;
+    return SB_OK;
+}
+
+extern "C" sb_status sb_cuda_timer_previous_ms(struct sb_cuda_timer *t, int a, int b, double *ms)
+{
+    *ms = -1.0;
+    if (a < 0 || b < 0 || a >= SB_CUDA_TIMER_MARKS || b >= SB_CUDA_TIMER_MARKS)
+        return sb_error(SB_ERR_INTERNAL, "cuda timer: marks %d, %d out of range", a, b);
+    int prev = t->cur ^ 1;
+    if (!t->recorded[prev][a] || !t->recorded[prev][b]) return SB_OK;
+    float f = 0.0f;
+    cudaError_t e = cudaEventElapsedTime(&f, t->ev[prev][a], t->ev[prev][b]);
+    if (e == cudaErrorNotReady) {
+        /* The stream has not reached mark b yet: wait for it (the previous
+         * step's work, normally long finished). */
+        cudaGetLastError();
+        SB_TRY(cuda_check(cudaEventSynchronize(t->ev[prev][b]), "cudaEventSynchronize (timer)"));
+        e = cudaEventElapsedTime(&f, t->ev[prev][a], t->ev[prev][b]);
+    }
+    SB_TRY(cuda_check(e, "cudaEventElapsedTime"));
+    *ms = (double)f;
+    return SB_OK;
+}

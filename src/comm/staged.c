@@ -1,0 +1,208 @@
+/* The "staged" communicator: a host-memory communicator (mpi, or local
+ * between threads) carrying device buffers, by way of pinned host memory.
+ *
+ * Each op copies the device buffer to a pinned host buffer on the calling
+ * thread's CUDA stream (sb_cuda_stream(), so the copy is ordered after the
+ * kernels that produced the data), waits for the copy, runs the inner op on
+ * the host buffer, copies the result back on the same stream and waits
+ * again, so the interface stays blocking and the host buffer can be reused
+ * by the next op. This is the path `--comm mpi` takes on GPUs (MPI without
+ * CUDA awareness), and it lets several ranks or threads share one GPU.
+ * DESIGN.md: "mpi (host buffers; staged through host memory for GPU buffers
+ * when NCCL is not used)".
+ *
+ * The non-blocking all-reduce is blocking here (req->done = 1 on return):
+ * staging needs the host between the copies, so there is nothing to
+ * overlap without a progress thread. Compiled only with CUDA. */
+#ifdef SB_HAVE_CUDA
+
+#include <cuda_runtime_api.h>
+#include <stdlib.h>
+
+#include "backend/cuda.h"
+#include "comm/comm.h"
+
+struct staged_impl {
+    struct sb_comm *inner; /* host-memory communicator, owned */
+    void *host;            /* pinned staging buffer (cudaMallocHost) */
+    size_t cap;            /* bytes of host */
+};
+
+static struct staged_impl *impl(struct sb_comm *c) { return c->impl; }
+
+static sb_status cuda_check(cudaError_t e, const char *what)
+{
+    if (e == cudaSuccess) return SB_OK;
+    return sb_error(SB_ERR_COMM, "staged %s: %s", what, cudaGetErrorString(e));
+}
+
+/* The calling thread's stream (the backend's; created on first use). */
+static sb_status stream(cudaStream_t *out)
+{
+    *out = (cudaStream_t)sb_cuda_stream();
+    if (!*out) return sb_error(SB_ERR_COMM, "staged: no CUDA stream on this thread");
+    return SB_OK;
+}
+
+/* Grows the pinned buffer to at least `bytes` (contents are not kept). */
+static sb_status ensure_host(struct staged_impl *m, size_t bytes)
+{
+    if (m->cap >= bytes) return SB_OK;
+    if (m->host) cudaFreeHost(m->host);
+    m->host = NULL;
+    m->cap = 0;
+    SB_TRY(cuda_check(cudaMallocHost(&m->host, bytes ? bytes : 1), "cudaMallocHost"));
+    m->cap = bytes;
+    return SB_OK;
+}
+
+/* host (n floats) = dev, after the work queued on this thread's stream. */
+static sb_status to_host(struct staged_impl *m, const float *dev, size_t n)
+{
+    cudaStream_t s;
+    SB_TRY(stream(&s));
+    size_t bytes = n * sizeof(float);
+    SB_TRY(ensure_host(m, bytes));
+    SB_TRY(cuda_check(cudaMemcpyAsync(m->host, dev, bytes, cudaMemcpyDeviceToHost, s),
+                      "cudaMemcpyAsync (device to host)"));
+    return cuda_check(cudaStreamSynchronize(s), "cudaStreamSynchronize (device to host)");
+}
+
+/* dev (n floats) = host; waits so that the host buffer is free again. */
+static sb_status to_device(struct staged_impl *m, float *dev, size_t n)
+{
+    cudaStream_t s;
+    SB_TRY(stream(&s));
+    SB_TRY(cuda_check(cudaMemcpyAsync(dev, m->host, n * sizeof(float), cudaMemcpyHostToDevice, s),
+                      "cudaMemcpyAsync (host to device)"));
+    return cuda_check(cudaStreamSynchronize(s), "cudaStreamSynchronize (host to device)");
+}
+
+static sb_status staged_allreduce(struct sb_comm *c, float *buf, size_t n)
+{
+    struct staged_impl *m = impl(c);
+    SB_TRY(to_host(m, buf, n));
+    SB_TRY(m->inner->ops->allreduce(m->inner, m->host, n));
+    return to_device(m, buf, n);
+}
+
+/* Metrics are host doubles already: no staging. */
+static sb_status staged_allreduce_f64(struct sb_comm *c, double *buf, size_t n)
+{
+    return impl(c)->inner->ops->allreduce_f64(impl(c)->inner, buf, n);
+}
+
+static sb_status staged_broadcast(struct sb_comm *c, float *buf, size_t n, int root)
+{
+    struct staged_impl *m = impl(c);
+    if (c->rank == root) SB_TRY(to_host(m, buf, n));
+    else SB_TRY(ensure_host(m, n * sizeof(float)));
+    SB_TRY(m->inner->ops->broadcast(m->inner, m->host, n, root));
+    return c->rank == root ? SB_OK : to_device(m, buf, n);
+}
+
+static sb_status staged_send(struct sb_comm *c, const float *buf, size_t n, int peer)
+{
+    struct staged_impl *m = impl(c);
+    SB_TRY(to_host(m, buf, n));
+    return m->inner->ops->send(m->inner, m->host, n, peer);
+}
+
+static sb_status staged_recv(struct sb_comm *c, float *buf, size_t n, int peer)
+{
+    struct staged_impl *m = impl(c);
+    SB_TRY(ensure_host(m, n * sizeof(float)));
+    SB_TRY(m->inner->ops->recv(m->inner, m->host, n, peer));
+    return to_device(m, buf, n);
+}
+
+static sb_status staged_recv_any(struct sb_comm *c, float *buf, size_t n, int *peer)
+{
+    struct staged_impl *m = impl(c);
+    if (!m->inner->ops->recv_any)
+        return sb_error(SB_ERR_INTERNAL, "staged %s communicator: no receive from any source",
+                        m->inner->ops->name);
+    SB_TRY(ensure_host(m, n * sizeof(float)));
+    SB_TRY(m->inner->ops->recv_any(m->inner, m->host, n, peer));
+    return to_device(m, buf, n);
+}
+
+static sb_status staged_barrier(struct sb_comm *c)
+{
+    return impl(c)->inner->ops->barrier(impl(c)->inner);
+}
+
+/* Blocking (see the top of the file): complete on return. */
+static sb_status staged_iallreduce(struct sb_comm *c, float *buf, size_t n,
+                                   struct sb_comm_request *req)
+{
+    SB_TRY(staged_allreduce(c, buf, n));
+    req->impl = NULL;
+    req->done = 1;
+    return SB_OK;
+}
+
+/* Never reached for this communicator's requests (complete at issue); kept
+ * so that the ops table is whole. */
+static sb_status staged_test(struct sb_comm *c, struct sb_comm_request *req, int *done)
+{
+    (void)c;
+    req->impl = NULL;
+    *done = 1;
+    return SB_OK;
+}
+
+static sb_status staged_wait(struct sb_comm *c, struct sb_comm_request *req)
+{
+    (void)c;
+    req->impl = NULL;
+    return SB_OK;
+}
+
+static void staged_destroy(struct sb_comm *c)
+{
+    struct staged_impl *m = c ? c->impl : NULL;
+    if (m) {
+        sb_comm_destroy(m->inner);
+        if (m->host) cudaFreeHost(m->host); /* teardown: errors ignored */
+        free(m);
+    }
+    free(c);
+}
+
+static const struct sb_comm_ops staged_ops = {
+    .name = "staged",
+    .allreduce = staged_allreduce,
+    .allreduce_f64 = staged_allreduce_f64,
+    .broadcast = staged_broadcast,
+    .send = staged_send,
+    .recv = staged_recv,
+    .recv_any = staged_recv_any,
+    .barrier = staged_barrier,
+    .destroy = staged_destroy,
+    .iallreduce = staged_iallreduce,
+    .test = staged_test,
+    .wait = staged_wait,
+};
+
+sb_status sb_comm_staged_create(struct sb_comm *inner, struct sb_comm **out)
+{
+    *out = NULL;
+    struct sb_comm *c = calloc(1, sizeof *c);
+    struct staged_impl *m = calloc(1, sizeof *m);
+    if (!c || !m) {
+        free(c);
+        free(m);
+        sb_comm_destroy(inner);
+        return sb_error(SB_ERR_NOMEM, "staged communicator: out of memory");
+    }
+    m->inner = inner;
+    c->ops = &staged_ops;
+    c->impl = m;
+    c->rank = inner->rank;
+    c->size = inner->size;
+    *out = c;
+    return SB_OK;
+}
+
+#endif /* SB_HAVE_CUDA */

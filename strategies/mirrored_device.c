@@ -1,0 +1,126 @@
+/* Strategy "mirrored": where replicas live and how they talk: devices,
+ * communicators and the device-side reduction of replicas sharing one GPU
+ * (ReductionToOneDevice, as TensorFlow's logical devices reduce). See
+ * mirrored.h. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda.h"
+#include "strategies/mirrored.h"
+
+static void mid_barrier(struct mirrored *mr) { pthread_barrier_wait(&mr->mid); }
+
+/* The buffer the device-side reduction works on: gradients when summing,
+ * parameters when broadcasting. */
+static float *share_buf(const struct member *m, int sum_grads)
+{
+    return sum_grads ? m->replica->model->grads : m->replica->model->params;
+}
+
+sb_status sb_mirrored_create_comms(struct mirrored *mr)
+{
+    const struct sb_config *cfg = mr->env->cfg;
+    int cuda = strcmp(cfg->device, "cuda") == 0;
+    if (!cuda || strcmp(cfg->comm, "mpi") == 0) {
+        SB_TRY(sb_local_group_create(mr->n, &mr->group));
+        for (int i = 0; i < mr->n; i++)
+            SB_TRY(sb_comm_local_create(mr->group, i, &mr->members[i].comm));
+    }
+    if (!cuda) return SB_OK;
+#ifndef SB_HAVE_CUDA
+    return sb_error(SB_ERR_USAGE, "--device cuda: this build has no CUDA");
+#else
+    int count = sb_cuda_device_count();
+    if (count == 0) return sb_error(SB_ERR_USAGE, "--device cuda: no CUDA device is visible");
+    for (int i = 0; i < mr->n; i++) mr->members[i].device = i % count;
+    if (strcmp(cfg->comm, "mpi") == 0) { /* host-staged: any placement */
+        for (int i = 0; i < mr->n; i++) {
+            struct sb_comm *inner = mr->members[i].comm;
+            mr->members[i].comm = NULL;
+            SB_TRY(sb_comm_staged_create(inner, &mr->members[i].comm));
+        }
+        return SB_OK;
+    }
+    if (mr->n > 1 && count == 1) { /* every replica on GPU 0 */
+        mr->on_device = 1;
+        return SB_OK;
+    }
+    if (mr->n > count)
+        return sb_error(SB_ERR_USAGE, "--replicas %d on %d GPUs with --comm nccl: use at most "
+                        "%d replicas, one GPU (CUDA_VISIBLE_DEVICES=0), or --comm mpi",
+                        mr->n, count, count);
+#ifdef SB_HAVE_NCCL
+    int *devices = malloc((size_t)mr->n * sizeof *devices);
+    struct sb_comm **comms = calloc((size_t)mr->n, sizeof *comms);
+    sb_status st = SB_OK;
+    if (!devices || !comms) st = sb_error(SB_ERR_NOMEM, "mirrored: out of memory");
+    for (int i = 0; !st && i < mr->n; i++) devices[i] = mr->members[i].device;
+    if (!st) st = sb_comm_nccl_create_all(mr->n, devices, comms);
+    for (int i = 0; !st && i < mr->n; i++) mr->members[i].comm = comms[i];
+    free(devices);
+    free(comms);
+    return st;
+#else
+    return sb_error(SB_ERR_USAGE, "--comm nccl: this build has no NCCL (use --comm mpi)");
+#endif
+#endif
+}
+
+sb_status sb_mirrored_create_replica(struct member *me)
+{
+#ifdef SB_HAVE_CUDA
+    if (me->device >= 0) SB_TRY(sb_cuda_set_device(me->device));
+#endif
+    SB_TRY(sb_replica_create(me->owner->env, 1, &me->replica));
+#ifdef SB_HAVE_CUDA
+    if (me->device >= 0) me->replica->device_comm = 1; /* comm timed by events */
+    if (me->owner->on_device) SB_TRY(sb_cuda_event_create(&me->event));
+#endif
+    return SB_OK;
+}
+
+void sb_mirrored_release_replica(struct member *me)
+{
+    sb_replica_destroy(me->replica);
+    me->replica = NULL;
+#ifdef SB_HAVE_CUDA
+    sb_cuda_event_destroy(me->event);
+    me->event = NULL;
+    if (me->device >= 0) sb_cuda_release_thread();
+#endif
+}
+
+sb_status sb_mirrored_device_share(struct member *me, int sum_grads)
+{
+#ifndef SB_HAVE_CUDA
+    (void)me, (void)sum_grads;
+    return sb_error(SB_ERR_INTERNAL, "mirrored: device-side reduction without CUDA");
+#else
+    struct mirrored *mr = me->owner;
+    const struct sb_backend_ops *be = mr->env->be;
+    struct member *lead = &mr->members[0];
+    int leader = me->index == 0;
+    float *buf = share_buf(me, sum_grads);
+    size_t n = me->replica->model->n_params;
+    /* Each member keeps its first error but still passes every barrier. */
+    sb_status st = sb_cuda_event_record(me->event); /* 1: buf written */
+    mid_barrier(mr);
+    if (leader) { /* 2: sum into replica 0's buf on its stream */
+        for (int r = 1; r < mr->n && !st; r++) {
+            st = sb_cuda_stream_wait_event(mr->members[r].event);
+            if (!st && sum_grads) be->add(buf, share_buf(&mr->members[r], 1), n);
+        }
+        if (!st) st = sb_cuda_event_record(me->event);
+    }
+    mid_barrier(mr);
+    if (!leader && !st) { /* 3: copy replica 0's result */
+        st = sb_cuda_stream_wait_event(lead->event);
+        if (!st) be->copy(buf, share_buf(lead, sum_grads), n);
+        if (!st) st = sb_cuda_event_record(me->event);
+    }
+    mid_barrier(mr);
+    for (int r = 1; leader && r < mr->n && !st; r++) /* 4: next write after the copies */
+        st = sb_cuda_stream_wait_event(mr->members[r].event);
+    return st;
+#endif
+}
