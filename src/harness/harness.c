@@ -2,6 +2,7 @@
 #include "harness/harness.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,13 +49,19 @@ static void timings_add(struct timings *t, double step_ms, const struct sb_step_
     t->n++;
 }
 
-/* BLAS threads per process: --threads, else the node's cores shared evenly
- * among the job's processes on this node. */
+/* BLAS threads per process: --threads, else the cores this process may run
+ * on. mpirun binds each rank to a core when ranks <= cores (Open MPI's
+ * default), so a bound rank gets the cores of its affinity mask; an unbound
+ * process shares the node's cores evenly with the job's other processes
+ * on this node. */
 static int blas_threads(const struct sb_config *cfg, const struct sb_job *job)
 {
     if (cfg->threads > 0) return cfg->threads;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     long t = cores / (job->local_size > 0 ? job->local_size : 1);
+    cpu_set_t mask;
+    if (sched_getaffinity(0, sizeof mask, &mask) == 0 && CPU_COUNT(&mask) < cores)
+        t = CPU_COUNT(&mask);
     return t >= 1 ? (int)t : 1;
 }
 

@@ -150,6 +150,13 @@ sb_status sb_job_relaunch_under_mpirun(int np, int argc, char **argv)
     args[k++] = "-np";
     args[k++] = np_text;
     args[k++] = "--oversubscribe";
+    if (np == 1) {
+        /* Open MPI binds a lone rank to one core, leaving the others idle
+         * (single and mirrored, which mpirun does not start, use them all).
+         * Several ranks keep its default, one core each, which is faster. */
+        args[k++] = "--bind-to";
+        args[k++] = "none";
+    }
     args[k++] = self;
     for (int i = 1; i < argc; i++) args[k++] = argv[i];
     args[k] = NULL;

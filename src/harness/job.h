@@ -49,7 +49,8 @@ void sb_job_finish(struct sb_job *job);
  * MPI job it needs, as torchrun or horovodrun would. Sets what Open MPI
  * needs on a workstation or container unless the user set it already:
  * running as root (OMPI_ALLOW_RUN_AS_ROOT*), more ranks than cores
- * (--oversubscribe), no CMA single-copy. $STRATBENCH_MPIRUN overrides the
+ * (--oversubscribe), no CMA single-copy, and a lone rank not bound to one
+ * core (--bind-to none). $STRATBENCH_MPIRUN overrides the
  * launcher command (e.g. "mpirun --hostfile hosts"). Returns only on
  * failure: SB_ERR_USAGE naming the launcher when it cannot be started. */
 sb_status sb_job_relaunch_under_mpirun(int np, int argc, char **argv);
