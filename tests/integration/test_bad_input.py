@@ -43,6 +43,32 @@ def test_missing_data_names_the_file(strategy, stratbench, tmp_path):
     assert not report.exists() and not list(tmp_path.glob("r.json*"))
 
 
+def copy_with(mnist_dir, dest, name, content):
+    """A copy of MNIST in `dest` whose file `name` (uncompressed) is `content`."""
+    dest.mkdir()
+    for f in FILES:
+        shutil.copy(mnist_dir / f"{f}.gz", dest / f"{f}.gz")
+    (dest / f"{name}.gz").write_bytes(gzip.compress(content))
+    return dest
+
+
+def test_wrong_magic_number_is_rejected(stratbench, mnist_dir, tmp_path):
+    """Labels where images belong: magic 2049 instead of 2051."""
+    labels = gzip.decompress((mnist_dir / "train-labels-idx1-ubyte.gz").read_bytes())
+    data = copy_with(mnist_dir, tmp_path / "mnist", "train-images-idx3-ubyte", labels)
+    proc = run([stratbench, "train", "--data", data, "--report", tmp_path / "r.json"])
+    assert_usage_error(proc, "train-images-idx3-ubyte.gz", "magic")
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_mismatched_counts_are_rejected(stratbench, mnist_dir, tmp_path):
+    """10k test labels beside 60k training images: the counts must match."""
+    labels = gzip.decompress((mnist_dir / "t10k-labels-idx1-ubyte.gz").read_bytes())
+    data = copy_with(mnist_dir, tmp_path / "mnist", "train-labels-idx1-ubyte", labels)
+    proc = run([stratbench, "train", "--strategy", "ddp", "--replicas", "2", "--data", data])
+    assert_usage_error(proc, "train-images-idx3-ubyte", "train-labels-idx1-ubyte")
+
+
 @pytest.mark.parametrize("strategy", ["single", "ddp"])
 def test_truncated_data_is_rejected(strategy, stratbench, corrupt_data, tmp_path):
     report = tmp_path / "r.json"

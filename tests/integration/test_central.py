@@ -5,12 +5,11 @@ Synchronous central with any number of servers makes the same update as
 worker's push at once, and reports the staleness of what it applied.
 """
 
-import json
 
 import numpy as np
 import pytest
 
-from conftest import describe, run, train
+from conftest import describe, run, train, validate_report
 
 N_PARAMS_256 = 784 * 256 + 256 + 256 * 10 + 10
 N_PARAMS_64 = 784 * 64 + 64 + 64 * 10 + 10
@@ -47,7 +46,7 @@ def test_sharded_sync_matches_single_with_doubled_batch(servers, hidden, n_param
                         "--lr", "0")
     assert float(np.max(np.abs(central - init))) > 1e-3  # the parameters did move
 
-    report = json.loads(report_path.read_text())
+    report = validate_report(report_path)
     details = report["strategy_details"]
     assert details["servers"] == servers
     assert details["shard_floats"] == expected_shards(n_params, servers)
@@ -65,7 +64,7 @@ def test_async_trains_and_reports_staleness(stratbench, mnist_dir, tmp_path):
     report_path = tmp_path / "report.json"
     proc = train(stratbench, mnist_dir, "--strategy", "central", "--replicas", "2", "--servers",
                  "2", "--async", "--epochs", "1", "--report", report_path)
-    report = json.loads(report_path.read_text())
+    report = validate_report(report_path)
     assert report["steps_total"] == 60000 // 128
     epoch = report["epochs"][0]
     assert np.isfinite(epoch["train_loss"]) and epoch["train_loss"] < 0.5, describe(proc)
@@ -85,7 +84,7 @@ def test_async_with_rank0_training(stratbench, mnist_dir, tmp_path):
     report_path = tmp_path / "report.json"
     train(stratbench, mnist_dir, "--strategy", "central", "--replicas", "3", "--servers", "0",
           "--async", "--max-steps", "30", "--report", report_path)
-    report = json.loads(report_path.read_text())
+    report = validate_report(report_path)
     assert report["steps_total"] == 30
     assert np.isfinite(report["epochs"][0]["train_loss"])
     d = report["strategy_details"]

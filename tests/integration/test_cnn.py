@@ -6,13 +6,12 @@ for the mlp). Accuracy: a few epochs reach 98.5% on the 10k test images; the ful
 10-epoch run is marked slow (about 2 minutes on 2 shared cores, see docs/workloads.md).
 """
 
-import json
 
 import numpy as np
 import pytest
 
 import conftest
-from conftest import describe, load_params
+from conftest import describe, load_params, validate_report
 
 CNN_PARAMS = 6 * 25 + 6 + 16 * 6 * 25 + 16 + 120 * 256 + 120 + 84 * 120 + 84 + 10 * 84 + 10
 STEPS = 10
@@ -60,7 +59,7 @@ def check_accuracy(stratbench, mnist_dir, tmp_path, epochs):
     report_path = tmp_path / "report.json"
     proc = train(stratbench, mnist_dir, "--epochs", epochs, "--target-accuracy", "0.985",
                  "--report", report_path, timeout=1200)
-    report = json.loads(report_path.read_text())
+    report = validate_report(report_path)
     assert report["model"]["n_params"] == CNN_PARAMS
     assert len(report["epochs"]) == epochs
     assert report["time_to_accuracy_s"] is not None, describe(proc)

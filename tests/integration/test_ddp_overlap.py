@@ -8,12 +8,11 @@ total (comm_exposed <= comm per step, so also for the medians), and all of it wi
 overlap. No test depends on how fast anything is.
 """
 
-import json
 
 import numpy as np
 import pytest
 
-from conftest import load_params, train
+from conftest import load_params, train, validate_report
 
 MIB = 1048576
 STEPS = 20  # 10 warm-up steps (the default) + 10 measured
@@ -84,7 +83,7 @@ def test_ddp_buckets_match_single_and_report_plan(case, stratbench, mnist_dir, t
     diff = float(np.max(np.abs(params - ref)))
     assert diff <= 1e-5, f"{case[0]}: max |params - single| = {diff:g} after {STEPS} steps"
 
-    report = json.loads(report_path.read_text())
+    report = validate_report(report_path)
     details = report["strategy_details"]
     expected = expected_bucket_bytes([int(h) for h in hidden.split(",")],
                                      25.0 if cap_mb is None else cap_mb)
