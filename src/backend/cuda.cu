@@ -66,12 +66,14 @@ static sb_status blas_check(cublasStatus_t s, const char *what)
 extern "C" void sb_cuda_release_thread(void)
 {
     /* Errors while tearing down are ignored: nothing useful can follow. */
-    if (ctx.device >= 0) cudaSetDevice(ctx.device);
+    if (ctx.device < 0) return; /* nothing to release; cudaFree(NULL) would create a context */
+    cudaSetDevice(ctx.device);
+    if (ctx.stream) cudaStreamSynchronize(ctx.stream); /* no work outlives its stream */
     if (ctx.blas) cublasDestroy(ctx.blas);
     if (ctx.stream) cudaStreamDestroy(ctx.stream);
-    cudaFree(ctx.scratch);
-    cudaFree(ctx.result_dev);
-    cudaFreeHost(ctx.result_host);
+    if (ctx.scratch) cudaFree(ctx.scratch);
+    if (ctx.result_dev) cudaFree(ctx.result_dev);
+    if (ctx.result_host) cudaFreeHost(ctx.result_host);
     ctx = thread_ctx{-1, 0, 0, 0, 0, 0, 0, ""};
 }
 
@@ -93,7 +95,12 @@ static sb_status create_ctx(int device)
 
 extern "C" sb_status sb_cuda_set_device(int device)
 {
-    if (ctx.device == device && ctx.stream) return SB_OK;
+    if (ctx.device == device && ctx.stream) {
+        /* Re-assert it: code outside the backend (NCCL set-up and teardown,
+         * cudaGetDeviceProperties callers) may have changed the thread's
+         * current device, and kernels on ctx.stream must launch on its own. */
+        return cuda_check(cudaSetDevice(device), "cudaSetDevice");
+    }
     sb_cuda_release_thread();
     sb_status st = create_ctx(device);
     if (st) sb_cuda_release_thread(); /* all or nothing: a retry starts clean */
@@ -188,8 +195,19 @@ static sb_status cu_alloc(void **ptr, size_t bytes)
                         cudaGetErrorString(e));
     }
     mem_track_alloc(*ptr, rounded);
-    /* Zeroed in stream order: every later op on this thread sees zeros. */
-    return cuda_check(cudaMemsetAsync(*ptr, 0, rounded, ctx.stream), "cudaMemsetAsync");
+    /* Zeroed before returning, not just in this thread's stream order: the
+     * block may next be used from another thread's stream (the device-side
+     * reduction reads every replica's buffers on replica 0's stream, NCCL's
+     * communication stream) with no event ordering it after the memset.
+     * Allocation happens at set-up, so the wait costs nothing per step. */
+    sb_status st = cuda_check(cudaMemsetAsync(*ptr, 0, rounded, ctx.stream), "cudaMemsetAsync");
+    if (!st) st = cuda_check(cudaStreamSynchronize(ctx.stream), "cudaStreamSynchronize (alloc)");
+    if (st) {
+        mem_track_free(*ptr);
+        cudaFree(*ptr);
+        *ptr = NULL;
+    }
+    return st;
 }
 
 static void cu_free(void *ptr)
@@ -199,20 +217,32 @@ static void cu_free(void *ptr)
     cudaFree(ptr); /* implicitly synchronises the device */
 }
 
-/* Asynchronous on the thread's stream; safe to reuse host_src on return
- * because a copy from pageable memory is staged before cudaMemcpyAsync
- * returns (CUDA runtime API, "API synchronization behavior"). */
+/* Asynchronous on the thread's stream, and host_src may be reused or freed
+ * on return (callers free the initial parameters at once): a copy from
+ * pageable memory is staged through the driver's pinned buffers before
+ * cudaMemcpyAsync returns (CUDA runtime API, "API synchronization
+ * behavior"), but one from pinned memory (cudaMallocHost) is a DMA still in
+ * flight, so for those this waits for the stream. */
 static sb_status cu_upload(void *dst, const void *host_src, size_t bytes)
 {
     if (!ensure_ctx()) return sb_error(SB_ERR_DEVICE, "cuda backend: %s", ctx.error);
-    return cuda_check(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, ctx.stream),
-                      "cudaMemcpyAsync (upload)");
+    if (bytes == 0) return SB_OK;
+    SB_TRY(cuda_check(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, ctx.stream),
+                      "cudaMemcpyAsync (upload)"));
+    cudaPointerAttributes attr;
+    if (cudaPointerGetAttributes(&attr, host_src) != cudaSuccess) {
+        cudaGetLastError(); /* unknown to CUDA: pageable */
+        return SB_OK;
+    }
+    if (attr.type != cudaMemoryTypeHost) return SB_OK;
+    return cuda_check(cudaStreamSynchronize(ctx.stream), "cudaStreamSynchronize (upload)");
 }
 
 /* Synchronous: host_dst holds the data on return. */
 static sb_status cu_download(void *host_dst, const void *src, size_t bytes)
 {
     if (!ensure_ctx()) return sb_error(SB_ERR_DEVICE, "cuda backend: %s", ctx.error);
+    if (bytes == 0) return SB_OK;
     SB_TRY(cuda_check(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, ctx.stream),
                       "cudaMemcpyAsync (download)"));
     return cuda_check(cudaStreamSynchronize(ctx.stream), "cudaStreamSynchronize (download)");

@@ -85,16 +85,19 @@ static sb_status nccl_allreduce(struct sb_comm *c, float *buf, size_t n)
     return wait_stream(s, "cudaStreamSynchronize (ncclAllReduce)");
 }
 
-/* Grows the device scratch to `bytes`. */
-static sb_status ensure_scratch(struct nccl_impl *m, size_t bytes)
+/* Grows the device scratch to `bytes`, zeroed on stream s (the barrier
+ * all-reduces it without writing it first: zeros keep it finite and
+ * compute-sanitizer's initcheck quiet). cudaFree waits for the device, so
+ * the old block is not in use when it goes. */
+static sb_status ensure_scratch(struct nccl_impl *m, size_t bytes, cudaStream_t s)
 {
     if (m->scratch_bytes >= bytes) return SB_OK;
-    cudaFree(m->scratch);
+    if (m->scratch) cudaFree(m->scratch);
     m->scratch = NULL;
     m->scratch_bytes = 0;
     SB_TRY(cuda_check(cudaMalloc(&m->scratch, bytes), "cudaMalloc (nccl scratch)"));
     m->scratch_bytes = bytes;
-    return SB_OK;
+    return cuda_check(cudaMemsetAsync(m->scratch, 0, bytes, s), "cudaMemsetAsync (nccl scratch)");
 }
 
 /* buf is host memory (metrics): staged through device scratch. */
@@ -103,7 +106,7 @@ static sb_status nccl_allreduce_f64(struct sb_comm *c, double *buf, size_t n)
     cudaStream_t s;
     SB_TRY(stream_of(c, &s));
     size_t bytes = n * sizeof *buf;
-    SB_TRY(ensure_scratch(impl(c), bytes));
+    SB_TRY(ensure_scratch(impl(c), bytes, s));
     void *d = impl(c)->scratch;
     SB_TRY(cuda_check(cudaMemcpyAsync(d, buf, bytes, cudaMemcpyHostToDevice, s),
                       "cudaMemcpyAsync (nccl metrics)"));
@@ -145,7 +148,7 @@ static sb_status nccl_barrier(struct sb_comm *c)
 {
     cudaStream_t s;
     SB_TRY(stream_of(c, &s));
-    SB_TRY(ensure_scratch(impl(c), sizeof(float)));
+    SB_TRY(ensure_scratch(impl(c), sizeof(float), s));
     float *d = impl(c)->scratch;
     SB_TRY(nccl_check(ncclAllReduce(d, d, 1, ncclFloat, ncclSum, impl(c)->comm, s),
                       "ncclAllReduce (barrier)"));
@@ -242,14 +245,24 @@ static void nccl_destroy(struct sb_comm *c)
 {
     struct nccl_impl *m = c ? c->impl : NULL;
     if (m) {
-        /* Teardown errors are ignored: nothing useful can follow. */
+        /* Teardown errors are ignored: nothing useful can follow. The
+         * calling thread's current device is restored afterwards: it may be
+         * another member's thread, whose backend context must stay on its
+         * own GPU. */
+        int previous = -1;
+        if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
         cudaSetDevice(m->device);
-        if (m->comm_stream) {
-            cudaStreamSynchronize(m->comm_stream);
-            cudaStreamDestroy(m->comm_stream);
-        }
+        /* The communicator goes first, while every stream it has seen still
+         * exists: its last operations (queued on comm_stream) must finish
+         * before the stream is destroyed. ncclCommDestroy of members made by
+         * ncclCommInitAll may be called one after another from one thread:
+         * NCCL frees the clique's shared resources at the last one. */
+        if (m->comm_stream) cudaStreamSynchronize(m->comm_stream);
         if (m->comm) ncclCommDestroy(m->comm);
-        cudaFree(m->scratch);
+        if (m->comm_stream) cudaStreamDestroy(m->comm_stream);
+        if (m->scratch) cudaFree(m->scratch);
+        if (previous >= 0) cudaSetDevice(previous);
+        cudaGetLastError(); /* keep teardown failures out of later checks */
         free(m);
     }
     free(c);
@@ -328,7 +341,12 @@ sb_status sb_comm_nccl_create_all(int n, const int *devices, struct sb_comm **ou
     for (int i = 0; i < n; i++) out[i] = NULL;
     ncclComm_t *comms = calloc((size_t)n, sizeof *comms);
     if (!comms) return sb_error(SB_ERR_NOMEM, "nccl communicator: out of memory");
+    /* ncclCommInitAll visits every device; put the caller's back, so that a
+     * thread that already has a backend context keeps launching on it. */
+    int previous = -1;
+    if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
     sb_status st = nccl_check(ncclCommInitAll(comms, n, devices), "ncclCommInitAll");
+    if (previous >= 0) cudaSetDevice(previous);
     for (int i = 0; i < n && !st; i++) {
         st = member_new(devices[i], &out[i]);
         if (st) break;
