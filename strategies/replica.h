@@ -64,6 +64,8 @@ sb_status sb_replica_update(struct sb_replica *r, const float *grads,
 /* Counts correct predictions on test samples [first, first + count). */
 sb_status sb_replica_evaluate(struct sb_replica *r, int first, int count, long *correct);
 
+/* Frees the replica's model, optimizer state and device buffers; safe on
+ * NULL. */
 void sb_replica_destroy(struct sb_replica *r);
 
 /* Ranges [first, first + count) of `n` items split evenly over `parts`

@@ -33,8 +33,6 @@ struct sb_strategy_env {
     const struct sb_mnist *data;
     const struct sb_backend_ops *be;
     const struct sb_workload_ops *workload;
-    int world_rank;         /* MPI world rank (0 without MPI) */
-    int world_size;         /* MPI world size (1 without MPI) */
     int local_rank;         /* rank among this node's processes (GPU choice) */
     const void *mpi_world;  /* MPI_Comm * of the world, NULL without MPI */
 };

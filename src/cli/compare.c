@@ -214,6 +214,16 @@ static sb_status decide(const struct opts *o, const struct entry *b, const struc
     return SB_OK;
 }
 
+/* Prints doc as JSON and a newline (`fallback` if printing runs out of
+ * memory), then frees doc. */
+static void print_json(cJSON *doc, const char *fallback)
+{
+    char *t = cJSON_Print(doc);
+    printf("%s\n", t ? t : fallback);
+    cJSON_free(t);
+    cJSON_Delete(doc);
+}
+
 static void print_results(const struct opts *o, const struct result *r, int nr,
                           const struct side *b, const struct side *n)
 {
@@ -234,10 +244,7 @@ static void print_results(const struct opts *o, const struct result *r, int nr,
             cJSON_AddNumberToObject(x, "value", r[i].new_med);
             cJSON_AddItemToArray(list, x);
         }
-        char *t = cJSON_Print(list);
-        printf("%s\n", t ? t : "[]");
-        cJSON_free(t);
-        cJSON_Delete(list);
+        print_json(list, "[]");
         return;
     }
     if (strcmp(o->format, "json") == 0) {
@@ -264,10 +271,7 @@ static void print_results(const struct opts *o, const struct result *r, int nr,
                                                    : VERDICT[r[i].verdict]);
             cJSON_AddItemToArray(pts, x);
         }
-        char *t = cJSON_Print(doc);
-        printf("%s\n", t ? t : "{}");
-        cJSON_free(t);
-        cJSON_Delete(doc);
+        print_json(doc, "{}");
         return;
     }
     int md = strcmp(o->format, "markdown") == 0;

@@ -1,12 +1,12 @@
-/* `stratbench sweep`: the scaling matrix; see sweep.h and docs/sweep-compare.md. */
+/* `stratbench sweep`: the scaling matrix's options and child runs, and the
+ * assembly of scaling.json; the statistics are in sweep_stats.c. See sweep.h
+ * and docs/sweep-compare.md. */
 #include "cli/sweep.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
-#include <math.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,17 +15,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/stats_tests.h"
+#include "cli/sweep_stats.h"
 #include "strategies/strategy.h"
 
 #define MAX_LIST 16
-#define BOOT_RESAMPLES 2000
-#define BOOT_SEED 20261121u
 #define PATH_LEN 4096
-
-static const char *const PHASES[] = {"data", "forward", "backward", "comm", "comm_exposed",
-                                     "optimizer", "wait"};
-#define N_PHASES (sizeof PHASES / sizeof PHASES[0])
 
 struct sweep_opts {
     char strategies[MAX_LIST][32];
@@ -41,14 +35,6 @@ struct sweep_opts {
     int n_extra;
     int help;       /* --help: print usage, exit 0 */
 };
-
-/* Measurements of one successful run, per repeat. */
-struct run_values {
-    double step_ms, samples_per_s, epoch_s, tta_s, accuracy;
-    double phase_ms[N_PHASES];
-};
-
-static const char *const SCALING_NAME[2] = {"strong", "weak"};
 
 static void usage(FILE *out)
 {
@@ -136,7 +122,10 @@ static sb_status parse_opts(struct sweep_opts *o, int argc, char **argv)
             break;
         case 'G': SB_TRY(parse_int("global-batch", optarg, 1, 60000, &v)); o->global_batch = (int)v; break;
         case 'b': SB_TRY(parse_int("batch", optarg, 1, 60000, &v)); o->batch = (int)v; break;
-        case 'r': SB_TRY(parse_int("repeats", optarg, 1, 1000, &v)); o->repeats = (int)v; break;
+        case 'r':
+            SB_TRY(parse_int("repeats", optarg, 1, SB_SWEEP_MAX_REPEATS, &v));
+            o->repeats = (int)v;
+            break;
         case 'e': SB_TRY(parse_int("epochs", optarg, 1, 1000, &v)); o->epochs = (int)v; break;
         case 'm': SB_TRY(parse_int("max-steps", optarg, 1, 100000000, &o->max_steps)); break;
         case 'd': o->data = optarg; break;
@@ -185,81 +174,6 @@ static sb_status make_dirs(const char *path)
     return SB_OK;
 }
 
-sb_status sb_json_read_file(const char *path, cJSON **out)
-{
-    *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return sb_error(SB_ERR_INPUT, "%s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    for (size_t got; buf && (got = fread(buf + len, 1, cap - len - 1, f)) > 0;) {
-        len += got;
-        if (len + 1 == cap) {
-            char *bigger = realloc(buf, cap *= 2);
-            if (!bigger) free(buf);
-            buf = bigger;
-        }
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!buf) return sb_error(SB_ERR_NOMEM, "%s: out of memory", path);
-    buf[len] = 0;
-    if (bad) {
-        free(buf);
-        return sb_error(SB_ERR_INPUT, "%s: read error", path);
-    }
-    *out = cJSON_ParseWithLength(buf, len);
-    free(buf);
-    if (!*out) return sb_error(SB_ERR_INPUT, "%s: not valid JSON", path);
-    return SB_OK;
-}
-
-sb_status sb_json_write_file_atomic(const char *path, const cJSON *doc)
-{
-    char *text = cJSON_Print(doc);
-    if (!text) return sb_error(SB_ERR_NOMEM, "%s: out of memory", path);
-    char tmp[PATH_LEN + 16];
-    snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    sb_status st = SB_OK;
-    if (fd < 0) {
-        st = sb_error(SB_ERR_IO, "%s: %s", path, strerror(errno));
-    } else {
-        size_t len = strlen(text);
-        int ok = write(fd, text, len) == (ssize_t)len && write(fd, "\n", 1) == 1 &&
-                 fchmod(fd, 0644) == 0 && fsync(fd) == 0;
-        ok = (close(fd) == 0) && ok;
-        if (!ok || rename(tmp, path) != 0) {
-            st = sb_error(SB_ERR_IO, "%s: %s", path, strerror(errno));
-            unlink(tmp);
-        }
-    }
-    cJSON_free(text);
-    return st;
-}
-
-static double num_at(const cJSON *obj, const char *a, const char *b)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, a);
-    if (b) v = cJSON_GetObjectItemCaseSensitive(v, b);
-    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
-}
-
-/* Pulls the per-repeat values out of a run report. */
-static void run_values_from(const cJSON *rep, struct run_values *rv)
-{
-    rv->step_ms = num_at(rep, "step_ms", "median");
-    double gb = num_at(rep, "config", "global_batch");
-    rv->samples_per_s = rv->step_ms > 0 ? gb * 1000.0 / rv->step_ms : NAN;
-    int n_epochs = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(rep, "epochs"));
-    rv->epoch_s = n_epochs > 0 ? num_at(rep, "train_seconds", NULL) / n_epochs : NAN;
-    rv->tta_s = num_at(rep, "time_to_accuracy_s", NULL);
-    rv->accuracy = num_at(rep, "final_test_accuracy", NULL);
-    const cJSON *ph = cJSON_GetObjectItemCaseSensitive(rep, "phases_ms");
-    for (size_t i = 0; i < N_PHASES; i++)
-        rv->phase_ms[i] = num_at(cJSON_GetObjectItemCaseSensitive(ph, PHASES[i]), "mean", NULL);
-}
-
 /* Runs `argv` with stdout and stderr to `log_path`; returns its exit status
  * (128 + signal when killed, 127 when it could not start). */
 static int run_child(char **argv, const char *log_path)
@@ -283,66 +197,26 @@ static int run_child(char **argv, const char *log_path)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-/* cJSON number, or null when not finite (JSON has no NaN). */
-static cJSON *num_or_null(double v)
-{
-    return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull();
-}
-
-/* {median, ci95_low, ci95_high} of x[0..n) over repeats. */
-static cJSON *median_ci(const double *x, int n)
-{
-    double med, lo, hi;
-    cJSON *o = cJSON_CreateObject();
-    if (sb_median(x, (size_t)n, &med) || sb_bootstrap_median_ci(x, (size_t)n, 0.95,
-                                                                 BOOT_RESAMPLES, BOOT_SEED, &lo, &hi))
-        med = lo = hi = NAN;
-    cJSON_AddItemToObject(o, "median", num_or_null(med));
-    cJSON_AddItemToObject(o, "ci95_low", num_or_null(lo));
-    cJSON_AddItemToObject(o, "ci95_high", num_or_null(hi));
-    return o;
-}
-
-/* One point of the matrix and its successful repeats' values. */
-struct point {
-    const char *strategy;
-    int replicas, scaling, batch;
-    struct run_values *ok; /* successful repeats */
-    int n_ok;
-    double *t;             /* per-repeat T for speedup: epoch_s (strong), step_ms (weak) */
-    cJSON *json;
-};
-
-static void copy_config(cJSON *dst, const cJSON *rep)
-{
-    const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(rep, "config");
-    const char *keys[] = {"workload", "device", "hidden"};
-    for (int i = 0; i < 3; i++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, keys[i]);
-        cJSON_AddItemToObject(dst, keys[i], v ? cJSON_Duplicate(v, 1) : cJSON_CreateNull());
-    }
-}
-
 /* Runs every repeat of `pt`, fills pt->json (without speedup), prints
  * progress; counts runs done and failed. */
-static sb_status run_point(const struct sweep_opts *o, const char *self, struct point *pt,
+static sb_status run_point(const struct sweep_opts *o, const char *self, struct sb_sweep_point *pt,
                            int *done, int total, int *failed, cJSON **environment)
 {
     char path[PATH_LEN + 256], log_path[PATH_LEN + 256], name[128], nbuf[16], bbuf[16], ebuf[16],
         mbuf[24];
+    snprintf(nbuf, sizeof nbuf, "%d", pt->replicas);
+    snprintf(bbuf, sizeof bbuf, "%d", pt->batch);
+    snprintf(ebuf, sizeof ebuf, "%d", o->epochs);
+    snprintf(mbuf, sizeof mbuf, "%ld", o->max_steps);
     pt->ok = calloc((size_t)o->repeats, sizeof *pt->ok);
     pt->t = calloc((size_t)o->repeats, sizeof *pt->t);
     if (!pt->ok || !pt->t) return sb_error(SB_ERR_NOMEM, "sweep: out of memory");
     cJSON *runs = cJSON_CreateArray(), *first_report = NULL;
     for (int r = 1; r <= o->repeats; r++) {
         snprintf(name, sizeof name, "%s-n%d-%s-r%d", pt->strategy, pt->replicas,
-                 SCALING_NAME[pt->scaling], r);
+                 sb_sweep_scaling_name[pt->scaling], r);
         snprintf(path, sizeof path, "%s/%s.json", o->out, name);
         snprintf(log_path, sizeof log_path, "%s/%s.log", o->out, name);
-        snprintf(nbuf, sizeof nbuf, "%d", pt->replicas);
-        snprintf(bbuf, sizeof bbuf, "%d", pt->batch);
-        snprintf(ebuf, sizeof ebuf, "%d", o->epochs);
-        snprintf(mbuf, sizeof mbuf, "%ld", o->max_steps);
         char *argv[64 + 256];
         int a = 0;
         argv[a++] = (char *)self, argv[a++] = "train";
@@ -358,7 +232,7 @@ static sb_status run_point(const struct sweep_opts *o, const char *self, struct 
         cJSON *rep = NULL;
         if (code == 0 && sb_json_read_file(path, &rep) != SB_OK) code = 1;
         printf("[%d/%d] %s n=%d %s r%d: ", ++*done, total, pt->strategy, pt->replicas,
-               SCALING_NAME[pt->scaling], r);
+               sb_sweep_scaling_name[pt->scaling], r);
         cJSON *run = cJSON_CreateObject();
         cJSON_AddNumberToObject(run, "repeat", r);
         cJSON_AddStringToObject(run, "report", strrchr(path, '/') + 1);
@@ -369,13 +243,13 @@ static sb_status run_point(const struct sweep_opts *o, const char *self, struct 
             printf("FAILED (exit %d, see %s)\n", code, log_path);
             ++*failed;
         } else {
-            struct run_values *rv = &pt->ok[pt->n_ok];
-            run_values_from(rep, rv);
+            struct sb_sweep_values *rv = &pt->ok[pt->n_ok];
+            sb_sweep_values_from(rep, rv);
             pt->t[pt->n_ok++] = pt->scaling == 0 ? rv->epoch_s : rv->step_ms;
             printf("%.0f samples/s, %.3g s/epoch\n", rv->samples_per_s, rv->epoch_s);
-            cJSON_AddItemToObject(run, "step_ms", num_or_null(rv->step_ms));
-            cJSON_AddItemToObject(run, "samples_per_s", num_or_null(rv->samples_per_s));
-            cJSON_AddItemToObject(run, "epoch_s", num_or_null(rv->epoch_s));
+            cJSON_AddItemToObject(run, "step_ms", sb_sweep_num_or_null(rv->step_ms));
+            cJSON_AddItemToObject(run, "samples_per_s", sb_sweep_num_or_null(rv->samples_per_s));
+            cJSON_AddItemToObject(run, "epoch_s", sb_sweep_num_or_null(rv->epoch_s));
             if (!*environment)
                 *environment = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(rep, "environment"), 1);
             if (!first_report) first_report = rep, rep = NULL;
@@ -385,69 +259,12 @@ static sb_status run_point(const struct sweep_opts *o, const char *self, struct 
         fflush(stdout);
     }
 
-    cJSON *p = pt->json = cJSON_CreateObject();
-    cJSON_AddStringToObject(p, "strategy", pt->strategy);
-    cJSON_AddNumberToObject(p, "replicas", pt->replicas);
-    cJSON_AddStringToObject(p, "scaling", SCALING_NAME[pt->scaling]);
-    cJSON_AddNumberToObject(p, "batch", pt->batch);
-    cJSON_AddNumberToObject(p, "global_batch", (double)pt->batch * pt->replicas);
-    copy_config(p, first_report);
+    sb_status st = sb_sweep_point_summarize(pt, runs, first_report);
     cJSON_Delete(first_report);
-    cJSON_AddItemToObject(p, "runs", runs);
-    cJSON_AddNumberToObject(p, "runs_ok", pt->n_ok);
-
-    int n = pt->n_ok;
-    double v[1024], med;
-    const size_t offs[] = {offsetof(struct run_values, samples_per_s),
-                           offsetof(struct run_values, step_ms), offsetof(struct run_values, epoch_s)};
-    const char *names[] = {"samples_per_s", "step_ms", "epoch_s"};
-    for (int k = 0; k < 3; k++) {
-        for (int i = 0; i < n; i++) v[i] = *(const double *)((const char *)&pt->ok[i] + offs[k]);
-        cJSON_AddItemToObject(p, names[k], median_ci(v, n));
-    }
-    int reached = 0;
-    for (int i = 0; i < n; i++) reached += isfinite(pt->ok[i].tta_s) ? (v[reached] = pt->ok[i].tta_s, 1) : 0;
-    SB_TRY(sb_median(v, (size_t)reached, &med));
-    cJSON_AddItemToObject(p, "time_to_accuracy_s", num_or_null(n > 0 && reached == n ? med : NAN));
-    for (int i = 0; i < n; i++) v[i] = pt->ok[i].accuracy;
-    SB_TRY(sb_median(v, (size_t)n, &med));
-    cJSON_AddItemToObject(p, "final_test_accuracy", num_or_null(med));
-    cJSON *ph = cJSON_AddObjectToObject(p, "phases_ms");
-    for (size_t k = 0; k < N_PHASES; k++) {
-        for (int i = 0; i < n; i++) v[i] = pt->ok[i].phase_ms[k];
-        SB_TRY(sb_median(v, (size_t)n, &med));
-        cJSON_AddItemToObject(ph, PHASES[k], num_or_null(med));
-    }
-    return SB_OK;
+    return st;
 }
 
-/* Adds speedup and efficiency of `pt` against the baseline `base` (single,
- * n=1, same scaling; NULL: nulls). strong: r = T1/T_N with T = epoch time,
- * speedup = r, efficiency = r/N; weak: r = T1/T_N with T = step time,
- * efficiency = r, speedup = N·r. */
-static void add_speedup(struct point *pt, const struct point *base)
-{
-    double r = NAN, lo = NAN, hi = NAN, m1, mn;
-    if (base && base->n_ok && pt->n_ok && !sb_median(base->t, (size_t)base->n_ok, &m1) &&
-        !sb_median(pt->t, (size_t)pt->n_ok, &mn)) {
-        r = m1 / mn;
-        if (pt == base) lo = hi = 1; /* the baseline against itself: exactly 1 */
-        else if (sb_bootstrap_ratio_ci(base->t, (size_t)base->n_ok, pt->t, (size_t)pt->n_ok, 0.95,
-                                       BOOT_RESAMPLES, BOOT_SEED, &lo, &hi))
-            lo = hi = NAN;
-    }
-    double n = pt->replicas;
-    double s_scale = pt->scaling == 0 ? 1 : n, e_scale = pt->scaling == 0 ? 1 / n : 1;
-    const char *keys[] = {"speedup", "efficiency"};
-    double scale[] = {s_scale, e_scale};
-    for (int k = 0; k < 2; k++) {
-        cJSON *o = cJSON_AddObjectToObject(pt->json, keys[k]);
-        cJSON_AddItemToObject(o, "value", num_or_null(r * scale[k]));
-        cJSON_AddItemToObject(o, "ci95_low", num_or_null(lo * scale[k]));
-        cJSON_AddItemToObject(o, "ci95_high", num_or_null(hi * scale[k]));
-    }
-}
-
+/* scaling.json's "matrix": the flags the sweep ran with. */
 static cJSON *matrix_json(const struct sweep_opts *o)
 {
     cJSON *m = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(m, "strategies");
@@ -455,7 +272,7 @@ static cJSON *matrix_json(const struct sweep_opts *o)
     cJSON_AddItemToObject(m, "replicas", cJSON_CreateIntArray(o->replicas, o->n_replicas));
     a = cJSON_AddArrayToObject(m, "scaling");
     for (int s = 0; s < 2; s++)
-        if (o->scaling[s]) cJSON_AddItemToArray(a, cJSON_CreateString(SCALING_NAME[s]));
+        if (o->scaling[s]) cJSON_AddItemToArray(a, cJSON_CreateString(sb_sweep_scaling_name[s]));
     cJSON_AddNumberToObject(m, "repeats", o->repeats);
     cJSON_AddNumberToObject(m, "epochs", o->epochs);
     cJSON_AddNumberToObject(m, "batch", o->batch);
@@ -484,9 +301,8 @@ int sb_sweep_main(int argc, char **argv)
         return sb_status_exit_code(st);
     }
     self[len] = 0;
-    if (o.repeats > 1024) o.repeats = 1024;
 
-    struct point pts[2 * MAX_LIST * MAX_LIST];
+    struct sb_sweep_point pts[2 * MAX_LIST * MAX_LIST];
     int n_pts = 0, total = 0;
     for (int s = 0; s < 2; s++) {
         if (!o.scaling[s]) continue;
@@ -495,7 +311,7 @@ int sb_sweep_main(int argc, char **argv)
                 int n = o.replicas[j];
                 int is_single = strcmp(o.strategies[i], "single") == 0;
                 if (is_single && n != 1) continue;
-                pts[n_pts++] = (struct point){.strategy = o.strategies[i], .replicas = n, .scaling = s,
+                pts[n_pts++] = (struct sb_sweep_point){.strategy = o.strategies[i], .replicas = n, .scaling = s,
                                               .batch = s == 0 ? o.global_batch / n : o.batch};
                 total += o.repeats;
             }
@@ -515,11 +331,11 @@ int sb_sweep_main(int argc, char **argv)
         cJSON_AddStringToObject(doc, "ci_method", "bootstrap percentile, 95%, 2000 resamples over repeats");
         points = cJSON_AddArrayToObject(doc, "points");
         for (int i = 0; i < n_pts; i++) {
-            const struct point *base = NULL;
+            const struct sb_sweep_point *base = NULL;
             for (int k = 0; k < n_pts; k++)
                 if (strcmp(pts[k].strategy, "single") == 0 && pts[k].scaling == pts[i].scaling)
                     base = &pts[k];
-            add_speedup(&pts[i], base);
+            sb_sweep_add_speedup(&pts[i], base);
             cJSON_AddItemToArray(points, pts[i].json);
             pts[i].json = NULL;
         }

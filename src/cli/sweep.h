@@ -17,12 +17,15 @@
  * written), 2 bad flags (one line on stderr naming the flag). */
 int sb_sweep_main(int argc, char **argv);
 
-/* Reads and parses the JSON file `path` into *out (free with cJSON_Delete).
+/* The JSON file helpers below live in src/cli/sweep_stats.c.
+ *
+ * Reads and parses the JSON file `path` into *out (free with cJSON_Delete).
  * Errors: SB_ERR_INPUT naming the path (missing, unreadable, not JSON). */
 sb_status sb_json_read_file(const char *path, cJSON **out);
 
 /* Writes `doc` to `path` atomically: a temporary file beside it, fsync,
- * rename. Errors: SB_ERR_IO naming the path; SB_ERR_NOMEM. */
+ * rename (sb_write_text_atomic). Errors: SB_ERR_IO naming the path;
+ * SB_ERR_NOMEM. */
 sb_status sb_json_write_file_atomic(const char *path, const cJSON *doc);
 
 #endif

@@ -6,54 +6,51 @@
 #include "core/clock.h"
 #include "core/nvtx.h"
 
-static void count(struct sb_comm *c, enum sb_comm_kind kind, size_t bytes, double t0)
+/* Opens the NVTX range of a counted call of `bytes` and returns its start
+ * time (sb_now_s). */
+static double begin(const char *name, size_t bytes)
+{
+    sb_nvtx_push_bytes(name, SB_NVTX_COMM, bytes);
+    return sb_now_s();
+}
+
+/* Ends a call begun at t0: adds one call, its bytes and its seconds to
+ * c->counters[kind], closes the range and returns the call's status. */
+static sb_status end(struct sb_comm *c, enum sb_comm_kind kind, size_t bytes, double t0,
+                     sb_status st)
 {
     struct sb_comm_counter *k = &c->counters[kind];
     k->calls++;
     k->bytes += (double)bytes;
     k->seconds += sb_now_s() - t0;
+    sb_nvtx_pop();
+    return st;
 }
 
 sb_status sb_comm_allreduce(struct sb_comm *c, float *buf, size_t n)
 {
-    sb_nvtx_push_bytes("allreduce", SB_NVTX_COMM, n * sizeof(float));
-    double t0 = sb_now_s();
-    sb_status st = c->ops->allreduce(c, buf, n);
-    count(c, SB_COMM_ALLREDUCE, n * sizeof(float), t0);
-    sb_nvtx_pop();
-    return st;
+    double t0 = begin("allreduce", n * sizeof(float));
+    return end(c, SB_COMM_ALLREDUCE, n * sizeof(float), t0, c->ops->allreduce(c, buf, n));
 }
 
 sb_status sb_comm_broadcast(struct sb_comm *c, float *buf, size_t n, int root)
 {
-    sb_nvtx_push_bytes("broadcast", SB_NVTX_COMM, n * sizeof(float));
-    double t0 = sb_now_s();
-    sb_status st = c->ops->broadcast(c, buf, n, root);
-    count(c, SB_COMM_BROADCAST, n * sizeof(float), t0);
-    sb_nvtx_pop();
-    return st;
+    double t0 = begin("broadcast", n * sizeof(float));
+    return end(c, SB_COMM_BROADCAST, n * sizeof(float), t0, c->ops->broadcast(c, buf, n, root));
 }
 
 sb_status sb_comm_send(struct sb_comm *c, const float *buf, size_t n, int peer,
                        enum sb_comm_kind kind)
 {
-    sb_nvtx_push_bytes(sb_comm_kind_name(kind), SB_NVTX_COMM, n * sizeof(float));
-    double t0 = sb_now_s();
-    sb_status st = c->ops->send(c, buf, n, peer);
-    count(c, kind, n * sizeof(float), t0);
-    sb_nvtx_pop();
-    return st;
+    double t0 = begin(sb_comm_kind_name(kind), n * sizeof(float));
+    return end(c, kind, n * sizeof(float), t0, c->ops->send(c, buf, n, peer));
 }
 
 sb_status sb_comm_recv(struct sb_comm *c, float *buf, size_t n, int peer,
                        enum sb_comm_kind kind)
 {
-    sb_nvtx_push_bytes(sb_comm_kind_name(kind), SB_NVTX_COMM, n * sizeof(float));
-    double t0 = sb_now_s();
-    sb_status st = c->ops->recv(c, buf, n, peer);
-    count(c, kind, n * sizeof(float), t0);
-    sb_nvtx_pop();
-    return st;
+    double t0 = begin(sb_comm_kind_name(kind), n * sizeof(float));
+    return end(c, kind, n * sizeof(float), t0, c->ops->recv(c, buf, n, peer));
 }
 
 sb_status sb_comm_recv_any(struct sb_comm *c, float *buf, size_t n, int *peer,
@@ -62,12 +59,8 @@ sb_status sb_comm_recv_any(struct sb_comm *c, float *buf, size_t n, int *peer,
     if (!c->ops->recv_any)
         return sb_error(SB_ERR_INTERNAL, "%s communicator: no receive from any source",
                         c->ops->name);
-    sb_nvtx_push_bytes(sb_comm_kind_name(kind), SB_NVTX_COMM, n * sizeof(float));
-    double t0 = sb_now_s();
-    sb_status st = c->ops->recv_any(c, buf, n, peer);
-    count(c, kind, n * sizeof(float), t0);
-    sb_nvtx_pop();
-    return st;
+    double t0 = begin(sb_comm_kind_name(kind), n * sizeof(float));
+    return end(c, kind, n * sizeof(float), t0, c->ops->recv_any(c, buf, n, peer));
 }
 
 /* Marks req complete now and adds its seconds to the all-reduce counter. */

@@ -135,7 +135,9 @@ double sb_comm_busbw_factor(enum sb_comm_kind kind, int n);
  * pointer so this header needs no mpi.h). */
 sb_status sb_comm_mpi_create(const void *mpi_comm, struct sb_comm **out);
 
-/* A group of n threads sharing memory; each thread gets its own member. */
+/* A group of n threads sharing memory; each thread gets its own member.
+ * Errors: SB_ERR_NOMEM; SB_ERR_COMM if its barrier cannot be made.
+ * Destroy after every member is destroyed; destroy is safe on NULL. */
 struct sb_local_group;
 sb_status sb_local_group_create(int n, struct sb_local_group **out);
 void sb_local_group_destroy(struct sb_local_group *g);

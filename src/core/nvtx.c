@@ -7,17 +7,6 @@ static const char *const category_names[SB_NVTX_NCATEGORIES] = {
     "none", "epoch", "step", "data", "forward", "backward", "comm", "optimizer", "eval",
 };
 
-/* Distinct, colour-blind-safe hues (Okabe-Ito palette). */
-static const uint32_t category_colors[SB_NVTX_NCATEGORIES] = {
-    0xFF999999, 0xFF000000, 0xFF56B4E9, 0xFFF0E442, 0xFF009E73,
-    0xFFD55E00, 0xFFCC79A7, 0xFF0072B2, 0xFFE69F00,
-};
-
-uint32_t sb_nvtx_color(enum sb_nvtx_category c)
-{
-    return (unsigned)c < SB_NVTX_NCATEGORIES ? category_colors[c] : category_colors[0];
-}
-
 const char *sb_nvtx_category_name(enum sb_nvtx_category c)
 {
     return (unsigned)c < SB_NVTX_NCATEGORIES ? category_names[c] : category_names[0];
@@ -26,6 +15,12 @@ const char *sb_nvtx_category_name(enum sb_nvtx_category c)
 #ifdef SB_HAVE_NVTX
 #include <nvtx3/nvToolsExt.h>
 #include <pthread.h>
+
+/* Distinct, colour-blind-safe hues (Okabe-Ito palette). */
+static const uint32_t category_colors[SB_NVTX_NCATEGORIES] = {
+    0xFF999999, 0xFF000000, 0xFF56B4E9, 0xFFF0E442, 0xFF009E73,
+    0xFFD55E00, 0xFFCC79A7, 0xFF0072B2, 0xFFE69F00,
+};
 
 static nvtxDomainHandle_t domain;
 static pthread_once_t domain_once = PTHREAD_ONCE_INIT;
@@ -45,7 +40,7 @@ static void push(const char *name, enum sb_nvtx_category category, uint64_t payl
     a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
     a.category = (uint32_t)category;
     a.colorType = NVTX_COLOR_ARGB;
-    a.color = sb_nvtx_color(category);
+    a.color = category_colors[(unsigned)category < SB_NVTX_NCATEGORIES ? category : 0];
     a.payloadType = NVTX_PAYLOAD_TYPE_UNSIGNED_INT64;
     a.payload.ullValue = payload;
     a.messageType = NVTX_MESSAGE_TYPE_ASCII;

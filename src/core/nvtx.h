@@ -32,9 +32,6 @@ void sb_nvtx_push_bytes(const char *name, enum sb_nvtx_category category, uint64
 /* Closes the innermost range opened by this thread. */
 void sb_nvtx_pop(void);
 
-/* ARGB colour of a category (also used by the Chrome trace). */
-uint32_t sb_nvtx_color(enum sb_nvtx_category category);
-
 /* Name of a category ("epoch", "step", "data", ...). */
 const char *sb_nvtx_category_name(enum sb_nvtx_category category);
 

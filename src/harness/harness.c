@@ -1,7 +1,6 @@
 /* The training loop; see harness.h. */
 #include "harness/harness.h"
 
-#include <errno.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,27 +62,6 @@ static int blas_threads(const struct sb_config *cfg, const struct sb_job *job)
     if (sched_getaffinity(0, sizeof mask, &mask) == 0 && CPU_COUNT(&mask) < cores)
         t = CPU_COUNT(&mask);
     return t >= 1 ? (int)t : 1;
-}
-
-/* Writes the parameters as raw little-endian float32 (x86 and Arm hosts are
- * little-endian) through a temporary file and rename. */
-static sb_status save_params(const char *path, const float *p, size_t n)
-{
-    char tmp[PATH_MAX + 16];
-    snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) return sb_error(SB_ERR_IO, "%s: %s", path, strerror(errno));
-    FILE *f = fdopen(fd, "wb");
-    int ok = f && fwrite(p, sizeof *p, n, f) == n;
-    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    if (f) ok = (fclose(f) == 0) && ok;
-    else close(fd);
-    if (!ok || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return sb_error(SB_ERR_IO, "%s: %s", path, strerror(e));
-    }
-    return SB_OK;
 }
 
 struct loop {
@@ -205,7 +183,10 @@ static sb_status write_outputs(struct loop *L)
         float *host = malloc(rec->n_params * sizeof *host);
         if (!host) return sb_error(SB_ERR_NOMEM, "harness: out of memory");
         sb_status st = L->s->ops->read_params(L->s, host);
-        if (!st) st = save_params(cfg->save_params_path, host, rec->n_params);
+        /* Raw little-endian float32 (x86 and Arm hosts are little-endian). */
+        if (!st)
+            st = sb_write_bytes_atomic("parameters", cfg->save_params_path, host,
+                                       rec->n_params * sizeof *host);
         free(host);
         SB_TRY(st);
     }
@@ -233,8 +214,6 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
         .data = data,
         .be = sb_backend_find(cfg->device),
         .workload = sb_workload_find(cfg->workload),
-        .world_rank = job->rank,
-        .world_size = job->size,
         .local_rank = job->local_rank,
         .mpi_world = job->world,
     };

@@ -179,6 +179,18 @@ static sb_status add_summary(cJSON *obj, const char *key, const double *x,
     return SB_OK;
 }
 
+/* key: {calls, bytes, seconds} of one counter; the new object, or NULL. */
+static cJSON *add_counter(cJSON *obj, const char *key, const struct sb_comm_counter *c,
+                          int *fail)
+{
+    cJSON *o = add_obj(obj, key, fail);
+    if (!o) return NULL;
+    add_num(o, "calls", (double)c->calls, fail);
+    add_num(o, "bytes", c->bytes, fail);
+    add_num(o, "seconds", c->seconds, fail);
+    return o;
+}
+
 /* The "comm" object. Bandwidths follow nccl-tests' PERFORMANCE.md:
  * algbw = bytes / seconds (the message size over the time of the call) and
  * busbw = algbw * factor, the factor making the number comparable with the
@@ -195,11 +207,8 @@ static void add_comm(cJSON *root, const struct sb_run_record *rec, int *fail)
         double factor = sb_comm_busbw_factor((enum sb_comm_kind)k,
                                              rec->comm_ranks);
         double algbw_GBps = c->seconds > 0 ? c->bytes / c->seconds / 1e9 : 0.0;
-        cJSON *e = add_obj(o, sb_comm_kind_name((enum sb_comm_kind)k), fail);
+        cJSON *e = add_counter(o, sb_comm_kind_name((enum sb_comm_kind)k), c, fail);
         if (!e) return;
-        add_num(e, "calls", (double)c->calls, fail);
-        add_num(e, "bytes", c->bytes, fail);
-        add_num(e, "seconds", c->seconds, fail);
         add_num(e, "algbw_GBps", algbw_GBps, fail);
         add_num(e, "busbw_GBps", algbw_GBps * factor, fail);
         add_num(e, "busbw_factor", factor, fail);
@@ -207,11 +216,7 @@ static void add_comm(cJSON *root, const struct sb_run_record *rec, int *fail)
         total.bytes += c->bytes;
         total.seconds += c->seconds;
     }
-    cJSON *t = add_obj(o, "total", fail);
-    if (!t) return;
-    add_num(t, "calls", (double)total.calls, fail);
-    add_num(t, "bytes", total.bytes, fail);
-    add_num(t, "seconds", total.seconds, fail);
+    if (!add_counter(o, "total", &total, fail)) return;
 
     /* central: rank 0 is a server (the only one with --servers 0, shard 0
      * with --servers K); it receives pushes and sends pulls, so its link
@@ -224,14 +229,9 @@ static void add_comm(cJSON *root, const struct sb_run_record *rec, int *fail)
 
     /* Before the warm-up reset: the initial broadcast, warm-up traffic. */
     cJSON *b = add_obj(o, "before_measurement", fail);
-    for (int k = 0; b && k < SB_COMM_NKINDS; k++) {
-        const struct sb_comm_counter *c = &rec->comm_before[k];
-        cJSON *e = add_obj(b, sb_comm_kind_name((enum sb_comm_kind)k), fail);
-        if (!e) return;
-        add_num(e, "calls", (double)c->calls, fail);
-        add_num(e, "bytes", c->bytes, fail);
-        add_num(e, "seconds", c->seconds, fail);
-    }
+    for (int k = 0; b && k < SB_COMM_NKINDS; k++)
+        if (!add_counter(b, sb_comm_kind_name((enum sb_comm_kind)k), &rec->comm_before[k], fail))
+            return;
 }
 
 /* key: {ranks, min, median, max, skew, slowest_rank} of a spread. */
@@ -316,9 +316,11 @@ done:
     return SB_OK;
 }
 
-/* Writes text + "\n" to fd, flushes it to disk and closes fd, in every
- * case. Returns 0, or an errno value with *what naming the failed step. */
-static int write_and_close(int fd, const char *text, const char **what)
+/* Writes data (len bytes), then "\n" if newline, to fd, flushes it to disk
+ * and closes fd, in every case. Returns 0, or an errno value with *what
+ * naming the failed step. */
+static int write_and_close(int fd, const void *data, size_t len, int newline,
+                           const char **what)
 {
     FILE *f = fdopen(fd, "w");
     if (!f) {
@@ -328,8 +330,8 @@ static int write_and_close(int fd, const char *text, const char **what)
         return err;
     }
     int err = 0;
-    size_t n = strlen(text);
-    if (fwrite(text, 1, n, f) != n || fputc('\n', f) == EOF || fflush(f) != 0) {
+    if (fwrite(data, 1, len, f) != len || (newline && fputc('\n', f) == EOF) ||
+        fflush(f) != 0) {
         err = errno ? errno : EIO;
         *what = "write failed";
     } else if (fsync(fileno(f)) != 0) {
@@ -343,18 +345,19 @@ static int write_and_close(int fd, const char *text, const char **what)
     return err;
 }
 
-/* Writes text + "\n" to a new temporary file beside `path` (so that rename
- * stays within one file system), then renames it over `path`: readers see
- * the old file or the whole new one, never part. On failure the temporary
- * file is removed. */
-sb_status sb_write_text_atomic(const char *what, const char *path, const char *text)
+/* Writes data (+ "\n" if newline) to a new temporary file beside `path` (so
+ * that rename stays within one file system), then renames it over `path`:
+ * readers see the old file or the whole new one, never part. On failure the
+ * temporary file is removed. */
+static sb_status write_atomic(const char *what, const char *path, const void *data,
+                              size_t len, int newline)
 {
     static const char suffix[] = ".tmp.XXXXXX";
-    size_t len = strlen(path);
-    char *tmp = malloc(len + sizeof suffix);
+    size_t path_len = strlen(path);
+    char *tmp = malloc(path_len + sizeof suffix);
     if (!tmp) return sb_error(SB_ERR_NOMEM, "%s %s: out of memory", what, path);
-    memcpy(tmp, path, len);
-    memcpy(tmp + len, suffix, sizeof suffix);
+    memcpy(tmp, path, path_len);
+    memcpy(tmp + path_len, suffix, sizeof suffix);
 
     int fd = mkstemp(tmp);
     if (fd < 0) {
@@ -365,13 +368,13 @@ sb_status sb_write_text_atomic(const char *what, const char *path, const char *t
     }
     const char *step = NULL;
     int err = 0;
-    /* mkstemp makes the file 0600; a report is meant to be read by others. */
+    /* mkstemp makes the file 0600; an output is meant to be read by others. */
     if (fchmod(fd, 0644) != 0) {
         err = errno;
         step = "cannot set permissions";
         close(fd);
     } else {
-        err = write_and_close(fd, text, &step);
+        err = write_and_close(fd, data, len, newline, &step);
     }
     if (err == 0 && rename(tmp, path) != 0) {
         err = errno;
@@ -383,6 +386,17 @@ sb_status sb_write_text_atomic(const char *what, const char *path, const char *t
         return sb_error(SB_ERR_IO, "%s %s: %s: %s", what, path, step,
                         strerror(err));
     return SB_OK;
+}
+
+sb_status sb_write_text_atomic(const char *what, const char *path, const char *text)
+{
+    return write_atomic(what, path, text, strlen(text), 1);
+}
+
+sb_status sb_write_bytes_atomic(const char *what, const char *path, const void *data,
+                                size_t len)
+{
+    return write_atomic(what, path, data, len, 0);
 }
 
 sb_status sb_report_write(const char *path, const struct sb_run_record *rec)

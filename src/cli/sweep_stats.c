@@ -1,0 +1,178 @@
+/* The statistics half of `stratbench sweep`: per-point medians, bootstrap
+ * intervals, speedup and efficiency, and the JSON file helpers; see
+ * sweep_stats.h and docs/sweep-compare.md. */
+#include "cli/sweep_stats.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/stats_tests.h"
+#include "cli/sweep.h"
+#include "report/report.h"
+
+#define BOOT_RESAMPLES 2000
+#define BOOT_SEED 20261121u
+
+const char *const sb_sweep_phases[SB_SWEEP_N_PHASES] = {
+    "data", "forward", "backward", "comm", "comm_exposed", "optimizer", "wait"};
+
+const char *const sb_sweep_scaling_name[2] = {"strong", "weak"};
+
+sb_status sb_json_read_file(const char *path, cJSON **out)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return sb_error(SB_ERR_INPUT, "%s: %s", path, strerror(errno));
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    for (size_t got; buf && (got = fread(buf + len, 1, cap - len - 1, f)) > 0;) {
+        len += got;
+        if (len + 1 == cap) {
+            char *bigger = realloc(buf, cap *= 2);
+            if (!bigger) free(buf);
+            buf = bigger;
+        }
+    }
+    int bad = ferror(f);
+    fclose(f); /* read-only: nothing to lose on close */
+    if (!buf) return sb_error(SB_ERR_NOMEM, "%s: out of memory", path);
+    buf[len] = 0;
+    if (bad) {
+        free(buf);
+        return sb_error(SB_ERR_INPUT, "%s: read error", path);
+    }
+    *out = cJSON_ParseWithLength(buf, len);
+    free(buf);
+    if (!*out) return sb_error(SB_ERR_INPUT, "%s: not valid JSON", path);
+    return SB_OK;
+}
+
+sb_status sb_json_write_file_atomic(const char *path, const cJSON *doc)
+{
+    char *text = cJSON_Print(doc);
+    if (!text) return sb_error(SB_ERR_NOMEM, "%s: out of memory", path);
+    sb_status st = sb_write_text_atomic("scaling", path, text);
+    cJSON_free(text);
+    return st;
+}
+
+/* obj.a (.b when b is not NULL) as a number, or NaN. */
+static double num_at(const cJSON *obj, const char *a, const char *b)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, a);
+    if (b) v = cJSON_GetObjectItemCaseSensitive(v, b);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+void sb_sweep_values_from(const cJSON *rep, struct sb_sweep_values *rv)
+{
+    rv->step_ms = num_at(rep, "step_ms", "median");
+    double gb = num_at(rep, "config", "global_batch");
+    rv->samples_per_s = rv->step_ms > 0 ? gb * 1000.0 / rv->step_ms : NAN;
+    int n_epochs = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(rep, "epochs"));
+    rv->epoch_s = n_epochs > 0 ? num_at(rep, "train_seconds", NULL) / n_epochs : NAN;
+    rv->tta_s = num_at(rep, "time_to_accuracy_s", NULL);
+    rv->accuracy = num_at(rep, "final_test_accuracy", NULL);
+    const cJSON *ph = cJSON_GetObjectItemCaseSensitive(rep, "phases_ms");
+    for (size_t i = 0; i < SB_SWEEP_N_PHASES; i++)
+        rv->phase_ms[i] =
+            num_at(cJSON_GetObjectItemCaseSensitive(ph, sb_sweep_phases[i]), "mean", NULL);
+}
+
+cJSON *sb_sweep_num_or_null(double v)
+{
+    return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull();
+}
+
+/* {median, ci95_low, ci95_high} of x[0..n) over repeats. */
+static cJSON *median_ci(const double *x, int n)
+{
+    double med, lo, hi;
+    cJSON *o = cJSON_CreateObject();
+    if (sb_median(x, (size_t)n, &med) || sb_bootstrap_median_ci(x, (size_t)n, 0.95,
+                                                                 BOOT_RESAMPLES, BOOT_SEED, &lo, &hi))
+        med = lo = hi = NAN;
+    cJSON_AddItemToObject(o, "median", sb_sweep_num_or_null(med));
+    cJSON_AddItemToObject(o, "ci95_low", sb_sweep_num_or_null(lo));
+    cJSON_AddItemToObject(o, "ci95_high", sb_sweep_num_or_null(hi));
+    return o;
+}
+
+/* dst.workload, .device, .hidden = rep.config's (null where missing). */
+static void copy_config(cJSON *dst, const cJSON *rep)
+{
+    const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(rep, "config");
+    const char *keys[] = {"workload", "device", "hidden"};
+    for (int i = 0; i < 3; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, keys[i]);
+        cJSON_AddItemToObject(dst, keys[i], v ? cJSON_Duplicate(v, 1) : cJSON_CreateNull());
+    }
+}
+
+sb_status sb_sweep_point_summarize(struct sb_sweep_point *pt, cJSON *runs,
+                                   const cJSON *first_report)
+{
+    cJSON *p = pt->json = cJSON_CreateObject();
+    cJSON_AddStringToObject(p, "strategy", pt->strategy);
+    cJSON_AddNumberToObject(p, "replicas", pt->replicas);
+    cJSON_AddStringToObject(p, "scaling", sb_sweep_scaling_name[pt->scaling]);
+    cJSON_AddNumberToObject(p, "batch", pt->batch);
+    cJSON_AddNumberToObject(p, "global_batch", (double)pt->batch * pt->replicas);
+    copy_config(p, first_report);
+    cJSON_AddItemToObject(p, "runs", runs);
+    cJSON_AddNumberToObject(p, "runs_ok", pt->n_ok);
+
+    int n = pt->n_ok;
+    double v[SB_SWEEP_MAX_REPEATS], med;
+    const size_t offs[] = {offsetof(struct sb_sweep_values, samples_per_s),
+                           offsetof(struct sb_sweep_values, step_ms),
+                           offsetof(struct sb_sweep_values, epoch_s)};
+    const char *names[] = {"samples_per_s", "step_ms", "epoch_s"};
+    for (int k = 0; k < 3; k++) {
+        for (int i = 0; i < n; i++) v[i] = *(const double *)((const char *)&pt->ok[i] + offs[k]);
+        cJSON_AddItemToObject(p, names[k], median_ci(v, n));
+    }
+    int reached = 0;
+    for (int i = 0; i < n; i++)
+        if (isfinite(pt->ok[i].tta_s)) v[reached++] = pt->ok[i].tta_s;
+    SB_TRY(sb_median(v, (size_t)reached, &med));
+    cJSON_AddItemToObject(p, "time_to_accuracy_s",
+                          sb_sweep_num_or_null(n > 0 && reached == n ? med : NAN));
+    for (int i = 0; i < n; i++) v[i] = pt->ok[i].accuracy;
+    SB_TRY(sb_median(v, (size_t)n, &med));
+    cJSON_AddItemToObject(p, "final_test_accuracy", sb_sweep_num_or_null(med));
+    cJSON *ph = cJSON_AddObjectToObject(p, "phases_ms");
+    for (size_t k = 0; k < SB_SWEEP_N_PHASES; k++) {
+        for (int i = 0; i < n; i++) v[i] = pt->ok[i].phase_ms[k];
+        SB_TRY(sb_median(v, (size_t)n, &med));
+        cJSON_AddItemToObject(ph, sb_sweep_phases[k], sb_sweep_num_or_null(med));
+    }
+    return SB_OK;
+}
+
+void sb_sweep_add_speedup(struct sb_sweep_point *pt, const struct sb_sweep_point *base)
+{
+    double r = NAN, lo = NAN, hi = NAN, m1, mn;
+    if (base && base->n_ok && pt->n_ok && !sb_median(base->t, (size_t)base->n_ok, &m1) &&
+        !sb_median(pt->t, (size_t)pt->n_ok, &mn)) {
+        r = m1 / mn;
+        if (pt == base) lo = hi = 1; /* the baseline against itself: exactly 1 */
+        else if (sb_bootstrap_ratio_ci(base->t, (size_t)base->n_ok, pt->t, (size_t)pt->n_ok, 0.95,
+                                       BOOT_RESAMPLES, BOOT_SEED, &lo, &hi))
+            lo = hi = NAN;
+    }
+    double n = pt->replicas;
+    double s_scale = pt->scaling == 0 ? 1 : n, e_scale = pt->scaling == 0 ? 1 / n : 1;
+    const char *keys[] = {"speedup", "efficiency"};
+    double scale[] = {s_scale, e_scale};
+    for (int k = 0; k < 2; k++) {
+        cJSON *o = cJSON_AddObjectToObject(pt->json, keys[k]);
+        cJSON_AddItemToObject(o, "value", sb_sweep_num_or_null(r * scale[k]));
+        cJSON_AddItemToObject(o, "ci95_low", sb_sweep_num_or_null(lo * scale[k]));
+        cJSON_AddItemToObject(o, "ci95_high", sb_sweep_num_or_null(hi * scale[k]));
+    }
+}
