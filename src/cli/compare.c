@@ -13,6 +13,7 @@
 
 #include "cli/stats_tests.h"
 #include "cli/sweep.h"
+#include "report/json_util.h"
 
 #define MAX_REPEATS 1024
 
@@ -214,17 +215,20 @@ static sb_status decide(const struct opts *o, const struct entry *b, const struc
     return SB_OK;
 }
 
-/* Prints doc as JSON and a newline (`fallback` if printing runs out of
- * memory), then frees doc. */
-static void print_json(cJSON *doc, const char *fallback)
+/* Prints doc as JSON and a newline, then frees doc. `fail`: building doc
+ * ran out of memory (nothing is printed). Errors: SB_ERR_NOMEM. */
+static sb_status print_json(cJSON *doc, int fail)
 {
-    char *t = cJSON_Print(doc);
-    printf("%s\n", t ? t : fallback);
-    cJSON_free(t);
+    char *t = fail ? NULL : cJSON_Print(doc);
     cJSON_Delete(doc);
+    if (!t) return sb_error(SB_ERR_NOMEM, "compare: out of memory building the JSON output");
+    printf("%s\n", t);
+    cJSON_free(t);
+    return SB_OK;
 }
 
-static void print_results(const struct opts *o, const struct result *r, int nr,
+/* Prints the verdicts in o->format. Errors: SB_ERR_NOMEM (json, github). */
+static sb_status print_results(const struct opts *o, const struct result *r, int nr,
                           const struct side *b, const struct side *n)
 {
     const char *unit = o->samples_per_s ? "samples/s" : "ms";
@@ -236,43 +240,42 @@ static void print_results(const struct opts *o, const struct result *r, int nr,
         regressions += r[i].verdict == REGRESSION;
     }
     if (strcmp(o->format, "github") == 0) {
+        int fail = 0;
         cJSON *list = cJSON_CreateArray();
         for (int i = 0; i < nr; i++) {
             cJSON *x = cJSON_CreateObject();
-            cJSON_AddStringToObject(x, "name", r[i].n->label);
-            cJSON_AddStringToObject(x, "unit", unit);
-            cJSON_AddNumberToObject(x, "value", r[i].new_med);
-            cJSON_AddItemToArray(list, x);
+            sb_json_add_str(x, "name", r[i].n->label, &fail);
+            sb_json_add_str(x, "unit", unit, &fail);
+            sb_json_add_num(x, "value", r[i].new_med, &fail);
+            sb_json_append(list, x, &fail);
         }
-        print_json(list, "[]");
-        return;
+        return print_json(list, fail || !list);
     }
     if (strcmp(o->format, "json") == 0) {
+        int fail = 0;
         cJSON *doc = cJSON_CreateObject(), *pts;
-        cJSON_AddStringToObject(doc, "base", b->path);
-        cJSON_AddStringToObject(doc, "new", n->path);
-        cJSON_AddStringToObject(doc, "metric", metric);
-        cJSON_AddNumberToObject(doc, "alpha", o->alpha);
-        cJSON_AddNumberToObject(doc, "threshold", o->threshold);
-        cJSON_AddNumberToObject(doc, "regressions", regressions);
-        pts = cJSON_AddArrayToObject(doc, "points");
+        sb_json_add_str(doc, "base", b->path, &fail);
+        sb_json_add_str(doc, "new", n->path, &fail);
+        sb_json_add_str(doc, "metric", metric, &fail);
+        sb_json_add_num(doc, "alpha", o->alpha, &fail);
+        sb_json_add_num(doc, "threshold", o->threshold, &fail);
+        sb_json_add_num(doc, "regressions", regressions, &fail);
+        pts = sb_json_add_arr(doc, "points", &fail);
         for (int i = 0; i < nr; i++) {
             cJSON *x = cJSON_CreateObject();
-            cJSON_AddStringToObject(x, "name", r[i].n->label);
-            cJSON_AddNumberToObject(x, "base_median", r[i].base_med);
-            cJSON_AddNumberToObject(x, "new_median", r[i].new_med);
-            cJSON_AddNumberToObject(x, "change", isfinite(r[i].change) ? r[i].change : 0);
-            cJSON_AddItemToObject(x, "p_value", isnan(r[i].p) ? cJSON_CreateNull()
-                                                              : cJSON_CreateNumber(r[i].p));
-            cJSON_AddStringToObject(x, "test", isnan(r[i].p) ? "threshold-only" : "mann-whitney-u");
-            cJSON_AddNumberToObject(x, "base_repeats", r[i].b->n);
-            cJSON_AddNumberToObject(x, "new_repeats", r[i].n->n);
-            cJSON_AddStringToObject(x, "verdict", r[i].verdict == REGRESSION ? "regression"
-                                                   : VERDICT[r[i].verdict]);
-            cJSON_AddItemToArray(pts, x);
+            sb_json_add_str(x, "name", r[i].n->label, &fail);
+            sb_json_add_num(x, "base_median", r[i].base_med, &fail);
+            sb_json_add_num(x, "new_median", r[i].new_med, &fail);
+            sb_json_add_num(x, "change", isfinite(r[i].change) ? r[i].change : 0, &fail);
+            sb_json_add_num(x, "p_value", r[i].p, &fail); /* null when NaN: no rank test */
+            sb_json_add_str(x, "test", isnan(r[i].p) ? "threshold-only" : "mann-whitney-u", &fail);
+            sb_json_add_num(x, "base_repeats", r[i].b->n, &fail);
+            sb_json_add_num(x, "new_repeats", r[i].n->n, &fail);
+            sb_json_add_str(x, "verdict", r[i].verdict == REGRESSION ? "regression"
+                                          : VERDICT[r[i].verdict], &fail);
+            sb_json_append(pts, x, &fail);
         }
-        print_json(doc, "{}");
-        return;
+        return print_json(doc, fail || !doc);
     }
     int md = strcmp(o->format, "markdown") == 0;
     if (md)
@@ -301,6 +304,7 @@ static void print_results(const struct opts *o, const struct result *r, int nr,
                "at 0.05): such points are never called regressions\n", pre, o->alpha);
     printf("%s%d regression%s in %d matched point%s\n", pre, regressions, regressions == 1 ? "" : "s",
            nr, nr == 1 ? "" : "s");
+    return SB_OK;
 }
 
 static void usage(FILE *out)
@@ -335,13 +339,16 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
             break;
         case 'a':
             o->alpha = strtod(optarg, &end);
-            if (end == optarg || *end || !(o->alpha > 0 && o->alpha < 1))
+            if (end == optarg || *end || !isfinite(o->alpha) ||
+                !(o->alpha > 0 && o->alpha < 1))
                 return sb_error(SB_ERR_USAGE, "--alpha: '%s' is not a number in (0, 1)", optarg);
             break;
         case 't':
             o->threshold = strtod(optarg, &end) / 100;
-            if (end == optarg || (*end && strcmp(end, "%")) || !(o->threshold >= 0))
-                return sb_error(SB_ERR_USAGE, "--threshold: '%s' is not a percentage like 5%%", optarg);
+            if (end == optarg || (*end && strcmp(end, "%")) || !isfinite(o->threshold) ||
+                !(o->threshold >= 0))
+                return sb_error(SB_ERR_USAGE, "--threshold: '%s' is not a finite percentage like "
+                                "5%%", optarg);
             break;
         case 'f':
             if (strcmp(optarg, "text") && strcmp(optarg, "markdown") && strcmp(optarg, "json") &&
@@ -388,8 +395,8 @@ static sb_status compare(const struct opts *o, struct side *b, struct side *n, i
     if (!st && nr == 0)
         st = sb_error(SB_ERR_INPUT, "%s and %s have no configuration in common (strategy, workload, "
                       "replicas, scaling, global batch, hidden, device)", b->path, n->path);
+    if (!st) st = print_results(o, r, nr, b, n);
     if (!st) {
-        print_results(o, r, nr, b, n);
         for (int i = 0; i < nr; i++) *regressions += r[i].verdict == REGRESSION;
     }
     free(r);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli/sweep_stats.h"
+#include "report/json_util.h"
 #include "strategies/strategy.h"
 
 #define MAX_LIST 16
@@ -129,7 +130,13 @@ static sb_status parse_opts(struct sweep_opts *o, int argc, char **argv)
         case 'e': SB_TRY(parse_int("epochs", optarg, 1, 1000, &v)); o->epochs = (int)v; break;
         case 'm': SB_TRY(parse_int("max-steps", optarg, 1, 100000000, &o->max_steps)); break;
         case 'd': o->data = optarg; break;
-        case 'o': snprintf(o->out, sizeof o->out, "%s", optarg); break;
+        case 'o':
+            if (strlen(optarg) >= sizeof o->out)
+                return sb_error(SB_ERR_USAGE, "--out: the path is %zu bytes long, more than the "
+                                "%zu this build takes (pick a shorter directory)",
+                                strlen(optarg), sizeof o->out - 1);
+            snprintf(o->out, sizeof o->out, "%s", optarg);
+            break;
         case 'h': o->help = 1; return SB_OK;
         default:
             return sb_error(SB_ERR_USAGE, "sweep: unknown or incomplete flag '%s' (see stratbench "
@@ -150,7 +157,9 @@ static sb_status parse_opts(struct sweep_opts *o, int argc, char **argv)
         char t[32];
         time_t now = time(NULL);
         struct tm tm;
-        strftime(t, sizeof t, "%Y%m%dT%H%M%SZ", gmtime_r(&now, &tm));
+        if (!gmtime_r(&now, &tm) || strftime(t, sizeof t, "%Y%m%dT%H%M%SZ", &tm) == 0)
+            return sb_error(SB_ERR_IO, "--out: cannot name the default directory, the UTC "
+                            "time cannot be read (pass --out DIR)");
         snprintf(o->out, sizeof o->out, "runs/sweep-%s", t);
     }
     return SB_OK;
@@ -211,8 +220,10 @@ static sb_status run_point(const struct sweep_opts *o, const char *self, struct 
     pt->ok = calloc((size_t)o->repeats, sizeof *pt->ok);
     pt->t = calloc((size_t)o->repeats, sizeof *pt->t);
     if (!pt->ok || !pt->t) return sb_error(SB_ERR_NOMEM, "sweep: out of memory");
+    int fail = 0; /* set by sb_json_* when cJSON runs out of memory */
     cJSON *runs = cJSON_CreateArray(), *first_report = NULL;
-    for (int r = 1; r <= o->repeats; r++) {
+    if (!runs) fail = 1;
+    for (int r = 1; r <= o->repeats && !fail; r++) {
         snprintf(name, sizeof name, "%s-n%d-%s-r%d", pt->strategy, pt->replicas,
                  sb_sweep_scaling_name[pt->scaling], r);
         snprintf(path, sizeof path, "%s/%s.json", o->out, name);
@@ -234,11 +245,11 @@ static sb_status run_point(const struct sweep_opts *o, const char *self, struct 
         printf("[%d/%d] %s n=%d %s r%d: ", ++*done, total, pt->strategy, pt->replicas,
                sb_sweep_scaling_name[pt->scaling], r);
         cJSON *run = cJSON_CreateObject();
-        cJSON_AddNumberToObject(run, "repeat", r);
-        cJSON_AddStringToObject(run, "report", strrchr(path, '/') + 1);
-        cJSON_AddStringToObject(run, "log", strrchr(log_path, '/') + 1);
-        cJSON_AddStringToObject(run, "status", code ? "failed" : "ok");
-        cJSON_AddNumberToObject(run, "exit_status", code);
+        sb_json_add_num(run, "repeat", r, &fail);
+        sb_json_add_str(run, "report", strrchr(path, '/') + 1, &fail);
+        sb_json_add_str(run, "log", strrchr(log_path, '/') + 1, &fail);
+        sb_json_add_str(run, "status", code ? "failed" : "ok", &fail);
+        sb_json_add_num(run, "exit_status", code, &fail);
         if (code) {
             printf("FAILED (exit %d, see %s)\n", code, log_path);
             ++*failed;
@@ -247,16 +258,22 @@ static sb_status run_point(const struct sweep_opts *o, const char *self, struct 
             sb_sweep_values_from(rep, rv);
             pt->t[pt->n_ok++] = pt->scaling == 0 ? rv->epoch_s : rv->step_ms;
             printf("%.0f samples/s, %.3g s/epoch\n", rv->samples_per_s, rv->epoch_s);
-            cJSON_AddItemToObject(run, "step_ms", sb_sweep_num_or_null(rv->step_ms));
-            cJSON_AddItemToObject(run, "samples_per_s", sb_sweep_num_or_null(rv->samples_per_s));
-            cJSON_AddItemToObject(run, "epoch_s", sb_sweep_num_or_null(rv->epoch_s));
-            if (!*environment)
-                *environment = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(rep, "environment"), 1);
+            sb_json_add_num(run, "step_ms", rv->step_ms, &fail);
+            sb_json_add_num(run, "samples_per_s", rv->samples_per_s, &fail);
+            sb_json_add_num(run, "epoch_s", rv->epoch_s, &fail);
+            const cJSON *env = cJSON_GetObjectItemCaseSensitive(rep, "environment");
+            if (!*environment && env && !(*environment = cJSON_Duplicate(env, 1))) fail = 1;
             if (!first_report) first_report = rep, rep = NULL;
         }
         cJSON_Delete(rep);
-        cJSON_AddItemToArray(runs, run);
+        sb_json_append(runs, run, &fail);
         fflush(stdout);
+    }
+    if (fail) {
+        cJSON_Delete(runs);
+        cJSON_Delete(first_report);
+        return sb_error(SB_ERR_NOMEM, "sweep: out of memory recording the runs of %s n=%d",
+                        pt->strategy, pt->replicas);
     }
 
     sb_status st = sb_sweep_point_summarize(pt, runs, first_report);
@@ -264,24 +281,25 @@ static sb_status run_point(const struct sweep_opts *o, const char *self, struct 
     return st;
 }
 
-/* scaling.json's "matrix": the flags the sweep ran with. */
-static cJSON *matrix_json(const struct sweep_opts *o)
+/* doc.matrix: the flags the sweep ran with. */
+static void add_matrix(cJSON *doc, const struct sweep_opts *o, int *fail)
 {
-    cJSON *m = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(m, "strategies");
-    for (int i = 0; i < o->n_strategies; i++) cJSON_AddItemToArray(a, cJSON_CreateString(o->strategies[i]));
-    cJSON_AddItemToObject(m, "replicas", cJSON_CreateIntArray(o->replicas, o->n_replicas));
-    a = cJSON_AddArrayToObject(m, "scaling");
+    cJSON *m = sb_json_add_obj(doc, "matrix", fail), *a = sb_json_add_arr(m, "strategies", fail);
+    for (int i = 0; i < o->n_strategies; i++)
+        sb_json_append(a, cJSON_CreateString(o->strategies[i]), fail);
+    sb_json_add_item(m, "replicas", cJSON_CreateIntArray(o->replicas, o->n_replicas), fail);
+    a = sb_json_add_arr(m, "scaling", fail);
     for (int s = 0; s < 2; s++)
-        if (o->scaling[s]) cJSON_AddItemToArray(a, cJSON_CreateString(sb_sweep_scaling_name[s]));
-    cJSON_AddNumberToObject(m, "repeats", o->repeats);
-    cJSON_AddNumberToObject(m, "epochs", o->epochs);
-    cJSON_AddNumberToObject(m, "batch", o->batch);
-    cJSON_AddNumberToObject(m, "global_batch", o->global_batch);
-    cJSON_AddItemToObject(m, "max_steps", o->max_steps ? cJSON_CreateNumber((double)o->max_steps)
-                                                       : cJSON_CreateNull());
-    a = cJSON_AddArrayToObject(m, "extra_args");
-    for (int i = 0; i < o->n_extra; i++) cJSON_AddItemToArray(a, cJSON_CreateString(o->extra[i]));
-    return m;
+        if (o->scaling[s]) sb_json_append(a, cJSON_CreateString(sb_sweep_scaling_name[s]), fail);
+    sb_json_add_num(m, "repeats", o->repeats, fail);
+    sb_json_add_num(m, "epochs", o->epochs, fail);
+    sb_json_add_num(m, "batch", o->batch, fail);
+    sb_json_add_num(m, "global_batch", o->global_batch, fail);
+    sb_json_add_item(m, "max_steps", o->max_steps ? cJSON_CreateNumber((double)o->max_steps)
+                                                  : cJSON_CreateNull(), fail);
+    a = sb_json_add_arr(m, "extra_args", fail);
+    for (int i = 0; i < o->n_extra; i++)
+        sb_json_append(a, cJSON_CreateString(o->extra[i]), fail);
 }
 
 int sb_sweep_main(int argc, char **argv)
@@ -321,27 +339,31 @@ int sb_sweep_main(int argc, char **argv)
     cJSON *environment = NULL;
     for (int i = 0; i < n_pts && !st; i++)
         st = run_point(&o, self, &pts[i], &done, total, &failed, &environment);
-    cJSON *doc = cJSON_CreateObject(), *points = NULL;
+    cJSON *doc = NULL, *points = NULL;
     if (!st) {
-        cJSON_AddStringToObject(doc, "schema_version", SB_SCALING_SCHEMA_VERSION);
-        cJSON_AddStringToObject(doc, "kind", "stratbench-scaling");
-        cJSON_AddItemToObject(doc, "environment", environment ? environment : cJSON_CreateNull());
-        environment = NULL;
-        cJSON_AddItemToObject(doc, "matrix", matrix_json(&o));
-        cJSON_AddStringToObject(doc, "ci_method", "bootstrap percentile, 95%, 2000 resamples over repeats");
-        points = cJSON_AddArrayToObject(doc, "points");
-        for (int i = 0; i < n_pts; i++) {
+        int fail = 0; /* set by sb_json_* when cJSON runs out of memory */
+        doc = cJSON_CreateObject();
+        sb_json_add_str(doc, "schema_version", SB_SCALING_SCHEMA_VERSION, &fail);
+        sb_json_add_str(doc, "kind", "stratbench-scaling", &fail);
+        sb_json_add_item(doc, "environment", environment ? environment : cJSON_CreateNull(), &fail);
+        environment = NULL; /* owned by doc, or freed */
+        add_matrix(doc, &o, &fail);
+        sb_json_add_str(doc, "ci_method", "bootstrap percentile, 95%, 2000 resamples over repeats",
+                        &fail);
+        points = sb_json_add_arr(doc, "points", &fail);
+        for (int i = 0; i < n_pts && !st; i++) {
             const struct sb_sweep_point *base = NULL;
             for (int k = 0; k < n_pts; k++)
                 if (strcmp(pts[k].strategy, "single") == 0 && pts[k].scaling == pts[i].scaling)
                     base = &pts[k];
-            sb_sweep_add_speedup(&pts[i], base);
-            cJSON_AddItemToArray(points, pts[i].json);
-            pts[i].json = NULL;
+            st = sb_sweep_add_speedup(&pts[i], base);
+            sb_json_append(points, pts[i].json, &fail);
+            pts[i].json = NULL; /* owned by points, or freed */
         }
+        if (!st && fail) st = sb_error(SB_ERR_NOMEM, "sweep: out of memory building scaling.json");
         char path[PATH_LEN + 16];
         snprintf(path, sizeof path, "%s/scaling.json", o.out);
-        st = sb_json_write_file_atomic(path, doc);
+        if (!st) st = sb_json_write_file_atomic(path, doc);
         if (!st) printf("# %d of %d runs failed; wrote %s\n", failed, total, path);
     }
     for (int i = 0; i < n_pts; i++) {

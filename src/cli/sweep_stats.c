@@ -12,6 +12,7 @@
 
 #include "cli/stats_tests.h"
 #include "cli/sweep.h"
+#include "report/json_util.h"
 #include "report/report.h"
 
 #define BOOT_RESAMPLES 2000
@@ -83,48 +84,43 @@ void sb_sweep_values_from(const cJSON *rep, struct sb_sweep_values *rv)
             num_at(cJSON_GetObjectItemCaseSensitive(ph, sb_sweep_phases[i]), "mean", NULL);
 }
 
-cJSON *sb_sweep_num_or_null(double v)
-{
-    return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull();
-}
-
-/* {median, ci95_low, ci95_high} of x[0..n) over repeats. */
-static cJSON *median_ci(const double *x, int n)
+/* obj.key = {median, ci95_low, ci95_high} of x[0..n) over repeats. */
+static void add_median_ci(cJSON *obj, const char *key, const double *x, int n, int *fail)
 {
     double med, lo, hi;
-    cJSON *o = cJSON_CreateObject();
     if (sb_median(x, (size_t)n, &med) || sb_bootstrap_median_ci(x, (size_t)n, 0.95,
                                                                  BOOT_RESAMPLES, BOOT_SEED, &lo, &hi))
         med = lo = hi = NAN;
-    cJSON_AddItemToObject(o, "median", sb_sweep_num_or_null(med));
-    cJSON_AddItemToObject(o, "ci95_low", sb_sweep_num_or_null(lo));
-    cJSON_AddItemToObject(o, "ci95_high", sb_sweep_num_or_null(hi));
-    return o;
+    cJSON *o = sb_json_add_obj(obj, key, fail);
+    sb_json_add_num(o, "median", med, fail);
+    sb_json_add_num(o, "ci95_low", lo, fail);
+    sb_json_add_num(o, "ci95_high", hi, fail);
 }
 
 /* dst.workload, .device, .hidden = rep.config's (null where missing). */
-static void copy_config(cJSON *dst, const cJSON *rep)
+static void copy_config(cJSON *dst, const cJSON *rep, int *fail)
 {
     const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(rep, "config");
     const char *keys[] = {"workload", "device", "hidden"};
     for (int i = 0; i < 3; i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, keys[i]);
-        cJSON_AddItemToObject(dst, keys[i], v ? cJSON_Duplicate(v, 1) : cJSON_CreateNull());
+        sb_json_add_item(dst, keys[i], v ? cJSON_Duplicate(v, 1) : cJSON_CreateNull(), fail);
     }
 }
 
 sb_status sb_sweep_point_summarize(struct sb_sweep_point *pt, cJSON *runs,
                                    const cJSON *first_report)
 {
+    int fail = 0;
     cJSON *p = pt->json = cJSON_CreateObject();
-    cJSON_AddStringToObject(p, "strategy", pt->strategy);
-    cJSON_AddNumberToObject(p, "replicas", pt->replicas);
-    cJSON_AddStringToObject(p, "scaling", sb_sweep_scaling_name[pt->scaling]);
-    cJSON_AddNumberToObject(p, "batch", pt->batch);
-    cJSON_AddNumberToObject(p, "global_batch", (double)pt->batch * pt->replicas);
-    copy_config(p, first_report);
-    cJSON_AddItemToObject(p, "runs", runs);
-    cJSON_AddNumberToObject(p, "runs_ok", pt->n_ok);
+    sb_json_add_str(p, "strategy", pt->strategy, &fail);
+    sb_json_add_num(p, "replicas", pt->replicas, &fail);
+    sb_json_add_str(p, "scaling", sb_sweep_scaling_name[pt->scaling], &fail);
+    sb_json_add_num(p, "batch", pt->batch, &fail);
+    sb_json_add_num(p, "global_batch", (double)pt->batch * pt->replicas, &fail);
+    copy_config(p, first_report, &fail);
+    sb_json_add_item(p, "runs", runs, &fail); /* owns runs from here, even on failure */
+    sb_json_add_num(p, "runs_ok", pt->n_ok, &fail);
 
     int n = pt->n_ok;
     double v[SB_SWEEP_MAX_REPEATS], med;
@@ -134,28 +130,31 @@ sb_status sb_sweep_point_summarize(struct sb_sweep_point *pt, cJSON *runs,
     const char *names[] = {"samples_per_s", "step_ms", "epoch_s"};
     for (int k = 0; k < 3; k++) {
         for (int i = 0; i < n; i++) v[i] = *(const double *)((const char *)&pt->ok[i] + offs[k]);
-        cJSON_AddItemToObject(p, names[k], median_ci(v, n));
+        add_median_ci(p, names[k], v, n, &fail);
     }
     int reached = 0;
     for (int i = 0; i < n; i++)
         if (isfinite(pt->ok[i].tta_s)) v[reached++] = pt->ok[i].tta_s;
     SB_TRY(sb_median(v, (size_t)reached, &med));
-    cJSON_AddItemToObject(p, "time_to_accuracy_s",
-                          sb_sweep_num_or_null(n > 0 && reached == n ? med : NAN));
+    sb_json_add_num(p, "time_to_accuracy_s", n > 0 && reached == n ? med : NAN, &fail);
     for (int i = 0; i < n; i++) v[i] = pt->ok[i].accuracy;
     SB_TRY(sb_median(v, (size_t)n, &med));
-    cJSON_AddItemToObject(p, "final_test_accuracy", sb_sweep_num_or_null(med));
-    cJSON *ph = cJSON_AddObjectToObject(p, "phases_ms");
+    sb_json_add_num(p, "final_test_accuracy", med, &fail);
+    cJSON *ph = sb_json_add_obj(p, "phases_ms", &fail);
     for (size_t k = 0; k < SB_SWEEP_N_PHASES; k++) {
         for (int i = 0; i < n; i++) v[i] = pt->ok[i].phase_ms[k];
         SB_TRY(sb_median(v, (size_t)n, &med));
-        cJSON_AddItemToObject(ph, sb_sweep_phases[k], sb_sweep_num_or_null(med));
+        sb_json_add_num(ph, sb_sweep_phases[k], med, &fail);
     }
+    if (fail)
+        return sb_error(SB_ERR_NOMEM, "sweep: out of memory building the %s n=%d point of "
+                        "scaling.json", pt->strategy, pt->replicas);
     return SB_OK;
 }
 
-void sb_sweep_add_speedup(struct sb_sweep_point *pt, const struct sb_sweep_point *base)
+sb_status sb_sweep_add_speedup(struct sb_sweep_point *pt, const struct sb_sweep_point *base)
 {
+    int fail = 0;
     double r = NAN, lo = NAN, hi = NAN, m1, mn;
     if (base && base->n_ok && pt->n_ok && !sb_median(base->t, (size_t)base->n_ok, &m1) &&
         !sb_median(pt->t, (size_t)pt->n_ok, &mn)) {
@@ -170,9 +169,13 @@ void sb_sweep_add_speedup(struct sb_sweep_point *pt, const struct sb_sweep_point
     const char *keys[] = {"speedup", "efficiency"};
     double scale[] = {s_scale, e_scale};
     for (int k = 0; k < 2; k++) {
-        cJSON *o = cJSON_AddObjectToObject(pt->json, keys[k]);
-        cJSON_AddItemToObject(o, "value", sb_sweep_num_or_null(r * scale[k]));
-        cJSON_AddItemToObject(o, "ci95_low", sb_sweep_num_or_null(lo * scale[k]));
-        cJSON_AddItemToObject(o, "ci95_high", sb_sweep_num_or_null(hi * scale[k]));
+        cJSON *o = sb_json_add_obj(pt->json, keys[k], &fail);
+        sb_json_add_num(o, "value", r * scale[k], &fail);
+        sb_json_add_num(o, "ci95_low", lo * scale[k], &fail);
+        sb_json_add_num(o, "ci95_high", hi * scale[k], &fail);
     }
+    if (fail)
+        return sb_error(SB_ERR_NOMEM, "sweep: out of memory adding the speedup of the %s n=%d "
+                        "point to scaling.json", pt->strategy, pt->replicas);
+    return SB_OK;
 }

@@ -45,17 +45,15 @@ struct sb_sweep_point {
 /* Fills *rv from the run report `rep`; a missing field reads as NaN. */
 void sb_sweep_values_from(const cJSON *rep, struct sb_sweep_values *rv);
 
-/* A cJSON number, or null when v is not finite (JSON has no NaN). */
-cJSON *sb_sweep_num_or_null(double v);
-
 /* Builds pt->json from the point's successful repeats (pt->ok, pt->n_ok):
  * its configuration (workload, device, hidden copied from `first_report`,
  * the first successful run's report, or nulls when NULL), `runs` (the
- * per-repeat array, owned by pt->json afterwards), medians with 95%
- * bootstrap intervals of samples_per_s, step_ms and epoch_s, the median time
- * to accuracy (null unless every repeat reached it), final accuracy and
- * phase means. Speedup is added later (sb_sweep_add_speedup).
- * Errors: SB_ERR_NOMEM. */
+ * per-repeat array, owned by pt->json afterwards, or freed here when it
+ * cannot be attached), medians with 95% bootstrap intervals of
+ * samples_per_s, step_ms and epoch_s, the median time to accuracy (null
+ * unless every repeat reached it), final accuracy and phase means. Speedup
+ * is added later (sb_sweep_add_speedup). The caller frees pt->json, also
+ * on error. Errors: SB_ERR_NOMEM. */
 sb_status sb_sweep_point_summarize(struct sb_sweep_point *pt, cJSON *runs,
                                    const cJSON *first_report);
 
@@ -63,7 +61,8 @@ sb_status sb_sweep_point_summarize(struct sb_sweep_point *pt, cJSON *runs,
  * against the baseline `base` (single, n=1, same scaling; NULL: nulls).
  * strong: r = T1/T_N with T = epoch time, speedup = r, efficiency = r/N;
  * weak: r = T1/T_N with T = step time, efficiency = r, speedup = N·r.
- * The interval is a bootstrap of the ratio of medians over the repeats. */
-void sb_sweep_add_speedup(struct sb_sweep_point *pt, const struct sb_sweep_point *base);
+ * The interval is a bootstrap of the ratio of medians over the repeats.
+ * Errors: SB_ERR_NOMEM (then pt->json may lack some of these fields). */
+sb_status sb_sweep_add_speedup(struct sb_sweep_point *pt, const struct sb_sweep_point *base);
 
 #endif

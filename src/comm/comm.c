@@ -117,8 +117,6 @@ sb_status sb_comm_allreduce_f64(struct sb_comm *c, double *buf, size_t n)
     return c->ops->allreduce_f64(c, buf, n);
 }
 
-sb_status sb_comm_barrier(struct sb_comm *c) { return c->ops->barrier(c); }
-
 void sb_comm_reset_counters(struct sb_comm *c)
 {
     memset(c->counters, 0, sizeof c->counters);

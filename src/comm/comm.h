@@ -59,7 +59,6 @@ struct sb_comm_ops {
     /* Blocking receive of n floats from whichever rank sends first; *peer
      * = that rank. NULL where unsupported (e.g. "local"). */
     sb_status (*recv_any)(struct sb_comm *c, float *buf, size_t n, int *peer);
-    sb_status (*barrier)(struct sb_comm *c);
     void (*destroy)(struct sb_comm *c);
     /* Non-blocking all-reduce (sum, in place) of buf (n floats): starts it
      * and returns at once, with the communicator's handle in req->impl
@@ -113,9 +112,8 @@ sb_status sb_comm_test(struct sb_comm *c, struct sb_comm_request *req, int *done
 /* Blocks until req is complete, recording req->done_s. Safe on a completed
  * request. */
 sb_status sb_comm_wait(struct sb_comm *c, struct sb_comm_request *req);
-/* Uncounted: metrics reductions and barriers are not training traffic. */
+/* Uncounted: metrics reductions are not training traffic. */
 sb_status sb_comm_allreduce_f64(struct sb_comm *c, double *buf, size_t n);
-sb_status sb_comm_barrier(struct sb_comm *c);
 
 /* Zeroes all counters (at the end of warm-up). */
 void sb_comm_reset_counters(struct sb_comm *c);
@@ -162,7 +160,7 @@ sb_status sb_comm_world_create(const struct sb_config *cfg, const void *mpi_comm
 /* Wraps `inner`, a host-memory communicator (mpi, local), for device
  * buffers: each float op copies the device buffer to pinned host memory on
  * the calling thread's stream, runs inner's op, copies back and waits
- * (blocking; iallreduce completes at issue). allreduce_f64 and barrier go
+ * (blocking; iallreduce completes at issue). allreduce_f64 goes
  * straight to inner. Takes ownership of inner (destroyed with the result,
  * or at once on failure). rank and size are inner's. Errors: SB_ERR_NOMEM;
  * the ops return SB_ERR_COMM with CUDA's message, or inner's errors.

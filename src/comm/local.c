@@ -81,12 +81,6 @@ static sb_status local_recv(struct sb_comm *c, float *buf, size_t n, int peer)
     return sb_error(SB_ERR_INTERNAL, "local communicator: recv from %d not supported", peer);
 }
 
-static sb_status local_barrier(struct sb_comm *c)
-{
-    wait_all(c->impl);
-    return SB_OK;
-}
-
 /* Threads share memory and have no progress engine: the non-blocking
  * all-reduce is the blocking one, complete when it returns. */
 static sb_status local_iallreduce(struct sb_comm *c, float *buf, size_t n,
@@ -120,7 +114,6 @@ static const struct sb_comm_ops local_ops = {
     .broadcast = local_broadcast,
     .send = local_send,
     .recv = local_recv,
-    .barrier = local_barrier,
     .destroy = local_destroy,
     .iallreduce = local_iallreduce,
     .test = local_test,

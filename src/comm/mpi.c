@@ -80,11 +80,6 @@ static sb_status mpi_recv_any(struct sb_comm *c, float *buf, size_t n, int *peer
     return SB_OK;
 }
 
-static sb_status mpi_barrier(struct sb_comm *c)
-{
-    return mpi_check(MPI_Barrier(handle(c)), "MPI_Barrier");
-}
-
 /* In-flight state of a non-blocking all-reduce: one MPI request per chunk
  * of at most MPI_CHUNK floats. */
 struct mpi_pending {
@@ -163,7 +158,6 @@ static const struct sb_comm_ops mpi_ops = {
     .send = mpi_send,
     .recv = mpi_recv,
     .recv_any = mpi_recv_any,
-    .barrier = mpi_barrier,
     .destroy = mpi_destroy,
     .iallreduce = mpi_iallreduce,
     .test = mpi_test,

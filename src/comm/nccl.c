@@ -36,7 +36,7 @@
 struct nccl_impl {
     ncclComm_t comm;
     int device;
-    void *scratch;        /* device staging for host metrics and the barrier */
+    void *scratch;        /* device staging for host metrics */
     size_t scratch_bytes;
     cudaStream_t comm_stream; /* non-blocking all-reduces; created on first use */
 };
@@ -85,9 +85,8 @@ static sb_status nccl_allreduce(struct sb_comm *c, float *buf, size_t n)
     return wait_stream(s, "cudaStreamSynchronize (ncclAllReduce)");
 }
 
-/* Grows the device scratch to `bytes`, zeroed on stream s (the barrier
- * all-reduces it without writing it first: zeros keep it finite and
- * compute-sanitizer's initcheck quiet). cudaFree waits for the device, so
+/* Grows the device scratch to `bytes`, zeroed on stream s (zeros keep it
+ * finite and compute-sanitizer's initcheck quiet). cudaFree waits for the device, so
  * the old block is not in use when it goes. */
 static sb_status ensure_scratch(struct nccl_impl *m, size_t bytes, cudaStream_t s)
 {
@@ -140,19 +139,6 @@ static sb_status nccl_recv(struct sb_comm *c, float *buf, size_t n, int peer)
     SB_TRY(stream_of(c, &s));
     SB_TRY(nccl_check(ncclRecv(buf, n, ncclFloat, peer, impl(c)->comm, s), "ncclRecv"));
     return wait_stream(s, "cudaStreamSynchronize (ncclRecv)");
-}
-
-/* NCCL has no barrier: an all-reduce of one float is one (every member must
- * arrive before any finishes). */
-static sb_status nccl_barrier(struct sb_comm *c)
-{
-    cudaStream_t s;
-    SB_TRY(stream_of(c, &s));
-    SB_TRY(ensure_scratch(impl(c), sizeof(float), s));
-    float *d = impl(c)->scratch;
-    SB_TRY(nccl_check(ncclAllReduce(d, d, 1, ncclFloat, ncclSum, impl(c)->comm, s),
-                      "ncclAllReduce (barrier)"));
-    return wait_stream(s, "cudaStreamSynchronize (nccl barrier)");
 }
 
 /* The member's communication stream on its device, created on first use
@@ -275,7 +261,6 @@ static const struct sb_comm_ops nccl_ops = {
     .broadcast = nccl_broadcast,
     .send = nccl_send,
     .recv = nccl_recv,
-    .barrier = nccl_barrier,
     .destroy = nccl_destroy,
     .iallreduce = nccl_iallreduce,
     .test = nccl_test,

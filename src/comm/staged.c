@@ -127,11 +127,6 @@ static sb_status staged_recv_any(struct sb_comm *c, float *buf, size_t n, int *p
     return to_device(m, buf, n);
 }
 
-static sb_status staged_barrier(struct sb_comm *c)
-{
-    return impl(c)->inner->ops->barrier(impl(c)->inner);
-}
-
 /* Blocking (see the top of the file): complete on return. */
 static sb_status staged_iallreduce(struct sb_comm *c, float *buf, size_t n,
                                    struct sb_comm_request *req)
@@ -178,7 +173,6 @@ static const struct sb_comm_ops staged_ops = {
     .send = staged_send,
     .recv = staged_recv,
     .recv_any = staged_recv_any,
-    .barrier = staged_barrier,
     .destroy = staged_destroy,
     .iallreduce = staged_iallreduce,
     .test = staged_test,

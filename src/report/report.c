@@ -6,7 +6,6 @@
 #include "report/report.h"
 
 #include <errno.h>
-#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,59 +18,23 @@
 
 #include "core/stats.h"
 #include "report/environment.h"
+#include "report/json_util.h"
 
-/* Every add_* helper below sets *fail when cJSON cannot allocate, so the
- * builder checks once at the end instead of after each of ~150 calls. */
-
-/* key: v, or null when v is NaN or infinite (JSON has no such numbers). */
-static void add_num(cJSON *obj, const char *key, double v, int *fail)
-{
-    cJSON *item = isfinite(v) ? cJSON_AddNumberToObject(obj, key, v)
-                              : cJSON_AddNullToObject(obj, key);
-    if (!item) *fail = 1;
-}
-
-static void add_str(cJSON *obj, const char *key, const char *s, int *fail)
-{
-    if (!cJSON_AddStringToObject(obj, key, s ? s : "")) *fail = 1;
-}
-
-/* key: s, or null when s is empty (an option that is off). */
-static void add_str_or_null(cJSON *obj, const char *key, const char *s,
-                            int *fail)
-{
-    cJSON *item = (s && s[0]) ? cJSON_AddStringToObject(obj, key, s)
-                              : cJSON_AddNullToObject(obj, key);
-    if (!item) *fail = 1;
-}
-
-/* key: v as exact decimal digits. A double holds integers exactly only up
- * to 2^53, so a 64-bit seed is written as raw JSON number text. */
-static void add_u64(cJSON *obj, const char *key, uint64_t v, int *fail)
-{
-    char digits[24];
-    snprintf(digits, sizeof digits, "%" PRIu64, v);
-    if (!cJSON_AddRawToObject(obj, key, digits)) *fail = 1;
-}
-
-static cJSON *add_obj(cJSON *obj, const char *key, int *fail)
-{
-    cJSON *child = cJSON_AddObjectToObject(obj, key);
-    if (!child) *fail = 1;
-    return child;
-}
+/* The add_* builders below, like sb_json_add_* (json_util.h), set *fail when
+ * cJSON cannot allocate, so build_report checks once at the end instead of
+ * after each of ~150 calls. */
 
 /* The "config" object: every field of struct sb_config, plus the two values
  * the harness derives from it (global_batch, effective_lr). */
 static void add_config(cJSON *root, const struct sb_run_record *rec, int *fail)
 {
     const struct sb_config *c = rec->cfg;
-    cJSON *o = add_obj(root, "config", fail);
+    cJSON *o = sb_json_add_obj(root, "config", fail);
     if (!o) return;
-    add_str(o, "strategy", c->strategy, fail);
-    add_str(o, "workload", c->workload, fail);
-    add_str(o, "device", c->device, fail);
-    add_str(o, "comm", c->comm, fail);
+    sb_json_add_str(o, "strategy", c->strategy, fail);
+    sb_json_add_str(o, "workload", c->workload, fail);
+    sb_json_add_str(o, "device", c->device, fail);
+    sb_json_add_str(o, "comm", c->comm, fail);
     int n_hidden = c->n_hidden;
     if (n_hidden < 0) n_hidden = 0;
     if (n_hidden > SB_MAX_HIDDEN) n_hidden = SB_MAX_HIDDEN;
@@ -80,46 +43,46 @@ static void add_config(cJSON *root, const struct sb_run_record *rec, int *fail)
         cJSON_Delete(hidden);
         *fail = 1;
     }
-    add_num(o, "replicas", c->replicas, fail);
-    add_num(o, "servers", c->servers, fail);
-    add_num(o, "epochs", c->epochs, fail);
-    add_num(o, "batch", c->batch, fail);
-    add_num(o, "global_batch", rec->global_batch, fail);
-    add_num(o, "lr", c->lr, fail);
-    add_num(o, "effective_lr", rec->effective_lr, fail);
-    add_num(o, "momentum", c->momentum, fail);
-    add_str(o, "lr_scaling",
+    sb_json_add_num(o, "replicas", c->replicas, fail);
+    sb_json_add_num(o, "servers", c->servers, fail);
+    sb_json_add_num(o, "epochs", c->epochs, fail);
+    sb_json_add_num(o, "batch", c->batch, fail);
+    sb_json_add_num(o, "global_batch", rec->global_batch, fail);
+    sb_json_add_num(o, "lr", c->lr, fail);
+    sb_json_add_num(o, "effective_lr", rec->effective_lr, fail);
+    sb_json_add_num(o, "momentum", c->momentum, fail);
+    sb_json_add_str(o, "lr_scaling",
             c->lr_scaling == SB_LR_SCALING_LINEAR ? "linear" : "none", fail);
-    add_u64(o, "seed", c->seed, fail);
-    add_str(o, "data_dir", c->data_dir, fail);
-    add_str(o, "report", c->report_path, fail);
-    add_str_or_null(o, "save_params", c->save_params_path, fail);
-    add_num(o, "target_accuracy", c->target_accuracy, fail);
+    sb_json_add_u64(o, "seed", c->seed, fail);
+    sb_json_add_str(o, "data_dir", c->data_dir, fail);
+    sb_json_add_str(o, "report", c->report_path, fail);
+    sb_json_add_str_or_null(o, "save_params", c->save_params_path, fail);
+    sb_json_add_num(o, "target_accuracy", c->target_accuracy, fail);
     if (c->max_steps == 0) {
         if (!cJSON_AddNullToObject(o, "max_steps")) *fail = 1;
     } else {
-        add_num(o, "max_steps", (double)c->max_steps, fail);
+        sb_json_add_num(o, "max_steps", (double)c->max_steps, fail);
     }
-    add_num(o, "warmup_steps", c->warmup_steps, fail);
-    add_num(o, "threads", c->threads, fail);
-    add_num(o, "eval_batch", c->eval_batch, fail);
-    add_num(o, "bucket_mb", c->bucket_mb, fail);
+    sb_json_add_num(o, "warmup_steps", c->warmup_steps, fail);
+    sb_json_add_num(o, "threads", c->threads, fail);
+    sb_json_add_num(o, "eval_batch", c->eval_batch, fail);
+    sb_json_add_num(o, "bucket_mb", c->bucket_mb, fail);
     if (!cJSON_AddBoolToObject(o, "overlap", c->overlap)) *fail = 1;
     if (!cJSON_AddBoolToObject(o, "async", c->async_updates)) *fail = 1;
-    add_str_or_null(o, "trace", c->trace_path, fail);
+    sb_json_add_str_or_null(o, "trace", c->trace_path, fail);
 }
 
 /* "strategy_details": the numbers a strategy states about itself (bucket
  * count and sizes, staleness, ...), each a number or a list. */
 static void add_details(cJSON *root, const struct sb_run_record *rec, int *fail)
 {
-    cJSON *o = add_obj(root, "strategy_details", fail);
+    cJSON *o = sb_json_add_obj(root, "strategy_details", fail);
     if (!o) return;
     const struct sb_strategy_details *d = &rec->details;
     for (int i = 0; i < d->n && i < SB_DETAILS_MAX; i++) {
         const struct sb_detail *it = &d->item[i];
         if (!it->is_list) {
-            add_num(o, it->key, it->count > 0 ? it->values[0] : NAN, fail);
+            sb_json_add_num(o, it->key, it->count > 0 ? it->values[0] : NAN, fail);
             continue;
         }
         cJSON *arr = cJSON_AddArrayToObject(o, it->key);
@@ -152,12 +115,12 @@ static void add_epochs(cJSON *root, const struct sb_run_record *rec, int *fail)
             *fail = 1;
             return;
         }
-        add_num(o, "epoch", e->epoch, fail);
-        add_num(o, "train_loss", e->train_loss, fail);
-        add_num(o, "test_accuracy", e->test_accuracy, fail);
-        add_num(o, "seconds", e->seconds, fail);
-        add_num(o, "eval_seconds", e->eval_seconds, fail);
-        add_num(o, "samples_per_s", e->samples_per_s, fail);
+        sb_json_add_num(o, "epoch", e->epoch, fail);
+        sb_json_add_num(o, "train_loss", e->train_loss, fail);
+        sb_json_add_num(o, "test_accuracy", e->test_accuracy, fail);
+        sb_json_add_num(o, "seconds", e->seconds, fail);
+        sb_json_add_num(o, "eval_seconds", e->eval_seconds, fail);
+        sb_json_add_num(o, "samples_per_s", e->samples_per_s, fail);
     }
 }
 
@@ -168,14 +131,14 @@ static sb_status add_summary(cJSON *obj, const char *key, const double *x,
 {
     struct sb_summary s;
     SB_TRY(sb_summarize(x, x ? n : 0, &s));
-    cJSON *o = add_obj(obj, key, fail);
+    cJSON *o = sb_json_add_obj(obj, key, fail);
     if (!o) return SB_OK;
-    add_num(o, "median", s.median, fail);
-    add_num(o, "p95", s.p95, fail);
-    add_num(o, "min", s.min, fail);
-    add_num(o, "max", s.max, fail);
-    add_num(o, "mean", s.mean, fail);
-    add_num(o, "n", (double)s.n, fail);
+    sb_json_add_num(o, "median", s.median, fail);
+    sb_json_add_num(o, "p95", s.p95, fail);
+    sb_json_add_num(o, "min", s.min, fail);
+    sb_json_add_num(o, "max", s.max, fail);
+    sb_json_add_num(o, "mean", s.mean, fail);
+    sb_json_add_num(o, "n", (double)s.n, fail);
     return SB_OK;
 }
 
@@ -183,11 +146,11 @@ static sb_status add_summary(cJSON *obj, const char *key, const double *x,
 static cJSON *add_counter(cJSON *obj, const char *key, const struct sb_comm_counter *c,
                           int *fail)
 {
-    cJSON *o = add_obj(obj, key, fail);
+    cJSON *o = sb_json_add_obj(obj, key, fail);
     if (!o) return NULL;
-    add_num(o, "calls", (double)c->calls, fail);
-    add_num(o, "bytes", c->bytes, fail);
-    add_num(o, "seconds", c->seconds, fail);
+    sb_json_add_num(o, "calls", (double)c->calls, fail);
+    sb_json_add_num(o, "bytes", c->bytes, fail);
+    sb_json_add_num(o, "seconds", c->seconds, fail);
     return o;
 }
 
@@ -198,9 +161,9 @@ static cJSON *add_counter(cJSON *obj, const char *key, const struct sb_comm_coun
  * point-to-point 1; see sb_comm_busbw_factor and reports/README.md). */
 static void add_comm(cJSON *root, const struct sb_run_record *rec, int *fail)
 {
-    cJSON *o = add_obj(root, "comm", fail);
+    cJSON *o = sb_json_add_obj(root, "comm", fail);
     if (!o) return;
-    add_num(o, "ranks", rec->comm_ranks, fail);
+    sb_json_add_num(o, "ranks", rec->comm_ranks, fail);
     struct sb_comm_counter total = {0, 0.0, 0.0};
     for (int k = 0; k < SB_COMM_NKINDS; k++) {
         const struct sb_comm_counter *c = &rec->comm[k];
@@ -209,9 +172,9 @@ static void add_comm(cJSON *root, const struct sb_run_record *rec, int *fail)
         double algbw_GBps = c->seconds > 0 ? c->bytes / c->seconds / 1e9 : 0.0;
         cJSON *e = add_counter(o, sb_comm_kind_name((enum sb_comm_kind)k), c, fail);
         if (!e) return;
-        add_num(e, "algbw_GBps", algbw_GBps, fail);
-        add_num(e, "busbw_GBps", algbw_GBps * factor, fail);
-        add_num(e, "busbw_factor", factor, fail);
+        sb_json_add_num(e, "algbw_GBps", algbw_GBps, fail);
+        sb_json_add_num(e, "busbw_GBps", algbw_GBps * factor, fail);
+        sb_json_add_num(e, "busbw_factor", factor, fail);
         total.calls += c->calls;
         total.bytes += c->bytes;
         total.seconds += c->seconds;
@@ -225,10 +188,10 @@ static void add_comm(cJSON *root, const struct sb_run_record *rec, int *fail)
     if (strcmp(rec->cfg->strategy, "central") == 0 && rec->n_measured > 0)
         link = (rec->comm[SB_COMM_PUSH].bytes + rec->comm[SB_COMM_PULL].bytes) /
                (double)rec->n_measured;
-    add_num(o, "server_link_bytes_per_step", link, fail);
+    sb_json_add_num(o, "server_link_bytes_per_step", link, fail);
 
     /* Before the warm-up reset: the initial broadcast, warm-up traffic. */
-    cJSON *b = add_obj(o, "before_measurement", fail);
+    cJSON *b = sb_json_add_obj(o, "before_measurement", fail);
     for (int k = 0; b && k < SB_COMM_NKINDS; k++)
         if (!add_counter(b, sb_comm_kind_name((enum sb_comm_kind)k), &rec->comm_before[k], fail))
             return;
@@ -238,14 +201,14 @@ static void add_comm(cJSON *root, const struct sb_run_record *rec, int *fail)
 static void add_spread(cJSON *obj, const char *key, const struct sb_rank_spread *s,
                        int *fail)
 {
-    cJSON *o = add_obj(obj, key, fail);
+    cJSON *o = sb_json_add_obj(obj, key, fail);
     if (!o) return;
-    add_num(o, "ranks", s->ranks, fail);
-    add_num(o, "min", s->min, fail);
-    add_num(o, "median", s->median, fail);
-    add_num(o, "max", s->max, fail);
-    add_num(o, "skew", s->skew, fail);
-    add_num(o, "slowest_rank", s->slowest_rank, fail);
+    sb_json_add_num(o, "ranks", s->ranks, fail);
+    sb_json_add_num(o, "min", s->min, fail);
+    sb_json_add_num(o, "median", s->median, fail);
+    sb_json_add_num(o, "max", s->max, fail);
+    sb_json_add_num(o, "skew", s->skew, fail);
+    sb_json_add_num(o, "slowest_rank", s->slowest_rank, fail);
 }
 
 /* Builds the whole report of rec into *out. */
@@ -258,11 +221,11 @@ static sb_status build_report(const struct sb_run_record *rec, cJSON **out)
     int fail = 0;
     sb_status st = SB_OK;
 
-    add_str(root, "schema_version", SB_REPORT_SCHEMA_VERSION, &fail);
-    add_str(root, "strategy", c->strategy, &fail);
-    add_str(root, "workload", c->workload, &fail);
-    add_num(root, "replicas", c->replicas, &fail);
-    add_num(root, "world_size", rec->world_size, &fail);
+    sb_json_add_str(root, "schema_version", SB_REPORT_SCHEMA_VERSION, &fail);
+    sb_json_add_str(root, "strategy", c->strategy, &fail);
+    sb_json_add_str(root, "workload", c->workload, &fail);
+    sb_json_add_num(root, "replicas", c->replicas, &fail);
+    sb_json_add_num(root, "world_size", rec->world_size, &fail);
     add_config(root, rec, &fail);
 
     cJSON *env = NULL;
@@ -273,37 +236,37 @@ static sb_status build_report(const struct sb_run_record *rec, cJSON **out)
         fail = 1;
     }
 
-    cJSON *model = add_obj(root, "model", &fail);
+    cJSON *model = sb_json_add_obj(root, "model", &fail);
     if (model) {
-        add_str(model, "workload", c->workload, &fail);
-        add_num(model, "n_params", (double)rec->n_params, &fail);
-        add_num(model, "param_bytes", (double)rec->n_params * sizeof(float),
+        sb_json_add_str(model, "workload", c->workload, &fail);
+        sb_json_add_num(model, "n_params", (double)rec->n_params, &fail);
+        sb_json_add_num(model, "param_bytes", (double)rec->n_params * sizeof(float),
                 &fail);
     }
     add_epochs(root, rec, &fail);
-    add_num(root, "final_test_accuracy", rec->final_test_accuracy, &fail);
-    add_num(root, "time_to_accuracy_s",
+    sb_json_add_num(root, "final_test_accuracy", rec->final_test_accuracy, &fail);
+    sb_json_add_num(root, "time_to_accuracy_s",
             rec->time_to_accuracy_s < 0 ? NAN : rec->time_to_accuracy_s, &fail);
-    add_num(root, "target_accuracy", c->target_accuracy, &fail);
-    add_num(root, "train_seconds", rec->train_seconds, &fail);
-    add_num(root, "steps_total", (double)rec->steps_total, &fail);
-    add_num(root, "steps_measured", (double)rec->n_measured, &fail);
+    sb_json_add_num(root, "target_accuracy", c->target_accuracy, &fail);
+    sb_json_add_num(root, "train_seconds", rec->train_seconds, &fail);
+    sb_json_add_num(root, "steps_total", (double)rec->steps_total, &fail);
+    sb_json_add_num(root, "steps_measured", (double)rec->n_measured, &fail);
 
     st = add_summary(root, "step_ms", rec->step_ms, rec->n_measured, &fail);
     if (st != SB_OK) goto done;
-    cJSON *phases = add_obj(root, "phases_ms", &fail);
+    cJSON *phases = sb_json_add_obj(root, "phases_ms", &fail);
     for (int p = 0; phases && p < SB_PHASE_COUNT; p++) {
         st = add_summary(phases, sb_phase_name((enum sb_phase)p),
                          rec->phase_ms[p], rec->n_measured, &fail);
         if (st != SB_OK) goto done;
     }
     add_spread(root, "step_ms_by_rank", &rec->step_by_rank, &fail);
-    cJSON *by_rank = add_obj(root, "phases_by_rank_ms", &fail);
+    cJSON *by_rank = sb_json_add_obj(root, "phases_by_rank_ms", &fail);
     for (int p = 0; by_rank && p < SB_PHASE_COUNT; p++)
         add_spread(by_rank, sb_phase_name((enum sb_phase)p), &rec->phases_by_rank[p], &fail);
     add_comm(root, rec, &fail);
     add_details(root, rec, &fail);
-    add_num(root, "peak_rss_bytes", (double)rec->peak_rss_bytes, &fail);
+    sb_json_add_num(root, "peak_rss_bytes", (double)rec->peak_rss_bytes, &fail);
 
 done:
     if (st == SB_OK && fail)

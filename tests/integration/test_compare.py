@@ -145,3 +145,14 @@ def test_usage_errors(stratbench, sweeps):
         proc = compare(stratbench, *args)
         assert proc.returncode == 2, describe(proc)
         assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("flag,value", [("--threshold", "inf"), ("--threshold", "nan%"),
+                                        ("--threshold", "1e999%"), ("--alpha", "inf"),
+                                        ("--alpha", "nan")])
+def test_non_finite_values_are_usage_errors(flag, value, stratbench, tmp_path):
+    # Parsing fails before any input is read, so the inputs need not exist.
+    proc = compare(stratbench, flag, value, tmp_path / "a.json", tmp_path / "b.json")
+    assert proc.returncode == 2, describe(proc)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and flag in lines[0], describe(proc)

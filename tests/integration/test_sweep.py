@@ -76,6 +76,7 @@ def test_failing_point_is_recorded_and_sweep_goes_on(stratbench, mnist_dir, tmp_
     (["--replicas", "1,3", "--global-batch", "256"], "--global-batch"),
     (["--strategies", "single,bogus"], "--strategies"),
     (["--repeats", "0"], "--repeats"),
+    (["--out", "d" * 5000], "--out"),  # longer than PATH_LEN: refused, not truncated
 ])
 def test_bad_flags_exit_2(flags, word, stratbench, tmp_path):
     proc = run([stratbench, "sweep", "--out", tmp_path / "s", *flags])
