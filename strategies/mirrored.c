@@ -85,10 +85,10 @@ static void *member_main(void *arg)
     struct member *me = arg;
     struct mirrored *mr = me->owner;
     for (;;) {
-        pthread_barrier_wait(&mr->start);
+        sb_barrier_wait(&mr->start);
         enum job job = mr->job;
         run_job(me);
-        pthread_barrier_wait(&mr->done);
+        sb_barrier_wait(&mr->done);
         if (job == JOB_EXIT) return NULL;
     }
 }
@@ -98,9 +98,9 @@ static void *member_main(void *arg)
 static sb_status dispatch(struct mirrored *mr, enum job job)
 {
     mr->job = job;
-    pthread_barrier_wait(&mr->start);
+    sb_barrier_wait(&mr->start);
     run_job(&mr->members[0]);
-    pthread_barrier_wait(&mr->done);
+    sb_barrier_wait(&mr->done);
     for (int i = 0; i < mr->n; i++) {
         if (mr->members[i].status) {
             sb_error_set_message(mr->members[i].message);
@@ -131,9 +131,9 @@ static void mirrored_destroy(struct sb_strategy *s)
         sb_comm_destroy(mr->members[i].comm);
     }
     if (mr->barriers_ready) {
-        pthread_barrier_destroy(&mr->start);
-        pthread_barrier_destroy(&mr->done);
-        pthread_barrier_destroy(&mr->mid);
+        sb_barrier_destroy(&mr->start);
+        sb_barrier_destroy(&mr->done);
+        sb_barrier_destroy(&mr->mid);
     }
     sb_local_group_destroy(mr->group);
     free(mr->members);
@@ -159,10 +159,16 @@ static sb_status mirrored_init(struct sb_strategy *s)
         mr->members[i].device = -1;
     }
     SB_TRY(sb_mirrored_create_comms(mr));
-    if (pthread_barrier_init(&mr->start, NULL, (unsigned)mr->n) ||
-        pthread_barrier_init(&mr->done, NULL, (unsigned)mr->n) ||
-        pthread_barrier_init(&mr->mid, NULL, (unsigned)mr->n))
-        return sb_error(SB_ERR_INTERNAL, "mirrored: pthread_barrier_init failed");
+    SB_TRY(sb_barrier_init(&mr->start, mr->n));
+    if (sb_barrier_init(&mr->done, mr->n)) {
+        sb_barrier_destroy(&mr->start);
+        return sb_error(SB_ERR_INTERNAL, "mirrored: cannot create barriers");
+    }
+    if (sb_barrier_init(&mr->mid, mr->n)) {
+        sb_barrier_destroy(&mr->start);
+        sb_barrier_destroy(&mr->done);
+        return sb_error(SB_ERR_INTERNAL, "mirrored: cannot create barriers");
+    }
     mr->barriers_ready = 1;
     for (int i = 1; i < mr->n; i++) {
         if (pthread_create(&mr->members[i].thread, NULL, member_main, &mr->members[i]) != 0) {

@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 
+#include "core/barrier.h"
 #include "strategies/replica.h"
 
 enum job { JOB_CREATE, JOB_BROADCAST, JOB_STEP, JOB_EVALUATE, JOB_EXIT };
@@ -30,8 +31,8 @@ struct mirrored {
     int n;
     struct member *members;
     struct sb_local_group *group;
-    pthread_barrier_t start, done;
-    pthread_barrier_t mid;      /* the device-side reduction's phases */
+    struct sb_barrier start, done;
+    struct sb_barrier mid;      /* the device-side reduction's phases */
     int barriers_ready;
     int on_device;              /* every replica on one GPU, reduced without NCCL */
     enum job job;               /* written by replica 0 before `start` */
@@ -70,7 +71,7 @@ void sb_mirrored_release_replica(struct member *me);
  *      buffer into its own and records its event;
  *   4. replica 0's stream waits on those events, so that its next write of
  *      the buffer (the next backward) follows every copy.
- * A pthread barrier separates the phases, so every record precedes the
+ * A barrier (core/barrier.h) separates the phases, so every record precedes the
  * waits on it (cudaStreamWaitEvent uses the last record at call time).
  * Errors: SB_ERR_DEVICE; SB_ERR_INTERNAL in a build without CUDA. */
 sb_status sb_mirrored_device_share(struct member *me, int sum_grads);

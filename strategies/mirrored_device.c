@@ -8,7 +8,7 @@
 #include "backend/cuda.h"
 #include "strategies/mirrored.h"
 
-static void mid_barrier(struct mirrored *mr) { pthread_barrier_wait(&mr->mid); }
+static void mid_barrier(struct mirrored *mr) { sb_barrier_wait(&mr->mid); }
 
 /* The buffer the device-side reduction works on: gradients when summing,
  * parameters when broadcasting. */

@@ -10,15 +10,16 @@
 #include <string.h>
 
 #include "comm/comm.h"
+#include "core/barrier.h"
 
 struct sb_local_group {
     int n;
-    pthread_barrier_t barrier;
+    struct sb_barrier barrier;
     float **bufs;   /* (n) published float buffers */
     double **dbufs; /* (n) published double buffers */
 };
 
-static void wait_all(struct sb_local_group *g) { pthread_barrier_wait(&g->barrier); }
+static void wait_all(struct sb_local_group *g) { sb_barrier_wait(&g->barrier); }
 
 static void chunk(size_t n, int parts, int r, size_t *lo, size_t *hi)
 {
@@ -134,11 +135,11 @@ sb_status sb_local_group_create(int n, struct sb_local_group **out)
         free(g);
         return sb_error(SB_ERR_NOMEM, "local communicator: out of memory");
     }
-    if (pthread_barrier_init(&g->barrier, NULL, (unsigned)n) != 0) {
+    if (sb_barrier_init(&g->barrier, n) != SB_OK) {
         free(g->bufs);
         free(g->dbufs);
         free(g);
-        return sb_error(SB_ERR_COMM, "local communicator: pthread_barrier_init failed");
+        return sb_error(SB_ERR_COMM, "local communicator: cannot create its barrier");
     }
     *out = g;
     return SB_OK;
@@ -147,7 +148,7 @@ sb_status sb_local_group_create(int n, struct sb_local_group **out)
 void sb_local_group_destroy(struct sb_local_group *g)
 {
     if (!g) return;
-    pthread_barrier_destroy(&g->barrier);
+    sb_barrier_destroy(&g->barrier);
     free(g->bufs);
     free(g->dbufs);
     free(g);
