@@ -110,6 +110,9 @@ extern const struct sb_backend_ops sb_backend_cpu;
 /* Sets the number of BLAS threads of this process (OpenBLAS); n >= 1. */
 void sb_backend_cpu_set_threads(int n);
 
+/* The number of BLAS threads this process uses now (OpenBLAS). */
+int sb_backend_cpu_threads(void);
+
 /* Version string of the BLAS library ("OpenBLAS 0.3.21 ..."). */
 const char *sb_backend_cpu_blas_version(void);
 

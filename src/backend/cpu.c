@@ -15,6 +15,7 @@
 /* OpenBLAS extensions (declared in its cblas.h; repeated here in case the
  * generic cblas.h is the one found first). */
 void openblas_set_num_threads(int num_threads);
+int openblas_get_num_threads(void);
 char *openblas_get_config(void);
 
 static sb_status cpu_alloc(void **ptr, size_t bytes)
@@ -247,6 +248,8 @@ const struct sb_backend_ops sb_backend_cpu = {
 };
 
 void sb_backend_cpu_set_threads(int n) { openblas_set_num_threads(n > 0 ? n : 1); }
+
+int sb_backend_cpu_threads(void) { return openblas_get_num_threads(); }
 
 const char *sb_backend_cpu_blas_version(void)
 {

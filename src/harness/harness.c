@@ -248,6 +248,8 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
     if (!st) st = ops->init(&s);
     if (!st) {
         rec.n_params = ops->n_params(&s);
+        /* What the strategy settled on (mirrored uses one per replica thread). */
+        rec.blas_threads = sb_backend_cpu_threads();
         if (job->rank == 0) {
             printf("stratbench: %s, %s (%zu parameters), %d replica%s, global batch %d, "
                    "lr %g, %d steps/epoch, %d process%s\n",

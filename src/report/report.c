@@ -65,6 +65,7 @@ static void add_config(cJSON *root, const struct sb_run_record *rec, int *fail)
     }
     sb_json_add_num(o, "warmup_steps", c->warmup_steps, fail);
     sb_json_add_num(o, "threads", c->threads, fail);
+    sb_json_add_num(o, "blas_threads", rec->blas_threads, fail);
     sb_json_add_num(o, "eval_batch", c->eval_batch, fail);
     sb_json_add_num(o, "bucket_mb", c->bucket_mb, fail);
     if (!cJSON_AddBoolToObject(o, "overlap", c->overlap)) *fail = 1;

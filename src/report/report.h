@@ -76,6 +76,7 @@ struct sb_run_record {
     struct sb_rank_spread phases_by_rank[SB_PHASE_COUNT];
 
     long peak_rss_bytes;       /* VmHWM of rank 0 */
+    int blas_threads;          /* BLAS threads per process actually used */
 
     struct sb_strategy_details details; /* what the strategy states of itself */
 };

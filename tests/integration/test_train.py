@@ -104,6 +104,7 @@ def test_report_config_records_every_flag(stratbench, mnist_dir, tmp_path):
     cfg = report["config"]
     assert cfg["hidden"] == [64, 32] and cfg["batch"] == 50 and cfg["seed"] == 3
     assert cfg["lr_scaling"] == "linear" and cfg["effective_lr"] == pytest.approx(0.04)
+    assert cfg["threads"] == 0 and cfg["blas_threads"] == 1  # one per replica thread
     assert report["steps_total"] == 30 and report["step_ms"]["n"] == 25
     assert report["model"]["n_params"] == 784 * 64 + 64 + 64 * 32 + 32 + 32 * 10 + 10
     assert report["environment"]["argv"][1] == "train"

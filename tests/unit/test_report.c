@@ -93,6 +93,7 @@ static int setup(void **state)
     r->hosts = f->hosts;
     r->n_hosts = 2;
     r->n_params = 203530;
+    r->blas_threads = 1;
     r->global_batch = 128;
     r->effective_lr = 0.2;
     r->epochs = f->epochs;
