@@ -190,12 +190,22 @@ static sb_status mirrored_step(struct sb_strategy *s, long step, const int32_t *
     struct mirrored *mr = s->impl;
     mr->global_idx = global_idx;
     SB_TRY(dispatch(mr, JOB_STEP));
-    /* Phases are replica 0's; loss and samples cover every replica. */
+    /* Phases are replica 0's; loss and samples cover every replica. Wait is
+     * how long replica 0 idles at the all-reduce for the slowest replica's
+     * compute (data + h2d + forward + backward), as the harness derives it
+     * across MPI ranks (reports/README.md); it is part of comm's time. */
     memcpy(out->phase_ms, mr->members[0].result.phase_ms, sizeof out->phase_ms);
+    double slowest = 0.0, own = 0.0;
     for (int i = 0; i < mr->n; i++) {
+        const double *p = mr->members[i].result.phase_ms;
+        double compute = p[SB_PHASE_DATA] + p[SB_PHASE_H2D] + p[SB_PHASE_FORWARD] +
+                         p[SB_PHASE_BACKWARD];
+        if (compute > slowest) slowest = compute;
+        if (i == 0) own = compute;
         out->loss_sum += mr->members[i].result.loss_sum;
         out->samples += mr->members[i].result.samples;
     }
+    out->phase_ms[SB_PHASE_WAIT] = slowest - own;
     return SB_OK;
 }
 

@@ -137,7 +137,13 @@ def test_single_process_has_no_wait(stratbench, mnist_dir, tmp_path):
 
 def test_mirrored_replicas_are_threads(stratbench, mnist_dir, tmp_path):
     train(stratbench, mnist_dir, "--strategy", "mirrored", "--replicas", "2",
-          "--trace", tmp_path / "t.json")
+          "--trace", tmp_path / "t.json", "--report", tmp_path / "r.json")
+    # Replica 0's wait for the slower replica: never negative, never longer
+    # than the step it is part of.
+    report = validate_report(tmp_path / "r.json")
+    wait = report["phases_ms"]["wait"]
+    assert wait["n"] == STEPS - WARMUP and wait["min"] >= 0
+    assert wait["max"] <= report["step_ms"]["max"]
     trace = json.loads((tmp_path / "t.json").read_text())
     forwards = spans(trace, name="forward")
     assert {e["pid"] for e in forwards} == {0}
