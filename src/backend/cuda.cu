@@ -17,6 +17,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <unordered_map>
+#ifdef SB_HAVE_NVTX
+#include <nvtx3/nvToolsExtCudaRt.h>
+#endif
 
 extern "C" {
 #include "backend/backend.h"
@@ -83,6 +86,12 @@ static sb_status create_ctx(int device)
     ctx.device = device;
     SB_TRY(cuda_check(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking),
                       "cudaStreamCreateWithFlags"));
+#ifdef SB_HAVE_NVTX
+    /* Nsight Systems then shows which replica's stream a kernel ran on. */
+    char stream_name[48];
+    snprintf(stream_name, sizeof stream_name, "stratbench compute (GPU %d)", device);
+    nvtxNameCudaStreamA(ctx.stream, stream_name);
+#endif
     SB_TRY(blas_check(cublasCreate(&ctx.blas), "cublasCreate"));
     SB_TRY(blas_check(cublasSetStream(ctx.blas, ctx.stream), "cublasSetStream"));
     /* Full fp32 GEMMs (no TF32), so results compare with the CPU backend. */

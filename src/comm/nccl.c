@@ -25,6 +25,10 @@
 #ifdef SB_HAVE_NCCL
 
 #include <cuda_runtime_api.h>
+#ifdef SB_HAVE_NVTX
+#include <nvtx3/nvToolsExtCudaRt.h>
+#endif
+#include <stdio.h>
 #include <mpi.h>
 #include <nccl.h>
 #include <stdlib.h>
@@ -146,8 +150,14 @@ static sb_status nccl_recv(struct sb_comm *c, float *buf, size_t n, int peer)
 static sb_status ensure_comm_stream(struct nccl_impl *m)
 {
     if (m->comm_stream) return SB_OK;
-    return cuda_check(cudaStreamCreateWithFlags(&m->comm_stream, cudaStreamNonBlocking),
-                      "cudaStreamCreateWithFlags (nccl communication stream)");
+    SB_TRY(cuda_check(cudaStreamCreateWithFlags(&m->comm_stream, cudaStreamNonBlocking),
+                      "cudaStreamCreateWithFlags (nccl communication stream)"));
+#ifdef SB_HAVE_NVTX
+    char name[48];
+    snprintf(name, sizeof name, "stratbench nccl (GPU %d)", m->device);
+    nvtxNameCudaStreamA(m->comm_stream, name);
+#endif
+    return SB_OK;
 }
 
 static sb_status nccl_iallreduce(struct sb_comm *c, float *buf, size_t n,
