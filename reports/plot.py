@@ -38,6 +38,15 @@ def save(fig, out, name):
     plt.close(fig)
 
 
+def finish_vs_replicas(fig, ax, ticks, title, ylabel, out, name):
+    """Axis labels, replica ticks, legend and grid of a per-strategy line chart; saves it."""
+    ax.set_xticks(ticks)
+    ax.set(title=title, xlabel="replicas", ylabel=ylabel)
+    ax.legend(title="strategy")
+    ax.grid(alpha=0.3)
+    save(fig, out, name)
+
+
 def err(p, key):
     m = p[key]
     if m["median"] is None or m["ci95_low"] is None:
@@ -55,12 +64,8 @@ def plot_mode(points, mode, out, title_extra):
                         yerr=[[(err(p, "samples_per_s") or [[0], [0]])[i][0] for p in ps] for i in (0, 1)],
                         marker="o", capsize=4, label=s)
     ticks = sorted({p["replicas"] for p in points})
-    ax.set_xticks(ticks)
-    ax.set(title=f"Throughput, {mode} scaling{title_extra}", xlabel="replicas",
-           ylabel="samples/s (median, 95% CI)")
-    ax.legend(title="strategy")
-    ax.grid(alpha=0.3)
-    save(fig, out, f"throughput-{mode}")
+    finish_vs_replicas(fig, ax, ticks, f"Throughput, {mode} scaling{title_extra}",
+                       "samples/s (median, 95% CI)", out, f"throughput-{mode}")
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     ax.axhline(1.0, color="gray", linestyle="--", label="ideal")
@@ -68,12 +73,8 @@ def plot_mode(points, mode, out, title_extra):
         ps = [p for p in ps if p["efficiency"]["value"] is not None]
         if ps:
             ax.plot([p["replicas"] for p in ps], [p["efficiency"]["value"] for p in ps], marker="o", label=s)
-    ax.set_xticks(ticks)
-    ax.set(title=f"Parallel efficiency vs single, {mode} scaling{title_extra}", xlabel="replicas",
-           ylabel="efficiency (1.0 = ideal)")
-    ax.legend(title="strategy")
-    ax.grid(alpha=0.3)
-    save(fig, out, f"efficiency-{mode}")
+    finish_vs_replicas(fig, ax, ticks, f"Parallel efficiency vs single, {mode} scaling{title_extra}",
+                       "efficiency (1.0 = ideal)", out, f"efficiency-{mode}")
 
     bars = [p for ps in groups.values() for p in ps if p["runs_ok"] > 0]
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(bars) + 2), 4.5))

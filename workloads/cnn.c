@@ -13,13 +13,10 @@
  * A convolution is im2col + one SGEMM over the whole batch:
  * cols (n*oh*ow, c*25) . W^T (c*25, out) = (n, oh*ow, out), plus the bias,
  * then a per-sample transpose to NCHW (n, out, oh*ow). */
-#include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include "core/rng.h"
 #include "data/mnist.h"
+#include "workloads/dense.h"
 #include "workloads/workload.h"
 
 #define CNN_SIDE 28        /* MNIST image side in pixels */
@@ -44,14 +41,10 @@ struct cnn_conv {
 
 struct cnn {
     struct cnn_conv conv[CNN_CONVS];
-    int dim[CNN_DENSE + 1];        /* 256, 120, 84, 10 */
-    size_t w_off[CNN_DENSE], b_off[CNN_DENSE];
-    float *act[CNN_DENSE + 1];     /* act[0] = conv[1].pooled; act[3] = logits */
-    float *delta[2];               /* (max_batch, 120) ping-pong for dense backward */
+    struct sb_dense dense;         /* fc1..fc3: 256, 120, 84, 10 */
     float *nhwc;                   /* (max_batch * 576 * 6) conv GEMM output / its grad */
     float *dact;                   /* (max_batch * 6 * 576) grad of a conv's ReLU output */
     float *dcols;                  /* (max_batch * 64, 150) grad of conv2's cols */
-    float *dlogits;                /* (max_batch, 10) */
     int n;                         /* batch size of the last forward */
 };
 
@@ -69,47 +62,16 @@ static void cnn_destroy(struct sb_model *m)
             be->free(cv->argmax);
             be->free(cv->dpooled);
         }
-        for (int l = 1; l <= CNN_DENSE; l++) be->free(p->act[l]);
-        be->free(p->delta[0]);
-        be->free(p->delta[1]);
+        sb_dense_free(&p->dense, be);
         be->free(p->nhwc);
         be->free(p->dact);
         be->free(p->dcols);
-        be->free(p->dlogits);
         free(p);
     }
     be->free(m->params);
     be->free(m->grads);
     free(m->tensors);
     free(m);
-}
-
-/* Appends tensor `name` of `count` floats at *off to the layout table. */
-static size_t cnn_add_tensor(struct sb_model *m, const char *name, size_t count, size_t *off)
-{
-    struct sb_tensor_desc *t = &m->tensors[m->n_tensors++];
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->offset = *off;
-    t->count = count;
-    *off += count;
-    return t->offset;
-}
-
-/* PyTorch's default init for Conv2d and Linear (Kaiming-uniform, a =
- * sqrt(5)): weights and biases ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in =
- * in_channels * 5 * 5 for a conv, in_features for a dense layer. One
- * generator stream per tensor (1000 + tensor index, as mlp.c). */
-static void cnn_init_host(const struct sb_model *m, const int fan_in[CNN_TENSORS / 2],
-                          uint64_t seed, float *host)
-{
-    for (int t = 0; t < m->n_tensors; t++) {
-        double bound = 1.0 / sqrt((double)fan_in[t / 2]);
-        struct sb_rng rng;
-        sb_rng_seed(&rng, seed, 1000 + (uint64_t)t);
-        float *x = host + m->tensors[t].offset;
-        for (size_t i = 0; i < m->tensors[t].count; i++)
-            x[i] = (float)((2.0 * sb_rng_uniform(&rng) - 1.0) * bound);
-    }
 }
 
 /* Allocates `count` floats (or int32s: same size) of backend memory. */
@@ -144,9 +106,8 @@ static sb_status cnn_create(const struct sb_config *cfg, const struct sb_backend
 
     /* Shapes and the layout table, in buffer (= layer) order. */
     static const int channels[CNN_CONVS + 1] = {1, 6, 16};
-    static const char *const names[CNN_TENSORS] = {
-        "conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias", "fc1.weight",
-        "fc1.bias",     "fc2.weight", "fc2.bias",     "fc3.weight", "fc3.bias"};
+    static const char *const names[2 * CNN_CONVS] = {"conv1.weight", "conv1.bias",
+                                                     "conv2.weight", "conv2.bias"};
     int fan_in[CNN_TENSORS / 2];
     size_t off = 0;
     int side = CNN_SIDE;
@@ -158,20 +119,17 @@ static sb_status cnn_create(const struct sb_config *cfg, const struct sb_backend
         cv->oh = cv->ow = side - CNN_K + 1;
         side = cv->oh / 2;
         fan_in[l] = cv->c_in * CNN_K * CNN_K;
-        cv->w_off = cnn_add_tensor(m, names[2 * l], (size_t)cv->c_out * fan_in[l], &off);
-        cv->b_off = cnn_add_tensor(m, names[2 * l + 1], (size_t)cv->c_out, &off);
+        cv->w_off = sb_model_add_tensor(m, names[2 * l], (size_t)cv->c_out * fan_in[l], &off);
+        cv->b_off = sb_model_add_tensor(m, names[2 * l + 1], (size_t)cv->c_out, &off);
     }
-    p->dim[0] = channels[CNN_CONVS] * side * side; /* 16 * 4 * 4 = 256 */
-    p->dim[1] = 120;
-    p->dim[2] = 84;
-    p->dim[3] = m->n_classes;
-    for (int l = 0; l < CNN_DENSE; l++) {
-        fan_in[CNN_CONVS + l] = p->dim[l];
-        p->w_off[l] = cnn_add_tensor(m, names[2 * (CNN_CONVS + l)],
-                                     (size_t)p->dim[l + 1] * p->dim[l], &off);
-        p->b_off[l] = cnn_add_tensor(m, names[2 * (CNN_CONVS + l) + 1], (size_t)p->dim[l + 1],
-                                     &off);
-    }
+    struct sb_dense *d = &p->dense;
+    d->n_layers = CNN_DENSE;
+    d->dim[0] = channels[CNN_CONVS] * side * side; /* 16 * 4 * 4 = 256 */
+    d->dim[1] = 120;
+    d->dim[2] = 84;
+    d->dim[3] = m->n_classes;
+    for (int l = 0; l < CNN_DENSE; l++) fan_in[CNN_CONVS + l] = d->dim[l];
+    sb_dense_layout(d, m, 1, &off); /* fc1..fc3 */
     m->n_params = off;
 
     sb_status st;
@@ -189,14 +147,8 @@ static sb_status cnn_create(const struct sb_config *cfg, const struct sb_backend
         if (act > nhwc_max) nhwc_max = act;
         if (l > 0 && positions * fan_in[l] > dcols) dcols = positions * fan_in[l];
     }
-    p->act[0] = p->conv[CNN_CONVS - 1].pooled;
-    for (int l = 1; l <= CNN_DENSE; l++)
-        if ((st = cnn_alloc(be, &p->act[l], b * p->dim[l]))) goto fail;
-    if ((st = cnn_alloc(be, &p->delta[0], b * p->dim[1])) ||
-        (st = cnn_alloc(be, &p->delta[1], b * p->dim[1])) ||
-        (st = cnn_alloc(be, &p->nhwc, nhwc_max)) || (st = cnn_alloc(be, &p->dact, nhwc_max)) ||
-        (st = cnn_alloc(be, &p->dcols, dcols)) ||
-        (st = cnn_alloc(be, &p->dlogits, b * m->n_classes)))
+    if ((st = sb_dense_alloc(d, be, max_batch)) || (st = cnn_alloc(be, &p->nhwc, nhwc_max)) ||
+        (st = cnn_alloc(be, &p->dact, nhwc_max)) || (st = cnn_alloc(be, &p->dcols, dcols)))
         goto fail;
 
     float *host = malloc(off * sizeof *host);
@@ -204,7 +156,7 @@ static sb_status cnn_create(const struct sb_config *cfg, const struct sb_backend
         st = sb_error(SB_ERR_NOMEM, "cnn: out of memory");
         goto fail;
     }
-    cnn_init_host(m, fan_in, cfg->seed, host);
+    sb_init_kaiming_uniform(m, fan_in, cfg->seed, host);
     st = be->upload(m->params, host, off * sizeof *host);
     free(host);
     if (st) goto fail;
@@ -236,14 +188,8 @@ static void cnn_layers(struct sb_model *m, const float *x, int n)
         be->maxpool2_forward(cv->act, n, cv->c_out, cv->oh, cv->ow, cv->pooled, cv->argmax);
         in = cv->pooled;
     }
-    for (int l = 0; l < CNN_DENSE; l++) {
-        int fin = p->dim[l], fout = p->dim[l + 1];
-        /* act[l+1] (n, out) = act[l] (n, in) . W_l^T (in, out) + b_l */
-        be->sgemm(0, 1, n, fout, fin, 1.0f, p->act[l], fin, m->params + p->w_off[l], fin, 0.0f,
-                  p->act[l + 1], fout);
-        be->add_bias(p->act[l + 1], m->params + p->b_off[l], n, fout);
-        if (l + 1 < CNN_DENSE) be->relu_forward(p->act[l + 1], (size_t)n * fout);
-    }
+    /* The pooled features (n, 16, 4, 4) are the flattened (n, 256) input. */
+    sb_dense_forward(&p->dense, m, in, n);
     p->n = n;
 }
 
@@ -255,35 +201,10 @@ static sb_status cnn_forward(struct sb_model *m, const float *x, const uint8_t *
         return sb_error(SB_ERR_INTERNAL, "cnn: batch %d outside 1..%d", n, m->max_batch);
     cnn_layers(m, x, n);
     double loss = 0.0;
-    m->be->softmax_xent(p->act[CNN_DENSE], y, n, m->n_classes, grad_scale, p->dlogits, &loss);
+    m->be->softmax_xent(p->dense.act[CNN_DENSE], y, n, m->n_classes, grad_scale,
+                        p->dense.dlogits, &loss);
     *loss_sum += loss;
     return SB_OK;
-}
-
-/* Dense layers fc3..fc1: weight and bias gradients, then the gradient with
- * respect to the flattened features, written to conv[1].dpooled (n, 256). */
-static void cnn_dense_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx)
-{
-    struct cnn *p = m->impl;
-    const struct sb_backend_ops *be = m->be;
-    int n = p->n;
-    float *dz = p->dlogits; /* dLoss/d(pre-activation of layer l) (n, out) */
-    for (int l = CNN_DENSE - 1; l >= 0; l--) {
-        int fin = p->dim[l], fout = p->dim[l + 1];
-        /* dW_l (out, in) = dz^T (out, n) . act[l] (n, in); db_l = colsum(dz) */
-        be->sgemm(1, 0, fout, fin, n, 1.0f, dz, fout, p->act[l], fin, 0.0f,
-                  m->grads + p->w_off[l], fin);
-        be->bias_grad(m->grads + p->b_off[l], dz, n, fout);
-        if (ready) ready(ctx, p->w_off[l], (size_t)fout * fin + fout);
-        /* d act[l] (n, in) = dz (n, out) . W_l (out, in) */
-        float *da = l == 0 ? p->conv[CNN_CONVS - 1].dpooled : p->delta[l % 2];
-        be->sgemm(0, 0, n, fin, fout, 1.0f, dz, fout, m->params + p->w_off[l], fin, 0.0f, da,
-                  fin);
-        /* The features are max-pooled ReLU outputs: their ReLU is undone
-         * in the conv block's backward, on the un-pooled activations. */
-        if (l > 0) be->relu_backward(da, p->act[l], (size_t)n * fin);
-        dz = da;
-    }
 }
 
 static sb_status cnn_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx)
@@ -291,7 +212,10 @@ static sb_status cnn_backward(struct sb_model *m, sb_grad_ready_fn ready, void *
     struct cnn *p = m->impl;
     const struct sb_backend_ops *be = m->be;
     int n = p->n;
-    cnn_dense_backward(m, ready, ctx);
+    /* fc3..fc1, then the gradient of the flattened features into conv2's
+     * pooled-gradient buffer. Those features are max-pooled ReLU outputs:
+     * their ReLU is undone below, on the un-pooled activations. */
+    sb_dense_backward(&p->dense, m, p->conv[CNN_CONVS - 1].dpooled, ready, ctx);
     for (int l = CNN_CONVS - 1; l >= 0; l--) {
         struct cnn_conv *cv = &p->conv[l];
         int positions = n * cv->oh * cv->ow, fan_in = cv->c_in * CNN_K * CNN_K;
@@ -321,7 +245,7 @@ static sb_status cnn_predict(struct sb_model *m, const float *x, const uint8_t *
     if (n <= 0 || n > m->max_batch)
         return sb_error(SB_ERR_INTERNAL, "cnn: batch %d outside 1..%d", n, m->max_batch);
     cnn_layers(m, x, n);
-    m->be->count_correct(p->act[CNN_DENSE], y, n, m->n_classes, correct);
+    m->be->count_correct(p->dense.act[CNN_DENSE], y, n, m->n_classes, correct);
     return SB_OK;
 }
 
