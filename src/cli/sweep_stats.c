@@ -12,8 +12,8 @@
 
 #include "cli/stats_tests.h"
 #include "cli/sweep.h"
+#include "core/atomic_file.h"
 #include "report/json_util.h"
-#include "report/report.h"
 
 #define BOOT_RESAMPLES 2000
 #define BOOT_SEED 20261121u

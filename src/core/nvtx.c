@@ -1,7 +1,24 @@
 /* NVTX3 ranges and their --trace twins; see nvtx.h. */
 #include "core/nvtx.h"
 
-#include "trace/trace.h"
+#include <stdatomic.h>
+#include <stddef.h>
+
+static _Atomic(const struct sb_nvtx_hook *) hook = NULL;
+
+void sb_nvtx_set_hook(const struct sb_nvtx_hook *h) { atomic_store(&hook, h); }
+
+static void hook_push(const char *name, int category, uint64_t payload, int is_bytes)
+{
+    const struct sb_nvtx_hook *h = atomic_load_explicit(&hook, memory_order_acquire);
+    if (h) h->push(name, category, payload, is_bytes);
+}
+
+static void hook_pop(void)
+{
+    const struct sb_nvtx_hook *h = atomic_load_explicit(&hook, memory_order_acquire);
+    if (h) h->pop();
+}
 
 static const char *const category_names[SB_NVTX_NCATEGORIES] = {
     "none", "epoch", "step", "data", "forward", "backward", "comm", "optimizer", "eval",
@@ -64,18 +81,18 @@ static void pop(void) {}
 
 void sb_nvtx_push(const char *name, enum sb_nvtx_category category, uint64_t step)
 {
-    sb_trace_push(name, (int)category, step, 0);
+    hook_push(name, (int)category, step, 0);
     push(name, category, step);
 }
 
 void sb_nvtx_push_bytes(const char *name, enum sb_nvtx_category category, uint64_t bytes)
 {
-    sb_trace_push(name, (int)category, bytes, 1);
+    hook_push(name, (int)category, bytes, 1);
     push(name, category, bytes);
 }
 
 void sb_nvtx_pop(void)
 {
     pop();
-    sb_trace_pop();
+    hook_pop();
 }

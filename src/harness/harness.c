@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/atomic_file.h"
 #include "core/clock.h"
 #include "core/nvtx.h"
 #include "data/sampler.h"

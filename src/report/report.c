@@ -10,12 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
+#include "core/atomic_file.h"
 #include "core/stats.h"
 #include "report/environment.h"
 #include "report/json_util.h"
@@ -278,89 +277,6 @@ done:
     }
     *out = root;
     return SB_OK;
-}
-
-/* Writes data (len bytes), then "\n" if newline, to fd, flushes it to disk
- * and closes fd, in every case. Returns 0, or an errno value with *what
- * naming the failed step. */
-static int write_and_close(int fd, const void *data, size_t len, int newline,
-                           const char **what)
-{
-    FILE *f = fdopen(fd, "w");
-    if (!f) {
-        int err = errno;
-        close(fd);
-        *what = "cannot open temporary file";
-        return err;
-    }
-    int err = 0;
-    if (fwrite(data, 1, len, f) != len || (newline && fputc('\n', f) == EOF) ||
-        fflush(f) != 0) {
-        err = errno ? errno : EIO;
-        *what = "write failed";
-    } else if (fsync(fileno(f)) != 0) {
-        err = errno;
-        *what = "fsync failed";
-    }
-    if (fclose(f) != 0 && err == 0) {
-        err = errno ? errno : EIO;
-        *what = "close failed";
-    }
-    return err;
-}
-
-/* Writes data (+ "\n" if newline) to a new temporary file beside `path` (so
- * that rename stays within one file system), then renames it over `path`:
- * readers see the old file or the whole new one, never part. On failure the
- * temporary file is removed. */
-static sb_status write_atomic(const char *what, const char *path, const void *data,
-                              size_t len, int newline)
-{
-    static const char suffix[] = ".tmp.XXXXXX";
-    size_t path_len = strlen(path);
-    char *tmp = malloc(path_len + sizeof suffix);
-    if (!tmp) return sb_error(SB_ERR_NOMEM, "%s %s: out of memory", what, path);
-    memcpy(tmp, path, path_len);
-    memcpy(tmp + path_len, suffix, sizeof suffix);
-
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        int err = errno;
-        free(tmp);
-        return sb_error(SB_ERR_IO, "%s %s: cannot create temporary file: %s",
-                        what, path, strerror(err));
-    }
-    const char *step = NULL;
-    int err = 0;
-    /* mkstemp makes the file 0600; an output is meant to be read by others. */
-    if (fchmod(fd, 0644) != 0) {
-        err = errno;
-        step = "cannot set permissions";
-        close(fd);
-    } else {
-        err = write_and_close(fd, data, len, newline, &step);
-    }
-    if (err == 0 && rename(tmp, path) != 0) {
-        err = errno;
-        step = "cannot rename temporary file into place";
-    }
-    if (err != 0) unlink(tmp);
-    free(tmp);
-    if (err != 0)
-        return sb_error(SB_ERR_IO, "%s %s: %s: %s", what, path, step,
-                        strerror(err));
-    return SB_OK;
-}
-
-sb_status sb_write_text_atomic(const char *what, const char *path, const char *text)
-{
-    return write_atomic(what, path, text, strlen(text), 1);
-}
-
-sb_status sb_write_bytes_atomic(const char *what, const char *path, const void *data,
-                                size_t len)
-{
-    return write_atomic(what, path, data, len, 0);
 }
 
 sb_status sb_report_write(const char *path, const struct sb_run_record *rec)

@@ -86,17 +86,6 @@ struct sb_run_record {
  * SB_ERR_NOMEM. On error no file is left at `path` or beside it. */
 sb_status sb_report_write(const char *path, const struct sb_run_record *rec);
 
-/* Writes text + "\n" to `path` atomically: a temporary file beside it,
- * fsync, rename. Errors: SB_ERR_IO "<what> <path>: <step>: <why>" (what
- * names the document, e.g. "report" or "trace"), SB_ERR_NOMEM. On error
- * no file is left at `path` or beside it. */
-sb_status sb_write_text_atomic(const char *what, const char *path, const char *text);
-
-/* Same for `len` raw bytes at `data` (no newline added), e.g. the float32
- * parameters of --save-params. Errors as sb_write_text_atomic. */
-sb_status sb_write_bytes_atomic(const char *what, const char *path, const void *data,
-                                size_t len);
-
 /* Peak resident set size of this process in bytes (VmHWM from
  * /proc/self/status), or -1 if unknown. */
 long sb_peak_rss_bytes(void);

@@ -12,9 +12,10 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/atomic_file.h"
 #include "core/clock.h"
 #include "core/nvtx.h"
-#include "report/report.h"
+#include "harness/gather.h"
 
 #define MAX_DEPTH 32
 #define NAME_LEN 24
@@ -141,6 +142,9 @@ void sb_trace_pop(void)
     snprintf(e->name, sizeof e->name, "%s", o->name ? o->name : "?");
 }
 
+/* How core/nvtx.c reaches the trace without depending on it. */
+static const struct sb_nvtx_hook nvtx_hook = {.push = sb_trace_push, .pop = sb_trace_pop};
+
 /* Cristian's method against rank 0: rank r sends at t1, rank 0 answers
  * with its clock t0, rank r receives at t2; then rank 0's clock read t0
  * near the midpoint (t1 + t2) / 2, so offset = (t1 + t2) / 2 - t0. The
@@ -189,11 +193,13 @@ sb_status sb_trace_start(const void *mpi_world, int rank, int size, long max_ste
     origin_s = sb_now_s();
     if (!thread_buffer()) return sb_error(SB_ERR_NOMEM, "trace: out of memory");
     atomic_store(&active, 1);
+    sb_nvtx_set_hook(&nvtx_hook);
     return SB_OK;
 }
 
 void sb_trace_stop(void)
 {
+    sb_nvtx_set_hook(NULL);
     atomic_store(&active, 0);
     pthread_mutex_lock(&registry_lock);
     for (struct tbuf *b = registry, *next; b; b = next) {
@@ -205,67 +211,6 @@ void sb_trace_stop(void)
     next_tid = 0;
     pthread_mutex_unlock(&registry_lock);
     tls = NULL;
-}
-
-sb_status sb_gather_bytes_to_root(const void *mpi_world, int rank, int size, const void *mine,
-                                  long long bytes, char **all, long long **counts)
-{
-    MPI_Comm comm = *(const MPI_Comm *)mpi_world;
-    *all = NULL;
-    *counts = NULL;
-    long long *n = malloc((size_t)size * sizeof *n);
-    long long mine_n = n ? bytes : -1;
-    if (MPI_Allgather(&mine_n, 1, MPI_LONG_LONG, n ? n : &mine_n, 1, MPI_LONG_LONG, comm) !=
-        MPI_SUCCESS) {
-        free(n);
-        return sb_error(SB_ERR_COMM, "gather: MPI_Allgather of sizes failed");
-    }
-    if (!n) return sb_error(SB_ERR_NOMEM, "gather: out of memory");
-    long long total = 0;
-    int bad = -1;
-    for (int r = 0; r < size; r++) {
-        if (n[r] < 0 && bad < 0) bad = r;
-        total += n[r] > 0 ? n[r] : 0;
-    }
-    if (bad >= 0 || total > INT_MAX) {
-        free(n);
-        if (bytes < 0) return SB_ERR_NOMEM; /* this rank's own error is recorded */
-        return bad >= 0 ? sb_error(SB_ERR_COMM, "gather: rank %d could not prepare its data", bad)
-                        : sb_error(SB_ERR_COMM, "gather: %lld bytes exceed MPI's 2 GiB limit",
-                                   total);
-    }
-    int *cnt = NULL, *disp = NULL;
-    char *buf = NULL;
-    int ok = 1;
-    if (rank == 0) {
-        cnt = malloc((size_t)size * sizeof *cnt);
-        disp = malloc((size_t)size * sizeof *disp);
-        buf = malloc(total > 0 ? (size_t)total : 1);
-        ok = cnt && disp && buf;
-        for (int r = 0, off = 0; ok && r < size; off += cnt[r], r++) {
-            cnt[r] = (int)n[r];
-            disp[r] = off;
-        }
-    }
-    /* Rank 0 says whether it could allocate before anyone sends. */
-    sb_status st = SB_OK;
-    if (MPI_Bcast(&ok, 1, MPI_INT, 0, comm) != MPI_SUCCESS)
-        st = sb_error(SB_ERR_COMM, "gather: MPI_Bcast failed");
-    else if (!ok)
-        st = sb_error(SB_ERR_NOMEM, "gather: rank 0 out of memory");
-    else if (MPI_Gatherv(mine, (int)bytes, MPI_BYTE, buf, cnt, disp, MPI_BYTE, 0, comm) !=
-             MPI_SUCCESS)
-        st = sb_error(SB_ERR_COMM, "gather: MPI_Gatherv failed");
-    free(cnt);
-    free(disp);
-    if (st || rank != 0) {
-        free(buf);
-        free(n);
-        return st;
-    }
-    *all = buf;
-    *counts = n;
-    return SB_OK;
 }
 
 /* This process's events as one array on rank 0's clock; NULL, 0 when none

@@ -1,9 +1,9 @@
 /* The --trace timeline: spans recorded on every rank and thread, merged on
  * rank 0 into one Chrome trace-event JSON (Perfetto, chrome://tracing).
  *
- * Spans come from the same calls as the NVTX ranges (core/nvtx.c calls
- * sb_trace_push/sb_trace_pop), so the trace and Nsight Systems show the same
- * names and categories. Each thread appends to its own buffer (no lock on
+ * Spans come from the same calls as the NVTX ranges (sb_trace_start
+ * installs sb_trace_push/sb_trace_pop as core/nvtx.c's hook), so the trace
+ * and Nsight Systems show the same names and categories. Each thread appends to its own buffer (no lock on
  * the hot path); buffers are capped (SB_TRACE_DEFAULT_MAX_STEPS steps and
  * SB_TRACE_MAX_EVENTS_PER_THREAD events per thread) so a long run cannot
  * exhaust memory: once a cap is reached no new span is recorded and the
@@ -55,15 +55,5 @@ sb_status sb_trace_write(const char *path, const void *mpi_world, int rank, int 
 
 /* Stops recording and frees every buffer. Safe to call when not tracing. */
 void sb_trace_stop(void);
-
-/* Gathers `bytes` bytes of `mine` from every rank to rank 0 of mpi_world
- * (an MPI_Comm *), safely: a rank whose local preparation failed passes
- * bytes < 0, and then every rank returns an error instead of leaving rank 0
- * waiting. On rank 0, *all (malloc'd, caller frees) holds the blocks in
- * rank order and counts[r] (malloc'd, size entries) their sizes; NULL on
- * other ranks. Collective. Errors: SB_ERR_COMM (an MPI call failed, another
- * rank failed, or the total exceeds 2 GiB), SB_ERR_NOMEM. */
-sb_status sb_gather_bytes_to_root(const void *mpi_world, int rank, int size, const void *mine,
-                                  long long bytes, char **all, long long **counts);
 
 #endif
