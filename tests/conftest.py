@@ -3,6 +3,9 @@
 Where things are comes from the environment, never from a fixed path:
   STRATBENCH_BUILD  the build folder (default: build/ at the repository root)
   STRATBENCH_DATA   a folder with the four MNIST .gz files; tests that need it skip when unset
+
+The `cluster` fixture gives a test a cluster of hosts on this machine (network
+namespaces; tests/cluster/cluster.py and cluster.sh); it needs root.
 """
 
 import os
@@ -140,6 +143,40 @@ def run_fixture():
 def mpirun_fixture():
     """The mpirun_cmd() helper: mpirun(nranks, *args) -> argument list."""
     return mpirun_cmd
+
+
+def _cluster_module():
+    """tests/cluster/cluster.py, imported by path (works from any test folder)."""
+    import importlib.util
+    import sys
+    if "stratbench_cluster" not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            "stratbench_cluster", REPO_ROOT / "tests" / "cluster" / "cluster.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules["stratbench_cluster"] = module
+    return sys.modules["stratbench_cluster"]
+
+
+@pytest.fixture
+def cluster():
+    """make(n) -> a Cluster (tests/cluster/cluster.py) with hosts <prefix>0..n-1 up, the
+    prefix unique to this pytest process. Skips the test without root or network
+    namespaces; the cluster is removed after the test, whether it passed or failed."""
+    mod = _cluster_module()
+    reason = mod.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    made = []
+
+    def make(n):
+        c = mod.Cluster.for_this_process()
+        made.append(c)
+        return c.up(n)
+
+    yield make
+    for c in made:
+        c.down()
 
 
 def pytest_terminal_summary(terminalreporter):
