@@ -2,8 +2,9 @@
 # Installs what stratbench needs to build, test and chart on Debian 12 (and
 # derivatives): compiler, Ninja, Open MPI, OpenBLAS, cJSON, zlib, cmocka, and
 # Python's pytest, jsonschema, NumPy, SciPy and matplotlib from Debian's
-# packages, and iproute2 for the one-machine cluster (tests/cluster). Uses sudo when not root. The CUDA toolkit is optional and not
-# installed here (see docs/gpu.md).
+# packages, and iproute2 for the one-machine cluster (tests/cluster). Uses
+# sudo when not root. The CUDA toolkit is optional and not installed here (see
+# docs/gpu.md).
 set -euo pipefail
 
 sudo=""
