@@ -28,6 +28,7 @@ MPI_ENV = {
 }
 
 _data_skip_reason = []  # set when a test skipped for want of MNIST; echoed in the summary
+_cluster_skip_reason = []  # set when a test skipped for want of root/namespaces; echoed too
 
 
 def build_path():
@@ -166,6 +167,8 @@ def cluster():
     mod = _cluster_module()
     reason = mod.unavailable_reason()
     if reason:
+        reason = f"cross-host tests skipped: {reason}"
+        _cluster_skip_reason[:] = [reason]
         pytest.skip(reason)
     made = []
 
@@ -181,5 +184,5 @@ def cluster():
 
 def pytest_terminal_summary(terminalreporter):
     """Says why data-dependent tests were skipped, even under -q."""
-    for reason in _data_skip_reason:
+    for reason in _data_skip_reason + _cluster_skip_reason:
         terminalreporter.write_line(f"note: {reason}", yellow=True)
