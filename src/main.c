@@ -2,7 +2,6 @@
  *
  * The command line: `stratbench train | sweep | compare | info`. Only this file decides how
  * the process (and the MPI job) ends: every other layer returns a status. */
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,16 +51,6 @@ static void report_error(sb_status st, int rank, int world_size)
         fprintf(stderr, "stratbench: %s\n", *msg ? msg : sb_status_name(st));
 }
 
-/* A launcher-reported world size, or 1. */
-static int launcher_world_size(void)
-{
-    const char *s = getenv("OMPI_COMM_WORLD_SIZE");
-    if (!s) s = getenv("PMI_SIZE");
-    char *end = NULL;
-    long n = s ? strtol(s, &end, 10) : 1;
-    return (s && (end == s || *end != '\0')) || n < 1 || n > INT_MAX ? 1 : (int)n;
-}
-
 static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
 {
     struct sb_train_opts opts;
@@ -88,9 +77,8 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
         report_error(st, 0, 1);
         return sb_status_exit_code(st);
     }
-    if (!ops->uses_mpi && under_launcher && launcher_world_size() > 1) {
-        const char *rank = getenv("OMPI_COMM_WORLD_RANK");
-        if (rank && strcmp(rank, "0") != 0) return 2; /* rank 0 says it once */
+    if (!ops->uses_mpi && under_launcher && sb_job_launcher_world_size() > 1) {
+        if (sb_job_launcher_rank() != 0) return 2; /* rank 0 says it once */
         fprintf(stderr, "stratbench: --strategy %s runs in one process; run it without mpirun\n",
                 cfg->strategy);
         return 2;
@@ -102,18 +90,7 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
         report_error(st, 0, 1);
         return sb_status_exit_code(st);
     }
-    if (ops->uses_mpi) {
-        if (!opts.replicas_given) cfg->replicas = job.size - cfg->servers;
-        if (cfg->replicas < 1 || ops->processes(cfg) != job.size)
-            st = sb_error(SB_ERR_USAGE,
-                          "--replicas: %d replica%s with --servers %d need%s %d processes, "
-                          "but the MPI world has %d",
-                          cfg->replicas, cfg->replicas == 1 ? "" : "s", cfg->servers,
-                          cfg->replicas == 1 ? "s" : "", ops->processes(cfg), job.size);
-        else if ((long)cfg->replicas * cfg->batch > 60000)
-            st = sb_error(SB_ERR_USAGE, "--batch: global batch %d x %d exceeds the 60000 "
-                          "training images", cfg->replicas, cfg->batch);
-    }
+    if (ops->uses_mpi) st = sb_strategy_fit_world(ops, cfg, job.size, opts.replicas_given);
     if (!st) st = sb_mnist_load(cfg->data_dir, &data);
     int first_failed;
     int code = sb_job_agree(&job, sb_status_exit_code(st), &first_failed);

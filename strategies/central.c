@@ -12,14 +12,40 @@
  *   push at once and replies to its sender; gradients may be stale.
  * This file: lifecycle, the worker side, evaluation; central_server.c: the
  * server side. */
+#include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/clock.h"
 #include "strategies/central.h"
 
+_Static_assert(sizeof(struct central_opts) <= SB_STRATEGY_OPTS_BYTES, "central options");
+
+static const struct sb_strategy_option central_options[] = {
+    {"servers", "K", SB_OPTION_INT, offsetof(struct central_opts, servers), 0, 64, 0, 0,
+     "servers", 0, "0: rank 0 also trains; K: K dedicated servers, one shard each"},
+    {"sync", NULL, SB_OPTION_SWITCH, offsetof(struct central_opts, async), 0, 0, 0, 0, "async",
+     1, "step barrier, the same update as single (default)"},
+    {"async", NULL, SB_OPTION_SWITCH, offsetof(struct central_opts, async), 0, 0, 0, 1,
+     "async", 1, "no step barrier: each push applied at once (stale)"},
+    {NULL},
+};
+
+static const char *const central_comm_keys[] = {"server_link_bytes_per_step", NULL};
+
 static int central_processes(const struct sb_config *cfg)
 {
-    return cfg->replicas + cfg->servers;
+    return cfg->replicas + sb_central_opts(cfg)->servers;
+}
+
+/* NCCL has no receive from any source, which --async needs. */
+static sb_status central_validate(const struct sb_config *cfg)
+{
+    if (sb_central_opts(cfg)->async && strcmp(cfg->comm, "nccl") == 0)
+        return sb_error(SB_ERR_USAGE, "--async with --comm nccl: NCCL has no receive from any "
+                        "source; use --comm mpi");
+    return SB_OK;
 }
 
 static void central_destroy(struct sb_strategy *s)
@@ -55,14 +81,17 @@ static sb_status central_init(struct sb_strategy *s)
     SB_TRY(sb_comm_world_create(s->env->cfg, s->env->mpi_world, s->env->local_rank,
                                 &c->comm));
     int rank = c->comm->rank;
-    c->n_servers = cfg->servers > 0 ? cfg->servers : 1;
-    c->first_worker = cfg->servers;
+    const struct central_opts *opt = sb_central_opts(cfg);
+    c->n_servers = opt->servers > 0 ? opt->servers : 1;
+    c->first_worker = opt->servers;
     c->n_workers = cfg->replicas;
-    c->async = cfg->async_updates;
+    c->async = opt->async;
     c->server = rank < c->n_servers ? rank : -1;
     c->worker = rank >= c->first_worker ? rank - c->first_worker : -1;
     c->params_current = 1;
     SB_TRY(sb_replica_create(s->env, 0, &c->replica));
+    s->replica = c->replica;
+    s->comm = c->comm;
     size_t n = c->replica->model->n_params;
     /* The same check on every rank, before any message: all fail together. */
     if ((size_t)c->n_servers > n)
@@ -121,17 +150,21 @@ static sb_status central_step(struct sb_strategy *s, long step, const int32_t *g
         SB_TRY(sb_replica_gradients(c->replica, global_idx + (size_t)c->worker * cfg->batch,
                                     cfg->batch, scale_batch, NULL, NULL, out));
     }
+    c->params_current = 0; /* on every rank, so that all agree on gathering */
     if (c->server >= 0)
         return c->async ? sb_central_server_async(s, c, out) : sb_central_server_sync(s, c, out);
-    c->params_current = 0;
     return worker_exchange(c, out);
 }
 
 /* Sends every server's current shard to world rank 0 (uncounted: not
- * training traffic), so rank 0 holds the whole current parameters. */
+ * training traffic), so rank 0 holds the whole current parameters; every
+ * rank then marks them current until the next step. Collective. */
 static sb_status gather_shards(struct central *c)
 {
-    if (c->n_servers < 2) return SB_OK;
+    if (c->n_servers < 2) {
+        c->params_current = 1;
+        return SB_OK;
+    }
     struct sb_model *m = c->replica->model;
     if (c->comm->rank == 0) {
         for (int k = 1; k < c->n_servers; k++) {
@@ -184,7 +217,6 @@ static sb_status central_evaluate(struct sb_strategy *s, double *accuracy)
     SB_TRY(gather_shards(c));
     SB_TRY(reduce_staleness(c));
     if (c->comm->rank != 0) return SB_OK;
-    c->params_current = 1;
     int n = s->env->data->test.n;
     long correct = 0;
     SB_TRY(sb_replica_evaluate(c->replica, 0, n, &correct));
@@ -192,43 +224,34 @@ static sb_status central_evaluate(struct sb_strategy *s, double *accuracy)
     return SB_OK;
 }
 
-static sb_status central_reduce_sum(struct sb_strategy *s, double *vals, int n)
-{
-    struct central *c = s->impl;
-    return sb_comm_allreduce_f64(c->comm, vals, (size_t)n);
-}
-
-/* Rank 0 only (the harness calls it there alone, after the last epoch's
- * evaluate, which gathered every shard to rank 0). */
+/* Collective: gathers every server's current shard to rank 0 (unless
+ * evaluate did since the last step), then rank 0 downloads them. */
 static sb_status central_read_params(struct sb_strategy *s, float *host)
 {
     struct central *c = s->impl;
     struct sb_model *m = c->replica->model;
-    if (c->comm->rank != 0 || (c->n_servers > 1 && !c->params_current))
-        return sb_error(SB_ERR_INTERNAL, "central: read_params on rank %d before evaluate "
-                        "gathered the shards", c->comm->rank);
+    if (!c->params_current) SB_TRY(gather_shards(c));
+    if (c->comm->rank != 0) return SB_OK;
     return s->env->be->download(host, m->params, m->n_params * sizeof(float));
-}
-
-static size_t central_n_params(const struct sb_strategy *s)
-{
-    const struct central *c = s->impl;
-    return c->replica->model->n_params;
-}
-
-static struct sb_comm *central_comm(struct sb_strategy *s)
-{
-    struct central *c = s->impl;
-    return c->comm;
 }
 
 /* Servers, shard sizes, and the staleness of applied gradients (in steps
  * of the shard's version; 0 by construction in sync mode), as of the last
- * evaluate. */
-static void central_describe(const struct sb_strategy *s, struct sb_strategy_details *d)
+ * evaluate. Into the report's comm object: rank 0 is a server (the only
+ * one with --servers 0, shard 0 with --servers K); it receives pushes and
+ * sends pulls, so its link carries push.bytes in and pull.bytes out per
+ * measured step (reports/README.md); null when no step was measured. */
+static void central_describe(const struct sb_strategy *s, long measured_steps,
+                             struct sb_strategy_details *d)
 {
     const struct central *c = s->impl;
-    double v = (double)s->env->cfg->servers;
+    const struct sb_comm_counter *k = c->comm->counters;
+    sb_details_set_value(d, 1, "server_link_bytes_per_step",
+                         measured_steps > 0 ? (k[SB_COMM_PUSH].bytes + k[SB_COMM_PULL].bytes) /
+                                                  (double)measured_steps
+                                            : NAN,
+                         0);
+    double v = (double)sb_central_opts(s->env->cfg)->servers;
     sb_details_add(d, "servers", 0, &v, 1);
     v = (double)c->n_workers;
     sb_details_add(d, "workers", 0, &v, 1);
@@ -252,14 +275,15 @@ const struct sb_strategy_ops sb_strategy_central = {
     .name = "central",
     .summary = "parameter servers: workers push gradient shards, pull parameter shards",
     .uses_mpi = 1,
+    .options = central_options,
+    .options_size = sizeof(struct central_opts),
+    .comm_keys = central_comm_keys,
     .processes = central_processes,
+    .validate = central_validate,
     .init = central_init,
     .step = central_step,
     .evaluate = central_evaluate,
-    .reduce_sum = central_reduce_sum,
     .read_params = central_read_params,
-    .n_params = central_n_params,
-    .comm = central_comm,
     .describe = central_describe,
     .destroy = central_destroy,
 };

@@ -12,6 +12,18 @@
 
 #include "strategies/replica.h"
 
+/* central's own flags (cfg->strategy_opts). */
+struct central_opts {
+    int servers; /* --servers: 0 = rank 0 also trains, K = dedicated */
+    int async;   /* --async: no step barrier (stale gradients) */
+};
+
+/* central's options in `cfg`. */
+static inline const struct central_opts *sb_central_opts(const struct sb_config *cfg)
+{
+    return (const struct central_opts *)(const void *)cfg->strategy_opts;
+}
+
 /* Staleness histogram bins: values 0..STALE_BINS-2 exactly, the last bin
  * holds every larger value (the exact maximum is kept separately). */
 #define STALE_BINS 1024
@@ -38,7 +50,8 @@ struct central {
     long stale_max;
     /* Job-wide staleness (world rank 0, refreshed by evaluate). */
     double g_stale_median, g_stale_max, g_stale_mean, g_stale_count;
-    int params_current;         /* rank 0: every shard gathered since the last step */
+    int params_current;         /* every shard gathered to rank 0 since the last step (the
+                                 * same value on every rank) */
 };
 
 /* Shard k of P parameters over n_servers: [*first, *first + *count). */

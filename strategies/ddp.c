@@ -16,6 +16,7 @@
  * that wrote it by an event, and the wait makes the compute stream wait on
  * its completion event; the host never blocks inside the step
  * (src/comm/nccl.c). */
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "core/clock.h"
@@ -31,8 +32,28 @@ struct ddp {
     size_t *pending;             /* (plan.n) floats of each bucket not yet ready */
     int launched;                /* buckets started this step, in plan order */
     sb_status cb_status;         /* first error inside the ready callback */
-    double *hidden_ms;           /* (n_hidden) comm - comm_exposed per measured step */
+    double *hidden_ms;           /* (n_hidden) comm - comm_exposed per step (host-timed) */
     size_t n_hidden, cap_hidden;
+};
+
+/* ddp's own flags (cfg->strategy_opts). */
+struct ddp_opts {
+    double bucket_mb; /* --bucket-mb: gradient bucket size in MiB (PyTorch's 25) */
+    int overlap;      /* start a bucket's all-reduce during backward (--no-overlap: 0) */
+};
+_Static_assert(sizeof(struct ddp_opts) <= SB_STRATEGY_OPTS_BYTES, "ddp options");
+
+static const struct ddp_opts *opts(const struct sb_config *cfg)
+{
+    return (const struct ddp_opts *)(const void *)cfg->strategy_opts;
+}
+
+static const struct sb_strategy_option ddp_options[] = {
+    {"bucket-mb", "X", SB_OPTION_NUMBER, offsetof(struct ddp_opts, bucket_mb), 1e-6, 1e6, 25.0,
+     0, "bucket_mb", 0, "gradient bucket size in MiB"},
+    {"no-overlap", NULL, SB_OPTION_SWITCH, offsetof(struct ddp_opts, overlap), 0, 0, 1, 0,
+     "overlap", 1, "all-reduce after backward instead of during it"},
+    {NULL},
 };
 
 static int ddp_processes(const struct sb_config *cfg) { return cfg->replicas; }
@@ -59,12 +80,14 @@ static sb_status ddp_init(struct sb_strategy *s)
     SB_TRY(sb_comm_world_create(s->env->cfg, s->env->mpi_world, s->env->local_rank,
                                 &d->comm));
     SB_TRY(sb_replica_create(s->env, 1, &d->replica));
+    s->replica = d->replica;
+    s->comm = d->comm;
     /* On GPUs the host clocks below see issue times (the nccl wait does not
      * block the host), so comm is the compute stream's span from the end of
      * backward to the optimizer, timed by events (replica.h). */
     d->replica->device_comm = d->replica->timer != NULL;
     struct sb_model *m = d->replica->model;
-    SB_TRY(sb_bucket_plan_create(m->tensors, m->n_tensors, s->env->cfg->bucket_mb, &d->plan));
+    SB_TRY(sb_bucket_plan_create(m->tensors, m->n_tensors, opts(s->env->cfg)->bucket_mb, &d->plan));
     d->req = calloc((size_t)d->plan.n, sizeof *d->req);
     d->pending = calloc((size_t)d->plan.n, sizeof *d->pending);
     if (!d->req || !d->pending) return sb_error(SB_ERR_NOMEM, "ddp: out of memory");
@@ -149,6 +172,7 @@ static sb_status record_hidden(struct ddp *d, double hidden_ms)
 static sb_status ddp_step(struct sb_strategy *s, long step, const int32_t *global_idx,
                           struct sb_step_result *out)
 {
+    (void)step;
     struct ddp *d = s->impl;
     const struct sb_config *cfg = s->env->cfg;
     struct sb_model *m = d->replica->model;
@@ -159,7 +183,7 @@ static sb_status ddp_step(struct sb_strategy *s, long step, const int32_t *globa
 
     SB_TRY(sb_replica_gradients(d->replica, global_idx + (size_t)rank * cfg->batch,
                                 cfg->batch, sb_config_global_batch(cfg),
-                                cfg->overlap ? on_ready : NULL, d, out));
+                                opts(cfg)->overlap ? on_ready : NULL, d, out));
     double t_backward_end = sb_now_s();
     SB_TRY(d->cb_status);
     /* Buckets not started during backward (all of them without overlap). */
@@ -172,7 +196,7 @@ static sb_status ddp_step(struct sb_strategy *s, long step, const int32_t *globa
     busy_time(d->req, d->plan.n, t_backward_end, &total_s, &exposed_s);
     out->phase_ms[SB_PHASE_COMM] += 1e3 * total_s;
     out->phase_ms[SB_PHASE_COMM_EXPOSED] += 1e3 * exposed_s;
-    if (step >= cfg->warmup_steps) SB_TRY(record_hidden(d, 1e3 * (total_s - exposed_s)));
+    SB_TRY(record_hidden(d, 1e3 * (total_s - exposed_s)));
     return sb_replica_update(d->replica, m->grads, out);
 }
 
@@ -190,35 +214,11 @@ static sb_status ddp_evaluate(struct sb_strategy *s, double *accuracy)
     return SB_OK;
 }
 
-static sb_status ddp_reduce_sum(struct sb_strategy *s, double *vals, int n)
-{
-    struct ddp *d = s->impl;
-    return sb_comm_allreduce_f64(d->comm, vals, (size_t)n);
-}
-
-static sb_status ddp_read_params(struct sb_strategy *s, float *host)
-{
-    struct ddp *d = s->impl;
-    struct sb_model *m = d->replica->model;
-    return s->env->be->download(host, m->params, m->n_params * sizeof(float));
-}
-
-static size_t ddp_n_params(const struct sb_strategy *s)
-{
-    const struct ddp *d = s->impl;
-    return d->replica->model->n_params;
-}
-
-static struct sb_comm *ddp_comm(struct sb_strategy *s)
-{
-    struct ddp *d = s->impl;
-    return d->comm;
-}
-
 /* States the bucket plan (bucket_count; bucket_bytes in launch order, the
  * first SB_DETAIL_VALUES_MAX), overlap (1/0) and, when steps were measured,
  * the median over measured steps of comm - comm_exposed in ms. */
-static void ddp_describe(const struct sb_strategy *s, struct sb_strategy_details *det)
+static void ddp_describe(const struct sb_strategy *s, long measured_steps,
+                         struct sb_strategy_details *det)
 {
     const struct ddp *d = s->impl;
     double v = d->plan.n;
@@ -227,10 +227,12 @@ static void ddp_describe(const struct sb_strategy *s, struct sb_strategy_details
     int k = d->plan.n < SB_DETAIL_VALUES_MAX ? d->plan.n : SB_DETAIL_VALUES_MAX;
     for (int i = 0; i < k; i++) bytes[i] = (double)d->plan.buckets[i].count * sizeof(float);
     sb_details_add(det, "bucket_bytes", 1, bytes, k);
-    v = s->env->cfg->overlap ? 1.0 : 0.0;
+    v = opts(s->env->cfg)->overlap ? 1.0 : 0.0;
     sb_details_add(det, "overlap", 0, &v, 1);
     struct sb_summary sum;
-    if (d->n_hidden > 0 && sb_summarize(d->hidden_ms, d->n_hidden, &sum) == SB_OK)
+    /* The harness's measured steps are the last measured_steps steps. */
+    size_t n = measured_steps < (long)d->n_hidden ? (size_t)measured_steps : d->n_hidden;
+    if (n > 0 && sb_summarize(d->hidden_ms + d->n_hidden - n, n, &sum) == SB_OK)
         sb_details_add(det, "comm_hidden_ms_median", 0, &sum.median, 1);
 }
 
@@ -238,14 +240,12 @@ const struct sb_strategy_ops sb_strategy_ddp = {
     .name = "ddp",
     .summary = "one MPI rank per replica, bucketed all-reduce overlapping backward (PyTorch DDP)",
     .uses_mpi = 1,
+    .options = ddp_options,
+    .options_size = sizeof(struct ddp_opts),
     .processes = ddp_processes,
     .init = ddp_init,
     .step = ddp_step,
     .evaluate = ddp_evaluate,
-    .reduce_sum = ddp_reduce_sum,
-    .read_params = ddp_read_params,
-    .n_params = ddp_n_params,
-    .comm = ddp_comm,
     .describe = ddp_describe,
     .destroy = ddp_destroy,
 };

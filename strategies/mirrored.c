@@ -180,6 +180,10 @@ static sb_status mirrored_init(struct sb_strategy *s)
         mr->members[i].started = 1;
     }
     SB_TRY(dispatch(mr, JOB_CREATE));
+    /* The harness reads replica 0's parameters (on this thread, its GPU's)
+     * and counts replica 0's communicator. */
+    s->replica = mr->members[0].replica;
+    s->comm = mr->members[0].comm;
     return dispatch(mr, JOB_BROADCAST);
 }
 
@@ -225,25 +229,6 @@ static sb_status mirrored_reduce_sum(struct sb_strategy *s, double *vals, int n)
     return SB_OK;
 }
 
-static sb_status mirrored_read_params(struct sb_strategy *s, float *host)
-{
-    struct mirrored *mr = s->impl; /* this thread is replica 0's (its GPU) */
-    struct sb_model *m = mr->members[0].replica->model;
-    return s->env->be->download(host, m->params, m->n_params * sizeof(float));
-}
-
-static size_t mirrored_n_params(const struct sb_strategy *s)
-{
-    const struct mirrored *mr = s->impl;
-    return mr->members[0].replica->model->n_params;
-}
-
-static struct sb_comm *mirrored_comm(struct sb_strategy *s)
-{
-    struct mirrored *mr = s->impl;
-    return mr->members[0].comm;
-}
-
 const struct sb_strategy_ops sb_strategy_mirrored = {
     .name = "mirrored",
     .summary = "N replicas in one process, one thread (and GPU) each (TF MirroredStrategy)",
@@ -253,8 +238,5 @@ const struct sb_strategy_ops sb_strategy_mirrored = {
     .step = mirrored_step,
     .evaluate = mirrored_evaluate,
     .reduce_sum = mirrored_reduce_sum,
-    .read_params = mirrored_read_params,
-    .n_params = mirrored_n_params,
-    .comm = mirrored_comm,
     .destroy = mirrored_destroy,
 };

@@ -1,18 +1,22 @@
 /* Registry of strategies: name -> ops. A new strategy is one file plus one
- * line here. */
+ * line in the list below (its ops are named sb_strategy_<name>); usage
+ * texts, name lists and the CLI's strategy flags are built from it. */
 #include <string.h>
 
 #include "strategies/strategy.h"
 
-extern const struct sb_strategy_ops sb_strategy_single, sb_strategy_mirrored,
-    sb_strategy_ddp, sb_strategy_central;
+/* One line per strategy, in the order --help lists them. */
+#define SB_STRATEGIES(X) \
+    X(single)            \
+    X(mirrored)          \
+    X(ddp)               \
+    X(central)           \
+    /* end of the list */
 
-static const struct sb_strategy_ops *const strategies[] = {
-    &sb_strategy_single,
-    &sb_strategy_mirrored,
-    &sb_strategy_ddp,
-    &sb_strategy_central,
-};
+#define DECLARE(name) extern const struct sb_strategy_ops sb_strategy_##name;
+#define ADDRESS(name) &sb_strategy_##name,
+SB_STRATEGIES(DECLARE)
+static const struct sb_strategy_ops *const strategies[] = {SB_STRATEGIES(ADDRESS)};
 
 #define N_STRATEGIES ((int)(sizeof strategies / sizeof strategies[0]))
 
@@ -23,7 +27,18 @@ const struct sb_strategy_ops *sb_strategy_find(const char *name)
     return NULL;
 }
 
-const char *sb_strategy_names(void) { return "single, mirrored, ddp, central"; }
+const char *sb_strategy_names_joined(const char *sep)
+{
+    static char buf[512];
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < N_STRATEGIES && len < sizeof buf; i++)
+        len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s", i ? sep : "",
+                                strategies[i]->name);
+    return buf;
+}
+
+const char *sb_strategy_names(void) { return sb_strategy_names_joined(", "); }
 
 int sb_strategy_count(void) { return N_STRATEGIES; }
 

@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "backend/backend.h"
 #include "comm/comm.h"
@@ -37,18 +38,63 @@ struct sb_strategy_env {
     const void *mpi_world;  /* MPI_Comm * of the world, NULL without MPI */
 };
 
+/* A flag that belongs to one strategy (e.g. central's --servers). Its value
+ * lives in the strategy's own options struct, stored in cfg->strategy_opts
+ * (SB_STRATEGY_OPTS_BYTES); the CLI parses it from this table, the usage
+ * text lists it, and the report's "config" writes it under report_key (at
+ * its default when another strategy runs, so every report has the same
+ * keys). */
+enum sb_option_kind {
+    SB_OPTION_INT,    /* int field, "--flag N" */
+    SB_OPTION_NUMBER, /* double field, "--flag X" */
+    SB_OPTION_SWITCH, /* int field set to `set` by "--flag" (no value) */
+};
+struct sb_strategy_option {
+    const char *flag;       /* long name without "--"; NULL ends a table */
+    const char *metavar;    /* value name in the usage text ("K"); NULL for a switch */
+    enum sb_option_kind kind;
+    size_t offset;          /* offsetof the field in the options struct */
+    double lo, hi;          /* accepted range (INT, NUMBER) */
+    double def;             /* default (a switch: the value without the flag) */
+    double set;             /* SWITCH: the value the flag stores */
+    const char *report_key; /* key in the report's config object; NULL: not
+                             * written there (state it in describe instead) */
+    int report_bool;        /* written as true/false */
+    const char *help;       /* one line of usage text */
+};
+
+struct sb_replica;
+
 struct sb_strategy {
     const struct sb_strategy_ops *ops;
     const struct sb_strategy_env *env;
     void *impl;
+    /* Set by init, used by the shared defaults (strategies/common.c) for
+     * the ops a strategy leaves NULL: */
+    struct sb_replica *replica; /* this process's (first) replica */
+    struct sb_comm *comm;       /* the communicator the report counts; NULL: none */
 };
 
 struct sb_strategy_ops {
     const char *name;
     const char *summary;  /* one line for --help */
     int uses_mpi;         /* one process per replica (and server), via mpirun */
-    /* Processes the strategy needs for `cfg` (1 if !uses_mpi). */
+    int max_replicas;     /* 0 = any; 1 for a strategy of one replica */
+    int baseline;         /* the reference of speedup and efficiency (sweep) */
+    /* Its own flags (NULL-terminated; NULL = none) and the size of the
+     * options struct they fill (at most SB_STRATEGY_OPTS_BYTES). */
+    const struct sb_strategy_option *options;
+    size_t options_size;
+    /* Keys the strategy may add to the report's "comm" object (NULL-
+     * terminated, or NULL); written as null in other strategies' reports. */
+    const char *const *comm_keys;
+    /* Processes the strategy needs for `cfg` (1 if !uses_mpi); affine in
+     * cfg->replicas (replicas + a fixed number of other ranks). */
     int (*processes)(const struct sb_config *cfg);
+    /* Optional: checks the combination of cfg's values that only this
+     * strategy knows (e.g. --async on cuda needs --comm mpi). Errors:
+     * SB_ERR_USAGE with one line naming the flag. */
+    sb_status (*validate)(const struct sb_config *cfg);
     /* Creates replicas and communicators and makes every replica hold rank
      * 0's initial parameters (a broadcast where replicas are separate). */
     sb_status (*init)(struct sb_strategy *s);
@@ -61,30 +107,92 @@ struct sb_strategy_ops {
     /* Test accuracy (0..1) of the current parameters over the whole test
      * set; valid on world rank 0 (other ranks may return anything). */
     sb_status (*evaluate)(struct sb_strategy *s, double *accuracy);
-    /* vals (n) = sum over all processes of vals, on every process. */
+    /* Optional (NULL: the sum over s->comm, or vals as they are without
+     * one): vals (n) = sum over all processes of vals, on every process. */
     sb_status (*reduce_sum)(struct sb_strategy *s, double *vals, int n);
-    /* Copies the current parameters (n_params floats, layout order) to
-     * host memory; valid on world rank 0. */
+    /* Optional (NULL: s->replica's parameters): copies the current
+     * parameters (n_params floats, layout order) to host memory at any
+     * point between steps. Collective: every process calls it; `host` is
+     * valid on world rank 0. */
     sb_status (*read_params)(struct sb_strategy *s, float *host);
-    /* Number of parameters of the model. */
-    size_t (*n_params)(const struct sb_strategy *s);
-    /* This process's communicator (counters for the report), or NULL when
-     * the strategy does not communicate. */
-    struct sb_comm *(*comm)(struct sb_strategy *s);
+    /* Optional (NULL: s->comm's counters and size, or zeros and 1 without
+     * one): this process's communication counters since the last reset
+     * and the ranks of its collectives (n of the busbw factor). */
+    void (*comm_counters)(const struct sb_strategy *s, struct sb_comm_counter out[SB_COMM_NKINDS],
+                          int *ranks);
+    /* Optional (NULL: resets s->comm's): zeroes those counters (the end of
+     * warm-up). */
+    void (*reset_comm_counters)(struct sb_strategy *s);
     /* Optional (may be NULL): adds what the strategy states about itself
-     * (e.g. ddp's bucket count and sizes, central's staleness) to `d`. */
-    void (*describe)(const struct sb_strategy *s, struct sb_strategy_details *d);
+     * (e.g. ddp's bucket count and sizes, central's staleness, central's
+     * server link bytes per step into d's comm section) to `d`.
+     * measured_steps: the steps after warm-up, over which the
+     * communicator counters ran since the harness last reset them. */
+    void (*describe)(const struct sb_strategy *s, long measured_steps,
+                     struct sb_strategy_details *d);
     void (*destroy)(struct sb_strategy *s);
 };
 
 /* The strategy registered under `name`, or NULL. */
 const struct sb_strategy_ops *sb_strategy_find(const char *name);
 
-/* Comma-separated names of all strategies, for usage texts. */
+/* Names of all strategies joined by `sep` (", " or " | "), for usage
+ * texts and errors; a static buffer, valid until the next call. */
+const char *sb_strategy_names_joined(const char *sep);
+
+/* Comma-separated names of all strategies: sb_strategy_names_joined(", "). */
 const char *sb_strategy_names(void);
 
 /* Number of registered strategies and the i-th (for --help listings). */
 int sb_strategy_count(void);
 const struct sb_strategy_ops *sb_strategy_at(int i);
+
+/* --- calls the harness makes (strategies/common.c): the op, or the
+ * shared default where the strategy leaves it NULL --- */
+
+/* Number of parameters of the model (s->replica's). */
+size_t sb_strategy_n_params(const struct sb_strategy *s);
+sb_status sb_strategy_reduce_sum(struct sb_strategy *s, double *vals, int n);
+sb_status sb_strategy_read_params(struct sb_strategy *s, float *host);
+void sb_strategy_comm_counters(const struct sb_strategy *s,
+                               struct sb_comm_counter out[SB_COMM_NKINDS], int *ranks);
+void sb_strategy_reset_comm_counters(struct sb_strategy *s);
+
+/* --- the strategies' own flags (strategies/options.c) --- */
+
+/* The value of option `o` in cfg's strategy options. */
+double sb_strategy_option_get(const struct sb_config *cfg, const struct sb_strategy_option *o);
+
+/* Sets every option of `ops` in cfg->strategy_opts to its default (zeroes
+ * the rest). */
+void sb_strategy_options_defaults(const struct sb_strategy_ops *ops, struct sb_config *cfg);
+
+/* Parses "--flag arg" (arg NULL for a switch) for the option of `ops`
+ * named `flag`. Errors: SB_ERR_USAGE naming the flag: a value out of range,
+ * or a flag that `ops` does not take (naming the strategies that do). */
+sb_status sb_strategy_option_parse(const struct sb_strategy_ops *ops, struct sb_config *cfg,
+                                   const char *flag, const char *arg);
+
+/* Checks cfg for ops as a whole: replica count (max_replicas), the global
+ * batch against the training set, then ops->validate. Errors:
+ * SB_ERR_USAGE naming the flag. */
+sb_status sb_strategy_check(const struct sb_strategy_ops *ops, const struct sb_config *cfg);
+
+/* Under a launcher's MPI world of `world_size` processes: sets
+ * cfg->replicas from the world (unless replicas_given) and checks that
+ * ops needs exactly that many processes, then sb_strategy_check. Errors:
+ * SB_ERR_USAGE naming --replicas. */
+sb_status sb_strategy_fit_world(const struct sb_strategy_ops *ops, struct sb_config *cfg,
+                                int world_size, int replicas_given);
+
+/* Adds every registered strategy's flags to d's config section (cfg's
+ * value for the running strategy `ops`, the default for the others), and
+ * null for every registered comm key that ops's describe did not set. */
+void sb_strategy_report_values(const struct sb_strategy_ops *ops, const struct sb_config *cfg,
+                               struct sb_strategy_details *d);
+
+/* Writes the strategies' flags as usage lines ("  --servers K  0  central:
+ * ..."), each flag once, naming the strategies that take it. */
+void sb_strategy_options_usage(FILE *out);
 
 #endif

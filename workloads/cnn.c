@@ -19,7 +19,7 @@
 #include "workloads/dense.h"
 #include "workloads/workload.h"
 
-#define CNN_SIDE 28        /* MNIST image side in pixels */
+#define CNN_SIDE SB_MNIST_SIDE /* MNIST image side in pixels */
 #define CNN_K 5            /* convolution kernel side */
 #define CNN_CONVS 2
 #define CNN_DENSE 3

@@ -43,7 +43,7 @@ static sb_status mlp_create(const struct sb_config *cfg,
     }
     m->impl = d;
     m->be = be;
-    m->in_dim = 784;
+    m->in_dim = SB_MNIST_PIXELS;
     m->n_classes = SB_MNIST_CLASSES;
     m->max_batch = max_batch;
 

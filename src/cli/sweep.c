@@ -327,8 +327,8 @@ int sb_sweep_main(int argc, char **argv)
         for (int i = 0; i < o.n_strategies; i++)
             for (int j = 0; j < o.n_replicas; j++) {
                 int n = o.replicas[j];
-                int is_single = strcmp(o.strategies[i], "single") == 0;
-                if (is_single && n != 1) continue;
+                const struct sb_strategy_ops *ops = sb_strategy_find(o.strategies[i]);
+                if (ops && ops->max_replicas > 0 && n > ops->max_replicas) continue;
                 pts[n_pts++] = (struct sb_sweep_point){.strategy = o.strategies[i], .replicas = n, .scaling = s,
                                               .batch = s == 0 ? o.global_batch / n : o.batch};
                 total += o.repeats;
@@ -354,7 +354,7 @@ int sb_sweep_main(int argc, char **argv)
         for (int i = 0; i < n_pts && !st; i++) {
             const struct sb_sweep_point *base = NULL;
             for (int k = 0; k < n_pts; k++)
-                if (strcmp(pts[k].strategy, "single") == 0 && pts[k].scaling == pts[i].scaling)
+                if (sb_strategy_find(pts[k].strategy)->baseline && pts[k].scaling == pts[i].scaling)
                     base = &pts[k];
             st = sb_sweep_add_speedup(&pts[i], base);
             sb_json_append(points, pts[i].json, &fail);

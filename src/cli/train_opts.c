@@ -13,20 +13,22 @@
 #include "workloads/workload.h"
 
 enum {
-    OPT_STRATEGY = 256, OPT_WORKLOAD, OPT_DEVICE, OPT_HIDDEN, OPT_REPLICAS, OPT_SERVERS,
+    OPT_STRATEGY = 256, OPT_WORKLOAD, OPT_DEVICE, OPT_HIDDEN, OPT_REPLICAS,
     OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_LR_SCALING, OPT_SEED, OPT_DATA,
     OPT_REPORT, OPT_TARGET, OPT_MAX_STEPS, OPT_WARMUP, OPT_SAVE_PARAMS, OPT_THREADS,
-    OPT_EVAL_BATCH, OPT_BUCKET_MB, OPT_NO_OVERLAP, OPT_ASYNC, OPT_SYNC, OPT_TRACE, OPT_COMM,
+    OPT_EVAL_BATCH, OPT_TRACE, OPT_COMM,
+    OPT_STRATEGY_FLAG = 512, /* + index into strategy_flags[] */
 };
 
-static const struct option long_options[] = {
+/* The flags every strategy shares; the strategies' own flags follow them in
+ * the table getopt_long sees (built by all_options from the registry). */
+static const struct option common_options[] = {
     {"strategy", required_argument, NULL, OPT_STRATEGY},
     {"workload", required_argument, NULL, OPT_WORKLOAD},
     {"device", required_argument, NULL, OPT_DEVICE},
     {"comm", required_argument, NULL, OPT_COMM},
     {"hidden", required_argument, NULL, OPT_HIDDEN},
     {"replicas", required_argument, NULL, OPT_REPLICAS},
-    {"servers", required_argument, NULL, OPT_SERVERS},
     {"epochs", required_argument, NULL, OPT_EPOCHS},
     {"batch", required_argument, NULL, OPT_BATCH},
     {"lr", required_argument, NULL, OPT_LR},
@@ -41,14 +43,33 @@ static const struct option long_options[] = {
     {"save-params", required_argument, NULL, OPT_SAVE_PARAMS},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"eval-batch", required_argument, NULL, OPT_EVAL_BATCH},
-    {"bucket-mb", required_argument, NULL, OPT_BUCKET_MB},
-    {"no-overlap", no_argument, NULL, OPT_NO_OVERLAP},
-    {"async", no_argument, NULL, OPT_ASYNC},
-    {"sync", no_argument, NULL, OPT_SYNC},
     {"trace", required_argument, NULL, OPT_TRACE},
     {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
 };
+#define N_COMMON ((int)(sizeof common_options / sizeof common_options[0]))
+#define MAX_STRATEGY_FLAGS 64
+
+/* Every registered strategy's flags, each name once; with common_options
+ * into `out` (N_COMMON + n + 1 entries, ending in zeros). */
+static int all_options(struct option *out, const char **names)
+{
+    int n = 0;
+    memcpy(out, common_options, sizeof common_options);
+    for (int i = 0; i < sb_strategy_count(); i++)
+        for (const struct sb_strategy_option *o = sb_strategy_at(i)->options; o && o->flag;
+             o++) {
+            int seen = 0;
+            for (int k = 0; k < n && !seen; k++) seen = strcmp(names[k], o->flag) == 0;
+            if (seen || n == MAX_STRATEGY_FLAGS) continue;
+            names[n] = o->flag;
+            out[N_COMMON + n] = (struct option){o->flag, o->metavar ? required_argument
+                                                                    : no_argument,
+                                                NULL, OPT_STRATEGY_FLAG + n};
+            n++;
+        }
+    out[N_COMMON + n] = (struct option){NULL, 0, NULL, 0};
+    return n;
+}
 
 void sb_train_opts_defaults(struct sb_train_opts *opts)
 {
@@ -62,7 +83,6 @@ void sb_train_opts_defaults(struct sb_train_opts *opts)
     c->hidden[0] = 256;
     c->n_hidden = 1;
     c->replicas = 1;
-    c->servers = 0;
     c->epochs = 3;
     c->batch = 64;
     c->lr = 0.03;
@@ -74,9 +94,7 @@ void sb_train_opts_defaults(struct sb_train_opts *opts)
     c->warmup_steps = 10;
     c->threads = 0;
     c->eval_batch = 1000;
-    c->bucket_mb = 25.0;
-    c->overlap = 1;
-    c->async_updates = 0;
+    sb_strategy_options_defaults(sb_strategy_find(c->strategy), c);
 }
 
 void sb_train_opts_usage(FILE *out)
@@ -88,10 +106,11 @@ void sb_train_opts_usage(FILE *out)
             "usage: stratbench train [flags]\n"
             "\n"
             "Trains a model on MNIST under one strategy and reports where the time goes.\n"
-            "ddp and central run one process per replica (and server): run outside mpirun,\n"
-            "stratbench launches mpirun itself; under mpirun it uses the MPI world.\n"
+            "Strategies of one process per replica (and server) run under mpirun: run\n"
+            "outside mpirun, stratbench launches mpirun itself; under mpirun it uses the\n"
+            "MPI world.\n"
             "\n"
-            "  --strategy NAME        %-10s single | mirrored | ddp | central\n"
+            "  --strategy NAME        %-10s %s\n"
             "  --workload NAME        %-10s %s\n"
             "  --device NAME          %-10s cpu | cuda (default cuda when a GPU is visible)\n"
             "  --comm NAME            %-10s nccl | mpi: how GPU replicas talk (mpi = host\n"
@@ -99,8 +118,7 @@ void sb_train_opts_usage(FILE *out)
             "  --hidden LIST          %-10d hidden widths of the mlp, e.g. 1024,1024\n"
             "  --replicas N           %-10d data-parallel replicas (under mpirun: world size\n"
             "                                    minus servers)\n"
-            "  --servers K            %-10d central: 0 = rank 0 also trains; 1..64 = dedicated\n"
-            "                                    servers, each owning a shard of the parameters\n"
+
             "  --epochs N             %-10d passes over the 60k training images\n"
             "  --batch N              %-10d per-replica batch; global batch = replicas x batch\n"
             "  --lr X                 %-10g SGD learning rate\n"
@@ -116,15 +134,15 @@ void sb_train_opts_usage(FILE *out)
             "  --save-params FILE     final parameters, raw little-endian float32, layout order\n"
             "  --threads N            %-10s BLAS threads per process (0 = cores / processes)\n"
             "  --eval-batch N         %-10d test images per forward pass in evaluation\n"
-            "  --bucket-mb X          %-10g ddp: gradient bucket size in MiB\n"
-            "  --no-overlap           ddp: all-reduce after backward instead of during it\n"
-            "  --sync | --async       central: step barrier (default) or none (stale gradients)\n"
             "  --trace FILE           Chrome trace-event JSON of the whole job (Perfetto)\n"
-            "  -h, --help             this text\n",
-            c->strategy, c->workload, sb_workload_names(), c->device, "auto", c->hidden[0],
-            c->replicas, c->servers, c->epochs, c->batch, c->lr, c->momentum, "none",
-            (unsigned long long)c->seed, c->target_accuracy, "0", c->warmup_steps, "0",
-            c->eval_batch, c->bucket_mb);
+            "  -h, --help             this text\n"
+            "\n"
+            "strategy flags (each taken only by the strategies named):\n",
+            c->strategy, sb_strategy_names_joined(" | "), c->workload, sb_workload_names(),
+            c->device, "auto", c->hidden[0], c->replicas, c->epochs, c->batch, c->lr,
+            c->momentum, "none", (unsigned long long)c->seed, c->target_accuracy, "0",
+            c->warmup_steps, "0", c->eval_batch);
+    sb_strategy_options_usage(out);
 }
 
 static sb_status parse_long(const char *flag, const char *text, long lo, long hi, long *out)
@@ -234,9 +252,8 @@ static sb_status parse_one(struct sb_train_opts *o, int opt, const char *arg)
     case OPT_REPLICAS:
         o->replicas_given = 1;
         return parse_int("replicas", arg, 1, 4096, &c->replicas);
-    case OPT_SERVERS: return parse_int("servers", arg, 0, 64, &c->servers);
     case OPT_EPOCHS: return parse_int("epochs", arg, 1, 100000, &c->epochs);
-    case OPT_BATCH: return parse_int("batch", arg, 1, 60000, &c->batch);
+    case OPT_BATCH: return parse_int("batch", arg, 1, SB_MNIST_TRAIN_IMAGES, &c->batch);
     case OPT_LR: return parse_double("lr", arg, 0.0, 1e3, &c->lr);
     case OPT_MOMENTUM: return parse_double("momentum", arg, 0.0, 0.999999, &c->momentum);
     case OPT_LR_SCALING:
@@ -256,10 +273,6 @@ static sb_status parse_one(struct sb_train_opts *o, int opt, const char *arg)
     case OPT_SAVE_PARAMS: return parse_path("save-params", arg, c->save_params_path);
     case OPT_THREADS: return parse_int("threads", arg, 0, 1024, &c->threads);
     case OPT_EVAL_BATCH: return parse_int("eval-batch", arg, 1, 10000, &c->eval_batch);
-    case OPT_BUCKET_MB: return parse_double("bucket-mb", arg, 1e-6, 1e6, &c->bucket_mb);
-    case OPT_NO_OVERLAP: c->overlap = 0; return SB_OK;
-    case OPT_ASYNC: c->async_updates = 1; return SB_OK;
-    case OPT_SYNC: c->async_updates = 0; return SB_OK;
     case OPT_TRACE: return parse_path("trace", arg, c->trace_path);
     }
     return sb_error(SB_ERR_INTERNAL, "unhandled option %d", opt);
@@ -267,8 +280,7 @@ static sb_status parse_one(struct sb_train_opts *o, int opt, const char *arg)
 
 /* --device: cpu always; cuda only in a build with CUDA and with a visible
  * GPU. --comm: resolved here when not given (nccl on cuda in a build with
- * NCCL, else mpi); nccl needs cuda and a build with NCCL. NCCL has no
- * receive from any source, so central --async on cuda needs --comm mpi. */
+ * NCCL, else mpi); nccl needs cuda and a build with NCCL. */
 static sb_status validate_device(struct sb_config *c)
 {
     int cuda = strcmp(c->device, "cuda") == 0;
@@ -301,9 +313,6 @@ static sb_status validate_device(struct sb_config *c)
         return sb_error(SB_ERR_USAGE, "--comm nccl: this build has no NCCL (install libnccl-dev "
                         "and re-run ./configure.py, or use --comm mpi)");
 #endif
-    if (nccl && c->async_updates)
-        return sb_error(SB_ERR_USAGE, "--async on cuda needs --comm mpi (NCCL has no receive "
-                        "from any source)");
     return SB_OK;
 #endif
 }
@@ -320,24 +329,23 @@ static sb_status validate(struct sb_train_opts *o)
         return sb_error(SB_ERR_USAGE, "--workload: unknown workload '%s' (expected one of: %s)",
                         c->workload, sb_workload_names());
     SB_TRY(validate_device(c));
-    if (strcmp(c->strategy, "single") == 0 && c->replicas != 1)
-        return sb_error(SB_ERR_USAGE, "--replicas: strategy single has exactly 1 replica, got %d",
-                        c->replicas);
-    if (c->servers != 0 && strcmp(c->strategy, "central") != 0)
-        return sb_error(SB_ERR_USAGE, "--servers: only strategy central has servers");
-    if (c->async_updates && strcmp(c->strategy, "central") != 0)
-        return sb_error(SB_ERR_USAGE, "--async: only strategy central updates asynchronously");
-    long global = (long)c->replicas * c->batch;
-    if (global > 60000)
-        return sb_error(SB_ERR_USAGE, "--batch: global batch %d x %d = %ld exceeds the 60000 "
-                        "training images", c->replicas, c->batch, global);
-    return SB_OK;
+    return sb_strategy_check(s, c);
 }
+
+/* A strategy flag met on the command line, applied once --strategy is known. */
+struct pending_flag {
+    const char *flag, *arg;
+};
 
 sb_status sb_train_opts_parse(struct sb_train_opts *opts, int argc, char **argv)
 {
     sb_train_opts_defaults(opts);
     char data_flag[PATH_MAX] = "";
+    struct option long_options[N_COMMON + MAX_STRATEGY_FLAGS + 1];
+    const char *names[MAX_STRATEGY_FLAGS];
+    all_options(long_options, names);
+    struct pending_flag pending[256];
+    int n_pending = 0;
     optind = 1;
     opterr = 0;
     for (;;) {
@@ -353,11 +361,24 @@ sb_status sb_train_opts_parse(struct sb_train_opts *opts, int argc, char **argv)
                             argv[prev]);
         if (opt == ':')
             return sb_error(SB_ERR_USAGE, "%s: missing value", argv[prev]);
+        if (opt >= OPT_STRATEGY_FLAG) {
+            if (n_pending == (int)(sizeof pending / sizeof pending[0]))
+                return sb_error(SB_ERR_USAGE, "too many strategy flags");
+            pending[n_pending++] = (struct pending_flag){names[opt - OPT_STRATEGY_FLAG], optarg};
+            continue;
+        }
         SB_TRY(parse_one(opts, opt, optarg));
     }
     if (optind < argc)
         return sb_error(SB_ERR_USAGE, "unexpected argument '%s' (see stratbench train --help)",
                         argv[optind]);
+    const struct sb_strategy_ops *s = sb_strategy_find(opts->cfg.strategy);
+    if (!s)
+        return sb_error(SB_ERR_USAGE, "--strategy: unknown strategy '%s' (expected one of: %s)",
+                        opts->cfg.strategy, sb_strategy_names());
+    sb_strategy_options_defaults(s, &opts->cfg);
+    for (int i = 0; i < n_pending; i++)
+        SB_TRY(sb_strategy_option_parse(s, &opts->cfg, pending[i].flag, pending[i].arg));
     strcpy(data_flag, opts->cfg.data_dir);
     sb_mnist_resolve_dir(data_flag, opts->cfg.data_dir, sizeof opts->cfg.data_dir);
     return validate(opts);

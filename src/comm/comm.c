@@ -63,25 +63,32 @@ sb_status sb_comm_recv_any(struct sb_comm *c, float *buf, size_t n, int *peer,
     return end(c, kind, n * sizeof(float), t0, c->ops->recv_any(c, buf, n, peer));
 }
 
-/* Marks req complete now and adds its seconds to the all-reduce counter. */
+/* Marks req complete now and adds its seconds to its kind's counter. */
 static void complete(struct sb_comm *c, struct sb_comm_request *req)
 {
     req->done = 1;
     req->done_s = sb_now_s();
-    c->counters[SB_COMM_ALLREDUCE].seconds += req->done_s - req->start_s;
+    c->counters[req->kind].seconds += req->done_s - req->start_s;
+}
+
+/* Counts one call of `kind` and `bytes` now and starts req's clock. */
+static void request_begin(struct sb_comm *c, enum sb_comm_kind kind, size_t bytes,
+                          struct sb_comm_request *req)
+{
+    req->impl = NULL;
+    req->bytes = bytes;
+    req->done = 0;
+    req->done_s = 0.0;
+    req->kind = kind;
+    req->start_s = sb_now_s();
+    c->counters[kind].calls++;
+    c->counters[kind].bytes += (double)bytes;
 }
 
 sb_status sb_comm_iallreduce(struct sb_comm *c, float *buf, size_t n,
                              struct sb_comm_request *req)
 {
-    req->impl = NULL;
-    req->bytes = n * sizeof(float);
-    req->done = 0;
-    req->done_s = 0.0;
-    req->start_s = sb_now_s();
-    struct sb_comm_counter *k = &c->counters[SB_COMM_ALLREDUCE];
-    k->calls++;
-    k->bytes += (double)req->bytes;
+    request_begin(c, SB_COMM_ALLREDUCE, n * sizeof(float), req);
     sb_status st;
     if (c->ops->iallreduce) {
         st = c->ops->iallreduce(c, buf, n, req);
@@ -91,6 +98,37 @@ sb_status sb_comm_iallreduce(struct sb_comm *c, float *buf, size_t n,
     }
     if (st == SB_OK && req->done) complete(c, req);
     return st;
+}
+
+/* Issues a reduce-scatter or all-gather through `op` (NULL: unsupported). */
+static sb_status issue_blocks(struct sb_comm *c, enum sb_comm_kind kind,
+                              sb_status (*op)(struct sb_comm *, const float *, float *,
+                                              const size_t *, struct sb_comm_request *),
+                              const float *send, float *recv, const size_t *counts,
+                              struct sb_comm_request *req)
+{
+    if (!op)
+        return sb_error(SB_ERR_USAGE, "the %s communicator has no non-blocking %s",
+                        c->ops->name, sb_comm_kind_name(kind));
+    size_t n = 0;
+    for (int r = 0; r < c->size; r++) n += counts[r];
+    request_begin(c, kind, n * sizeof(float), req);
+    sb_status st = op(c, send, recv, counts, req);
+    if (st == SB_OK && req->done) complete(c, req);
+    return st;
+}
+
+sb_status sb_comm_ireduce_scatter(struct sb_comm *c, const float *send, float *recv,
+                                  const size_t *counts, struct sb_comm_request *req)
+{
+    return issue_blocks(c, SB_COMM_REDUCE_SCATTER, c->ops->ireduce_scatter, send, recv, counts,
+                        req);
+}
+
+sb_status sb_comm_iallgather(struct sb_comm *c, const float *send, float *recv,
+                             const size_t *counts, struct sb_comm_request *req)
+{
+    return issue_blocks(c, SB_COMM_ALLGATHER, c->ops->iallgather, send, recv, counts, req);
 }
 
 sb_status sb_comm_test(struct sb_comm *c, struct sb_comm_request *req, int *done)
@@ -105,7 +143,10 @@ sb_status sb_comm_test(struct sb_comm *c, struct sb_comm_request *req, int *done
 sb_status sb_comm_wait(struct sb_comm *c, struct sb_comm_request *req)
 {
     if (req->done) return SB_OK;
-    sb_nvtx_push_bytes("allreduce.wait", SB_NVTX_COMM, req->bytes);
+    static const char *const names[SB_COMM_NKINDS] = {
+        [SB_COMM_ALLREDUCE] = "allreduce.wait", [SB_COMM_REDUCE_SCATTER] = "reduce_scatter.wait",
+        [SB_COMM_ALLGATHER] = "allgather.wait"};
+    sb_nvtx_push_bytes(names[req->kind] ? names[req->kind] : "wait", SB_NVTX_COMM, req->bytes);
     sb_status st = c->ops->wait(c, req);
     sb_nvtx_pop();
     if (st == SB_OK) complete(c, req);
@@ -129,8 +170,8 @@ void sb_comm_destroy(struct sb_comm *c)
 
 const char *sb_comm_kind_name(enum sb_comm_kind kind)
 {
-    static const char *const names[SB_COMM_NKINDS] = {"allreduce", "broadcast",
-                                                      "push", "pull"};
+    static const char *const names[SB_COMM_NKINDS] = {"allreduce", "broadcast", "push",
+                                                      "pull", "reduce_scatter", "allgather"};
     return (unsigned)kind < SB_COMM_NKINDS ? names[kind] : "unknown";
 }
 
@@ -140,5 +181,7 @@ double sb_comm_busbw_factor(enum sb_comm_kind kind, int n)
      * buffer through each rank's link; broadcast and point-to-point move it
      * once. */
     if (kind == SB_COMM_ALLREDUCE) return n > 1 ? 2.0 * (n - 1) / n : 0.0;
+    if (kind == SB_COMM_REDUCE_SCATTER || kind == SB_COMM_ALLGATHER)
+        return n > 1 ? (double)(n - 1) / n : 0.0;
     return 1.0;
 }

@@ -19,6 +19,8 @@ enum sb_comm_kind {
     SB_COMM_BROADCAST,     /* broadcast of parameters from rank 0 */
     SB_COMM_PUSH,          /* worker -> server (gradients), point-to-point */
     SB_COMM_PULL,          /* server -> worker (parameters), point-to-point */
+    SB_COMM_REDUCE_SCATTER, /* reduce-scatter (one stage of a two-level all-reduce) */
+    SB_COMM_ALLGATHER,     /* all-gather (one stage of a two-level all-reduce) */
     SB_COMM_NKINDS
 };
 
@@ -43,6 +45,7 @@ struct sb_comm_request {
     double start_s;  /* sb_now_s() when the call was issued */
     double done_s;   /* sb_now_s() when completion was first observed */
     int done;        /* 1 once completed (buffer holds the sum) */
+    enum sb_comm_kind kind; /* the counter its seconds go to (set by the wrapper) */
 };
 
 struct sb_comm_ops {
@@ -60,12 +63,14 @@ struct sb_comm_ops {
      * = that rank. NULL where unsupported (e.g. "local"). */
     sb_status (*recv_any)(struct sb_comm *c, float *buf, size_t n, int *peer);
     void (*destroy)(struct sb_comm *c);
-    /* Non-blocking all-reduce (sum, in place) of buf (n floats): starts it
+    /* Optional (NULL: sb_comm_iallreduce runs the blocking allreduce and the
+     * request is complete at issue; then test and wait are never called).
+     * Non-blocking all-reduce (sum, in place) of buf (n floats): starts it
      * and returns at once, with the communicator's handle in req->impl
      * (req->done = 0), or completes it before returning and sets
-     * req->done = 1 (a communicator without asynchronous progress, e.g.
-     * "local"). Every rank must start its non-blocking all-reduces in the
-     * same order. buf must not be read or written until completion. */
+     * req->done = 1. Every rank must start its non-blocking collectives on
+     * one communicator in the same order. buf must not be read or written
+     * until completion. */
     sb_status (*iallreduce)(struct sb_comm *c, float *buf, size_t n,
                             struct sb_comm_request *req);
     /* Polls req without blocking; *done = 1 once complete (then releases
@@ -76,6 +81,21 @@ struct sb_comm_ops {
     /* Blocks until req is complete, then releases req->impl (sets it NULL).
      * Not called on a completed request. */
     sb_status (*wait)(struct sb_comm *c, struct sb_comm_request *req);
+    /* Optional (NULL where unsupported; the wrappers then fail): the pieces
+     * of a two-level all-reduce (test and wait complete their requests).
+     * ireduce_scatter: every rank passes send (sum of counts[0..size)
+     * floats); rank r receives block r of the elementwise sum, counts[r]
+     * floats, into recv. iallgather: rank r contributes send (counts[r]
+     * floats); recv (sum of counts) receives every rank's block in rank
+     * order. counts must stay valid only during the call. */
+    sb_status (*ireduce_scatter)(struct sb_comm *c, const float *send, float *recv,
+                                 const size_t *counts, struct sb_comm_request *req);
+    sb_status (*iallgather)(struct sb_comm *c, const float *send, float *recv,
+                            const size_t *counts, struct sb_comm_request *req);
+    /* Collective: the members with the same color form a new communicator
+     * *out, ranked by key (ties by rank); color < 0: the members that share
+     * memory with this one (one host). */
+    sb_status (*split)(struct sb_comm *c, int color, int key, struct sb_comm **out);
 };
 
 struct sb_comm {
@@ -112,6 +132,33 @@ sb_status sb_comm_test(struct sb_comm *c, struct sb_comm_request *req, int *done
 /* Blocks until req is complete, recording req->done_s. Safe on a completed
  * request. */
 sb_status sb_comm_wait(struct sb_comm *c, struct sb_comm_request *req);
+/* Counted non-blocking reduce-scatter and all-gather (see the ops):
+ * one call and 4 * (sum of counts) bytes when issued (the whole buffer, as
+ * nccl-tests counts them), the seconds when completion is observed by
+ * sb_comm_test or sb_comm_wait. Errors: SB_ERR_COMM; SB_ERR_USAGE when the
+ * communicator lacks the op. */
+sb_status sb_comm_ireduce_scatter(struct sb_comm *c, const float *send, float *recv,
+                                  const size_t *counts, struct sb_comm_request *req);
+sb_status sb_comm_iallgather(struct sb_comm *c, const float *send, float *recv,
+                             const size_t *counts, struct sb_comm_request *req);
+
+/* Collective over c: the members with the same color (>= 0) form a new
+ * communicator *out, ranked by key; color < 0: the members that share
+ * memory with this one. Errors: SB_ERR_USAGE when c cannot be split,
+ * SB_ERR_COMM, SB_ERR_NOMEM. (src/comm/groups.c) */
+sb_status sb_comm_split(struct sb_comm *c, int color, int key, struct sb_comm **out);
+
+/* The two levels of a job on several hosts, for hierarchical collectives
+ * (src/comm/groups.c): *local = the ranks of this rank's host, *cross =
+ * the ranks with this rank's local rank on every host (one per host).
+ * Hosts are the ranks that share memory (MPI_COMM_TYPE_SHARED), or, with
+ * ranks_per_host > 0, consecutive groups of that many ranks (to model
+ * hosts inside one machine). Every host must hold the same number of
+ * ranks. Collective over c. Errors: SB_ERR_USAGE (uneven hosts, or a
+ * communicator without split), SB_ERR_COMM, SB_ERR_NOMEM. */
+sb_status sb_comm_split_hosts(struct sb_comm *c, int ranks_per_host, struct sb_comm **local,
+                              struct sb_comm **cross);
+
 /* Uncounted: metrics reductions are not training traffic. */
 sb_status sb_comm_allreduce_f64(struct sb_comm *c, double *buf, size_t n);
 
@@ -125,8 +172,9 @@ void sb_comm_destroy(struct sb_comm *c);
 const char *sb_comm_kind_name(enum sb_comm_kind kind);
 
 /* Bus-bandwidth factor of a kind over n ranks, as nccl-tests'
- * PERFORMANCE.md defines it: all-reduce 2(n-1)/n; broadcast 1; point-to-point
- * push and pull 1 (each byte crosses one link once). */
+ * PERFORMANCE.md defines it: all-reduce 2(n-1)/n; reduce-scatter and
+ * all-gather (n-1)/n; broadcast 1; point-to-point push and pull 1 (each
+ * byte crosses one link once). */
 double sb_comm_busbw_factor(enum sb_comm_kind kind, int n);
 
 /* MPI communicator over a duplicate of `mpi_comm` (an MPI_Comm passed as a

@@ -82,30 +82,6 @@ static sb_status local_recv(struct sb_comm *c, float *buf, size_t n, int peer)
     return sb_error(SB_ERR_INTERNAL, "local communicator: recv from %d not supported", peer);
 }
 
-/* Threads share memory and have no progress engine: the non-blocking
- * all-reduce is the blocking one, complete when it returns. */
-static sb_status local_iallreduce(struct sb_comm *c, float *buf, size_t n,
-                                  struct sb_comm_request *req)
-{
-    SB_TRY(local_allreduce(c, buf, n));
-    req->impl = NULL;
-    req->done = 1;
-    return SB_OK;
-}
-
-static sb_status local_test(struct sb_comm *c, struct sb_comm_request *req, int *done)
-{
-    (void)c;
-    *done = req->done;
-    return SB_OK;
-}
-
-static sb_status local_wait(struct sb_comm *c, struct sb_comm_request *req)
-{
-    (void)c, (void)req;
-    return SB_OK;
-}
-
 static void local_destroy(struct sb_comm *c) { free(c); }
 
 static const struct sb_comm_ops local_ops = {
@@ -116,9 +92,8 @@ static const struct sb_comm_ops local_ops = {
     .send = local_send,
     .recv = local_recv,
     .destroy = local_destroy,
-    .iallreduce = local_iallreduce,
-    .test = local_test,
-    .wait = local_wait,
+    /* No iallreduce: threads have no progress engine, so sb_comm_iallreduce
+     * runs the blocking all-reduce and the request is complete at issue. */
 };
 
 sb_status sb_local_group_create(int n, struct sb_local_group **out)

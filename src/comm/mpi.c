@@ -1,5 +1,6 @@
 /* The "mpi" communicator: ranks of a duplicated MPI communicator, host
  * buffers. Only the thread that called MPI_Init_thread uses it. */
+#include <limits.h>
 #include <mpi.h>
 #include <stdlib.h>
 
@@ -138,6 +139,86 @@ static sb_status mpi_wait(struct sb_comm *c, struct sb_comm_request *req)
     return st;
 }
 
+/* A request of one MPI call with its int counts and displacements, which
+ * MPI reads until completion: laid out as struct mpi_pending (n = 1), so
+ * mpi_test and mpi_wait complete and free it like an all-reduce's. */
+static struct mpi_pending *pending_with_counts(int size, int **counts, int **displs)
+{
+    size_t head = sizeof(struct mpi_pending) + sizeof(MPI_Request);
+    head = (head + sizeof(int) - 1) / sizeof(int) * sizeof(int);
+    struct mpi_pending *p = malloc(head + 2 * (size_t)size * sizeof(int));
+    if (!p) return NULL;
+    p->n = 1;
+    *counts = (int *)(void *)((char *)p + head);
+    *displs = *counts + size;
+    return p;
+}
+
+/* counts (size_t) -> int counts and displacements; SB_ERR_COMM past 2^31. */
+static sb_status int_counts(const size_t *counts, int size, int *c, int *d)
+{
+    size_t off = 0;
+    for (int r = 0; r < size; r++) {
+        if (counts[r] > (size_t)INT_MAX || off > (size_t)INT_MAX)
+            return sb_error(SB_ERR_COMM, "MPI: a block of more than 2^31 floats");
+        c[r] = (int)counts[r];
+        d[r] = (int)off;
+        off += counts[r];
+    }
+    return SB_OK;
+}
+
+static sb_status mpi_ireduce_scatter(struct sb_comm *c, const float *send, float *recv,
+                                     const size_t *counts, struct sb_comm_request *req)
+{
+    int *cnt, *disp;
+    struct mpi_pending *p = pending_with_counts(c->size, &cnt, &disp);
+    if (!p) return sb_error(SB_ERR_NOMEM, "MPI_Ireduce_scatter: out of memory");
+    sb_status st = int_counts(counts, c->size, cnt, disp);
+    if (!st)
+        st = mpi_check(MPI_Ireduce_scatter(send, recv, cnt, MPI_FLOAT, MPI_SUM, handle(c),
+                                           &p->req[0]),
+                       "MPI_Ireduce_scatter");
+    if (st) {
+        free(p);
+        return st;
+    }
+    req->impl = p;
+    return SB_OK;
+}
+
+static sb_status mpi_iallgather(struct sb_comm *c, const float *send, float *recv,
+                                const size_t *counts, struct sb_comm_request *req)
+{
+    int *cnt, *disp;
+    struct mpi_pending *p = pending_with_counts(c->size, &cnt, &disp);
+    if (!p) return sb_error(SB_ERR_NOMEM, "MPI_Iallgatherv: out of memory");
+    sb_status st = int_counts(counts, c->size, cnt, disp);
+    if (!st)
+        st = mpi_check(MPI_Iallgatherv(send, cnt[c->rank], MPI_FLOAT, recv, cnt, disp,
+                                       MPI_FLOAT, handle(c), &p->req[0]),
+                       "MPI_Iallgatherv");
+    if (st) {
+        free(p);
+        return st;
+    }
+    req->impl = p;
+    return SB_OK;
+}
+
+static sb_status wrap(MPI_Comm h, struct sb_comm **out);
+
+/* color < 0: the ranks that share memory with this one (one host). */
+static sb_status mpi_split(struct sb_comm *c, int color, int key, struct sb_comm **out)
+{
+    MPI_Comm h;
+    SB_TRY(color < 0 ? mpi_check(MPI_Comm_split_type(handle(c), MPI_COMM_TYPE_SHARED, key,
+                                                     MPI_INFO_NULL, &h),
+                                 "MPI_Comm_split_type")
+                     : mpi_check(MPI_Comm_split(handle(c), color, key, &h), "MPI_Comm_split"));
+    return wrap(h, out);
+}
+
 static void mpi_destroy(struct sb_comm *c)
 {
     MPI_Comm *h = c->impl;
@@ -162,28 +243,37 @@ static const struct sb_comm_ops mpi_ops = {
     .iallreduce = mpi_iallreduce,
     .test = mpi_test,
     .wait = mpi_wait,
+    .ireduce_scatter = mpi_ireduce_scatter,
+    .iallgather = mpi_iallgather,
+    .split = mpi_split,
 };
+
+/* A communicator owning MPI communicator h (freed with it, or at once on
+ * failure). */
+static sb_status wrap(MPI_Comm h, struct sb_comm **out)
+{
+    *out = NULL;
+    struct sb_comm *c = calloc(1, sizeof *c);
+    MPI_Comm *p = malloc(sizeof *p);
+    if (!c || !p) {
+        free(c);
+        free(p);
+        MPI_Comm_free(&h);
+        return sb_error(SB_ERR_NOMEM, "mpi communicator: out of memory");
+    }
+    *p = h;
+    c->ops = &mpi_ops;
+    c->impl = p;
+    MPI_Comm_rank(h, &c->rank);
+    MPI_Comm_size(h, &c->size);
+    *out = c;
+    return SB_OK;
+}
 
 sb_status sb_comm_mpi_create(const void *mpi_comm, struct sb_comm **out)
 {
     *out = NULL;
-    struct sb_comm *c = calloc(1, sizeof *c);
-    MPI_Comm *h = malloc(sizeof *h);
-    if (!c || !h) {
-        free(c);
-        free(h);
-        return sb_error(SB_ERR_NOMEM, "mpi communicator: out of memory");
-    }
-    sb_status st = mpi_check(MPI_Comm_dup(*(const MPI_Comm *)mpi_comm, h), "MPI_Comm_dup");
-    if (st) {
-        free(c);
-        free(h);
-        return st;
-    }
-    c->ops = &mpi_ops;
-    c->impl = h;
-    MPI_Comm_rank(*h, &c->rank);
-    MPI_Comm_size(*h, &c->size);
-    *out = c;
-    return SB_OK;
+    MPI_Comm h;
+    SB_TRY(mpi_check(MPI_Comm_dup(*(const MPI_Comm *)mpi_comm, &h), "MPI_Comm_dup"));
+    return wrap(h, out);
 }

@@ -11,9 +11,9 @@
  * DESIGN.md: "mpi (host buffers; staged through host memory for GPU buffers
  * when NCCL is not used)".
  *
- * The non-blocking all-reduce is blocking here (req->done = 1 on return):
- * staging needs the host between the copies, so there is nothing to
- * overlap without a progress thread. Compiled only with CUDA. */
+ * There is no non-blocking all-reduce (sb_comm_iallreduce falls back on the
+ * blocking one): staging needs the host between the copies, so there is
+ * nothing to overlap without a progress thread. Compiled only with CUDA. */
 #ifdef SB_HAVE_CUDA
 
 #include <cuda_runtime_api.h>
@@ -127,33 +127,6 @@ static sb_status staged_recv_any(struct sb_comm *c, float *buf, size_t n, int *p
     return to_device(m, buf, n);
 }
 
-/* Blocking (see the top of the file): complete on return. */
-static sb_status staged_iallreduce(struct sb_comm *c, float *buf, size_t n,
-                                   struct sb_comm_request *req)
-{
-    SB_TRY(staged_allreduce(c, buf, n));
-    req->impl = NULL;
-    req->done = 1;
-    return SB_OK;
-}
-
-/* Never reached for this communicator's requests (complete at issue); kept
- * so that the ops table is whole. */
-static sb_status staged_test(struct sb_comm *c, struct sb_comm_request *req, int *done)
-{
-    (void)c;
-    req->impl = NULL;
-    *done = 1;
-    return SB_OK;
-}
-
-static sb_status staged_wait(struct sb_comm *c, struct sb_comm_request *req)
-{
-    (void)c;
-    req->impl = NULL;
-    return SB_OK;
-}
-
 static void staged_destroy(struct sb_comm *c)
 {
     struct staged_impl *m = c ? c->impl : NULL;
@@ -174,9 +147,8 @@ static const struct sb_comm_ops staged_ops = {
     .recv = staged_recv,
     .recv_any = staged_recv_any,
     .destroy = staged_destroy,
-    .iallreduce = staged_iallreduce,
-    .test = staged_test,
-    .wait = staged_wait,
+    /* No iallreduce: blocking (see the top of the file); sb_comm_iallreduce
+     * runs allreduce and the request is complete at issue. */
 };
 
 sb_status sb_comm_staged_create(struct sb_comm *inner, struct sb_comm **out)

@@ -12,11 +12,13 @@
 
 #define SB_MAX_HIDDEN 8
 #define SB_NAME_MAX 32
+/* Room for one strategy's own options (strategies/strategy.h). */
+#define SB_STRATEGY_OPTS_BYTES 128
 
 enum sb_lr_scaling { SB_LR_SCALING_NONE = 0, SB_LR_SCALING_LINEAR };
 
 struct sb_config {
-    char strategy[SB_NAME_MAX];  /* single | mirrored | ddp | central */
+    char strategy[SB_NAME_MAX];  /* a name in strategies/registry.c */
     char workload[SB_NAME_MAX];  /* mlp (| cnn) */
     char device[SB_NAME_MAX];    /* cpu (| cuda) */
     char comm[SB_NAME_MAX];      /* ddp/central/mirrored on cuda: nccl | mpi (host-staged);
@@ -24,7 +26,6 @@ struct sb_config {
     int hidden[SB_MAX_HIDDEN];   /* hidden layer widths of the mlp */
     int n_hidden;
     int replicas;                /* data-parallel replicas (workers) */
-    int servers;                 /* central: 0 = rank 0 also trains, K = dedicated */
     int epochs;
     int batch;                   /* per-replica batch; global = replicas * batch */
     double lr;                   /* base learning rate (before --lr-scaling) */
@@ -39,10 +40,11 @@ struct sb_config {
     int warmup_steps;            /* steps excluded from step statistics */
     int threads;                 /* BLAS threads per process; 0 = auto */
     int eval_batch;              /* test images per forward pass in evaluation */
-    double bucket_mb;            /* ddp: gradient bucket size in MiB (PyTorch's 25) */
-    int overlap;                 /* ddp: start a bucket's all-reduce during backward */
-    int async_updates;           /* central: no step barrier (stale gradients) */
     char trace_path[PATH_MAX];   /* "" = no Chrome trace */
+    /* The strategy's own flags (e.g. central's --servers), laid out as the
+     * strategy's options struct; read through its option table
+     * (strategies/strategy.h), never by the layers below strategies/. */
+    _Alignas(double) unsigned char strategy_opts[SB_STRATEGY_OPTS_BYTES];
 };
 
 /* Learning rate actually used by the optimizer: lr, times replicas under

@@ -18,6 +18,9 @@
 #define SB_MNIST_MEAN 0.1307f     /* training-set pixel mean of x/255 */
 #define SB_MNIST_STD 0.3081f      /* training-set pixel std of x/255 */
 #define SB_MNIST_CLASSES 10
+#define SB_MNIST_SIDE 28              /* image side in pixels */
+#define SB_MNIST_PIXELS (SB_MNIST_SIDE * SB_MNIST_SIDE) /* 784 features per image */
+#define SB_MNIST_TRAIN_IMAGES 60000   /* full training set: the largest global batch */
 
 /* One split (train or test): n images of rows x cols pixels and n labels. */
 struct sb_split {

@@ -80,7 +80,6 @@ static sb_status train_epochs(struct loop *L)
 {
     const struct sb_config *cfg = L->cfg;
     struct sb_run_record *rec = L->rec;
-    struct sb_comm *comm = L->s->ops->comm(L->s);
     int global = sb_config_global_batch(cfg);
     int steps_per_epoch = sb_steps_per_epoch(L->data->train.n, global);
     long step = 0;
@@ -95,10 +94,11 @@ static sb_status train_epochs(struct loop *L)
         double t0 = sb_now_s();
         for (int i = 0; i < steps_per_epoch; i++, step++) {
             if (cfg->max_steps && step >= cfg->max_steps) break;
-            if (step == cfg->warmup_steps && comm) {
+            if (step == cfg->warmup_steps) {
                 /* Kept apart so the report shows the initial broadcast. */
-                memcpy(rec->comm_before, comm->counters, sizeof rec->comm_before);
-                sb_comm_reset_counters(comm);
+                int ranks;
+                sb_strategy_comm_counters(L->s, rec->comm_before, &ranks);
+                sb_strategy_reset_comm_counters(L->s);
             }
             struct sb_step_result r;
             memset(&r, 0, sizeof r);
@@ -116,7 +116,7 @@ static sb_status train_epochs(struct loop *L)
             loss[1] += (double)r.samples;
         }
         double seconds = sb_now_s() - t0;
-        SB_TRY(L->s->ops->reduce_sum(L->s, loss, 2));
+        SB_TRY(sb_strategy_reduce_sum(L->s, loss, 2));
 
         double e0 = sb_now_s();
         sb_nvtx_push("evaluate", SB_NVTX_EVAL, (uint64_t)epoch);
@@ -175,34 +175,35 @@ static sb_status cross_rank_stats(struct loop *L)
     return st;
 }
 
-/* Rank 0's outputs after training: parameters and report. */
+/* --save-params: every rank reads the parameters (collective), rank 0
+ * writes them. */
+static sb_status save_params(struct loop *L)
+{
+    const struct sb_config *cfg = L->cfg;
+    if (!cfg->save_params_path[0]) return SB_OK;
+    size_t n = L->rec->n_params;
+    float *host = malloc(n * sizeof *host);
+    if (!host) return sb_error(SB_ERR_NOMEM, "harness: out of memory");
+    sb_status st = sb_strategy_read_params(L->s, host);
+    /* Raw little-endian float32 (x86 and Arm hosts are little-endian). */
+    if (!st && L->job->rank == 0)
+        st = sb_write_bytes_atomic("parameters", cfg->save_params_path, host, n * sizeof *host);
+    free(host);
+    return st;
+}
+
+/* Rank 0's report after training. */
 static sb_status write_outputs(struct loop *L)
 {
     const struct sb_config *cfg = L->cfg;
     struct sb_run_record *rec = L->rec;
-    if (cfg->save_params_path[0]) {
-        float *host = malloc(rec->n_params * sizeof *host);
-        if (!host) return sb_error(SB_ERR_NOMEM, "harness: out of memory");
-        sb_status st = L->s->ops->read_params(L->s, host);
-        /* Raw little-endian float32 (x86 and Arm hosts are little-endian). */
-        if (!st)
-            st = sb_write_bytes_atomic("parameters", cfg->save_params_path, host,
-                                       rec->n_params * sizeof *host);
-        free(host);
-        SB_TRY(st);
-    }
     if (!cfg->report_path[0]) return SB_OK;
     rec->step_ms = L->t.step_ms;
     for (int p = 0; p < SB_PHASE_COUNT; p++) rec->phase_ms[p] = L->t.phase_ms[p];
     rec->n_measured = L->t.n;
-    struct sb_comm *comm = L->s->ops->comm(L->s);
-    if (comm) {
-        memcpy(rec->comm, comm->counters, sizeof rec->comm);
-        rec->comm_ranks = comm->size;
-    } else {
-        rec->comm_ranks = 1;
-    }
-    if (L->s->ops->describe) L->s->ops->describe(L->s, &rec->details);
+    sb_strategy_comm_counters(L->s, rec->comm, &rec->comm_ranks);
+    if (L->s->ops->describe) L->s->ops->describe(L->s, (long)L->t.n, &rec->details);
+    sb_strategy_report_values(L->s->ops, cfg, &rec->details);
     rec->peak_rss_bytes = sb_peak_rss_bytes();
     return sb_report_write(cfg->report_path, rec);
 }
@@ -248,7 +249,7 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
     if (!st && tracing) st = sb_trace_start(mpi_world, job->rank, job->size, 0);
     if (!st) st = ops->init(&s);
     if (!st) {
-        rec.n_params = ops->n_params(&s);
+        rec.n_params = sb_strategy_n_params(&s);
         /* What the strategy settled on (mirrored uses one per replica thread). */
         rec.blas_threads = sb_backend_cpu_threads();
         if (job->rank == 0) {
@@ -262,6 +263,7 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
         st = train_epochs(&L);
     }
     if (!st) st = cross_rank_stats(&L);
+    if (!st) st = save_params(&L);
     if (!st && job->rank == 0) {
         st = write_outputs(&L);
         if (!st) {

@@ -17,6 +17,33 @@ int sb_job_under_launcher(void)
            getenv("PMI_RANK");
 }
 
+/* The first of `names` set in the environment as an integer in lo..INT_MAX,
+ * or `fallback`. */
+static int env_int(const char *const *names, int lo, int fallback)
+{
+    for (; *names; names++) {
+        const char *s = getenv(*names);
+        if (!s) continue;
+        char *end = NULL;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        return errno || end == s || *end != '\0' || v < lo || v > INT_MAX ? fallback : (int)v;
+    }
+    return fallback;
+}
+
+int sb_job_launcher_world_size(void)
+{
+    static const char *const names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", NULL};
+    return env_int(names, 1, 1);
+}
+
+int sb_job_launcher_rank(void)
+{
+    static const char *const names[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", NULL};
+    return env_int(names, 0, 0);
+}
+
 static sb_status single_host(struct sb_job *job)
 {
     char name[256] = "unknown";

@@ -24,6 +24,14 @@ struct sb_job {
  * launcher (Open MPI's OMPI_COMM_WORLD_SIZE, PMIx's PMIX_RANK, PMI_SIZE). */
 int sb_job_under_launcher(void);
 
+/* The launcher's world size (OMPI_COMM_WORLD_SIZE, PMI_SIZE), or 1 when
+ * none is set or it is not a positive integer. */
+int sb_job_launcher_world_size(void);
+
+/* This process's rank as the launcher states it (OMPI_COMM_WORLD_RANK,
+ * PMIX_RANK, PMI_RANK), or 0 when none is set or readable. */
+int sb_job_launcher_rank(void);
+
 /* Starts the job: with use_mpi, MPI_Init_thread (FUNNELED: only the main
  * thread calls MPI), ranks, node-local ranks from
  * MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), and the host names gathered

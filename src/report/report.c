@@ -23,8 +23,18 @@
  * cJSON cannot allocate, so build_report checks once at the end instead of
  * after each of ~150 calls. */
 
-/* The "config" object: every field of struct sb_config, plus the two values
- * the harness derives from it (global_batch, effective_lr). */
+/* The strategies' own values (details.h) as members of obj. */
+static void add_values(cJSON *obj, const struct sb_report_value *v, int n, int *fail)
+{
+    for (int i = 0; i < n; i++) {
+        if (!v[i].is_bool) sb_json_add_num(obj, v[i].key, v[i].value, fail);
+        else if (!cJSON_AddBoolToObject(obj, v[i].key, v[i].value != 0.0)) *fail = 1;
+    }
+}
+
+/* The "config" object: every field of struct sb_config, the two values
+ * the harness derives from it (global_batch, effective_lr), and every
+ * strategy's own flags (rec->details.config, filled by the harness). */
 static void add_config(cJSON *root, const struct sb_run_record *rec, int *fail)
 {
     const struct sb_config *c = rec->cfg;
@@ -43,7 +53,6 @@ static void add_config(cJSON *root, const struct sb_run_record *rec, int *fail)
         *fail = 1;
     }
     sb_json_add_num(o, "replicas", c->replicas, fail);
-    sb_json_add_num(o, "servers", c->servers, fail);
     sb_json_add_num(o, "epochs", c->epochs, fail);
     sb_json_add_num(o, "batch", c->batch, fail);
     sb_json_add_num(o, "global_batch", rec->global_batch, fail);
@@ -66,9 +75,7 @@ static void add_config(cJSON *root, const struct sb_run_record *rec, int *fail)
     sb_json_add_num(o, "threads", c->threads, fail);
     sb_json_add_num(o, "blas_threads", rec->blas_threads, fail);
     sb_json_add_num(o, "eval_batch", c->eval_batch, fail);
-    sb_json_add_num(o, "bucket_mb", c->bucket_mb, fail);
-    if (!cJSON_AddBoolToObject(o, "overlap", c->overlap)) *fail = 1;
-    if (!cJSON_AddBoolToObject(o, "async", c->async_updates)) *fail = 1;
+    add_values(o, rec->details.config, rec->details.n_config, fail);
     sb_json_add_str_or_null(o, "trace", c->trace_path, fail);
 }
 
@@ -181,14 +188,8 @@ static void add_comm(cJSON *root, const struct sb_run_record *rec, int *fail)
     }
     if (!add_counter(o, "total", &total, fail)) return;
 
-    /* central: rank 0 is a server (the only one with --servers 0, shard 0
-     * with --servers K); it receives pushes and sends pulls, so its link
-     * carries push.bytes in and pull.bytes out (reports/README.md). */
-    double link = NAN;
-    if (strcmp(rec->cfg->strategy, "central") == 0 && rec->n_measured > 0)
-        link = (rec->comm[SB_COMM_PUSH].bytes + rec->comm[SB_COMM_PULL].bytes) /
-               (double)rec->n_measured;
-    sb_json_add_num(o, "server_link_bytes_per_step", link, fail);
+    /* What strategies add (e.g. central's server_link_bytes_per_step). */
+    add_values(o, rec->details.comm, rec->details.n_comm, fail);
 
     /* Before the warm-up reset: the initial broadcast, warm-up traffic. */
     cJSON *b = sb_json_add_obj(o, "before_measurement", fail);

@@ -16,7 +16,7 @@
 #include "core/phase.h"
 #include "core/status.h"
 
-#define SB_REPORT_SCHEMA_VERSION "1.2"
+#define SB_REPORT_SCHEMA_VERSION "1.3"
 
 struct sb_epoch_record {
     int epoch;             /* from 1 */

@@ -21,6 +21,7 @@
 
 #include "report/environment.h"
 #include "report/report.h"
+#include "strategies/strategy.h"
 
 #define N_MEASURED 5
 #define COMM_RANKS 4
@@ -54,7 +55,6 @@ static int setup(void **state)
     c->hidden[1] = 128;
     c->n_hidden = 2;
     c->replicas = 4;
-    c->servers = 0;
     c->epochs = 2;
     c->batch = 32;
     c->lr = 0.05;
@@ -68,8 +68,6 @@ static int setup(void **state)
     c->warmup_steps = 10;
     c->threads = 1;
     c->eval_batch = 1000;
-    c->bucket_mb = 25.0;
-    c->overlap = 1;
 
     f->epochs[0] = (struct sb_epoch_record){1, 0.35, 0.95, 2.0, 0.1, 30000};
     f->epochs[1] = (struct sb_epoch_record){2, NAN, 0.975, 2.5, 0.1, 24000};
@@ -114,6 +112,9 @@ static int setup(void **state)
     for (int p = 0; p < SB_PHASE_COUNT; p++)
         r->phases_by_rank[p] = (struct sb_rank_spread){COMM_RANKS, p, p + 0.5, p + 2.0, 2.0, p % 4};
     r->peak_rss_bytes = sb_peak_rss_bytes();
+    /* The strategies' flags and comm keys, as the harness adds them. */
+    sb_strategy_options_defaults(sb_strategy_find("ddp"), c);
+    sb_strategy_report_values(sb_strategy_find("ddp"), c, &r->details);
     *state = f;
     return 0;
 }
@@ -227,6 +228,9 @@ static void test_keys_and_values(void **state)
     assert_true(num(cfg, "global_batch") == 128);
     assert_true(num(cfg, "effective_lr") == 0.2);
     assert_string_equal(get(cfg, "report")->valuestring, "out.json");
+    /* Every strategy's flags, at their defaults (ddp's own are its values). */
+    assert_true(num(cfg, "bucket_mb") == 25.0 && num(cfg, "servers") == 0);
+    assert_true(cJSON_IsTrue(get(cfg, "overlap")) && cJSON_IsFalse(get(cfg, "async")));
 
     const cJSON *env = get(root, "environment");
     assert_string_equal(get(env, "start_utc")->valuestring, f->rec.start_utc);
@@ -312,17 +316,21 @@ static void test_time_to_accuracy_null(void **state)
     cJSON_Delete(root);
 }
 
-/* central: rank 0 is a server; its link's bytes per measured step are
- * (push + pull bytes) / steps_measured (reports/README.md). */
+/* A value a strategy's describe puts into the comm object (central's
+ * server link bytes; the formula is checked end to end by
+ * tests/integration/test_profile.py) replaces the null. */
 static void test_server_link_bytes(void **state)
 {
     struct fixture *f = *state;
     snprintf(f->cfg.strategy, sizeof f->cfg.strategy, "central");
+    f->rec.details.n_comm = 0;
     memset(f->rec.comm, 0, sizeof f->rec.comm);
     /* N = 3 workers with --servers 0: N - 1 = 2 pushes and pulls a step. */
     double s_bytes = 814120.0;
     f->rec.comm[SB_COMM_PUSH] = (struct sb_comm_counter){2 * N_MEASURED, 2 * N_MEASURED * s_bytes, 0.1};
     f->rec.comm[SB_COMM_PULL] = (struct sb_comm_counter){2 * N_MEASURED, 2 * N_MEASURED * s_bytes, 0.1};
+    sb_details_set_value(&f->rec.details, 1, "server_link_bytes_per_step", 4 * s_bytes, 0);
+    sb_strategy_report_values(sb_strategy_find("central"), &f->cfg, &f->rec.details);
     char path[256];
     cJSON *root;
     write_and_parse(f, path, sizeof path, &root);
