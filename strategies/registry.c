@@ -5,7 +5,8 @@
 
 #include "strategies/strategy.h"
 
-/* One line per strategy, in the order --help lists them. */
+/* One line per strategy, in the order --help lists them; the first is the
+ * default of --strategy. */
 #define SB_STRATEGIES(X) \
     X(single)            \
     X(mirrored)          \

@@ -75,7 +75,7 @@ void sb_train_opts_defaults(struct sb_train_opts *opts)
 {
     memset(opts, 0, sizeof *opts);
     struct sb_config *c = &opts->cfg;
-    strcpy(c->strategy, "single");
+    strcpy(c->strategy, sb_strategy_at(0)->name); /* the registry's first: single */
     strcpy(c->workload, "mlp");
     /* cuda where the build has CUDA and a GPU is visible, else cpu. */
     strcpy(c->device, sb_cuda_device_count() > 0 ? "cuda" : "cpu");
