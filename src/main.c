@@ -91,6 +91,8 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
         return sb_status_exit_code(st);
     }
     if (ops->uses_mpi) st = sb_strategy_fit_world(ops, cfg, job.size, opts.replicas_given);
+    if (!st && ops->uses_mpi && strcmp(cfg->device, "cuda") == 0) /* NCCL: one GPU per rank */
+        st = sb_cuda_check_rank_placement(cfg->comm, job.local_size, sb_cuda_device_count());
     if (!st) st = sb_mnist_load(cfg->data_dir, &data);
     int first_failed;
     int code = sb_job_agree(&job, sb_status_exit_code(st), &first_failed);

@@ -44,15 +44,38 @@ def child_env():
     return env
 
 
+def cpu_by_default(args):
+    """`args` (strings) with `--device cpu` added to a `stratbench train` or `sweep` command
+    that names no --device: `--device` defaults to cuda where a GPU is visible, and the CPU
+    tests must stay CPU tests on a GPU machine. GPU tests pass `--device cuda` themselves.
+    train: inserted right after the word `train`; sweep: after `--` (the flags for every
+    run), or appended with `--` when the sweep trains (`--data`) and has no `--`."""
+    if any(a == "--device" or a.startswith("--device=") for a in args):
+        return args
+    for i in range(len(args) - 1):
+        if not os.path.basename(args[i]).startswith("stratbench"):
+            continue
+        if args[i + 1] == "train":
+            return args[:i + 2] + ["--device", "cpu"] + args[i + 2:]
+        if args[i + 1] == "sweep":
+            if "--" in args:
+                j = args.index("--") + 1
+                return args[:j] + ["--device", "cpu"] + args[j:]
+            if "--data" in args:
+                return args + ["--", "--device", "cpu"]
+    return args
+
+
 def run(args, timeout=DEFAULT_TIMEOUT_S, **kw):
     """Runs `args` (a list; items are converted with str) and returns the CompletedProcess.
 
+    A stratbench train or sweep command without --device runs on the CPU (cpu_by_default).
     stdout and stderr are captured as text; the environment defaults to child_env(),
     the folder to the repository root. Raises subprocess.TimeoutExpired after `timeout` s."""
     kw.setdefault("env", child_env())
     kw.setdefault("cwd", REPO_ROOT)
-    return subprocess.run([str(a) for a in args], capture_output=True, text=True,
-                          timeout=timeout, **kw)
+    return subprocess.run(cpu_by_default([str(a) for a in args]), capture_output=True,
+                          text=True, timeout=timeout, **kw)
 
 
 def mpirun_cmd(nranks, *args):
@@ -67,8 +90,8 @@ def describe(proc):
 
 
 def train(stratbench, mnist_dir, *flags, timeout=600):
-    """Runs `stratbench train --data mnist_dir flags...`; asserts exit status 0 and returns
-    the CompletedProcess."""
+    """Runs `stratbench train --data mnist_dir flags...` (on the CPU unless flags name a
+    --device, see cpu_by_default); asserts exit status 0 and returns the CompletedProcess."""
     proc = run([stratbench, "train", "--data", mnist_dir, *flags], timeout=timeout)
     assert proc.returncode == 0, describe(proc)
     return proc

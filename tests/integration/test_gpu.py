@@ -2,9 +2,10 @@
 
 Skips ("skipped: no CUDA device") unless `stratbench info` reports a CUDA
 device, so CI without a GPU passes it by skipping. On a GPU machine it checks,
-for each strategy (single; mirrored 2; ddp 2 with --comm nccl and --comm mpi;
-central --servers 0 and 1):
+for each strategy (single; mirrored 2; ddp 2 and central --servers 0/1 with
+--comm mpi, and with --comm nccl where the machine has one GPU per rank):
 - parameters after 20 steps match the CPU run to a max abs difference <= 1e-4;
+- more NCCL ranks than GPUs is refused (exit 2, naming --comm mpi);
 - (slow) final test accuracy after 3 epochs within +-0.3 points of the CPU run.
 NOT YET RUN ON A GPU (written on a machine without one; see docs/gpu.md).
 """
@@ -14,15 +15,24 @@ import re
 import numpy as np
 import pytest
 
-from conftest import run, train
+from conftest import describe, run, train
 
+# (id, flags, GPUs needed). With --comm nccl every rank needs its own GPU (NCCL
+# refuses a GPU twice), so those cases skip on fewer GPUs; the --comm mpi cases
+# (staged through host memory) let ranks share one GPU and run everywhere.
 CASES = [
-    ("single", ["--strategy", "single"]),
-    ("mirrored2", ["--strategy", "mirrored", "--replicas", "2"]),
-    ("ddp2-nccl", ["--strategy", "ddp", "--replicas", "2", "--comm", "nccl"]),
-    ("ddp2-mpi", ["--strategy", "ddp", "--replicas", "2", "--comm", "mpi"]),
-    ("central-s0", ["--strategy", "central", "--replicas", "2", "--servers", "0"]),
-    ("central-s1", ["--strategy", "central", "--replicas", "2", "--servers", "1"]),
+    ("single", ["--strategy", "single"], 1),
+    ("mirrored2", ["--strategy", "mirrored", "--replicas", "2"], 1),
+    ("ddp2-mpi", ["--strategy", "ddp", "--replicas", "2", "--comm", "mpi"], 1),
+    ("ddp2-nccl", ["--strategy", "ddp", "--replicas", "2", "--comm", "nccl"], 2),
+    ("central-s0-mpi", ["--strategy", "central", "--replicas", "2", "--servers", "0",
+                        "--comm", "mpi"], 1),
+    ("central-s1-mpi", ["--strategy", "central", "--replicas", "2", "--servers", "1",
+                        "--comm", "mpi"], 1),
+    ("central-s0-nccl", ["--strategy", "central", "--replicas", "2", "--servers", "0",
+                         "--comm", "nccl"], 2),
+    ("central-s1-nccl", ["--strategy", "central", "--replicas", "2", "--servers", "1",
+                         "--comm", "nccl"], 3),
 ]
 
 
@@ -34,9 +44,18 @@ def cuda_devices(stratbench):
 
 
 @pytest.fixture
-def gpu(stratbench):
-    if cuda_devices(stratbench) == 0:
+def gpus(stratbench):
+    """The number of CUDA devices; skips the test when there is none."""
+    n = cuda_devices(stratbench)
+    if n == 0:
         pytest.skip("skipped: no CUDA device")
+    return n
+
+
+def need(gpus, name, needed):
+    """Skips case `name` when it needs more GPUs than the machine has."""
+    if gpus < needed:
+        pytest.skip(f"skipped: {name} needs {needed} GPUs (one per NCCL rank), found {gpus}")
 
 
 def cpu_flags(flags):
@@ -65,8 +84,10 @@ def accuracy(stratbench, mnist_dir, flags):
     return float(m.group(1))
 
 
-@pytest.mark.parametrize("name,flags", CASES, ids=[c[0] for c in CASES])
-def test_params_after_20_steps_match_cpu(gpu, name, flags, stratbench, mnist_dir, tmp_path):
+@pytest.mark.parametrize("name,flags,needed", CASES, ids=[c[0] for c in CASES])
+def test_params_after_20_steps_match_cpu(gpus, name, flags, needed, stratbench, mnist_dir,
+                                         tmp_path):
+    need(gpus, name, needed)
     on_gpu = params(stratbench, mnist_dir, tmp_path / "gpu.f32", flags + ["--device", "cuda"])
     on_cpu = params(stratbench, mnist_dir, tmp_path / "cpu.f32", cpu_flags(flags))
     assert on_gpu.shape == on_cpu.shape
@@ -75,10 +96,12 @@ def test_params_after_20_steps_match_cpu(gpu, name, flags, stratbench, mnist_dir
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,flags", CASES, ids=[c[0] for c in CASES])
-def test_accuracy_matches_cpu(gpu, name, flags, stratbench, mnist_dir):
+@pytest.mark.parametrize("name,flags,needed", CASES, ids=[c[0] for c in CASES])
+def test_accuracy_matches_cpu(gpus, name, flags, needed, stratbench, mnist_dir):
+    need(gpus, name, needed)
     a_gpu = accuracy(stratbench, mnist_dir, flags + ["--device", "cuda"])
     a_cpu = accuracy(stratbench, mnist_dir, cpu_flags(flags))
+    assert a_gpu >= 97.0, f"{name}: cuda reached {a_gpu:.2f}% after 3 epochs"
     assert abs(a_gpu - a_cpu) <= 0.3, f"{name}: cuda {a_gpu:.2f}% vs cpu {a_cpu:.2f}%"
 
 
@@ -87,3 +110,14 @@ def test_comm_nccl_on_cpu_is_a_usage_error(stratbench, mnist_dir):
                 "--max-steps", "1"])
     assert proc.returncode == 2, proc.stderr
     assert "--comm nccl" in proc.stderr
+
+
+def test_more_nccl_ranks_than_gpus_is_a_usage_error(gpus, stratbench, mnist_dir):
+    """Two NCCL ranks per GPU would fail in ncclCommInitRank ("Duplicate GPU detected"):
+    refused up front, exit 2, one line naming --comm mpi."""
+    ranks = gpus + 1
+    proc = run([stratbench, "train", "--data", mnist_dir, "--device", "cuda", "--strategy",
+                "ddp", "--replicas", ranks, "--comm", "nccl", "--max-steps", "1"], timeout=300)
+    assert proc.returncode == 2, describe(proc)
+    lines = [l for l in proc.stderr.splitlines() if "--comm mpi" in l]
+    assert len(lines) == 1, describe(proc)
