@@ -7,6 +7,7 @@
 #include "backend/cuda.h"
 #include "core/clock.h"
 #include "core/nvtx.h"
+#include "data/sampler.h"
 
 /* Phase timer marks of a device step (struct sb_replica.timer). */
 enum {
@@ -33,6 +34,7 @@ void sb_replica_destroy(struct sb_replica *r)
     be->free(r->dev_test_pixels);
     be->free(r->dev_test_labels);
     be->free(r->dev_idx);
+    be->free(r->loss_acc);
 #ifdef SB_HAVE_CUDA
     sb_cuda_timer_destroy(r->timer);
 #endif
@@ -99,6 +101,8 @@ sb_status sb_replica_create(const struct sb_strategy_env *env, int with_optimize
     if (with_optimizer &&
         (st = be->alloc((void **)&r->velocity, r->model->n_params * sizeof(float))))
         goto fail;
+    if ((st = be->alloc((void **)&r->loss_acc, sizeof *r->loss_acc))) goto fail; /* zeroed */
+    r->steps_per_epoch = sb_steps_per_epoch(env->data->train.n, sb_config_global_batch(cfg));
     r->eval_idx = malloc((size_t)cfg->eval_batch * sizeof *r->eval_idx);
     if (!r->eval_idx) {
         st = sb_error(SB_ERR_NOMEM, "replica: out of memory");
@@ -106,13 +110,35 @@ sb_status sb_replica_create(const struct sb_strategy_env *env, int with_optimize
     }
     if (strcmp(be->name, "cpu") != 0 && (st = upload_dataset(r))) goto fail;
 #ifdef SB_HAVE_CUDA
-    if (strcmp(be->name, "cuda") == 0 && (st = sb_cuda_timer_create(&r->timer))) goto fail;
+    if (strcmp(be->name, "cuda") == 0 &&
+        ((st = sb_cuda_reserve_rows((size_t)r->max_batch)) ||
+         (st = sb_cuda_timer_create(&r->timer))))
+        goto fail;
 #endif
     *out = r;
     return SB_OK;
 fail:
     sb_replica_destroy(r);
     return st;
+}
+
+/* Counts the step and, on the epoch's last step or the --max-steps step,
+ * adds the loss summed since the last read to res->loss_sum and zeroes the
+ * sum. On a GPU the read is the step's only wait for the device, once per
+ * epoch; a failed read is an error (never a loss of 0). */
+static sb_status count_step(struct sb_replica *r, struct sb_step_result *res)
+{
+    const struct sb_config *cfg = r->env->cfg;
+    r->steps++;
+    int epoch_end = r->steps % r->steps_per_epoch == 0;
+    if (!epoch_end && !(cfg->max_steps && r->steps == cfg->max_steps)) return SB_OK;
+    const struct sb_backend_ops *be = r->env->be;
+    double sum = 0.0;
+    const double zero = 0.0;
+    SB_TRY(be->download(&sum, r->loss_acc, sizeof sum));
+    SB_TRY(be->upload(r->loss_acc, &zero, sizeof zero));
+    res->loss_sum += sum;
+    return SB_OK;
 }
 
 #ifdef SB_HAVE_CUDA
@@ -151,8 +177,8 @@ static sb_status gradients_device(struct sb_replica *r, const int32_t *idx, int 
     if (st) return st;
 
     sb_nvtx_push("forward", SB_NVTX_FORWARD, 0);
-    double loss = 0.0;
-    st = m->ops->forward(m, r->x, r->y, n, 1.0f / (float)global_batch, &loss);
+    st = m->ops->forward(m, r->x, r->y, n, 1.0f / (float)global_batch, r->loss_acc);
+    if (!st) st = be->check();
     if (!st) st = sb_cuda_timer_mark(t, MARK_FORWARD_END);
     sb_nvtx_pop();
     if (st) return st;
@@ -163,8 +189,9 @@ static sb_status gradients_device(struct sb_replica *r, const int32_t *idx, int 
     sb_nvtx_pop();
     if (st) return st;
 
-    /* Forward returned the loss in host memory, so the stream has passed
-     * every mark of the previous step: these reads do not wait. */
+    /* The previous step's marks: these reads wait only while the device
+     * has not finished the previous step, so the host runs at most one step
+     * ahead and never waits for the step it is issuing. */
     SB_TRY(add_previous(r, MARK_START, MARK_H2D_END, SB_PHASE_H2D, res));
     SB_TRY(add_previous(r, MARK_H2D_END, MARK_DATA_END, SB_PHASE_DATA, res));
     SB_TRY(add_previous(r, MARK_DATA_END, MARK_FORWARD_END, SB_PHASE_FORWARD, res));
@@ -174,9 +201,8 @@ static sb_status gradients_device(struct sb_replica *r, const int32_t *idx, int 
         SB_TRY(add_previous(r, MARK_BACKWARD_END, MARK_OPT_START, SB_PHASE_COMM, res));
         SB_TRY(add_previous(r, MARK_BACKWARD_END, MARK_OPT_START, SB_PHASE_COMM_EXPOSED, res));
     }
-    res->loss_sum += loss;
     res->samples += n;
-    return SB_OK;
+    return count_step(r, res);
 }
 #endif
 
@@ -197,8 +223,8 @@ sb_status sb_replica_gradients(struct sb_replica *r, const int32_t *idx, int n,
     double t1 = sb_now_s();
 
     sb_nvtx_push("forward", SB_NVTX_FORWARD, 0);
-    double loss = 0.0;
-    sb_status st = m->ops->forward(m, r->x, r->y, n, 1.0f / (float)global_batch, &loss);
+    sb_status st = m->ops->forward(m, r->x, r->y, n, 1.0f / (float)global_batch, r->loss_acc);
+    if (!st) st = r->env->be->check();
     sb_nvtx_pop();
     if (st) return st;
     double t2 = sb_now_s();
@@ -212,9 +238,8 @@ sb_status sb_replica_gradients(struct sb_replica *r, const int32_t *idx, int n,
     res->phase_ms[SB_PHASE_DATA] += 1e3 * (t1 - t0);
     res->phase_ms[SB_PHASE_FORWARD] += 1e3 * (t2 - t1);
     res->phase_ms[SB_PHASE_BACKWARD] += 1e3 * (t3 - t2);
-    res->loss_sum += loss;
     res->samples += n;
-    return SB_OK;
+    return count_step(r, res);
 }
 
 sb_status sb_replica_update(struct sb_replica *r, const float *grads,
@@ -231,6 +256,7 @@ sb_status sb_replica_update(struct sb_replica *r, const float *grads,
                                      r->model->n_params, r->lr, r->momentum);
             st = sb_cuda_timer_mark(r->timer, MARK_OPT_END);
         }
+        if (!st) st = r->env->be->check();
         sb_nvtx_pop();
         return st;
     }
@@ -239,9 +265,10 @@ sb_status sb_replica_update(struct sb_replica *r, const float *grads,
     sb_nvtx_push("optimizer", SB_NVTX_OPTIMIZER, 0);
     r->env->be->sgd_momentum(r->model->params, r->velocity, grads, r->model->n_params,
                              r->lr, r->momentum);
+    sb_status st = r->env->be->check();
     sb_nvtx_pop();
     res->phase_ms[SB_PHASE_OPTIMIZER] += 1e3 * (sb_now_s() - t0);
-    return SB_OK;
+    return st;
 }
 
 sb_status sb_replica_evaluate(struct sb_replica *r, int first, int count, long *correct)
@@ -255,6 +282,7 @@ sb_status sb_replica_evaluate(struct sb_replica *r, int first, int count, long *
         SB_TRY(gather(r, test, r->dev_test_pixels, r->dev_test_labels, r->eval_idx, k));
         long c = 0;
         SB_TRY(r->model->ops->predict(r->model, r->x, r->y, k, &c));
+        SB_TRY(r->env->be->check()); /* a failed count reads as 0: report it instead */
         hits += c;
     }
     *correct = hits;

@@ -29,6 +29,13 @@ struct sb_replica {
      * gradient synchronisation as the compute stream sees it. */
     struct sb_cuda_timer *timer;
     int device_comm;
+    /* The training loss, summed in backend memory by every forward (one
+     * double: on a GPU it stays on the device) and read into the step
+     * result once per epoch: on the epoch's last step, or on the step that
+     * reaches --max-steps (sb_replica_gradients). */
+    double *loss_acc;
+    long steps;          /* sb_replica_gradients calls so far */
+    int steps_per_epoch; /* of the global batch */
     int max_batch;
     float lr;          /* effective learning rate */
     float momentum;
@@ -43,8 +50,13 @@ sb_status sb_replica_create(const struct sb_strategy_env *env, int with_optimize
 /* Gathers training samples idx[0..n) (data phase), runs forward and
  * backward with gradient scale 1/global_batch, so that summing the grads of
  * all replicas gives the mean gradient over the global batch. Adds phase
- * times to res->phase_ms and the loss sum and n to res. `ready` (may be
- * NULL) is called as layers' gradients become final.
+ * times to res->phase_ms and n to res->samples. The loss sum is added to
+ * res->loss_sum once per epoch, on the epoch's last step (or the
+ * --max-steps step), covering every step since the previous read: a
+ * strategy calls this once per step on each replica. `ready` (may be
+ * NULL) is called as layers' gradients become final. Checks the backend's
+ * recorded errors after forward (be->check, no wait), so a failed kernel or
+ * library call ends the step with SB_ERR_DEVICE.
  * Timing: on cpu, host clocks around each phase of this step. On a device
  * backend, CUDA events on the stream (r->timer); the phases added to res
  * are the PREVIOUS step's (h2d, data, forward, backward, optimizer, and
@@ -57,7 +69,7 @@ sb_status sb_replica_gradients(struct sb_replica *r, const int32_t *idx, int n,
 
 /* Applies SGD with momentum using `grads` (n_params, backend memory; the
  * model's own gradient buffer or an aggregate), timed as the optimizer
- * phase. */
+ * phase, then checks the backend's recorded errors (be->check). */
 sb_status sb_replica_update(struct sb_replica *r, const float *grads,
                             struct sb_step_result *res);
 

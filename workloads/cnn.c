@@ -200,10 +200,8 @@ static sb_status cnn_forward(struct sb_model *m, const float *x, const uint8_t *
     if (n <= 0 || n > m->max_batch)
         return sb_error(SB_ERR_INTERNAL, "cnn: batch %d outside 1..%d", n, m->max_batch);
     cnn_layers(m, x, n);
-    double loss = 0.0;
     m->be->softmax_xent(p->dense.act[CNN_DENSE], y, n, m->n_classes, grad_scale,
-                        p->dense.dlogits, &loss);
-    *loss_sum += loss;
+                        p->dense.dlogits, loss_sum);
     return SB_OK;
 }
 

@@ -87,10 +87,8 @@ static sb_status mlp_forward(struct sb_model *m, const float *x, const uint8_t *
     if (n <= 0 || n > m->max_batch)
         return sb_error(SB_ERR_INTERNAL, "mlp: batch %d outside 1..%d", n, m->max_batch);
     sb_dense_forward(d, m, x, n);
-    double loss = 0.0;
     m->be->softmax_xent(d->act[d->n_layers], y, n, m->n_classes, grad_scale, d->dlogits,
-                        &loss);
-    *loss_sum += loss;
+                        loss_sum);
     return SB_OK;
 }
 

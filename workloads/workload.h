@@ -53,9 +53,10 @@ struct sb_workload_ops {
                         struct sb_model **out);
     /* Forward pass of x (n, in_dim) with labels y (n), both backend memory,
      * n <= max_batch. Adds the sum over the n samples of the cross-entropy
-     * loss to *loss_sum and keeps dLoss/dlogits scaled by grad_scale for
-     * backward (grad_scale = 1/global_batch makes the gradient the mean
-     * over the global batch). */
+     * loss to *loss_sum, one double in BACKEND memory (host memory on cpu;
+     * on a GPU the sum stays on the device, so forward never waits), and
+     * keeps dLoss/dlogits scaled by grad_scale for backward (grad_scale =
+     * 1/global_batch makes the gradient the mean over the global batch). */
     sb_status (*forward)(struct sb_model *m, const float *x, const uint8_t *y,
                          int n, float grad_scale, double *loss_sum);
     /* Backward pass of the last forward: overwrites grads, calling

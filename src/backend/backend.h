@@ -25,6 +25,13 @@ struct sb_backend_ops {
     sb_status (*download)(void *host_dst, const void *src, size_t bytes);
     /* Waits for queued work; returns the first asynchronous error. */
     sb_status (*sync)(void);
+    /* Returns, without waiting, the first failure recorded since the last
+     * check or sync: a void op whose launch or library call failed, or a
+     * fault the device has already reported for earlier work (SB_ERR_DEVICE
+     * with the message). Replicas call it after forward and after the
+     * optimizer of every step, so a failing GPU stops the run at once
+     * instead of training on garbage. Always SB_OK on cpu. */
+    sb_status (*check)(void);
 
     /* C (m, n) = alpha * op(A) * op(B) + beta * C, op(X) = X or X^T
      * (trans_a/trans_b non-zero for the transpose), row-major with leading
@@ -41,11 +48,14 @@ struct sb_backend_ops {
     /* db (cols) = sum over rows of dy (rows, cols). */
     void (*bias_grad)(float *db, const float *dy, int rows, int cols);
     /* Softmax cross-entropy of logits (rows, cols) against labels (rows):
-     * writes dlogits = (softmax(logits) - onehot(labels)) * scale and returns
-     * the sum over rows of -log softmax[label] in *loss_sum (host). */
+     * writes dlogits = (softmax(logits) - onehot(labels)) * scale and ADDS
+     * the sum over rows of -log softmax[label] to *loss_acc, one double in
+     * backend memory (host memory on cpu). Nothing waits: a device keeps
+     * the running sum on the device and the caller reads it when it needs
+     * it (once per epoch), so a step has no host synchronisation. */
     void (*softmax_xent)(const float *logits, const uint8_t *labels, int rows,
                          int cols, float scale, float *dlogits,
-                         double *loss_sum);
+                         double *loss_acc);
     /* Number of rows whose arg-max over cols equals the label (host). */
     void (*count_correct)(const float *logits, const uint8_t *labels, int rows,
                           int cols, long *correct);

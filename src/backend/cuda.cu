@@ -2,9 +2,11 @@
  *
  * Every op enqueues on the calling thread's stream (cuda.h) and returns
  * without waiting, except the ones whose result lands in host memory
- * (download, softmax_xent's loss, count_correct), which wait for the stream.
+ * (download, count_correct), which wait for the stream; softmax_xent adds
+ * its loss to a sum in device memory, so a training step never waits.
  * Ops that cannot return a status record the first failure of the thread
- * (sb_cuda_fail); sync() reports it, so a workload checks once per step.
+ * (sb_cuda_fail); check() (no wait) and sync() report it, and replicas call
+ * check() twice per step (strategies/replica.c).
  *
  * Row-major on a column-major library: a row-major (r, c) matrix is the
  * column-major (c, r) matrix of its transpose, so C = op(A) op(B) in
@@ -15,6 +17,7 @@
 #include <math.h>
 #include <mutex>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unordered_map>
 #ifdef SB_HAVE_NVTX
@@ -27,6 +30,7 @@ extern "C" {
 #include "data/mnist.h"
 }
 #include "backend/cuda_internal.h"
+#include "backend/cuda_check.h"
 
 /* ------------------------------------------------------------ thread context */
 
@@ -54,12 +58,6 @@ void sb_cuda_check_launch(const char *kernel)
     if (e != cudaSuccess) sb_cuda_fail(kernel, cudaGetErrorString(e));
 }
 
-static sb_status cuda_check(cudaError_t e, const char *what)
-{
-    if (e == cudaSuccess) return SB_OK;
-    return sb_error(SB_ERR_DEVICE, "%s: %s", what, cudaGetErrorString(e));
-}
-
 static sb_status blas_check(cublasStatus_t s, const char *what)
 {
     if (s == CUBLAS_STATUS_SUCCESS) return SB_OK;
@@ -82,10 +80,10 @@ extern "C" void sb_cuda_release_thread(void)
 
 static sb_status create_ctx(int device)
 {
-    SB_TRY(cuda_check(cudaSetDevice(device), "cudaSetDevice"));
+    SB_TRY(SB_CUDA_CHECK(cudaSetDevice(device), SB_ERR_DEVICE));
     ctx.device = device;
-    SB_TRY(cuda_check(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking),
-                      "cudaStreamCreateWithFlags"));
+    SB_TRY(SB_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking),
+                         SB_ERR_DEVICE));
 #ifdef SB_HAVE_NVTX
     /* Nsight Systems then shows which replica's stream a kernel ran on. */
     char stream_name[48];
@@ -96,9 +94,8 @@ static sb_status create_ctx(int device)
     SB_TRY(blas_check(cublasSetStream(ctx.blas, ctx.stream), "cublasSetStream"));
     /* Full fp32 GEMMs (no TF32), so results compare with the CPU backend. */
     SB_TRY(blas_check(cublasSetMathMode(ctx.blas, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode"));
-    SB_TRY(cuda_check(cudaMalloc((void **)&ctx.result_dev, sizeof(double)), "cudaMalloc"));
-    SB_TRY(cuda_check(cudaMallocHost((void **)&ctx.result_host, sizeof(double)),
-                      "cudaMallocHost"));
+    SB_TRY(SB_CUDA_CHECK(cudaMalloc((void **)&ctx.result_dev, sizeof(double)), SB_ERR_DEVICE));
+    SB_TRY(SB_CUDA_CHECK(cudaMallocHost((void **)&ctx.result_host, sizeof(double)), SB_ERR_DEVICE));
     return SB_OK;
 }
 
@@ -108,7 +105,7 @@ extern "C" sb_status sb_cuda_set_device(int device)
         /* Re-assert it: code outside the backend (NCCL set-up and teardown,
          * cudaGetDeviceProperties callers) may have changed the thread's
          * current device, and kernels on ctx.stream must launch on its own. */
-        return cuda_check(cudaSetDevice(device), "cudaSetDevice");
+        return SB_CUDA_CHECK(cudaSetDevice(device), SB_ERR_DEVICE);
     }
     sb_cuda_release_thread();
     sb_status st = create_ctx(device);
@@ -209,8 +206,8 @@ static sb_status cu_alloc(void **ptr, size_t bytes)
      * reduction reads every replica's buffers on replica 0's stream, NCCL's
      * communication stream) with no event ordering it after the memset.
      * Allocation happens at set-up, so the wait costs nothing per step. */
-    sb_status st = cuda_check(cudaMemsetAsync(*ptr, 0, rounded, ctx.stream), "cudaMemsetAsync");
-    if (!st) st = cuda_check(cudaStreamSynchronize(ctx.stream), "cudaStreamSynchronize (alloc)");
+    sb_status st = SB_CUDA_CHECK(cudaMemsetAsync(*ptr, 0, rounded, ctx.stream), SB_ERR_DEVICE);
+    if (!st) st = SB_CUDA_CHECK(cudaStreamSynchronize(ctx.stream), SB_ERR_DEVICE);
     if (st) {
         mem_track_free(*ptr);
         cudaFree(*ptr);
@@ -236,15 +233,15 @@ static sb_status cu_upload(void *dst, const void *host_src, size_t bytes)
 {
     if (!ensure_ctx()) return sb_error(SB_ERR_DEVICE, "cuda backend: %s", ctx.error);
     if (bytes == 0) return SB_OK;
-    SB_TRY(cuda_check(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, ctx.stream),
-                      "cudaMemcpyAsync (upload)"));
+    SB_TRY(SB_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, ctx.stream),
+                         SB_ERR_DEVICE));
     cudaPointerAttributes attr;
     if (cudaPointerGetAttributes(&attr, host_src) != cudaSuccess) {
         cudaGetLastError(); /* unknown to CUDA: pageable */
         return SB_OK;
     }
     if (attr.type != cudaMemoryTypeHost) return SB_OK;
-    return cuda_check(cudaStreamSynchronize(ctx.stream), "cudaStreamSynchronize (upload)");
+    return SB_CUDA_CHECK(cudaStreamSynchronize(ctx.stream), SB_ERR_DEVICE);
 }
 
 /* Synchronous: host_dst holds the data on return. */
@@ -252,9 +249,50 @@ static sb_status cu_download(void *host_dst, const void *src, size_t bytes)
 {
     if (!ensure_ctx()) return sb_error(SB_ERR_DEVICE, "cuda backend: %s", ctx.error);
     if (bytes == 0) return SB_OK;
-    SB_TRY(cuda_check(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, ctx.stream),
-                      "cudaMemcpyAsync (download)"));
-    return cuda_check(cudaStreamSynchronize(ctx.stream), "cudaStreamSynchronize (download)");
+    SB_TRY(SB_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, ctx.stream),
+                         SB_ERR_DEVICE));
+    return SB_CUDA_CHECK(cudaStreamSynchronize(ctx.stream), SB_ERR_DEVICE);
+}
+
+/* Test-only fault injection, so that the error path of a step can be
+ * exercised on a real GPU: with STRATBENCH_TEST_CUDA_FAULT=N (N >= 1) in
+ * the environment, a thread's N-th optimizer call is launched with an
+ * invalid block size, so it fails at launch exactly as a kernel without an
+ * image for the GPU does (cudaErrorNoKernelImageForDevice), through
+ * sb_cuda_check_launch. Read once per process; 0 = off. */
+static long fault_at(void)
+{
+    static long at = -1;
+    if (at < 0) {
+        const char *v = getenv("STRATBENCH_TEST_CUDA_FAULT");
+        char *end = NULL;
+        long n = v ? strtol(v, &end, 10) : 0;
+        at = v && end != v && *end == '\0' && n > 0 ? n : 0;
+    }
+    return at;
+}
+
+/* Non-blocking: the recorded failure of a void op, a launch error not yet
+ * collected, or a fault of earlier work that the stream reports
+ * (cudaStreamQuery never waits; cudaErrorNotReady = still running). */
+static sb_status cu_check(void)
+{
+    if (!ensure_ctx()) return sb_error(SB_ERR_DEVICE, "cuda backend: %s", ctx.error);
+    if (ctx.error[0]) {
+        sb_status st = sb_error(SB_ERR_DEVICE, "cuda backend: %s", ctx.error);
+        ctx.error[0] = '\0';
+        return st;
+    }
+    SB_TRY(SB_CUDA_CHECK(cudaGetLastError(), SB_ERR_DEVICE));
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    SB_TRY(SB_CUDA_CHECK(cudaStreamIsCapturing(ctx.stream, &capturing), SB_ERR_DEVICE));
+    if (capturing != cudaStreamCaptureStatusNone) return SB_OK; /* a query would end it */
+    cudaError_t e = cudaStreamQuery(ctx.stream);
+    if (e == cudaErrorNotReady) {
+        cudaGetLastError(); /* not an error: clear it for later checks */
+        return SB_OK;
+    }
+    return SB_CUDA_CHECK(e, SB_ERR_DEVICE);
 }
 
 static sb_status cu_sync(void)
@@ -265,8 +303,8 @@ static sb_status cu_sync(void)
         ctx.error[0] = '\0';
         return st;
     }
-    SB_TRY(cuda_check(cudaStreamSynchronize(ctx.stream), "cudaStreamSynchronize"));
-    return cuda_check(cudaGetLastError(), "CUDA kernel");
+    SB_TRY(SB_CUDA_CHECK(cudaStreamSynchronize(ctx.stream), SB_ERR_DEVICE));
+    return SB_CUDA_CHECK(cudaGetLastError(), SB_ERR_DEVICE);
 }
 
 /* ------------------------------------------------------------ GEMM */
@@ -371,6 +409,13 @@ static void cu_bias_grad(float *db, const float *dy, int rows, int cols)
 
 static void cu_sgd_momentum(float *p, float *v, const float *g, size_t n, float lr, float mu)
 {
+    static thread_local long calls;
+    if (fault_at() && ++calls == fault_at()) { /* test-only: see fault_at() */
+        if (!ensure_ctx() || n == 0) return;
+        k_sgd_momentum<<<1, 4096, 0, ctx.stream>>>(p, v, g, n, lr, mu); /* > 1024 threads */
+        sb_cuda_check_launch("k_sgd_momentum (STRATBENCH_TEST_CUDA_FAULT)");
+        return;
+    }
     LAUNCH(k_sgd_momentum, n, p, v, g, n, lr, mu);
 }
 
@@ -432,8 +477,9 @@ __global__ void k_correct_rows(const float *logits, const uint8_t *labels, int r
     }
 }
 
-/* *out = sum of v[0..n) by one block: strided partial sums, then a tree. */
-__global__ void k_sum_rows(const double *v, int n, double *out)
+/* *out = sum of v[0..n) (accumulate = 0) or *out += that sum (1), by one
+ * block: strided partial sums, then a tree. */
+__global__ void k_sum_rows(const double *v, int n, double *out, int accumulate)
 {
     __shared__ double part[SB_CUDA_THREADS];
     double s = 0.0;
@@ -444,17 +490,16 @@ __global__ void k_sum_rows(const double *v, int n, double *out)
         if ((int)threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
         __syncthreads();
     }
-    if (threadIdx.x == 0) *out = part[0];
+    if (threadIdx.x == 0) *out = accumulate ? *out + part[0] : part[0];
 }
 
 /* Sums the first `rows` scratch values on the device and waits for the one
- * double to reach host memory. This is a synchronisation point per call: the
- * interface returns the loss in host memory. (Cheaper: keep a running device
- * sum and read it once per epoch; that needs an interface change, left for
- * when profiles show this wait matters.) */
+ * double to reach host memory (evaluation only: count_correct). A failure
+ * is recorded (sb_cuda_fail) and returns 0, which the caller's check()
+ * then reports: a failed read is an error, never a zero. */
 static double reduce_rows_to_host(int rows)
 {
-    k_sum_rows<<<1, SB_CUDA_THREADS, 0, ctx.stream>>>(ctx.scratch, rows, ctx.result_dev);
+    k_sum_rows<<<1, SB_CUDA_THREADS, 0, ctx.stream>>>(ctx.scratch, rows, ctx.result_dev, 0);
     sb_cuda_check_launch("k_sum_rows");
     cudaError_t e = cudaMemcpyAsync(ctx.result_host, ctx.result_dev, sizeof(double),
                                     cudaMemcpyDeviceToHost, ctx.stream);
@@ -466,17 +511,19 @@ static double reduce_rows_to_host(int rows)
     return *ctx.result_host;
 }
 
+/* The loss stays on the device: the row losses are summed into *loss_acc
+ * (device memory) by one more kernel; nothing waits. */
 static void cu_softmax_xent(const float *logits, const uint8_t *labels, int rows, int cols,
-                            float scale, float *dlogits, double *loss_sum)
+                            float scale, float *dlogits, double *loss_acc)
 {
-    *loss_sum = 0.0;
     if (rows <= 0 || !ensure_scratch((size_t)rows)) return;
     unsigned warps_per_block = SB_CUDA_THREADS / 32;
     unsigned blocks = ((unsigned)rows + warps_per_block - 1) / warps_per_block;
     k_softmax_xent<<<blocks, SB_CUDA_THREADS, 0, ctx.stream>>>(logits, labels, rows, cols,
                                                                 scale, dlogits, ctx.scratch);
     sb_cuda_check_launch("k_softmax_xent");
-    *loss_sum = reduce_rows_to_host(rows);
+    k_sum_rows<<<1, SB_CUDA_THREADS, 0, ctx.stream>>>(ctx.scratch, rows, loss_acc, 1);
+    sb_cuda_check_launch("k_sum_rows (loss)");
 }
 
 static void cu_count_correct(const float *logits, const uint8_t *labels, int rows, int cols,
@@ -490,6 +537,14 @@ static void cu_count_correct(const float *logits, const uint8_t *labels, int row
     *correct = (long)llround(reduce_rows_to_host(rows));
 }
 
+extern "C" sb_status sb_cuda_reserve_rows(size_t rows)
+{
+    if (ensure_scratch(rows)) return SB_OK;
+    sb_status st = sb_error(SB_ERR_DEVICE, "cuda backend: %s", ctx.error);
+    ctx.error[0] = '\0'; /* returned here: not again from check() */
+    return st;
+}
+
 /* ------------------------------------------------------------ the ops table */
 
 /* Designated initialisers in declaration order (a GNU extension in C++17). */
@@ -500,6 +555,7 @@ extern "C" const struct sb_backend_ops sb_backend_cuda = {
     .upload = cu_upload,
     .download = cu_download,
     .sync = cu_sync,
+    .check = cu_check,
     .sgemm = cu_sgemm,
     .add_bias = cu_add_bias,
     .relu_forward = cu_relu_forward,

@@ -52,6 +52,11 @@ void sb_cuda_versions(struct sb_cuda_versions *v);
  * (src/backend/cuda_placement.c) */
 sb_status sb_cuda_check_rank_placement(const char *comm, int ranks_on_host, int devices);
 
+/* Destroys the calling thread's stream, cuBLAS handle and scratch buffers
+ * (the end of a replica's thread, or of a process's training); safe to call
+ * when there are none, and a no-op in a build without CUDA. */
+void sb_cuda_release_thread(void);
+
 #ifdef SB_HAVE_CUDA
 /* The CUDA backend ("cuda"): cuBLAS SGEMM and kernels on the thread's
  * stream. Defined in cuda.cu. */
@@ -71,9 +76,11 @@ void *sb_cuda_stream(void);
  * the first op. */
 int sb_cuda_current_device(void);
 
-/* Destroys the calling thread's stream, cuBLAS handle and scratch buffers
- * (end of a replica thread); safe to call when there are none. */
-void sb_cuda_release_thread(void);
+/* Grows the calling thread's reduction scratch to `rows` rows (one double
+ * each), so that softmax_xent and count_correct on up to `rows` rows
+ * allocate nothing later: call at set-up with the largest batch.
+ * Errors: SB_ERR_DEVICE. */
+sb_status sb_cuda_reserve_rows(size_t rows);
 
 /* Device memory held through the backend's alloc by the whole process
  * (every thread), now and at its peak, in bytes (cudaMalloc sizes; cuBLAS

@@ -16,6 +16,10 @@
 #include <nccl.h>
 #endif
 
+#ifndef SB_HAVE_CUDA
+void sb_cuda_release_thread(void) {} /* no thread context without CUDA */
+#endif
+
 int sb_cuda_device_count(void)
 {
 #ifdef SB_HAVE_CUDA

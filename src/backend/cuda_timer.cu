@@ -9,12 +9,7 @@ extern "C" {
 #include "backend/cuda.h"
 }
 #include "backend/cuda_internal.h"
-
-static sb_status cuda_check(cudaError_t e, const char *what)
-{
-    if (e == cudaSuccess) return SB_OK;
-    return sb_error(SB_ERR_DEVICE, "%s: %s", what, cudaGetErrorString(e));
-}
+#include "backend/cuda_check.h"
 
 /* The thread's stream, or SB_ERR_DEVICE with the recorded reason. */
 static sb_status thread_stream(cudaStream_t *s)
@@ -30,8 +25,7 @@ extern "C" sb_status sb_cuda_event_create(void **event)
     cudaStream_t s;
     SB_TRY(thread_stream(&s)); /* makes the thread's device current */
     cudaEvent_t e;
-    SB_TRY(cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
-                      "cudaEventCreateWithFlags"));
+    SB_TRY(SB_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), SB_ERR_DEVICE));
     *event = (void *)e;
     return SB_OK;
 }
@@ -40,14 +34,14 @@ extern "C" sb_status sb_cuda_event_record(void *event)
 {
     cudaStream_t s;
     SB_TRY(thread_stream(&s));
-    return cuda_check(cudaEventRecord((cudaEvent_t)event, s), "cudaEventRecord");
+    return SB_CUDA_CHECK(cudaEventRecord((cudaEvent_t)event, s), SB_ERR_DEVICE);
 }
 
 extern "C" sb_status sb_cuda_stream_wait_event(void *event)
 {
     cudaStream_t s;
     SB_TRY(thread_stream(&s));
-    return cuda_check(cudaStreamWaitEvent(s, (cudaEvent_t)event, 0), "cudaStreamWaitEvent");
+    return SB_CUDA_CHECK(cudaStreamWaitEvent(s, (cudaEvent_t)event, 0), SB_ERR_DEVICE);
 }
 
 extern "C" void sb_cuda_event_destroy(void *event)
@@ -81,7 +75,7 @@ extern "C" sb_status sb_cuda_timer_create(struct sb_cuda_timer **out)
     if (!t) return sb_error(SB_ERR_NOMEM, "cuda timer: out of memory");
     for (int set = 0; set < 2; set++) {
         for (int i = 0; i < SB_CUDA_TIMER_MARKS; i++) {
-            sb_status st = cuda_check(cudaEventCreate(&t->ev[set][i]), "cudaEventCreate (timer)");
+            sb_status st = SB_CUDA_CHECK(cudaEventCreate(&t->ev[set][i]), SB_ERR_DEVICE);
             if (st) {
                 sb_cuda_timer_destroy(t);
                 return st;
@@ -104,7 +98,7 @@ extern "C" sb_status sb_cuda_timer_mark(struct sb_cuda_timer *t, int mark)
         return sb_error(SB_ERR_INTERNAL, "cuda timer: mark %d out of range", mark);
     cudaStream_t s;
     SB_TRY(thread_stream(&s));
-    SB_TRY(cuda_check(cudaEventRecord(t->ev[t->cur][mark], s), "cudaEventRecord (timer)"));
+    SB_TRY(SB_CUDA_CHECK(cudaEventRecord(t->ev[t->cur][mark], s), SB_ERR_DEVICE));
     t->recorded[t->cur][mark] = 1;
     return SB_OK;
 }
@@ -122,10 +116,10 @@ extern "C" sb_status sb_cuda_timer_previous_ms(struct sb_cuda_timer *t, int a, i
         /* The stream has not reached mark b yet: wait for it (the previous
          * step's work, normally long finished). */
         cudaGetLastError();
-        SB_TRY(cuda_check(cudaEventSynchronize(t->ev[prev][b]), "cudaEventSynchronize (timer)"));
+        SB_TRY(SB_CUDA_CHECK(cudaEventSynchronize(t->ev[prev][b]), SB_ERR_DEVICE));
         e = cudaEventElapsedTime(&f, t->ev[prev][a], t->ev[prev][b]);
     }
-    SB_TRY(cuda_check(e, "cudaEventElapsedTime"));
+    SB_TRY(SB_CUDA_CHECK(e, SB_ERR_DEVICE));
     *ms = (double)f;
     return SB_OK;
 }

@@ -162,6 +162,14 @@ sb_status sb_comm_split_hosts(struct sb_comm *c, int ranks_per_host, struct sb_c
 /* Uncounted: metrics reductions are not training traffic. */
 sb_status sb_comm_allreduce_f64(struct sb_comm *c, double *buf, size_t n);
 
+/* Agrees on a set-up step that each rank did on its own: every rank of c
+ * passes its `local` status (collective over c, uncounted). Returns local
+ * when it failed (its message kept), SB_ERR_COMM "another rank failed
+ * <what>" when only another rank failed, else SB_OK; so every rank returns
+ * an error together and none is left waiting in a later collective.
+ * (src/comm/agree.c) */
+sb_status sb_comm_agree(struct sb_comm *c, sb_status local, const char *what);
+
 /* Zeroes all counters (at the end of warm-up). */
 void sb_comm_reset_counters(struct sb_comm *c);
 

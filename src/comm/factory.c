@@ -19,10 +19,17 @@ sb_status sb_comm_world_create(const struct sb_config *cfg, const void *mpi_comm
                         "rank %d", local_rank);
     int device = local_rank % count;
     if (strcmp(cfg->comm, "mpi") == 0) {
-        /* Select the GPU first: the staging copies use this thread's stream. */
-        SB_TRY(sb_cuda_set_device(device));
+        /* Select the GPU first: the staging copies use this thread's stream.
+         * A rank that fails here still joins the collective MPI_Comm_dup
+         * and then the agreement, so no rank waits for it (docs/gpu.md). */
+        sb_status local = sb_cuda_set_device(device);
         struct sb_comm *inner = NULL;
         SB_TRY(sb_comm_mpi_create(mpi_comm, &inner));
+        sb_status st = sb_comm_agree(inner, local, "its GPU set-up");
+        if (st) {
+            sb_comm_destroy(inner);
+            return st;
+        }
         return sb_comm_staged_create(inner, out);
     }
 #ifdef SB_HAVE_NCCL

@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "backend/cuda.h"
+#include "backend/cuda_check.h"
 #include "comm/comm.h"
 
 struct nccl_impl {
@@ -57,12 +58,6 @@ static sb_status nccl_check(ncclResult_t r, const char *what)
     return sb_error(SB_ERR_COMM, "%s: %s", what, ncclGetErrorString(r));
 }
 
-static sb_status cuda_check(cudaError_t e, const char *what)
-{
-    if (e == cudaSuccess) return SB_OK;
-    return sb_error(SB_ERR_COMM, "%s: %s", what, cudaGetErrorString(e));
-}
-
 static struct nccl_impl *impl(struct sb_comm *c) { return c->impl; }
 
 /* The calling thread's stream, on this communicator's device. */
@@ -77,7 +72,8 @@ static sb_status stream_of(struct sb_comm *c, cudaStream_t *out)
 
 static sb_status wait_stream(cudaStream_t s, const char *what)
 {
-    return cuda_check(cudaStreamSynchronize(s), what);
+    (void)what; /* SB_CUDA_CHECK names the call and the file:line */
+    return SB_CUDA_CHECK(cudaStreamSynchronize(s), SB_ERR_COMM);
 }
 
 static sb_status nccl_allreduce(struct sb_comm *c, float *buf, size_t n)
@@ -98,9 +94,9 @@ static sb_status ensure_scratch(struct nccl_impl *m, size_t bytes, cudaStream_t 
     if (m->scratch) cudaFree(m->scratch);
     m->scratch = NULL;
     m->scratch_bytes = 0;
-    SB_TRY(cuda_check(cudaMalloc(&m->scratch, bytes), "cudaMalloc (nccl scratch)"));
+    SB_TRY(SB_CUDA_CHECK(cudaMalloc(&m->scratch, bytes), SB_ERR_COMM));
     m->scratch_bytes = bytes;
-    return cuda_check(cudaMemsetAsync(m->scratch, 0, bytes, s), "cudaMemsetAsync (nccl scratch)");
+    return SB_CUDA_CHECK(cudaMemsetAsync(m->scratch, 0, bytes, s), SB_ERR_COMM);
 }
 
 /* buf is host memory (metrics): staged through device scratch. */
@@ -111,12 +107,10 @@ static sb_status nccl_allreduce_f64(struct sb_comm *c, double *buf, size_t n)
     size_t bytes = n * sizeof *buf;
     SB_TRY(ensure_scratch(impl(c), bytes, s));
     void *d = impl(c)->scratch;
-    SB_TRY(cuda_check(cudaMemcpyAsync(d, buf, bytes, cudaMemcpyHostToDevice, s),
-                      "cudaMemcpyAsync (nccl metrics)"));
+    SB_TRY(SB_CUDA_CHECK(cudaMemcpyAsync(d, buf, bytes, cudaMemcpyHostToDevice, s), SB_ERR_COMM));
     SB_TRY(nccl_check(ncclAllReduce(d, d, n, ncclDouble, ncclSum, impl(c)->comm, s),
                       "ncclAllReduce (f64)"));
-    SB_TRY(cuda_check(cudaMemcpyAsync(buf, d, bytes, cudaMemcpyDeviceToHost, s),
-                      "cudaMemcpyAsync (nccl metrics)"));
+    SB_TRY(SB_CUDA_CHECK(cudaMemcpyAsync(buf, d, bytes, cudaMemcpyDeviceToHost, s), SB_ERR_COMM));
     return wait_stream(s, "cudaStreamSynchronize (ncclAllReduce f64)");
 }
 
@@ -150,8 +144,8 @@ static sb_status nccl_recv(struct sb_comm *c, float *buf, size_t n, int peer)
 static sb_status ensure_comm_stream(struct nccl_impl *m)
 {
     if (m->comm_stream) return SB_OK;
-    SB_TRY(cuda_check(cudaStreamCreateWithFlags(&m->comm_stream, cudaStreamNonBlocking),
-                      "cudaStreamCreateWithFlags (nccl communication stream)"));
+    SB_TRY(SB_CUDA_CHECK(cudaStreamCreateWithFlags(&m->comm_stream, cudaStreamNonBlocking),
+                         SB_ERR_COMM));
 #ifdef SB_HAVE_NVTX
     char name[48];
     snprintf(name, sizeof name, "stratbench nccl (GPU %d)", m->device);
@@ -171,20 +165,18 @@ static sb_status nccl_iallreduce(struct sb_comm *c, float *buf, size_t n,
     if (!p) return sb_error(SB_ERR_NOMEM, "nccl iallreduce: out of memory");
     cudaEvent_t ready = NULL;
     p->done = NULL;
-    sb_status st = cuda_check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming),
-                              "cudaEventCreateWithFlags (bucket ready)");
-    if (!st) st = cuda_check(cudaEventCreateWithFlags(&p->done, cudaEventDisableTiming),
-                             "cudaEventCreateWithFlags (bucket done)");
+    sb_status st = SB_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming),
+                                 SB_ERR_COMM);
+    if (!st) st = SB_CUDA_CHECK(cudaEventCreateWithFlags(&p->done, cudaEventDisableTiming),
+                                SB_ERR_COMM);
     /* Compute stream -> ready -> communication stream: the all-reduce starts
      * after every kernel enqueued so far on the compute stream (those that
      * wrote this bucket's gradients), without the host waiting. */
-    if (!st) st = cuda_check(cudaEventRecord(ready, s), "cudaEventRecord (bucket ready)");
-    if (!st) st = cuda_check(cudaStreamWaitEvent(m->comm_stream, ready, 0),
-                             "cudaStreamWaitEvent (communication stream)");
+    if (!st) st = SB_CUDA_CHECK(cudaEventRecord(ready, s), SB_ERR_COMM);
+    if (!st) st = SB_CUDA_CHECK(cudaStreamWaitEvent(m->comm_stream, ready, 0), SB_ERR_COMM);
     if (!st) st = nccl_check(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, m->comm,
                                            m->comm_stream), "ncclAllReduce (bucket)");
-    if (!st) st = cuda_check(cudaEventRecord(p->done, m->comm_stream),
-                             "cudaEventRecord (bucket done)");
+    if (!st) st = SB_CUDA_CHECK(cudaEventRecord(p->done, m->comm_stream), SB_ERR_COMM);
     /* Destroying a recorded event is legal: CUDA frees it once it completes. */
     if (ready) cudaEventDestroy(ready);
     if (st) {
@@ -218,7 +210,7 @@ static sb_status nccl_test(struct sb_comm *c, struct sb_comm_request *req, int *
         return SB_OK;
     }
     pending_free(req);
-    SB_TRY(cuda_check(e, "cudaEventQuery (bucket all-reduce)"));
+    SB_TRY(SB_CUDA_CHECK(e, SB_ERR_COMM));
     *done = 1;
     return SB_OK;
 }
@@ -231,8 +223,7 @@ static sb_status nccl_wait(struct sb_comm *c, struct sb_comm_request *req)
     if (!p) return SB_OK; /* released by a failed test: its error was returned there */
     cudaStream_t s;
     sb_status st = stream_of(c, &s);
-    if (!st) st = cuda_check(cudaStreamWaitEvent(s, p->done, 0),
-                             "cudaStreamWaitEvent (bucket all-reduce)");
+    if (!st) st = SB_CUDA_CHECK(cudaStreamWaitEvent(s, p->done, 0), SB_ERR_COMM);
     pending_free(req);
     return st;
 }

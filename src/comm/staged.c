@@ -20,6 +20,7 @@
 #include <stdlib.h>
 
 #include "backend/cuda.h"
+#include "backend/cuda_check.h"
 #include "comm/comm.h"
 
 struct staged_impl {
@@ -29,12 +30,6 @@ struct staged_impl {
 };
 
 static struct staged_impl *impl(struct sb_comm *c) { return c->impl; }
-
-static sb_status cuda_check(cudaError_t e, const char *what)
-{
-    if (e == cudaSuccess) return SB_OK;
-    return sb_error(SB_ERR_COMM, "staged %s: %s", what, cudaGetErrorString(e));
-}
 
 /* The calling thread's stream (the backend's; created on first use). */
 static sb_status stream(cudaStream_t *out)
@@ -51,7 +46,7 @@ static sb_status ensure_host(struct staged_impl *m, size_t bytes)
     if (m->host) cudaFreeHost(m->host);
     m->host = NULL;
     m->cap = 0;
-    SB_TRY(cuda_check(cudaMallocHost(&m->host, bytes ? bytes : 1), "cudaMallocHost"));
+    SB_TRY(SB_CUDA_CHECK(cudaMallocHost(&m->host, bytes ? bytes : 1), SB_ERR_COMM));
     m->cap = bytes;
     return SB_OK;
 }
@@ -63,9 +58,9 @@ static sb_status to_host(struct staged_impl *m, const float *dev, size_t n)
     SB_TRY(stream(&s));
     size_t bytes = n * sizeof(float);
     SB_TRY(ensure_host(m, bytes));
-    SB_TRY(cuda_check(cudaMemcpyAsync(m->host, dev, bytes, cudaMemcpyDeviceToHost, s),
-                      "cudaMemcpyAsync (device to host)"));
-    return cuda_check(cudaStreamSynchronize(s), "cudaStreamSynchronize (device to host)");
+    SB_TRY(SB_CUDA_CHECK(cudaMemcpyAsync(m->host, dev, bytes, cudaMemcpyDeviceToHost, s),
+                         SB_ERR_COMM));
+    return SB_CUDA_CHECK(cudaStreamSynchronize(s), SB_ERR_COMM);
 }
 
 /* dev (n floats) = host; waits so that the host buffer is free again. */
@@ -73,9 +68,10 @@ static sb_status to_device(struct staged_impl *m, float *dev, size_t n)
 {
     cudaStream_t s;
     SB_TRY(stream(&s));
-    SB_TRY(cuda_check(cudaMemcpyAsync(dev, m->host, n * sizeof(float), cudaMemcpyHostToDevice, s),
-                      "cudaMemcpyAsync (host to device)"));
-    return cuda_check(cudaStreamSynchronize(s), "cudaStreamSynchronize (host to device)");
+    size_t bytes = n * sizeof(float);
+    SB_TRY(SB_CUDA_CHECK(cudaMemcpyAsync(dev, m->host, bytes, cudaMemcpyHostToDevice, s),
+                         SB_ERR_COMM));
+    return SB_CUDA_CHECK(cudaStreamSynchronize(s), SB_ERR_COMM);
 }
 
 static sb_status staged_allreduce(struct sb_comm *c, float *buf, size_t n)

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend/cuda.h"
 #include "core/atomic_file.h"
 #include "core/clock.h"
 #include "core/nvtx.h"
@@ -276,6 +277,9 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
         }
     }
     ops->destroy(&s);
+    /* The GPU context this thread used (stream, cuBLAS handle, scratch):
+     * single, ddp and central run on this thread; a no-op on cpu. */
+    sb_cuda_release_thread();
     /* After destroy: replica threads have joined, their spans are final. */
     if (!st && tracing) {
         st = sb_trace_write(cfg->trace_path, mpi_world, job->rank, job->size);

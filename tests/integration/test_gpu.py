@@ -121,3 +121,19 @@ def test_more_nccl_ranks_than_gpus_is_a_usage_error(gpus, stratbench, mnist_dir)
     assert proc.returncode == 2, describe(proc)
     lines = [l for l in proc.stderr.splitlines() if "--comm mpi" in l]
     assert len(lines) == 1, describe(proc)
+
+
+@pytest.mark.parametrize("flags", [["--strategy", "single"],
+                                   ["--strategy", "ddp", "--replicas", "2", "--comm", "mpi"]],
+                         ids=["single", "ddp2-mpi"])
+def test_device_error_mid_run_ends_the_job(gpus, flags, stratbench, mnist_dir, env, tmp_path):
+    """A kernel that fails at launch on step 3 (the test-only fault hook: an invalid block
+    size, the same path as a GPU without a matching kernel image) ends the run with exit 1
+    and a line naming the kernel, instead of training on garbage and exiting 0."""
+    env["STRATBENCH_TEST_CUDA_FAULT"] = "3"
+    report = tmp_path / "r.json"
+    proc = run([stratbench, "train", "--data", mnist_dir, "--device", "cuda", *flags,
+                "--max-steps", "20", "--report", report], env=env, timeout=300)
+    assert proc.returncode == 1, describe(proc)
+    assert "k_sgd_momentum (STRATBENCH_TEST_CUDA_FAULT)" in proc.stderr, describe(proc)
+    assert not report.exists()

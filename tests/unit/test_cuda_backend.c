@@ -152,6 +152,13 @@ static void test_error_reporting(void)
     gpu->sgemm(0, 0, 2, 2, 2, 1.0f, d, 0, d, 2, 0.0f, d, 2);
     sb_status first = gpu->sync(), second = gpu->sync();
     report(first == SB_ERR_DEVICE && second == SB_OK, "sticky error reported once by sync");
+    /* check() reports it too, without waiting, and once. */
+    gpu->sgemm(0, 0, 2, 2, 2, 1.0f, d, 0, d, 2, 0.0f, d, 2);
+    first = gpu->check();
+    int named = strstr(sb_error_message(), "cublasSgemm") != NULL;
+    second = gpu->check();
+    report(first == SB_ERR_DEVICE && second == SB_OK, "sticky error reported once by check");
+    report(named, "check names the failed call (cublasSgemm)");
     gpu->free(d);
 }
 
@@ -212,9 +219,18 @@ static void test_loss(int rows, int cols, float spread)
         }
     }
     void *dz = dev_copy(z, n * 4), *dd = dev_copy(d, n * 4), *dl = dev_copy(labels, (size_t)rows);
-    double loss_cpu = 0, loss_gpu = 0;
+    /* The loss is ADDED to a sum in backend memory: start both at 1.5, call
+     * twice, and expect 1.5 + 2 * (row sum) on each side. */
+    double loss_cpu = 1.5, loss_gpu = 0, start = 1.5;
+    double *dloss = dev_copy(&start, sizeof start);
     cpu->softmax_xent(z, labels, rows, cols, 1.0f / 64, d, &loss_cpu);
-    gpu->softmax_xent(dz, dl, rows, cols, 1.0f / 64, dd, &loss_gpu);
+    cpu->softmax_xent(z, labels, rows, cols, 1.0f / 64, d, &loss_cpu);
+    gpu->softmax_xent(dz, dl, rows, cols, 1.0f / 64, dd, dloss);
+    gpu->softmax_xent(dz, dl, rows, cols, 1.0f / 64, dd, dloss);
+    double *got_loss = host_copy("softmax_xent loss", dloss, sizeof *dloss);
+    loss_gpu = *got_loss;
+    free(got_loss);
+    gpu->free(dloss);
     char name[64];
     snprintf(name, sizeof name, "softmax_xent %dx%d grad", rows, cols);
     expect(name, dd, d, n, 1e-6);
