@@ -23,9 +23,11 @@ rate in bytes/s (tbf counts Ethernet/IP/TCP headers: a 1500-byte MTU carries
 1448 payload bytes per 1514-byte frame, so B = rate/8 · 1448/1514), n ranks,
 N workers, K servers; links are full duplex and alpha (latency) is ignored
 (no netem on this kernel: the namespaces add no delay):
-  ddp, binomial reduce then broadcast (Open MPI's libnbc MPI_Iallreduce):
+  ddp, "mpi" (Open MPI's libnbc MPI_Iallreduce: binomial reduce then broadcast):
         t = 2·M/B at n = 2 (⌈log2 n⌉·2·M/B in general)
-  ddp, ring (or reduce-scatter + all-gather):  t = 2(n−1)/n · M/B
+  ddp, ring (reduce-scatter + all-gather):  t = 2(n−1)/n · M/B
+  ddp, recursive doubling:  t = ⌈log2 n⌉ · M/B
+  (the algorithm that ran is read from the report, comm.allreduce.algorithms)
   central, K = 0 (rank 0 serves and trains): push (N−1)·M into rank 0, then pull
         (N−1)·M out:  t = 2(N−1)·M/B
   central, K ≥ 1 dedicated servers: each phase (push, then pull) is limited by the
@@ -64,7 +66,7 @@ STRATEGIES = {
 }
 PAYLOAD_PER_FRAME = 1448 / 1514  # TCP payload per Ethernet frame, MTU 1500, timestamps on
 RATE_BITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
-UNSHAPED_X = 20e9  # where the unshaped points sit on the chart's rate axis (bit/s)
+UNSHAPED_X = 40e9  # where the unshaped points sit on the chart's rate axis (bit/s)
 
 
 def rate_bits(rate):
@@ -114,7 +116,7 @@ def n_params(hidden):
     return sum(a * b + b for a, b in zip(widths, widths[1:]))
 
 
-def model_comm_s(strategy, grad_bytes, rate, allreduce="binomial", workers=2):
+def model_comm_s(strategy, grad_bytes, rate, allreduce="mpi", workers=2):
     """Predicted communication time per step (s) of `strategy` with `grad_bytes`
     of gradients over links of `rate` bit/s (formulas in the module comment)."""
     if strategy == "single":
@@ -123,9 +125,11 @@ def model_comm_s(strategy, grad_bytes, rate, allreduce="binomial", workers=2):
     m = grad_bytes
     if strategy == "ddp":
         n = workers
-        if allreduce in ("ring", "rsag", "reduce_scatter_allgather"):
+        if allreduce == "ring":
             return 2 * (n - 1) / n * m / b
-        return math.ceil(math.log2(n)) * 2 * m / b
+        if allreduce == "recursive-doubling":
+            return math.ceil(math.log2(n)) * m / b
+        return math.ceil(math.log2(n)) * 2 * m / b  # "mpi": binomial reduce + broadcast
     k = int(strategy.split()[-1])
     if k == 0:
         return 2 * (workers - 1) * m / b
@@ -149,16 +153,14 @@ def run_one(c, exe, data, hidden, flags, steps, warmup, report):
 
 
 def allreduce_algorithm(report):
-    """The all-reduce algorithm a ddp report says ran (i8comm's field), else
-    Open MPI's libnbc default for MPI_Iallreduce: binomial reduce + broadcast."""
-    details = report.get("strategy_details") or {}
-    for key in ("allreduce", "allreduce_algorithm"):
-        if isinstance(details.get(key), str):
-            return details[key]
-    model = (report.get("comm") or {}).get("model") or {}
-    if isinstance(model.get("allreduce"), str):
-        return model["allreduce"]
-    return "binomial"
+    """The all-reduce algorithm a ddp report says ran: the one that moved the most
+    bytes in `comm.allreduce.algorithms` (schema 1.3: ring, recursive-doubling,
+    mpi), else Open MPI's MPI_Iallreduce ("mpi": libnbc's binomial reduce +
+    broadcast for these sizes)."""
+    algos = ((report.get("comm") or {}).get("allreduce") or {}).get("algorithms")
+    if isinstance(algos, dict) and algos:
+        return max(algos, key=lambda k: algos[k].get("bytes", 0))
+    return "mpi"
 
 
 def reported_model_ms(report):
@@ -219,6 +221,7 @@ def measure(a):
                             "report_model_comm_ms": reported_model_ms(r),
                             "link_bytes_host0": sum(moved[c.hosts[0]]),
                             "wall_s": round(time.monotonic() - t0, 2),
+                            "load_average_1min": round(os.getloadavg()[0], 2),
                             "report": str(report_path.relative_to(a.out)),
                         }
                         rows.append(row)
@@ -248,7 +251,7 @@ def summarise(rows):
         predicted_comm = None
         if bits is not None and s != "single":
             predicted_comm = 1e3 * model_comm_s(s, runs[0]["grad_bytes"], bits,
-                                                runs[0]["allreduce"] or "binomial")
+                                                runs[0]["allreduce"] or "mpi")
         measured_comm = step - compute if compute is not None and s != "single" else None
         out.append({
             "strategy": s, "hidden": h, "rate": rate, "rate_bits_per_s": bits,
@@ -289,12 +292,13 @@ def draw(summary, out_dir):
                     continue
                 xs = [s["rate_bits_per_s"] or UNSHAPED_X for s in pts]
                 ys = [s[metric] for s in pts]
-                ax.plot(xs, ys, "o", color=colours[name], label=name, ms=7)
+                label = name + (f" (all-reduce: {pts[0]['allreduce']})" if name == "ddp" else "")
+                ax.plot(xs, ys, "o", color=colours[name], label=label, ms=7)
                 compute = pts[0]["single_step_ms"]
                 if compute is None:
                     continue
                 batch = pts[0]["samples_per_s"] * pts[0]["step_ms_median"] / 1e3
-                algo = pts[0]["allreduce"] or "binomial"
+                algo = pts[0]["allreduce"] or "mpi"
                 model = [compute + 1e3 * model_comm_s(name, 4 * n_params(hidden), g, algo)
                          for g in grid]
                 if metric == "samples_per_s":
@@ -313,7 +317,7 @@ def draw(summary, out_dir):
             ticks = [1e8, 1e9, 1e10, UNSHAPED_X]
             ax.set_xticks(ticks)
             ax.set_xticklabels(["100 Mbit/s", "1 Gbit/s", "10 Gbit/s", "unshaped\n(veth)"])
-            ax.set_xlim(5e7, 3e10)
+            ax.set_xlim(5e7, 7e10)
             ax.grid(True, which="both", alpha=0.3)
             ax.set_xlabel("link rate (each way)")
             ax.set_ylabel("step time, ms (median)" if row == 0
@@ -332,9 +336,28 @@ def draw(summary, out_dir):
     print(f"chart: {out_dir / 'interconnect.png'}")
 
 
+def crossovers(summary):
+    """Per (strategy, hidden): the link rate (bit/s) above which the model says 2
+    replicas of the strategy out-run `single` (throughput): a step of 2 replicas
+    takes compute + t_comm and does twice single's work, so they win when
+    t_comm < compute, i.e. rate > k / compute with t_comm = k / rate."""
+    out = []
+    for (name, hidden) in sorted({(s["strategy"], s["hidden"]) for s in summary
+                                  if s["strategy"] != "single"}):
+        pts = [s for s in summary if (s["strategy"], s["hidden"]) == (name, hidden)]
+        compute_ms = pts[0]["single_step_ms"]
+        if not compute_ms:
+            continue
+        k = model_comm_s(name, 4 * n_params(hidden), 1.0, pts[0]["allreduce"] or "mpi")
+        out.append({"strategy": name, "hidden": hidden, "single_step_ms": compute_ms,
+                    "crossover_bits_per_s": k / (compute_ms / 1e3)})
+    return out
+
+
 def write(rows, summary, out_dir):
+    cross = crossovers(summary)
     (out_dir / "results.json").write_text(json.dumps(
-        {"runs": rows, "summary": summary,
+        {"runs": rows, "summary": summary, "crossover": cross,
          "model": "single's step + alpha-beta communication time; see bench/interconnect.py"},
         indent=1) + "\n")
     with open(out_dir / "results.csv", "w", newline="") as f:
@@ -349,12 +372,17 @@ def write(rows, summary, out_dir):
         print(f"{s['strategy']:<20} {s['hidden']:>9} {s['rate']:>9} {s['step_ms_median']:9.2f} "
               f"{s['samples_per_s']:10.0f} {f(s['measured_comm_ms']):>9} "
               f"{f(s['predicted_comm_ms']):>9} {f(s['predicted_over_measured'], '.2f'):>10}")
+    print("model: link rate above which 2 replicas out-run single (throughput)")
+    for c in cross:
+        print(f"  {c['strategy']:<20} {c['hidden']:>9}  {c['crossover_bits_per_s'] / 1e9:7.2f} Gbit/s "
+              f"(single's step {c['single_step_ms']:.2f} ms)")
 
 
 def main():
     a = parse_args()
     if a.replot:
         res = json.loads(a.replot.read_text())
+        write(res["runs"], res["summary"], a.replot.parent)
         draw(res["summary"], a.replot.parent)
         return
     rows = measure(a)
