@@ -103,6 +103,7 @@ cmd_down() {
     done
     ip link delete "$bridge" 2>/dev/null || true
     rm -rf /etc/netns/"${prefix}"[0-9]* "$state"
+    rmdir "$(dirname "$state")" 2>/dev/null || true # when no other cluster is up
 }
 
 cmd_up() {
