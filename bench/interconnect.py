@@ -139,7 +139,7 @@ def model_comm_s(strategy, grad_bytes, rate, allreduce="mpi", workers=2):
 def run_one(c, exe, data, hidden, flags, steps, warmup, report):
     """One training run on cluster `c` (None: on this machine, no MPI); returns
     the report (dict) or raises RuntimeError with the output."""
-    args = [str(exe), "train", "--data", data, "--hidden", hidden, *flags,
+    args = [str(exe), "train", "--data", data, "--device", "cpu", "--hidden", hidden, *flags,
             "--max-steps", str(steps), "--warmup-steps", str(warmup), "--threads", "1",
             "--report", str(report)]
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")

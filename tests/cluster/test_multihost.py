@@ -44,8 +44,10 @@ def shown(proc):
 
 
 def flags_for(mnist_dir, steps, out_dir, tag, *strategy):
-    return ["train", "--data", mnist_dir, *strategy, "--threads", "1", "--max-steps", steps,
-            "--report", out_dir / f"{tag}.json", "--save-params", out_dir / f"{tag}.f32"]
+    # --device cpu: the CPU path even where a GPU is visible (tests/conftest.py).
+    return ["train", "--data", mnist_dir, "--device", "cpu", *strategy, "--threads", "1",
+            "--max-steps", steps, "--report", out_dir / f"{tag}.json",
+            "--save-params", out_dir / f"{tag}.f32"]
 
 
 def on_one_host(stratbench, mnist_dir, tmp_path, ranks, strategy):
@@ -127,8 +129,9 @@ CASES = {
 def initial_params(stratbench, mnist_dir, tmp_path):
     """The parameters before any step (one step at learning rate 0)."""
     path = tmp_path / "init.f32"
-    proc = subprocess.run(list(map(str, [stratbench, "train", "--data", mnist_dir, "--max-steps",
-                                         "1", "--lr", "0", "--save-params", path])),
+    args = [stratbench, "train", "--data", mnist_dir, "--device", "cpu", "--max-steps", "1",
+            "--lr", "0", "--save-params", path]
+    proc = subprocess.run(list(map(str, args)),
                           capture_output=True, text=True, env=env_for_mpi(), timeout=300)
     assert proc.returncode == 0, shown(proc)
     return np.fromfile(path, dtype="<f4")
