@@ -397,9 +397,9 @@ sb_status sb_train_check_data(const struct sb_config *c, const struct sb_mnist *
     long total = (long)per_epoch * c->epochs;
     int capped = c->max_steps && c->max_steps < total;
     if (capped) total = c->max_steps;
-    if (c->warmup_steps >= total)
-        return sb_error(SB_ERR_USAGE, "--warmup-steps: %d warm-up step%s leave%s none to measure: "
-                        "the run has %ld step%s (%s); lower --warmup-steps or raise %s",
+    if (c->report_path[0] && c->warmup_steps >= total)
+        return sb_error(SB_ERR_USAGE, "--warmup-steps: %d warm-up step%s leave%s none to measure "
+                        "for --report: the run has %ld step%s (%s); lower --warmup-steps or raise %s",
                         c->warmup_steps, c->warmup_steps == 1 ? "" : "s",
                         c->warmup_steps == 1 ? "s" : "", total, total == 1 ? "" : "s",
                         capped ? "--max-steps" : "--epochs x steps per epoch",
