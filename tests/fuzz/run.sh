@@ -18,7 +18,7 @@ for target in idx json; do
     mkdir -p "build/fuzz/corpus-$target"
     echo "# fuzz_$target: ${secs} s from tests/fuzz/corpus/$target ($(ls "tests/fuzz/corpus/$target" | wc -l) seeds)"
     "build/fuzz/fuzz_$target" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
-        -max_len="$max_len" -close_fd_mask=1 -print_final_stats=1 \
+        -max_len="$max_len" -close_fd_mask=3 -print_final_stats=1 \
         -artifact_prefix="build/fuzz/findings/$target-" \
         "build/fuzz/corpus-$target" "tests/fuzz/corpus/$target" > "build/fuzz/fuzz_$target.log" 2>&1
     rc=$?
