@@ -9,6 +9,10 @@ Writes, per scaling mode present (strong, weak):
   phases-<mode>       stacked mean step time per phase, per strategy and replica count
   tta-<mode>          time to accuracy per strategy and replica count (points that
                       did not reach the target are left out)
+
+Given the JSON of `stratbench predict REPORT --out FILE` instead, writes
+  predicted-efficiency  the alpha-beta model's efficiency vs replicas (log axis) per
+                        strategy and algorithm, ideal line at 1.0 (docs/cost-model.md)
 """
 
 import argparse
@@ -20,6 +24,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 
 PHASES = ["data", "forward", "backward", "comm_exposed", "optimizer", "wait"]  # additive parts
 
@@ -96,6 +101,32 @@ def plot_mode(points, mode, out, title_extra):
         save(fig, out, f"tta-{mode}")
 
 
+def plot_predicted(doc, out):
+    """Predicted efficiency against replicas, one line per strategy/servers/algorithm."""
+    lines = {}
+    for r in sorted(doc["rows"], key=lambda r: r["replicas"]):
+        if r["strategy"] == "central":
+            name = "central, 1 server" if r["servers"] == 1 else "central, 1 server per worker"
+            if r["servers"] not in (1, r["replicas"]):
+                name = f"central, {r['servers']} servers"
+        else:
+            name = f"ddp, {r['algorithm']}" if r["algorithm"] == "binomial" else "ddp, auto"
+        lines.setdefault(name, []).append(r)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, rs in lines.items():
+        ax.plot([r["replicas"] for r in rs], [r["efficiency"] for r in rs], marker="o", label=name)
+    ax.axhline(1.0, color="grey", linestyle=":", label="ideal")
+    ax.set_xscale("log", base=2)
+    link = doc["link"]
+    title = (f"Predicted efficiency ({doc['measured_strategy']} run, "
+             f"{8e-9 * link['bandwidth_Bps']:.3g} Gbit/s, {1e6 * link['alpha_s']:.3g} us)")
+    ticks = sorted({r["replicas"] for r in doc["rows"]})
+    ax.set_ylim(0, 1.05)
+    ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    finish_vs_replicas(fig, ax, ticks, title, "efficiency = compute / step", out,
+                       "predicted-efficiency")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("scaling_json", type=pathlib.Path)
@@ -106,6 +137,11 @@ def main():
     except (OSError, ValueError) as e:
         print(f"plot.py: {args.scaling_json}: {e}", file=sys.stderr)
         return 2
+    if str(doc.get("schema_version", "")).startswith("1.") and "rows" in doc and "link" in doc:
+        args.out.mkdir(parents=True, exist_ok=True)
+        plot_predicted(doc, args.out)
+        print(f"wrote charts to {args.out}")
+        return 0
     if not str(doc.get("schema_version", "")).startswith("1.") or "points" not in doc:
         print(f"plot.py: {args.scaling_json}: not a scaling.json of major version 1", file=sys.stderr)
         return 2

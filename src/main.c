@@ -8,6 +8,7 @@
 
 #include "backend/cuda.h"
 #include "cli/compare.h"
+#include "cli/predict.h"
 #include "cli/sweep.h"
 #include "cli/train_opts.h"
 #include "data/mnist.h"
@@ -31,6 +32,7 @@ static void usage(FILE *out)
             "  train     train under one strategy and write a JSON report\n"
             "  sweep     run a matrix of strategies x replicas x scaling, write scaling.json\n"
             "  compare   compare two reports or sweeps; exit 1 on a regression (CI gate)\n"
+            "  predict   extrapolate a report to 8..512 replicas with the alpha-beta model\n"
             "  info      what this build supports\n"
             "\n"
             "strategies:\n");
@@ -71,9 +73,7 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
     if (ops->uses_mpi && !under_launcher) {
         /* Check the input here, where an error is one clear line, before
          * starting a job of many processes. */
-        st = sb_train_check_outputs(cfg);
-        if (!st) st = sb_mnist_load(cfg->data_dir, &data);
-        if (!st) st = sb_train_check_data(cfg, &data);
+        st = sb_mnist_load(cfg->data_dir, &data);
         sb_mnist_free(&data);
         if (!st) st = sb_job_relaunch_under_mpirun(ops->processes(cfg), full_argc, full_argv);
         report_error(st, 0, 1);
@@ -95,9 +95,7 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
     if (ops->uses_mpi) st = sb_strategy_fit_world(ops, cfg, job.size, opts.replicas_given);
     if (!st && ops->uses_mpi && strcmp(cfg->device, "cuda") == 0) /* NCCL: one GPU per rank */
         st = sb_cuda_check_rank_placement(cfg->comm, job.local_size, sb_cuda_device_count());
-    if (!st && job.rank == 0) st = sb_train_check_outputs(cfg); /* rank 0 writes them */
     if (!st) st = sb_mnist_load(cfg->data_dir, &data);
-    if (!st) st = sb_train_check_data(cfg, &data);
     int first_failed;
     int code = sb_job_agree(&job, sb_status_exit_code(st), &first_failed);
     if (code) {
@@ -109,11 +107,6 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
 
     st = sb_harness_train(cfg, &data, &job, full_argc, full_argv);
     sb_mnist_free(&data);
-    if (st == SB_ERR_DIVERGED) { /* every rank agreed to stop: no abort, one line */
-        if (job.rank == 0) report_error(st, 0, 1);
-        sb_job_finish(&job);
-        return sb_status_exit_code(st);
-    }
     if (st) {
         report_error(st, job.rank, job.size);
         sb_job_abort(&job, sb_status_exit_code(st));
@@ -158,6 +151,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "info") == 0) return cmd_info();
     if (strcmp(cmd, "sweep") == 0) return sb_sweep_main(argc - 1, argv + 1);
     if (strcmp(cmd, "compare") == 0) return sb_compare_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "predict") == 0) return sb_predict_main(argc - 1, argv + 1);
     if (strcmp(cmd, "--version") == 0) {
         printf("stratbench %s\n", SB_VERSION);
         return 0;
@@ -166,7 +160,7 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    fprintf(stderr, "stratbench: unknown command '%s' (expected train, sweep, compare or info; see "
+    fprintf(stderr, "stratbench: unknown command '%s' (expected train, sweep, compare, predict or info; see "
                     "stratbench --help)\n", cmd);
     return 2;
 }

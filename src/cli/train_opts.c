@@ -8,9 +8,8 @@
 #include <string.h>
 
 #include "backend/cuda.h"
-#include "cli/outputs.h"
+#include "comm/allreduce_algo.h"
 #include "data/mnist.h"
-#include "data/sampler.h"
 #include "strategies/strategy.h"
 #include "workloads/workload.h"
 
@@ -18,7 +17,7 @@ enum {
     OPT_STRATEGY = 256, OPT_WORKLOAD, OPT_DEVICE, OPT_HIDDEN, OPT_REPLICAS,
     OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_LR_SCALING, OPT_SEED, OPT_DATA,
     OPT_REPORT, OPT_TARGET, OPT_MAX_STEPS, OPT_WARMUP, OPT_SAVE_PARAMS, OPT_THREADS,
-    OPT_EVAL_BATCH, OPT_TRACE, OPT_COMM,
+    OPT_EVAL_BATCH, OPT_TRACE, OPT_COMM, OPT_ALLREDUCE, OPT_PROBE_LINKS, OPT_NO_PROBE_LINKS,
     OPT_STRATEGY_FLAG = 512, /* + index into strategy_flags[] */
 };
 
@@ -45,6 +44,9 @@ static const struct option common_options[] = {
     {"save-params", required_argument, NULL, OPT_SAVE_PARAMS},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"eval-batch", required_argument, NULL, OPT_EVAL_BATCH},
+    {"allreduce", required_argument, NULL, OPT_ALLREDUCE},
+    {"probe-links", no_argument, NULL, OPT_PROBE_LINKS},
+    {"no-probe-links", no_argument, NULL, OPT_NO_PROBE_LINKS},
     {"trace", required_argument, NULL, OPT_TRACE},
     {"help", no_argument, NULL, 'h'},
 };
@@ -96,6 +98,8 @@ void sb_train_opts_defaults(struct sb_train_opts *opts)
     c->warmup_steps = 10;
     c->threads = 0;
     c->eval_batch = 1000;
+    strcpy(c->allreduce, "auto");
+    c->probe_links = 1;
     sb_strategy_options_defaults(sb_strategy_find(c->strategy), c);
 }
 
@@ -136,6 +140,13 @@ void sb_train_opts_usage(FILE *out)
             "  --save-params FILE     final parameters, raw little-endian float32, layout order\n"
             "  --threads N            %-10s BLAS threads per process (0 = cores / processes)\n"
             "  --eval-batch N         %-10d test images per forward pass in evaluation\n"
+            "  --allreduce ALGO       %-10s MPI strategies on cpu: ring | recursive-doubling |\n"
+            "                                    mpi (MPI_Iallreduce) | auto (by size: ring for\n"
+            "                                    large buckets; docs/allreduce.md)\n"
+            "  --probe-links | --no-probe-links\n"
+            "                                    MPI strategies: measure the links' latency and\n"
+            "                                    bandwidth at start (default on; a few ms, ~0.3 s\n"
+            "                                    at 100 Mbit/s) for comm.model (docs/cost-model.md)\n"
             "  --trace FILE           Chrome trace-event JSON of the whole job (Perfetto)\n"
             "  -h, --help             this text\n"
             "\n"
@@ -143,7 +154,7 @@ void sb_train_opts_usage(FILE *out)
             c->strategy, sb_strategy_names_joined(" | "), c->workload, sb_workload_names(),
             c->device, "auto", c->hidden[0], c->replicas, c->epochs, c->batch, c->lr,
             c->momentum, "none", (unsigned long long)c->seed, c->target_accuracy, "0",
-            c->warmup_steps, "0", c->eval_batch);
+            c->warmup_steps, "0", c->eval_batch, c->allreduce);
     sb_strategy_options_usage(out);
 }
 
@@ -196,8 +207,7 @@ static sb_status parse_path(const char *flag, const char *text, char *out)
     return SB_OK;
 }
 
-/* "1024,1024" -> hidden widths, each 1..65536; an empty item ("256,",
- * ",256", "256,,256") is an error, not skipped. */
+/* "1024,1024" -> hidden widths, each 1..65536. */
 static sb_status parse_hidden(const char *text, struct sb_config *c)
 {
     char buf[256];
@@ -206,16 +216,17 @@ static sb_status parse_hidden(const char *text, struct sb_config *c)
                         text);
     strcpy(buf, text);
     c->n_hidden = 0;
-    for (char *rest = buf, *tok; (tok = strsep(&rest, ",")) != NULL;) {
-        if (!*tok)
-            return sb_error(SB_ERR_USAGE, "--hidden: empty item in '%s' (expected widths like "
-                            "256 or 1024,1024)", text);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
         if (c->n_hidden == SB_MAX_HIDDEN)
             return sb_error(SB_ERR_USAGE, "--hidden: at most %d layers, got '%s'", SB_MAX_HIDDEN,
                             text);
         SB_TRY(parse_int("hidden", tok, 1, 65536, &c->hidden[c->n_hidden]));
         c->n_hidden++;
     }
+    if (c->n_hidden == 0)
+        return sb_error(SB_ERR_USAGE, "--hidden: expected widths like 256 or 1024,1024, got '%s'",
+                        text);
     return SB_OK;
 }
 
@@ -241,6 +252,7 @@ static sb_status parse_one(struct sb_train_opts *o, int opt, const char *arg)
 {
     struct sb_config *c = &o->cfg;
     long l = 0;
+    enum sb_allreduce_algo algo;
     switch (opt) {
     case OPT_STRATEGY: return parse_name("strategy", arg, c->strategy);
     case OPT_WORKLOAD: return parse_name("workload", arg, c->workload);
@@ -275,6 +287,14 @@ static sb_status parse_one(struct sb_train_opts *o, int opt, const char *arg)
     case OPT_SAVE_PARAMS: return parse_path("save-params", arg, c->save_params_path);
     case OPT_THREADS: return parse_int("threads", arg, 0, 1024, &c->threads);
     case OPT_EVAL_BATCH: return parse_int("eval-batch", arg, 1, 10000, &c->eval_batch);
+    case OPT_PROBE_LINKS: c->probe_links = 1; return SB_OK;
+    case OPT_NO_PROBE_LINKS: c->probe_links = 0; return SB_OK;
+    case OPT_ALLREDUCE:
+        if (sb_allreduce_algo_parse(arg, &algo) != 0)
+            return sb_error(SB_ERR_USAGE, "--allreduce: expected auto, ring, "
+                            "recursive-doubling or mpi, got '%s'", arg);
+        strcpy(c->allreduce, sb_allreduce_algo_name(algo));
+        return SB_OK;
     case OPT_TRACE: return parse_path("trace", arg, c->trace_path);
     }
     return sb_error(SB_ERR_INTERNAL, "unhandled option %d", opt);
@@ -331,6 +351,10 @@ static sb_status validate(struct sb_train_opts *o)
         return sb_error(SB_ERR_USAGE, "--workload: unknown workload '%s' (expected one of: %s)",
                         c->workload, sb_workload_names());
     SB_TRY(validate_device(c));
+    if (strcmp(c->allreduce, "auto") != 0 && (!s->uses_mpi || strcmp(c->device, "cpu") != 0))
+        return sb_error(SB_ERR_USAGE, "--allreduce %s: only strategies of MPI ranks on --device "
+                        "cpu choose their all-reduce (NCCL and threads use their own)",
+                        c->allreduce);
     return sb_strategy_check(s, c);
 }
 
@@ -384,35 +408,4 @@ sb_status sb_train_opts_parse(struct sb_train_opts *opts, int argc, char **argv)
     strcpy(data_flag, opts->cfg.data_dir);
     sb_mnist_resolve_dir(data_flag, opts->cfg.data_dir, sizeof opts->cfg.data_dir);
     return validate(opts);
-}
-
-sb_status sb_train_check_data(const struct sb_config *c, const struct sb_mnist *data)
-{
-    SB_TRY(sb_mnist_check_image_size(data, SB_MNIST_SIDE, SB_MNIST_SIDE));
-    int global = sb_config_global_batch(c);
-    int per_epoch = sb_steps_per_epoch(data->train.n, global);
-    if (per_epoch < 1)
-        return sb_error(SB_ERR_USAGE, "--batch: global batch %d exceeds the %d training images "
-                        "of %s", global, data->train.n, data->train.image_path);
-    long total = (long)per_epoch * c->epochs;
-    int capped = c->max_steps && c->max_steps < total;
-    if (capped) total = c->max_steps;
-    if (c->report_path[0] && c->warmup_steps >= total)
-        return sb_error(SB_ERR_USAGE, "--warmup-steps: %d warm-up step%s leave%s none to measure "
-                        "for --report: the run has %ld step%s (%s); lower --warmup-steps or raise %s",
-                        c->warmup_steps, c->warmup_steps == 1 ? "" : "s",
-                        c->warmup_steps == 1 ? "s" : "", total, total == 1 ? "" : "s",
-                        capped ? "--max-steps" : "--epochs x steps per epoch",
-                        capped ? "--max-steps" : "--epochs");
-    return SB_OK;
-}
-
-sb_status sb_train_check_outputs(const struct sb_config *c)
-{
-    const struct sb_output outs[] = {
-        {"--report", c->report_path},
-        {"--trace", c->trace_path},
-        {"--save-params", c->save_params_path},
-    };
-    return sb_outputs_check(outs, (int)(sizeof outs / sizeof outs[0]));
 }

@@ -63,12 +63,15 @@ sb_status sb_comm_recv_any(struct sb_comm *c, float *buf, size_t n, int *peer,
     return end(c, kind, n * sizeof(float), t0, c->ops->recv_any(c, buf, n, peer));
 }
 
-/* Marks req complete now and adds its seconds to its kind's counter. */
+/* Marks req complete now and adds its seconds to its kind's counter (and,
+ * for an all-reduce, to its algorithm's). */
 static void complete(struct sb_comm *c, struct sb_comm_request *req)
 {
     req->done = 1;
     req->done_s = sb_now_s();
     c->counters[req->kind].seconds += req->done_s - req->start_s;
+    if (req->kind == SB_COMM_ALLREDUCE && (unsigned)req->algo < SB_ALLREDUCE_NALGOS)
+        c->allreduce_by_algo[req->algo].seconds += req->done_s - req->start_s;
 }
 
 /* Counts one call of `kind` and `bytes` now and starts req's clock. */
@@ -80,6 +83,7 @@ static void request_begin(struct sb_comm *c, enum sb_comm_kind kind, size_t byte
     req->done = 0;
     req->done_s = 0.0;
     req->kind = kind;
+    req->algo = SB_ALLREDUCE_LIBRARY;
     req->start_s = sb_now_s();
     c->counters[kind].calls++;
     c->counters[kind].bytes += (double)bytes;
@@ -95,6 +99,10 @@ sb_status sb_comm_iallreduce(struct sb_comm *c, float *buf, size_t n,
     } else { /* a communicator without the op: blocking, complete at issue */
         st = c->ops->allreduce(c, buf, n);
         req->done = 1;
+    }
+    if ((unsigned)req->algo < SB_ALLREDUCE_NALGOS) {
+        c->allreduce_by_algo[req->algo].calls++;
+        c->allreduce_by_algo[req->algo].bytes += (double)req->bytes;
     }
     if (st == SB_OK && req->done) complete(c, req);
     return st;
@@ -161,6 +169,12 @@ sb_status sb_comm_allreduce_f64(struct sb_comm *c, double *buf, size_t n)
 void sb_comm_reset_counters(struct sb_comm *c)
 {
     memset(c->counters, 0, sizeof c->counters);
+    memset(c->allreduce_by_algo, 0, sizeof c->allreduce_by_algo);
+}
+
+const char *sb_comm_algo_name(const struct sb_comm *c, enum sb_allreduce_algo a)
+{
+    return a == SB_ALLREDUCE_LIBRARY ? c->ops->name : sb_allreduce_algo_name(a);
 }
 
 void sb_comm_destroy(struct sb_comm *c)

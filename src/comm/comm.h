@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 
+#include "comm/allreduce_algo.h"
 #include "core/status.h"
 
 /* Kinds of traffic, as the report names them. */
@@ -46,6 +47,7 @@ struct sb_comm_request {
     double done_s;   /* sb_now_s() when completion was first observed */
     int done;        /* 1 once completed (buffer holds the sum) */
     enum sb_comm_kind kind; /* the counter its seconds go to (set by the wrapper) */
+    enum sb_allreduce_algo algo; /* what ran: set by the op (LIBRARY unless it says) */
 };
 
 struct sb_comm_ops {
@@ -104,6 +106,13 @@ struct sb_comm {
     int size;
     void *impl;
     struct sb_comm_counter counters[SB_COMM_NKINDS];
+    /* --allreduce: which algorithm a communicator that runs its own ("mpi")
+     * uses for iallreduce; others ignore it. sb_comm_world_create sets it
+     * from cfg->allreduce; otherwise SB_ALLREDUCE_AUTO (0). */
+    enum sb_allreduce_algo allreduce_algo;
+    /* The non-blocking all-reduces of counters[SB_COMM_ALLREDUCE] split by
+     * the algorithm that ran (req->algo); reset with the counters. */
+    struct sb_comm_counter allreduce_by_algo[SB_ALLREDUCE_NALGOS];
 };
 
 /* Timed, counted wrappers: each adds one call, its bytes and its seconds
@@ -170,6 +179,11 @@ sb_status sb_comm_allreduce_f64(struct sb_comm *c, double *buf, size_t n);
  * (src/comm/agree.c) */
 sb_status sb_comm_agree(struct sb_comm *c, sb_status local, const char *what);
 
+/* Report name of the algorithm `a` as run by communicator c: the
+ * algorithm's name, or the communicator's ("mpi", "nccl", ...) for
+ * SB_ALLREDUCE_LIBRARY. */
+const char *sb_comm_algo_name(const struct sb_comm *c, enum sb_allreduce_algo a);
+
 /* Zeroes all counters (at the end of warm-up). */
 void sb_comm_reset_counters(struct sb_comm *c);
 
@@ -201,7 +215,8 @@ sb_status sb_comm_local_create(struct sb_local_group *g, int rank,
 
 struct sb_config;
 /* The communicator a multi-process strategy should use for `cfg`, over the
- * ranks of `mpi_comm`: "mpi" when cfg->device is cpu; on cuda, first makes
+ * ranks of `mpi_comm`: "mpi" when cfg->device is cpu (its allreduce_algo
+ * from cfg->allreduce, --allreduce); on cuda, first makes
  * GPU local_rank % (visible devices) current for this thread
  * (sb_cuda_set_device), then "nccl" for cfg->comm "nccl", or "staged" over
  * "mpi" for cfg->comm "mpi" (device buffers through pinned host memory).

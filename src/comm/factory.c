@@ -1,6 +1,7 @@
 /* Picks the communicator of a multi-process strategy from the device and
  * --comm: MPI between CPU ranks; NCCL, or MPI staged through pinned host
- * memory, between GPU ranks. See comm.h. */
+ * memory, between GPU ranks; on CPU, --allreduce picks the mpi
+ * communicator's all-reduce algorithm. See comm.h. */
 #include <string.h>
 
 #include "backend/cuda.h"
@@ -11,7 +12,16 @@ sb_status sb_comm_world_create(const struct sb_config *cfg, const void *mpi_comm
                                int local_rank, struct sb_comm **out)
 {
     *out = NULL;
-    if (strcmp(cfg->device, "cuda") != 0) return sb_comm_mpi_create(mpi_comm, out);
+    if (strcmp(cfg->device, "cuda") != 0) {
+        /* --allreduce (validated by the CLI; "" = auto): the algorithm of
+         * the mpi communicator's non-blocking all-reduces. */
+        enum sb_allreduce_algo algo = SB_ALLREDUCE_AUTO;
+        if (cfg->allreduce[0] && sb_allreduce_algo_parse(cfg->allreduce, &algo) != 0)
+            return sb_error(SB_ERR_USAGE, "--allreduce: unknown algorithm '%s'", cfg->allreduce);
+        SB_TRY(sb_comm_mpi_create(mpi_comm, out));
+        (*out)->allreduce_algo = algo;
+        return SB_OK;
+    }
 #ifdef SB_HAVE_CUDA
     int count = sb_cuda_device_count();
     if (count == 0)

@@ -1,10 +1,23 @@
 /* The "mpi" communicator: ranks of a duplicated MPI communicator, host
- * buffers. Only the thread that called MPI_Init_thread uses it. */
+ * buffers. Only the thread that called MPI_Init_thread uses it.
+ * Non-blocking all-reduces run the algorithm of c->allreduce_algo:
+ * stratbench's ring or recursive doubling (mpi_allreduce.c), or the
+ * library's MPI_Iallreduce ("mpi"). */
 #include <limits.h>
 #include <mpi.h>
 #include <stdlib.h>
 
 #include "comm/comm.h"
+#include "comm/mpi_allreduce.h"
+
+/* The communicator's state: a duplicate of the caller's MPI communicator,
+ * the sequence number of the next stratbench all-reduce (its message tag)
+ * and the pool of their schedules. */
+struct mpi_impl {
+    MPI_Comm comm;
+    unsigned seq;
+    struct sb_ar_pool pool;
+};
 
 static sb_status mpi_check(int rc, const char *what)
 {
@@ -15,7 +28,7 @@ static sb_status mpi_check(int rc, const char *what)
     return sb_error(SB_ERR_COMM, "%s: %s", what, msg);
 }
 
-static MPI_Comm handle(struct sb_comm *c) { return *(MPI_Comm *)c->impl; }
+static MPI_Comm handle(struct sb_comm *c) { return ((struct mpi_impl *)c->impl)->comm; }
 
 /* MPI counts are int: split larger buffers into chunks of at most 1 Gi. */
 #define MPI_CHUNK ((size_t)1 << 30)
@@ -81,20 +94,21 @@ static sb_status mpi_recv_any(struct sb_comm *c, float *buf, size_t n, int *peer
     return SB_OK;
 }
 
-/* In-flight state of a non-blocking all-reduce: one MPI request per chunk
- * of at most MPI_CHUNK floats. */
+/* In-flight state of a non-blocking all-reduce: stratbench's own schedule
+ * (op), or one MPI request per chunk of at most MPI_CHUNK floats. */
 struct mpi_pending {
+    struct sb_ar_op *op;
     int n;
     MPI_Request req[];
 };
 
-static sb_status mpi_iallreduce(struct sb_comm *c, float *buf, size_t n,
-                                struct sb_comm_request *req)
+/* MPI_Iallreduce of buf (n floats) in chunks into a new pending. */
+static sb_status library_iallreduce(struct sb_comm *c, float *buf, size_t n,
+                                    struct mpi_pending **out)
 {
     int chunks = (int)((n + MPI_CHUNK - 1) / MPI_CHUNK);
-    struct mpi_pending *p = malloc(sizeof *p + (size_t)chunks * sizeof p->req[0]);
+    struct mpi_pending *p = calloc(1, sizeof *p + (size_t)chunks * sizeof p->req[0]);
     if (!p) return sb_error(SB_ERR_NOMEM, "MPI_Iallreduce: out of memory");
-    p->n = 0;
     for (size_t o = 0; o < n; o += MPI_CHUNK) {
         int k = (int)(n - o < MPI_CHUNK ? n - o : MPI_CHUNK);
         sb_status st = mpi_check(MPI_Iallreduce(MPI_IN_PLACE, buf + o, k, MPI_FLOAT,
@@ -107,9 +121,62 @@ static sb_status mpi_iallreduce(struct sb_comm *c, float *buf, size_t n,
         }
         p->n++;
     }
+    *out = p;
+    return SB_OK;
+}
+
+/* Runs c->allreduce_algo (auto: sb_allreduce_choose by size and ranks, the
+ * same choice on every rank); records the algorithm in req->algo. */
+static sb_status mpi_iallreduce(struct sb_comm *c, float *buf, size_t n,
+                                struct sb_comm_request *req)
+{
+    struct mpi_impl *m = c->impl;
+    enum sb_allreduce_algo algo = c->allreduce_algo;
+    if (algo == SB_ALLREDUCE_AUTO) algo = sb_allreduce_choose(n * sizeof(float), c->size);
+    req->algo = algo;
+    struct mpi_pending *p = NULL;
+    if (algo == SB_ALLREDUCE_LIBRARY) {
+        SB_TRY(library_iallreduce(c, buf, n, &p));
+    } else {
+        p = calloc(1, sizeof *p);
+        if (!p) return sb_error(SB_ERR_NOMEM, "all-reduce: out of memory");
+        /* Tags 1..32767 (MPI guarantees a tag upper bound >= 32767); 0 is
+         * the point-to-point traffic of central. */
+        int tag = 1 + (int)(m->seq++ % 32767u);
+        sb_status st = sb_ar_start(m->comm, algo, buf, n, tag, &m->pool, &p->op);
+        if (st) {
+            free(p);
+            return st;
+        }
+    }
     req->impl = p;
-    req->done = p->n == 0;
-    if (req->done) {
+    req->done = 0;
+    int done = 0;
+    if (p->op) SB_TRY(sb_ar_progress(p->op, 0, &done)); /* n == 0 or one rank: done */
+    else done = p->n == 0;
+    if (done) {
+        free(p);
+        req->impl = NULL;
+        req->done = 1;
+    }
+    return SB_OK;
+}
+
+/* Polls (block = 0) or waits for (block = 1) req: the one place this
+ * communicator waits on a non-blocking all-reduce. */
+static sb_status mpi_progress(struct sb_comm_request *req, int block, int *done)
+{
+    struct mpi_pending *p = req->impl;
+    *done = 0;
+    if (p->op) {
+        SB_TRY(sb_ar_progress(p->op, block, done));
+    } else if (block) {
+        SB_TRY(mpi_check(MPI_Waitall(p->n, p->req, MPI_STATUSES_IGNORE), "MPI_Waitall"));
+        *done = 1;
+    } else {
+        SB_TRY(mpi_check(MPI_Testall(p->n, p->req, done, MPI_STATUSES_IGNORE), "MPI_Testall"));
+    }
+    if (*done) {
         free(p);
         req->impl = NULL;
     }
@@ -119,24 +186,14 @@ static sb_status mpi_iallreduce(struct sb_comm *c, float *buf, size_t n,
 static sb_status mpi_test(struct sb_comm *c, struct sb_comm_request *req, int *done)
 {
     (void)c;
-    struct mpi_pending *p = req->impl;
-    *done = 0;
-    SB_TRY(mpi_check(MPI_Testall(p->n, p->req, done, MPI_STATUSES_IGNORE), "MPI_Testall"));
-    if (*done) {
-        free(p);
-        req->impl = NULL;
-    }
-    return SB_OK;
+    return mpi_progress(req, 0, done);
 }
 
 static sb_status mpi_wait(struct sb_comm *c, struct sb_comm_request *req)
 {
     (void)c;
-    struct mpi_pending *p = req->impl;
-    sb_status st = mpi_check(MPI_Waitall(p->n, p->req, MPI_STATUSES_IGNORE), "MPI_Waitall");
-    free(p);
-    req->impl = NULL;
-    return st;
+    int done = 0;
+    return mpi_progress(req, 1, &done);
 }
 
 /* A request of one MPI call with its int counts and displacements, which
@@ -148,6 +205,7 @@ static struct mpi_pending *pending_with_counts(int size, int **counts, int **dis
     head = (head + sizeof(int) - 1) / sizeof(int) * sizeof(int);
     struct mpi_pending *p = malloc(head + 2 * (size_t)size * sizeof(int));
     if (!p) return NULL;
+    p->op = NULL;
     p->n = 1;
     *counts = (int *)(void *)((char *)p + head);
     *displs = *counts + size;
@@ -221,12 +279,13 @@ static sb_status mpi_split(struct sb_comm *c, int color, int key, struct sb_comm
 
 static void mpi_destroy(struct sb_comm *c)
 {
-    MPI_Comm *h = c->impl;
-    if (h) {
+    struct mpi_impl *m = c->impl;
+    if (m) {
         int finalized = 0;
         MPI_Finalized(&finalized);
-        if (!finalized) MPI_Comm_free(h);
-        free(h);
+        if (!finalized) MPI_Comm_free(&m->comm);
+        sb_ar_pool_free(&m->pool);
+        free(m);
     }
     free(c);
 }
@@ -254,16 +313,16 @@ static sb_status wrap(MPI_Comm h, struct sb_comm **out)
 {
     *out = NULL;
     struct sb_comm *c = calloc(1, sizeof *c);
-    MPI_Comm *p = malloc(sizeof *p);
-    if (!c || !p) {
+    struct mpi_impl *m = calloc(1, sizeof *m);
+    if (!c || !m) {
         free(c);
-        free(p);
+        free(m);
         MPI_Comm_free(&h);
         return sb_error(SB_ERR_NOMEM, "mpi communicator: out of memory");
     }
-    *p = h;
+    m->comm = h;
     c->ops = &mpi_ops;
-    c->impl = p;
+    c->impl = m;
     MPI_Comm_rank(h, &c->rank);
     MPI_Comm_size(h, &c->size);
     *out = c;

@@ -40,6 +40,9 @@ struct sb_config {
     int warmup_steps;            /* steps excluded from step statistics */
     int threads;                 /* BLAS threads per process; 0 = auto */
     int eval_batch;              /* test images per forward pass in evaluation */
+    char allreduce[SB_NAME_MAX]; /* ddp on cpu: --allreduce auto | ring | recursive-doubling
+                                  * | mpi (src/comm/allreduce_algo.h) */
+    int probe_links;             /* MPI jobs: measure the links' α and B at start (1) */
     char trace_path[PATH_MAX];   /* "" = no Chrome trace */
     /* The strategy's own flags (e.g. central's --servers), laid out as the
      * strategy's options struct; read through its option table

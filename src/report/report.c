@@ -16,6 +16,7 @@
 
 #include "core/atomic_file.h"
 #include "core/stats.h"
+#include "report/comm_model.h"
 #include "report/environment.h"
 #include "report/json_util.h"
 
@@ -76,6 +77,8 @@ static void add_config(cJSON *root, const struct sb_run_record *rec, int *fail)
     sb_json_add_num(o, "blas_threads", rec->blas_threads, fail);
     sb_json_add_num(o, "eval_batch", c->eval_batch, fail);
     add_values(o, rec->details.config, rec->details.n_config, fail);
+    sb_json_add_str(o, "allreduce", c->allreduce[0] ? c->allreduce : "auto", fail);
+    if (!cJSON_AddBoolToObject(o, "probe_links", c->probe_links)) *fail = 1;
     sb_json_add_str_or_null(o, "trace", c->trace_path, fail);
 }
 
@@ -161,6 +164,24 @@ static cJSON *add_counter(cJSON *obj, const char *key, const struct sb_comm_coun
     return o;
 }
 
+/* comm.allreduce.algorithms: {name: {calls, bytes, seconds, algbw_GBps,
+ * busbw_GBps}} for each algorithm that ran a non-blocking all-reduce (ddp's
+ * buckets), so busbw is judged against the algorithm's own bound. */
+static void add_algorithms(cJSON *allreduce, const struct sb_run_record *rec, double factor,
+                           int *fail)
+{
+    cJSON *o = sb_json_add_obj(allreduce, "algorithms", fail);
+    for (int a = 0; o && a < SB_ALLREDUCE_NALGOS; a++) {
+        const struct sb_comm_counter *c = &rec->allreduce_by_algo[a];
+        if (c->calls == 0 || !rec->allreduce_algo_names[a]) continue;
+        cJSON *e = add_counter(o, rec->allreduce_algo_names[a], c, fail);
+        if (!e) return;
+        double algbw_GBps = c->seconds > 0 ? c->bytes / c->seconds / 1e9 : 0.0;
+        sb_json_add_num(e, "algbw_GBps", algbw_GBps, fail);
+        sb_json_add_num(e, "busbw_GBps", algbw_GBps * factor, fail);
+    }
+}
+
 /* The "comm" object. Bandwidths follow nccl-tests' PERFORMANCE.md:
  * algbw = bytes / seconds (the message size over the time of the call) and
  * busbw = algbw * factor, the factor making the number comparable with the
@@ -182,6 +203,7 @@ static void add_comm(cJSON *root, const struct sb_run_record *rec, int *fail)
         sb_json_add_num(e, "algbw_GBps", algbw_GBps, fail);
         sb_json_add_num(e, "busbw_GBps", algbw_GBps * factor, fail);
         sb_json_add_num(e, "busbw_factor", factor, fail);
+        if (k == SB_COMM_ALLREDUCE) add_algorithms(e, rec, factor, fail);
         total.calls += c->calls;
         total.bytes += c->bytes;
         total.seconds += c->seconds;
@@ -196,6 +218,7 @@ static void add_comm(cJSON *root, const struct sb_run_record *rec, int *fail)
     for (int k = 0; b && k < SB_COMM_NKINDS; k++)
         if (!add_counter(b, sb_comm_kind_name((enum sb_comm_kind)k), &rec->comm_before[k], fail))
             return;
+    sb_report_add_comm_model(o, rec, fail);
 }
 
 /* key: {ranks, min, median, max, skew, slowest_rank} of a spread. */

@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "comm/comm.h"
+#include "comm/cost_model.h"
 #include "core/config.h"
 #include "core/details.h"
 #include "core/phase.h"
@@ -65,6 +66,14 @@ struct sb_run_record {
      * number of ranks of the collective (n in the busbw factor). */
     struct sb_comm_counter comm[SB_COMM_NKINDS];
     int comm_ranks;
+    /* comm[SB_COMM_ALLREDUCE]'s non-blocking calls by the algorithm that
+     * ran, and each algorithm's report name (sb_comm_algo_name; NULL for
+     * algorithms that never ran). */
+    struct sb_comm_counter allreduce_by_algo[SB_ALLREDUCE_NALGOS];
+    const char *allreduce_algo_names[SB_ALLREDUCE_NALGOS];
+
+    /* --probe-links: the links' α and B (link.done = 0: not probed). */
+    struct sb_link_probe link;
 
     /* Rank 0's counters accumulated before the reset at the end of
      * warm-up: the initial broadcast of parameters and warm-up traffic. */

@@ -1,0 +1,442 @@
+/* `stratbench predict`; see predict.h and docs/cost-model.md. */
+#include "cli/predict.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli/sweep.h"
+#include "comm/allreduce_algo.h"
+#include "comm/cost_model.h"
+#include "core/status.h"
+
+#define PREDICT_SCHEMA_VERSION "1.0"
+#define MAX_COUNTS 64
+#define MAX_BUCKETS 64
+
+struct opts {
+    const char *report;
+    int counts[MAX_COUNTS];
+    int n_counts;
+    double bandwidth_Bps; /* 0 = the report's */
+    double latency_s;     /* < 0 = the report's */
+    int json;
+    const char *out;
+    int help;
+};
+
+/* What predict takes from a report. */
+struct run {
+    char strategy[64];
+    int replicas, batch, overlap;
+    double bytes;                /* parameter bytes: M */
+    double compute_ms;           /* data + h2d + forward + backward + optimizer */
+    double backward_ms;
+    double buckets[MAX_BUCKETS]; /* ddp's bucket bytes, launch order */
+    int n_buckets;
+    struct sb_link link;
+    const char *link_source;
+};
+
+/* One predicted point. */
+struct row {
+    int replicas, servers;
+    const char *strategy, *algorithm;
+    double comm_ms, exposed_ms, step_ms, samples_per_s, efficiency;
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: stratbench predict REPORT [flags]\n"
+            "\n"
+            "Extrapolates a run report to other replica counts with the alpha-beta cost\n"
+            "model: step time, samples/s and efficiency per strategy, from the run's\n"
+            "measured compute per step and its probed links (docs/cost-model.md).\n"
+            "\n"
+            "  --replicas LIST        8,64,512   replica counts to predict\n"
+            "  --bandwidth RATE       (probed)   link bandwidth: 100gbit, 1gbit, 100mbit,\n"
+            "                                    12.5GB/s, 125MB/s\n"
+            "  --latency TIME         (probed)   link latency per message: 5us, 0.1ms, 2ns\n"
+            "  --json                            print JSON instead of the table\n"
+            "  --out FILE                        also write the JSON to FILE (atomically)\n"
+            "  -h, --help                        this text\n");
+}
+
+/* "100gbit", "1Gbit/s", "12.5GB/s", "125MB" -> bytes per second. */
+static sb_status parse_rate(const char *text, double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(text, &end);
+    static const struct { const char *unit; double bytes; } units[] = {
+        {"bit", 0.125}, {"kbit", 125.0}, {"mbit", 125e3}, {"gbit", 125e6}, {"tbit", 125e9},
+        {"Kbit", 125.0}, {"Mbit", 125e3}, {"Gbit", 125e6}, {"Tbit", 125e9},
+        {"B", 1.0}, {"kB", 1e3}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+    };
+    if (!errno && end != text && isfinite(v) && v > 0) {
+        char unit[16];
+        size_t n = strlen(end);
+        if (n >= 2 && strcmp(end + n - 2, "/s") == 0) n -= 2;
+        if (n > 0 && n < sizeof unit) {
+            memcpy(unit, end, n);
+            unit[n] = 0;
+            for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+                if (strcmp(unit, units[i].unit) == 0) {
+                    *out = v * units[i].bytes;
+                    return SB_OK;
+                }
+        }
+    }
+    return sb_error(SB_ERR_USAGE, "predict: --bandwidth: expected a positive rate like 100gbit, "
+                    "1Gbit/s or 12.5GB/s, got '%s'", text);
+}
+
+/* "5us", "0.1ms", "2ns", "0s" -> seconds. */
+static sb_status parse_time(const char *text, double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(text, &end);
+    static const struct { const char *unit; double s; } units[] = {
+        {"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1.0}};
+    if (!errno && end != text && isfinite(v) && v >= 0)
+        for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+            if (strcmp(end, units[i].unit) == 0) {
+                *out = v * units[i].s;
+                return SB_OK;
+            }
+    return sb_error(SB_ERR_USAGE, "predict: --latency: expected a time like 5us, 0.1ms or "
+                    "2ns, got '%s'", text);
+}
+
+/* "8,64,512" -> counts, each 1..1000000. */
+static sb_status parse_counts(const char *text, struct opts *o)
+{
+    o->n_counts = 0;
+    const char *p = text;
+    while (*p) {
+        char *end = NULL;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (errno || end == p || v < 1 || v > 1000000 || (*end && *end != ',') ||
+            o->n_counts == MAX_COUNTS)
+            break;
+        o->counts[o->n_counts++] = (int)v;
+        if (!*end) return SB_OK;
+        p = end + 1;
+        if (!*p) break;
+    }
+    return sb_error(SB_ERR_USAGE, "predict: --replicas: expected up to %d counts in "
+                    "1..1000000 like 8,64,512, got '%s'", MAX_COUNTS, text);
+}
+
+static sb_status parse_opts(struct opts *o, int argc, char **argv)
+{
+    static const struct option longs[] = {
+        {"replicas", required_argument, NULL, 'r'}, {"bandwidth", required_argument, NULL, 'b'},
+        {"latency", required_argument, NULL, 'l'},  {"json", no_argument, NULL, 'j'},
+        {"out", required_argument, NULL, 'o'},      {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    memset(o, 0, sizeof *o);
+    o->latency_s = -1.0;
+    SB_TRY(parse_counts("8,64,512", o));
+    optind = 1;
+    opterr = 0;
+    for (;;) {
+        int c = getopt_long(argc, argv, ":h", longs, NULL);
+        const char *flag = argv[optind - 1]; /* the flag just read (getopt permutes) */
+        if (c == -1) break;
+        switch (c) {
+        case 'h': o->help = 1; return SB_OK;
+        case 'r': SB_TRY(parse_counts(optarg, o)); break;
+        case 'b': SB_TRY(parse_rate(optarg, &o->bandwidth_Bps)); break;
+        case 'l': SB_TRY(parse_time(optarg, &o->latency_s)); break;
+        case 'j': o->json = 1; break;
+        case 'o':
+            if (!*optarg) return sb_error(SB_ERR_USAGE, "predict: --out: expected a path");
+            o->out = optarg;
+            break;
+        case ':': return sb_error(SB_ERR_USAGE, "predict: %s: missing value", flag);
+        default:
+            return sb_error(SB_ERR_USAGE, "predict: unknown flag '%s' (see stratbench predict "
+                            "--help)", flag);
+        }
+    }
+    if (optind != argc - 1)
+        return sb_error(SB_ERR_USAGE, "predict: expected one REPORT, got %d arguments (see "
+                        "stratbench predict --help)", argc - optind);
+    o->report = argv[optind];
+    if (o->out) { /* checked before any work: the output's folder must take a file */
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s", o->out);
+        char *slash = strrchr(dir, '/');
+        if (slash == dir) dir[1] = 0;
+        else if (slash) *slash = 0;
+        else strcpy(dir, ".");
+        if (access(dir, W_OK) != 0)
+            return sb_error(SB_ERR_USAGE, "predict: --out %s: cannot write in %s: %s", o->out,
+                            dir, strerror(errno));
+        if (strcmp(o->out, o->report) == 0)
+            return sb_error(SB_ERR_USAGE, "predict: --out %s: is the REPORT itself", o->out);
+    }
+    return SB_OK;
+}
+
+/* obj.a.b... as a number, or NAN. */
+static double num_path(const cJSON *o, const char *const *keys, int n)
+{
+    for (int i = 0; i < n && o; i++) o = cJSON_GetObjectItemCaseSensitive(o, keys[i]);
+    return cJSON_IsNumber(o) ? o->valuedouble : NAN;
+}
+
+/* The slowest rank's median of `phase` (phases_by_rank_ms.<phase>.max),
+ * else rank 0's median (phases_ms.<phase>.median). */
+static double phase_ms(const cJSON *doc, const char *phase)
+{
+    const char *by_rank[] = {"phases_by_rank_ms", phase, "max"};
+    double v = num_path(doc, by_rank, 3);
+    if (isfinite(v)) return v;
+    const char *rank0[] = {"phases_ms", phase, "median"};
+    return num_path(doc, rank0, 3);
+}
+
+/* Reads what predict needs from the report; bad input names the report. */
+static sb_status load_run(const struct opts *o, struct run *r)
+{
+    memset(r, 0, sizeof *r);
+    cJSON *doc = NULL;
+    SB_TRY(sb_json_read_file(o->report, &doc));
+    sb_status st = SB_OK;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(doc, "schema_version");
+    const cJSON *strategy = cJSON_GetObjectItemCaseSensitive(doc, "strategy");
+    const char *k_replicas[] = {"replicas"}, *k_batch[] = {"config", "batch"};
+    const char *k_bytes[] = {"model", "param_bytes"};
+    const char *k_alpha[] = {"comm", "model", "alpha_s"};
+    const char *k_bw[] = {"comm", "model", "bandwidth_Bps"};
+    r->replicas = (int)num_path(doc, k_replicas, 1);
+    r->batch = (int)num_path(doc, k_batch, 2);
+    r->bytes = num_path(doc, k_bytes, 2);
+    const char *phases[] = {"data", "h2d", "forward", "backward", "optimizer"};
+    r->compute_ms = 0.0;
+    for (int i = 0; i < 5; i++) r->compute_ms += phase_ms(doc, phases[i]);
+    r->backward_ms = phase_ms(doc, "backward");
+    if (!cJSON_IsString(v) || strncmp(v->valuestring, "1.", 2) != 0) {
+        st = sb_error(SB_ERR_INPUT, "predict: %s: not a stratbench run report (schema_version "
+                      "1.x expected)", o->report);
+    } else if (!cJSON_IsString(strategy) || !(r->batch > 0) || !(r->replicas > 0) ||
+               !(r->bytes > 0) || !isfinite(r->compute_ms) || !(r->compute_ms > 0)) {
+        st = sb_error(SB_ERR_INPUT, "predict: %s: a run report needs strategy, replicas, "
+                      "config.batch, model.param_bytes and measured phases_ms (was any step "
+                      "measured after --warmup-steps?)", o->report);
+    } else {
+        snprintf(r->strategy, sizeof r->strategy, "%s", strategy->valuestring);
+        const cJSON *ov = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(doc, "config"), "overlap");
+        r->overlap = !cJSON_IsFalse(ov);
+        const cJSON *bb = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(doc, "strategy_details"), "bucket_bytes");
+        const cJSON *list = strcmp(r->strategy, "ddp") == 0 ? bb : NULL, *b;
+        cJSON_ArrayForEach(b, list)
+            if (cJSON_IsNumber(b) && r->n_buckets < MAX_BUCKETS)
+                r->buckets[r->n_buckets++] = b->valuedouble;
+        double sum = 0.0;
+        for (int i = 0; i < r->n_buckets; i++) sum += r->buckets[i];
+        if (fabs(sum - r->bytes) > 0.5) { /* not all listed, or not ddp: PyTorch's 25 MiB */
+            double cap = 25.0 * 1048576.0;
+            int n = (int)ceil(r->bytes / cap);
+            if (n > MAX_BUCKETS) n = MAX_BUCKETS;
+            r->n_buckets = n;
+            for (int i = 0; i < n; i++) r->buckets[i] = r->bytes / n;
+        }
+        r->link.alpha_s = num_path(doc, k_alpha, 3);
+        r->link.bandwidth_Bps = num_path(doc, k_bw, 3);
+        r->link_source = "probed at the start of the run";
+        if (o->bandwidth_Bps > 0 || o->latency_s >= 0) r->link_source = "given";
+        if (o->bandwidth_Bps > 0) r->link.bandwidth_Bps = o->bandwidth_Bps;
+        if (o->latency_s >= 0) r->link.alpha_s = o->latency_s;
+        if (!(r->link.bandwidth_Bps > 0) || !(r->link.alpha_s >= 0))
+            st = sb_error(SB_ERR_INPUT, "predict: %s: no probed link (comm.model is null: a "
+                          "one-process run or --no-probe-links); pass --bandwidth and "
+                          "--latency", o->report);
+    }
+    cJSON_Delete(doc);
+    return st;
+}
+
+/* ddp on n replicas with all-reduce `algo` (AUTO: per bucket by the auto
+ * rule; LIBRARY: binomial); returns the algorithm's name. */
+static const char *predict_ddp(const struct run *r, int n, enum sb_allreduce_algo algo,
+                               struct row *out)
+{
+    double times[MAX_BUCKETS], comm = 0.0;
+    int ring = 0, doubling = 0;
+    for (int b = 0; b < r->n_buckets; b++) {
+        enum sb_allreduce_algo a = algo;
+        if (a == SB_ALLREDUCE_AUTO) a = sb_allreduce_choose((size_t)r->buckets[b], n);
+        if (a == SB_ALLREDUCE_LIBRARY) times[b] = sb_cost_binomial_allreduce_s(&r->link, n, r->buckets[b]);
+        else if (a == SB_ALLREDUCE_RING) times[b] = sb_cost_ring_allreduce_s(&r->link, n, r->buckets[b]);
+        else times[b] = sb_cost_recursive_doubling_s(&r->link, n, r->buckets[b]);
+        ring += a == SB_ALLREDUCE_RING;
+        doubling += a == SB_ALLREDUCE_RECURSIVE_DOUBLING;
+        comm += times[b];
+    }
+    double backward_s = r->overlap ? 1e-3 * r->backward_ms : 0.0;
+    out->comm_ms = 1e3 * comm;
+    out->exposed_ms = 1e3 * sb_cost_ddp_exposed_s(r->buckets, times, r->n_buckets, backward_s);
+    if (algo == SB_ALLREDUCE_LIBRARY) return "binomial";
+    return ring && doubling ? "ring+doubling" : ring ? "ring" : "recursive-doubling";
+}
+
+static void finish_row(const struct run *r, struct row *w)
+{
+    w->step_ms = r->compute_ms + w->exposed_ms;
+    w->samples_per_s = 1e3 * (double)w->replicas * r->batch / w->step_ms;
+    w->efficiency = r->compute_ms / w->step_ms;
+}
+
+/* Rows: per replica count, ddp (auto), ddp (mpi), central k = 1, k = n. */
+static int predict_rows(const struct run *r, const struct opts *o, struct row *rows)
+{
+    int k = 0;
+    for (int i = 0; i < o->n_counts; i++) {
+        int n = o->counts[i];
+        struct row *w = &rows[k++];
+        *w = (struct row){.replicas = n, .strategy = "ddp"};
+        w->algorithm = predict_ddp(r, n, SB_ALLREDUCE_AUTO, w);
+        finish_row(r, w);
+        w = &rows[k++];
+        *w = (struct row){.replicas = n, .strategy = "ddp"};
+        w->algorithm = predict_ddp(r, n, SB_ALLREDUCE_LIBRARY, w);
+        finish_row(r, w);
+        int servers[2] = {1, n};
+        for (int s = 0; s < (n > 1 ? 2 : 1); s++) {
+            w = &rows[k++];
+            *w = (struct row){.replicas = n, .servers = servers[s], .strategy = "central",
+                              .algorithm = "push-pull"};
+            w->comm_ms = 1e3 * sb_cost_central_s(&r->link, n, servers[s], r->bytes);
+            w->exposed_ms = w->comm_ms; /* central does not overlap */
+            finish_row(r, w);
+        }
+    }
+    return k;
+}
+
+static void print_table(const struct run *r, const struct opts *o, const struct row *rows,
+                        int n)
+{
+    printf("# stratbench predict: %s (%s, %d replica%s measured, %.0f bytes of parameters, "
+           "batch %d per replica)\n", o->report, r->strategy, r->replicas,
+           r->replicas == 1 ? "" : "s", r->bytes, r->batch);
+    printf("# link: latency %.2f us, bandwidth %.4g GB/s = %.4g Gbit/s (%s)\n",
+           1e6 * r->link.alpha_s, 1e-9 * r->link.bandwidth_Bps, 8e-9 * r->link.bandwidth_Bps,
+           r->link_source);
+    printf("# compute per step: %.3f ms (data + h2d + forward + backward + optimizer, slowest "
+           "rank), the same at every scale (weak scaling)\n", r->compute_ms);
+    printf("# model (docs/cost-model.md): ddp ring 2(n-1)(a + M/(nB)), recursive doubling "
+           "lg n (a + M/B), binomial 2 ceil(lg n)(a + M/B), %d bucket%s, %s;\n",
+           r->n_buckets, r->n_buckets == 1 ? "" : "s",
+           r->overlap ? "overlap bound" : "no overlap");
+    printf("# central 2(a + max(M/B, nM/(kB))) (BytePS), no overlap; "
+           "efficiency = compute / step\n");
+    printf("#\n");
+    printf("# %8s  %-8s  %7s  %-18s  %12s  %12s  %12s  %14s  %10s\n", "replicas", "strategy",
+           "servers", "algorithm", "comm", "exposed", "step", "samples", "efficiency");
+    printf("# %8s  %-8s  %7s  %-18s  %12s  %12s  %12s  %14s  %10s\n", "", "", "", "", "ms",
+           "ms", "ms", "1/s", "");
+    for (int i = 0; i < n; i++) {
+        const struct row *w = &rows[i];
+        printf("  %8d  %-8s  %7d  %-18s  %12.3f  %12.3f  %12.3f  %14.1f  %10.4f\n", w->replicas,
+               w->strategy, w->servers, w->algorithm, w->comm_ms, w->exposed_ms, w->step_ms,
+               w->samples_per_s, w->efficiency);
+    }
+}
+
+/* The JSON document of the prediction (documented in reports/README.md). */
+static cJSON *to_json(const struct run *r, const struct opts *o, const struct row *rows, int n)
+{
+    cJSON *doc = cJSON_CreateObject(), *link = NULL, *arr = NULL;
+    int ok = doc && cJSON_AddStringToObject(doc, "schema_version", PREDICT_SCHEMA_VERSION) &&
+             cJSON_AddStringToObject(doc, "report", o->report) &&
+             cJSON_AddStringToObject(doc, "measured_strategy", r->strategy) &&
+             cJSON_AddNumberToObject(doc, "measured_replicas", r->replicas) &&
+             cJSON_AddNumberToObject(doc, "batch", r->batch) &&
+             cJSON_AddNumberToObject(doc, "bytes", r->bytes) &&
+             cJSON_AddNumberToObject(doc, "compute_ms", r->compute_ms) &&
+             cJSON_AddNumberToObject(doc, "backward_ms", r->backward_ms) &&
+             cJSON_AddBoolToObject(doc, "overlap", r->overlap) &&
+             (link = cJSON_AddObjectToObject(doc, "link")) &&
+             cJSON_AddNumberToObject(link, "alpha_s", r->link.alpha_s) &&
+             cJSON_AddNumberToObject(link, "bandwidth_Bps", r->link.bandwidth_Bps) &&
+             cJSON_AddStringToObject(link, "source", strcmp(r->link_source, "given") == 0
+                                                         ? "given" : "probe") &&
+             (arr = cJSON_AddArrayToObject(doc, "rows"));
+    for (int i = 0; ok && i < n; i++) {
+        const struct row *w = &rows[i];
+        cJSON *e = cJSON_CreateObject();
+        if (!e || !cJSON_AddItemToArray(arr, e)) {
+            cJSON_Delete(e);
+            ok = 0;
+            break;
+        }
+        ok = cJSON_AddNumberToObject(e, "replicas", w->replicas) &&
+             cJSON_AddStringToObject(e, "strategy", w->strategy) &&
+             cJSON_AddNumberToObject(e, "servers", w->servers) &&
+             cJSON_AddStringToObject(e, "algorithm", w->algorithm) &&
+             cJSON_AddNumberToObject(e, "comm_ms", w->comm_ms) &&
+             cJSON_AddNumberToObject(e, "exposed_ms", w->exposed_ms) &&
+             cJSON_AddNumberToObject(e, "step_ms", w->step_ms) &&
+             cJSON_AddNumberToObject(e, "samples_per_s", w->samples_per_s) &&
+             cJSON_AddNumberToObject(e, "efficiency", w->efficiency);
+    }
+    if (!ok) {
+        cJSON_Delete(doc);
+        return NULL;
+    }
+    return doc;
+}
+
+int sb_predict_main(int argc, char **argv)
+{
+    struct opts o;
+    struct run r;
+    sb_status st = parse_opts(&o, argc, argv);
+    if (!st && o.help) {
+        usage(stdout);
+        return 0;
+    }
+    if (!st) st = load_run(&o, &r);
+    if (st) {
+        fprintf(stderr, "stratbench: %s\n", sb_error_message());
+        return sb_status_exit_code(st);
+    }
+    struct row rows[MAX_COUNTS * 4];
+    int n = predict_rows(&r, &o, rows);
+    cJSON *doc = to_json(&r, &o, rows, n);
+    if (!doc) {
+        fprintf(stderr, "stratbench: predict: out of memory\n");
+        return 1;
+    }
+    if (o.out) st = sb_json_write_file_atomic(o.out, doc);
+    if (!st) {
+        if (o.json) {
+            char *text = cJSON_Print(doc);
+            if (text) printf("%s\n", text);
+            cJSON_free(text);
+        } else {
+            print_table(&r, &o, rows, n);
+        }
+    }
+    cJSON_Delete(doc);
+    if (st) {
+        fprintf(stderr, "stratbench: %s\n", sb_error_message());
+        return sb_status_exit_code(st);
+    }
+    return 0;
+}

@@ -1,0 +1,50 @@
+/* Which all-reduce algorithm runs: the names of --allreduce and of the
+ * report, and the rule --allreduce auto follows.
+ *
+ * The "mpi" communicator runs ring and recursive doubling itself, on
+ * non-blocking point-to-point messages (src/comm/mpi_allreduce.c), because
+ * Open MPI 4.1's MPI_Iallreduce (libnbc) runs a binomial reduce + broadcast
+ * for ddp's in-place buffers, moving 2M/B instead of the ring's
+ * 2(p-1)/p M/B (issue 8), and mpirun's --mca flags are out of reach under a
+ * user's own mpirun. Other communicators (nccl, local, staged) run their
+ * library's own algorithm, reported under the communicator's name. */
+#ifndef SB_ALLREDUCE_ALGO_H
+#define SB_ALLREDUCE_ALGO_H
+
+#include <stddef.h>
+
+enum sb_allreduce_algo {
+    SB_ALLREDUCE_AUTO = 0,           /* per call, by size and ranks (sb_allreduce_choose) */
+    SB_ALLREDUCE_RING,               /* reduce-scatter + all-gather around a ring */
+    SB_ALLREDUCE_RECURSIVE_DOUBLING, /* lg p exchanges of the whole buffer */
+    SB_ALLREDUCE_LIBRARY,            /* the communicator's library (MPI_Iallreduce, NCCL) */
+    SB_ALLREDUCE_NALGOS
+};
+
+/* Name of an algorithm as --allreduce and the report spell it: "auto",
+ * "ring", "recursive-doubling", "mpi" (the library's own; the report names
+ * it after the communicator: "mpi", "nccl", "local", "staged"). */
+const char *sb_allreduce_algo_name(enum sb_allreduce_algo a);
+
+/* Parses a --allreduce value; returns 0 and sets *out, or -1 if unknown. */
+int sb_allreduce_algo_parse(const char *name, enum sb_allreduce_algo *out);
+
+/* The "auto" rule: ring or recursive doubling for an all-reduce of `bytes`
+ * over `ranks`, whichever the α–β–γ model (cost_model.h, Thakur et al.
+ * 2005) predicts faster on a reference link (SB_ALLREDUCE_REF_*); ring on
+ * a tie. The reference is a constant, not the probed link, so that every
+ * run of the same job, on one host or many, picks the same algorithm and
+ * sums in the same order (byte-identical parameters). With it, ring from
+ * 2α/γ = 160 kB at p = 2, ~12 kB at p = 3, ~116 kB at p = 4, ~148 kB at
+ * p = 8, ~550 kB at p = 64; recursive doubling below.
+ * Never SB_ALLREDUCE_AUTO or _LIBRARY. */
+enum sb_allreduce_algo sb_allreduce_choose(size_t bytes, int ranks);
+
+/* Reference link of the auto rule: 20 µs per message (TCP over Ethernet),
+ * 10 Gbit/s, and the reduction's arithmetic at 0.25 ns per byte (one
+ * float add per 4 bytes at ~1 ns, a few GB/s of memory traffic). */
+#define SB_ALLREDUCE_REF_ALPHA_S 20e-6
+#define SB_ALLREDUCE_REF_BANDWIDTH_BPS 1.25e9
+#define SB_ALLREDUCE_REF_GAMMA_S_PER_BYTE 0.25e-9
+
+#endif

@@ -1,0 +1,92 @@
+/* The α–β (Hockney) cost model of communication: how long moving M bytes
+ * takes on links of latency α (seconds per message) and bandwidth B (bytes
+ * per second; β = 1/B seconds per byte), per algorithm and per strategy.
+ *
+ * Sources:
+ * - Hockney, "The communication challenge for MPP", Parallel Computing 20
+ *   (1994): T(m) = α + m/B for one message of m bytes.
+ * - Thakur, Rabenseifner & Gropp, "Optimization of Collective Communication
+ *   Operations in MPICH", IJHPCA 19(1) 2005, section 4: recursive doubling
+ *   lg p (α + Mβ + Mγ); ring (reduce-scatter + all-gather)
+ *   2(p-1)α + 2(p-1)/p Mβ + (p-1)/p Mγ; the non-power-of-two pre/post step.
+ * - Patarasuk & Yuan, "Bandwidth optimal all-reduce algorithms for clusters
+ *   of workstations", JPDC 69(2) 2009: the ring is bandwidth optimal,
+ *   2(p-1)/p M bytes through each rank's link.
+ * - nccl-tests, doc/PERFORMANCE.md: busbw = algbw x 2(n-1)/n, so a ring's
+ *   busbw equals the link bandwidth.
+ * - Jiang et al., "A Unified Architecture for Accelerating Distributed DNN
+ *   Training in Heterogeneous GPU/CPU Clusters" (BytePS), OSDI 2020,
+ *   section 3: with n workers and k servers each pushing/pulling through
+ *   its own link, a step's communication takes max(M/B, nM/(kB)) each way.
+ * γ (seconds per byte reduced) is the reduction's arithmetic; the report's
+ * model leaves it 0 (arithmetic counts as compute), the choice of
+ * algorithm (allreduce_algo.h) uses a reference value.
+ * All functions are pure; units: seconds, bytes, bytes per second. */
+#ifndef SB_COST_MODEL_H
+#define SB_COST_MODEL_H
+
+/* One link class: every rank-to-rank link is assumed alike (the slowest
+ * probed link stands for all). */
+struct sb_link {
+    double alpha_s;          /* latency α of one message, s */
+    double bandwidth_Bps;    /* bandwidth B, bytes/s (β = 1 / B) */
+    double gamma_s_per_byte; /* reduction arithmetic γ, s per byte (0 = ignore) */
+};
+
+/* What --probe-links measured (src/harness/probe.h), as the report carries
+ * it. */
+struct sb_link_probe {
+    int done;              /* 1 once probed (0: not probed; the rest is 0) */
+    double alpha_s;        /* one-way latency of a small message, s */
+    double bandwidth_Bps;  /* payload bytes per second of the slowest link */
+    int peers;             /* links probed (one per other host, or 1) */
+    int cross_host;        /* 1 if the probed links cross hosts */
+    double seconds;        /* wall time the probe took */
+};
+
+/* One message of `bytes`: α + bytes / B (Hockney). */
+double sb_cost_message_s(const struct sb_link *l, double bytes);
+
+/* Ring all-reduce (reduce-scatter then all-gather, Patarasuk & Yuan 2009)
+ * of M bytes over p ranks: 2(p-1)(α + M/(pB)) + (p-1)/p Mγ; 0 for p <= 1. */
+double sb_cost_ring_allreduce_s(const struct sb_link *l, int p, double bytes);
+
+/* Recursive-doubling all-reduce (Thakur et al. 2005, section 4.4) of M
+ * bytes over p ranks, p' the largest power of two <= p:
+ * lg p' (α + M/B + Mγ), plus, when p != p', a pre-step (α + M/B + Mγ: the
+ * extra ranks hand their data to a partner) and a post-step (α + M/B: the
+ * result handed back). 0 for p <= 1. */
+double sb_cost_recursive_doubling_s(const struct sb_link *l, int p, double bytes);
+
+/* Binomial-tree reduce then binomial-tree broadcast, each of ceil(lg p)
+ * rounds of one whole message: 2 ceil(lg p) (α + M/B) + ceil(lg p) Mγ. This
+ * is what Open MPI 4.1's libnbc ran for ddp's in-place MPI_Iallreduce at
+ * every size in the measurements of issue 8 (2 hosts, 1 Gbit/s: 127 ms
+ * measured, 2M/B = 125 ms predicted; its ring, forced with
+ * --mca coll_libnbc_iallreduce_algorithm 1, took 73 ms). 0 for p <= 1. */
+double sb_cost_binomial_allreduce_s(const struct sb_link *l, int p, double bytes);
+
+/* central, synchronous: n workers push M bytes of gradients and pull M
+ * bytes of parameters per step. k >= 1 dedicated servers, each owning M/k:
+ * push and pull each take α + max(M/B, nM/(kB)) (BytePS, OSDI 2020: a
+ * worker's link carries M, a server's nM/k), one after the other:
+ * 2 (α + max(M/B, nM/(kB))). k == 0 (rank 0 serves and trains): the other
+ * n-1 workers' M cross rank 0's link each way: 2 (α + (n-1)M/B).
+ * 0 when no byte crosses a link (n <= 1 and k == 0). */
+double sb_cost_central_s(const struct sb_link *l, int n_workers, int k_servers, double bytes);
+
+/* ddp's overlap bound: the part of the all-reduce time a step cannot hide
+ * behind backward. Buckets (bytes[0..n_buckets), launch order) become ready
+ * as backward proceeds, bucket i when the gradients up to and including it
+ * are computed, assumed at a rate proportional to bytes over backward_s; the
+ * all-reduces run one after another, bucket i taking comm_s[i]. Returns the
+ * time after backward's end until the last bucket is done (>= 0):
+ *   ready_i = backward_s * (b_0 + ... + b_i) / M,
+ *   done_i  = max(ready_i, done_{i-1}) + comm_s[i],
+ *   exposed = max(0, done_last - backward_s).
+ * With overlap off every bucket is ready at backward_s (pass backward_s = 0
+ * to get the sum of comm_s). */
+double sb_cost_ddp_exposed_s(const double *bytes, const double *comm_s, int n_buckets,
+                             double backward_s);
+
+#endif

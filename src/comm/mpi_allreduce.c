@@ -1,0 +1,298 @@
+/* Ring and recursive-doubling all-reduce on non-blocking point-to-point
+ * messages; see mpi_allreduce.h. */
+#include "comm/mpi_allreduce.h"
+
+#include <stdlib.h>
+
+/* MPI counts are int: a message is sent in pieces of at most this many
+ * floats. */
+#define PIECE ((size_t)1 << 30)
+
+/* One step: send buf-range to send_peer, receive into recv (scratch or
+ * buf) from recv_peer, then, if add, buf-range add_dst += recv. An empty
+ * range posts nothing (both sides compute the same sizes). */
+struct step {
+    const float *send;
+    size_t send_n;
+    int send_peer;
+    float *recv;
+    size_t recv_n;
+    int recv_peer;
+    float *add_dst; /* NULL: received in place, nothing to add */
+};
+
+struct sb_ar_op {
+    struct sb_ar_op *next_free;
+    struct sb_ar_pool *pool;
+    MPI_Comm comm;
+    enum sb_allreduce_algo algo;
+    float *buf;
+    size_t n;
+    int p, rank, tag;
+    int step, n_steps;
+    float *scratch; /* received data to add: n/p + 1 floats (ring), n (doubling) */
+    size_t scratch_cap;
+    MPI_Request *req;
+    int n_req, cap_req;
+    struct step cur;
+    /* recursive doubling: p' (largest power of two <= p), rem = p - p',
+     * this rank's index among the p' (-1: folded into a partner) */
+    int p2, rem, vrank;
+};
+
+static sb_status check(int rc, const char *what)
+{
+    if (rc == MPI_SUCCESS) return SB_OK;
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    return sb_error(SB_ERR_COMM, "all-reduce: %s: %s", what, msg);
+}
+
+/* Ring chunk c of n floats over p: offset and count (uneven: the first
+ * n mod p chunks have one more). */
+static void chunk(size_t n, int p, int c, size_t *off, size_t *count)
+{
+    size_t q = n / (size_t)p, r = n % (size_t)p, uc = (size_t)c;
+    *off = uc * q + (uc < r ? uc : r);
+    *count = q + (uc < r ? 1 : 0);
+}
+
+static int mod(int a, int p) { return ((a % p) + p) % p; }
+
+/* World rank of recursive doubling's virtual rank v (0..p'-1). */
+static int real_rank(const struct sb_ar_op *o, int v)
+{
+    return v < o->rem ? 2 * v + 1 : v + o->rem;
+}
+
+/* Fills o->cur with step s of the ring. */
+static void ring_step(struct sb_ar_op *o, int s)
+{
+    struct step *st = &o->cur;
+    int p = o->p, r = o->rank;
+    size_t off, cnt;
+    st->send_peer = mod(r + 1, p);
+    st->recv_peer = mod(r - 1, p);
+    if (s < p - 1) { /* reduce-scatter */
+        chunk(o->n, p, mod(r - s, p), &off, &cnt);
+        st->send = o->buf + off;
+        st->send_n = cnt;
+        chunk(o->n, p, mod(r - s - 1, p), &off, &cnt);
+        st->recv = o->scratch;
+        st->recv_n = cnt;
+        st->add_dst = o->buf + off;
+    } else { /* all-gather: rank r holds chunk r+1 reduced */
+        int t = s - (p - 1);
+        chunk(o->n, p, mod(r + 1 - t, p), &off, &cnt);
+        st->send = o->buf + off;
+        st->send_n = cnt;
+        chunk(o->n, p, mod(r - t, p), &off, &cnt);
+        st->recv = o->buf + off;
+        st->recv_n = cnt;
+        st->add_dst = NULL;
+    }
+}
+
+/* Fills o->cur with step s of recursive doubling: s = 0 the pre-step
+ * (ranks below 2 rem: even ones hand their buffer to the odd one above),
+ * 1..lg p' the exchanges with virtual partner v ^ 2^(s-1), lg p' + 1 the
+ * post-step (odd ones hand the sum back). Empty where this rank sits out. */
+static void doubling_step(struct sb_ar_op *o, int s)
+{
+    struct step *st = &o->cur;
+    int r = o->rank;
+    st->send_n = st->recv_n = 0;
+    st->add_dst = NULL;
+    int folded = r < 2 * o->rem; /* takes part in the pre/post-step */
+    if (s == 0) {
+        if (!folded) return;
+        if (r % 2 == 0) {
+            st->send = o->buf;
+            st->send_n = o->n;
+            st->send_peer = r + 1;
+        } else {
+            st->recv = o->scratch;
+            st->recv_n = o->n;
+            st->recv_peer = r - 1;
+            st->add_dst = o->buf;
+        }
+    } else if (s < o->n_steps - 1) {
+        if (o->vrank < 0) return;
+        int peer = real_rank(o, o->vrank ^ (1 << (s - 1)));
+        st->send = o->buf;
+        st->send_n = o->n;
+        st->send_peer = peer;
+        st->recv = o->scratch;
+        st->recv_n = o->n;
+        st->recv_peer = peer;
+        st->add_dst = o->buf;
+    } else {
+        if (!folded) return;
+        if (r % 2 == 1) {
+            st->send = o->buf;
+            st->send_n = o->n;
+            st->send_peer = r - 1;
+        } else {
+            st->recv = o->buf;
+            st->recv_n = o->n;
+            st->recv_peer = r + 1;
+        }
+    }
+}
+
+/* Posts `count` floats at p to/from peer in pieces. */
+static sb_status post(struct sb_ar_op *o, float *p, size_t count, int peer, int send)
+{
+    for (size_t off = 0; off < count; off += PIECE) {
+        int k = (int)(count - off < PIECE ? count - off : PIECE);
+        MPI_Request *rq = &o->req[o->n_req];
+        int rc = send ? MPI_Isend(p + off, k, MPI_FLOAT, peer, o->tag, o->comm, rq)
+                      : MPI_Irecv(p + off, k, MPI_FLOAT, peer, o->tag, o->comm, rq);
+        SB_TRY(check(rc, send ? "MPI_Isend" : "MPI_Irecv"));
+        o->n_req++;
+    }
+    return SB_OK;
+}
+
+/* Plans and posts step o->step. Receives first, so the matching send finds
+ * a posted receive. */
+static sb_status post_step(struct sb_ar_op *o)
+{
+    if (o->algo == SB_ALLREDUCE_RING) ring_step(o, o->step);
+    else doubling_step(o, o->step);
+    o->n_req = 0;
+    if (o->cur.recv_n) SB_TRY(post(o, o->cur.recv, o->cur.recv_n, o->cur.recv_peer, 0));
+    if (o->cur.send_n)
+        SB_TRY(post(o, (float *)o->cur.send, o->cur.send_n, o->cur.send_peer, 1));
+    return SB_OK;
+}
+
+/* The current step's data has arrived: add it where the step says. */
+static void finish_step(struct sb_ar_op *o)
+{
+    const struct step *st = &o->cur;
+    if (!st->add_dst || !st->recv_n) return;
+    float *restrict dst = st->add_dst;
+    const float *restrict src = st->recv;
+    for (size_t i = 0; i < st->recv_n; i++) dst[i] += src[i];
+}
+
+static void release(struct sb_ar_op *o)
+{
+    o->next_free = o->pool->free;
+    o->pool->free = o;
+}
+
+/* A schedule from the pool whose scratch holds `scratch` floats and whose
+ * request array holds `reqs`, or a new one. */
+static struct sb_ar_op *acquire(struct sb_ar_pool *pool, size_t scratch, int reqs)
+{
+    struct sb_ar_op **pp = &pool->free;
+    for (; *pp; pp = &(*pp)->next_free)
+        if ((*pp)->scratch_cap >= scratch && (*pp)->cap_req >= reqs) break;
+    struct sb_ar_op *o = *pp;
+    if (o) {
+        *pp = o->next_free;
+        return o;
+    }
+    o = calloc(1, sizeof *o);
+    if (!o) return NULL;
+    o->scratch = malloc((scratch ? scratch : 1) * sizeof(float));
+    o->req = malloc((size_t)reqs * sizeof *o->req);
+    if (!o->scratch || !o->req) {
+        free(o->scratch);
+        free(o->req);
+        free(o);
+        return NULL;
+    }
+    o->scratch_cap = scratch;
+    o->cap_req = reqs;
+    return o;
+}
+
+sb_status sb_ar_start(MPI_Comm comm, enum sb_allreduce_algo algo, float *buf, size_t n,
+                      int tag, struct sb_ar_pool *pool, struct sb_ar_op **out)
+{
+    *out = NULL;
+    int p = 1, rank = 0;
+    SB_TRY(check(MPI_Comm_size(comm, &p), "MPI_Comm_size"));
+    SB_TRY(check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank"));
+    int ring = algo == SB_ALLREDUCE_RING;
+    if (!ring && algo != SB_ALLREDUCE_RECURSIVE_DOUBLING)
+        return sb_error(SB_ERR_INTERNAL, "all-reduce: algorithm %s has no schedule",
+                        sb_allreduce_algo_name(algo));
+    size_t scratch = ring ? n / (size_t)p + 1 : n;
+    size_t longest = ring ? scratch : n; /* floats in one message */
+    int reqs = 2 * (int)((longest + PIECE - 1) / PIECE + 1);
+    struct sb_ar_op *o = acquire(pool, scratch, reqs);
+    if (!o) return sb_error(SB_ERR_NOMEM, "all-reduce of %zu floats: out of memory", n);
+    o->pool = pool;
+    o->comm = comm;
+    o->algo = algo;
+    o->buf = buf;
+    o->n = n;
+    o->p = p;
+    o->rank = rank;
+    o->tag = tag;
+    o->step = 0;
+    o->n_req = 0;
+    if (ring) {
+        o->n_steps = 2 * (p - 1);
+    } else {
+        int p2 = 1, lg = 0;
+        while (2 * p2 <= p) {
+            p2 *= 2;
+            lg++;
+        }
+        o->p2 = p2;
+        o->rem = p - p2;
+        if (rank < 2 * o->rem) o->vrank = rank % 2 ? rank / 2 : -1;
+        else o->vrank = rank - o->rem;
+        o->n_steps = p > 1 ? lg + 2 : 0;
+    }
+    if (n == 0 || p == 1) o->n_steps = 0;
+    if (o->n_steps > 0) {
+        sb_status st = post_step(o);
+        if (st) {
+            release(o);
+            return st;
+        }
+    }
+    *out = o;
+    return SB_OK;
+}
+
+sb_status sb_ar_progress(struct sb_ar_op *o, int block, int *done)
+{
+    *done = 0;
+    while (o->step < o->n_steps) {
+        if (o->n_req > 0) {
+            int flag = 1;
+            int rc = block ? MPI_Waitall(o->n_req, o->req, MPI_STATUSES_IGNORE)
+                           : MPI_Testall(o->n_req, o->req, &flag, MPI_STATUSES_IGNORE);
+            /* On an error the op is abandoned, not pooled: its requests
+             * may still be pending (the job ends anyway). */
+            SB_TRY(check(rc, block ? "MPI_Waitall" : "MPI_Testall"));
+            if (!flag) return SB_OK;
+        }
+        finish_step(o);
+        o->step++;
+        o->n_req = 0;
+        if (o->step < o->n_steps) SB_TRY(post_step(o));
+    }
+    release(o);
+    *done = 1;
+    return SB_OK;
+}
+
+void sb_ar_pool_free(struct sb_ar_pool *pool)
+{
+    while (pool->free) {
+        struct sb_ar_op *o = pool->free;
+        pool->free = o->next_free;
+        free(o->scratch);
+        free(o->req);
+        free(o);
+    }
+}

@@ -1,0 +1,58 @@
+/* stratbench's own non-blocking all-reduce algorithms over MPI
+ * point-to-point messages, for the "mpi" communicator (src/comm/mpi.c).
+ *
+ * An all-reduce is a schedule of steps; each step posts at most one
+ * MPI_Isend and one MPI_Irecv (split into pieces of at most 2^30 floats),
+ * and, when both are complete, adds what arrived into the buffer and posts
+ * the next step. Nothing runs in the background: like Open MPI's own
+ * non-blocking collectives, a schedule advances only when its owner calls
+ * sb_ar_progress (ddp's test calls between layers, then its wait). The only
+ * places that wait for MPI are the MPI_Testall / MPI_Waitall in
+ * sb_ar_progress.
+ *
+ * Every rank ends with bit-identical sums (each element is summed once,
+ * in one order, then copied; IEEE addition is commutative for recursive
+ * doubling's pairwise exchanges), so replicas stay identical. */
+#ifndef SB_MPI_ALLREDUCE_H
+#define SB_MPI_ALLREDUCE_H
+
+#include <mpi.h>
+#include <stddef.h>
+
+#include "comm/allreduce_algo.h"
+#include "core/status.h"
+
+struct sb_ar_op;
+
+/* A free list of finished schedules with their scratch buffers, so a
+ * step's all-reduces reuse memory instead of faulting in fresh pages. One
+ * per communicator; zero-initialise it. */
+struct sb_ar_pool {
+    struct sb_ar_op *free;
+};
+
+/* Starts the all-reduce (sum, in place) of buf (n floats) over comm with
+ * `algo` (SB_ALLREDUCE_RING or SB_ALLREDUCE_RECURSIVE_DOUBLING) and posts
+ * its first step. `tag` (1..32767) must be the same on every rank and
+ * differ between all-reduces in flight at once on comm (every rank starts
+ * its all-reduces in the same order). buf must stay untouched until done.
+ * Ring: 2(p-1) steps of about n/p floats (chunk c holds n/p floats, one
+ * more for c < n mod p; empty chunks send nothing); reduce-scatter step s
+ * sends chunk (r-s) mod p to rank r+1 and adds chunk (r-s-1) mod p from
+ * rank r-1, then the all-gather passes the reduced chunks on
+ * (Patarasuk & Yuan 2009). Recursive doubling: Thakur et al. 2005, with
+ * the extra ranks of a non-power-of-two p folded into partners before and
+ * served after. Errors: SB_ERR_NOMEM, SB_ERR_COMM with MPI's message. */
+sb_status sb_ar_start(MPI_Comm comm, enum sb_allreduce_algo algo, float *buf, size_t n,
+                      int tag, struct sb_ar_pool *pool, struct sb_ar_op **out);
+
+/* Advances op: completes as many steps as have arrived (MPI_Testall), or,
+ * with `block`, all of them (MPI_Waitall). *done = 1 when the buffer holds
+ * the sum; the op then goes back to the pool (do not use it again).
+ * Errors: SB_ERR_COMM with MPI's message (the op is then abandoned). */
+sb_status sb_ar_progress(struct sb_ar_op *op, int block, int *done);
+
+/* Frees the pool's schedules; safe on an empty pool. */
+void sb_ar_pool_free(struct sb_ar_pool *pool);
+
+#endif

@@ -1,0 +1,138 @@
+/* Link probe by ping-pong; see probe.h. */
+#include "harness/probe.h"
+
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+
+#define ALPHA_TRIPS 20
+#define SIZE_SMALL (256 * 1024)
+#define SIZE_LARGE (1024 * 1024)
+#define BW_TRIES 3
+
+static sb_status check(int rc, const char *what)
+{
+    if (rc == MPI_SUCCESS) return SB_OK;
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    return sb_error(SB_ERR_COMM, "link probe: %s: %s", what, msg);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Rank 0's side with `peer`, or the peer's side with rank 0 (me != 0):
+ * sends `bytes` from buf and waits for a 1-byte reply (or the reverse).
+ * Returns the round-trip seconds on rank 0. */
+static sb_status exchange(MPI_Comm comm, int me, int peer, char *buf, int bytes, double *rtt)
+{
+    char ack = 0;
+    double t0 = sb_now_s();
+    if (me == 0) {
+        SB_TRY(check(MPI_Send(buf, bytes, MPI_CHAR, peer, 1, comm), "MPI_Send"));
+        SB_TRY(check(MPI_Recv(&ack, 1, MPI_CHAR, peer, 2, comm, MPI_STATUS_IGNORE),
+                     "MPI_Recv"));
+    } else {
+        SB_TRY(check(MPI_Recv(buf, bytes, MPI_CHAR, 0, 1, comm, MPI_STATUS_IGNORE),
+                     "MPI_Recv"));
+        SB_TRY(check(MPI_Send(&ack, 1, MPI_CHAR, 0, 2, comm), "MPI_Send"));
+    }
+    *rtt = sb_now_s() - t0;
+    return SB_OK;
+}
+
+/* The fixed sequence of exchanges both sides of one link run; on rank 0
+ * it yields the link's α and B. */
+static sb_status probe_pair(MPI_Comm comm, int me, int peer, char *buf, double *alpha_s,
+                            double *bandwidth_Bps)
+{
+    double rtt = 0.0, trips[ALPHA_TRIPS];
+    for (int i = 0; i < 2; i++) SB_TRY(exchange(comm, me, peer, buf, 1, &rtt));
+    SB_TRY(exchange(comm, me, peer, buf, SIZE_LARGE, &rtt)); /* warm the large path */
+    for (int i = 0; i < ALPHA_TRIPS; i++) SB_TRY(exchange(comm, me, peer, buf, 1, &trips[i]));
+    double best[2] = {1e30, 1e30};
+    const int sizes[2] = {SIZE_SMALL, SIZE_LARGE};
+    for (int t = 0; t < BW_TRIES; t++)
+        for (int s = 0; s < 2; s++) {
+            SB_TRY(exchange(comm, me, peer, buf, sizes[s], &rtt));
+            if (rtt < best[s]) best[s] = rtt;
+        }
+    qsort(trips, ALPHA_TRIPS, sizeof trips[0], cmp_double);
+    *alpha_s = 0.5 * trips[ALPHA_TRIPS / 2];
+    double dt = best[1] - best[0];
+    /* A slope lost in noise (dt <= 0): fall back to the large send alone. */
+    *bandwidth_Bps = dt > 0 ? (SIZE_LARGE - SIZE_SMALL) / dt : SIZE_LARGE / best[1];
+    return SB_OK;
+}
+
+/* Probes every peer in turn (peer[r] = 1 for the ranks rank 0 probes). */
+static sb_status probe_all(MPI_Comm comm, int rank, int size, const char *hosts, int len,
+                           struct sb_link_probe *out)
+{
+    char *buf = calloc(SIZE_LARGE, 1);
+    if (!buf) return sb_error(SB_ERR_NOMEM, "link probe: out of memory");
+    sb_status st = SB_OK;
+    double t0 = sb_now_s();
+    double res[5] = {0.0, 1e300, 0.0, 0.0, 0.0}; /* alpha, bandwidth, peers, cross, s */
+    for (int q = 1; q < size && !st; q++) {
+        const char *hq = hosts + (size_t)q * len;
+        /* q is probed if it is the lowest rank of a host other than rank 0's,
+         * or rank 1 when every rank shares rank 0's host. */
+        int first_on_host = strcmp(hq, hosts) != 0;
+        for (int r = 1; r < q && first_on_host; r++)
+            first_on_host = strcmp(hosts + (size_t)r * len, hq) != 0;
+        int all_local = 1;
+        for (int r = 1; r < size && all_local; r++)
+            all_local = strcmp(hosts + (size_t)r * len, hosts) == 0;
+        if (!first_on_host && !(all_local && q == 1)) continue;
+        if (rank != 0 && rank != q) continue;
+        double a = 0.0, b = 0.0;
+        st = probe_pair(comm, rank == 0 ? 0 : q, q, buf, &a, &b);
+        if (!st && rank == 0) {
+            if (a > res[0]) res[0] = a;
+            if (b < res[1]) res[1] = b;
+            res[2] += 1;
+            res[3] = all_local ? 0 : 1;
+        }
+    }
+    free(buf);
+    res[4] = sb_now_s() - t0;
+    if (!st) st = check(MPI_Bcast(res, 5, MPI_DOUBLE, 0, comm), "MPI_Bcast");
+    if (st) return st;
+    out->done = res[2] > 0;
+    out->alpha_s = res[0];
+    out->bandwidth_Bps = out->done ? res[1] : 0.0;
+    out->peers = (int)res[2];
+    out->cross_host = (int)res[3];
+    out->seconds = res[4];
+    return SB_OK;
+}
+
+sb_status sb_probe_links(const void *mpi_world, struct sb_link_probe *out)
+{
+    memset(out, 0, sizeof *out);
+    MPI_Comm world = *(const MPI_Comm *)mpi_world, comm;
+    int size = 1, rank = 0;
+    SB_TRY(check(MPI_Comm_size(world, &size), "MPI_Comm_size"));
+    if (size < 2) return SB_OK;
+    SB_TRY(check(MPI_Comm_dup(world, &comm), "MPI_Comm_dup"));
+    MPI_Comm_rank(comm, &rank);
+    int len = MPI_MAX_PROCESSOR_NAME, n = 0;
+    char name[MPI_MAX_PROCESSOR_NAME] = {0};
+    MPI_Get_processor_name(name, &n);
+    char *hosts = calloc((size_t)size, (size_t)len);
+    sb_status st = hosts ? SB_OK : sb_error(SB_ERR_NOMEM, "link probe: out of memory");
+    if (!st)
+        st = check(MPI_Allgather(name, len, MPI_CHAR, hosts, len, MPI_CHAR, comm),
+                   "MPI_Allgather");
+    if (!st) st = probe_all(comm, rank, size, hosts, len, out);
+    free(hosts);
+    MPI_Comm_free(&comm);
+    return st;
+}

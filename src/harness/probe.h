@@ -1,0 +1,32 @@
+/* --probe-links: the α (latency) and B (bandwidth) of the job's links,
+ * measured at start-up by a short ping-pong, for the cost model
+ * (src/comm/cost_model.h) beside every report's measured times.
+ *
+ * Rank 0 probes one rank on every other host (the lowest rank there); on
+ * one host, rank 1 (then the link is shared memory). With each peer:
+ * warm-up exchanges (the connection is made lazily), then
+ * - α: the median over 20 round trips of a 1-byte message, halved;
+ * - B: the slope of one-way time against size, (m2 − m1) / (T(m2) − T(m1)),
+ *   m1 = 256 KiB, m2 = 1 MiB, T the best of 3 sends timed until a 1-byte
+ *   acknowledgement returns. The slope cancels the fixed costs (α, the
+ *   acknowledgement, a token bucket's burst) and leaves the link's payload
+ *   rate.
+ * The slowest link stands for all (largest α, smallest B), and rank 0's
+ * result is broadcast so every rank holds the same numbers. Cost: a few ms
+ * on shared memory or an unshaped link, ~30 ms at 1 Gbit/s, ~0.3 s at
+ * 100 Mbit/s. Probe traffic uses its own communicator and is not counted in
+ * the report's comm counters. */
+#ifndef SB_PROBE_H
+#define SB_PROBE_H
+
+#include "comm/cost_model.h"
+#include "core/status.h"
+
+
+/* Probes the links of `mpi_world` (an MPI_Comm *; collective over it) into
+ * *out (every rank gets rank 0's result). A world of one rank is not
+ * probed (out->done = 0). Errors: SB_ERR_COMM with MPI's message,
+ * SB_ERR_NOMEM. */
+sb_status sb_probe_links(const void *mpi_world, struct sb_link_probe *out);
+
+#endif

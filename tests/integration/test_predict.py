@@ -1,0 +1,171 @@
+"""`stratbench predict REPORT`: the table and JSON it prints for a real ddp report, the
+numbers against the model worked by hand, link overrides, the plot, and bad input (one
+line, exit 2, nothing written)."""
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO_ROOT, describe, run, train, validate_report
+
+
+@pytest.fixture(scope="module")
+def ddp_report(stratbench, mnist_dir, tmp_path_factory):
+    """A 2-replica ddp report with probed links (one host: shared memory)."""
+    path = tmp_path_factory.mktemp("ddp") / "report.json"
+    train(stratbench, mnist_dir, "--strategy", "ddp", "--replicas", "2", "--max-steps", "30",
+          "--warmup-steps", "5", "--report", path)
+    return path
+
+
+def predict(stratbench, *args):
+    return run([stratbench, "predict", *map(str, args)])
+
+
+def ring_s(alpha, bw, n, m, gamma=0.0):
+    return 2 * (n - 1) * (alpha + m / (n * bw)) + (n - 1) / n * m * gamma
+
+
+def doubling_s(alpha, bw, n, m, gamma=0.0):
+    lg = int(math.floor(math.log2(n)))
+    t = lg * (alpha + m / bw + m * gamma)
+    if 2 ** lg != n:
+        t += (alpha + m / bw + m * gamma) + (alpha + m / bw)
+    return t
+
+
+def auto_rule(n, m):
+    """--allreduce auto (docs/allreduce.md): the faster of the two on the reference link."""
+    ref = (20e-6, 1.25e9, 0.25e-9)
+    return "recursive-doubling" if doubling_s(*ref[:2], n, m, ref[2]) < \
+        ring_s(*ref[:2], n, m, ref[2]) else "ring"
+
+
+def test_report_has_comm_model(ddp_report):
+    report = validate_report(ddp_report)
+    model = report["comm"]["model"]
+    assert model["formula_name"] == "ring"
+    assert model["alpha_s"] > 0 and model["bandwidth_Bps"] > 0
+    assert model["probe_cross_host"] is False and model["probe_peers"] == 1
+    m = report["model"]["param_bytes"]
+    assert model["bytes"] == m
+    want = ring_s(model["alpha_s"], model["bandwidth_Bps"], 2, m)
+    assert math.isclose(model["predicted_comm_ms"], 1e3 * want, rel_tol=1e-9)
+    assert model["measured_comm_ms"] == report["phases_by_rank_ms"]["comm"]["min"]
+
+
+def test_no_probe_links_gives_null_model(stratbench, mnist_dir, tmp_path):
+    path = tmp_path / "r.json"
+    train(stratbench, mnist_dir, "--strategy", "ddp", "--replicas", "2", "--max-steps", "12",
+          "--warmup-steps", "2", "--no-probe-links", "--report", path)
+    report = validate_report(path)
+    assert report["comm"]["model"] is None and report["config"]["probe_links"] is False
+    proc = predict(stratbench, path)
+    assert proc.returncode == 2, describe(proc)
+    assert "no probed link" in proc.stderr and "--bandwidth and --latency" in proc.stderr
+    proc = predict(stratbench, path, "--bandwidth", "1gbit", "--latency", "50us")
+    assert proc.returncode == 0, describe(proc)
+
+
+def test_table_and_json(stratbench, ddp_report, tmp_path):
+    out = tmp_path / "pred.json"
+    proc = predict(stratbench, ddp_report, "--replicas", "8,64,512", "--bandwidth", "100gbit",
+                   "--latency", "5us", "--out", out)
+    assert proc.returncode == 0, describe(proc)
+    lines = proc.stdout.splitlines()
+    data = [ln for ln in lines if not ln.startswith("#")]
+    assert all(ln.startswith("#") for ln in lines[:len(lines) - len(data)])
+    assert len(data) == 12  # 3 counts x (ddp auto, ddp binomial, central k=1, central k=n)
+    units = [ln for ln in lines if ln.startswith("#") and " ms " in ln and "1/s" in ln]
+    assert len(units) == 1
+    doc = json.loads(out.read_text())
+    assert doc["link"] == {"alpha_s": 5e-6, "bandwidth_Bps": 12.5e9, "source": "given"}
+    report = json.loads(ddp_report.read_text())
+    m, batch = report["model"]["param_bytes"], report["config"]["batch"]
+    assert doc["bytes"] == m and doc["batch"] == batch
+    compute = sum(report["phases_by_rank_ms"][p]["max"]
+                  for p in ("data", "h2d", "forward", "backward", "optimizer"))
+    assert math.isclose(doc["compute_ms"], compute, rel_tol=1e-9)
+    rows = {(r["replicas"], r["strategy"], r["servers"], r["algorithm"]): r for r in doc["rows"]}
+    assert [auto_rule(n, m) for n in (8, 64, 512)] == ["ring", "ring", "recursive-doubling"]
+    for n in (8, 64, 512):
+        # the default MLP's one 814 kB bucket (nothing hides behind backward): the ring up
+        # to 64 replicas, recursive doubling at 512 (latency-bound: 2(n-1) alpha > lg n M/B)
+        algo = auto_rule(n, m)
+        ddp = rows[(n, "ddp", 0, algo)]
+        want = 1e3 * (ring_s if algo == "ring" else doubling_s)(5e-6, 12.5e9, n, m)
+        assert math.isclose(ddp["comm_ms"], want, rel_tol=1e-9)
+        assert math.isclose(ddp["exposed_ms"], want, rel_tol=1e-9)
+        assert math.isclose(ddp["step_ms"], compute + want, rel_tol=1e-9)
+        assert math.isclose(ddp["samples_per_s"], 1e3 * n * batch / ddp["step_ms"], rel_tol=1e-9)
+        assert math.isclose(ddp["efficiency"], compute / ddp["step_ms"], rel_tol=1e-9)
+        binom = rows[(n, "ddp", 0, "binomial")]
+        lg = math.ceil(math.log2(n))
+        assert math.isclose(binom["comm_ms"], 1e3 * 2 * lg * (5e-6 + m / 12.5e9), rel_tol=1e-9)
+        one = rows[(n, "central", 1, "push-pull")]
+        assert math.isclose(one["comm_ms"], 1e3 * 2 * (5e-6 + n * m / 12.5e9), rel_tol=1e-9)
+        many = rows[(n, "central", n, "push-pull")]
+        assert math.isclose(many["comm_ms"], 1e3 * 2 * (5e-6 + m / 12.5e9), rel_tol=1e-9)
+        assert one["efficiency"] < many["efficiency"] <= 1.0
+    # the table prints the same numbers
+    first = data[0].split()
+    assert first[:4] == ["8", "ddp", "0", "ring"]
+    assert math.isclose(float(first[6]), rows[(8, "ddp", 0, "ring")]["step_ms"], rel_tol=1e-3)
+
+
+def test_json_flag_prints_json(stratbench, ddp_report):
+    proc = predict(stratbench, ddp_report, "--json", "--replicas", "4")
+    assert proc.returncode == 0, describe(proc)
+    doc = json.loads(proc.stdout)
+    assert doc["link"]["source"] == "probe"
+    assert [r["replicas"] for r in doc["rows"]] == [4, 4, 4, 4]
+
+
+def test_plot_predicted_efficiency(stratbench, ddp_report, tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "pred.json"
+    assert predict(stratbench, ddp_report, "--out", out).returncode == 0
+    proc = subprocess.run([sys.executable, REPO_ROOT / "reports" / "plot.py", out, "--out",
+                           tmp_path / "charts"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "charts" / "predicted-efficiency.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--replicas", "8,0"], "--replicas: expected up to 64 counts"),
+    (["--replicas", "8,,9"], "--replicas: expected"),
+    (["--bandwidth", "fast"], "--bandwidth: expected a positive rate"),
+    (["--bandwidth", "10furlongs"], "--bandwidth: expected a positive rate"),
+    (["--bandwidth", "-1gbit"], "--bandwidth: expected a positive rate"),
+    (["--latency", "5"], "--latency: expected a time like 5us"),
+    (["--frobnicate"], "unknown flag '--frobnicate'"),
+    (["--out", "/nonexistent/dir/p.json"], "--out /nonexistent/dir/p.json: cannot write"),
+])
+def test_bad_flags(args, message, stratbench, ddp_report, tmp_path):
+    proc = predict(stratbench, ddp_report, *args)
+    assert proc.returncode == 2, describe(proc)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], describe(proc)
+    assert proc.stdout == ""
+
+
+def test_bad_reports(stratbench, tmp_path):
+    missing = tmp_path / "missing.json"
+    proc = predict(stratbench, missing)
+    assert proc.returncode == 2 and str(missing) in proc.stderr, describe(proc)
+    garbage = tmp_path / "garbage.json"
+    garbage.write_text("{not json")
+    proc = predict(stratbench, garbage)
+    assert proc.returncode == 2 and "not valid JSON" in proc.stderr, describe(proc)
+    other = tmp_path / "other.json"
+    other.write_text('{"schema_version": "1.3", "points": []}')
+    out = tmp_path / "out.json"
+    proc = predict(stratbench, other, "--out", out)
+    assert proc.returncode == 2 and "a run report needs" in proc.stderr, describe(proc)
+    assert not out.exists()
+    proc = predict(stratbench)
+    assert proc.returncode == 2 and "expected one REPORT" in proc.stderr, describe(proc)
+    assert len(proc.stderr.strip().splitlines()) == 1

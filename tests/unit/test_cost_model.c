@@ -1,0 +1,138 @@
+/* Unit tests for the α–β cost model (src/comm/cost_model.c) and the auto
+ * rule of --allreduce (src/comm/allreduce_algo.c): each formula against an
+ * answer worked by hand on a link of α = 100 µs, B = 100 MB/s, M = 8 MB
+ * (one message of M: 0.0801 s). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "comm/allreduce_algo.h"
+#include "comm/cost_model.h"
+
+#define M 8e6
+static const struct sb_link link = {1e-4, 1e8, 0.0};
+#define EPS 1e-12
+
+static void test_message(void **state)
+{
+    (void)state;
+    assert_float_equal(sb_cost_message_s(&link, M), 0.0801, EPS);
+    assert_float_equal(sb_cost_message_s(&link, 0), 1e-4, EPS);
+}
+
+static void test_ring(void **state)
+{
+    (void)state;
+    /* 2(p-1)(α + M/(pB)) */
+    assert_float_equal(sb_cost_ring_allreduce_s(&link, 1, M), 0.0, EPS);
+    assert_float_equal(sb_cost_ring_allreduce_s(&link, 2, M), 2 * (1e-4 + 0.04), EPS);
+    assert_float_equal(sb_cost_ring_allreduce_s(&link, 4, M), 6 * (1e-4 + 0.02), EPS);
+    assert_float_equal(sb_cost_ring_allreduce_s(&link, 3, M), 4 * (1e-4 + 0.08 / 3), EPS);
+    /* γ: (p-1)/p M γ */
+    struct sb_link g = link;
+    g.gamma_s_per_byte = 1e-9;
+    assert_float_equal(sb_cost_ring_allreduce_s(&g, 2, M), 2 * (1e-4 + 0.04) + 0.004, EPS);
+}
+
+static void test_recursive_doubling(void **state)
+{
+    (void)state;
+    assert_float_equal(sb_cost_recursive_doubling_s(&link, 1, M), 0.0, EPS);
+    assert_float_equal(sb_cost_recursive_doubling_s(&link, 2, M), 0.0801, EPS);
+    assert_float_equal(sb_cost_recursive_doubling_s(&link, 4, M), 2 * 0.0801, EPS);
+    /* p = 3: one exchange among p' = 2, plus the pre- and post-step */
+    assert_float_equal(sb_cost_recursive_doubling_s(&link, 3, M), 3 * 0.0801, EPS);
+    assert_float_equal(sb_cost_recursive_doubling_s(&link, 6, M), 4 * 0.0801, EPS);
+    struct sb_link g = link;
+    g.gamma_s_per_byte = 1e-9; /* lg p' M γ, + M γ for the pre-step */
+    assert_float_equal(sb_cost_recursive_doubling_s(&g, 3, M), 3 * 0.0801 + 2 * 0.008, EPS);
+}
+
+static void test_binomial(void **state)
+{
+    (void)state;
+    /* 2 ceil(lg p) (α + M/B): the 2M/B issue 8 measured at p = 2 */
+    assert_float_equal(sb_cost_binomial_allreduce_s(&link, 1, M), 0.0, EPS);
+    assert_float_equal(sb_cost_binomial_allreduce_s(&link, 2, M), 2 * 0.0801, EPS);
+    assert_float_equal(sb_cost_binomial_allreduce_s(&link, 3, M), 4 * 0.0801, EPS);
+    assert_float_equal(sb_cost_binomial_allreduce_s(&link, 8, M), 6 * 0.0801, EPS);
+}
+
+static void test_central(void **state)
+{
+    (void)state;
+    /* k dedicated servers: 2 (α + max(M/B, nM/(kB))) */
+    assert_float_equal(sb_cost_central_s(&link, 2, 1, M), 2 * (1e-4 + 0.16), EPS);
+    assert_float_equal(sb_cost_central_s(&link, 2, 2, M), 2 * (1e-4 + 0.08), EPS);
+    assert_float_equal(sb_cost_central_s(&link, 2, 4, M), 2 * (1e-4 + 0.08), EPS);
+    assert_float_equal(sb_cost_central_s(&link, 8, 2, M), 2 * (1e-4 + 0.32), EPS);
+    /* rank 0 serves and trains: n - 1 gradients cross its link */
+    assert_float_equal(sb_cost_central_s(&link, 3, 0, M), 2 * (1e-4 + 0.16), EPS);
+    assert_float_equal(sb_cost_central_s(&link, 2, 0, M), 2 * (1e-4 + 0.08), EPS);
+    assert_float_equal(sb_cost_central_s(&link, 1, 0, M), 0.0, EPS);
+}
+
+static void test_ddp_exposed(void **state)
+{
+    (void)state;
+    double bytes[] = {4, 4}, comm[] = {3, 3};
+    /* ready at 4 and 8; done 7, then max(8, 7) + 3 = 11: 3 after backward */
+    assert_float_equal(sb_cost_ddp_exposed_s(bytes, comm, 2, 8.0), 3.0, EPS);
+    /* no overlap: everything exposed */
+    assert_float_equal(sb_cost_ddp_exposed_s(bytes, comm, 2, 0.0), 6.0, EPS);
+    /* a long backward hides all but the last bucket */
+    assert_float_equal(sb_cost_ddp_exposed_s(bytes, comm, 2, 100.0), 3.0, EPS);
+    /* one bucket is ready only at the end: nothing hides */
+    double one_b[] = {8}, one_c[] = {5};
+    assert_float_equal(sb_cost_ddp_exposed_s(one_b, one_c, 1, 10.0), 5.0, EPS);
+    /* comm slower than backward: the queue backs up */
+    double b3[] = {1, 1, 2}, c3[] = {4, 4, 4};
+    /* ready 1, 2, 4; done 5, 9, 13; backward 4 -> 9 exposed */
+    assert_float_equal(sb_cost_ddp_exposed_s(b3, c3, 3, 4.0), 9.0, EPS);
+    assert_float_equal(sb_cost_ddp_exposed_s(b3, c3, 0, 4.0), 0.0, EPS);
+}
+
+static void test_auto_rule(void **state)
+{
+    (void)state;
+    /* p = 2: ring from 2α/γ = 160 kB on the reference link */
+    assert_int_equal(sb_allreduce_choose(1000, 2), SB_ALLREDUCE_RECURSIVE_DOUBLING);
+    assert_int_equal(sb_allreduce_choose(150000, 2), SB_ALLREDUCE_RECURSIVE_DOUBLING);
+    assert_int_equal(sb_allreduce_choose(170000, 2), SB_ALLREDUCE_RING);
+    assert_int_equal(sb_allreduce_choose(7454760, 2), SB_ALLREDUCE_RING);
+    /* p = 3 (not a power of two): ring from ~12 kB */
+    assert_int_equal(sb_allreduce_choose(4096, 3), SB_ALLREDUCE_RECURSIVE_DOUBLING);
+    assert_int_equal(sb_allreduce_choose(16384, 3), SB_ALLREDUCE_RING);
+    /* many ranks: small messages stay latency-bound */
+    assert_int_equal(sb_allreduce_choose(4096, 64), SB_ALLREDUCE_RECURSIVE_DOUBLING);
+    assert_int_equal(sb_allreduce_choose(100000000, 64), SB_ALLREDUCE_RING);
+    assert_int_equal(sb_allreduce_choose(1000, 1), SB_ALLREDUCE_RING);
+}
+
+static void test_names(void **state)
+{
+    (void)state;
+    const char *names[] = {"auto", "ring", "recursive-doubling", "mpi"};
+    for (int a = 0; a < SB_ALLREDUCE_NALGOS; a++) {
+        enum sb_allreduce_algo got;
+        assert_string_equal(sb_allreduce_algo_name((enum sb_allreduce_algo)a), names[a]);
+        assert_int_equal(sb_allreduce_algo_parse(names[a], &got), 0);
+        assert_int_equal(got, a);
+    }
+    enum sb_allreduce_algo got;
+    assert_int_equal(sb_allreduce_algo_parse("tree", &got), -1);
+    assert_int_equal(sb_allreduce_algo_parse("", &got), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_message),       cmocka_unit_test(test_ring),
+        cmocka_unit_test(test_recursive_doubling), cmocka_unit_test(test_binomial),
+        cmocka_unit_test(test_central),       cmocka_unit_test(test_ddp_exposed),
+        cmocka_unit_test(test_auto_rule),     cmocka_unit_test(test_names),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

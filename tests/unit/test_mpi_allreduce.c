@@ -1,0 +1,182 @@
+/* Tests stratbench's own all-reduce algorithms (src/comm/mpi_allreduce.c)
+ * through the "mpi" communicator, on 1 to 5 ranks: the sum is exact for
+ * integer-valued floats, bit-identical on every rank for fractional ones,
+ * for sizes from 0 to uneven thousands (n < p included), with several
+ * all-reduces in flight at once, progressed by test calls and completed
+ * in any order.
+ *
+ * Run plainly (as `ninja test` does) it is a singleton MPI job (p = 1) and
+ * then starts itself under `mpirun -n p` for p = 2..5; exit 0 pass, 1 fail,
+ * 77 skip (no mpirun). A run that hangs is ended after 300 s and fails. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "comm/comm.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                      \
+    do {                                                                      \
+        if (!(cond)) {                                                        \
+            fprintf(stderr, __VA_ARGS__);                                     \
+            fprintf(stderr, "\n");                                            \
+            failures++;                                                       \
+        }                                                                     \
+    } while (0)
+
+static const size_t sizes[] = {0, 1, 2, 3, 4, 5, 7, 64, 1000, 12345, 100003};
+#define N_SIZES (sizeof sizes / sizeof sizes[0])
+
+/* Integer-valued input: rank r holds (r + 1) * (i % 7 + 1); the sum over p
+ * ranks is exactly (i % 7 + 1) p (p + 1) / 2. */
+static void fill_exact(float *x, size_t n, int rank)
+{
+    for (size_t i = 0; i < n; i++) x[i] = (float)((rank + 1) * (int)(i % 7 + 1));
+}
+
+/* Fractional input whose sum depends on the order of additions. */
+static void fill_fraction(float *x, size_t n, int rank)
+{
+    for (size_t i = 0; i < n; i++) x[i] = 0.1f * (float)(rank + 1) + 1e-3f * (float)(i % 101);
+}
+
+/* One algorithm, one size: exact sums, then bit-identical results. */
+static void check_one(struct sb_comm *c, enum sb_allreduce_algo algo, size_t n)
+{
+    int p = c->size, rank = c->rank;
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    float *all = malloc((n ? n : 1) * (size_t)p * sizeof *all);
+    c->allreduce_algo = algo;
+    fill_exact(x, n, rank);
+    struct sb_comm_request req;
+    if (sb_comm_iallreduce(c, x, n, &req) || sb_comm_wait(c, &req)) {
+        CHECK(0, "%s n=%zu p=%d: failed", sb_allreduce_algo_name(algo), n, p);
+    }
+    for (size_t i = 0; i < n; i++) {
+        float want = (float)((int)(i % 7 + 1) * p * (p + 1) / 2);
+        if (x[i] != want) {
+            CHECK(0, "%s n=%zu p=%d rank %d: x[%zu] = %g, want %g",
+                  sb_allreduce_algo_name(algo), n, p, rank, i, x[i], want);
+            break;
+        }
+    }
+    CHECK(algo == SB_ALLREDUCE_AUTO || req.algo == algo, "%s: ran %d",
+          sb_allreduce_algo_name(algo), (int)req.algo);
+    fill_fraction(x, n, rank);
+    if (sb_comm_iallreduce(c, x, n, &req) || sb_comm_wait(c, &req))
+        CHECK(0, "%s n=%zu p=%d: failed", sb_allreduce_algo_name(algo), n, p);
+    MPI_Allgather(x, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, MPI_COMM_WORLD);
+    for (int q = 1; q < p; q++)
+        CHECK(memcmp(all, all + (size_t)q * n, n * sizeof *x) == 0,
+              "%s n=%zu p=%d: rank %d's sum differs from rank 0's",
+              sb_allreduce_algo_name(algo), n, p, q);
+    double err = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double want = 0.0;
+        for (int r = 0; r < p; r++) want += 0.1f * (float)(r + 1) + 1e-3f * (float)(i % 101);
+        double d = x[i] > want ? x[i] - want : want - x[i];
+        if (d > err) err = d;
+    }
+    CHECK(err < 1e-5, "%s n=%zu p=%d: error %g", sb_allreduce_algo_name(algo), n, p, err);
+    free(x);
+    free(all);
+}
+
+/* Three all-reduces in flight at once (different sizes and algorithms),
+ * polled with test in turn, waited for in reverse order: messages of one
+ * must never be taken for another's. */
+static void check_in_flight(struct sb_comm *c)
+{
+    enum { K = 3 };
+    size_t n[K] = {5000, 17, 64000};
+    enum sb_allreduce_algo a[K] = {SB_ALLREDUCE_RING, SB_ALLREDUCE_RECURSIVE_DOUBLING,
+                                   SB_ALLREDUCE_RING};
+    float *x[K];
+    struct sb_comm_request req[K];
+    for (int k = 0; k < K; k++) {
+        x[k] = malloc(n[k] * sizeof(float));
+        fill_exact(x[k], n[k], c->rank);
+        c->allreduce_algo = a[k];
+        if (sb_comm_iallreduce(c, x[k], n[k], &req[k])) CHECK(0, "in flight: start failed");
+        for (int j = 0; j <= k; j++) {
+            int done = 0;
+            if (sb_comm_test(c, &req[j], &done)) CHECK(0, "in flight: test failed");
+        }
+    }
+    for (int k = K - 1; k >= 0; k--)
+        if (sb_comm_wait(c, &req[k])) CHECK(0, "in flight: wait failed");
+    int p = c->size;
+    for (int k = 0; k < K; k++) {
+        for (size_t i = 0; i < n[k]; i++)
+            if (x[k][i] != (float)((int)(i % 7 + 1) * p * (p + 1) / 2)) {
+                CHECK(0, "in flight %d (p=%d): x[%zu] = %g", k, p, i, x[k][i]);
+                break;
+            }
+        free(x[k]);
+    }
+}
+
+static int run_checks(void)
+{
+    MPI_Init(NULL, NULL);
+    MPI_Comm world = MPI_COMM_WORLD;
+    struct sb_comm *c = NULL;
+    if (sb_comm_mpi_create(&world, &c)) {
+        fprintf(stderr, "cannot create the communicator: %s\n", sb_error_message());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    enum sb_allreduce_algo algos[] = {SB_ALLREDUCE_RING, SB_ALLREDUCE_RECURSIVE_DOUBLING,
+                                      SB_ALLREDUCE_LIBRARY, SB_ALLREDUCE_AUTO};
+    for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++)
+        for (size_t s = 0; s < N_SIZES; s++) check_one(c, algos[a], sizes[s]);
+    check_in_flight(c);
+    /* The counters split all-reduces by algorithm. */
+    long calls = 0;
+    for (int a = 0; a < SB_ALLREDUCE_NALGOS; a++) calls += c->allreduce_by_algo[a].calls;
+    CHECK(calls == c->counters[SB_COMM_ALLREDUCE].calls, "by-algorithm calls %ld != %ld", calls,
+          c->counters[SB_COMM_ALLREDUCE].calls);
+    CHECK(c->allreduce_by_algo[SB_ALLREDUCE_RING].calls >= 2 * (long)N_SIZES + 2,
+          "ring calls %ld", c->allreduce_by_algo[SB_ALLREDUCE_RING].calls);
+    CHECK(c->allreduce_by_algo[SB_ALLREDUCE_RECURSIVE_DOUBLING].calls >= 2 * (long)N_SIZES + 1,
+          "recursive-doubling calls %ld",
+          c->allreduce_by_algo[SB_ALLREDUCE_RECURSIVE_DOUBLING].calls);
+    CHECK(c->allreduce_by_algo[SB_ALLREDUCE_LIBRARY].calls == 2 * (long)N_SIZES,
+          "mpi calls %ld", c->allreduce_by_algo[SB_ALLREDUCE_LIBRARY].calls);
+    int total = 0;
+    MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    int rank = c->rank, p = c->size;
+    sb_comm_destroy(c);
+    MPI_Finalize();
+    if (rank == 0) printf("p=%d: %s (%d failures)\n", p, total ? "FAIL" : "ok", total);
+    return total ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    if (getenv("OMPI_COMM_WORLD_SIZE")) return run_checks();
+    /* Not under mpirun: p = 1 in a child (a singleton MPI job), then
+     * p = 2..5 under mpirun. */
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+    setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
+    if (system("command -v mpirun > /dev/null 2>&1") != 0) {
+        printf("mpirun not found\n");
+        return 77;
+    }
+    int failed = 0;
+    char cmd[4096];
+    for (int p = 1; p <= 5; p++) {
+        snprintf(cmd, sizeof cmd, "timeout 300 mpirun -n %d --oversubscribe --bind-to none '%s'", p,
+                 argv[0]);
+        int rc = system(cmd);
+        if (rc != 0) {
+            printf("p=%d: mpirun exited with %d\n", p, rc);
+            failed = 1;
+        }
+    }
+    return failed;
+}
