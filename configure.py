@@ -30,6 +30,9 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIRS = ["src", "strategies", "workloads"]  # every *.c and *.cu below these
 MAIN_SOURCE = "src/main.c"                        # the program's main(); the rest is the library
 UNIT_TESTS = "tests/unit/test_*.c"                # each one becomes build/tests/test_<name>
+FUZZ_TARGETS = "tests/fuzz/fuzz_*.c"              # each one becomes build/fuzz/fuzz_<name> (ninja fuzz)
+FUZZ_DIR = "build/fuzz"                           # the library again, built by clang for libFuzzer
+FUZZ_SANITIZE = "-fsanitize=fuzzer,address,undefined"
 PROGRAM = "build/stratbench"
 LIBRARY = "build/libstratbench.a"
 OBJ_DIR = "build/obj"
@@ -52,7 +55,7 @@ LSAN_SUPPRESSIONS = ["libmpi.so", "libopen-pal.so", "libopen-rte.so", "libhwloc.
                      "__pthread_getattr_np"]
 
 # Environment variables that change the result; recorded so that ninja's re-run matches.
-RECORDED_ENV = ["CC", "CFLAGS", "LDFLAGS", "MPICC", "CUDA_HOME", "CUDAHOSTCXX", "PKG_CONFIG_PATH"]
+RECORDED_ENV = ["CC", "CFLAGS", "LDFLAGS", "MPICC", "CUDA_HOME", "CUDAHOSTCXX", "PKG_CONFIG_PATH", "FUZZ_CC"]
 
 
 class Library:
@@ -152,7 +155,7 @@ def find_sources(suffix):
 def source_folders():
     """Every folder whose listing decides what is built (ninja re-runs configure when one changes)."""
     dirs = []
-    for d in SOURCE_DIRS + ["tests/unit"]:
+    for d in SOURCE_DIRS + ["tests/unit", "tests/fuzz"]:
         if os.path.isdir(d):
             dirs += [d] + sorted(p.rstrip("/") for p in glob.glob(f"{d}/**/", recursive=True) if p.rstrip("/") != d)
     return uniq(dirs)
@@ -323,6 +326,23 @@ def probe_cuda(probe, args):
     return cuda
 
 
+def probe_fuzzer(probe):
+    """The compiler for `ninja fuzz` (clang with libFuzzer, ASan and UBSan) as a list, or None."""
+    clang = shlex.split(os.environ.get("FUZZ_CC", "clang"))
+    src = os.path.join(probe.tmp, "fuzz.c")
+    with open(src, "w") as f:
+        f.write("#include <stddef.h>\n#include <stdint.h>\n"
+                "int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { (void)d; (void)n; return 0; }\n")
+    rc, out, _ = run(clang + [FUZZ_SANITIZE, src, "-o", os.path.join(probe.tmp, "fuzz")])
+    version = run(clang + ["--version"])[1].splitlines()
+    if rc == 0:
+        say(True, "libFuzzer", f"{version[0] if version else shlex.join(clang)} ({FUZZ_SANITIZE}; ninja fuzz)")
+        return clang
+    say(False, "libFuzzer", f"{shlex.join(clang)} {FUZZ_SANITIZE} does not link (optional: fuzz targets; "
+        "apt-get install clang libclang-rt-14-dev)")
+    return None
+
+
 def gencode_flags(arch_list):
     """nvcc -gencode flags for "80,90": SASS for each, plus PTX of the newest for later GPUs."""
     archs = [a.strip() for a in arch_list.split(",") if a.strip()]
@@ -482,6 +502,7 @@ def write_ninja(cfg):
         out += [f"build {ninja_path(obj)}: cc {ninja_path(src)}", "  cflags = $cflags $test_cflags",
                 f"build {TEST_DIR}/{name}: link {ninja_path(obj)} {' '.join(lib_dep)}", "  libs = $test_libs $libs"]
         targets.append(f"{TEST_DIR}/{name}")
+    out += fuzz_build_lines(cfg, [s for s in c_sources if s != MAIN_SOURCE])
     out += ["", f"build all: phony {' '.join(targets)}", "build test: pytest | all", "default all", ""]
 
     tmp = "build.ninja.tmp"
@@ -489,6 +510,37 @@ def write_ninja(cfg):
         f.write("\n".join(out))
     os.replace(tmp, "build.ninja")
     return len(c_sources) + len(cu_sources), len(tests), MAIN_SOURCE in c_sources
+
+
+def fuzz_build_lines(cfg, lib_sources):
+    """build.ninja lines of `ninja fuzz`: the library's C sources compiled again by clang with
+    -fsanitize=fuzzer-no-link,address,undefined into build/fuzz/, and one libFuzzer program per
+    tests/fuzz/fuzz_*.c. Not part of `all`: only `ninja fuzz` builds them. [] without clang."""
+    fuzz = cfg.get("fuzz")
+    targets = sorted(glob.glob(FUZZ_TARGETS))
+    if not fuzz or not targets:
+        return []
+    out = ["", f"fuzz_cc = {ninja_value(fuzz['cc'])}", f"fuzz_cflags = {ninja_value(fuzz['cflags'])}",
+           f"fuzz_ldflags = {ninja_value(fuzz['ldflags'])}", f"fuzz_libs = {ninja_value(fuzz['libs'])}",
+           "rule fuzz_cc", "  command = $fuzz_cc -MMD -MF $out.d $fuzz_cflags -c $in -o $out",
+           "  depfile = $out.d", "  deps = gcc", "  description = FUZZ CC $out",
+           "rule fuzz_link", "  command = $fuzz_cc $fuzz_ldflags -o $out $in $fuzz_libs",
+           "  description = FUZZ LINK $out"]
+    objs = []
+    for src in lib_sources:
+        obj = f"{FUZZ_DIR}/obj/{src[:-2]}.o"
+        out.append(f"build {ninja_path(obj)}: fuzz_cc {ninja_path(src)}")
+        objs.append(ninja_path(obj))
+    out.append(f"build {FUZZ_DIR}/libstratbench.a: ar {' '.join(objs)}")
+    programs = []
+    for src in targets:
+        name = os.path.basename(src)[:-2]
+        obj = f"{FUZZ_DIR}/obj/{src[:-2]}.o"
+        out += [f"build {ninja_path(obj)}: fuzz_cc {ninja_path(src)}",
+                f"build {FUZZ_DIR}/{name}: fuzz_link {ninja_path(obj)} {FUZZ_DIR}/libstratbench.a"]
+        programs.append(f"{FUZZ_DIR}/{name}")
+    out.append(f"build fuzz: phony {' '.join(programs)}")
+    return out
 
 
 # ------------------------------------------------------------ main
@@ -650,6 +702,16 @@ def configure(args, probe):
         "nvccflags": NVCCFLAGS + optimize + nvcc_includes(cuda["cflags"] + probe.cflags + cflags)
         + gencode_flags(args.cuda_arch),
     }
+    fuzz_cc = probe_fuzzer(probe)
+    if fuzz_cc:  # the library without CUDA or NVTX, instrumented for libFuzzer
+        cfg["fuzz"] = {
+            "cc": fuzz_cc,
+            "cflags": uniq(CFLAGS + ["-O1", "-g", "-fno-omit-frame-pointer",
+                                     "-fsanitize=fuzzer-no-link,address,undefined",
+                                     "-fno-sanitize-recover=all"] + probe.cflags + cflags),
+            "ldflags": uniq([FUZZ_SANITIZE] + probe.ldflags),
+            "libs": uniq(libs + SYSTEM_LIBS),
+        }
     if os.environ.get("CUDAHOSTCXX") and cuda["enabled"]:
         cfg["nvccflags"] += ["-ccbin", os.environ["CUDAHOSTCXX"]]
     nsources, ntests, has_main = write_ninja(cfg)

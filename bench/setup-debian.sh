@@ -2,8 +2,9 @@
 # Installs what stratbench needs to build, test and chart on Debian 12 (and
 # derivatives): compiler, Ninja, Open MPI, OpenBLAS, cJSON, zlib, cmocka, and
 # Python's pytest, jsonschema, NumPy, SciPy and matplotlib from Debian's
-# packages, and iproute2 for the one-machine cluster (tests/cluster). Uses
-# sudo when not root. The CUDA toolkit is optional and not installed here (see
+# packages, iproute2 for the one-machine cluster (tests/cluster), and clang
+# with libFuzzer's runtime for the fuzz targets (tests/fuzz/). Uses sudo when
+# not root. The CUDA toolkit is optional and not installed here (see
 # docs/gpu.md).
 set -euo pipefail
 
@@ -14,4 +15,5 @@ $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends \
     build-essential ninja-build pkg-config python3 iproute2 \
     libopenmpi-dev openmpi-bin libopenblas-dev libcjson-dev zlib1g-dev libcmocka-dev \
-    python3-pytest python3-jsonschema python3-numpy python3-scipy python3-matplotlib
+    python3-pytest python3-jsonschema python3-numpy python3-scipy python3-matplotlib \
+    clang libclang-rt-14-dev

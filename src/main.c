@@ -73,7 +73,9 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
     if (ops->uses_mpi && !under_launcher) {
         /* Check the input here, where an error is one clear line, before
          * starting a job of many processes. */
-        st = sb_mnist_load(cfg->data_dir, &data);
+        st = sb_train_check_outputs(cfg);
+        if (!st) st = sb_mnist_load(cfg->data_dir, &data);
+        if (!st) st = sb_train_check_data(cfg, &data);
         sb_mnist_free(&data);
         if (!st) st = sb_job_relaunch_under_mpirun(ops->processes(cfg), full_argc, full_argv);
         report_error(st, 0, 1);
@@ -95,7 +97,9 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
     if (ops->uses_mpi) st = sb_strategy_fit_world(ops, cfg, job.size, opts.replicas_given);
     if (!st && ops->uses_mpi && strcmp(cfg->device, "cuda") == 0) /* NCCL: one GPU per rank */
         st = sb_cuda_check_rank_placement(cfg->comm, job.local_size, sb_cuda_device_count());
+    if (!st && job.rank == 0) st = sb_train_check_outputs(cfg); /* rank 0 writes them */
     if (!st) st = sb_mnist_load(cfg->data_dir, &data);
+    if (!st) st = sb_train_check_data(cfg, &data);
     int first_failed;
     int code = sb_job_agree(&job, sb_status_exit_code(st), &first_failed);
     if (code) {
@@ -107,6 +111,11 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
 
     st = sb_harness_train(cfg, &data, &job, full_argc, full_argv);
     sb_mnist_free(&data);
+    if (st == SB_ERR_DIVERGED) { /* every rank agreed to stop: no abort, one line */
+        if (job.rank == 0) report_error(st, 0, 1);
+        sb_job_finish(&job);
+        return sb_status_exit_code(st);
+    }
     if (st) {
         report_error(st, job.rank, job.size);
         sb_job_abort(&job, sb_status_exit_code(st));

@@ -67,6 +67,13 @@ static void entry_key(struct entry *e, const cJSON *cfg, const char *scaling)
     cJSON_free(hidden);
 }
 
+/* How many steps a run report measured (step_ms.n); 0 when absent. */
+static double measured_steps(const cJSON *rep)
+{
+    double n = num_at(cJSON_GetObjectItemCaseSensitive(rep, "step_ms"), "n");
+    return isfinite(n) ? n : 0;
+}
+
 /* The metric of one run report: step_ms.median, or global_batch/step time. */
 static double report_metric(const cJSON *rep, int samples_per_s)
 {
@@ -111,14 +118,21 @@ static sb_status load_side(const char *arg, int samples_per_s, struct side *s)
             const cJSON *run;
             cJSON_ArrayForEach(run, cJSON_GetObjectItemCaseSensitive(pt, "runs")) {
                 if (strcmp(str_at(run, "status"), "ok") != 0 || e->n == MAX_REPEATS) continue;
+                const char *name = str_at(run, "report");
+                if (strchr(name, '/') || strcmp(name, "?") == 0 || strcmp(name, "..") == 0)
+                    return sb_error(SB_ERR_INPUT, "%s: point %s: run report '%s' is not a file "
+                                    "name beside scaling.json", s->path, e->label, name);
                 char rpath[8300];
-                snprintf(rpath, sizeof rpath, "%s/%s", dir, str_at(run, "report"));
+                snprintf(rpath, sizeof rpath, "%s/%s", dir, name);
                 cJSON *rep;
                 SB_TRY(sb_json_read_file(rpath, &rep));
-                double v = report_metric(rep, samples_per_s);
+                double v = report_metric(rep, samples_per_s), steps = measured_steps(rep);
                 cJSON_Delete(rep);
-                if (!isfinite(v))
-                    return sb_error(SB_ERR_INPUT, "%s: no step_ms.median", rpath);
+                if (steps < 1)
+                    return sb_error(SB_ERR_INPUT, "%s: measured no step (step_ms.n is 0): "
+                                    "nothing to compare", rpath);
+                if (!isfinite(v) || v <= 0)
+                    return sb_error(SB_ERR_INPUT, "%s: no finite step_ms.median", rpath);
                 e->v[e->n++] = v;
             }
         }
@@ -132,8 +146,27 @@ static sb_status load_side(const char *arg, int samples_per_s, struct side *s)
     if (!s->e) return sb_error(SB_ERR_NOMEM, "%s: out of memory", s->path);
     s->n = 1;
     entry_key(&s->e[0], cfg, "run");
+    if (measured_steps(s->doc) < 1)
+        return sb_error(SB_ERR_INPUT, "%s: measured no step (step_ms.n is 0): nothing to compare",
+                        s->path);
     s->e[0].v[0] = report_metric(s->doc, samples_per_s);
-    s->e[0].n = isfinite(s->e[0].v[0]);
+    if (!isfinite(s->e[0].v[0]) || s->e[0].v[0] <= 0)
+        return sb_error(SB_ERR_INPUT, "%s: no finite step_ms.median", s->path);
+    s->e[0].n = 1;
+    return SB_OK;
+}
+
+/* One configuration appears once per side: a sweep with duplicate points
+ * (`--strategies single,single` before sweeps refused it) cannot be matched
+ * one to one. Errors: SB_ERR_INPUT naming the file and the point. */
+static sb_status check_unique(const struct side *s)
+{
+    for (int i = 0; i < s->n; i++)
+        for (int j = 0; j < i; j++)
+            if (!strcmp(s->e[i].key, s->e[j].key) && !strcmp(s->e[i].scaling, s->e[j].scaling))
+                return sb_error(SB_ERR_INPUT, "%s: point %s appears more than once (points %d "
+                                "and %d); each configuration must appear once", s->path,
+                                s->e[i].label, j + 1, i + 1);
     return SB_OK;
 }
 
@@ -374,7 +407,9 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
 static sb_status compare(const struct opts *o, struct side *b, struct side *n, int *regressions)
 {
     SB_TRY(load_side(o->base, o->samples_per_s, b));
+    SB_TRY(check_unique(b));
     SB_TRY(load_side(o->new_, o->samples_per_s, n));
+    SB_TRY(check_unique(n));
     if (!o->force) SB_TRY(check_environment(b, n));
     struct result *r = calloc((size_t)(b->n ? b->n : 1), sizeof *r);
     if (!r) return sb_error(SB_ERR_NOMEM, "compare: out of memory");
@@ -387,9 +422,15 @@ static sb_status compare(const struct opts *o, struct side *b, struct side *n, i
             const struct entry *eb = &b->e[i], *en = &n->e[j];
             int run_side = !strcmp(eb->scaling, "run") || !strcmp(en->scaling, "run");
             int same = !strcmp(eb->key, en->key) && (run_side || !strcmp(eb->scaling, en->scaling));
+            /* Each entry is matched at most once (so nr <= b->n, the size of r). */
             int taken = 0;
-            for (int k = 0; k < nr && run_side; k++) taken |= r[k].b == eb || r[k].n == en;
-            if (same && !taken && eb->n > 0 && en->n > 0)
+            for (int k = 0; k < nr; k++) taken |= r[k].b == eb || r[k].n == en;
+            if (!same || taken) continue;
+            if (eb->n == 0 || en->n == 0)
+                st = sb_error(SB_ERR_INPUT, "%s: point %s has no successful run with measured "
+                              "steps: the gate cannot decide", eb->n ? n->path : b->path,
+                              eb->label);
+            else
                 st = decide(o, &b->e[i], &n->e[j], &r[nr++]);
         }
     if (!st && nr == 0)

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/outputs.h"
 #include "cli/sweep_stats.h"
 #include "report/json_util.h"
 #include "strategies/strategy.h"
@@ -64,17 +65,24 @@ static sb_status parse_int(const char *flag, const char *s, long lo, long hi, lo
     return SB_OK;
 }
 
+/* Splits the comma-separated `arg` into items; an empty item ("single,",
+ * "1,,2") or one given twice is an error naming the flag. */
 static sb_status parse_list(const char *flag, const char *arg, char items[][32], int *n)
 {
     char buf[512];
-    snprintf(buf, sizeof buf, "%s", arg);
+    if (strlen(arg) >= sizeof buf)
+        return sb_error(SB_ERR_USAGE, "--%s: list longer than %zu bytes", flag, sizeof buf - 1);
+    strcpy(buf, arg);
     *n = 0;
-    for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    for (char *rest = buf, *tok; (tok = strsep(&rest, ",")) != NULL;) {
+        if (!*tok) return sb_error(SB_ERR_USAGE, "--%s: empty item in '%s'", flag, arg);
         if (*n == MAX_LIST || strlen(tok) >= 32)
             return sb_error(SB_ERR_USAGE, "--%s: too many or too long items in '%s'", flag, arg);
+        for (int i = 0; i < *n; i++)
+            if (strcmp(items[i], tok) == 0)
+                return sb_error(SB_ERR_USAGE, "--%s: '%s' appears twice in '%s'", flag, tok, arg);
         strcpy(items[(*n)++], tok);
     }
-    if (*n == 0) return sb_error(SB_ERR_USAGE, "--%s: empty list", flag);
     return SB_OK;
 }
 
@@ -110,6 +118,10 @@ static sb_status parse_opts(struct sweep_opts *o, int argc, char **argv)
             for (int i = 0; i < o->n_replicas; i++) {
                 SB_TRY(parse_int("replicas", items[i], 1, 1024, &v));
                 o->replicas[i] = (int)v;
+                for (int k = 0; k < i; k++)
+                    if (o->replicas[k] == o->replicas[i])
+                        return sb_error(SB_ERR_USAGE, "--replicas: %d appears twice in '%s'",
+                                        o->replicas[i], optarg);
             }
             break;
         case 'S':
@@ -206,6 +218,34 @@ static int run_child(char **argv, const char *log_path)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+/* step_ms.n of a run report: the steps it measured (0 when absent). */
+static double measured_steps(const cJSON *rep)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(rep, "step_ms"), "n");
+    return cJSON_IsNumber(n) ? n->valuedouble : 0;
+}
+
+/* The sweep's first run exited 2 (a usage or input error every run would
+ * repeat): its "stratbench: " line from `log_path` becomes the sweep's error,
+ * and the log is removed (its content is the message). SB_ERR_USAGE. */
+static sb_status first_run_error(const char *log_path)
+{
+    char line[1024], msg[1024] = "";
+    FILE *f = fopen(log_path, "r");
+    while (f && fgets(line, sizeof line, f))
+        if (!msg[0] && strncmp(line, "stratbench: ", 12) == 0) {
+            line[strcspn(line, "\n")] = '\0';
+            snprintf(msg, sizeof msg, "%s", line + 12);
+        }
+    if (f) fclose(f);
+    if (!msg[0])
+        return sb_error(SB_ERR_USAGE, "sweep: the first run failed with a usage or input error "
+                        "(exit 2); see %s", log_path);
+    unlink(log_path);
+    return sb_error(SB_ERR_USAGE, "%s", msg);
+}
+
 /* Runs every repeat of `pt`, fills pt->json (without speedup), prints
  * progress; counts runs done and failed. */
 static sb_status run_point(const struct sweep_opts *o, const char *self, struct sb_sweep_point *pt,
@@ -240,8 +280,14 @@ static sb_status run_point(const struct sweep_opts *o, const char *self, struct 
         argv[a] = NULL;
         unlink(path); /* a stale report must not pass for this run's */
         int code = run_child(argv, log_path);
+        if (code == 2 && *done == 0) { /* the first run's usage or input error is the sweep's */
+            cJSON_Delete(runs);
+            return first_run_error(log_path);
+        }
         cJSON *rep = NULL;
-        if (code == 0 && sb_json_read_file(path, &rep) != SB_OK) code = 1;
+        const char *why = NULL; /* why a run that exited 0 still failed */
+        if (code == 0 && sb_json_read_file(path, &rep) != SB_OK) code = 1, why = "no report";
+        if (code == 0 && !(measured_steps(rep) >= 1)) code = 1, why = "measured no step";
         printf("[%d/%d] %s n=%d %s r%d: ", ++*done, total, pt->strategy, pt->replicas,
                sb_sweep_scaling_name[pt->scaling], r);
         cJSON *run = cJSON_CreateObject();
@@ -250,7 +296,10 @@ static sb_status run_point(const struct sweep_opts *o, const char *self, struct 
         sb_json_add_str(run, "log", strrchr(log_path, '/') + 1, &fail);
         sb_json_add_str(run, "status", code ? "failed" : "ok", &fail);
         sb_json_add_num(run, "exit_status", code, &fail);
-        if (code) {
+        if (code && why) {
+            printf("FAILED (%s, see %s)\n", why, log_path);
+            ++*failed;
+        } else if (code) {
             printf("FAILED (exit %d, see %s)\n", code, log_path);
             ++*failed;
         } else {
@@ -310,7 +359,14 @@ int sb_sweep_main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
+    struct stat out_st;
+    int out_existed = stat(o.out, &out_st) == 0;
+    if (!st) st = sb_output_dir_check("--out", o.out);
     if (!st) st = make_dirs(o.out);
+    char scaling_path[PATH_LEN + 16];
+    snprintf(scaling_path, sizeof scaling_path, "%s/scaling.json", o.out);
+    const struct sb_output scaling_out = {"--out", scaling_path};
+    if (!st) st = sb_outputs_check(&scaling_out, 1);
     char self[PATH_LEN];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
     if (!st && len <= 0) st = sb_error(SB_ERR_INTERNAL, "/proc/self/exe: %s", strerror(errno));
@@ -339,6 +395,8 @@ int sb_sweep_main(int argc, char **argv)
     cJSON *environment = NULL;
     for (int i = 0; i < n_pts && !st; i++)
         st = run_point(&o, self, &pts[i], &done, total, &failed, &environment);
+    if (st == SB_ERR_USAGE && done == 0 && !out_existed)
+        rmdir(o.out); /* the failed sweep leaves nothing (only if it made --out and it is empty) */
     cJSON *doc = NULL, *points = NULL;
     if (!st) {
         int fail = 0; /* set by sb_json_* when cJSON runs out of memory */
@@ -361,10 +419,8 @@ int sb_sweep_main(int argc, char **argv)
             pts[i].json = NULL; /* owned by points, or freed */
         }
         if (!st && fail) st = sb_error(SB_ERR_NOMEM, "sweep: out of memory building scaling.json");
-        char path[PATH_LEN + 16];
-        snprintf(path, sizeof path, "%s/scaling.json", o.out);
-        if (!st) st = sb_json_write_file_atomic(path, doc);
-        if (!st) printf("# %d of %d runs failed; wrote %s\n", failed, total, path);
+        if (!st) st = sb_json_write_file_atomic(scaling_path, doc);
+        if (!st) printf("# %d of %d runs failed; wrote %s\n", failed, total, scaling_path);
     }
     for (int i = 0; i < n_pts; i++) {
         cJSON_Delete(pts[i].json);

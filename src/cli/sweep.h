@@ -17,10 +17,18 @@
  * written), 2 bad flags (one line on stderr naming the flag). */
 int sb_sweep_main(int argc, char **argv);
 
+/* Largest JSON file read: a run report or scaling.json is kilobytes; a
+ * bounded read keeps `compare /dev/zero` or a runaway file from eating
+ * memory. */
+#define SB_JSON_MAX_BYTES (64 << 20)
+
 /* The JSON file helpers below live in src/cli/sweep_stats.c.
  *
  * Reads and parses the JSON file `path` into *out (free with cJSON_Delete).
- * Errors: SB_ERR_INPUT naming the path (missing, unreadable, not JSON). */
+ * Only a regular file (or a link to one) is read, at most SB_JSON_MAX_BYTES;
+ * a FIFO, device or directory is refused before any read. Errors:
+ * SB_ERR_INPUT naming the path (missing, not a regular file, too large,
+ * unreadable, not JSON), SB_ERR_NOMEM. */
 sb_status sb_json_read_file(const char *path, cJSON **out);
 
 /* Writes `doc` to `path` atomically: a temporary file beside it, fsync,

@@ -4,11 +4,14 @@
 #include "cli/sweep_stats.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/stats_tests.h"
 #include "cli/sweep.h"
@@ -26,26 +29,63 @@ const char *const sb_sweep_scaling_name[2] = {"strong", "weak"};
 sb_status sb_json_read_file(const char *path, cJSON **out)
 {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return sb_error(SB_ERR_INPUT, "%s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, len = 0;
+    /* Non-blocking open, then fstat: a FIFO with no writer is refused at once
+     * instead of hanging, a device (/dev/zero) before any read. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return sb_error(SB_ERR_INPUT, "%s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        int err = errno;
+        int is_dir = err == 0 && S_ISDIR(st.st_mode);
+        close(fd);
+        if (err) return sb_error(SB_ERR_INPUT, "%s: %s", path, strerror(err));
+        return sb_error(SB_ERR_INPUT, "%s: %s, not a regular file (JSON is read only from "
+                        "regular files)", path, is_dir ? "a directory" : "a FIFO, device or socket");
+    }
+    if (st.st_size > SB_JSON_MAX_BYTES) {
+        close(fd);
+        return sb_error(SB_ERR_INPUT, "%s: %lld bytes, more than the %d MiB a report or "
+                        "scaling.json may take", path, (long long)st.st_size,
+                        SB_JSON_MAX_BYTES >> 20);
+    }
+    /* Read at most the limit + 1 byte: a file growing while read is still bounded. */
+    size_t cap = (size_t)st.st_size + 2, len = 0;
     char *buf = malloc(cap);
-    for (size_t got; buf && (got = fread(buf + len, 1, cap - len - 1, f)) > 0;) {
-        len += got;
+    if (!buf) {
+        close(fd);
+        return sb_error(SB_ERR_NOMEM, "%s: out of memory", path);
+    }
+    int err = 0;
+    for (;;) {
         if (len + 1 == cap) {
-            char *bigger = realloc(buf, cap *= 2);
-            if (!bigger) free(buf);
-            buf = bigger;
+            size_t bigger_cap = cap * 2 > (size_t)SB_JSON_MAX_BYTES + 2 ? (size_t)SB_JSON_MAX_BYTES + 2
+                                                                      : cap * 2;
+            if (bigger_cap <= cap) break; /* at the limit: the size check below fails */
+            char *bigger = realloc(buf, bigger_cap);
+            if (!bigger) {
+                free(buf);
+                close(fd);
+                return sb_error(SB_ERR_NOMEM, "%s: out of memory", path);
+            }
+            buf = bigger, cap = bigger_cap;
         }
+        ssize_t got = read(fd, buf + len, cap - len - 1);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) err = errno;
+        if (got <= 0) break;
+        len += (size_t)got;
     }
-    int bad = ferror(f);
-    fclose(f); /* read-only: nothing to lose on close */
-    if (!buf) return sb_error(SB_ERR_NOMEM, "%s: out of memory", path);
-    buf[len] = 0;
-    if (bad) {
+    close(fd); /* read-only: nothing to lose on close */
+    if (err) {
         free(buf);
-        return sb_error(SB_ERR_INPUT, "%s: read error", path);
+        return sb_error(SB_ERR_INPUT, "%s: read error: %s", path, strerror(err));
     }
+    if (len > SB_JSON_MAX_BYTES) {
+        free(buf);
+        return sb_error(SB_ERR_INPUT, "%s: more than the %d MiB a report or scaling.json may "
+                        "take", path, SB_JSON_MAX_BYTES >> 20);
+    }
+    buf[len] = 0;
     *out = cJSON_ParseWithLength(buf, len);
     free(buf);
     if (!*out) return sb_error(SB_ERR_INPUT, "%s: not valid JSON", path);

@@ -8,8 +8,10 @@
 #include <string.h>
 
 #include "backend/cuda.h"
+#include "cli/outputs.h"
 #include "comm/allreduce_algo.h"
 #include "data/mnist.h"
+#include "data/sampler.h"
 #include "strategies/strategy.h"
 #include "workloads/workload.h"
 
@@ -207,7 +209,8 @@ static sb_status parse_path(const char *flag, const char *text, char *out)
     return SB_OK;
 }
 
-/* "1024,1024" -> hidden widths, each 1..65536. */
+/* "1024,1024" -> hidden widths, each 1..65536; an empty item ("256,",
+ * ",256", "256,,256") is an error, not skipped. */
 static sb_status parse_hidden(const char *text, struct sb_config *c)
 {
     char buf[256];
@@ -216,17 +219,16 @@ static sb_status parse_hidden(const char *text, struct sb_config *c)
                         text);
     strcpy(buf, text);
     c->n_hidden = 0;
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
-         tok = strtok_r(NULL, ",", &save)) {
+    for (char *rest = buf, *tok; (tok = strsep(&rest, ",")) != NULL;) {
+        if (!*tok)
+            return sb_error(SB_ERR_USAGE, "--hidden: empty item in '%s' (expected widths like "
+                            "256 or 1024,1024)", text);
         if (c->n_hidden == SB_MAX_HIDDEN)
             return sb_error(SB_ERR_USAGE, "--hidden: at most %d layers, got '%s'", SB_MAX_HIDDEN,
                             text);
         SB_TRY(parse_int("hidden", tok, 1, 65536, &c->hidden[c->n_hidden]));
         c->n_hidden++;
     }
-    if (c->n_hidden == 0)
-        return sb_error(SB_ERR_USAGE, "--hidden: expected widths like 256 or 1024,1024, got '%s'",
-                        text);
     return SB_OK;
 }
 
@@ -408,4 +410,35 @@ sb_status sb_train_opts_parse(struct sb_train_opts *opts, int argc, char **argv)
     strcpy(data_flag, opts->cfg.data_dir);
     sb_mnist_resolve_dir(data_flag, opts->cfg.data_dir, sizeof opts->cfg.data_dir);
     return validate(opts);
+}
+
+sb_status sb_train_check_data(const struct sb_config *c, const struct sb_mnist *data)
+{
+    SB_TRY(sb_mnist_check_image_size(data, SB_MNIST_SIDE, SB_MNIST_SIDE));
+    int global = sb_config_global_batch(c);
+    int per_epoch = sb_steps_per_epoch(data->train.n, global);
+    if (per_epoch < 1)
+        return sb_error(SB_ERR_USAGE, "--batch: global batch %d exceeds the %d training images "
+                        "of %s", global, data->train.n, data->train.image_path);
+    long total = (long)per_epoch * c->epochs;
+    int capped = c->max_steps && c->max_steps < total;
+    if (capped) total = c->max_steps;
+    if (c->report_path[0] && c->warmup_steps >= total)
+        return sb_error(SB_ERR_USAGE, "--warmup-steps: %d warm-up step%s leave%s none to measure "
+                        "for --report: the run has %ld step%s (%s); lower --warmup-steps or raise %s",
+                        c->warmup_steps, c->warmup_steps == 1 ? "" : "s",
+                        c->warmup_steps == 1 ? "s" : "", total, total == 1 ? "" : "s",
+                        capped ? "--max-steps" : "--epochs x steps per epoch",
+                        capped ? "--max-steps" : "--epochs");
+    return SB_OK;
+}
+
+sb_status sb_train_check_outputs(const struct sb_config *c)
+{
+    const struct sb_output outs[] = {
+        {"--report", c->report_path},
+        {"--trace", c->trace_path},
+        {"--save-params", c->save_params_path},
+    };
+    return sb_outputs_check(outs, (int)(sizeof outs / sizeof outs[0]));
 }

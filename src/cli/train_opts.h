@@ -7,6 +7,7 @@
 
 #include "core/config.h"
 #include "core/status.h"
+#include "data/mnist.h"
 
 struct sb_train_opts {
     struct sb_config cfg;
@@ -23,6 +24,22 @@ void sb_train_opts_defaults(struct sb_train_opts *opts);
  * expected. Resolves the data directory (--data, $STRATBENCH_DATA,
  * ./data/mnist). */
 sb_status sb_train_opts_parse(struct sb_train_opts *opts, int argc, char **argv);
+
+/* Checks the flags against the loaded data, before any training: the images
+ * are the 28x28 the workloads take, the global batch fits the training set
+ * (at least one step per epoch), and, when a report is asked for (the step
+ * statistics are its content), --warmup-steps leaves at least one step to
+ * measure (total = min(--max-steps, epochs x steps per epoch)); a run
+ * without --report (e.g. --max-steps 1 --save-params for the initial
+ * parameters) may be all warm-up. Errors:
+ * SB_ERR_INPUT naming the image file, SB_ERR_USAGE naming the flag. */
+sb_status sb_train_check_data(const struct sb_config *cfg, const struct sb_mnist *data);
+
+/* Checks every output the run will write (--report, --trace, --save-params)
+ * before any work: see sb_outputs_check (src/cli/outputs.h). Called where
+ * the outputs are written (rank 0, or before launching mpirun). Errors:
+ * SB_ERR_USAGE naming the flag. */
+sb_status sb_train_check_outputs(const struct sb_config *cfg);
 
 /* Writes the usage text of `stratbench train` with every default. */
 void sb_train_opts_usage(FILE *out);

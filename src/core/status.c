@@ -44,6 +44,7 @@ const char *sb_status_name(sb_status status)
     case SB_ERR_COMM: return "communication error";
     case SB_ERR_DEVICE: return "device error";
     case SB_ERR_INTERNAL: return "internal error";
+    case SB_ERR_DIVERGED: return "training diverged";
     }
     return "unknown error";
 }

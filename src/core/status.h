@@ -16,7 +16,9 @@ typedef enum {
     SB_ERR_NOMEM,   /* an allocation failed                        -> exit 1 */
     SB_ERR_COMM,    /* MPI, NCCL or thread communication failed   -> exit 1 */
     SB_ERR_DEVICE,  /* CUDA, cuBLAS or BLAS failed                -> exit 1 */
-    SB_ERR_INTERNAL /* a broken invariant: a bug                  -> exit 1 */
+    SB_ERR_INTERNAL, /* a broken invariant: a bug                 -> exit 1 */
+    SB_ERR_DIVERGED  /* the loss became NaN or infinite; every rank
+                      * of the job returns it together (no abort)  -> exit 1 */
 } sb_status;
 
 /* Records the error line "<printf-formatted message>" for this thread and

@@ -5,19 +5,27 @@
 #include "data/mnist.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <zlib.h>
 
 #define IDX_MAX_N 10000000u          /* more samples than this is a corrupt header */
 #define IDX_MAX_SIDE 4096u           /* rows or cols beyond this: corrupt header */
-#define IDX_MAX_BYTES (1ull << 34)   /* 16 GiB of payload: corrupt header */
+#define IDX_MAX_BYTES (1ull << 32)   /* 4 GiB of payload: corrupt header (full
+                                      * MNIST holds 47 MB, EMNIST 550 MB) */
+/* Deflate expands at most 1032:1 (zlib's FAQ and technical notes), so a .gz
+ * of B bytes cannot hold more than 1032 B bytes: a header announcing more
+ * is refused before anything is allocated. */
+#define GZ_MAX_RATIO 1032ull
 #define GZ_BUFFER_BYTES (1u << 20)   /* zlib input buffer: fewer, larger reads */
 #define GZ_CHUNK_BYTES (1u << 30)    /* gzread takes an unsigned length */
+#define GZ_TAIL_BYTES 4096u          /* read alone at the end: see idx_read */
 
 static const char *const MISSING_HINT =
     "hint: run ./configure.py --fetch-mnist or pass --data DIR";
@@ -28,26 +36,60 @@ static uint32_t be32(const unsigned char *p)
            ((uint32_t)p[2] << 8) | (uint32_t)p[3];
 }
 
-/* Opens `path` for reading through zlib. A missing file gets the hint. */
-static sb_status idx_open(const char *path, gzFile *out)
+/* What kind of file `mode` describes, for a message ("a FIFO", ...). */
+static const char *file_kind(mode_t mode)
 {
-    errno = 0;
-    gzFile gz = gzopen(path, "rb");
-    if (!gz) {
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "not a regular file";
+}
+
+/* Opens `path` for reading through zlib, only if it is a regular file (a
+ * symbolic link to one is fine). The open is non-blocking, so a FIFO with no
+ * writer is refused at once instead of hanging, and nothing is read before
+ * fstat has said what the file is. A missing file gets the hint. Sets
+ * *file_bytes to the file's size on disk (compressed size for .gz). */
+static sb_status idx_open(const char *path, gzFile *out, long long *file_bytes)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
         int err = errno;
         if (err == ENOENT)
             return sb_error(SB_ERR_INPUT, "%s: %s (%s)", path, strerror(err),
                             MISSING_HINT);
-        if (err == 0) /* zlib could not allocate its state */
-            return sb_error(SB_ERR_NOMEM, "%s: cannot open: out of memory",
-                            path);
         return sb_error(SB_ERR_INPUT, "%s: cannot open: %s", path,
                         strerror(err));
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int err = errno;
+        close(fd);
+        return sb_error(SB_ERR_INPUT, "%s: cannot stat: %s", path, strerror(err));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return sb_error(SB_ERR_INPUT, "%s: is %s, not a regular file (stratbench reads "
+                        "idx data only from regular files)", path, file_kind(st.st_mode));
+    }
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        int err = errno;
+        close(fd);
+        return sb_error(SB_ERR_INPUT, "%s: cannot open: %s", path, strerror(err));
+    }
+    gzFile gz = gzdopen(fd, "rb");
+    if (!gz) { /* zlib could not allocate its state */
+        close(fd);
+        return sb_error(SB_ERR_NOMEM, "%s: cannot open: out of memory", path);
     }
     if (gzbuffer(gz, GZ_BUFFER_BYTES) != 0) {
         gzclose_r(gz);
         return sb_error(SB_ERR_INTERNAL, "%s: gzbuffer failed", path);
     }
+    *file_bytes = (long long)st.st_size;
     *out = gz;
     return SB_OK;
 }
@@ -73,7 +115,15 @@ static sb_status idx_read_error(gzFile gz, const char *path)
 
 /* Reads up to `len` bytes into `buf`, in chunks gzread can take. On success
  * *got is the number read (< len only at end of input); *cut is set when the
- * input ended inside a gzip stream (a truncated .gz file). */
+ * input ended inside a gzip stream (a truncated .gz file).
+ *
+ * The last GZ_TAIL_BYTES are read by a call of their own: zlib inflates a
+ * large read straight into `buf` and stops when `buf` is full, and once the
+ * file is read to its end a later gzread returns 0 without inflating again,
+ * so a file cut inside its 8-byte trailer would pass unnoticed (seen with
+ * zlib 1.2.13 on the real MNIST file). A small read goes through zlib's own
+ * output buffer, which inflates on to the end of the stream and checks the
+ * trailer there. */
 static sb_status idx_read(gzFile gz, const char *path, void *buf, size_t len,
                           size_t *got, int *cut)
 {
@@ -82,6 +132,7 @@ static sb_status idx_read(gzFile gz, const char *path, void *buf, size_t len,
     size_t total = 0;
     while (total < len) {
         size_t want = len - total;
+        if (want > GZ_TAIL_BYTES) want -= GZ_TAIL_BYTES; /* the tail comes last, alone */
         if (want > GZ_CHUNK_BYTES) want = GZ_CHUNK_BYTES;
         int r = gzread(gz, p + total, (unsigned)want);
         if (r < 0) return idx_read_error(gz, path);
@@ -114,7 +165,7 @@ static sb_status idx_header(gzFile gz, const char *path, uint32_t magic,
     if (got < 4)
         return sb_error(SB_ERR_INPUT,
                         "%s: truncated: %zu bytes, too short for an idx header%s",
-                        path, got, cut ? " (gzip stream ends early)" : "");
+                        path, got, cut ? " (truncated gzip stream)" : "");
     uint32_t m = be32(hdr);
     if (m != magic)
         return sb_error(SB_ERR_INPUT,
@@ -123,7 +174,7 @@ static sb_status idx_header(gzFile gz, const char *path, uint32_t magic,
     if (got < want)
         return sb_error(SB_ERR_INPUT,
                         "%s: truncated: idx header needs %zu bytes, file holds %zu%s",
-                        path, want, got, cut ? " (gzip stream ends early)" : "");
+                        path, want, got, cut ? " (truncated gzip stream)" : "");
     for (int d = 0; d < ndims; d++) {
         dims[d] = be32(hdr + 4 + 4 * d);
         uint32_t limit = d == 0 ? IDX_MAX_N : IDX_MAX_SIDE;
@@ -136,24 +187,42 @@ static sb_status idx_header(gzFile gz, const char *path, uint32_t magic,
     return SB_OK;
 }
 
-/* Reads a whole idx file with `ndims` dimensions into a malloc'd payload. */
+/* Reads a whole idx file with `ndims` dimensions into a malloc'd payload.
+ * The size the header announces is checked before anything is allocated:
+ * at most IDX_MAX_BYTES, and no more than the file can hold (a raw file:
+ * its size minus the header; a .gz file: GZ_MAX_RATIO x its size). */
 static sb_status idx_load(const char *path, uint32_t magic, const char *kind,
                           const char *what, int ndims, uint32_t *dims,
                           uint8_t **payload)
 {
     gzFile gz = NULL;
     uint8_t *buf = NULL;
-    SB_TRY(idx_open(path, &gz));
+    long long file_bytes = 0;
+    SB_TRY(idx_open(path, &gz, &file_bytes));
 
     sb_status st = idx_header(gz, path, magic, kind, ndims, dims);
     if (st != SB_OK) goto fail;
 
     unsigned long long bytes = 1;
     for (int d = 0; d < ndims; d++) bytes *= dims[d];
+    unsigned long long header = 4ull + 4ull * (unsigned)ndims;
     if (bytes > IDX_MAX_BYTES || bytes > SIZE_MAX) {
         st = sb_error(SB_ERR_INPUT,
-                      "%s: corrupt idx header: announces %llu bytes of %s",
-                      path, bytes, what);
+                      "%s: corrupt idx header: announces %llu bytes of %s (at most %llu)",
+                      path, bytes, what, IDX_MAX_BYTES);
+        goto fail;
+    }
+    if (gzdirect(gz) && bytes > (unsigned long long)file_bytes - header) {
+        st = sb_error(SB_ERR_INPUT,
+                      "%s: truncated: header announces %llu bytes of %s, file holds %llu",
+                      path, bytes, what, (unsigned long long)file_bytes - header);
+        goto fail;
+    }
+    if (!gzdirect(gz) && bytes > GZ_MAX_RATIO * (unsigned long long)file_bytes) {
+        st = sb_error(SB_ERR_INPUT,
+                      "%s: corrupt idx header: announces %llu bytes of %s, more than a "
+                      "%lld-byte gzip file can hold (deflate expands at most %llu:1)",
+                      path, bytes, what, file_bytes, GZ_MAX_RATIO);
         goto fail;
     }
     buf = malloc((size_t)bytes);
@@ -170,20 +239,24 @@ static sb_status idx_load(const char *path, uint32_t magic, const char *kind,
         st = sb_error(SB_ERR_INPUT,
                       "%s: truncated: header announces %llu bytes of %s, file holds %zu%s",
                       path, bytes, what, got,
-                      cut ? " (gzip stream ends early)" : "");
+                      cut ? " (truncated gzip stream)" : "");
         goto fail;
     }
     /* zlib checks the gzip trailer (CRC-32, length) once inflate reaches it,
      * usually within the last read; a read past the payload makes sure it
-     * does even when the trailer lies in the next input block. Bytes after
-     * the payload are tolerated. */
+     * does even when the trailer lies in the next input block. A file that
+     * ends inside its trailer reads as a cut stream (Z_BUF_ERROR), not as a
+     * clean end. Bytes after the payload are tolerated. */
     unsigned char probe;
-    if (gzread(gz, &probe, 1) < 0) {
-        st = idx_read_error(gz, path);
-        goto fail;
-    }
+    st = idx_read(gz, path, &probe, 1, &got, &cut);
+    if (st != SB_OK) goto fail;
     int zerr = gzclose_r(gz);
     gz = NULL;
+    if (cut || zerr == Z_BUF_ERROR) {
+        st = sb_error(SB_ERR_INPUT, "%s: truncated gzip stream (the file ends before "
+                      "its gzip trailer is complete)", path);
+        goto fail;
+    }
     if (zerr != Z_OK) {
         st = sb_error(SB_ERR_INPUT, "%s: error closing file (zlib error %d)",
                       path, zerr);
@@ -267,6 +340,7 @@ static sb_status load_split(const char *dir, const char *images_name,
     char ipath[PATH_MAX], lpath[PATH_MAX];
     SB_TRY(pick_path(dir, images_name, ipath, sizeof ipath));
     SB_TRY(pick_path(dir, labels_name, lpath, sizeof lpath));
+    snprintf(s->image_path, sizeof s->image_path, "%s", ipath);
     SB_TRY(sb_idx_read_images(ipath, &s->pixels, &s->n, &s->rows, &s->cols));
     int nl = 0;
     sb_status st = sb_idx_read_labels(lpath, &s->labels, &nl);
@@ -298,6 +372,17 @@ sb_status sb_mnist_load(const char *dir, struct sb_mnist *out)
         return st;
     }
     *out = m;
+    return SB_OK;
+}
+
+sb_status sb_mnist_check_image_size(const struct sb_mnist *m, int rows, int cols)
+{
+    const struct sb_split *splits[2] = {&m->train, &m->test};
+    for (int i = 0; i < 2; i++)
+        if (splits[i]->rows != rows || splits[i]->cols != cols)
+            return sb_error(SB_ERR_INPUT, "%s: images are %dx%d pixels, but the workloads "
+                            "take %dx%d MNIST images", splits[i]->image_path, splits[i]->rows,
+                            splits[i]->cols, rows, cols);
     return SB_OK;
 }
 

@@ -8,6 +8,7 @@
 #ifndef SB_MNIST_H
 #define SB_MNIST_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,7 +19,7 @@
 #define SB_MNIST_MEAN 0.1307f     /* training-set pixel mean of x/255 */
 #define SB_MNIST_STD 0.3081f      /* training-set pixel std of x/255 */
 #define SB_MNIST_CLASSES 10
-#define SB_MNIST_SIDE 28              /* image side in pixels */
+#define SB_MNIST_SIDE 28              /* image side in pixels (rows = cols the workloads take) */
 #define SB_MNIST_PIXELS (SB_MNIST_SIDE * SB_MNIST_SIDE) /* 784 features per image */
 #define SB_MNIST_TRAIN_IMAGES 60000   /* full training set: the largest global batch */
 
@@ -28,6 +29,7 @@ struct sb_split {
     int rows, cols;   /* 28 x 28 for MNIST */
     uint8_t *pixels;  /* (n, rows*cols), row-major, raw 0..255 */
     uint8_t *labels;  /* (n), each 0..9 */
+    char image_path[PATH_MAX]; /* the image file read (for messages) */
 };
 
 struct sb_mnist {
@@ -36,9 +38,14 @@ struct sb_mnist {
 };
 
 /* Reads an idx image file (magic 2051) into a malloc'd (n, rows*cols) array.
- * Errors (SB_ERR_INPUT, message naming `path`): missing file, wrong magic
- * number, zero dimension, fewer bytes than the header announces.
- * SB_ERR_NOMEM if the array cannot be allocated. */
+ * Only a regular file (or a symbolic link to one) is read: a FIFO, device or
+ * directory is refused before any read. Errors (SB_ERR_INPUT, message naming
+ * `path`): missing file, not a regular file, wrong magic number, zero or
+ * oversized dimension, a header announcing more bytes than the file can
+ * hold (raw: its size; .gz: 1032 x its size, deflate's largest ratio; and
+ * never more than 4 GiB), fewer bytes than the header announces, corrupt
+ * gzip data, a gzip stream cut before its trailer ("truncated gzip
+ * stream"). SB_ERR_NOMEM if the array cannot be allocated. */
 sb_status sb_idx_read_images(const char *path, uint8_t **pixels, int *n,
                              int *rows, int *cols);
 
@@ -58,6 +65,12 @@ void sb_mnist_resolve_dir(const char *flag_dir, char *out, size_t out_size);
  * ("run ./configure.py --fetch-mnist or pass --data DIR") when the file is
  * missing. */
 sb_status sb_mnist_load(const char *dir, struct sb_mnist *out);
+
+/* Checks that the images of both splits are rows x cols, the input size the
+ * workloads take (SB_MNIST_SIDE x SB_MNIST_SIDE for mlp and cnn), so a batch
+ * gathered into (batch, rows*cols) buffers never overflows. Errors:
+ * SB_ERR_INPUT naming the image file and both sizes. */
+sb_status sb_mnist_check_image_size(const struct sb_mnist *m, int rows, int cols);
 
 /* Frees what sb_mnist_load allocated; safe on a zeroed struct. */
 void sb_mnist_free(struct sb_mnist *m);

@@ -1,6 +1,7 @@
 /* The training loop; see harness.h. */
 #include "harness/harness.h"
 
+#include <math.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,7 +76,38 @@ struct loop {
     struct sb_run_record *rec;
     struct timings t;
     int32_t *perm;
+    double *loss_sums;   /* (2 + world size): loss sum, samples, per rank first bad step + 1 */
+    int wrote_params;    /* this run wrote --save-params (removed if a later output fails) */
+    int wrote_report;    /* this run wrote --report (likewise) */
 };
+
+/* Sums the epoch's loss across ranks (every rank gets the same sums, so all
+ * agree) and ends training when it is NaN or infinite. loss[0..1] = this
+ * rank's loss sum and samples; bad_step = this rank's first step whose loss
+ * was not finite, or -1 (replicas read their loss once per epoch, on its
+ * last step or the --max-steps step, so that is the step found). Each rank reports its bad step in its own slot of
+ * the reduced vector, so every rank learns the earliest one. Errors:
+ * SB_ERR_DIVERGED on every rank ("training diverged at step N: loss is nan;
+ * lower --lr"), or the reduction's status. */
+static sb_status reduce_loss(struct loop *L, double loss[2], long bad_step)
+{
+    int n = 2 + L->job->size;
+    double *v = L->loss_sums;
+    memset(v, 0, (size_t)n * sizeof *v);
+    v[0] = loss[0];
+    v[1] = loss[1];
+    v[2 + L->job->rank] = bad_step >= 0 ? (double)bad_step + 1.0 : 0.0;
+    SB_TRY(sb_strategy_reduce_sum(L->s, v, n));
+    loss[0] = v[0];
+    loss[1] = v[1];
+    long first = -1;
+    for (int r = 0; r < L->job->size; r++)
+        if (v[2 + r] > 0 && (first < 0 || (long)v[2 + r] - 1 < first)) first = (long)v[2 + r] - 1;
+    if (isfinite(loss[0]) && first < 0) return SB_OK;
+    if (first < 0) first = bad_step; /* the sum overflowed: every step was finite */
+    return sb_error(SB_ERR_DIVERGED, "training diverged at step %ld: loss is %s; lower --lr",
+                    first, isnan(loss[0]) ? "nan" : "infinite");
+}
 
 /* Runs every epoch, filling rec->epochs and the timings. */
 static sb_status train_epochs(struct loop *L)
@@ -93,6 +125,7 @@ static sb_status train_epochs(struct loop *L)
         sb_nvtx_push("epoch", SB_NVTX_EPOCH, (uint64_t)epoch);
         sb_epoch_permutation(cfg->seed, epoch, L->perm, L->data->train.n);
         double loss[2] = {0.0, 0.0}; /* loss sum, samples */
+        long bad_step = -1;          /* first step of this rank with a non-finite loss */
         double t0 = sb_now_s();
         for (int i = 0; i < steps_per_epoch; i++, step++) {
             if (cfg->max_steps && step >= cfg->max_steps) break;
@@ -114,11 +147,16 @@ static sb_status train_epochs(struct loop *L)
                 return st;
             }
             if (step >= cfg->warmup_steps) timings_add(&L->t, step_ms, &r);
+            if (bad_step < 0 && !isfinite(r.loss_sum)) bad_step = step;
             loss[0] += r.loss_sum;
             loss[1] += (double)r.samples;
         }
         double seconds = sb_now_s() - t0;
-        SB_TRY(sb_strategy_reduce_sum(L->s, loss, 2));
+        sb_status lst = reduce_loss(L, loss, bad_step);
+        if (lst) {
+            sb_nvtx_pop();
+            return lst;
+        }
 
         double e0 = sb_now_s();
         sb_nvtx_push("evaluate", SB_NVTX_EVAL, (uint64_t)epoch);
@@ -188,8 +226,10 @@ static sb_status save_params(struct loop *L)
     if (!host) return sb_error(SB_ERR_NOMEM, "harness: out of memory");
     sb_status st = sb_strategy_read_params(L->s, host);
     /* Raw little-endian float32 (x86 and Arm hosts are little-endian). */
-    if (!st && L->job->rank == 0)
+    if (!st && L->job->rank == 0) {
         st = sb_write_bytes_atomic("parameters", cfg->save_params_path, host, n * sizeof *host);
+        L->wrote_params = !st;
+    }
     free(host);
     return st;
 }
@@ -213,7 +253,17 @@ static sb_status write_outputs(struct loop *L)
     if (L->s->ops->describe) L->s->ops->describe(L->s, (long)L->t.n, &rec->details);
     sb_strategy_report_values(L->s->ops, cfg, &rec->details);
     rec->peak_rss_bytes = sb_peak_rss_bytes();
-    return sb_report_write(cfg->report_path, rec);
+    SB_TRY(sb_report_write(cfg->report_path, rec));
+    L->wrote_report = 1;
+    return SB_OK;
+}
+
+/* A run that fails leaves none of its outputs: removes what this run
+ * already wrote (the writers are atomic, so a failed one left nothing). */
+static void remove_outputs(const struct loop *L)
+{
+    if (L->wrote_params) unlink(L->cfg->save_params_path);
+    if (L->wrote_report) unlink(L->cfg->report_path);
 }
 
 sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *data,
@@ -253,7 +303,9 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
     sb_status st = timings_alloc(&L.t, total > cfg->warmup_steps ? (size_t)(total - cfg->warmup_steps) : 0);
     rec.epochs = calloc((size_t)cfg->epochs, sizeof *rec.epochs);
     L.perm = malloc((size_t)data->train.n * sizeof *L.perm);
-    if (!st && (!rec.epochs || !L.perm)) st = sb_error(SB_ERR_NOMEM, "harness: out of memory");
+    L.loss_sums = calloc((size_t)job->size + 2, sizeof *L.loss_sums);
+    if (!st && (!rec.epochs || !L.perm || !L.loss_sums))
+        st = sb_error(SB_ERR_NOMEM, "harness: out of memory");
     if (!st && tracing) st = sb_trace_start(mpi_world, job->rank, job->size, 0);
     if (!st) st = ops->init(&s);
     /* After init (connections made by the broadcast), before any step. */
@@ -304,8 +356,10 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
         if (!st && job->rank == 0) printf("trace %s\n", cfg->trace_path);
     }
     sb_trace_stop();
+    if (st) remove_outputs(&L);
     timings_free(&L.t);
     free(rec.epochs);
     free(L.perm);
+    free(L.loss_sums);
     return st;
 }

@@ -2,11 +2,16 @@
 no report file, whether the run is one process or an MPI job."""
 
 import gzip
+import os
+import re
 import shutil
+import stat
+import struct
+import subprocess
 
 import pytest
 
-from conftest import describe, run, mpirun_cmd
+from conftest import child_env, describe, run, mpirun_cmd
 
 FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
          "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
@@ -95,6 +100,7 @@ def test_truncated_data_under_mpirun(stratbench, corrupt_data, tmp_path):
     (["--epochs", "two"], ["--epochs", "two"]),
     (["--lr", "nan"], ["--lr"]),
     (["--hidden", "256,,x"], ["--hidden"]),
+    (["--hidden", "256,"], ["--hidden", "empty item"]),
     (["--target-accuracy", "1.5"], ["--target-accuracy"]),
     (["--servers", "1"], ["--servers"]),
     (["--strategy", "single", "--replicas", "2"], ["--replicas"]),
@@ -124,8 +130,7 @@ def test_single_under_mpirun_is_refused(stratbench, mnist_dir):
 def test_unwritable_report_fails_without_leftovers(stratbench, mnist_dir, tmp_path):
     report = tmp_path / "no-such-dir" / "r.json"
     proc = run([stratbench, "train", "--data", mnist_dir, "--max-steps", "5", "--report", report])
-    assert proc.returncode == 1, describe(proc)
-    assert str(report) in proc.stderr
+    assert_usage_error(proc, "--report", str(report))
     assert not (tmp_path / "no-such-dir").exists()
 
 
@@ -140,3 +145,238 @@ def test_help_shows_every_default(stratbench):
     top = run([stratbench, "--help"])
     assert top.returncode == 0 and all(s in top.stdout for s in
                                        ("single", "mirrored", "ddp", "central"))
+
+
+# ------------------------------------------------------------------ issue 9: input hardening
+
+def idx_images(n, rows, cols, fill=1):
+    """An idx3 image file (uncompressed bytes): n images of rows x cols, every pixel `fill`."""
+    return struct.pack(">IIII", 2051, n, rows, cols) + bytes([fill]) * (n * rows * cols)
+
+
+def idx_labels(n):
+    """An idx1 label file (uncompressed bytes): n labels 0..9."""
+    return struct.pack(">II", 2049, n) + bytes(i % 10 for i in range(n))
+
+
+def small_dataset(dest, rows=28, cols=28, n_train=1000, n_test=100):
+    """A small MNIST-shaped data folder whose images are rows x cols."""
+    dest.mkdir()
+    for name, content in [("train-images-idx3-ubyte", idx_images(n_train, rows, cols)),
+                          ("train-labels-idx1-ubyte", idx_labels(n_train)),
+                          ("t10k-images-idx3-ubyte", idx_images(n_test, rows, cols)),
+                          ("t10k-labels-idx1-ubyte", idx_labels(n_test))]:
+        (dest / f"{name}.gz").write_bytes(gzip.compress(content, 1))
+    return dest
+
+
+def linked_copy(mnist_dir, dest, replace=None):
+    """`dest` holding links to the four MNIST files, except `replace` (a name) left out."""
+    dest.mkdir()
+    for f in FILES:
+        if f != replace:
+            (dest / f"{f}.gz").symlink_to(mnist_dir / f"{f}.gz")
+    return dest
+
+
+def assert_nothing_left(tmp_path, *names):
+    """None of `names` (nor a temporary file beside one) exists under tmp_path."""
+    for n in names:
+        assert not list(tmp_path.glob(f"{n}*")), sorted(p.name for p in tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("rows,cols,strategy", [(32, 32, "single"), (32, 32, "ddp"),
+                                                 (14, 14, "single"), (1, 784, "mirrored")])
+def test_images_must_be_28x28(rows, cols, strategy, stratbench, tmp_path):
+    """32x32 images overflowed the batch buffers (heap-buffer-overflow); smaller ones trained
+    on garbage. Both are refused, naming the file and the size."""
+    data = small_dataset(tmp_path / "mnist", rows, cols)
+    proc = run([stratbench, "train", "--strategy", strategy, "--replicas",
+                "1" if strategy == "single" else "2", "--data", data, "--report",
+                tmp_path / "r.json"], timeout=120)
+    assert_usage_error(proc, "train-images-idx3-ubyte.gz", f"{rows}x{cols}", "28x28")
+    assert_nothing_left(tmp_path, "r.json")
+
+
+@pytest.mark.parametrize("name", ["train-images-idx3-ubyte", "train-labels-idx1-ubyte"])
+@pytest.mark.parametrize("cut", [1, 4, 8])
+def test_gzip_cut_in_its_trailer(name, cut, stratbench, mnist_dir, tmp_path):
+    """A .gz cut inside its 8-byte trailer: images were accepted, labels said 'zlib error -5'."""
+    data = linked_copy(mnist_dir, tmp_path / "mnist", replace=name)
+    (data / f"{name}.gz").write_bytes((mnist_dir / f"{name}.gz").read_bytes()[:-cut])
+    proc = run([stratbench, "train", "--data", data, "--report", tmp_path / "r.json"])
+    assert_usage_error(proc, f"{name}.gz", "truncated gzip stream")
+    assert_nothing_left(tmp_path, "r.json")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "device"])
+@pytest.mark.parametrize("name", ["train-images-idx3-ubyte", "t10k-labels-idx1-ubyte"])
+def test_data_must_be_a_regular_file(kind, name, stratbench, mnist_dir, tmp_path):
+    """A FIFO hung forever, /dev/zero read without end: refused before any read."""
+    data = linked_copy(mnist_dir, tmp_path / "mnist", replace=name)
+    target = data / f"{name}.gz"
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "directory":
+        target.mkdir()
+    else:
+        target.symlink_to("/dev/zero")
+    proc = run([stratbench, "train", "--data", data, "--report", tmp_path / "r.json"], timeout=30)
+    words = {"fifo": "a FIFO", "directory": "a directory", "device": "a character device"}
+    assert_usage_error(proc, f"{name}.gz", words[kind], "not a regular file")
+    assert_nothing_left(tmp_path, "r.json")
+
+
+@pytest.mark.parametrize("compress", [True, False])
+def test_header_announcing_16_gb(compress, stratbench, mnist_dir, tmp_path):
+    """A header announcing 16 GB of pixels: refused before the allocation, under a memory
+    limit too (it used to malloc for 5 s, then exit 1)."""
+    content = struct.pack(">IIII", 2051, 10_000_000, 40, 40) + bytes(1000)
+    data = linked_copy(mnist_dir, tmp_path / "mnist", replace="train-images-idx3-ubyte")
+    name = "train-images-idx3-ubyte" + (".gz" if compress else "")
+    (data / name).write_bytes(gzip.compress(content) if compress else content)
+    proc = run(["bash", "-c", 'ulimit -v 4000000; exec "$@"', "sh", stratbench, "train",
+                "--data", data, "--report", tmp_path / "r.json"])
+    assert_usage_error(proc, name, "16000000000 bytes")
+    assert_nothing_left(tmp_path, "r.json")
+
+
+@pytest.mark.parametrize("strategy", ["single", "mirrored", "ddp", "central"])
+def test_diverged_training_ends_with_exit_1(strategy, stratbench, mnist_dir, tmp_path):
+    """--lr 1000: the loss becomes NaN. Every rank stops at the same epoch end (the check is on
+    the loss summed across ranks), one line names the step, exit 1, no report."""
+    proc = run([stratbench, "train", "--strategy", strategy, "--replicas",
+                "1" if strategy == "single" else "2", "--data", mnist_dir, "--lr", "1000",
+                "--max-steps", "100", "--warmup-steps", "5", "--report", tmp_path / "r.json",
+                "--save-params", tmp_path / "p.bin"], timeout=180)
+    assert proc.returncode == 1, describe(proc)
+    lines = [l for l in proc.stderr.splitlines() if l.startswith("stratbench:")]
+    assert len(lines) == 1, describe(proc)
+    assert re.fullmatch(r"stratbench: training diverged at step \d+: loss is (nan|infinite); "
+                        r"lower --lr", lines[0]), describe(proc)
+    assert_nothing_left(tmp_path, "r.json", "p.bin")
+
+
+@pytest.mark.parametrize("flags,words", [
+    (["--max-steps", "10", "--warmup-steps", "10"], ["--warmup-steps", "10 steps", "--max-steps"]),
+    (["--epochs", "1", "--warmup-steps", "937"], ["--warmup-steps", "937 steps", "--epochs"]),
+    (["--epochs", "1", "--batch", "60000", "--warmup-steps", "0", "--max-steps", "1"], None),
+])
+def test_warmup_must_leave_steps_to_measure(flags, words, stratbench, mnist_dir, tmp_path):
+    """--warmup-steps >= the run's steps gave a report with step_ms n=0 and exit 0."""
+    proc = run([stratbench, "train", "--data", mnist_dir, *flags, "--report", tmp_path / "r.json"])
+    if words is None:  # one step, none of it warm-up: a valid run
+        assert proc.returncode == 0, describe(proc)
+        return
+    assert_usage_error(proc, *words)
+    assert "epoch" not in proc.stdout, describe(proc)
+    assert_nothing_left(tmp_path, "r.json")
+
+
+@pytest.mark.parametrize("value", ["256,", ",256", "256,,256", ","])
+def test_list_flags_reject_empty_items(value, stratbench, tmp_path):
+    proc = run([stratbench, "train", "--hidden", value, "--report", tmp_path / "r.json"])
+    assert_usage_error(proc, "--hidden", "empty item")
+
+
+# ------------------------------------------------------------------ issue 9: outputs fail fast
+
+def output_case(tmp_path, case):
+    """(flags, words expected in the error) for one bad-output case, preparing the files."""
+    if case == "missing-dir-report":
+        return ["--report", tmp_path / "nodir" / "r.json"], ["--report", "does not exist"]
+    if case == "missing-dir-trace":
+        return ["--report", tmp_path / "r.json", "--trace", tmp_path / "nodir" / "t.json"], \
+            ["--trace", "does not exist"]
+    if case == "missing-dir-params":
+        return ["--report", tmp_path / "r.json", "--save-params", tmp_path / "nodir" / "p.bin"], \
+            ["--save-params", "does not exist"]
+    if case == "report-is-trace":
+        return ["--report", tmp_path / "r.json", "--trace", tmp_path / "r.json"], \
+            ["--trace", "same file as --report"]
+    if case == "same-file-other-spelling":
+        (tmp_path / "sub").mkdir()
+        return ["--report", tmp_path / "r.json", "--save-params", tmp_path / "sub" / ".." / "r.json"], \
+            ["--save-params", "same file as --report"]
+    if case == "directory":
+        (tmp_path / "r.json").mkdir()
+        return ["--report", tmp_path / "r.json"], ["--report", "is a directory"]
+    if case == "symlink":
+        (tmp_path / "r.json").symlink_to(tmp_path / "elsewhere.json")
+        return ["--report", tmp_path / "r.json"], ["--report", "symbolic link"]
+    if case == "trailing-slash":
+        return ["--trace", f"{tmp_path}/"], ["--trace", "names a directory"]
+    raise AssertionError(case)
+
+
+@pytest.mark.parametrize("case", ["missing-dir-report", "missing-dir-trace", "missing-dir-params",
+                                  "report-is-trace", "same-file-other-spelling", "directory",
+                                  "symlink", "trailing-slash"])
+@pytest.mark.parametrize("strategy", ["single", "ddp"])
+def test_bad_output_fails_before_training(case, strategy, stratbench, mnist_dir, tmp_path):
+    """Found only after training before (a 10-epoch run wasted): now exit 2, one line naming
+    the flag, before the first step, nothing written."""
+    flags, words = output_case(tmp_path, case)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    proc = run([stratbench, "train", "--strategy", strategy, "--replicas",
+                "1" if strategy == "single" else "2", "--data", mnist_dir, "--epochs", "10",
+                *flags], timeout=120)
+    assert_usage_error(proc, *words)
+    assert "epoch" not in proc.stdout, describe(proc)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (mknod, mount)")
+
+
+@needs_root
+def test_report_onto_a_device_node_is_refused(stratbench, mnist_dir, tmp_path):
+    """--report onto a device node replaced the node with a regular file."""
+    node = tmp_path / "null"
+    os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    proc = run([stratbench, "train", "--data", mnist_dir, "--report", node])
+    assert_usage_error(proc, "--report", "character device")
+    assert stat.S_ISCHR(node.lstat().st_mode)
+
+
+@pytest.fixture
+def small_mount(tmp_path):
+    """A 512 KiB tmpfs (root only; skips where mounting is not allowed); yields its path."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs",
+                                            str(mnt)], capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_full_disk_is_found_before_training(stratbench, mnist_dir, small_mount):
+    (small_mount / "filler").write_bytes(bytes(500 * 1024))
+    proc = run([stratbench, "train", "--data", mnist_dir, "--report", small_mount / "r.json"])
+    assert_usage_error(proc, "--report", "is full")
+    assert not (small_mount / "r.json").exists()
+
+
+def test_read_only_directory_is_found_before_training(stratbench, mnist_dir, small_mount):
+    subprocess.run(["mount", "-o", "remount,ro", str(small_mount)], check=True)
+    proc = run([stratbench, "train", "--data", mnist_dir, "--trace", small_mount / "t.json"])
+    assert_usage_error(proc, "--trace", "cannot write in directory")
+
+
+def test_a_run_that_fails_late_leaves_none_of_its_outputs(stratbench, mnist_dir, tmp_path):
+    """The trace is written last; when it fails, the report and parameters this run already
+    wrote are removed (a failed --trace used to leave the report behind)."""
+    trace_dir = tmp_path / "tracedir"
+    trace_dir.mkdir()
+    args = [str(a) for a in [stratbench, "train", "--data", mnist_dir, "--epochs", "2",
+                             "--report", tmp_path / "r.json", "--save-params", tmp_path / "p.bin",
+                             "--trace", trace_dir / "t.json"]]
+    with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=child_env()) as p:
+        first = p.stdout.readline()  # printed once training starts, after every check
+        trace_dir.rmdir()
+        out, err = p.communicate(timeout=300)
+    assert p.returncode == 1, first + out + err
+    assert "trace" in err and "t.json" in err, err
+    assert_nothing_left(tmp_path, "r.json", "p.bin")

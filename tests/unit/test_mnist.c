@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -183,7 +184,7 @@ static void test_gather_normalises(void **state)
     (void)state;
     uint8_t pixels[2 * PIX] = {0, 255, 128, 1, 2, 3, 10, 20, 30, 40, 50, 60};
     uint8_t labels[2] = {7, 3};
-    struct sb_split s = {2, ROWS, COLS, pixels, labels};
+    struct sb_split s = {.n = 2, .rows = ROWS, .cols = COLS, .pixels = pixels, .labels = labels};
     int32_t idx[3] = {1, 0, 1};
     float x[3 * PIX];
     uint8_t y[3];
@@ -410,6 +411,151 @@ static void test_label_out_of_range(void **state)
     assert_contains(sb_error_message(), "label 10 at index 2");
 }
 
+/* Cuts `cut` bytes off the end of file `path`. */
+static void cut_tail(const char *path, long cut)
+{
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(truncate(path, st.st_size - cut), 0);
+}
+
+/* A .gz cut inside its 8-byte trailer is "truncated gzip stream", for image
+ * and label files alike, also when the payload is larger than zlib's
+ * buffers (a large read inflates straight into the caller's buffer and used
+ * to end before zlib looked at the trailer). */
+static void test_truncated_gzip_trailer(void **state)
+{
+    struct fixture *fx = *state;
+    const uint32_t sizes[] = {20, 600000}; /* images: 120 B and 3.6 MB of pixels */
+    static uint8_t payload[600000 * PIX];
+    for (size_t i = 0; i < sizeof payload; i++) payload[i] = (uint8_t)((i * 2654435761u) >> 24) % 10;
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
+        for (long cut = 1; cut <= 8; cut += 7)
+            for (int labels = 0; labels <= 1; labels++) {
+                const char *name = labels ? "x-idx1-ubyte.gz" : "x-idx3-ubyte.gz";
+                uint32_t dims[3] = {sizes[k], ROWS, COLS};
+                write_idx(fx->dir, name, 1, labels ? SB_MNIST_LABEL_MAGIC : SB_MNIST_IMAGE_MAGIC,
+                          dims, labels ? 1 : 3, payload, labels ? sizes[k] : sizes[k] * PIX);
+                char path[PATH_MAX];
+                snprintf(path, sizeof path, "%s/%s", fx->dir, name);
+                uint8_t *out = NULL;
+                int n = 0, r = 0, c = 0;
+                /* Intact, it loads. */
+                if (labels) assert_int_equal(sb_idx_read_labels(path, &out, &n), SB_OK);
+                else assert_int_equal(sb_idx_read_images(path, &out, &n, &r, &c), SB_OK);
+                free(out);
+                out = NULL;
+                cut_tail(path, cut);
+                sb_status st = labels ? sb_idx_read_labels(path, &out, &n)
+                                      : sb_idx_read_images(path, &out, &n, &r, &c);
+                if (st != SB_ERR_INPUT)
+                    fail_msg("%s cut by %ld (%u samples): status %d", name, cut, sizes[k], st);
+                assert_null(out);
+                assert_contains(sb_error_message(), path);
+                assert_contains(sb_error_message(), "truncated gzip stream");
+            }
+}
+
+/* The real training images cut inside their trailer: the case the synthetic
+ * files above do not reach (zlib finished the large read with every input
+ * byte consumed and the end of file seen, and never inflated again). Needs
+ * $STRATBENCH_DATA; skipped without it. */
+static void test_real_mnist_cut_trailer(void **state)
+{
+    struct fixture *fx = *state;
+    const char *dir = getenv("STRATBENCH_DATA");
+    if (!dir || !*dir) skip();
+    char src[PATH_MAX], path[PATH_MAX];
+    snprintf(src, sizeof src, "%s/train-images-idx3-ubyte.gz", dir);
+    snprintf(path, sizeof path, "%s/x-idx3-ubyte.gz", fx->dir);
+    FILE *in = fopen(src, "rb"), *out = fopen(path, "wb");
+    assert_non_null(in);
+    assert_non_null(out);
+    static unsigned char buf[1 << 16];
+    for (size_t got; (got = fread(buf, 1, sizeof buf, in)) > 0;)
+        assert_int_equal(fwrite(buf, 1, got, out), got);
+    fclose(in);
+    assert_int_equal(fclose(out), 0);
+    for (long cut = 1; cut <= 8; cut += 7) {
+        cut_tail(path, cut);
+        uint8_t *px = NULL;
+        int n = 0, r = 0, c = 0;
+        assert_int_equal(sb_idx_read_images(path, &px, &n, &r, &c), SB_ERR_INPUT);
+        assert_null(px);
+        assert_contains(sb_error_message(), "truncated gzip stream");
+    }
+}
+
+/* FIFOs, directories and devices are refused before any read: a FIFO with no
+ * writer would otherwise block forever, /dev/zero read without end. */
+static void test_not_a_regular_file(void **state)
+{
+    struct fixture *fx = *state;
+    char path[PATH_MAX];
+    uint8_t *out = NULL;
+    int n = 0, r = 0, c = 0;
+    snprintf(path, sizeof path, "%s/x-idx3-ubyte", fx->dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    assert_int_equal(sb_idx_read_images(path, &out, &n, &r, &c), SB_ERR_INPUT);
+    assert_contains(sb_error_message(), path);
+    assert_contains(sb_error_message(), "a FIFO, not a regular file");
+    unlink(path);
+    assert_int_equal(mkdir(path, 0700), 0);
+    assert_int_equal(sb_idx_read_labels(path, &out, &n), SB_ERR_INPUT);
+    assert_contains(sb_error_message(), "a directory, not a regular file");
+    rmdir(path);
+    assert_int_equal(symlink("/dev/zero", path), 0);
+    assert_int_equal(sb_idx_read_images(path, &out, &n, &r, &c), SB_ERR_INPUT);
+    assert_contains(sb_error_message(), "a character device, not a regular file");
+    unlink(path);
+    assert_null(out);
+}
+
+/* A header announcing more than the file can hold is refused before the
+ * allocation: raw files by their size, .gz files by deflate's 1032:1 bound,
+ * everything by the 4 GiB cap. */
+static void test_announced_size_beyond_file(void **state)
+{
+    struct fixture *fx = *state;
+    char path[PATH_MAX];
+    uint8_t *out = NULL;
+    int n = 0, r = 0, c = 0;
+    uint8_t px[10] = {0};
+    uint32_t raw_dims[3] = {1000, ROWS, COLS}; /* 6000 bytes announced, 10 held */
+    write_idx(fx->dir, "x-idx3-ubyte", 0, SB_MNIST_IMAGE_MAGIC, raw_dims, 3, px, sizeof px);
+    snprintf(path, sizeof path, "%s/x-idx3-ubyte", fx->dir);
+    assert_int_equal(sb_idx_read_images(path, &out, &n, &r, &c), SB_ERR_INPUT);
+    assert_contains(sb_error_message(), "6000 bytes of pixels, file holds 10");
+
+    uint32_t gz_dims[3] = {1000000, 40, 50}; /* 2 GB announced by a tiny .gz */
+    write_idx(fx->dir, "x-idx3-ubyte.gz", 1, SB_MNIST_IMAGE_MAGIC, gz_dims, 3, px, sizeof px);
+    snprintf(path, sizeof path, "%s/x-idx3-ubyte.gz", fx->dir);
+    assert_int_equal(sb_idx_read_images(path, &out, &n, &r, &c), SB_ERR_INPUT);
+    assert_contains(sb_error_message(), path);
+    assert_contains(sb_error_message(), "more than a");
+
+    uint32_t huge[3] = {10000000, 40, 40}; /* 16 GB: beyond the cap */
+    write_idx(fx->dir, "x-idx3-ubyte.gz", 1, SB_MNIST_IMAGE_MAGIC, huge, 3, px, sizeof px);
+    assert_int_equal(sb_idx_read_images(path, &out, &n, &r, &c), SB_ERR_INPUT);
+    assert_contains(sb_error_message(), "16000000000 bytes of pixels (at most");
+    assert_null(out);
+}
+
+/* The workloads take 28x28 images: any other size is refused by name. */
+static void test_image_size_check(void **state)
+{
+    struct fixture *fx = *state;
+    write_dataset(fx->dir);
+    struct sb_mnist m;
+    assert_int_equal(sb_mnist_load(fx->dir, &m), SB_OK);
+    assert_int_equal(sb_mnist_check_image_size(&m, ROWS, COLS), SB_OK);
+    assert_int_equal(sb_mnist_check_image_size(&m, SB_MNIST_SIDE, SB_MNIST_SIDE), SB_ERR_INPUT);
+    assert_contains(sb_error_message(), "train-images-idx3-ubyte.gz");
+    assert_contains(sb_error_message(), "images are 3x2 pixels");
+    assert_contains(sb_error_message(), "28x28");
+    sb_mnist_free(&m);
+}
+
 static void test_resolve_dir(void **state)
 {
     (void)state;
@@ -500,6 +646,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_count_mismatch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_label_out_of_range, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_truncated_gzip_trailer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_real_mnist_cut_trailer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_not_a_regular_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_announced_size_beyond_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_image_size_check, setup, teardown),
         cmocka_unit_test(test_resolve_dir),
         cmocka_unit_test(test_real_mnist),
     };

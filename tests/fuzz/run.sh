@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs each libFuzzer target for SECONDS (default 60) under ASan and UBSan,
+# starting from its committed seed corpus (tests/fuzz/corpus/<target>/); new
+# inputs go to build/fuzz/corpus-<target>/, a crashing input to
+# build/fuzz/findings/. Exit status 1 if any target found something.
+#
+#   ./configure.py && ninja fuzz && tests/fuzz/run.sh 60
+set -uo pipefail
+
+secs="${1:-60}"
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$repo"
+ninja fuzz >/dev/null || { echo "run.sh: ninja fuzz failed (is clang with libFuzzer installed? see tests/fuzz/README.md)" >&2; exit 1; }
+mkdir -p build/fuzz/findings
+status=0
+for target in idx json; do
+    case "$target" in idx) max_len=16384 ;; json) max_len=65536 ;; esac
+    mkdir -p "build/fuzz/corpus-$target"
+    echo "# fuzz_$target: ${secs} s from tests/fuzz/corpus/$target ($(ls "tests/fuzz/corpus/$target" | wc -l) seeds)"
+    "build/fuzz/fuzz_$target" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+        -max_len="$max_len" -close_fd_mask=3 -print_final_stats=1 \
+        -artifact_prefix="build/fuzz/findings/$target-" \
+        "build/fuzz/corpus-$target" "tests/fuzz/corpus/$target" > "build/fuzz/fuzz_$target.log" 2>&1
+    rc=$?
+    grep -E "INITED|DONE|stat::number_of_executed_units|stat::peak_rss|ERROR|SUMMARY|Test unit written" \
+        "build/fuzz/fuzz_$target.log" | sed "s/^/  /"
+    if [ "$rc" -ne 0 ]; then
+        echo "# fuzz_$target: FINDING (exit $rc); log build/fuzz/fuzz_$target.log" >&2
+        tail -n 40 "build/fuzz/fuzz_$target.log" >&2
+        status=1
+    fi
+done
+exit "$status"
