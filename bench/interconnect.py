@@ -33,6 +33,12 @@ N workers, K servers; links are full duplex and alpha (latency) is ignored
   central, K ≥ 1 dedicated servers: each phase (push, then pull) is limited by the
         busier of a server's link (N·M/K) and a worker's (M):
         t = 2·max(N·M/K, M)/B   (BytePS's max(M/B, N·M/(K·B)) per direction)
+  central as stratbench schedules it (strategies/central*.c): blocking sends,
+        workers push shard 0, 1, .. K−1 in order, a server receives from workers
+        0, 1, .. N−1 in order (pulls the same, workers taking servers in
+        descending order), so message (worker w, shard k) waits for (w, k−1) and
+        (w−1, k): a wavefront of N+K−1 messages of M/K bytes per phase,
+        t = 2(N+K−1)·M/(K·B); equal to the bound for K = 1, 1.5× it for N = K = 2
 The predicted step time is single's measured step time (one replica's compute at
 the same per-replica batch) plus t: nothing overlaps, since the gradients fit in
 one ddp bucket (25 MiB) that starts when backward ends, and a central step pushes,
@@ -116,9 +122,11 @@ def n_params(hidden):
     return sum(a * b + b for a, b in zip(widths, widths[1:]))
 
 
-def model_comm_s(strategy, grad_bytes, rate, allreduce="mpi", workers=2):
+def model_comm_s(strategy, grad_bytes, rate, allreduce="mpi", workers=2, schedule=False):
     """Predicted communication time per step (s) of `strategy` with `grad_bytes`
-    of gradients over links of `rate` bit/s (formulas in the module comment)."""
+    of gradients over links of `rate` bit/s (formulas in the module comment).
+    schedule=True: central's blocking in-order schedule instead of the BytePS
+    bound (same for ddp and for one server)."""
     if strategy == "single":
         return 0.0
     b = rate / 8 * PAYLOAD_PER_FRAME
@@ -133,6 +141,8 @@ def model_comm_s(strategy, grad_bytes, rate, allreduce="mpi", workers=2):
     k = int(strategy.split()[-1])
     if k == 0:
         return 2 * (workers - 1) * m / b
+    if schedule:
+        return 2 * (workers + k - 1) * m / (k * b)
     return 2 * max(workers * m / k, m) / b
 
 
@@ -248,10 +258,12 @@ def summarise(rows):
         # single's step does not depend on the link: the median over every rate.
         compute = statistics.median(single_runs) if single_runs else None
         bits = rate_bits(rate)
-        predicted_comm = None
+        predicted_comm = predicted_schedule = None
         if bits is not None and s != "single":
             predicted_comm = 1e3 * model_comm_s(s, runs[0]["grad_bytes"], bits,
                                                 runs[0]["allreduce"] or "mpi")
+            predicted_schedule = 1e3 * model_comm_s(s, runs[0]["grad_bytes"], bits,
+                                                    runs[0]["allreduce"] or "mpi", schedule=True)
         measured_comm = step - compute if compute is not None and s != "single" else None
         out.append({
             "strategy": s, "hidden": h, "rate": rate, "rate_bits_per_s": bits,
@@ -263,6 +275,9 @@ def summarise(rows):
             "predicted_comm_ms": predicted_comm,
             "predicted_over_measured": (predicted_comm / measured_comm
                                         if predicted_comm and measured_comm else None),
+            "predicted_schedule_comm_ms": predicted_schedule,
+            "schedule_over_measured": (predicted_schedule / measured_comm
+                                       if predicted_schedule and measured_comm else None),
             "report_model_comm_ms": runs[0]["report_model_comm_ms"],
             "allreduce": runs[0]["allreduce"],
         })
@@ -304,6 +319,13 @@ def draw(summary, out_dir):
                 if metric == "samples_per_s":
                     model = [batch / m * 1e3 for m in model]
                 ax.plot(grid, model, styles[name], color=colours[name], alpha=0.7, lw=1.6)
+                if name == "central --servers 2":  # its schedule differs from the bound
+                    sched = [compute + 1e3 * model_comm_s(name, 4 * n_params(hidden), g, algo,
+                                                          schedule=True) for g in grid]
+                    if metric == "samples_per_s":
+                        sched = [batch / m * 1e3 for m in sched]
+                    ax.plot(grid, sched, "-.", color=colours[name], alpha=0.7, lw=1.2,
+                            label="central --servers 2, as scheduled" if row == 0 else None)
                 if uses_report_model and name != "single":
                     rm = [(s["rate_bits_per_s"], compute + s["report_model_comm_ms"])
                           for s in pts if s["rate_bits_per_s"] and s["report_model_comm_ms"]]
@@ -366,12 +388,14 @@ def write(rows, summary, out_dir):
         w.writeheader()
         w.writerows(summary)
     print(f"{'strategy':<20} {'hidden':>9} {'rate':>9} {'step ms':>9} {'samples/s':>10} "
-          f"{'comm ms':>9} {'model ms':>9} {'model/meas':>10}")
+          f"{'comm ms':>9} {'model ms':>9} {'model/meas':>10} {'sched ms':>9} {'sched/meas':>10}")
     for s in summary:
         f = lambda v, p=".1f": "-" if v is None else format(v, p)  # noqa: E731
         print(f"{s['strategy']:<20} {s['hidden']:>9} {s['rate']:>9} {s['step_ms_median']:9.2f} "
               f"{s['samples_per_s']:10.0f} {f(s['measured_comm_ms']):>9} "
-              f"{f(s['predicted_comm_ms']):>9} {f(s['predicted_over_measured'], '.2f'):>10}")
+              f"{f(s['predicted_comm_ms']):>9} {f(s['predicted_over_measured'], '.2f'):>10} "
+              f"{f(s.get('predicted_schedule_comm_ms')):>9} "
+              f"{f(s.get('schedule_over_measured'), '.2f'):>10}")
     print("model: link rate above which 2 replicas out-run single (throughput)")
     for c in cross:
         print(f"  {c['strategy']:<20} {c['hidden']:>9}  {c['crossover_bits_per_s'] / 1e9:7.2f} Gbit/s "
@@ -381,9 +405,10 @@ def write(rows, summary, out_dir):
 def main():
     a = parse_args()
     if a.replot:
-        res = json.loads(a.replot.read_text())
-        write(res["runs"], res["summary"], a.replot.parent)
-        draw(res["summary"], a.replot.parent)
+        rows = json.loads(a.replot.read_text())["runs"]
+        summary = summarise(rows)
+        write(rows, summary, a.replot.parent)
+        draw(summary, a.replot.parent)
         return
     rows = measure(a)
     summary = summarise(rows)
