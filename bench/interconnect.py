@@ -177,13 +177,8 @@ def reported_model_ms(report):
     """The report's own predicted communication time per step (ms) from
     `comm.model`, when stratbench wrote one; else None."""
     model = (report.get("comm") or {}).get("model")
-    if not isinstance(model, dict):
-        return None
-    for key in ("predicted_comm_ms", "comm_ms", "predicted_ms"):
-        v = model.get(key)
-        if isinstance(v, (int, float)):
-            return float(v)
-    return None
+    v = model.get("predicted_comm_ms") if isinstance(model, dict) else None
+    return float(v) if isinstance(v, (int, float)) else None
 
 
 def measure(a):
@@ -229,6 +224,7 @@ def measure(a):
                             "comm_phase_ms_median": r["phases_ms"]["comm"]["median"],
                             "allreduce": allreduce_algorithm(r) if name == "ddp" else None,
                             "report_model_comm_ms": reported_model_ms(r),
+                            "report_model": (r.get("comm") or {}).get("model"),
                             "link_bytes_host0": sum(moved[c.hosts[0]]),
                             "wall_s": round(time.monotonic() - t0, 2),
                             "load_average_1min": round(os.getloadavg()[0], 2),
@@ -241,6 +237,11 @@ def measure(a):
     finally:
         c.down()
     return rows
+
+
+def _median_or_none(values):
+    values = [v for v in values if isinstance(v, (int, float))]
+    return statistics.median(values) if values else None
 
 
 def summarise(rows):
@@ -278,7 +279,10 @@ def summarise(rows):
             "predicted_schedule_comm_ms": predicted_schedule,
             "schedule_over_measured": (predicted_schedule / measured_comm
                                        if predicted_schedule and measured_comm else None),
-            "report_model_comm_ms": runs[0]["report_model_comm_ms"],
+            "report_model_comm_ms": _median_or_none(r["report_model_comm_ms"] for r in runs),
+            "report_model_bandwidth_Bps": _median_or_none(
+                (r.get("report_model") or {}).get("bandwidth_Bps") for r in runs),
+            "report_model_formula": (runs[0].get("report_model") or {}).get("formula_name"),
             "allreduce": runs[0]["allreduce"],
         })
     del single
@@ -388,14 +392,17 @@ def write(rows, summary, out_dir):
         w.writeheader()
         w.writerows(summary)
     print(f"{'strategy':<20} {'hidden':>9} {'rate':>9} {'step ms':>9} {'samples/s':>10} "
-          f"{'comm ms':>9} {'model ms':>9} {'model/meas':>10} {'sched ms':>9} {'sched/meas':>10}")
+          f"{'comm ms':>9} {'model ms':>9} {'model/meas':>10} {'sched ms':>9} {'sched/meas':>10} "
+          f"{'report model ms':>15} {'probed B, Gbit/s':>16}")
     for s in summary:
         f = lambda v, p=".1f": "-" if v is None else format(v, p)  # noqa: E731
         print(f"{s['strategy']:<20} {s['hidden']:>9} {s['rate']:>9} {s['step_ms_median']:9.2f} "
               f"{s['samples_per_s']:10.0f} {f(s['measured_comm_ms']):>9} "
               f"{f(s['predicted_comm_ms']):>9} {f(s['predicted_over_measured'], '.2f'):>10} "
               f"{f(s.get('predicted_schedule_comm_ms')):>9} "
-              f"{f(s.get('schedule_over_measured'), '.2f'):>10}")
+              f"{f(s.get('schedule_over_measured'), '.2f'):>10} "
+              f"{f(s.get('report_model_comm_ms')):>15} "
+              f"{f((s.get('report_model_bandwidth_Bps') or 0) * 8e-9 or None, '.3f'):>16}")
     print("model: link rate above which 2 replicas out-run single (throughput)")
     for c in cross:
         print(f"  {c['strategy']:<20} {c['hidden']:>9}  {c['crossover_bits_per_s'] / 1e9:7.2f} Gbit/s "
