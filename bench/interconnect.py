@@ -102,6 +102,8 @@ def parse_args():
     p.add_argument("--prefix", default="sbi", help="cluster prefix (tests/cluster/cluster.sh)")
     p.add_argument("--replot", type=pathlib.Path, help="only redraw the chart from a "
                    "results.json")
+    p.add_argument("--merge", type=pathlib.Path, help="an earlier results.json whose runs of "
+                   "the strategies not measured now are kept (e.g. re-run only ddp)")
     a = p.parse_args()
     a.hidden = a.hidden or ["256", "1024,1024"]
     a.rates = a.rates.split(",")
@@ -418,6 +420,9 @@ def main():
         draw(summary, a.replot.parent)
         return
     rows = measure(a)
+    if a.merge:
+        rows += [r for r in json.loads(a.merge.read_text())["runs"]
+                 if r["strategy"] not in a.strategies]
     summary = summarise(rows)
     write(rows, summary, a.out)
     draw(summary, a.out)
