@@ -1,7 +1,12 @@
 #!/bin/sh
 # One-epoch speed of stratbench --device cuda against PyTorch eager on the
-# same GPU: 784-256-10 MLP, batch 64, SGD momentum, data resident on the GPU.
-# Prints both epoch times and the ratio stratbench / torch (below 1 = faster).
+# same GPU: 784-256-10 MLP, batch 64, SGD momentum, data resident on the GPU,
+# both timed the same way (docs/bench.md, "GPU: comparing like with like":
+# the cold first step inside the epoch, the loss summed on the device and
+# read once per epoch). Runs torch, stratbench single (eager and
+# --cuda-graph) and mirrored with 2 and 4 logical replicas on GPU 0, and
+# prints epoch times, samples/s and the speedup torch / stratbench (the goal
+# for single: >= 5x).
 #
 # NOT YET RUN ON A GPU: written on a machine without one (see docs/gpu.md).
 # Usage: bench/speed_gpu.sh [MNIST_DIR]   (default $STRATBENCH_DATA or data/mnist)
@@ -13,24 +18,43 @@ data=${1:-${STRATBENCH_DATA:-$root/data/mnist}}
 bin=${STRATBENCH_BUILD:-$root/build}/stratbench
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# One GPU for every run (torch too): mirrored's replicas are then logical
+# replicas on it, summed on the device.
+CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
+export CUDA_VISIBLE_DEVICES
 
 python3 "$here/torch_gpu_reference.py" --data "$data" > "$tmp/torch.txt"
 torch_s=$(awk '/^torch_epoch_s/ {print $2}' "$tmp/torch.txt")
 [ -n "$torch_s" ] || { cat "$tmp/torch.txt"; echo "speed_gpu: no PyTorch time" >&2; exit 1; }
 
-# One epoch; the report's epochs[0].seconds is the training time of the
-# epoch (evaluation is reported apart, as eval_seconds).
-"$bin" train --device cuda --strategy single --epochs 1 --batch 64 --lr 0.03 \
-    --momentum 0.9 --data "$data" --report "$tmp/report.json" > "$tmp/sb.txt"
-sb_s=$(python3 - "$tmp/report.json" <<'PY'
+# epochs[0].seconds of a one-epoch run: the epoch's training time, first
+# step included, evaluation excluded (reported apart as eval_seconds).
+epoch_s() { # NAME FLAGS...
+    name=$1
+    shift
+    "$bin" train --device cuda --epochs 1 --lr 0.03 --momentum 0.9 --data "$data" \
+        --report "$tmp/$name.json" "$@" > "$tmp/$name.txt"
+    python3 - "$tmp/$name.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
-epochs = r.get("epochs") or []
-print(epochs[0]["seconds"] if epochs else "")
+e = (r.get("epochs") or [{}])[0]
+print(e.get("seconds", ""), e.get("samples_per_s", ""))
 PY
-)
-[ -n "$sb_s" ] || { echo "speed_gpu: no epoch time in the stratbench report" >&2; exit 1; }
+}
 
-printf '%-12s %10s\n' "# run" "epoch_s"
-printf '%-12s %10.4f\n' torch "$torch_s" stratbench "$sb_s"
-awk -v a="$sb_s" -v b="$torch_s" 'BEGIN { printf "ratio stratbench/torch %.3f\n", a / b }'
+printf '%-22s %10s %12s %16s\n' "# run" "epoch_s" "samples/s" "torch/stratbench"
+printf '%-22s %10s %12s %16s\n' "#" "(s)" "(1/s)" "(x)"
+printf '%-22s %10.4f %12.0f %16s\n' torch "$torch_s" "$(awk -v t="$torch_s" 'BEGIN{print 937*64/t}')" 1
+for run in "single:--strategy single --batch 64" \
+           "single-cuda-graph:--strategy single --batch 64 --cuda-graph" \
+           "mirrored-2-logical:--strategy mirrored --replicas 2 --batch 32" \
+           "mirrored-4-logical:--strategy mirrored --replicas 4 --batch 16"; do
+    name=${run%%:*}
+    set -- ${run#*:} # mirrored: the same global batch of 64
+    out=$(epoch_s "$name" "$@")
+    s=${out% *}
+    rate=${out#* }
+    [ -n "$s" ] || { echo "speed_gpu: no epoch time for $name" >&2; exit 1; }
+    printf '%-22s %10.4f %12.0f %16.2f\n' "$name" "$s" "$rate" \
+        "$(awk -v a="$torch_s" -v b="$s" 'BEGIN{print a / b}')"
+done

@@ -8,17 +8,7 @@
 #include "core/clock.h"
 #include "core/nvtx.h"
 #include "data/sampler.h"
-
-/* Phase timer marks of a device step (struct sb_replica.timer). */
-enum {
-    MARK_START = 0,   /* before the index upload */
-    MARK_H2D_END,     /* indices on the device */
-    MARK_DATA_END,    /* batch gathered and normalised */
-    MARK_FORWARD_END,
-    MARK_BACKWARD_END,
-    MARK_OPT_START,   /* after the strategy's synchronisation */
-    MARK_OPT_END
-};
+#include "strategies/replica_device.h"
 
 void sb_replica_destroy(struct sb_replica *r)
 {
@@ -36,7 +26,7 @@ void sb_replica_destroy(struct sb_replica *r)
     be->free(r->dev_idx);
     be->free(r->loss_acc);
 #ifdef SB_HAVE_CUDA
-    sb_cuda_timer_destroy(r->timer);
+    if (strcmp(be->name, "cuda") == 0) sb_replica_device_free(r);
 #endif
     free(r);
 }
@@ -110,10 +100,7 @@ sb_status sb_replica_create(const struct sb_strategy_env *env, int with_optimize
     }
     if (strcmp(be->name, "cpu") != 0 && (st = upload_dataset(r))) goto fail;
 #ifdef SB_HAVE_CUDA
-    if (strcmp(be->name, "cuda") == 0 &&
-        ((st = sb_cuda_reserve_rows((size_t)r->max_batch)) ||
-         (st = sb_cuda_timer_create(&r->timer))))
-        goto fail;
+    if (strcmp(be->name, "cuda") == 0 && (st = sb_replica_device_init(r))) goto fail;
 #endif
     *out = r;
     return SB_OK;
@@ -126,7 +113,7 @@ fail:
  * adds the loss summed since the last read to res->loss_sum and zeroes the
  * sum. On a GPU the read is the step's only wait for the device, once per
  * epoch; a failed read is an error (never a loss of 0). */
-static sb_status count_step(struct sb_replica *r, struct sb_step_result *res)
+sb_status sb_replica_count_step(struct sb_replica *r, struct sb_step_result *res)
 {
     const struct sb_config *cfg = r->env->cfg;
     r->steps++;
@@ -141,77 +128,12 @@ static sb_status count_step(struct sb_replica *r, struct sb_step_result *res)
     return SB_OK;
 }
 
-#ifdef SB_HAVE_CUDA
-/* Adds the previous step's device time from mark a to mark b to phase p
- * (nothing when that step did not record both marks). */
-static sb_status add_previous(struct sb_replica *r, int a, int b, enum sb_phase p,
-                              struct sb_step_result *res)
-{
-    double ms = -1.0;
-    SB_TRY(sb_cuda_timer_previous_ms(r->timer, a, b, &ms));
-    if (ms >= 0.0) res->phase_ms[p] += ms;
-    return SB_OK;
-}
-
-/* The device path of sb_replica_gradients: the same work, timed by events
- * recorded on the stream (no host wait; see replica.h). */
-static sb_status gradients_device(struct sb_replica *r, const int32_t *idx, int n,
-                                  int global_batch, sb_grad_ready_fn ready, void *ctx,
-                                  struct sb_step_result *res)
-{
-    const struct sb_backend_ops *be = r->env->be;
-    const struct sb_split *sp = &r->env->data->train;
-    struct sb_model *m = r->model;
-    struct sb_cuda_timer *t = r->timer;
-    sb_cuda_timer_begin_step(t);
-    sb_nvtx_push("data", SB_NVTX_DATA, 0);
-    sb_status st = sb_cuda_timer_mark(t, MARK_START);
-    if (!st) st = be->upload(r->dev_idx, idx, (size_t)n * sizeof *idx);
-    if (!st) st = sb_cuda_timer_mark(t, MARK_H2D_END);
-    if (!st) {
-        be->gather(r->x, r->y, r->dev_train_pixels, r->dev_train_labels, r->dev_idx, n,
-                   sp->rows * sp->cols);
-        st = sb_cuda_timer_mark(t, MARK_DATA_END);
-    }
-    sb_nvtx_pop();
-    if (st) return st;
-
-    sb_nvtx_push("forward", SB_NVTX_FORWARD, 0);
-    st = m->ops->forward(m, r->x, r->y, n, 1.0f / (float)global_batch, r->loss_acc);
-    if (!st) st = be->check();
-    if (!st) st = sb_cuda_timer_mark(t, MARK_FORWARD_END);
-    sb_nvtx_pop();
-    if (st) return st;
-
-    sb_nvtx_push("backward", SB_NVTX_BACKWARD, 0);
-    st = m->ops->backward(m, ready, ctx);
-    if (!st) st = sb_cuda_timer_mark(t, MARK_BACKWARD_END);
-    sb_nvtx_pop();
-    if (st) return st;
-
-    /* The previous step's marks: these reads wait only while the device
-     * has not finished the previous step, so the host runs at most one step
-     * ahead and never waits for the step it is issuing. */
-    SB_TRY(add_previous(r, MARK_START, MARK_H2D_END, SB_PHASE_H2D, res));
-    SB_TRY(add_previous(r, MARK_H2D_END, MARK_DATA_END, SB_PHASE_DATA, res));
-    SB_TRY(add_previous(r, MARK_DATA_END, MARK_FORWARD_END, SB_PHASE_FORWARD, res));
-    SB_TRY(add_previous(r, MARK_FORWARD_END, MARK_BACKWARD_END, SB_PHASE_BACKWARD, res));
-    SB_TRY(add_previous(r, MARK_OPT_START, MARK_OPT_END, SB_PHASE_OPTIMIZER, res));
-    if (r->device_comm) {
-        SB_TRY(add_previous(r, MARK_BACKWARD_END, MARK_OPT_START, SB_PHASE_COMM, res));
-        SB_TRY(add_previous(r, MARK_BACKWARD_END, MARK_OPT_START, SB_PHASE_COMM_EXPOSED, res));
-    }
-    res->samples += n;
-    return count_step(r, res);
-}
-#endif
-
 sb_status sb_replica_gradients(struct sb_replica *r, const int32_t *idx, int n,
                                int global_batch, sb_grad_ready_fn ready, void *ctx,
                                struct sb_step_result *res)
 {
 #ifdef SB_HAVE_CUDA
-    if (r->timer) return gradients_device(r, idx, n, global_batch, ready, ctx, res);
+    if (r->timer) return sb_replica_device_gradients(r, idx, n, global_batch, ready, ctx, res);
 #endif
     struct sb_model *m = r->model;
     double t0 = sb_now_s();
@@ -239,7 +161,7 @@ sb_status sb_replica_gradients(struct sb_replica *r, const int32_t *idx, int n,
     res->phase_ms[SB_PHASE_FORWARD] += 1e3 * (t2 - t1);
     res->phase_ms[SB_PHASE_BACKWARD] += 1e3 * (t3 - t2);
     res->samples += n;
-    return count_step(r, res);
+    return sb_replica_count_step(r, res);
 }
 
 sb_status sb_replica_update(struct sb_replica *r, const float *grads,
@@ -248,18 +170,7 @@ sb_status sb_replica_update(struct sb_replica *r, const float *grads,
     if (!r->velocity)
         return sb_error(SB_ERR_INTERNAL, "replica: update without optimizer state");
 #ifdef SB_HAVE_CUDA
-    if (r->timer) { /* device: events on the stream, read next step */
-        sb_nvtx_push("optimizer", SB_NVTX_OPTIMIZER, 0);
-        sb_status st = sb_cuda_timer_mark(r->timer, MARK_OPT_START);
-        if (!st) {
-            r->env->be->sgd_momentum(r->model->params, r->velocity, grads,
-                                     r->model->n_params, r->lr, r->momentum);
-            st = sb_cuda_timer_mark(r->timer, MARK_OPT_END);
-        }
-        if (!st) st = r->env->be->check();
-        sb_nvtx_pop();
-        return st;
-    }
+    if (r->timer) return sb_replica_device_update(r, grads, res);
 #endif
     double t0 = sb_now_s();
     sb_nvtx_push("optimizer", SB_NVTX_OPTIMIZER, 0);

@@ -22,6 +22,18 @@ struct sb_replica {
     uint8_t *dev_train_pixels, *dev_train_labels; /* (60000, 784), (60000) */
     uint8_t *dev_test_pixels, *dev_test_labels;   /* (10000, 784), (10000) */
     int32_t *dev_idx;                             /* (max_batch) */
+    /* Device backends only: the graph-ready step (strategies/replica_device.c).
+     * The epoch's permutation is uploaded once per epoch; a step's indices
+     * are taken from it on the device at *dev_pos, which the step advances
+     * by the global batch, so a step copies nothing from the host. */
+    int32_t *dev_perm;            /* (train.n) this epoch's permutation */
+    int32_t *dev_pos;             /* (1) where this replica's next slice starts */
+    int32_t *host_perm, *host_inv; /* (train.n) host copies: the permutation, its inverse */
+    int perm_epoch;               /* epoch that dev_perm holds; 0 = none yet */
+    long next_pos;                /* *dev_pos as the host expects it at the next step */
+    void *graph;                  /* --cuda-graph: the captured step (cudaGraphExec_t) */
+    int capturing;                /* this step is being captured */
+    int replayed;                 /* this step ran as a graph launch: update has nothing to do */
     /* Device backends only: CUDA events timing the phases on the stream
      * (NULL on cpu, which keeps host clocks). With device_comm set by the
      * strategy, the span from the end of backward to the start of the
@@ -58,11 +70,14 @@ sb_status sb_replica_create(const struct sb_strategy_env *env, int with_optimize
  * recorded errors after forward (be->check, no wait), so a failed kernel or
  * library call ends the step with SB_ERR_DEVICE.
  * Timing: on cpu, host clocks around each phase of this step. On a device
- * backend, CUDA events on the stream (r->timer); the phases added to res
- * are the PREVIOUS step's (h2d, data, forward, backward, optimizer, and
- * comm if r->device_comm), read here after forward's loss has synchronised
- * the stream, so reading never waits; the first step adds none, the last
- * step's are not reported (docs/gpu.md, "Timing"). */
+ * backend (strategies/replica_device.c), CUDA events on the stream
+ * (r->timer); the phases added to res are the PREVIOUS step's (data,
+ * forward, backward, optimizer, and comm if r->device_comm), read here
+ * after this step's work is enqueued, waiting only while the device has not
+ * finished that previous step; the first step adds none, the last step's
+ * are not reported (docs/gpu.md, "Timing"). With --cuda-graph the step
+ * after the first is captured as a graph and later steps replay it
+ * (phases not split). */
 sb_status sb_replica_gradients(struct sb_replica *r, const int32_t *idx, int n,
                                int global_batch, sb_grad_ready_fn ready, void *ctx,
                                struct sb_step_result *res);

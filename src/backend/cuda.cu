@@ -34,6 +34,15 @@ extern "C" {
 
 /* ------------------------------------------------------------ thread context */
 
+/* The bias-gradient column reduction (k_bias_grad_partial): a block is a
+ * tile of 32 columns x 8 thread rows; at most 64 row chunks; the partial
+ * sums of at most BIAS_TARGET_BLOCKS blocks live in the thread's scratch. */
+#define SB_CUBLAS_WORKSPACE_BYTES ((size_t)32 << 20)
+#define BIAS_TILE_COLS 32
+#define BIAS_TILE_ROWS 8
+#define BIAS_MAX_CHUNKS 64
+#define BIAS_TARGET_BLOCKS 264 /* ~2 per SM on an H100 (132 SMs) */
+
 struct thread_ctx {
     int device;             /* -1 before the first op or set_device */
     cudaStream_t stream;
@@ -42,10 +51,12 @@ struct thread_ctx {
     size_t scratch_cap;
     double *result_dev;     /* one reduced value, device */
     double *result_host;    /* one reduced value, pinned host */
+    float *bias_scratch;    /* (BIAS_TARGET_BLOCKS * 32) partial column sums, device */
+    void *blas_workspace;   /* (SB_CUBLAS_WORKSPACE_BYTES) cuBLAS's, device */
     char error[256];        /* first failure of a void op, "" if none */
 };
 
-static thread_local thread_ctx ctx = {-1, 0, 0, 0, 0, 0, 0, ""};
+static thread_local thread_ctx ctx = {-1, 0, 0, 0, 0, 0, 0, 0, 0, ""};
 
 void sb_cuda_fail(const char *what, const char *why)
 {
@@ -75,7 +86,9 @@ extern "C" void sb_cuda_release_thread(void)
     if (ctx.scratch) cudaFree(ctx.scratch);
     if (ctx.result_dev) cudaFree(ctx.result_dev);
     if (ctx.result_host) cudaFreeHost(ctx.result_host);
-    ctx = thread_ctx{-1, 0, 0, 0, 0, 0, 0, ""};
+    if (ctx.bias_scratch) cudaFree(ctx.bias_scratch);
+    if (ctx.blas_workspace) cudaFree(ctx.blas_workspace);
+    ctx = thread_ctx{-1, 0, 0, 0, 0, 0, 0, 0, 0, ""};
 }
 
 static sb_status create_ctx(int device)
@@ -92,10 +105,29 @@ static sb_status create_ctx(int device)
 #endif
     SB_TRY(blas_check(cublasCreate(&ctx.blas), "cublasCreate"));
     SB_TRY(blas_check(cublasSetStream(ctx.blas, ctx.stream), "cublasSetStream"));
-    /* Full fp32 GEMMs (no TF32), so results compare with the CPU backend. */
-    SB_TRY(blas_check(cublasSetMathMode(ctx.blas, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode"));
+    /* FP32 GEMMs, so results compare with the CPU backend: cublasSgemm
+     * computes in FP32 in the default math mode; TF32 tensor cores are used
+     * only when CUBLAS_TF32_TENSOR_OP_MATH is set, which we never do.
+     * CUBLAS_PEDANTIC_MATH (standardised arithmetic in every phase, for
+     * numerical studies, possibly slower) is therefore not needed; it can be
+     * turned on with STRATBENCH_CUBLAS_PEDANTIC=1 to measure what it costs
+     * (docs/gpu.md; not yet measured on a GPU). */
+    const char *pedantic = getenv("STRATBENCH_CUBLAS_PEDANTIC");
+    cublasMath_t mode = pedantic && strcmp(pedantic, "1") == 0 ? CUBLAS_PEDANTIC_MATH
+                                                                : CUBLAS_DEFAULT_MATH;
+    SB_TRY(blas_check(cublasSetMathMode(ctx.blas, mode), "cublasSetMathMode"));
+    /* A workspace of our own, so cuBLAS never allocates inside a step
+     * (which a CUDA graph capture would refuse); 32 MiB is the cuBLAS
+     * guide's recommendation for Hopper. */
+    SB_TRY(SB_CUDA_CHECK(cudaMalloc(&ctx.blas_workspace, SB_CUBLAS_WORKSPACE_BYTES),
+                         SB_ERR_DEVICE));
+    SB_TRY(blas_check(cublasSetWorkspace(ctx.blas, ctx.blas_workspace,
+                                         SB_CUBLAS_WORKSPACE_BYTES), "cublasSetWorkspace"));
     SB_TRY(SB_CUDA_CHECK(cudaMalloc((void **)&ctx.result_dev, sizeof(double)), SB_ERR_DEVICE));
     SB_TRY(SB_CUDA_CHECK(cudaMallocHost((void **)&ctx.result_host, sizeof(double)), SB_ERR_DEVICE));
+    SB_TRY(SB_CUDA_CHECK(cudaMalloc((void **)&ctx.bias_scratch,
+                                    (size_t)BIAS_TARGET_BLOCKS * BIAS_TILE_COLS * sizeof(float)),
+                         SB_ERR_DEVICE));
     return SB_OK;
 }
 
@@ -350,15 +382,40 @@ __global__ void k_relu_backward(float *dy, const float *y, size_t n)
     GRID_STRIDE(i, n) dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
 
-/* One thread per column, summing rows in order (deterministic; adjacent
- * threads read adjacent addresses). */
-__global__ void k_bias_grad(float *db, const float *dy, int rows, int cols)
+/* Column sums of dy (rows, cols), a reduction over rows per column: block
+ * (x, y) owns columns [32x, 32x + 32) and row chunk y of gridDim.y; its
+ * 32 x 8 threads read a row's 32 columns side by side (coalesced), each
+ * thread row summing every 8th row of the chunk, then the 8 partial sums of
+ * a column meet in shared memory. out[y * cols + c] = the chunk's sum (out
+ * = db directly when gridDim.y = 1). Fixed order: deterministic. Replaces
+ * one thread per column, which gave the cnn's conv1 six threads summing
+ * 36,864 rows each. */
+__global__ void k_bias_grad_partial(const float *dy, int rows, int cols, float *out)
+{
+    __shared__ float part[BIAS_TILE_ROWS][BIAS_TILE_COLS + 1];
+    int c = blockIdx.x * BIAS_TILE_COLS + threadIdx.x;
+    int per_chunk = (rows + gridDim.y - 1) / gridDim.y;
+    int r0 = blockIdx.y * per_chunk, r1 = min(rows, r0 + per_chunk);
+    float s = 0.0f;
+    if (c < cols)
+        for (int r = r0 + threadIdx.y; r < r1; r += BIAS_TILE_ROWS) s += dy[(size_t)r * cols + c];
+    part[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < cols) {
+        float t = 0.0f;
+        for (int i = 0; i < BIAS_TILE_ROWS; i++) t += part[i][threadIdx.x];
+        out[(size_t)blockIdx.y * cols + c] = t;
+    }
+}
+
+/* db[c] = sum over the chunks of partial[j * cols + c], in chunk order. */
+__global__ void k_bias_grad_final(const float *partial, int chunks, int cols, float *db)
 {
     GRID_STRIDE(c, (size_t)cols)
     {
-        float s = 0.0f;
-        for (int r = 0; r < rows; r++) s += dy[(size_t)r * cols + c];
-        db[c] = s;
+        float t = 0.0f;
+        for (int j = 0; j < chunks; j++) t += partial[(size_t)j * cols + c];
+        db[c] = t;
     }
 }
 
@@ -402,9 +459,28 @@ static void cu_relu_backward(float *dy, const float *y, size_t n)
     LAUNCH(k_relu_backward, n, dy, y, n);
 }
 
+/* Row chunks for the column reduction: enough blocks to fill the GPU when
+ * there are few columns, at least 64 rows per chunk, and partial sums that
+ * fit the thread's bias scratch (BIAS_TARGET_BLOCKS x 32 floats). */
+static int bias_chunks(int rows, int cols)
+{
+    int xblocks = (cols + BIAS_TILE_COLS - 1) / BIAS_TILE_COLS;
+    int chunks = BIAS_TARGET_BLOCKS / xblocks;
+    if (chunks > rows / 64) chunks = rows / 64;
+    if (chunks > BIAS_MAX_CHUNKS) chunks = BIAS_MAX_CHUNKS;
+    return chunks < 1 ? 1 : chunks;
+}
+
 static void cu_bias_grad(float *db, const float *dy, int rows, int cols)
 {
-    LAUNCH(k_bias_grad, (size_t)cols, db, dy, rows, cols);
+    if (!ensure_ctx() || cols <= 0) return;
+    int chunks = rows > 0 ? bias_chunks(rows, cols) : 1;
+    dim3 grid((unsigned)((cols + BIAS_TILE_COLS - 1) / BIAS_TILE_COLS), (unsigned)chunks);
+    dim3 block(BIAS_TILE_COLS, BIAS_TILE_ROWS);
+    float *out = chunks == 1 ? db : ctx.bias_scratch;
+    k_bias_grad_partial<<<grid, block, 0, ctx.stream>>>(dy, rows, cols, out);
+    sb_cuda_check_launch("k_bias_grad_partial");
+    if (chunks > 1) LAUNCH(k_bias_grad_final, (size_t)cols, ctx.bias_scratch, chunks, cols, db);
 }
 
 static void cu_sgd_momentum(float *p, float *v, const float *g, size_t n, float lr, float mu)

@@ -12,6 +12,7 @@
 #define SB_CUDA_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "backend/backend.h"
 #include "core/status.h"
@@ -102,6 +103,28 @@ sb_status sb_cuda_event_record(void *event);
 sb_status sb_cuda_stream_wait_event(void *event);
 /* Safe on NULL and on an event still pending (CUDA frees it when done). */
 void sb_cuda_event_destroy(void *event);
+
+/* --- graph-ready step (src/backend/cuda_step.cu) -------------------------
+ * idx (n) = perm[*pos .. *pos + n), then *pos += stride: a step's batch
+ * indices taken on the device from the epoch's permutation (perm, int32,
+ * uploaded once per epoch) at a position kept in device memory (pos, one
+ * int32), so a step copies nothing from the host and a captured graph
+ * reads new indices on every replay. Two kernels on the thread's stream;
+ * failures are recorded for check(). */
+void sb_cuda_take_batch(int32_t *idx, const int32_t *perm, int32_t *pos, int n, int stride);
+/* Starts capturing the work this thread enqueues on its stream into a CUDA
+ * graph (cudaStreamBeginCapture, thread-local mode): nothing runs until the
+ * graph is launched. Errors: SB_ERR_DEVICE. */
+sb_status sb_cuda_capture_begin(void);
+/* Ends the capture and instantiates the graph (a cudaGraphExec_t as void *)
+ * into *graph_exec. Errors: SB_ERR_DEVICE (e.g. a call that capture does
+ * not allow was made, which invalidates it). */
+sb_status sb_cuda_capture_end(void **graph_exec);
+/* Launches the graph on the thread's stream (no wait). Errors:
+ * SB_ERR_DEVICE. */
+sb_status sb_cuda_graph_launch(void *graph_exec);
+/* Safe on NULL. */
+void sb_cuda_graph_destroy(void *graph_exec);
 
 /* --- phase timer: CUDA events on the thread's stream ---------------------
  * Host clocks around asynchronous launches measure launch time, so device

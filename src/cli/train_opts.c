@@ -20,6 +20,7 @@ enum {
     OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_LR_SCALING, OPT_SEED, OPT_DATA,
     OPT_REPORT, OPT_TARGET, OPT_MAX_STEPS, OPT_WARMUP, OPT_SAVE_PARAMS, OPT_THREADS,
     OPT_EVAL_BATCH, OPT_TRACE, OPT_COMM, OPT_ALLREDUCE, OPT_PROBE_LINKS, OPT_NO_PROBE_LINKS,
+    OPT_CUDA_GRAPH,
     OPT_STRATEGY_FLAG = 512, /* + index into strategy_flags[] */
 };
 
@@ -50,6 +51,7 @@ static const struct option common_options[] = {
     {"probe-links", no_argument, NULL, OPT_PROBE_LINKS},
     {"no-probe-links", no_argument, NULL, OPT_NO_PROBE_LINKS},
     {"trace", required_argument, NULL, OPT_TRACE},
+    {"cuda-graph", no_argument, NULL, OPT_CUDA_GRAPH},
     {"help", no_argument, NULL, 'h'},
 };
 #define N_COMMON ((int)(sizeof common_options / sizeof common_options[0]))
@@ -150,6 +152,8 @@ void sb_train_opts_usage(FILE *out)
             "                                    bandwidth at start (default on; a few ms, ~0.3 s\n"
             "                                    at 100 Mbit/s) for comm.model (docs/cost-model.md)\n"
             "  --trace FILE           Chrome trace-event JSON of the whole job (Perfetto)\n"
+            "  --cuda-graph           single on cuda: capture one training step as a CUDA\n"
+            "                         graph and replay it (no per-kernel launches)\n"
             "  -h, --help             this text\n"
             "\n"
             "strategy flags (each taken only by the strategies named):\n",
@@ -298,6 +302,7 @@ static sb_status parse_one(struct sb_train_opts *o, int opt, const char *arg)
         strcpy(c->allreduce, sb_allreduce_algo_name(algo));
         return SB_OK;
     case OPT_TRACE: return parse_path("trace", arg, c->trace_path);
+    case OPT_CUDA_GRAPH: c->cuda_graph = 1; return SB_OK;
     }
     return sb_error(SB_ERR_INTERNAL, "unhandled option %d", opt);
 }
@@ -319,6 +324,9 @@ static sb_status validate_device(struct sb_config *c)
 #endif
     }
     int nccl = strcmp(c->comm, "nccl") == 0;
+    if (c->cuda_graph && !cuda)
+        return sb_error(SB_ERR_USAGE, "--cuda-graph: CUDA graphs need --device cuda (this run "
+                        "is on %s)", c->device);
     if (!cuda) {
         if (nccl)
             return sb_error(SB_ERR_USAGE, "--comm nccl: NCCL connects GPUs; use it with "
@@ -326,6 +334,9 @@ static sb_status validate_device(struct sb_config *c)
         return SB_OK;
     }
 #ifndef SB_HAVE_CUDA
+    if (c->cuda_graph)
+        return sb_error(SB_ERR_USAGE, "--cuda-graph: this build has no CUDA, so there is no "
+                        "--device cuda (install the CUDA toolkit and re-run ./configure.py)");
     return sb_error(SB_ERR_USAGE, "--device cuda: this build has no CUDA (install the CUDA "
                     "toolkit and re-run ./configure.py; see docs/gpu.md)");
 #else
@@ -357,6 +368,9 @@ static sb_status validate(struct sb_train_opts *o)
         return sb_error(SB_ERR_USAGE, "--allreduce %s: only strategies of MPI ranks on --device "
                         "cpu choose their all-reduce (NCCL and threads use their own)",
                         c->allreduce);
+    if (c->cuda_graph && strcmp(c->strategy, "single") != 0)
+        return sb_error(SB_ERR_USAGE, "--cuda-graph: only --strategy single replays its step "
+                        "as a CUDA graph so far (got %s)", c->strategy);
     return sb_strategy_check(s, c);
 }
 

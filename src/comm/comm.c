@@ -22,7 +22,7 @@ static sb_status end(struct sb_comm *c, enum sb_comm_kind kind, size_t bytes, do
     struct sb_comm_counter *k = &c->counters[kind];
     k->calls++;
     k->bytes += (double)bytes;
-    k->seconds += sb_now_s() - t0;
+    if (!c->device_timed) k->seconds += sb_now_s() - t0;
     sb_nvtx_pop();
     return st;
 }
@@ -30,27 +30,39 @@ static sb_status end(struct sb_comm *c, enum sb_comm_kind kind, size_t bytes, do
 sb_status sb_comm_allreduce(struct sb_comm *c, float *buf, size_t n)
 {
     double t0 = begin("allreduce", n * sizeof(float));
-    return end(c, SB_COMM_ALLREDUCE, n * sizeof(float), t0, c->ops->allreduce(c, buf, n));
+    c->counting = 1 + SB_COMM_ALLREDUCE;
+    sb_status st = c->ops->allreduce(c, buf, n);
+    c->counting = 0;
+    return end(c, SB_COMM_ALLREDUCE, n * sizeof(float), t0, st);
 }
 
 sb_status sb_comm_broadcast(struct sb_comm *c, float *buf, size_t n, int root)
 {
     double t0 = begin("broadcast", n * sizeof(float));
-    return end(c, SB_COMM_BROADCAST, n * sizeof(float), t0, c->ops->broadcast(c, buf, n, root));
+    c->counting = 1 + SB_COMM_BROADCAST;
+    sb_status st = c->ops->broadcast(c, buf, n, root);
+    c->counting = 0;
+    return end(c, SB_COMM_BROADCAST, n * sizeof(float), t0, st);
 }
 
 sb_status sb_comm_send(struct sb_comm *c, const float *buf, size_t n, int peer,
                        enum sb_comm_kind kind)
 {
     double t0 = begin(sb_comm_kind_name(kind), n * sizeof(float));
-    return end(c, kind, n * sizeof(float), t0, c->ops->send(c, buf, n, peer));
+    c->counting = 1 + (int)kind;
+    sb_status st = c->ops->send(c, buf, n, peer);
+    c->counting = 0;
+    return end(c, kind, n * sizeof(float), t0, st);
 }
 
 sb_status sb_comm_recv(struct sb_comm *c, float *buf, size_t n, int peer,
                        enum sb_comm_kind kind)
 {
     double t0 = begin(sb_comm_kind_name(kind), n * sizeof(float));
-    return end(c, kind, n * sizeof(float), t0, c->ops->recv(c, buf, n, peer));
+    c->counting = 1 + (int)kind;
+    sb_status st = c->ops->recv(c, buf, n, peer);
+    c->counting = 0;
+    return end(c, kind, n * sizeof(float), t0, st);
 }
 
 sb_status sb_comm_recv_any(struct sb_comm *c, float *buf, size_t n, int *peer,
@@ -60,7 +72,10 @@ sb_status sb_comm_recv_any(struct sb_comm *c, float *buf, size_t n, int *peer,
         return sb_error(SB_ERR_INTERNAL, "%s communicator: no receive from any source",
                         c->ops->name);
     double t0 = begin(sb_comm_kind_name(kind), n * sizeof(float));
-    return end(c, kind, n * sizeof(float), t0, c->ops->recv_any(c, buf, n, peer));
+    c->counting = 1 + (int)kind;
+    sb_status st = c->ops->recv_any(c, buf, n, peer);
+    c->counting = 0;
+    return end(c, kind, n * sizeof(float), t0, st);
 }
 
 /* Marks req complete now and adds its seconds to its kind's counter (and,
@@ -69,9 +84,11 @@ static void complete(struct sb_comm *c, struct sb_comm_request *req)
 {
     req->done = 1;
     req->done_s = sb_now_s();
-    c->counters[req->kind].seconds += req->done_s - req->start_s;
-    if (req->kind == SB_COMM_ALLREDUCE && (unsigned)req->algo < SB_ALLREDUCE_NALGOS)
-        c->allreduce_by_algo[req->algo].seconds += req->done_s - req->start_s;
+    if (!c->device_timed) { /* a device-timed communicator adds its own seconds */
+        c->counters[req->kind].seconds += req->done_s - req->start_s;
+        if (req->kind == SB_COMM_ALLREDUCE && (unsigned)req->algo < SB_ALLREDUCE_NALGOS)
+            c->allreduce_by_algo[req->algo].seconds += req->done_s - req->start_s;
+    }
 }
 
 /* Counts one call of `kind` and `bytes` now and starts req's clock. */
@@ -94,12 +111,14 @@ sb_status sb_comm_iallreduce(struct sb_comm *c, float *buf, size_t n,
 {
     request_begin(c, SB_COMM_ALLREDUCE, n * sizeof(float), req);
     sb_status st;
+    c->counting = 1 + SB_COMM_ALLREDUCE;
     if (c->ops->iallreduce) {
         st = c->ops->iallreduce(c, buf, n, req);
     } else { /* a communicator without the op: blocking, complete at issue */
         st = c->ops->allreduce(c, buf, n);
         req->done = 1;
     }
+    c->counting = 0;
     if ((unsigned)req->algo < SB_ALLREDUCE_NALGOS) {
         c->allreduce_by_algo[req->algo].calls++;
         c->allreduce_by_algo[req->algo].bytes += (double)req->bytes;
@@ -121,7 +140,9 @@ static sb_status issue_blocks(struct sb_comm *c, enum sb_comm_kind kind,
     size_t n = 0;
     for (int r = 0; r < c->size; r++) n += counts[r];
     request_begin(c, kind, n * sizeof(float), req);
+    c->counting = 1 + (int)kind;
     sb_status st = op(c, send, recv, counts, req);
+    c->counting = 0;
     if (st == SB_OK && req->done) complete(c, req);
     return st;
 }

@@ -113,6 +113,20 @@ struct sb_comm {
     /* The non-blocking all-reduces of counters[SB_COMM_ALLREDUCE] split by
      * the algorithm that ran (req->algo); reset with the counters. */
     struct sb_comm_counter allreduce_by_algo[SB_ALLREDUCE_NALGOS];
+    /* Set by a communicator whose ops return before the transfer is done
+     * (nccl: enqueued on a stream): it adds each call's seconds to
+     * counters itself, from CUDA events around the transfer, and the
+     * wrappers below add calls and bytes only (host clocks would time the
+     * issue, not the transfer). */
+    int device_timed;
+    /* 1 + the kind of the counted call in progress, set by the wrappers
+     * around the op; 0 during an uncounted call (a device-timed
+     * communicator credits its seconds to this kind, or to none). */
+    int counting;
+    /* Set by a communicator whose iallreduce completes before returning
+     * (staged): there is nothing to overlap, so ddp starts its buckets
+     * after backward rather than inside it. */
+    int blocking_iallreduce;
 };
 
 /* Timed, counted wrappers: each adds one call, its bytes and its seconds

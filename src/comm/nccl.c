@@ -3,20 +3,33 @@
  *
  * Every call is enqueued on the calling thread's CUDA stream (the backend's,
  * sb_cuda_stream()), so it is ordered after the kernels that produced the
- * buffer, and then waits for that stream: the communicator interface is
- * blocking, so on return the result is in place.
+ * buffer, and the all-reduce and broadcast return without waiting: work
+ * enqueued later on that stream (the optimizer, the next forward) runs
+ * after them, so no host wait is needed. allreduce_f64, whose result lands
+ * in host memory, waits.
+ *
+ * Point-to-point (central's pushes and pulls) still waits for the stream
+ * after each call: central times its exchanges with host clocks
+ * (strategies/central*.c) and a blocking send is what its ordering argument
+ * assumes (docs/central.md).
+ *
+ * Timing: host clocks would time the issue, not the transfer, so each call
+ * is bracketed by two timing events on its stream, from a pool created at
+ * set-up, and its seconds (cudaEventElapsedTime) are added to the counter
+ * of its kind once the events have completed (harvested without waiting at
+ * later calls, and after the wait of allreduce_f64, which the harness calls
+ * at every epoch's end). The communicator sets device_timed so that the
+ * counted wrappers add calls and bytes only; algbw and busbw in the report
+ * then come from these device spans.
  *
  * The non-blocking all-reduce (ddp's buckets) runs on a second, per-member
  * communication stream, as PyTorch DDP and llm.c overlap: an event recorded
  * on the compute stream (after the kernels that wrote the bucket) is made a
  * dependency of the communication stream, the ncclAllReduce is enqueued
- * there and a completion event recorded after it. test() queries that event
- * (no blocking); wait() makes the compute stream wait on it (no host
- * blocking either: work enqueued afterwards on the compute stream, e.g. the
- * optimizer, runs after the all-reduce). So for this communicator
- * sb_comm_wait returns before the data has arrived; the host-clock times
- * the wrappers record for it are issue times, not transfer times
- * (docs/gpu.md, "Timing").
+ * there between timing events, test() queries the completion event (no
+ * blocking) and wait() makes the compute stream wait on it (no host
+ * blocking either: the optimizer enqueued afterwards runs after the
+ * all-reduce).
  *
  * Bootstrap across processes: rank 0 creates an ncclUniqueId and broadcasts
  * it over MPI; every rank then calls ncclCommInitRank (NCCL user guide,
@@ -38,18 +51,27 @@
 #include "backend/cuda_check.h"
 #include "comm/comm.h"
 
+/* Events for one NCCL call, from the member's pool (created at set-up;
+ * nothing is created or allocated per call once the pool is large enough
+ * for the calls in flight). */
+struct nccl_slot {
+    cudaEvent_t ready;       /* compute stream -> communication stream (no timing) */
+    cudaEvent_t start, done; /* timing-enabled, around the NCCL call on its stream */
+    int kind;                /* the counter its seconds go to (enum sb_comm_kind) */
+    int timing;              /* recorded; its seconds not yet added (harvest) */
+    int live;                /* held by a non-blocking request (test/wait) */
+};
+
+#define NCCL_SLOTS_INITIAL 64
+
 struct nccl_impl {
     ncclComm_t comm;
     int device;
     void *scratch;        /* device staging for host metrics */
     size_t scratch_bytes;
-    cudaStream_t comm_stream; /* non-blocking all-reduces; created on first use */
-};
-
-/* A non-blocking all-reduce in flight: its completion event, recorded on the
- * communication stream after the ncclAllReduce. */
-struct nccl_pending {
-    cudaEvent_t done;
+    cudaStream_t comm_stream; /* non-blocking all-reduces (created at set-up) */
+    struct nccl_slot *slots;  /* (n_slots) the event pool */
+    int n_slots;
 };
 
 static sb_status nccl_check(ncclResult_t r, const char *what)
@@ -70,19 +92,86 @@ static sb_status stream_of(struct sb_comm *c, cudaStream_t *out)
     return SB_OK;
 }
 
-static sb_status wait_stream(cudaStream_t s, const char *what)
+/* Adds n more slots to the pool, creating their events on the current
+ * device (the member's). */
+static sb_status grow_pool(struct nccl_impl *m, int n)
 {
-    (void)what; /* SB_CUDA_CHECK names the call and the file:line */
-    return SB_CUDA_CHECK(cudaStreamSynchronize(s), SB_ERR_COMM);
+    struct nccl_slot *p = realloc(m->slots, (size_t)(m->n_slots + n) * sizeof *p);
+    if (!p) return sb_error(SB_ERR_NOMEM, "nccl: out of memory (event pool)");
+    m->slots = p;
+    for (int i = m->n_slots; i < m->n_slots + n; i++) {
+        struct nccl_slot *q = &m->slots[i];
+        memset(q, 0, sizeof *q);
+        SB_TRY(SB_CUDA_CHECK(cudaEventCreateWithFlags(&q->ready, cudaEventDisableTiming),
+                             SB_ERR_COMM));
+        SB_TRY(SB_CUDA_CHECK(cudaEventCreate(&q->start), SB_ERR_COMM));
+        SB_TRY(SB_CUDA_CHECK(cudaEventCreate(&q->done), SB_ERR_COMM));
+        m->n_slots = i + 1; /* created so far: destroy() frees exactly these */
+    }
+    return SB_OK;
 }
+
+/* Adds the device time of every finished call to its counter and frees its
+ * slot, without waiting (cudaEventQuery): so the seconds the report shows
+ * are the transfers' spans on their stream, not the host's issue times.
+ * Errors: a failed transfer (SB_ERR_COMM with CUDA's message). */
+static sb_status harvest(struct sb_comm *c)
+{
+    struct nccl_impl *m = impl(c);
+    for (int i = 0; i < m->n_slots; i++) {
+        struct nccl_slot *q = &m->slots[i];
+        if (!q->timing) continue;
+        cudaError_t e = cudaEventQuery(q->done);
+        if (e == cudaErrorNotReady) {
+            cudaGetLastError(); /* not an error: clear it for later checks */
+            continue;
+        }
+        SB_TRY(SB_CUDA_CHECK(e, SB_ERR_COMM));
+        float ms = 0.0f;
+        SB_TRY(SB_CUDA_CHECK(cudaEventElapsedTime(&ms, q->start, q->done), SB_ERR_COMM));
+        if (q->kind < SB_COMM_NKINDS) c->counters[q->kind].seconds += 1e-3 * (double)ms;
+        q->timing = 0;
+    }
+    return SB_OK;
+}
+
+/* A free slot for a call of `kind` (harvesting finished ones first; the
+ * pool grows only when more calls are in flight than it has slots). */
+static sb_status acquire(struct sb_comm *c, int kind, struct nccl_slot **out)
+{
+    struct nccl_impl *m = impl(c);
+    SB_TRY(harvest(c));
+    if (kind < 0) kind = SB_COMM_NKINDS; /* uncounted: timed, credited to none */
+    int i = 0;
+    while (i < m->n_slots && (m->slots[i].timing || m->slots[i].live)) i++;
+    if (i == m->n_slots) SB_TRY(grow_pool(m, m->n_slots ? m->n_slots : NCCL_SLOTS_INITIAL));
+    struct nccl_slot *q = &m->slots[i];
+    q->kind = kind;
+    *out = q;
+    return SB_OK;
+}
+
+/* Enqueues one device-only NCCL call on stream s between a slot's start
+ * and done events; returns without waiting: later work on s is ordered
+ * after it, and its seconds are harvested from the events later and
+ * credited to the kind of the counted call in progress (c->counting). */
+#define TIMED(c, s, call, what)                                                             \
+    do {                                                                                    \
+        struct nccl_slot *q_;                                                               \
+        SB_TRY(acquire((c), (c)->counting - 1, &q_));                                       \
+        SB_TRY(SB_CUDA_CHECK(cudaEventRecord(q_->start, (s)), SB_ERR_COMM));                \
+        SB_TRY(nccl_check((call), (what)));                                                 \
+        SB_TRY(SB_CUDA_CHECK(cudaEventRecord(q_->done, (s)), SB_ERR_COMM));                 \
+        q_->timing = 1;                                                                     \
+    } while (0)
 
 static sb_status nccl_allreduce(struct sb_comm *c, float *buf, size_t n)
 {
     cudaStream_t s;
     SB_TRY(stream_of(c, &s));
-    SB_TRY(nccl_check(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, impl(c)->comm, s),
-                      "ncclAllReduce"));
-    return wait_stream(s, "cudaStreamSynchronize (ncclAllReduce)");
+    TIMED(c, s, ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, impl(c)->comm, s),
+          "ncclAllReduce");
+    return SB_OK;
 }
 
 /* Grows the device scratch to `bytes`, zeroed on stream s (zeros keep it
@@ -99,7 +188,10 @@ static sb_status ensure_scratch(struct nccl_impl *m, size_t bytes, cudaStream_t 
     return SB_CUDA_CHECK(cudaMemsetAsync(m->scratch, 0, bytes, s), SB_ERR_COMM);
 }
 
-/* buf is host memory (metrics): staged through device scratch. */
+/* buf is host memory (metrics, once per epoch): staged through device
+ * scratch, and the only op that waits (the result lands on the host). The
+ * wait also finishes every earlier call, so all their seconds are
+ * harvested here, before the report reads the counters. */
 static sb_status nccl_allreduce_f64(struct sb_comm *c, double *buf, size_t n)
 {
     cudaStream_t s;
@@ -107,51 +199,41 @@ static sb_status nccl_allreduce_f64(struct sb_comm *c, double *buf, size_t n)
     size_t bytes = n * sizeof *buf;
     SB_TRY(ensure_scratch(impl(c), bytes, s));
     void *d = impl(c)->scratch;
-    SB_TRY(SB_CUDA_CHECK(cudaMemcpyAsync(d, buf, bytes, cudaMemcpyHostToDevice, s), SB_ERR_COMM));
+    SB_TRY(SB_CUDA_CHECK(cudaMemcpyAsync(d, buf, bytes, cudaMemcpyHostToDevice, s),
+                         SB_ERR_COMM));
     SB_TRY(nccl_check(ncclAllReduce(d, d, n, ncclDouble, ncclSum, impl(c)->comm, s),
                       "ncclAllReduce (f64)"));
-    SB_TRY(SB_CUDA_CHECK(cudaMemcpyAsync(buf, d, bytes, cudaMemcpyDeviceToHost, s), SB_ERR_COMM));
-    return wait_stream(s, "cudaStreamSynchronize (ncclAllReduce f64)");
+    SB_TRY(SB_CUDA_CHECK(cudaMemcpyAsync(buf, d, bytes, cudaMemcpyDeviceToHost, s),
+                         SB_ERR_COMM));
+    SB_TRY(SB_CUDA_CHECK(cudaStreamSynchronize(s), SB_ERR_COMM));
+    if (impl(c)->comm_stream)
+        SB_TRY(SB_CUDA_CHECK(cudaStreamSynchronize(impl(c)->comm_stream), SB_ERR_COMM));
+    return harvest(c);
 }
 
 static sb_status nccl_broadcast(struct sb_comm *c, float *buf, size_t n, int root)
 {
     cudaStream_t s;
     SB_TRY(stream_of(c, &s));
-    SB_TRY(nccl_check(ncclBroadcast(buf, buf, n, ncclFloat, root, impl(c)->comm, s),
-                      "ncclBroadcast"));
-    return wait_stream(s, "cudaStreamSynchronize (ncclBroadcast)");
+    TIMED(c, s, ncclBroadcast(buf, buf, n, ncclFloat, root, impl(c)->comm, s),
+          "ncclBroadcast");
+    return SB_OK;
 }
 
 static sb_status nccl_send(struct sb_comm *c, const float *buf, size_t n, int peer)
 {
     cudaStream_t s;
     SB_TRY(stream_of(c, &s));
-    SB_TRY(nccl_check(ncclSend(buf, n, ncclFloat, peer, impl(c)->comm, s), "ncclSend"));
-    return wait_stream(s, "cudaStreamSynchronize (ncclSend)");
+    TIMED(c, s, ncclSend(buf, n, ncclFloat, peer, impl(c)->comm, s), "ncclSend");
+    return SB_CUDA_CHECK(cudaStreamSynchronize(s), SB_ERR_COMM); /* see "Point-to-point" */
 }
 
 static sb_status nccl_recv(struct sb_comm *c, float *buf, size_t n, int peer)
 {
     cudaStream_t s;
     SB_TRY(stream_of(c, &s));
-    SB_TRY(nccl_check(ncclRecv(buf, n, ncclFloat, peer, impl(c)->comm, s), "ncclRecv"));
-    return wait_stream(s, "cudaStreamSynchronize (ncclRecv)");
-}
-
-/* The member's communication stream on its device, created on first use
- * (non-blocking: no implicit ordering with the legacy default stream). */
-static sb_status ensure_comm_stream(struct nccl_impl *m)
-{
-    if (m->comm_stream) return SB_OK;
-    SB_TRY(SB_CUDA_CHECK(cudaStreamCreateWithFlags(&m->comm_stream, cudaStreamNonBlocking),
-                         SB_ERR_COMM));
-#ifdef SB_HAVE_NVTX
-    char name[48];
-    snprintf(name, sizeof name, "stratbench nccl (GPU %d)", m->device);
-    nvtxNameCudaStreamA(m->comm_stream, name);
-#endif
-    return SB_OK;
+    TIMED(c, s, ncclRecv(buf, n, ncclFloat, peer, impl(c)->comm, s), "ncclRecv");
+    return SB_CUDA_CHECK(cudaStreamSynchronize(s), SB_ERR_COMM); /* see "Point-to-point" */
 }
 
 static sb_status nccl_iallreduce(struct sb_comm *c, float *buf, size_t n,
@@ -160,41 +242,22 @@ static sb_status nccl_iallreduce(struct sb_comm *c, float *buf, size_t n,
     struct nccl_impl *m = impl(c);
     cudaStream_t s;
     SB_TRY(stream_of(c, &s)); /* also makes m->device current */
-    SB_TRY(ensure_comm_stream(m));
-    struct nccl_pending *p = malloc(sizeof *p);
-    if (!p) return sb_error(SB_ERR_NOMEM, "nccl iallreduce: out of memory");
-    cudaEvent_t ready = NULL;
-    p->done = NULL;
-    sb_status st = SB_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming),
-                                 SB_ERR_COMM);
-    if (!st) st = SB_CUDA_CHECK(cudaEventCreateWithFlags(&p->done, cudaEventDisableTiming),
-                                SB_ERR_COMM);
+    struct nccl_slot *q;
+    SB_TRY(acquire(c, c->counting - 1, &q));
     /* Compute stream -> ready -> communication stream: the all-reduce starts
      * after every kernel enqueued so far on the compute stream (those that
      * wrote this bucket's gradients), without the host waiting. */
-    if (!st) st = SB_CUDA_CHECK(cudaEventRecord(ready, s), SB_ERR_COMM);
-    if (!st) st = SB_CUDA_CHECK(cudaStreamWaitEvent(m->comm_stream, ready, 0), SB_ERR_COMM);
-    if (!st) st = nccl_check(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, m->comm,
-                                           m->comm_stream), "ncclAllReduce (bucket)");
-    if (!st) st = SB_CUDA_CHECK(cudaEventRecord(p->done, m->comm_stream), SB_ERR_COMM);
-    /* Destroying a recorded event is legal: CUDA frees it once it completes. */
-    if (ready) cudaEventDestroy(ready);
-    if (st) {
-        if (p->done) cudaEventDestroy(p->done);
-        free(p);
-        return st;
-    }
-    req->impl = p;
+    SB_TRY(SB_CUDA_CHECK(cudaEventRecord(q->ready, s), SB_ERR_COMM));
+    SB_TRY(SB_CUDA_CHECK(cudaStreamWaitEvent(m->comm_stream, q->ready, 0), SB_ERR_COMM));
+    SB_TRY(SB_CUDA_CHECK(cudaEventRecord(q->start, m->comm_stream), SB_ERR_COMM));
+    SB_TRY(nccl_check(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, m->comm, m->comm_stream),
+                      "ncclAllReduce (bucket)"));
+    SB_TRY(SB_CUDA_CHECK(cudaEventRecord(q->done, m->comm_stream), SB_ERR_COMM));
+    q->timing = 1;
+    q->live = 1;
+    req->impl = q;
     req->done = 0;
     return SB_OK;
-}
-
-static void pending_free(struct sb_comm_request *req)
-{
-    struct nccl_pending *p = req->impl;
-    if (p->done) cudaEventDestroy(p->done);
-    free(p);
-    req->impl = NULL;
 }
 
 /* Polls the completion event: cudaSuccess = done, cudaErrorNotReady = not
@@ -202,14 +265,15 @@ static void pending_free(struct sb_comm_request *req)
 static sb_status nccl_test(struct sb_comm *c, struct sb_comm_request *req, int *done)
 {
     (void)c;
-    struct nccl_pending *p = req->impl;
+    struct nccl_slot *q = req->impl;
     *done = 0;
-    cudaError_t e = cudaEventQuery(p->done);
+    cudaError_t e = cudaEventQuery(q->done);
     if (e == cudaErrorNotReady) {
         cudaGetLastError(); /* not an error: clear it for later checks */
         return SB_OK;
     }
-    pending_free(req);
+    q->live = 0;
+    req->impl = NULL;
     SB_TRY(SB_CUDA_CHECK(e, SB_ERR_COMM));
     *done = 1;
     return SB_OK;
@@ -219,13 +283,13 @@ static sb_status nccl_test(struct sb_comm *c, struct sb_comm_request *req, int *
  * side; the host does not block). */
 static sb_status nccl_wait(struct sb_comm *c, struct sb_comm_request *req)
 {
-    struct nccl_pending *p = req->impl;
-    if (!p) return SB_OK; /* released by a failed test: its error was returned there */
+    struct nccl_slot *q = req->impl;
+    if (!q) return SB_OK; /* released by a failed test: its error was returned there */
+    q->live = 0;
+    req->impl = NULL;
     cudaStream_t s;
-    sb_status st = stream_of(c, &s);
-    if (!st) st = SB_CUDA_CHECK(cudaStreamWaitEvent(s, p->done, 0), SB_ERR_COMM);
-    pending_free(req);
-    return st;
+    SB_TRY(stream_of(c, &s));
+    return SB_CUDA_CHECK(cudaStreamWaitEvent(s, q->done, 0), SB_ERR_COMM);
 }
 
 static void nccl_destroy(struct sb_comm *c)
@@ -247,6 +311,12 @@ static void nccl_destroy(struct sb_comm *c)
         if (m->comm_stream) cudaStreamSynchronize(m->comm_stream);
         if (m->comm) ncclCommDestroy(m->comm);
         if (m->comm_stream) cudaStreamDestroy(m->comm_stream);
+        for (int i = 0; i < m->n_slots; i++) { /* pending ones are freed when done */
+            cudaEventDestroy(m->slots[i].ready);
+            cudaEventDestroy(m->slots[i].start);
+            cudaEventDestroy(m->slots[i].done);
+        }
+        free(m->slots);
         if (m->scratch) cudaFree(m->scratch);
         if (previous >= 0) cudaSetDevice(previous);
         cudaGetLastError(); /* keep teardown failures out of later checks */
@@ -268,7 +338,9 @@ static const struct sb_comm_ops nccl_ops = {
     .wait = nccl_wait,
 };
 
-/* A member with no NCCL communicator yet. */
+/* A member with no NCCL communicator yet, with its communication stream
+ * and event pool created on `device` (the calling thread's current device
+ * is put back). */
 static sb_status member_new(int device, struct sb_comm **out)
 {
     *out = calloc(1, sizeof **out);
@@ -282,7 +354,27 @@ static sb_status member_new(int device, struct sb_comm **out)
     m->device = device;
     (*out)->ops = &nccl_ops;
     (*out)->impl = m;
-    return SB_OK;
+    (*out)->device_timed = 1;
+    int previous = -1;
+    if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
+    sb_status st = SB_CUDA_CHECK(cudaSetDevice(device), SB_ERR_COMM);
+    /* Non-blocking: no implicit ordering with the legacy default stream. */
+    if (!st) st = SB_CUDA_CHECK(cudaStreamCreateWithFlags(&m->comm_stream,
+                                                          cudaStreamNonBlocking), SB_ERR_COMM);
+#ifdef SB_HAVE_NVTX
+    if (!st) {
+        char name[48];
+        snprintf(name, sizeof name, "stratbench nccl (GPU %d)", device);
+        nvtxNameCudaStreamA(m->comm_stream, name);
+    }
+#endif
+    if (!st) st = grow_pool(m, NCCL_SLOTS_INITIAL);
+    if (previous >= 0) cudaSetDevice(previous);
+    if (st) {
+        nccl_destroy(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 sb_status sb_comm_nccl_create(const void *mpi_comm, int device, struct sb_comm **out)

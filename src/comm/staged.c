@@ -163,6 +163,7 @@ sb_status sb_comm_staged_create(struct sb_comm *inner, struct sb_comm **out)
     c->impl = m;
     c->rank = inner->rank;
     c->size = inner->size;
+    c->blocking_iallreduce = 1; /* host clocks time each op: it waits for its copies */
     *out = c;
     return SB_OK;
 }

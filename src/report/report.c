@@ -80,6 +80,7 @@ static void add_config(cJSON *root, const struct sb_run_record *rec, int *fail)
     sb_json_add_str(o, "allreduce", c->allreduce[0] ? c->allreduce : "auto", fail);
     if (!cJSON_AddBoolToObject(o, "probe_links", c->probe_links)) *fail = 1;
     sb_json_add_str_or_null(o, "trace", c->trace_path, fail);
+    if (!cJSON_AddBoolToObject(o, "cuda_graph", c->cuda_graph)) *fail = 1;
 }
 
 /* "strategy_details": the numbers a strategy states about itself (bucket

@@ -137,3 +137,46 @@ def test_device_error_mid_run_ends_the_job(gpus, flags, stratbench, mnist_dir, e
     assert proc.returncode == 1, describe(proc)
     assert "k_sgd_momentum (STRATBENCH_TEST_CUDA_FAULT)" in proc.stderr, describe(proc)
     assert not report.exists()
+
+
+@pytest.mark.parametrize("extra", [[], ["--batch", "6000", "--epochs", "2"]],
+                         ids=["one-epoch", "across-epochs"])
+def test_cuda_graph_replays_the_eager_step(gpus, extra, stratbench, mnist_dir, tmp_path):
+    """--cuda-graph captures single's step once and replays it: the same kernels on the
+    same batches, so the parameters after 20 steps equal the eager run's exactly, and the
+    CPU's to 1e-4. With --batch 6000 an epoch has 10 steps: replays cross an epoch
+    boundary (new permutation uploaded, device position reset, loss read)."""
+    flags = ["--strategy", "single", "--device", "cuda", *extra]
+    eager = params(stratbench, mnist_dir, tmp_path / "eager.f32", flags)
+    graph = params(stratbench, mnist_dir, tmp_path / "graph.f32", flags + ["--cuda-graph"])
+    cpu = params(stratbench, mnist_dir, tmp_path / "cpu.f32", ["--device", "cpu", *extra])
+    assert float(np.max(np.abs(graph - eager))) == 0.0
+    assert float(np.max(np.abs(graph - cpu))) <= 1e-4
+
+
+def test_cuda_graph_across_epochs_reaches_97(gpus, stratbench, mnist_dir):
+    """Replays cross epoch boundaries (a new permutation uploaded, the device position
+    reset) and the loss read once per epoch: 3 epochs reach 97% like the eager run."""
+    proc = train(stratbench, mnist_dir, "--device", "cuda", "--cuda-graph", "--epochs", "3",
+                 timeout=1800)
+    m = re.search(r"final test_accuracy ([0-9.]+)%", proc.stdout)
+    assert m and float(m.group(1)) >= 97.0, proc.stdout
+
+
+@pytest.mark.parametrize("flags,word", [
+    (["--device", "cpu", "--cuda-graph"], "--device cuda"),
+    (["--device", "cpu", "--cuda-graph", "--strategy", "ddp", "--replicas", "2"], "--device cuda"),
+])
+def test_cuda_graph_usage_errors(flags, word, stratbench, mnist_dir):
+    """--cuda-graph without --device cuda (any build, GPU or not) is a usage error."""
+    proc = run([stratbench, "train", "--data", mnist_dir, *flags, "--max-steps", "1"])
+    assert proc.returncode == 2, describe(proc)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--cuda-graph" in lines[0] and word in lines[0], describe(proc)
+
+
+def test_cuda_graph_is_single_only(gpus, stratbench, mnist_dir):
+    proc = run([stratbench, "train", "--data", mnist_dir, "--device", "cuda", "--cuda-graph",
+                "--strategy", "mirrored", "--replicas", "2", "--max-steps", "1"])
+    assert proc.returncode == 2, describe(proc)
+    assert "--cuda-graph" in proc.stderr and "single" in proc.stderr, describe(proc)

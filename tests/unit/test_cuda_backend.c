@@ -375,6 +375,12 @@ int main(void)
     test_elementwise(67, 33);
     test_elementwise(36864, 20); /* conv bias_grad: many rows, few columns */
     test_elementwise(3, 2000);
+    /* bias_grad's column reduction: cnn conv1 (36,864 x 6), one chunk,
+     * several chunks with a partial last tile, more columns than one pass. */
+    test_elementwise(36864, 6);
+    test_elementwise(64, 256);
+    test_elementwise(1000, 4100);
+    test_elementwise(130, 33);
     test_loss(100, 10, 1.0f);
     test_loss(257, 100, 1.0f); /* more columns than a warp */
     test_loss(33, 3, 80.0f);   /* large logits: exp overflows without the max shift */
