@@ -34,10 +34,12 @@ extern "C" {
 
 /* ------------------------------------------------------------ thread context */
 
+/* cuBLAS's workspace per thread (cublasSetWorkspace): 32 MiB, the cuBLAS
+ * guide's recommendation for Hopper. */
+#define SB_CUBLAS_WORKSPACE_BYTES ((size_t)32 << 20)
 /* The bias-gradient column reduction (k_bias_grad_partial): a block is a
  * tile of 32 columns x 8 thread rows; at most 64 row chunks; the partial
  * sums of at most BIAS_TARGET_BLOCKS blocks live in the thread's scratch. */
-#define SB_CUBLAS_WORKSPACE_BYTES ((size_t)32 << 20)
 #define BIAS_TILE_COLS 32
 #define BIAS_TILE_ROWS 8
 #define BIAS_MAX_CHUNKS 64
