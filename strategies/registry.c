@@ -12,6 +12,7 @@
     X(mirrored)          \
     X(ddp)               \
     X(central)           \
+    X(hierarchical)      \
     /* end of the list */
 
 #define DECLARE(name) extern const struct sb_strategy_ops sb_strategy_##name;
