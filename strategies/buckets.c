@@ -1,6 +1,8 @@
 /* Gradient bucket planning for ddp; see buckets.h. */
 #include "strategies/buckets.h"
 
+#include "comm/comm.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,4 +77,22 @@ sb_status sb_bucket_plan_create(const struct sb_tensor_desc *tensors, int n_tens
     out->n_layers = n_layers;
     out->n_floats = end;
     return SB_OK;
+}
+
+void sb_bucket_comm_times(const struct sb_comm_request *req, int n, double t_backward_end_s,
+                          double *total_s, double *exposed_s, double *hidden_s)
+{
+    double total = 0.0, exposed = 0.0;
+    for (int i = 0; i < n;) {
+        /* One merged interval: every later request that starts before it ends. */
+        double s = req[i].start_s, e = req[i].done_s;
+        for (i++; i < n && req[i].start_s <= e; i++)
+            if (req[i].done_s > e) e = req[i].done_s;
+        total += e - s;
+        double from = s > t_backward_end_s ? s : t_backward_end_s;
+        if (e > from) exposed += e - from;
+    }
+    *total_s = total;
+    *exposed_s = exposed;
+    *hidden_s = total - exposed;
 }

@@ -45,6 +45,16 @@ struct sb_bucket_plan {
 sb_status sb_bucket_plan_create(const struct sb_tensor_desc *tensors, int n_tensors,
                                 double cap_mb, struct sb_bucket_plan *out);
 
+/* Communication time of one step's buckets (docs/ddp.md): the busy time
+ * *total_s = the length of the union of the n requests' [start_s, done_s]
+ * intervals (overlapping all-reduces count once); *exposed_s = the part of
+ * that union after backward ended at t_backward_end_s (the step waited for
+ * it); *hidden_s = total - exposed, the part overlapped with backward.
+ * Requests must be in launch order (start_s not decreasing). Seconds. */
+struct sb_comm_request;
+void sb_bucket_comm_times(const struct sb_comm_request *req, int n, double t_backward_end_s,
+                          double *total_s, double *exposed_s, double *hidden_s);
+
 /* Frees the plan's buckets and zeroes it; safe on a zeroed plan. */
 void sb_bucket_plan_free(struct sb_bucket_plan *plan);
 

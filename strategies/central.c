@@ -271,6 +271,17 @@ static void central_describe(const struct sb_strategy *s, long measured_steps,
     sb_details_add(d, "staleness_samples", 0, &c->g_stale_count, 1);
 }
 
+/* Sync: every worker holds the servers' parameters after its pull (rank 0
+ * with --servers 0 is server and worker 0); dedicated servers hold shards
+ * only and take no part. Async: workers pull at different versions by
+ * design, so none is compared. */
+static float *central_replica_params(struct sb_strategy *s, int i, int *n)
+{
+    struct central *c = s->impl;
+    *n = c->worker >= 0 && !c->async ? 1 : 0;
+    return i < *n ? c->replica->model->params : NULL;
+}
+
 const struct sb_strategy_ops sb_strategy_central = {
     .name = "central",
     .summary = "parameter servers: workers push gradient shards, pull parameter shards",
@@ -286,4 +297,5 @@ const struct sb_strategy_ops sb_strategy_central = {
     .read_params = central_read_params,
     .describe = central_describe,
     .destroy = central_destroy,
+    .replica_params = central_replica_params,
 };

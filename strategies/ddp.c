@@ -147,26 +147,6 @@ static void on_ready(void *ctx, size_t offset, size_t count)
     d->cb_status = st;
 }
 
-/* Busy time of the buckets: the length of the union of their
- * [start_s, done_s] intervals (*total_s), and the part of that union after
- * backward ended at t_backward_end_s (*exposed_s). Starts are in launch
- * order, so they do not decrease and one merge pass suffices. */
-static void busy_time(const struct sb_comm_request *req, int n, double t_backward_end_s,
-                      double *total_s, double *exposed_s)
-{
-    double total = 0.0, exposed = 0.0;
-    for (int i = 0; i < n;) {
-        double s = req[i].start_s, e = req[i].done_s;
-        for (i++; i < n && req[i].start_s <= e; i++)
-            if (req[i].done_s > e) e = req[i].done_s;
-        total += e - s;
-        double from = s > t_backward_end_s ? s : t_backward_end_s;
-        if (e > from) exposed += e - from;
-    }
-    *total_s = total;
-    *exposed_s = exposed;
-}
-
 static sb_status record_hidden(struct ddp *d, double hidden_ms)
 {
     if (d->n_hidden == d->cap_hidden) {
@@ -203,11 +183,11 @@ static sb_status ddp_step(struct sb_strategy *s, long step, const int32_t *globa
     for (int i = 0; i < d->plan.n; i++) SB_TRY(sb_comm_wait(d->comm, &d->req[i]));
 
     if (d->replica->device_comm) return sb_replica_update(d->replica, m->grads, out);
-    double total_s, exposed_s;
-    busy_time(d->req, d->plan.n, t_backward_end, &total_s, &exposed_s);
+    double total_s, exposed_s, hidden_s;
+    sb_bucket_comm_times(d->req, d->plan.n, t_backward_end, &total_s, &exposed_s, &hidden_s);
     out->phase_ms[SB_PHASE_COMM] += 1e3 * total_s;
     out->phase_ms[SB_PHASE_COMM_EXPOSED] += 1e3 * exposed_s;
-    SB_TRY(record_hidden(d, 1e3 * (total_s - exposed_s)));
+    SB_TRY(record_hidden(d, 1e3 * hidden_s));
     return sb_replica_update(d->replica, m->grads, out);
 }
 
@@ -227,7 +207,7 @@ static sb_status ddp_evaluate(struct sb_strategy *s, double *accuracy)
 
 /* States the bucket plan (bucket_count; bucket_bytes in launch order, the
  * first SB_DETAIL_VALUES_MAX), overlap (1/0) and, when steps were measured,
- * the median over measured steps of comm - comm_exposed in ms. */
+ * the median and mean over measured steps of comm - comm_exposed in ms. */
 static void ddp_describe(const struct sb_strategy *s, long measured_steps,
                          struct sb_strategy_details *det)
 {
@@ -243,8 +223,18 @@ static void ddp_describe(const struct sb_strategy *s, long measured_steps,
     struct sb_summary sum;
     /* The harness's measured steps are the last measured_steps steps. */
     size_t n = measured_steps < (long)d->n_hidden ? (size_t)measured_steps : d->n_hidden;
-    if (n > 0 && sb_summarize(d->hidden_ms + d->n_hidden - n, n, &sum) == SB_OK)
+    if (n > 0 && sb_summarize(d->hidden_ms + d->n_hidden - n, n, &sum) == SB_OK) {
         sb_details_add(det, "comm_hidden_ms_median", 0, &sum.median, 1);
+        sb_details_add(det, "comm_hidden_ms_mean", 0, &sum.mean, 1);
+    }
+}
+
+/* One replica per rank. */
+static float *ddp_replica_params(struct sb_strategy *s, int i, int *n)
+{
+    struct ddp *d = s->impl;
+    *n = 1;
+    return i == 0 ? d->replica->model->params : NULL;
 }
 
 const struct sb_strategy_ops sb_strategy_ddp = {
@@ -259,4 +249,5 @@ const struct sb_strategy_ops sb_strategy_ddp = {
     .evaluate = ddp_evaluate,
     .describe = ddp_describe,
     .destroy = ddp_destroy,
+    .replica_params = ddp_replica_params,
 };

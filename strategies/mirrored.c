@@ -137,6 +137,7 @@ static void mirrored_destroy(struct sb_strategy *s)
     }
     sb_local_group_destroy(mr->group);
     free(mr->members);
+    free(mr->compute_ms);
     free(mr);
 }
 
@@ -149,7 +150,8 @@ static sb_status mirrored_init(struct sb_strategy *s)
     mr->env = s->env;
     mr->n = cfg->replicas;
     mr->members = calloc((size_t)mr->n, sizeof *mr->members);
-    if (!mr->members) return sb_error(SB_ERR_NOMEM, "mirrored: out of memory");
+    mr->compute_ms = calloc((size_t)mr->n, sizeof *mr->compute_ms);
+    if (!mr->members || !mr->compute_ms) return sb_error(SB_ERR_NOMEM, "mirrored: out of memory");
     /* OpenBLAS's thread count is per process: with one thread per replica,
      * each GEMM runs on its replica's thread alone. */
     if (mr->n > 1) sb_backend_cpu_set_threads(1);
@@ -199,17 +201,12 @@ static sb_status mirrored_step(struct sb_strategy *s, long step, const int32_t *
      * compute (data + h2d + forward + backward), as the harness derives it
      * across MPI ranks (reports/README.md); it is part of comm's time. */
     memcpy(out->phase_ms, mr->members[0].result.phase_ms, sizeof out->phase_ms);
-    double slowest = 0.0, own = 0.0;
     for (int i = 0; i < mr->n; i++) {
-        const double *p = mr->members[i].result.phase_ms;
-        double compute = p[SB_PHASE_DATA] + p[SB_PHASE_H2D] + p[SB_PHASE_FORWARD] +
-                         p[SB_PHASE_BACKWARD];
-        if (compute > slowest) slowest = compute;
-        if (i == 0) own = compute;
+        mr->compute_ms[i] = sb_phase_compute_ms(mr->members[i].result.phase_ms);
         out->loss_sum += mr->members[i].result.loss_sum;
         out->samples += mr->members[i].result.samples;
     }
-    out->phase_ms[SB_PHASE_WAIT] = slowest - own;
+    out->phase_ms[SB_PHASE_WAIT] = sb_phase_wait_ms(mr->compute_ms, mr->n, 0);
     return SB_OK;
 }
 
@@ -229,6 +226,15 @@ static sb_status mirrored_reduce_sum(struct sb_strategy *s, double *vals, int n)
     return SB_OK;
 }
 
+/* Every replica thread's parameters (read between steps, while the
+ * threads wait for the next job). */
+static float *mirrored_replica_params(struct sb_strategy *s, int i, int *n)
+{
+    struct mirrored *mr = s->impl;
+    *n = mr->n;
+    return i >= 0 && i < mr->n ? mr->members[i].replica->model->params : NULL;
+}
+
 const struct sb_strategy_ops sb_strategy_mirrored = {
     .name = "mirrored",
     .summary = "N replicas in one process, one thread (and GPU) each (TF MirroredStrategy)",
@@ -239,4 +245,5 @@ const struct sb_strategy_ops sb_strategy_mirrored = {
     .evaluate = mirrored_evaluate,
     .reduce_sum = mirrored_reduce_sum,
     .destroy = mirrored_destroy,
+    .replica_params = mirrored_replica_params,
 };

@@ -37,6 +37,7 @@ struct mirrored {
     int on_device;              /* every replica on one GPU, reduced without NCCL */
     enum job job;               /* written by replica 0 before `start` */
     const int32_t *global_idx;
+    double *compute_ms;         /* (n) each replica's compute time this step, for wait */
 };
 
 /* Chooses each member's device and creates the communicators (on the

@@ -41,6 +41,15 @@ static sb_status single_evaluate(struct sb_strategy *s, double *accuracy)
 
 static void single_destroy(struct sb_strategy *s) { sb_replica_destroy(s->impl); }
 
+/* One replica: the consistency check has nothing to compare it with, but
+ * runs (and its test hook works) the same way. */
+static float *single_replica_params(struct sb_strategy *s, int i, int *n)
+{
+    struct sb_replica *r = s->impl;
+    *n = 1;
+    return i == 0 ? r->model->params : NULL;
+}
+
 const struct sb_strategy_ops sb_strategy_single = {
     .name = "single",
     .summary = "one replica, no communication (the baseline)",
@@ -52,4 +61,5 @@ const struct sb_strategy_ops sb_strategy_single = {
     .step = single_step,
     .evaluate = single_evaluate,
     .destroy = single_destroy,
+    .replica_params = single_replica_params,
 };

@@ -130,6 +130,13 @@ struct sb_strategy_ops {
      * communicator counters ran since the harness last reset them. */
     void (*describe)(const struct sb_strategy *s, long measured_steps,
                      struct sb_strategy_details *d);
+    /* Optional (may be NULL: no consistency check): sets *n to the number
+     * of replicas this process holds whose parameters must agree with
+     * every other replica's at a step boundary (0 for a server-only rank,
+     * or where they may differ by design, e.g. central --async), and
+     * returns replica i's parameter buffer (n_params floats, backend
+     * memory), NULL when i >= *n. For the check of harness/consistency.h. */
+    float *(*replica_params)(struct sb_strategy *s, int i, int *n);
     void (*destroy)(struct sb_strategy *s);
 };
 

@@ -13,13 +13,23 @@
 
 #include "cli/stats_tests.h"
 #include "cli/sweep.h"
+#include "cli/sweep_stats.h"
 #include "report/json_util.h"
 
 #define MAX_REPEATS 1024
 
+/* What compare judges. The default is what a user feels: the wall time of
+ * an epoch of training; the step-time statistics hide a few long
+ * preemptions (a CPU hog) that the wall time shows. */
+enum metric { M_EPOCH_S, M_SAMPLES_PER_S, M_STEP_MS, M_STEP_P95_MS, M_COUNT };
+static const char *const METRIC_NAME[M_COUNT] = {"epoch_s", "samples_per_s", "step_ms",
+                                                 "step_p95_ms"};
+static const char *const METRIC_UNIT[M_COUNT] = {"s", "samples/s", "ms", "ms"};
+
 struct opts {
     double alpha, threshold; /* threshold as a fraction (0.05 = 5%) */
-    int samples_per_s;       /* metric: 0 step_ms (smaller is better), 1 samples_per_s */
+    enum metric metric;
+    int larger_better;       /* samples_per_s */
     const char *format;      /* text | markdown | json | github */
     int force, help;
     const char *base, *new_;
@@ -31,6 +41,7 @@ struct entry {
     char scaling[16];/* strong, weak, or "run" for a single run report (matches either) */
     char label[160]; /* "mirrored n=2 weak (global batch 128)" */
     double v[MAX_REPEATS];
+    double step_med[MAX_REPEATS], step_p95[MAX_REPEATS]; /* the tail, shown beside v */
     int n;
     int per_repeat;  /* 1: one value per repeat (sweep); 0: one run's step median */
 };
@@ -74,12 +85,26 @@ static double measured_steps(const cJSON *rep)
     return isfinite(n) ? n : 0;
 }
 
-/* The metric of one run report: step_ms.median, or global_batch/step time. */
-static double report_metric(const cJSON *rep, int samples_per_s)
+/* Adds one run report's metric (as sweep reads it: sb_sweep_values_from)
+ * and its step median and p95 to e. Errors: SB_ERR_INPUT naming `path`
+ * when the report lacks the metric. */
+static sb_status add_report(struct entry *e, const cJSON *rep, enum metric m, const char *path)
 {
-    double ms = num_at(cJSON_GetObjectItemCaseSensitive(rep, "step_ms"), "median");
-    if (!samples_per_s) return ms;
-    return 1000.0 * num_at(cJSON_GetObjectItemCaseSensitive(rep, "config"), "global_batch") / ms;
+    struct sb_sweep_values rv;
+    sb_sweep_values_from(rep, &rv);
+    const double by_metric[M_COUNT] = {rv.epoch_s, rv.samples_per_s, rv.step_ms, rv.step_p95_ms};
+    double v = by_metric[m];
+    if (measured_steps(rep) < 1)
+        return sb_error(SB_ERR_INPUT, "%s: measured no step (step_ms.n is 0): nothing to compare",
+                        path);
+    if (!isfinite(v) || v <= 0)
+        return sb_error(SB_ERR_INPUT, "%s: no finite %s (train_seconds, epochs, step_ms)", path,
+                        METRIC_NAME[m]);
+    if (e->n == MAX_REPEATS) return SB_OK;
+    e->step_med[e->n] = rv.step_ms;
+    e->step_p95[e->n] = rv.step_p95_ms;
+    e->v[e->n++] = v;
+    return SB_OK;
 }
 
 static sb_status check_major(const struct side *s)
@@ -92,7 +117,7 @@ static sb_status check_major(const struct side *s)
 }
 
 /* Loads a run report, a scaling.json, or DIR/scaling.json into `s`. */
-static sb_status load_side(const char *arg, int samples_per_s, struct side *s)
+static sb_status load_side(const char *arg, enum metric metric, struct side *s)
 {
     struct stat sbuf;
     if (stat(arg, &sbuf) == 0 && S_ISDIR(sbuf.st_mode))
@@ -126,14 +151,9 @@ static sb_status load_side(const char *arg, int samples_per_s, struct side *s)
                 snprintf(rpath, sizeof rpath, "%s/%s", dir, name);
                 cJSON *rep;
                 SB_TRY(sb_json_read_file(rpath, &rep));
-                double v = report_metric(rep, samples_per_s), steps = measured_steps(rep);
+                sb_status st = add_report(e, rep, metric, rpath);
                 cJSON_Delete(rep);
-                if (steps < 1)
-                    return sb_error(SB_ERR_INPUT, "%s: measured no step (step_ms.n is 0): "
-                                    "nothing to compare", rpath);
-                if (!isfinite(v) || v <= 0)
-                    return sb_error(SB_ERR_INPUT, "%s: no finite step_ms.median", rpath);
-                e->v[e->n++] = v;
+                SB_TRY(st);
             }
         }
         return SB_OK;
@@ -146,14 +166,7 @@ static sb_status load_side(const char *arg, int samples_per_s, struct side *s)
     if (!s->e) return sb_error(SB_ERR_NOMEM, "%s: out of memory", s->path);
     s->n = 1;
     entry_key(&s->e[0], cfg, "run");
-    if (measured_steps(s->doc) < 1)
-        return sb_error(SB_ERR_INPUT, "%s: measured no step (step_ms.n is 0): nothing to compare",
-                        s->path);
-    s->e[0].v[0] = report_metric(s->doc, samples_per_s);
-    if (!isfinite(s->e[0].v[0]) || s->e[0].v[0] <= 0)
-        return sb_error(SB_ERR_INPUT, "%s: no finite step_ms.median", s->path);
-    s->e[0].n = 1;
-    return SB_OK;
+    return add_report(&s->e[0], s->doc, metric, s->path);
 }
 
 /* One configuration appears once per side: a sweep with duplicate points
@@ -218,6 +231,7 @@ static const char *const VERDICT[] = {"noise", "REGRESSION", "improvement"};
 struct result {
     const struct entry *b, *n;
     double base_med, new_med, change; /* change: (new - base)/base */
+    double base_step[2], new_step[2]; /* medians over repeats of step_ms median, p95 */
     double p;                         /* NaN when no rank test was possible */
     int low_power;                    /* repeats too few for p to reach alpha */
     enum verdict verdict;
@@ -232,8 +246,12 @@ static sb_status decide(const struct opts *o, const struct entry *b, const struc
     *r = (struct result){.b = b, .n = n, .p = NAN};
     SB_TRY(sb_median(b->v, (size_t)b->n, &r->base_med));
     SB_TRY(sb_median(n->v, (size_t)n->n, &r->new_med));
+    SB_TRY(sb_median(b->step_med, (size_t)b->n, &r->base_step[0]));
+    SB_TRY(sb_median(b->step_p95, (size_t)b->n, &r->base_step[1]));
+    SB_TRY(sb_median(n->step_med, (size_t)n->n, &r->new_step[0]));
+    SB_TRY(sb_median(n->step_p95, (size_t)n->n, &r->new_step[1]));
     r->change = (r->new_med - r->base_med) / r->base_med;
-    double worse = o->samples_per_s ? -r->change : r->change;
+    double worse = o->larger_better ? -r->change : r->change;
     int significant = 1;
     if (b->per_repeat && n->per_repeat && b->n > 0 && n->n > 0) {
         struct sb_mwu_result m;
@@ -264,8 +282,9 @@ static sb_status print_json(cJSON *doc, int fail)
 static sb_status print_results(const struct opts *o, const struct result *r, int nr,
                           const struct side *b, const struct side *n)
 {
-    const char *unit = o->samples_per_s ? "samples/s" : "ms";
-    const char *metric = o->samples_per_s ? "samples_per_s" : "step_ms";
+    const char *unit = METRIC_UNIT[o->metric];
+    const char *metric = METRIC_NAME[o->metric];
+    const char *better = o->larger_better ? "larger is better" : "smaller is better";
     int any_no_test = 0, any_low_power = 0, regressions = 0;
     for (int i = 0; i < nr; i++) {
         any_no_test |= isnan(r[i].p);
@@ -299,6 +318,10 @@ static sb_status print_results(const struct opts *o, const struct result *r, int
             sb_json_add_str(x, "name", r[i].n->label, &fail);
             sb_json_add_num(x, "base_median", r[i].base_med, &fail);
             sb_json_add_num(x, "new_median", r[i].new_med, &fail);
+            sb_json_add_num(x, "base_step_ms_median", r[i].base_step[0], &fail);
+            sb_json_add_num(x, "base_step_ms_p95", r[i].base_step[1], &fail);
+            sb_json_add_num(x, "new_step_ms_median", r[i].new_step[0], &fail);
+            sb_json_add_num(x, "new_step_ms_p95", r[i].new_step[1], &fail);
             sb_json_add_num(x, "change", isfinite(r[i].change) ? r[i].change : 0, &fail);
             sb_json_add_num(x, "p_value", r[i].p, &fail); /* null when NaN: no rank test */
             sb_json_add_str(x, "test", isnan(r[i].p) ? "threshold-only" : "mann-whitney-u", &fail);
@@ -312,21 +335,24 @@ static sb_status print_results(const struct opts *o, const struct result *r, int
     }
     int md = strcmp(o->format, "markdown") == 0;
     if (md)
-        printf("### stratbench compare: %s (%s)\n\n| point | base | new | change | p | verdict |\n"
-               "|---|---:|---:|---:|---:|---|\n", metric,
-               o->samples_per_s ? "larger is better" : "smaller is better");
+        printf("### stratbench compare: %s (%s, %s)\n\n| point | base | new | change | p | verdict "
+               "| step ms p50/p95 base | new |\n"
+               "|---|---:|---:|---:|---:|---|---:|---:|\n", metric, unit, better);
     else
         printf("# compare %s (%s), %s: two-sided Mann-Whitney U at alpha %g and |change| > %g%%\n"
-               "# %-44s %12s %12s %8s %8s  %s\n", metric,
-               o->samples_per_s ? "larger is better" : "smaller is better", unit, o->alpha,
-               o->threshold * 100, "point", "base", "new", "change", "p", "verdict");
+               "# %-44s %12s %12s %8s %8s  %-11s %17s %17s\n", metric, better, unit, o->alpha,
+               o->threshold * 100, "point", "base", "new", "change", "p", "verdict",
+               "step p50/p95 base", "new (ms)");
     for (int i = 0; i < nr; i++) {
-        char p[32];
+        char p[32], tb[48], tn[48];
         if (isnan(r[i].p)) snprintf(p, sizeof p, "-");
         else snprintf(p, sizeof p, "%.3g", r[i].p);
-        printf(md ? "| %s | %.4g | %.4g | %+.1f%% | %s | %s |\n" : "  %-44s %12.4g %12.4g %+7.1f%% %8s  %s\n",
+        snprintf(tb, sizeof tb, "%.3g/%.3g", r[i].base_step[0], r[i].base_step[1]);
+        snprintf(tn, sizeof tn, "%.3g/%.3g", r[i].new_step[0], r[i].new_step[1]);
+        printf(md ? "| %s | %.4g | %.4g | %+.1f%% | %s | %s | %s | %s |\n"
+                  : "  %-44s %12.4g %12.4g %+7.1f%% %8s  %-11s %17s %17s\n",
                r[i].n->label, r[i].base_med, r[i].new_med, 100 * r[i].change, p,
-               VERDICT[r[i].verdict]);
+               VERDICT[r[i].verdict], tb, tn);
     }
     const char *pre = md ? "\n" : "# ";
     if (any_no_test)
@@ -345,7 +371,10 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: stratbench compare [flags] BASE NEW\n"
             "  BASE, NEW: a run report, a sweep's scaling.json, or a sweep directory\n"
-            "  --metric M       step_ms     step_ms (smaller is better) or samples_per_s\n"
+            "  --metric M       epoch_s     epoch_s (wall time of an epoch of training, smaller is\n"
+            "                               better), samples_per_s (samples trained / wall s,\n"
+            "                               larger is better), step_ms or step_p95_ms (the median\n"
+            "                               or p95 of the step time; blind to a few long stalls)\n"
             "  --alpha A        0.05        significance level of the two-sided Mann-Whitney U test\n"
             "  --threshold T    5%%          minimum change of the median to call a regression\n"
             "  --format F       text        text, markdown, json or github (customSmallerIsBetter)\n"
@@ -366,9 +395,13 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
     for (int c; (c = getopt_long(argc, argv, "h", longs, NULL)) != -1;) {
         switch (c) {
         case 'm':
-            if (strcmp(optarg, "step_ms") && strcmp(optarg, "samples_per_s"))
-                return sb_error(SB_ERR_USAGE, "--metric: '%s' is not step_ms or samples_per_s", optarg);
-            o->samples_per_s = strcmp(optarg, "samples_per_s") == 0;
+            o->metric = M_COUNT;
+            for (int k = 0; k < M_COUNT; k++)
+                if (strcmp(optarg, METRIC_NAME[k]) == 0) o->metric = (enum metric)k;
+            if (o->metric == M_COUNT)
+                return sb_error(SB_ERR_USAGE, "--metric: '%s' is not epoch_s, samples_per_s, "
+                                "step_ms or step_p95_ms", optarg);
+            o->larger_better = o->metric == M_SAMPLES_PER_S;
             break;
         case 'a':
             o->alpha = strtod(optarg, &end);
@@ -406,9 +439,9 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
 
 static sb_status compare(const struct opts *o, struct side *b, struct side *n, int *regressions)
 {
-    SB_TRY(load_side(o->base, o->samples_per_s, b));
+    SB_TRY(load_side(o->base, o->metric, b));
     SB_TRY(check_unique(b));
-    SB_TRY(load_side(o->new_, o->samples_per_s, n));
+    SB_TRY(load_side(o->new_, o->metric, n));
     SB_TRY(check_unique(n));
     if (!o->force) SB_TRY(check_environment(b, n));
     struct result *r = calloc((size_t)(b->n ? b->n : 1), sizeof *r);

@@ -305,9 +305,10 @@ static sb_status run_point(const struct sweep_opts *o, const char *self, struct 
         } else {
             struct sb_sweep_values *rv = &pt->ok[pt->n_ok];
             sb_sweep_values_from(rep, rv);
-            pt->t[pt->n_ok++] = pt->scaling == 0 ? rv->epoch_s : rv->step_ms;
+            pt->t[pt->n_ok++] = pt->scaling == 0 ? rv->epoch_s : rv->wall_step_ms;
             printf("%.0f samples/s, %.3g s/epoch\n", rv->samples_per_s, rv->epoch_s);
             sb_json_add_num(run, "step_ms", rv->step_ms, &fail);
+            sb_json_add_num(run, "step_p95_ms", rv->step_p95_ms, &fail);
             sb_json_add_num(run, "samples_per_s", rv->samples_per_s, &fail);
             sb_json_add_num(run, "epoch_s", rv->epoch_s, &fail);
             const cJSON *env = cJSON_GetObjectItemCaseSensitive(rep, "environment");

@@ -112,10 +112,16 @@ static double num_at(const cJSON *obj, const char *a, const char *b)
 void sb_sweep_values_from(const cJSON *rep, struct sb_sweep_values *rv)
 {
     rv->step_ms = num_at(rep, "step_ms", "median");
-    double gb = num_at(rep, "config", "global_batch");
-    rv->samples_per_s = rv->step_ms > 0 ? gb * 1000.0 / rv->step_ms : NAN;
+    rv->step_p95_ms = num_at(rep, "step_ms", "p95");
+    double train_s = num_at(rep, "train_seconds", NULL);
+    double steps = num_at(rep, "steps_total", NULL);
+    rv->samples_per_s = num_at(rep, "samples_per_s", NULL);
+    if (isnan(rv->samples_per_s)) /* reports before 1.5 */
+        rv->samples_per_s = train_s > 0 ? steps * num_at(rep, "config", "global_batch") / train_s
+                                        : NAN;
+    rv->wall_step_ms = steps > 0 ? 1000.0 * train_s / steps : NAN;
     int n_epochs = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(rep, "epochs"));
-    rv->epoch_s = n_epochs > 0 ? num_at(rep, "train_seconds", NULL) / n_epochs : NAN;
+    rv->epoch_s = n_epochs > 0 ? train_s / n_epochs : NAN;
     rv->tta_s = num_at(rep, "time_to_accuracy_s", NULL);
     rv->accuracy = num_at(rep, "final_test_accuracy", NULL);
     const cJSON *ph = cJSON_GetObjectItemCaseSensitive(rep, "phases_ms");
@@ -166,9 +172,10 @@ sb_status sb_sweep_point_summarize(struct sb_sweep_point *pt, cJSON *runs,
     double v[SB_SWEEP_MAX_REPEATS], med;
     const size_t offs[] = {offsetof(struct sb_sweep_values, samples_per_s),
                            offsetof(struct sb_sweep_values, step_ms),
+                           offsetof(struct sb_sweep_values, step_p95_ms),
                            offsetof(struct sb_sweep_values, epoch_s)};
-    const char *names[] = {"samples_per_s", "step_ms", "epoch_s"};
-    for (int k = 0; k < 3; k++) {
+    const char *names[] = {"samples_per_s", "step_ms", "step_p95_ms", "epoch_s"};
+    for (int k = 0; k < 4; k++) {
         for (int i = 0; i < n; i++) v[i] = *(const double *)((const char *)&pt->ok[i] + offs[k]);
         add_median_ci(p, names[k], v, n, &fail);
     }
@@ -192,6 +199,12 @@ sb_status sb_sweep_point_summarize(struct sb_sweep_point *pt, cJSON *runs,
     return SB_OK;
 }
 
+void sb_scaling_from_ratio(double r, int n, int scaling, double *speedup, double *efficiency)
+{
+    *speedup = scaling == 0 ? r : (double)n * r;
+    *efficiency = *speedup / (double)n;
+}
+
 sb_status sb_sweep_add_speedup(struct sb_sweep_point *pt, const struct sb_sweep_point *base)
 {
     int fail = 0;
@@ -204,15 +217,16 @@ sb_status sb_sweep_add_speedup(struct sb_sweep_point *pt, const struct sb_sweep_
                                        BOOT_RESAMPLES, BOOT_SEED, &lo, &hi))
             lo = hi = NAN;
     }
-    double n = pt->replicas;
-    double s_scale = pt->scaling == 0 ? 1 : n, e_scale = pt->scaling == 0 ? 1 / n : 1;
+    /* The scaling is linear in r, so it maps the interval bounds too. */
+    double v[3][2];
+    const double rs[3] = {r, lo, hi};
+    for (int i = 0; i < 3; i++) sb_scaling_from_ratio(rs[i], pt->replicas, pt->scaling, &v[i][0], &v[i][1]);
     const char *keys[] = {"speedup", "efficiency"};
-    double scale[] = {s_scale, e_scale};
     for (int k = 0; k < 2; k++) {
         cJSON *o = sb_json_add_obj(pt->json, keys[k], &fail);
-        sb_json_add_num(o, "value", r * scale[k], &fail);
-        sb_json_add_num(o, "ci95_low", lo * scale[k], &fail);
-        sb_json_add_num(o, "ci95_high", hi * scale[k], &fail);
+        sb_json_add_num(o, "value", v[0][k], &fail);
+        sb_json_add_num(o, "ci95_low", v[1][k], &fail);
+        sb_json_add_num(o, "ci95_high", v[2][k], &fail);
     }
     if (fail)
         return sb_error(SB_ERR_NOMEM, "sweep: out of memory adding the speedup of the %s n=%d "

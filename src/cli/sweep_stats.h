@@ -25,8 +25,10 @@ extern const char *const sb_sweep_scaling_name[2];
 /* Measurements of one successful run (one repeat), from its report. */
 struct sb_sweep_values {
     double step_ms;       /* step_ms.median */
-    double samples_per_s; /* config.global_batch * 1000 / step_ms */
+    double step_p95_ms;   /* step_ms.p95 */
+    double samples_per_s; /* samples trained / train_seconds (wall time, evaluation excluded) */
     double epoch_s;       /* train_seconds / epochs run */
+    double wall_step_ms;  /* 1000 * train_seconds / steps_total: wall time per step */
     double tta_s;         /* time_to_accuracy_s; NaN if not reached */
     double accuracy;      /* final_test_accuracy */
     double phase_ms[SB_SWEEP_N_PHASES]; /* phases_ms.<phase>.mean */
@@ -38,11 +40,13 @@ struct sb_sweep_point {
     int replicas, scaling, batch; /* scaling: 0 strong, 1 weak; batch per replica */
     struct sb_sweep_values *ok;   /* successful repeats (room for every repeat) */
     int n_ok;
-    double *t;   /* per-repeat T for speedup: epoch_s (strong), step_ms (weak) */
+    double *t;   /* per-repeat T for speedup: epoch_s (strong), wall_step_ms (weak) */
     cJSON *json; /* the point's object in scaling.json */
 };
 
-/* Fills *rv from the run report `rep`; a missing field reads as NaN. */
+/* Fills *rv from the run report `rep`; a missing field reads as NaN.
+ * samples_per_s is the report's (schema 1.5); for older reports it is
+ * derived the same way, steps_total * global_batch / train_seconds. */
 void sb_sweep_values_from(const cJSON *rep, struct sb_sweep_values *rv);
 
 /* Builds pt->json from the point's successful repeats (pt->ok, pt->n_ok):
@@ -57,10 +61,19 @@ void sb_sweep_values_from(const cJSON *rep, struct sb_sweep_values *rv);
 sb_status sb_sweep_point_summarize(struct sb_sweep_point *pt, cJSON *runs,
                                    const cJSON *first_report);
 
+/* Speedup and efficiency of N replicas from r = T1/TN (T: a time, so r > 1
+ * is faster). strong (scaling 0, T = epoch time at a fixed global batch):
+ * speedup = r, efficiency = r/N; weak (1, T = wall time per step at a
+ * fixed per-replica batch, each step doing N times the work): speedup =
+ * N·r, efficiency = r. Either way speedup is the wall-time throughput ratio
+ * X_N/X_1 and efficiency = speedup/N. */
+void sb_scaling_from_ratio(double r, int n, int scaling, double *speedup, double *efficiency);
+
 /* Adds "speedup" and "efficiency" {value, ci95_low, ci95_high} of `pt`
  * against the baseline `base` (single, n=1, same scaling; NULL: nulls).
  * strong: r = T1/T_N with T = epoch time, speedup = r, efficiency = r/N;
- * weak: r = T1/T_N with T = step time, efficiency = r, speedup = N·r.
+ * weak: r = T1/T_N with T = wall time per step, efficiency = r, speedup = N·r
+ * (sb_scaling_from_ratio).
  * The interval is a bootstrap of the ratio of medians over the repeats.
  * Errors: SB_ERR_NOMEM (then pt->json may lack some of these fields). */
 sb_status sb_sweep_add_speedup(struct sb_sweep_point *pt, const struct sb_sweep_point *base);

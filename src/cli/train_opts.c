@@ -20,7 +20,7 @@ enum {
     OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_LR_SCALING, OPT_SEED, OPT_DATA,
     OPT_REPORT, OPT_TARGET, OPT_MAX_STEPS, OPT_WARMUP, OPT_SAVE_PARAMS, OPT_THREADS,
     OPT_EVAL_BATCH, OPT_TRACE, OPT_COMM, OPT_ALLREDUCE, OPT_PROBE_LINKS, OPT_NO_PROBE_LINKS,
-    OPT_CUDA_GRAPH,
+    OPT_CUDA_GRAPH, OPT_CHECK_EVERY,
     OPT_STRATEGY_FLAG = 512, /* + index into strategy_flags[] */
 };
 
@@ -52,6 +52,7 @@ static const struct option common_options[] = {
     {"no-probe-links", no_argument, NULL, OPT_NO_PROBE_LINKS},
     {"trace", required_argument, NULL, OPT_TRACE},
     {"cuda-graph", no_argument, NULL, OPT_CUDA_GRAPH},
+    {"check-every", required_argument, NULL, OPT_CHECK_EVERY},
     {"help", no_argument, NULL, 'h'},
 };
 #define N_COMMON ((int)(sizeof common_options / sizeof common_options[0]))
@@ -154,6 +155,8 @@ void sb_train_opts_usage(FILE *out)
             "  --trace FILE           Chrome trace-event JSON of the whole job (Perfetto)\n"
             "  --cuda-graph           single on cuda: capture one training step as a CUDA\n"
             "                         graph and replay it (no per-kernel launches)\n"
+            "  --check-every N        also compare all replicas' parameters every N steps\n"
+            "                         (0 = only at the end of the run, always done)\n"
             "  -h, --help             this text\n"
             "\n"
             "strategy flags (each taken only by the strategies named):\n",
@@ -290,6 +293,7 @@ static sb_status parse_one(struct sb_train_opts *o, int opt, const char *arg)
     case OPT_TARGET: return parse_accuracy(arg, &c->target_accuracy);
     case OPT_MAX_STEPS: return parse_long("max-steps", arg, 0, LONG_MAX, &c->max_steps);
     case OPT_WARMUP: return parse_int("warmup-steps", arg, 0, 1000000, &c->warmup_steps);
+    case OPT_CHECK_EVERY: return parse_long("check-every", arg, 0, LONG_MAX, &c->check_every);
     case OPT_SAVE_PARAMS: return parse_path("save-params", arg, c->save_params_path);
     case OPT_THREADS: return parse_int("threads", arg, 0, 1024, &c->threads);
     case OPT_EVAL_BATCH: return parse_int("eval-batch", arg, 1, 10000, &c->eval_batch);

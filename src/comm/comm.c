@@ -210,6 +210,11 @@ const char *sb_comm_kind_name(enum sb_comm_kind kind)
     return (unsigned)kind < SB_COMM_NKINDS ? names[kind] : "unknown";
 }
 
+double sb_comm_algbw_GBps(double bytes, double seconds)
+{
+    return seconds > 0 ? bytes / seconds / 1e9 : 0.0;
+}
+
 double sb_comm_busbw_factor(enum sb_comm_kind kind, int n)
 {
     /* nccl-tests PERFORMANCE.md: a ring all-reduce moves 2(n-1)/n of the

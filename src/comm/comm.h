@@ -207,6 +207,12 @@ void sb_comm_destroy(struct sb_comm *c);
 /* Report name of a kind: "allreduce", "broadcast", "push", "pull". */
 const char *sb_comm_kind_name(enum sb_comm_kind kind);
 
+/* Algorithm bandwidth in GB/s (10^9 bytes/s), as nccl-tests'
+ * PERFORMANCE.md defines it: algbw = bytes / seconds, the message size over
+ * the time of the call; 0 when seconds <= 0. busbw = algbw x
+ * sb_comm_busbw_factor. */
+double sb_comm_algbw_GBps(double bytes, double seconds);
+
 /* Bus-bandwidth factor of a kind over n ranks, as nccl-tests'
  * PERFORMANCE.md defines it: all-reduce 2(n-1)/n; reduce-scatter and
  * all-gather (n-1)/n; broadcast 1; point-to-point push and pull 1 (each

@@ -45,6 +45,7 @@ struct sb_config {
     int probe_links;             /* MPI jobs: measure the links' α and B at start (1) */
     char trace_path[PATH_MAX];   /* "" = no Chrome trace */
     int cuda_graph;              /* --cuda-graph: single on cuda replays its step as a CUDA graph */
+    long check_every;            /* replica consistency check every N steps; 0 = at the end only */
     /* The strategy's own flags (e.g. central's --servers), laid out as the
      * strategy's options struct; read through its option table
      * (strategies/strategy.h), never by the layers below strategies/. */

@@ -17,4 +17,14 @@ enum sb_phase {
 /* Report name of a phase ("data", "h2d", "forward", ...). */
 const char *sb_phase_name(enum sb_phase phase);
 
+/* Compute time of a step from its phase times (ms): data + h2d + forward
+ * + backward, the work a replica does before the step's synchronisation
+ * point. */
+double sb_phase_compute_ms(const double phase_ms[SB_PHASE_COUNT]);
+
+/* The wait of participant r (ms) at a synchronisation point that every one
+ * of the n participants must reach: max over q of compute_ms[q] minus
+ * compute_ms[r], the time r idles for the slowest. n >= 1. */
+double sb_phase_wait_ms(const double *compute_ms, int n, int r);
+
 #endif

@@ -31,9 +31,20 @@ sb_status sb_summarize(const double *x, size_t n, struct sb_summary *out)
     out->n = n;
     out->median = sb_quantile_sorted(s, n, 0.5);
     out->p95 = sb_quantile_sorted(s, n, 0.95);
+    out->p99 = sb_quantile_sorted(s, n, 0.99);
     out->min = s[0];
     out->max = s[n - 1];
     out->mean = sum / (double)n;
     free(s);
     return SB_OK;
+}
+
+double sb_stall_fraction(const double *x, size_t n, double median)
+{
+    double total = 0.0, stalled = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        total += x[i];
+        if (x[i] > 2.0 * median) stalled += x[i];
+    }
+    return total > 0.0 ? stalled / total : 0.0;
 }

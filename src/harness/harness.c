@@ -13,8 +13,10 @@
 #include "core/clock.h"
 #include "core/nvtx.h"
 #include "data/sampler.h"
+#include "harness/consistency.h"
 #include "harness/probe.h"
 #include "harness/rank_stats.h"
+#include "harness/run_noise.h"
 #include "report/report.h"
 #include "strategies/strategy.h"
 #include "trace/trace.h"
@@ -79,6 +81,7 @@ struct loop {
     double *loss_sums;   /* (2 + world size): loss sum, samples, per rank first bad step + 1 */
     int wrote_params;    /* this run wrote --save-params (removed if a later output fails) */
     int wrote_report;    /* this run wrote --report (likewise) */
+    struct sb_noise_sample noise_start, noise_end;
 };
 
 /* Sums the epoch's loss across ranks (every rank gets the same sums, so all
@@ -120,6 +123,7 @@ static sb_status train_epochs(struct loop *L)
     int rank0 = L->job->rank == 0;
     double t_start = sb_now_s();
     rec->time_to_accuracy_s = -1.0;
+    sb_noise_sample_now(&L->noise_start);
 
     for (int epoch = 1; epoch <= cfg->epochs; epoch++) {
         sb_nvtx_push("epoch", SB_NVTX_EPOCH, (uint64_t)epoch);
@@ -150,6 +154,16 @@ static sb_status train_epochs(struct loop *L)
             if (bad_step < 0 && !isfinite(r.loss_sum)) bad_step = step;
             loss[0] += r.loss_sum;
             loss[1] += (double)r.samples;
+            if (cfg->check_every && (step + 1) % cfg->check_every == 0) {
+                /* Not training: its time is taken out of the epoch's. */
+                double c0 = sb_now_s();
+                sb_status cst = sb_consistency_check(L->s, L->job, step + 1, &rec->replica_check);
+                t0 += sb_now_s() - c0;
+                if (cst) {
+                    sb_nvtx_pop(); /* the epoch's range */
+                    return cst;
+                }
+            }
         }
         double seconds = sb_now_s() - t0;
         sb_status lst = reduce_loss(L, loss, bad_step);
@@ -173,8 +187,9 @@ static sb_status train_epochs(struct loop *L)
         e->test_accuracy = accuracy;
         e->seconds = seconds;
         e->eval_seconds = e1 - e0;
-        e->samples_per_s = seconds > 0 ? loss[1] / seconds : 0.0;
+        e->samples_per_s = sb_samples_per_s(loss[1], seconds);
         rec->train_seconds += seconds;
+        rec->samples_trained += loss[1];
         /* MLPerf time-to-train: wall time from the start of training until
          * the quality target is first met, evaluations included. */
         if (rec->time_to_accuracy_s < 0 && accuracy >= cfg->target_accuracy)
@@ -188,6 +203,7 @@ static sb_status train_epochs(struct loop *L)
         }
         if (cfg->max_steps && step >= cfg->max_steps) break;
     }
+    sb_noise_sample_now(&L->noise_end);
     rec->steps_total = step;
     if (rec->n_epochs) rec->final_test_accuracy = rec->epochs[rec->n_epochs - 1].test_accuracy;
     return SB_OK;
@@ -204,15 +220,21 @@ static sb_status cross_rank_stats(struct loop *L)
                                   L->t.step_ms, L->t.phase_ms, L->t.n, &all));
     sb_status st = SB_OK;
     if (job->rank == 0) {
-        sb_rank_timings_fill_wait(&all);
-        if (all.n_ranks > 1)
+        st = sb_rank_timings_fill_wait(&all);
+        if (!st && all.n_ranks > 1)
             memcpy(L->t.phase_ms[SB_PHASE_WAIT],
                    sb_rank_timings_at(&all, 0, SB_RANK_FIELD_PHASE(SB_PHASE_WAIT)),
                    all.n_steps * sizeof(double));
-        st = sb_rank_timings_spread(&all, &L->rec->step_by_rank, L->rec->phases_by_rank);
+        if (!st) st = sb_rank_timings_spread(&all, &L->rec->step_by_rank, L->rec->phases_by_rank);
     }
     sb_rank_timings_free(&all);
-    return st;
+    SB_TRY(st);
+    struct sb_rank_noise mine;
+    sb_noise_delta(&L->noise_start, &L->noise_end, (double)sysconf(_SC_CLK_TCK), &mine);
+    struct sb_rank_noise *noise = NULL;
+    SB_TRY(sb_rank_noise_gather(job->mpi ? job->world : NULL, job->rank, job->size, &mine, &noise));
+    L->rec->noise_by_rank = noise;
+    return SB_OK;
 }
 
 /* --save-params: every rank reads the parameters (collective), rank 0
@@ -332,6 +354,8 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
             fflush(stdout);
         }
         st = train_epochs(&L);
+        /* Every run ends with the replica consistency check (collective). */
+        if (!st) st = sb_consistency_check(&s, job, rec.steps_total, &rec.replica_check);
     }
     if (!st) st = cross_rank_stats(&L);
     if (!st) st = save_params(&L);
@@ -359,6 +383,7 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
     if (st) remove_outputs(&L);
     timings_free(&L.t);
     free(rec.epochs);
+    free((void *)rec.noise_by_rank);
     free(L.perm);
     free(L.loss_sums);
     return st;

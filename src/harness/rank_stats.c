@@ -77,27 +77,24 @@ sb_status sb_rank_timings_gather(const void *mpi_world, int rank, int size,
     return SB_OK;
 }
 
-void sb_rank_timings_fill_wait(struct sb_rank_timings *t)
+sb_status sb_rank_timings_fill_wait(struct sb_rank_timings *t)
 {
-    if (t->n_ranks <= 1) return;
-    static const int compute[] = {SB_PHASE_DATA, SB_PHASE_H2D, SB_PHASE_FORWARD,
-                                  SB_PHASE_BACKWARD};
-    const int n_compute = (int)(sizeof compute / sizeof compute[0]);
+    if (t->n_ranks <= 1) return SB_OK;
+    double *compute = malloc((size_t)t->n_ranks * sizeof *compute);
+    if (!compute) return sb_error(SB_ERR_NOMEM, "rank timings: out of memory");
+    double phases[SB_PHASE_COUNT];
     for (size_t s = 0; s < t->n_steps; s++) {
-        double slowest = 0.0;
         for (int r = 0; r < t->n_ranks; r++) {
-            double c = 0.0;
-            for (int k = 0; k < n_compute; k++)
-                c += sb_rank_timings_at(t, r, SB_RANK_FIELD_PHASE(compute[k]))[s];
-            /* Park compute_r(s) in the wait slot; turned into wait below. */
-            sb_rank_timings_at(t, r, SB_RANK_FIELD_PHASE(SB_PHASE_WAIT))[s] = c;
-            if (c > slowest) slowest = c;
+            for (int p = 0; p < SB_PHASE_COUNT; p++)
+                phases[p] = sb_rank_timings_at(t, r, SB_RANK_FIELD_PHASE(p))[s];
+            compute[r] = sb_phase_compute_ms(phases);
         }
-        for (int r = 0; r < t->n_ranks; r++) {
-            double *w = &sb_rank_timings_at(t, r, SB_RANK_FIELD_PHASE(SB_PHASE_WAIT))[s];
-            *w = slowest - *w;
-        }
+        for (int r = 0; r < t->n_ranks; r++)
+            sb_rank_timings_at(t, r, SB_RANK_FIELD_PHASE(SB_PHASE_WAIT))[s] =
+                sb_phase_wait_ms(compute, t->n_ranks, r);
     }
+    free(compute);
+    return SB_OK;
 }
 
 /* The spread of field f across ranks, medians[] being scratch (n_ranks). */

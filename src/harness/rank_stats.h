@@ -47,9 +47,10 @@ sb_status sb_rank_timings_gather(const void *mpi_world, int rank, int size,
  *   compute_r(s) = data + h2d + forward + backward of rank r at step s,
  *   wait_r(s)    = max over ranks q of compute_q(s) - compute_r(s),
  * the time rank r idles at step s's synchronisation point (all-reduce,
- * push) waiting for the slowest rank to get there. Replaces what the
- * strategy reported. No-op with one rank. */
-void sb_rank_timings_fill_wait(struct sb_rank_timings *t);
+ * push) waiting for the slowest rank to get there (sb_phase_compute_ms,
+ * sb_phase_wait_ms). Replaces what the strategy reported. No-op with one
+ * rank. Errors: SB_ERR_NOMEM. */
+sb_status sb_rank_timings_fill_wait(struct sb_rank_timings *t);
 
 /* The spread across ranks of each rank's median step_ms and phase times
  * (see struct sb_rank_spread). Errors: SB_ERR_NOMEM. */

@@ -73,6 +73,7 @@ static void add_config(cJSON *root, const struct sb_run_record *rec, int *fail)
         sb_json_add_num(o, "max_steps", (double)c->max_steps, fail);
     }
     sb_json_add_num(o, "warmup_steps", c->warmup_steps, fail);
+    sb_json_add_num(o, "check_every", (double)c->check_every, fail);
     sb_json_add_num(o, "threads", c->threads, fail);
     sb_json_add_num(o, "blas_threads", rec->blas_threads, fail);
     sb_json_add_num(o, "eval_batch", c->eval_batch, fail);
@@ -135,10 +136,11 @@ static void add_epochs(cJSON *root, const struct sb_run_record *rec, int *fail)
     }
 }
 
-/* key: {median, p95, min, max, mean, n} of x[0..n) in milliseconds.
- * x == NULL (a phase nobody timed) reads as no samples: all 0, n 0. */
+/* key: {median, p95, p99, min, max, mean, n} of x[0..n) in milliseconds,
+ * and with `stall` the stall_fraction (sb_stall_fraction). x == NULL (a
+ * phase nobody timed) reads as no samples: all 0, n 0. */
 static sb_status add_summary(cJSON *obj, const char *key, const double *x,
-                             size_t n, int *fail)
+                             size_t n, int stall, int *fail)
 {
     struct sb_summary s;
     SB_TRY(sb_summarize(x, x ? n : 0, &s));
@@ -146,10 +148,12 @@ static sb_status add_summary(cJSON *obj, const char *key, const double *x,
     if (!o) return SB_OK;
     sb_json_add_num(o, "median", s.median, fail);
     sb_json_add_num(o, "p95", s.p95, fail);
+    sb_json_add_num(o, "p99", s.p99, fail);
     sb_json_add_num(o, "min", s.min, fail);
     sb_json_add_num(o, "max", s.max, fail);
     sb_json_add_num(o, "mean", s.mean, fail);
     sb_json_add_num(o, "n", (double)s.n, fail);
+    if (stall) sb_json_add_num(o, "stall_fraction", sb_stall_fraction(x, x ? n : 0, s.median), fail);
     return SB_OK;
 }
 
@@ -198,7 +202,7 @@ static void add_comm(cJSON *root, const struct sb_run_record *rec, int *fail)
         const struct sb_comm_counter *c = &rec->comm[k];
         double factor = sb_comm_busbw_factor((enum sb_comm_kind)k,
                                              rec->comm_ranks);
-        double algbw_GBps = c->seconds > 0 ? c->bytes / c->seconds / 1e9 : 0.0;
+        double algbw_GBps = sb_comm_algbw_GBps(c->bytes, c->seconds);
         cJSON *e = add_counter(o, sb_comm_kind_name((enum sb_comm_kind)k), c, fail);
         if (!e) return;
         sb_json_add_num(e, "algbw_GBps", algbw_GBps, fail);
@@ -234,6 +238,50 @@ static void add_spread(cJSON *obj, const char *key, const struct sb_rank_spread 
     sb_json_add_num(o, "max", s->max, fail);
     sb_json_add_num(o, "skew", s->skew, fail);
     sb_json_add_num(o, "slowest_rank", s->slowest_rank, fail);
+}
+
+/* "replicas_consistent" (true, or null when no two replicas were compared)
+ * and "replica_check" (reports/README.md). A run whose replicas diverged
+ * fails and writes no report. */
+static void add_replica_check(cJSON *root, const struct sb_run_record *rec, int *fail)
+{
+    const struct sb_consistency *k = &rec->replica_check;
+    if (k->checks > 0 && k->replicas > 1) {
+        if (!cJSON_AddBoolToObject(root, "replicas_consistent", 1)) *fail = 1;
+    } else if (!cJSON_AddNullToObject(root, "replicas_consistent")) {
+        *fail = 1;
+    }
+    cJSON *o = sb_json_add_obj(root, "replica_check", fail);
+    if (!o) return;
+    sb_json_add_num(o, "checks", k->checks, fail);
+    sb_json_add_num(o, "replicas", k->replicas, fail);
+    if (!cJSON_AddBoolToObject(o, "checksums_equal", k->checks > 0 && k->checksums_equal))
+        *fail = 1;
+    sb_json_add_num(o, "max_abs_diff", k->max_abs_diff, fail);
+    sb_json_add_num(o, "worst_replica", k->worst_replica < 0 ? NAN : k->worst_replica, fail);
+    sb_json_add_num(o, "tolerance", k->tolerance, fail);
+}
+
+/* "noise_by_rank": per rank, what else ran beside it (run_noise.h); a
+ * steal figure that /proc/stat did not give is null. */
+static void add_noise(cJSON *root, const struct sb_run_record *rec, int *fail)
+{
+    cJSON *arr = sb_json_add_arr(root, "noise_by_rank", fail);
+    for (int r = 0; arr && rec->noise_by_rank && r < rec->world_size; r++) {
+        const struct sb_rank_noise *z = &rec->noise_by_rank[r];
+        cJSON *o = cJSON_CreateObject();
+        sb_json_add_num(o, "rank", r, fail);
+        sb_json_add_num(o, "involuntary_context_switches", z->involuntary_context_switches, fail);
+        sb_json_add_num(o, "cpu_steal_s", z->cpu_steal_s < 0 ? NAN : z->cpu_steal_s, fail);
+        sb_json_add_num(o, "cpu_steal_fraction",
+                        z->cpu_steal_fraction < 0 ? NAN : z->cpu_steal_fraction, fail);
+        sb_json_append(arr, o, fail);
+    }
+}
+
+double sb_samples_per_s(double samples, double wall_s)
+{
+    return wall_s > 0 ? samples / wall_s : 0.0;
 }
 
 /* Builds the whole report of rec into *out. */
@@ -277,12 +325,17 @@ static sb_status build_report(const struct sb_run_record *rec, cJSON **out)
     sb_json_add_num(root, "steps_total", (double)rec->steps_total, &fail);
     sb_json_add_num(root, "steps_measured", (double)rec->n_measured, &fail);
 
-    st = add_summary(root, "step_ms", rec->step_ms, rec->n_measured, &fail);
+    sb_json_add_num(root, "samples_trained", rec->samples_trained, &fail);
+    sb_json_add_num(root, "samples_per_s", sb_samples_per_s(rec->samples_trained,
+                                                            rec->train_seconds), &fail);
+    add_noise(root, rec, &fail);
+    add_replica_check(root, rec, &fail);
+    st = add_summary(root, "step_ms", rec->step_ms, rec->n_measured, 1, &fail);
     if (st != SB_OK) goto done;
     cJSON *phases = sb_json_add_obj(root, "phases_ms", &fail);
     for (int p = 0; phases && p < SB_PHASE_COUNT; p++) {
         st = add_summary(phases, sb_phase_name((enum sb_phase)p),
-                         rec->phase_ms[p], rec->n_measured, &fail);
+                         rec->phase_ms[p], rec->n_measured, 0, &fail);
         if (st != SB_OK) goto done;
     }
     add_spread(root, "step_ms_by_rank", &rec->step_by_rank, &fail);

@@ -17,7 +17,7 @@
 #include "core/phase.h"
 #include "core/status.h"
 
-#define SB_REPORT_SCHEMA_VERSION "1.4"
+#define SB_REPORT_SCHEMA_VERSION "1.5"
 
 struct sb_epoch_record {
     int epoch;             /* from 1 */
@@ -38,6 +38,23 @@ struct sb_rank_spread {
     int slowest_rank;
 };
 
+/* One rank's noise over training (harness/run_noise.h measures it). */
+struct sb_rank_noise {
+    double involuntary_context_switches; /* getrusage ru_nivcsw, end - start */
+    double cpu_steal_s;        /* /proc/stat steal ticks / USER_HZ (whole host); < 0 unknown */
+    double cpu_steal_fraction; /* steal ticks / all ticks of the host, 0..1; < 0 unknown */
+};
+
+/* What the replica consistency checks found (harness/consistency.h). */
+struct sb_consistency {
+    int checks;          /* checks run (0: none; the report then says null) */
+    int replicas;        /* replicas compared job-wide by the last check; 0: none */
+    int checksums_equal; /* 1: every check found every replica's hash equal */
+    double max_abs_diff; /* largest |param - replica 0's| any check measured */
+    int worst_replica;   /* the replica of max_abs_diff; -1: none differed */
+    double tolerance;    /* the bound of the last check that compared values; NaN: none */
+};
+
 struct sb_run_record {
     const struct sb_config *cfg;
     int argc;
@@ -55,6 +72,7 @@ struct sb_run_record {
     double final_test_accuracy;
     double time_to_accuracy_s; /* < 0: target not reached (JSON null) */
     double train_seconds;      /* sum of epoch seconds */
+    double samples_trained;    /* global samples of every step, warm-up included */
     long steps_total;          /* optimizer steps, warm-up included */
 
     /* Rank 0's per-step timings after warm-up: n_measured entries each. */
@@ -84,6 +102,12 @@ struct sb_run_record {
     struct sb_rank_spread step_by_rank;
     struct sb_rank_spread phases_by_rank[SB_PHASE_COUNT];
 
+    /* Per rank (world_size entries, rank order), over training: involuntary
+     * context switches and CPU steal (harness/run_noise.h); NULL: none. */
+    const struct sb_rank_noise *noise_by_rank;
+
+    struct sb_consistency replica_check; /* after training (and every --check-every) */
+
     long peak_rss_bytes;       /* VmHWM of rank 0 */
     int blas_threads;          /* BLAS threads per process actually used */
 
@@ -94,6 +118,10 @@ struct sb_run_record {
  * Errors: SB_ERR_IO naming the path (directory missing, disk full, ...),
  * SB_ERR_NOMEM. On error no file is left at `path` or beside it. */
 sb_status sb_report_write(const char *path, const struct sb_run_record *rec);
+
+/* Throughput as work over wall time: samples / wall_s (0 when wall_s <= 0),
+ * as MLPerf measures it. */
+double sb_samples_per_s(double samples, double wall_s);
 
 /* Peak resident set size of this process in bytes (VmHWM from
  * /proc/self/status), or -1 if unknown. */

@@ -7,7 +7,8 @@ planted 20% slowdown is; different environments are refused (exit 2) unless
 The machine that runs the tests is shared and noisy (repeats can differ by
 several x), so the planted slowdown is put on a "quiet" copy of a real sweep
 first: each repeat's step time is set to the point's median x (1 + 0.01 k),
-a known 3% spread, then the copy is slowed by 1.2. That tests the decision
+a known 3% spread (and likewise the training wall time), then the copy is
+slowed by 1.2. The real slowdown (a CPU hog) is in test_compare_hog.py. That tests the decision
 (rank test AND 5% threshold) on real files without depending on the load.
 """
 
@@ -39,28 +40,32 @@ def sweeps(stratbench, mnist_dir, tmp_path_factory):
 def rewrite(src, dst, factor, quiet=False):
     """Copies sweep dir `src` to `dst`, multiplying every time by `factor` (throughputs
     divided) in the run reports and in scaling.json; `quiet` first sets each repeat's
-    step time to the point median x (1 + 0.01 k)."""
+    step time and training wall time to the point's median x (1 + 0.01 k)."""
     shutil.copytree(src, dst)
     doc = json.loads((dst / "scaling.json").read_text())
     for p in doc["points"]:
         ok = [r for r in p["runs"] if r["status"] == "ok"]
-        med = statistics.median(r["step_ms"] for r in ok)
-        for k, r in enumerate(ok):
-            path = dst / r["report"]
-            rep = json.loads(path.read_text())
-            step = med * (1 + 0.01 * k) if quiet else rep["step_ms"]["median"]
+        reps = [json.loads((dst / r["report"]).read_text()) for r in ok]
+        med_step = statistics.median(rep["step_ms"]["median"] for rep in reps)
+        med_train = statistics.median(rep["train_seconds"] for rep in reps)
+        for k, (r, rep) in enumerate(zip(ok, reps)):
+            step = med_step * (1 + 0.01 * k) if quiet else rep["step_ms"]["median"]
+            train = med_train * (1 + 0.01 * k) if quiet else rep["train_seconds"]
             scale = step * factor / rep["step_ms"]["median"]
-            for key in ("median", "p95", "min", "max", "mean"):
+            for key in ("median", "p95", "p99", "min", "max", "mean"):
                 rep["step_ms"][key] *= scale
+            tscale = train * factor / rep["train_seconds"]
             for e in rep["epochs"]:
-                e["seconds"] *= factor
-                e["samples_per_s"] /= factor
-            rep["train_seconds"] *= factor
-            path.write_text(json.dumps(rep))
+                e["seconds"] *= tscale
+                e["samples_per_s"] /= tscale
+            rep["train_seconds"] *= tscale
+            rep["samples_per_s"] /= tscale
+            (dst / r["report"]).write_text(json.dumps(rep))
             r["step_ms"] = rep["step_ms"]["median"]
-            r["samples_per_s"] /= scale
-            r["epoch_s"] *= factor
-        for key in ("step_ms", "epoch_s"):
+            r["step_p95_ms"] = rep["step_ms"]["p95"]
+            r["samples_per_s"] = rep["samples_per_s"]
+            r["epoch_s"] *= tscale
+        for key in ("step_ms", "step_p95_ms", "epoch_s"):
             p[key] = {k: v * factor for k, v in p[key].items()}
         p["samples_per_s"] = {k: v / factor for k, v in p["samples_per_s"].items()}
     (dst / "scaling.json").write_text(json.dumps(doc))
@@ -99,11 +104,47 @@ def test_planted_slowdown_is_a_regression(stratbench, sweeps, tmp_path):
     assert compare(stratbench, slow, quiet).returncode == 0
     proc = compare(stratbench, "--threshold", "25%", quiet, slow)
     assert proc.returncode == 0, describe(proc)
-    # samples_per_s: larger is better, the same slowdown still regresses.
-    assert compare(stratbench, "--metric", "samples_per_s", quiet, slow).returncode == 1
+    # samples_per_s: larger is better, the same slowdown still regresses; so do the
+    # median step (every median was slowed alike here; p95 was not quieted).
+    for metric in ("samples_per_s", "step_ms"):
+        proc = compare(stratbench, "--metric", metric, quiet, slow)
+        assert proc.returncode == 1, describe(proc)
     proc = compare(stratbench, "--format", "github", quiet, slow)
     entries = json.loads(proc.stdout)
-    assert {e["unit"] for e in entries} == {"ms"} and len(entries) == 3
+    assert {e["unit"] for e in entries} == {"s"} and len(entries) == 3
+
+
+def test_default_metric_is_wall_time(stratbench, sweeps, tmp_path):
+    """A few long stalls: the epoch takes 2x as long while the median step does not move
+    (what a CPU hog does). The default metric (epoch_s) calls it a regression and the
+    table shows the tail beside the centre; --metric step_ms alone would say noise."""
+    quiet = rewrite(sweeps[1], tmp_path / "quiet", 1.0, quiet=True)
+    stalled = tmp_path / "stalled"
+    shutil.copytree(quiet, stalled)
+    doc = json.loads((stalled / "scaling.json").read_text())
+    for p in doc["points"]:
+        for r in p["runs"]:
+            path = stalled / r["report"]
+            rep = json.loads(path.read_text())
+            rep["train_seconds"] *= 2
+            rep["samples_per_s"] /= 2
+            for e in rep["epochs"]:
+                e["seconds"] *= 2
+            rep["step_ms"]["p95"] *= 6
+            path.write_text(json.dumps(rep))
+    (stalled / "scaling.json").write_text(json.dumps(doc))
+    proc = compare(stratbench, quiet, stalled)
+    assert proc.returncode == 1, describe(proc)
+    assert proc.stdout.count("REGRESSION") == 3 and "+100.0%" in proc.stdout
+    assert "# compare epoch_s" in proc.stdout and "step p50/p95" in proc.stdout
+    assert compare(stratbench, "--metric", "samples_per_s", quiet, stalled).returncode == 1
+    proc = compare(stratbench, "--metric", "step_ms", quiet, stalled)
+    assert proc.returncode == 0, describe(proc)
+    assert compare(stratbench, "--metric", "step_p95_ms", quiet, stalled).returncode == 1
+    proc = compare(stratbench, "--format", "json", quiet, stalled)
+    pt = json.loads(proc.stdout)["points"][0]
+    assert pt["new_step_ms_p95"] == pytest.approx(6 * pt["base_step_ms_p95"])
+    assert pt["new_step_ms_median"] == pytest.approx(pt["base_step_ms_median"])
 
 
 def test_single_reports_use_threshold_only(stratbench, sweeps, tmp_path):

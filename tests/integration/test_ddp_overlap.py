@@ -105,6 +105,14 @@ def test_ddp_buckets_match_single_and_report_plan(case, stratbench, mnist_dir, t
         assert exposed["median"] == pytest.approx(comm["median"], rel=1e-9)
         assert exposed["mean"] == pytest.approx(comm["mean"], rel=1e-9)
         assert details["comm_hidden_ms_median"] == 0
+    # Hidden is comm - comm_exposed step by step, so the means agree; with overlap a
+    # bucket starts inside backward every step, so some of it is hidden every step.
+    hidden = details["comm_hidden_ms_mean"]
+    assert hidden == pytest.approx(comm["mean"] - exposed["mean"], rel=1e-6, abs=1e-9)
+    if overlap:
+        assert hidden > 0 and details["comm_hidden_ms_median"] > 0
+    else:
+        assert hidden == 0
     # One all-reduce call per bucket per measured step.
     assert report["comm"]["allreduce"]["calls"] == len(expected) * (STEPS - 10)
 

@@ -96,3 +96,28 @@ def test_plot_writes_charts(tiny_sweep, tmp_path):
     for name in ("throughput-weak", "efficiency-weak", "phases-weak"):
         for ext in ("png", "svg"):
             assert (charts / f"{name}.{ext}").stat().st_size > 1000
+
+
+def test_samples_per_s_is_wall_time(stratbench, mnist_dir, tmp_path):
+    """One full epoch: sweep's samples/s is the work over the wall time of training
+    (60000 images / epoch seconds within 1%: 234 steps x 256 = 59904 samples), never
+    derived from the median step; the report states the same figure, its tail and noise."""
+    out = tmp_path / "s"
+    proc = run([stratbench, "sweep", "--strategies", "single", "--replicas", "1",
+                "--scaling", "strong", "--repeats", "1", "--epochs", "1", "--data", mnist_dir,
+                "--out", out], timeout=600)
+    assert proc.returncode == 0, describe(proc)
+    doc = json.loads((out / "scaling.json").read_text())
+    run_ = doc["points"][0]["runs"][0]
+    assert run_["samples_per_s"] == pytest.approx(60000 / run_["epoch_s"], rel=0.01)
+    report = json.loads((out / run_["report"]).read_text())
+    assert report["samples_trained"] == 234 * 256
+    assert report["samples_per_s"] == pytest.approx(report["samples_trained"] / report["train_seconds"])
+    assert run_["samples_per_s"] == pytest.approx(report["samples_per_s"])
+    assert run_["step_p95_ms"] == report["step_ms"]["p95"]
+    s = report["step_ms"]
+    assert s["median"] <= s["p95"] <= s["p99"] <= s["max"]
+    assert 0 <= s["stall_fraction"] <= 1
+    assert [r["rank"] for r in report["noise_by_rank"]] == [0]
+    assert report["noise_by_rank"][0]["involuntary_context_switches"] >= 0
+    assert f"{run_['samples_per_s']:.0f} samples/s" in proc.stdout

@@ -46,6 +46,27 @@ def test_two_replicas_match_single_with_doubled_batch(name, stratbench, mnist_di
     assert float(np.max(np.abs(params - load_params(init)))) > 1e-3
 
 
+@pytest.fixture(scope="module")
+def single_params_96(stratbench, mnist_dir, tmp_path_factory):
+    """Parameters of `single` with batch 96 after 20 steps (3 replicas x 32)."""
+    out = tmp_path_factory.mktemp("single96") / "params.f32"
+    train(stratbench, mnist_dir, "--strategy", "single", "--batch", "96", "--max-steps", "20",
+          "--save-params", out)
+    return load_params(out)
+
+
+@pytest.mark.parametrize("strategy", ["mirrored", "ddp"])
+def test_three_replicas_match_single(strategy, stratbench, mnist_dir, tmp_path,
+                                     single_params_96):
+    """3 replicas: the gradient buffer (203530 floats) splits into uneven chunks for the
+    local all-reduce (67843, 67843, 67844) and an odd rank count for MPI's."""
+    out = tmp_path / "params.f32"
+    train(stratbench, mnist_dir, "--strategy", strategy, "--replicas", "3", "--batch", "32",
+          "--max-steps", "20", "--save-params", out)
+    diff = float(np.max(np.abs(load_params(out) - single_params_96)))
+    assert diff <= 1e-5, f"{strategy} x3: max |params - single| = {diff:g} after 20 steps"
+
+
 def test_ddp_under_mpirun_matches_self_launched(stratbench, mnist_dir, tmp_path, single_params):
     """A user's own mpirun gives the same run as stratbench launching it."""
     out = tmp_path / "params.f32"
@@ -83,6 +104,8 @@ def test_full_mnist_reaches_97_percent(name, stratbench, mnist_dir, tmp_path):
     assert report["steps_total"] == steps
     assert report["step_ms"]["n"] == steps - report["config"]["warmup_steps"]
     assert report["step_ms"]["min"] <= report["step_ms"]["median"] <= report["step_ms"]["p95"]
+    assert report["samples_trained"] == steps * 64 * replicas
+    assert len(report["noise_by_rank"]) == report["world_size"]
     comm = report["comm"]
     if name == "single":
         assert comm["total"]["calls"] == 0

@@ -31,6 +31,7 @@ struct fixture {
     struct sb_config cfg;
     struct sb_epoch_record epochs[2];
     double step_ms[N_MEASURED];
+    struct sb_rank_noise noise[4]; /* world_size */
     double phase_ms[SB_PHASE_COUNT][N_MEASURED];
     char *argv[3];
     char *hosts[2];
@@ -72,10 +73,12 @@ static int setup(void **state)
     f->epochs[0] = (struct sb_epoch_record){1, 0.35, 0.95, 2.0, 0.1, 30000};
     f->epochs[1] = (struct sb_epoch_record){2, NAN, 0.975, 2.5, 0.1, 24000};
     for (int i = 0; i < N_MEASURED; i++) {
-        f->step_ms[i] = 10.0 + i; /* 10..14: median 12 */
+        f->step_ms[i] = i < 4 ? 10.0 + i : 30.0; /* 10, 11, 12, 13, 30: median 12 */
         for (int p = 0; p < SB_PHASE_COUNT; p++)
             f->phase_ms[p][i] = (double)(p + 1) * (i + 1); /* median 3(p+1) */
     }
+    for (int r = 0; r < 4; r++) f->noise[r] = (struct sb_rank_noise){10.0 * r, 0.5, 0.01};
+    f->noise[3].cpu_steal_s = f->noise[3].cpu_steal_fraction = -1; /* unknown: null */
     f->argv[0] = "stratbench";
     f->argv[1] = "train";
     f->argv[2] = "--strategy=ddp";
@@ -99,6 +102,9 @@ static int setup(void **state)
     r->final_test_accuracy = 0.975;
     r->time_to_accuracy_s = 4.6;
     r->train_seconds = 4.5;
+    r->samples_trained = 937 * 128;
+    r->noise_by_rank = f->noise;
+    r->replica_check = (struct sb_consistency){2, 4, 0, 3e-7, 2, 1e-4};
     r->steps_total = 937;
     r->step_ms = f->step_ms;
     for (int p = 0; p < SB_PHASE_COUNT; p++) r->phase_ms[p] = f->phase_ms[p];
@@ -191,6 +197,11 @@ static void write_and_parse(struct fixture *f, char *path, size_t cap,
     *root = parse_file(path);
 }
 
+static const cJSON *phases_ms_of(const cJSON *root)
+{
+    return cJSON_GetObjectItemCaseSensitive(root, "phases_ms");
+}
+
 static void test_keys_and_values(void **state)
 {
     struct fixture *f = *state;
@@ -202,7 +213,8 @@ static void test_keys_and_values(void **state)
         "schema_version", "strategy", "workload", "replicas", "world_size",
         "config", "environment", "model", "epochs", "final_test_accuracy",
         "time_to_accuracy_s", "target_accuracy", "train_seconds",
-        "steps_total", "steps_measured", "step_ms", "phases_ms", "step_ms_by_rank",
+        "steps_total", "steps_measured", "samples_trained", "samples_per_s",
+        "noise_by_rank", "replicas_consistent", "replica_check", "step_ms", "phases_ms", "step_ms_by_rank",
         "phases_by_rank_ms", "comm",
         "strategy_details", "peak_rss_bytes"};
     const cJSON *item = root->child;
@@ -252,8 +264,28 @@ static void test_keys_and_values(void **state)
 
     const cJSON *step = get(root, "step_ms");
     assert_true(num(step, "median") == 12.0);
-    assert_true(fabs(num(step, "p95") - 13.8) < 1e-9); /* type 7: 13 + 0.8 */
+    assert_true(fabs(num(step, "p95") - 26.6) < 1e-9);  /* type 7: 13 + 0.8 x 17 */
+    assert_true(fabs(num(step, "p99") - 29.32) < 1e-9); /* 13 + 0.96 x 17 */
+    assert_true(fabs(num(step, "mean") - 15.2) < 1e-9);
+    assert_true(fabs(num(step, "stall_fraction") - 30.0 / 76.0) < 1e-12); /* 30 > 2 x 12 */
     assert_true(num(step, "n") == N_MEASURED);
+    assert_null(cJSON_GetObjectItemCaseSensitive(get(phases_ms_of(root), "forward"),
+                                                 "stall_fraction"));
+    /* Throughput is work over wall time, not global batch / median step. */
+    assert_true(num(root, "samples_trained") == 937 * 128);
+    assert_true(fabs(num(root, "samples_per_s") - 937 * 128 / 4.5) < 1e-9);
+    assert_true(cJSON_IsTrue(get(root, "replicas_consistent")));
+    const cJSON *check = get(root, "replica_check");
+    assert_true(num(check, "checks") == 2 && num(check, "replicas") == 4);
+    assert_true(cJSON_IsFalse(get(check, "checksums_equal")));
+    assert_true(num(check, "max_abs_diff") == 3e-7 && num(check, "worst_replica") == 2);
+    assert_true(num(check, "tolerance") == 1e-4);
+    const cJSON *noise = get(root, "noise_by_rank");
+    assert_int_equal(cJSON_GetArraySize(noise), 4);
+    assert_true(num(cJSON_GetArrayItem(noise, 2), "rank") == 2);
+    assert_true(num(cJSON_GetArrayItem(noise, 2), "involuntary_context_switches") == 20.0);
+    assert_true(num(cJSON_GetArrayItem(noise, 1), "cpu_steal_fraction") == 0.01);
+    assert_true(cJSON_IsNull(get(cJSON_GetArrayItem(noise, 3), "cpu_steal_s")));
 
     const cJSON *phases = get(root, "phases_ms");
     assert_int_equal(cJSON_GetArraySize(phases), SB_PHASE_COUNT);
