@@ -78,6 +78,8 @@ LIBRARIES = [
             "libcjson-dev", ["CJSON_VERSION_MAJOR", "CJSON_VERSION_MINOR", "CJSON_VERSION_PATCH"]),
     Library("zlib", ["zlib"], ["zlib.h"], "z", "return zlibVersion() == 0;",
             "zlib1g-dev", ["ZLIB_VERSION"]),
+    Library("OpenSSL libcrypto", ["libcrypto"], ["openssl/evp.h"], "crypto",
+            "return EVP_sha256() == 0;", "libssl-dev", ["OPENSSL_VERSION_TEXT"]),
     Library("cmocka", ["cmocka"], ["stdarg.h", "stddef.h", "stdint.h", "setjmp.h", "cmocka.h"],
             "cmocka", "cmocka_set_message_output(CM_OUTPUT_STDOUT);",
             "libcmocka-dev", [], tests_only=True),
@@ -382,6 +384,20 @@ def mnist_file_valid(path, name):
     return sha256_uncompressed(path) == MNIST_SHA256[name]
 
 
+def write_sha256sums(dest, names):
+    """Writes dest/SHA256SUMS (sha256sum's format) for the files `names`, atomically.
+
+    stratbench checks each file it loads against this list (src/data/sha256sums.h)."""
+    lines = []
+    for name in names:
+        with open(os.path.join(dest, name), "rb") as f:
+            lines.append(f"{hashlib.sha256(f.read()).hexdigest()}  {name}\n")
+    tmp = os.path.join(dest, "SHA256SUMS.tmp")
+    with open(tmp, "w") as f:
+        f.writelines(lines)
+    os.replace(tmp, os.path.join(dest, "SHA256SUMS"))
+
+
 def fetch_mnist(dest):
     """Downloads each missing or corrupt MNIST .gz into `dest` from the first mirror that works.
 
@@ -413,6 +429,7 @@ def fetch_mnist(dest):
     if failed:
         print(f"configure: {failed} MNIST file(s) could not be fetched into {dest}", file=sys.stderr)
         return 1
+    write_sha256sums(dest, [name + ".gz" for name in MNIST_SHA256])
     print(f"MNIST is in {dest}: pass --data {dest} (or set STRATBENCH_DATA={os.path.abspath(dest)} for tests)")
     return 0
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The main job, from a fresh Debian machine: install the dependencies, build,
-# get MNIST (unless $STRATBENCH_DATA or ./data/mnist has it), then train the
-# MLP on full MNIST under all four strategies and leave one JSON report each
-# in runs/main-<UTC time>/ (or $1). Prints a summary table at the end.
+# then train the MLP on full MNIST (shipped in data/mnist, or $STRATBENCH_DATA)
+# under all four strategies and leave one JSON report each in
+# runs/main-<UTC time>/ (or $1). Prints a summary table at the end.
 #
 #   bench/main_job.sh [OUT_DIR]        REPLICAS=2 EPOCHS=3 by default
 set -euo pipefail
@@ -17,6 +17,8 @@ epochs="${EPOCHS:-3}"
 ./configure.py
 ninja
 
+# MNIST ships in data/mnist (stratbench checks it against data/mnist/SHA256SUMS);
+# $STRATBENCH_DATA points elsewhere. Fetch only what a clone lacks.
 if [ -z "${STRATBENCH_DATA:-}" ] && [ ! -e data/mnist/train-images-idx3-ubyte.gz ]; then
     ./configure.py --fetch-mnist
 fi

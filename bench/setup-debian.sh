@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs what stratbench needs to build, test and chart on Debian 12 (and
-# derivatives): compiler, Ninja, Open MPI, OpenBLAS, cJSON, zlib, cmocka, and
-# Python's pytest, jsonschema, NumPy, SciPy and matplotlib from Debian's
-# packages, iproute2 for the one-machine cluster (tests/cluster), and clang
-# with libFuzzer's runtime for the fuzz targets (tests/fuzz/). Uses sudo when
-# not root. The CUDA toolkit is optional and not installed here (see
-# docs/gpu.md).
+# derivatives): compiler, Ninja, Open MPI, OpenBLAS, cJSON, zlib, OpenSSL's
+# libcrypto (SHA-256 of the data), cmocka, and Python's pytest, jsonschema,
+# NumPy, SciPy and matplotlib from Debian's packages; iproute2 for the
+# one-machine cluster (tests/cluster); clang with libFuzzer's runtime for the
+# fuzz targets (tests/fuzz/); for tests, Fashion-MNIST (dataset-fashion-mnist).
+# Uses sudo when not root. The CUDA toolkit is optional and not installed here
+# (see docs/gpu.md).
 set -euo pipefail
 
 sudo=""
@@ -14,6 +15,6 @@ export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends \
     build-essential ninja-build pkg-config python3 iproute2 \
-    libopenmpi-dev openmpi-bin libopenblas-dev libcjson-dev zlib1g-dev libcmocka-dev \
+    libopenmpi-dev openmpi-bin libopenblas-dev libcjson-dev zlib1g-dev libssl-dev libcmocka-dev \
     python3-pytest python3-jsonschema python3-numpy python3-scipy python3-matplotlib \
-    clang libclang-rt-14-dev
+    clang libclang-rt-14-dev dataset-fashion-mnist

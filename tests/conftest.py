@@ -2,7 +2,8 @@
 
 Where things are comes from the environment, never from a fixed path:
   STRATBENCH_BUILD  the build folder (default: build/ at the repository root)
-  STRATBENCH_DATA   a folder with the four MNIST .gz files; tests that need it skip when unset
+  STRATBENCH_DATA   a folder with the four MNIST .gz files (default: the shipped data/mnist;
+                    tests that need MNIST skip when neither has them)
 
 The `cluster` fixture gives a test a cluster of hosts on this machine (network
 namespaces; tests/cluster/cluster.py and cluster.sh); it needs root.
@@ -134,14 +135,19 @@ def stratbench(build_dir):
     return exe
 
 
+SHIPPED_MNIST = REPO_ROOT / "data" / "mnist"
+
+
 @pytest.fixture(scope="session")
 def mnist_dir():
-    """The MNIST folder from $STRATBENCH_DATA. Skips the test when the variable is unset,
-    fails it when the variable names a folder without the four files."""
+    """The MNIST folder: $STRATBENCH_DATA, else the shipped data/mnist. Skips the test when
+    neither is there, fails it when the variable names a folder without the four files."""
     value = os.environ.get("STRATBENCH_DATA")
     if not value:
-        reason = "STRATBENCH_DATA is not set: tests that train on MNIST were skipped " \
-                 "(set it to a folder with the MNIST .gz files, e.g. from ./configure.py --fetch-mnist)"
+        if all((SHIPPED_MNIST / f).is_file() for f in MNIST_FILES):
+            return SHIPPED_MNIST
+        reason = "no MNIST: data/mnist lacks the shipped .gz files and STRATBENCH_DATA is not set " \
+                 "(restore them with git checkout data/mnist or ./configure.py --fetch-mnist)"
         _data_skip_reason[:] = [reason]
         pytest.skip(reason)
     path = pathlib.Path(value).resolve()

@@ -15,6 +15,8 @@
 
 #include <zlib.h>
 
+#include "data/sha256sums.h"
+
 #define IDX_MAX_N 10000000u          /* more samples than this is a corrupt header */
 #define IDX_MAX_SIDE 4096u           /* rows or cols beyond this: corrupt header */
 #define IDX_MAX_BYTES (1ull << 32)   /* 4 GiB of payload: corrupt header (full
@@ -341,6 +343,9 @@ static sb_status load_split(const char *dir, const char *images_name,
     SB_TRY(pick_path(dir, images_name, ipath, sizeof ipath));
     SB_TRY(pick_path(dir, labels_name, lpath, sizeof lpath));
     snprintf(s->image_path, sizeof s->image_path, "%s", ipath);
+    /* Files listed in a SHA256SUMS beside them (the shipped data/mnist). */
+    SB_TRY(sb_sha256sums_verify(dir, ipath, NULL));
+    SB_TRY(sb_sha256sums_verify(dir, lpath, NULL));
     SB_TRY(sb_idx_read_images(ipath, &s->pixels, &s->n, &s->rows, &s->cols));
     int nl = 0;
     sb_status st = sb_idx_read_labels(lpath, &s->labels, &nl);

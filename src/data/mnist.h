@@ -60,7 +60,8 @@ void sb_mnist_resolve_dir(const char *flag_dir, char *out, size_t out_size);
 
 /* Loads the four files from `dir`. For each base name it opens "<name>.gz"
  * if present, else "<name>". Checks each file as above and that image and
- * label counts match (error naming both files). On error nothing is left
+ * label counts match (error naming both files). Files listed in a
+ * SHA256SUMS in `dir` must match their digest (data/sha256sums.h). On error nothing is left
  * allocated; the message names the file and carries a hint
  * ("run ./configure.py --fetch-mnist or pass --data DIR") when the file is
  * missing. */
