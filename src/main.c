@@ -11,6 +11,7 @@
 #include "cli/predict.h"
 #include "cli/sweep.h"
 #include "cli/train_opts.h"
+#include "core/launcher.h"
 #include "data/mnist.h"
 #include "harness/harness.h"
 #include "harness/job.h"
@@ -55,10 +56,12 @@ static void report_error(sb_status st, int rank, int world_size)
 
 static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
 {
+    struct sb_launcher launch;
+    sb_launcher_detect(&launch);
     struct sb_train_opts opts;
     sb_status st = sb_train_opts_parse(&opts, argc, argv);
     if (st) {
-        report_error(st, 0, 1);
+        if (launch.task_rank == 0) report_error(st, 0, 1); /* every rank parses; one says it */
         return sb_status_exit_code(st);
     }
     if (opts.help) {
@@ -67,7 +70,15 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
     }
     struct sb_config *cfg = &opts.cfg;
     const struct sb_strategy_ops *ops = sb_strategy_find(cfg->strategy);
-    int under_launcher = sb_job_under_launcher();
+    /* Before MPI_Init: tasks that cannot form one MPI job are refused here. */
+    st = sb_launcher_check(&launch, ops->uses_mpi, cfg->strategy);
+    if (st) {
+        if (launch.task_rank == 0) report_error(st, 0, 1);
+        return sb_status_exit_code(st);
+    }
+    /* An srun step without PMIx (one task) is no MPI launcher: self-launch. */
+    int under_launcher = sb_job_under_launcher() &&
+                         !(launch.kind == SB_LAUNCHER_SRUN && !launch.pmix);
     struct sb_mnist data = {0};
 
     if (ops->uses_mpi && !under_launcher) {
@@ -77,21 +88,29 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
         if (!st) st = sb_mnist_load(cfg->data_dir, &data);
         if (!st) st = sb_train_check_data(cfg, &data);
         sb_mnist_free(&data);
-        if (!st) st = sb_job_relaunch_under_mpirun(ops->processes(cfg), full_argc, full_argv);
+        /* Inside a Slurm allocation (sbatch -n N), use its N tasks unless
+         * --replicas says otherwise; the ranks take replicas from the world. */
+        int np = !opts.replicas_given && launch.slurm_tasks > 1 ? launch.slurm_tasks
+                                                                : ops->processes(cfg);
+        if (!st) st = sb_job_relaunch_under_mpirun(np, full_argc, full_argv);
         report_error(st, 0, 1);
         return sb_status_exit_code(st);
     }
-    if (!ops->uses_mpi && under_launcher && sb_job_launcher_world_size() > 1) {
-        if (sb_job_launcher_rank() != 0) return 2; /* rank 0 says it once */
-        fprintf(stderr, "stratbench: --strategy %s runs in one process; run it without mpirun\n",
-                cfg->strategy);
-        return 2;
-    }
+    if (ops->uses_mpi) sb_launcher_yield_if_oversubscribed(&launch);
 
     struct sb_job job;
     st = sb_job_init(&job, &full_argc, &full_argv, ops->uses_mpi);
     if (st) {
         report_error(st, 0, 1);
+        return sb_status_exit_code(st);
+    }
+    if (ops->uses_mpi && launch.tasks > 1 && job.size != launch.tasks) {
+        /* A launcher whose tasks did not meet in one MPI world. */
+        st = sb_error(SB_ERR_USAGE, "%s started %d tasks but each sees an MPI world of %d; use "
+                      "srun --mpi=pmix (or mpirun)", sb_launcher_name(launch.kind), launch.tasks,
+                      job.size);
+        if (launch.task_rank == 0) report_error(st, 0, 1);
+        sb_job_finish(&job);
         return sb_status_exit_code(st);
     }
     if (ops->uses_mpi) st = sb_strategy_fit_world(ops, cfg, job.size, opts.replicas_given);

@@ -9,39 +9,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/launcher.h"
+
 static MPI_Comm world_comm = MPI_COMM_NULL;
 
 int sb_job_under_launcher(void)
 {
     return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_SIZE") ||
            getenv("PMI_RANK");
-}
-
-/* The first of `names` set in the environment as an integer in lo..INT_MAX,
- * or `fallback`. */
-static int env_int(const char *const *names, int lo, int fallback)
-{
-    for (; *names; names++) {
-        const char *s = getenv(*names);
-        if (!s) continue;
-        char *end = NULL;
-        errno = 0;
-        long v = strtol(s, &end, 10);
-        return errno || end == s || *end != '\0' || v < lo || v > INT_MAX ? fallback : (int)v;
-    }
-    return fallback;
-}
-
-int sb_job_launcher_world_size(void)
-{
-    static const char *const names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", NULL};
-    return env_int(names, 1, 1);
-}
-
-int sb_job_launcher_rank(void)
-{
-    static const char *const names[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", NULL};
-    return env_int(names, 0, 0);
 }
 
 static sb_status single_host(struct sb_job *job)
@@ -159,6 +134,14 @@ sb_status sb_job_relaunch_under_mpirun(int np, int argc, char **argv)
     /* Containers often forbid the ptrace-based CMA single copy. */
     setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
 
+    /* $STRATBENCH_LAUNCHER=srun starts a Slurm job step instead (launch.c). */
+    const char *which = getenv("STRATBENCH_LAUNCHER");
+    if (which && strcmp(which, "srun") == 0) return sb_job_relaunch_under_srun(np, argc, argv, self);
+    if (which && *which && strcmp(which, "mpirun") != 0)
+        return sb_error(SB_ERR_USAGE, "STRATBENCH_LAUNCHER: expected mpirun or srun, got '%s'",
+                        which);
+    setenv(SB_LAUNCHED_ENV, "mpirun", 1);
+
     /* Launcher words: $STRATBENCH_MPIRUN split on spaces, else mpirun. */
     const char *launcher = getenv("STRATBENCH_MPIRUN");
     char *words = strdup(launcher && *launcher ? launcher : "mpirun");
@@ -177,6 +160,9 @@ sb_status sb_job_relaunch_under_mpirun(int np, int argc, char **argv)
     args[k++] = "-np";
     args[k++] = np_text;
     args[k++] = "--oversubscribe";
+    args[k++] = "-q"; /* no Open MPI banners: stratbench's own lines come first and last */
+    args[k++] = "-x";
+    args[k++] = SB_LAUNCHED_ENV;
     if (np == 1) {
         /* Open MPI binds a lone rank to one core, leaving the others idle
          * (single and mirrored, which mpirun does not start, use them all).

@@ -24,13 +24,8 @@ struct sb_job {
  * launcher (Open MPI's OMPI_COMM_WORLD_SIZE, PMIx's PMIX_RANK, PMI_SIZE). */
 int sb_job_under_launcher(void);
 
-/* The launcher's world size (OMPI_COMM_WORLD_SIZE, PMI_SIZE), or 1 when
- * none is set or it is not a positive integer. */
-int sb_job_launcher_world_size(void);
-
-/* This process's rank as the launcher states it (OMPI_COMM_WORLD_RANK,
- * PMIX_RANK, PMI_RANK), or 0 when none is set or readable. */
-int sb_job_launcher_rank(void);
+/* The launcher's world size and this process's rank in it, for Slurm as
+ * well as mpirun: core/launcher.h (sb_launcher_detect). */
 
 /* Starts the job: with use_mpi, MPI_Init_thread (FUNNELED: only the main
  * thread calls MPI), ranks, node-local ranks from
@@ -60,7 +55,18 @@ void sb_job_finish(struct sb_job *job);
  * (--oversubscribe), no CMA single-copy, and a lone rank not bound to one
  * core (--bind-to none). $STRATBENCH_MPIRUN overrides the
  * launcher command (e.g. "mpirun --hostfile hosts"). Returns only on
- * failure: SB_ERR_USAGE naming the launcher when it cannot be started. */
+ * failure: SB_ERR_USAGE naming the launcher when it cannot be started.
+ * Open MPI's banners are suppressed (mpirun -q), and the ranks get
+ * STRATBENCH_LAUNCHED=mpirun (-x) so their report names the launcher.
+ * $STRATBENCH_LAUNCHER=srun hands over to sb_job_relaunch_under_srun. */
 sb_status sb_job_relaunch_under_mpirun(int np, int argc, char **argv);
+
+/* Replaces this process by `srun -n <np> --mpi=pmix --kill-on-bad-exit=1
+ * [--overcommit] <self> <argv[1..]>` (STRATBENCH_LAUNCHER=srun): a job step
+ * in the current allocation, or a new one outside. --overcommit when np
+ * exceeds the allocation's tasks (or, outside one, this node's CPUs).
+ * Sets STRATBENCH_LAUNCHED=srun for the report. Returns only on failure:
+ * SB_ERR_USAGE when srun cannot be started. */
+sb_status sb_job_relaunch_under_srun(int np, int argc, char **argv, const char *self);
 
 #endif

@@ -15,6 +15,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda.h"
+#include "core/launcher.h"
 
 #ifndef SB_VERSION
 #define SB_VERSION "0.1.0"
@@ -152,6 +153,21 @@ static void add_gpu(cJSON *env, int *fail)
     if (!cJSON_AddNumberToObject(env, "peak_device_memory_bytes", peak)) *fail = 1;
 }
 
+/* launcher ("none", "mpirun", "srun"), launched_by ("stratbench" for a
+ * self-launch, "user" for the user's own mpirun/srun, "none"), and
+ * slurm_job_id (SLURM_JOB_ID, null outside Slurm): rank 0's view. */
+static void add_launcher(cJSON *env, int *fail)
+{
+    struct sb_launcher l;
+    sb_launcher_detect(&l);
+    add_str(env, "launcher", sb_launcher_name(l.kind), fail);
+    add_str(env, "launched_by",
+            l.kind == SB_LAUNCHER_NONE ? "none" : l.by_stratbench ? "stratbench" : "user", fail);
+    if (!(l.slurm_job_id[0] ? cJSON_AddStringToObject(env, "slurm_job_id", l.slurm_job_id)
+                            : cJSON_AddNullToObject(env, "slurm_job_id")))
+        *fail = 1;
+}
+
 sb_status sb_environment_json(const struct sb_run_record *rec, cJSON **out)
 {
     *out = NULL;
@@ -184,6 +200,7 @@ sb_status sb_environment_json(const struct sb_run_record *rec, cJSON **out)
     os_version(buf, sizeof buf);
     add_str(env, "os", buf, &fail);
     if (rec->cfg && strcmp(rec->cfg->device, "cuda") == 0) add_gpu(env, &fail);
+    add_launcher(env, &fail);
     cJSON *argv = cJSON_AddArrayToObject(env, "argv");
     if (!argv) fail = 1;
     else add_strings(argv, rec->argv, rec->argc, &fail);

@@ -14,7 +14,8 @@
 
 /* Builds the "environment" object of `rec` into *out (caller frees with
  * cJSON_Delete). Keys: stratbench_version, git_commit, start_utc, hosts,
- * cpu_model, cpu_cores, compiler, mpi, blas, cjson, zlib, os, argv; with
+ * cpu_model, cpu_cores, compiler, mpi, blas, cjson, zlib, os, launcher,
+ * launched_by, slurm_job_id (core/launcher.h), argv; with
  * --device cuda also gpu_model, gpu_count, driver, cuda_runtime, cublas,
  * nccl and peak_device_memory_bytes (rank 0's process).
  * Information the system does not give is written as "unknown" (cpu_cores

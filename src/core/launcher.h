@@ -1,0 +1,63 @@
+/* Who started this process: nobody (a plain command), mpirun, or Slurm's
+ * srun; and whether stratbench itself launched it (self-launch) or the user.
+ *
+ * Read from the environment only, before MPI_Init, so that a start MPI cannot
+ * turn into one job (srun --mpi=none, or a PMI flavour Open MPI lacks) is
+ * refused with one clear line instead of N independent one-rank runs or an
+ * error inside MPI_Init. Variables read: OMPI_COMM_WORLD_SIZE,
+ * OMPI_COMM_WORLD_LOCAL_SIZE (mpirun), SLURM_STEP_ID, SLURM_STEP_NUM_TASKS,
+ * SLURM_PROCID, SLURM_NODEID, SLURM_STEP_TASKS_PER_NODE, SLURM_CPUS_ON_NODE,
+ * SLURM_JOB_ID (Slurm), PMIX_RANK (PMIx), PMI_RANK/PMI_SIZE (PMI-1/2), and
+ * STRATBENCH_LAUNCHED, which a self-launch sets for its ranks. */
+#ifndef SB_LAUNCHER_H
+#define SB_LAUNCHER_H
+
+#include "core/status.h"
+
+/* Set by a self-launch ("mpirun" or "srun") in the ranks' environment. */
+#define SB_LAUNCHED_ENV "STRATBENCH_LAUNCHED"
+
+enum sb_launcher_kind {
+    SB_LAUNCHER_NONE,   /* a plain process */
+    SB_LAUNCHER_MPIRUN, /* mpirun / mpiexec (Open MPI's OMPI_COMM_WORLD_SIZE) */
+    SB_LAUNCHER_SRUN    /* a Slurm job step (srun) */
+};
+
+struct sb_launcher {
+    enum sb_launcher_kind kind;
+    int by_stratbench;       /* 1: stratbench's self-launch started the job */
+    int tasks;               /* processes the launcher started (1 for none) */
+    int task_rank;           /* this process's rank among them (0 for none) */
+    int local_tasks;         /* of them, on this node */
+    int pmix;                /* a PMIx server is reachable (PMIX_RANK set) */
+    int pmi_other;           /* only PMI-1/PMI-2 variables (srun --mpi=pmi2) */
+    char slurm_job_id[32];   /* SLURM_JOB_ID, "" outside a Slurm allocation */
+    int slurm_tasks;         /* SLURM_NTASKS of the allocation (0 outside one) */
+};
+
+/* Fills *out from the environment; never fails (absent or malformed
+ * variables read as "not set"). */
+void sb_launcher_detect(struct sb_launcher *out);
+
+/* "none", "mpirun" or "srun". */
+const char *sb_launcher_name(enum sb_launcher_kind kind);
+
+/* Checks, before MPI_Init, that the processes the launcher started can run
+ * `strategy` as one job: an srun step of more than one task must reach MPI
+ * through PMIx (srun --mpi=pmix; otherwise every task would train alone and
+ * write the same report), and a one-process strategy (`uses_mpi` 0) must not
+ * be started as several tasks by srun or mpirun. SB_ERR_USAGE with one line
+ * and a hint otherwise. */
+sb_status sb_launcher_check(const struct sb_launcher *l, int uses_mpi, const char *strategy);
+
+/* Sets OMPI_MCA_mpi_yield_when_idle=1 (unless the user set it) when this
+ * node runs more of the job's processes than CPUs it may use
+ * (SLURM_CPUS_ON_NODE, else the CPU affinity mask): busy-polling ranks would
+ * otherwise take the CPU from the rank they wait for (an srun -O epoch took
+ * 10-13 s instead of ~1 s). Call before MPI_Init. Returns 1 when it set it. */
+int sb_launcher_yield_if_oversubscribed(const struct sb_launcher *l);
+
+/* CPUs this process may run on (its affinity mask; online CPUs if unknown). */
+int sb_launcher_usable_cpus(void);
+
+#endif
