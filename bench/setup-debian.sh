@@ -4,8 +4,9 @@
 # libcrypto (SHA-256 of the data), cmocka, and Python's pytest, jsonschema,
 # NumPy, SciPy and matplotlib from Debian's packages; iproute2 for the
 # one-machine cluster (tests/cluster); clang with libFuzzer's runtime for the
-# fuzz targets (tests/fuzz/); for tests, Fashion-MNIST (dataset-fashion-mnist) and a local
-# Slurm (slurmctld, slurmd, slurm-client, munge: tests/integration/test_slurm.py).
+# fuzz targets (tests/fuzz/); for tests, Fashion-MNIST (dataset-fashion-mnist), a local Slurm
+# (slurmctld, slurmd, slurm-client, munge: tests/integration/test_slurm.py) and
+# headless Chromium (chromium: renders plot.py's index.html).
 # Uses sudo when not root. The CUDA toolkit is optional and not installed here
 # (see docs/gpu.md).
 set -euo pipefail
@@ -19,4 +20,4 @@ $sudo apt-get install -y -qq --no-install-recommends \
     libopenmpi-dev openmpi-bin libopenblas-dev libcjson-dev zlib1g-dev libssl-dev libcmocka-dev \
     python3-pytest python3-jsonschema python3-numpy python3-scipy python3-matplotlib \
     clang libclang-rt-14-dev dataset-fashion-mnist \
-    slurmctld slurmd slurm-client munge
+    slurmctld slurmd slurm-client munge chromium

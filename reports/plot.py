@@ -1,32 +1,50 @@
 #!/usr/bin/env python3
-"""Charts of a `stratbench sweep` result (scaling.json), as PNG and SVG.
+"""Charts and a web page of a `stratbench sweep` result (scaling.json).
 
     reports/plot.py runs/sweep-X/scaling.json --out DIR
 
-Writes, per scaling mode present (strong, weak):
+Writes into DIR, per scaling mode present (strong, weak), as PNG and SVG:
   throughput-<mode>   samples/s vs replicas per strategy, 95% bootstrap CI error bars
   efficiency-<mode>   parallel efficiency vs replicas, ideal line at 1.0
   phases-<mode>       stacked mean step time per phase, per strategy and replica count
   tta-<mode>          time to accuracy per strategy and replica count (points that
                       did not reach the target are left out)
+and index.html: one self-contained page (the scaling table, the charts inlined as
+SVG, the environment, links to each run report) to open in a browser or publish as
+a CI artifact.
 
 Given the JSON of `stratbench predict REPORT --out FILE` instead, writes
   predicted-efficiency  the alpha-beta model's efficiency vs replicas (log axis) per
                         strategy and algorithm, ideal line at 1.0 (docs/cost-model.md)
+
+Needs matplotlib (apt-get install python3-matplotlib, or
+pip install matplotlib); runs under any python3 that has it.
 """
 
 import argparse
+import html
 import json
+import os
 import pathlib
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import matplotlib.ticker  # noqa: E402
-
 PHASES = ["data", "forward", "backward", "comm_exposed", "optimizer", "wait"]  # additive parts
+MATPLOTLIB_HINT = ("plot.py: needs matplotlib, which {python} cannot import: "
+                   "apt-get install python3-matplotlib, or pip install matplotlib")
+plt = None  # matplotlib.pyplot, imported by load_matplotlib() so that --help works without it
+
+
+def load_matplotlib():
+    """Imports matplotlib with the Agg backend into `plt`; False if it is not installed."""
+    global plt
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as pyplot
+    except ImportError:
+        return False
+    plt = pyplot
+    return True
 
 
 def by_strategy(points):
@@ -37,10 +55,12 @@ def by_strategy(points):
 
 
 def save(fig, out, name):
+    """Saves `fig` as out/name.png and out/name.svg; returns the chart's name."""
     fig.tight_layout()
     for ext in ("png", "svg"):
         fig.savefig(out / f"{name}.{ext}", dpi=120)
     plt.close(fig)
+    return name
 
 
 def finish_vs_replicas(fig, ax, ticks, title, ylabel, out, name):
@@ -49,7 +69,7 @@ def finish_vs_replicas(fig, ax, ticks, title, ylabel, out, name):
     ax.set(title=title, xlabel="replicas", ylabel=ylabel)
     ax.legend(title="strategy")
     ax.grid(alpha=0.3)
-    save(fig, out, name)
+    return save(fig, out, name)
 
 
 def err(p, key):
@@ -60,6 +80,8 @@ def err(p, key):
 
 
 def plot_mode(points, mode, out, title_extra):
+    """Draws the charts of one scaling mode; returns their names (without extension)."""
+    names = []
     groups = by_strategy(points)
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for s, ps in groups.items():
@@ -69,8 +91,8 @@ def plot_mode(points, mode, out, title_extra):
                         yerr=[[(err(p, "samples_per_s") or [[0], [0]])[i][0] for p in ps] for i in (0, 1)],
                         marker="o", capsize=4, label=s)
     ticks = sorted({p["replicas"] for p in points})
-    finish_vs_replicas(fig, ax, ticks, f"Throughput, {mode} scaling{title_extra}",
-                       "samples/s (median, 95% CI)", out, f"throughput-{mode}")
+    names.append(finish_vs_replicas(fig, ax, ticks, f"Throughput, {mode} scaling{title_extra}",
+                                    "samples/s (median, 95% CI)", out, f"throughput-{mode}"))
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     ax.axhline(1.0, color="gray", linestyle="--", label="ideal")
@@ -78,8 +100,9 @@ def plot_mode(points, mode, out, title_extra):
         ps = [p for p in ps if p["efficiency"]["value"] is not None]
         if ps:
             ax.plot([p["replicas"] for p in ps], [p["efficiency"]["value"] for p in ps], marker="o", label=s)
-    finish_vs_replicas(fig, ax, ticks, f"Parallel efficiency vs single, {mode} scaling{title_extra}",
-                       "efficiency (1.0 = ideal)", out, f"efficiency-{mode}")
+    names.append(finish_vs_replicas(fig, ax, ticks,
+                                    f"Parallel efficiency vs single, {mode} scaling{title_extra}",
+                                    "efficiency (1.0 = ideal)", out, f"efficiency-{mode}"))
 
     bars = [p for ps in groups.values() for p in ps if p["runs_ok"] > 0]
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(bars) + 2), 4.5))
@@ -91,18 +114,20 @@ def plot_mode(points, mode, out, title_extra):
         bottom = [b + v for b, v in zip(bottom, vals)]
     ax.set(title=f"Where a step goes, {mode} scaling{title_extra}", ylabel="mean time per step (ms)")
     ax.legend(title="phase", loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    save(fig, out, f"phases-{mode}")
+    names.append(save(fig, out, f"phases-{mode}"))
 
     tta = [p for p in bars if p["time_to_accuracy_s"] is not None]
     if tta:
         fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(tta) + 2), 4.5))
         ax.bar([f"{p['strategy']}\nn={p['replicas']}" for p in tta], [p["time_to_accuracy_s"] for p in tta])
         ax.set(title=f"Time to accuracy, {mode} scaling{title_extra}", ylabel="seconds (median)")
-        save(fig, out, f"tta-{mode}")
+        names.append(save(fig, out, f"tta-{mode}"))
+    return names
 
 
 def plot_predicted(doc, out):
     """Predicted efficiency against replicas, one line per strategy/servers/algorithm."""
+    import matplotlib.ticker
     lines = {}
     for r in sorted(doc["rows"], key=lambda r: r["replicas"]):
         if r["strategy"] == "central":
@@ -127,30 +152,157 @@ def plot_predicted(doc, out):
                        "predicted-efficiency")
 
 
+# ------------------------------------------------------------ index.html
+def fmt(x, spec):
+    """`x` formatted with `spec`, or an en dash for None."""
+    return "–" if x is None else format(x, spec)
+
+
+def inline_svg(path):
+    """The <svg> element of an SVG file, without its XML prolog and doctype."""
+    text = path.read_text()
+    start = text.find("<svg")
+    return text[start:] if start >= 0 else ""
+
+
+def link_to(target, out, base):
+    """A relative link from folder `out` to `target` (relative to `base` when not absolute)."""
+    path = pathlib.Path(target)
+    if not path.is_absolute():
+        path = base / path
+    return os.path.relpath(path.resolve(), out.resolve())
+
+
+def scaling_table(points):
+    """The rows of the scaling table: one per point, in matrix order."""
+    head = ("strategy", "scaling", "replicas", "global batch", "runs ok", "samples/s (median)",
+            "95% CI", "step ms (median)", "speedup", "efficiency", "time to accuracy s",
+            "final accuracy %")
+    rows = []
+    for p in points:
+        sps = p["samples_per_s"]
+        ci = ("–" if sps["ci95_low"] is None else
+              f"{sps['ci95_low']:.0f}–{sps['ci95_high']:.0f}")
+        acc = p.get("final_test_accuracy")
+        acc = acc.get("median") if isinstance(acc, dict) else acc
+        cells = (p["strategy"], p["scaling"], p["replicas"], p["global_batch"],
+                 f"{p['runs_ok']}/{p['runs']}", fmt(sps["median"], ".0f"), ci,
+                 fmt(p["step_ms"]["median"], ".3f"), fmt(p["speedup"]["value"], ".2f"),
+                 fmt(p["efficiency"]["value"], ".2f"), fmt(p["time_to_accuracy_s"], ".2f"),
+                 fmt(None if acc is None else 100 * acc, ".2f"))
+        rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
+    return ("<table><thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>"
+            + "".join(rows) + "</tbody></table>")
+
+
+def environment_table(env):
+    if not env:
+        return "<p>No run succeeded: no environment recorded.</p>"
+    rows = []
+    for k, v in env.items():
+        text = ", ".join(map(str, v)) if isinstance(v, list) else "–" if v is None else str(v)
+        rows.append(f"<tr><th>{html.escape(k)}</th><td>{html.escape(text)}</td></tr>")
+    return "<table class=kv>" + "".join(rows) + "</table>"
+
+
+def runs_list(points, out, base):
+    items = []
+    for p in points:
+        for r in p.get("runs", []) if isinstance(p.get("runs"), list) else []:
+            label = f"{p['strategy']} n={p['replicas']} {p['scaling']} repeat {r.get('repeat')}"
+            status = html.escape(str(r.get("status", "")))
+            links = []
+            for key in ("report", "log"):
+                if r.get(key):
+                    href = html.escape(link_to(r[key], out, base), quote=True)
+                    links.append(f'<a href="{href}">{key}</a>')
+            items.append(f"<li>{html.escape(label)}: {status} {' '.join(links)}</li>")
+    return "<ul>" + "".join(items) + "</ul>" if items else "<p>No runs listed.</p>"
+
+
+def write_index(doc, charts, out, source):
+    """Writes out/index.html (self-contained: styles and SVG charts inline), atomically."""
+    m = doc["matrix"]
+    points = doc["points"]
+    # A point's "runs" is a count in the table and a list of runs in the document.
+    table_points = [dict(p, runs=len(p["runs"]) if isinstance(p["runs"], list) else p["runs"])
+                    for p in points]
+    figures = "".join(
+        f'<figure id="{html.escape(name)}">{inline_svg(out / f"{name}.svg")}'
+        f"<figcaption>{html.escape(name)} (<a href=\"{html.escape(name)}.png\">png</a>, "
+        f"<a href=\"{html.escape(name)}.svg\">svg</a>)</figcaption></figure>"
+        for name in charts)
+    matrix = ", ".join(f"{k} {v}" for k, v in m.items() if k != "extra_args")
+    page = f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>stratbench sweep: {html.escape(str(source))}</title>
+<style>
+body {{ font-family: sans-serif; margin: 1.5em; color: #222; }}
+table {{ border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }}
+th, td {{ border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }}
+table.kv th, table.kv td, thead th {{ text-align: left; }}
+figure {{ display: inline-block; margin: 0.5em; vertical-align: top; }}
+figure svg {{ max-width: 100%; height: auto; }}
+</style>
+</head>
+<body>
+<h1>stratbench sweep</h1>
+<p>From <code>{html.escape(str(source))}</code> (schema {html.escape(str(doc["schema_version"]))});
+matrix: {html.escape(matrix)}; intervals: {html.escape(str(doc.get("ci_method", "")))}.</p>
+<h2>Scaling</h2>
+{scaling_table(table_points)}
+<h2>Charts</h2>
+{figures}
+<h2>Environment</h2>
+{environment_table(doc.get("environment"))}
+<h2>Run reports</h2>
+{runs_list(points, out, source.parent)}
+</body>
+</html>
+"""
+    tmp = out / "index.html.tmp"
+    tmp.write_text(page)
+    os.replace(tmp, out / "index.html")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("scaling_json", type=pathlib.Path)
-    ap.add_argument("--out", type=pathlib.Path, default=pathlib.Path("."))
+    ap.add_argument("scaling_json", type=pathlib.Path, help="scaling.json written by stratbench sweep")
+    ap.add_argument("--out", type=pathlib.Path, default=pathlib.Path("."),
+                    help="folder for the charts and index.html (default: the current folder)")
     args = ap.parse_args()
     try:
         doc = json.loads(args.scaling_json.read_text())
     except (OSError, ValueError) as e:
         print(f"plot.py: {args.scaling_json}: {e}", file=sys.stderr)
         return 2
-    if str(doc.get("schema_version", "")).startswith("1.") and "rows" in doc and "link" in doc:
+    predicted = isinstance(doc, dict) and str(doc.get("schema_version", "")).startswith("1.") \
+        and "rows" in doc and "link" in doc
+    if not predicted and (not isinstance(doc, dict) or not str(doc.get("schema_version", "")).startswith("1.")
+                          or "points" not in doc):
+        print(f"plot.py: {args.scaling_json}: not a scaling.json of major version 1", file=sys.stderr)
+        return 2
+    if not load_matplotlib():
+        print(MATPLOTLIB_HINT.format(python=sys.executable), file=sys.stderr)
+        return 2
+    try:
         args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        print(f"plot.py: --out {args.out}: {e}", file=sys.stderr)
+        return 2
+    if predicted:
         plot_predicted(doc, args.out)
         print(f"wrote charts to {args.out}")
         return 0
-    if not str(doc.get("schema_version", "")).startswith("1.") or "points" not in doc:
-        print(f"plot.py: {args.scaling_json}: not a scaling.json of major version 1", file=sys.stderr)
-        return 2
-    args.out.mkdir(parents=True, exist_ok=True)
     m = doc["matrix"]
+    charts = []
     for mode in m["scaling"]:
         batch = f"global batch {m['global_batch']}" if mode == "strong" else f"batch {m['batch']}/replica"
-        plot_mode([p for p in doc["points"] if p["scaling"] == mode], mode, args.out, f" ({batch})")
-    print(f"wrote charts to {args.out}")
+        charts += plot_mode([p for p in doc["points"] if p["scaling"] == mode], mode, args.out, f" ({batch})")
+    write_index(doc, charts, args.out, args.scaling_json)
+    print(f"wrote charts and index.html to {args.out}")
     return 0
 
 

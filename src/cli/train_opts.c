@@ -21,6 +21,7 @@ enum {
     OPT_REPORT, OPT_TARGET, OPT_MAX_STEPS, OPT_WARMUP, OPT_SAVE_PARAMS, OPT_THREADS,
     OPT_EVAL_BATCH, OPT_TRACE, OPT_COMM, OPT_ALLREDUCE, OPT_PROBE_LINKS, OPT_NO_PROBE_LINKS,
     OPT_CUDA_GRAPH, OPT_CHECK_EVERY,
+    OPT_MLLOG,
     OPT_STRATEGY_FLAG = 512, /* + index into strategy_flags[] */
 };
 
@@ -53,6 +54,7 @@ static const struct option common_options[] = {
     {"trace", required_argument, NULL, OPT_TRACE},
     {"cuda-graph", no_argument, NULL, OPT_CUDA_GRAPH},
     {"check-every", required_argument, NULL, OPT_CHECK_EVERY},
+    {"mllog", required_argument, NULL, OPT_MLLOG},
     {"help", no_argument, NULL, 'h'},
 };
 #define N_COMMON ((int)(sizeof common_options / sizeof common_options[0]))
@@ -157,6 +159,7 @@ void sb_train_opts_usage(FILE *out)
             "                         graph and replay it (no per-kernel launches)\n"
             "  --check-every N        also compare all replicas' parameters every N steps\n"
             "                         (0 = only at the end of the run, always done)\n"
+            "  --mllog FILE           MLPerf :::MLLOG event lines (rank 0, atomically)\n"
             "  -h, --help             this text\n"
             "\n"
             "strategy flags (each taken only by the strategies named):\n",
@@ -307,6 +310,7 @@ static sb_status parse_one(struct sb_train_opts *o, int opt, const char *arg)
         return SB_OK;
     case OPT_TRACE: return parse_path("trace", arg, c->trace_path);
     case OPT_CUDA_GRAPH: c->cuda_graph = 1; return SB_OK;
+    case OPT_MLLOG: return parse_path("mllog", arg, c->mllog_path);
     }
     return sb_error(SB_ERR_INTERNAL, "unhandled option %d", opt);
 }

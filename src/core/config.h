@@ -50,6 +50,7 @@ struct sb_config {
      * strategy's options struct; read through its option table
      * (strategies/strategy.h), never by the layers below strategies/. */
     _Alignas(double) unsigned char strategy_opts[SB_STRATEGY_OPTS_BYTES];
+    char mllog_path[PATH_MAX];   /* "" = no :::MLLOG file (report/mllog.h) */
 };
 
 /* Learning rate actually used by the optimizer: lr, times replicas under

@@ -17,6 +17,7 @@
 #include "harness/probe.h"
 #include "harness/rank_stats.h"
 #include "harness/run_noise.h"
+#include "report/mllog.h"
 #include "report/report.h"
 #include "strategies/strategy.h"
 #include "trace/trace.h"
@@ -82,6 +83,7 @@ struct loop {
     int wrote_params;    /* this run wrote --save-params (removed if a later output fails) */
     int wrote_report;    /* this run wrote --report (likewise) */
     struct sb_noise_sample noise_start, noise_end;
+    struct sb_mllog *ml;  /* --mllog events (rank 0; a no-op otherwise) */
 };
 
 /* Sums the epoch's loss across ranks (every rank gets the same sums, so all
@@ -130,6 +132,7 @@ static sb_status train_epochs(struct loop *L)
         sb_epoch_permutation(cfg->seed, epoch, L->perm, L->data->train.n);
         double loss[2] = {0.0, 0.0}; /* loss sum, samples */
         long bad_step = -1;          /* first step of this rank with a non-finite loss */
+        SB_MLLOG_EPOCH_START(L->ml, epoch);
         double t0 = sb_now_s();
         for (int i = 0; i < steps_per_epoch; i++, step++) {
             if (cfg->max_steps && step >= cfg->max_steps) break;
@@ -166,12 +169,14 @@ static sb_status train_epochs(struct loop *L)
             }
         }
         double seconds = sb_now_s() - t0;
+        SB_MLLOG_EPOCH_STOP(L->ml, epoch);
         sb_status lst = reduce_loss(L, loss, bad_step);
         if (lst) {
             sb_nvtx_pop();
             return lst;
         }
 
+        SB_MLLOG_EVAL_START(L->ml, epoch);
         double e0 = sb_now_s();
         sb_nvtx_push("evaluate", SB_NVTX_EVAL, (uint64_t)epoch);
         double accuracy = 0.0;
@@ -180,6 +185,7 @@ static sb_status train_epochs(struct loop *L)
         sb_nvtx_pop();
         if (st) return st;
         double e1 = sb_now_s();
+        SB_MLLOG_EVAL_STOP(L->ml, epoch, accuracy);
 
         struct sb_epoch_record *e = &rec->epochs[rec->n_epochs++];
         e->epoch = epoch;
@@ -306,7 +312,10 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
 
     struct sb_run_record rec = {0};
     struct sb_strategy s = {.ops = ops, .env = &env};
-    struct loop L = {.cfg = cfg, .data = data, .job = job, .s = &s, .rec = &rec};
+    struct sb_mllog ml;
+    sb_mllog_init(&ml, job->rank == 0 && cfg->mllog_path[0]);
+    SB_MLLOG_INIT(&ml, cfg, job->size, data->train.n, data->test.n);
+    struct loop L = {.cfg = cfg, .data = data, .job = job, .s = &s, .rec = &rec, .ml = &ml};
     rec.cfg = cfg;
     rec.argc = argc;
     rec.argv = argv;
@@ -353,14 +362,17 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
                    steps_per_epoch, job->size, job->size == 1 ? "" : "es");
             fflush(stdout);
         }
+        SB_MLLOG_RUN_START(&ml);
         st = train_epochs(&L);
         /* Every run ends with the replica consistency check (collective). */
         if (!st) st = sb_consistency_check(&s, job, rec.steps_total, &rec.replica_check);
+        if (!st) SB_MLLOG_RUN_STOP(&ml, rec.time_to_accuracy_s >= 0);
     }
     if (!st) st = cross_rank_stats(&L);
     if (!st) st = save_params(&L);
     if (!st && job->rank == 0) {
         st = write_outputs(&L);
+        if (!st) st = sb_mllog_write(&ml, cfg->mllog_path);
         if (!st) {
             printf("final test_accuracy %.2f%%, time to %.2f%%: ", 100.0 * rec.final_test_accuracy,
                    100.0 * cfg->target_accuracy);
@@ -382,6 +394,7 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
     sb_trace_stop();
     if (st) remove_outputs(&L);
     timings_free(&L.t);
+    sb_mllog_free(&ml);
     free(rec.epochs);
     free((void *)rec.noise_by_rank);
     free(L.perm);

@@ -4,7 +4,9 @@ reports/report.schema.json; single's efficiency at n=1 is 1; a failing point
 is recorded as failed, the sweep goes on and exits 1; bad flags exit 2."""
 
 import json
+import os
 import pathlib
+import re
 import sys
 
 import pytest
@@ -121,3 +123,54 @@ def test_samples_per_s_is_wall_time(stratbench, mnist_dir, tmp_path):
     assert [r["rank"] for r in report["noise_by_rank"]] == [0]
     assert report["noise_by_rank"][0]["involuntary_context_switches"] >= 0
     assert f"{run_['samples_per_s']:.0f} samples/s" in proc.stdout
+
+
+def test_plot_without_matplotlib_says_how_to_get_it(tiny_sweep, tmp_path):
+    """python3 -S (no site packages, hence no matplotlib): one line, exit 2, no traceback;
+    --help works all the same."""
+    _, out = tiny_sweep
+    p = run([sys.executable, "-S", REPO_ROOT / "reports" / "plot.py", out / "scaling.json",
+             "--out", tmp_path / "charts"])
+    assert p.returncode == 2, describe(p)
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "apt-get install python3-matplotlib" in lines[0] \
+        and "pip install matplotlib" in lines[0], describe(p)
+    assert "Traceback" not in p.stderr and not (tmp_path / "charts").exists()
+    h = run([sys.executable, "-S", REPO_ROOT / "reports" / "plot.py", "--help"])
+    assert h.returncode == 0 and "index.html" in h.stdout, describe(h)
+    assert (REPO_ROOT / "reports" / "plot.py").read_text().startswith("#!/usr/bin/env python3\n")
+
+
+def test_index_html_renders_in_chromium(tiny_sweep, tmp_path):
+    """plot.py's index.html is self-contained (no external resource), links every run
+    report, and renders in headless Chromium: charts in colour, no console message."""
+    pytest.importorskip("matplotlib")
+    from headless_chromium import chromium, colored_pixels, render
+    _, out = tiny_sweep
+    charts = tmp_path / "charts"
+    p = run([sys.executable, REPO_ROOT / "reports" / "plot.py", out / "scaling.json", "--out", charts])
+    assert p.returncode == 0, describe(p)
+    page = (charts / "index.html").read_text()
+    assert page.count("<svg") >= 3
+    external = [u for u in re.findall(r'(?:src|href)="([^"]*)"', page)
+                if re.match(r"(https?:)?//", u)]
+    assert not external and "<link" not in page and "<script" not in page, external
+    doc = json.loads((out / "scaling.json").read_text())
+    for point in doc["points"]:
+        for r in point["runs"]:
+            href = os.path.relpath(out / r["report"], charts)
+            assert f'href="{href}"' in page and (charts / href).is_file(), href
+    assert doc["environment"]["cpu_model"] in page
+    if not chromium():
+        pytest.skip("no chromium: apt-get install chromium (bench/setup-debian.sh) to render index.html")
+    # The check itself: a page with a console error and no chart is caught.
+    bad = tmp_path / "bad.html"
+    bad.write_text("<!DOCTYPE html><p>text only</p><script>console.error('broken')</script>")
+    shot = render(bad, tmp_path / "bad.png")
+    assert shot.returncode == 0 and shot.console, shot.stderr
+    assert colored_pixels(shot.png)[0] < 100
+    shot = render(charts / "index.html", tmp_path / "index.png")
+    assert shot.returncode == 0, shot.stderr
+    assert not shot.console, "\n".join(shot.console)
+    colored, total = colored_pixels(shot.png)
+    assert colored > 0.005 * total, f"{colored} of {total} pixels in colour: charts not drawn?"
