@@ -5,16 +5,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend/cuda.h"
 #include "cli/compare.h"
 #include "cli/predict.h"
 #include "cli/sweep.h"
 #include "cli/train_opts.h"
+#include "comm/watchdog.h"
+#include "core/interrupt.h"
 #include "core/launcher.h"
 #include "data/mnist.h"
 #include "harness/harness.h"
 #include "harness/job.h"
+#include "report/flight_report.h"
 #include "strategies/strategy.h"
 #include "workloads/workload.h"
 
@@ -54,6 +58,66 @@ static void report_error(sb_status st, int rank, int world_size)
         fprintf(stderr, "stratbench: %s\n", *msg ? msg : sb_status_name(st));
 }
 
+/* Ends a run that failed during training (st: exit status 1 or 130) the
+ * way docs/faults.md describes: collects the fault record over the
+ * watchdog's side channel (every rank that can still run answers with its
+ * flight recorder; a timeout has collected it already), and the reporting
+ * rank writes the flight-recorder file, prints one line naming it and ends
+ * the whole job. Other ranks wait quietly to be ended. Returns the exit
+ * status (only without MPI, or if MPI_Abort returns). */
+static int end_failed(struct sb_job *job, const struct sb_config *cfg, sb_status st)
+{
+    int code = sb_status_exit_code(st);
+    char message[1024];
+    int sig = sb_interrupted();
+    /* Another rank reports (or has reported) this fault: end quietly. */
+    int quiet = !sb_watchdog_fault() && sb_watchdog_check_followed();
+    enum sb_fault_reason why = st == SB_ERR_INTERRUPTED ? SB_FAULT_SIGNAL : SB_FAULT_FAILURE;
+    int reporter = !quiet && sb_watchdog_collect(why);
+    char missing[512] = "";
+    int n_missing = reporter ? sb_watchdog_missing(missing, sizeof missing) : 0;
+    if (st != SB_ERR_INTERRUPTED)
+        snprintf(message, sizeof message, "%s", *sb_error_message() ? sb_error_message()
+                                                                    : sb_status_name(st));
+    else if (job->mpi && sb_interrupt_sender() == (int)getppid() && n_missing)
+        /* Open MPI ends every rank this way when one of them died. */
+        snprintf(message, sizeof message, "mpirun ended the job (%s): %s did not respond "
+                 "(killed or stopped: mpirun's message names the signal)",
+                 sb_signal_name(sig), missing);
+    else if (job->mpi && sb_interrupt_sender() == (int)getppid())
+        snprintf(message, sizeof message, "interrupted (%s from mpirun)", sb_signal_name(sig));
+    else
+        snprintf(message, sizeof message, "interrupted (%s)", sb_signal_name(sig ? sig : 2));
+    if (!reporter) {
+        /* The reporting rank prints and ends the job; if it cannot, end it here. */
+        sb_watchdog_linger(10.0);
+        sb_job_abort(job, code);
+        sb_job_finish(job);
+        return code;
+    }
+    const struct sb_fault *f = sb_watchdog_fault();
+    char path[PATH_MAX] = "";
+    int write = f && f->ranks && (job->size > 1 || f->ranks[0].n_calls > 0);
+    if (write) {
+        sb_flight_report_path(cfg->report_path, path, sizeof path);
+        if (sb_flight_report_write(path, f, message) != SB_OK) {
+            fprintf(stderr, "stratbench: %s\n", sb_error_message());
+            path[0] = '\0';
+        }
+    }
+    char where[160] = "";
+    if (job->size > 1 && st != SB_ERR_INTERRUPTED)
+        snprintf(where, sizeof where, "rank %d (host %s): ", job->rank,
+                 sb_watchdog_host(job->rank));
+    fprintf(stderr, "stratbench: %s%s%s%s\n", where, message,
+            path[0] ? "; flight recorder: " : "", path);
+    fflush(stderr);
+    sb_watchdog_announce_end();
+    sb_job_abort(job, code);
+    sb_job_finish(job);
+    return code;
+}
+
 static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
 {
     struct sb_launcher launch;
@@ -69,6 +133,8 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
         return 0;
     }
     struct sb_config *cfg = &opts.cfg;
+    sb_interrupt_install();
+    sb_watchdog_set_timeout(cfg->timeout_s);
     const struct sb_strategy_ops *ops = sb_strategy_find(cfg->strategy);
     /* Before MPI_Init: tasks that cannot form one MPI job are refused here. */
     st = sb_launcher_check(&launch, ops->uses_mpi, cfg->strategy);
@@ -92,7 +158,9 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
          * --replicas says otherwise; the ranks take replicas from the world. */
         int np = !opts.replicas_given && launch.slurm_tasks > 1 ? launch.slurm_tasks
                                                                 : ops->processes(cfg);
-        if (!st) st = sb_job_relaunch_under_mpirun(np, full_argc, full_argv);
+        int code = 1;
+        if (!st) st = sb_job_relaunch_under_mpirun(np, full_argc, full_argv, &code);
+        if (!st) return code;
         report_error(st, 0, 1);
         return sb_status_exit_code(st);
     }
@@ -113,7 +181,9 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
         sb_job_finish(&job);
         return sb_status_exit_code(st);
     }
-    if (ops->uses_mpi) st = sb_strategy_fit_world(ops, cfg, job.size, opts.replicas_given);
+    /* Collective on every rank, whatever the checks below say. */
+    st = sb_watchdog_start(job.mpi ? job.world : NULL);
+    if (!st && ops->uses_mpi) st = sb_strategy_fit_world(ops, cfg, job.size, opts.replicas_given);
     if (!st && ops->uses_mpi && strcmp(cfg->device, "cuda") == 0) /* NCCL: one GPU per rank */
         st = sb_cuda_check_rank_placement(cfg->comm, job.local_size, sb_cuda_device_count());
     if (!st && job.rank == 0) st = sb_train_check_outputs(cfg); /* rank 0 writes them */
@@ -124,6 +194,7 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
     if (code) {
         if (st && job.rank == first_failed) report_error(st, job.rank, 1);
         sb_mnist_free(&data);
+        sb_watchdog_stop();
         sb_job_finish(&job);
         return code;
     }
@@ -135,12 +206,15 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
         sb_job_finish(&job);
         return sb_status_exit_code(st);
     }
+    if (st && sb_status_exit_code(st) != 2) return end_failed(&job, cfg, st);
     if (st) {
         report_error(st, job.rank, job.size);
         sb_job_abort(&job, sb_status_exit_code(st));
+        sb_watchdog_stop();
         sb_job_finish(&job);
         return sb_status_exit_code(st);
     }
+    sb_watchdog_stop();
     sb_job_finish(&job);
     return 0;
 }

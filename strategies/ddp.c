@@ -113,6 +113,7 @@ static sb_status launch_ready(struct ddp *d)
     float *grads = d->replica->model->grads;
     while (d->launched < d->plan.n && d->pending[d->launched] == 0) {
         const struct sb_bucket *b = &d->plan.buckets[d->launched];
+        d->req[d->launched].index = d->launched; /* named by the watchdog */
         SB_TRY(sb_comm_iallreduce(d->comm, grads + b->offset, b->count,
                                   &d->req[d->launched]));
         d->launched++;

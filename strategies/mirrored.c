@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "backend/cuda.h"
+#include "comm/watchdog.h"
 #include "core/clock.h"
 #include "strategies/mirrored.h"
 
@@ -94,13 +95,24 @@ static void *member_main(void *arg)
 }
 
 /* Runs `job` on all replicas (replica 0 on this thread) and returns the
- * first replica's failure, its message carried to this thread. */
+ * first replica's failure, its message carried to this thread. Replica 0
+ * waits for the others at most the watchdog's timeout after finishing its
+ * own share (their exchanges have the same deadline, so a replica that has
+ * not arrived by then is hung). */
 static sb_status dispatch(struct mirrored *mr, enum job job)
 {
     mr->job = job;
     sb_barrier_wait(&mr->start);
     run_job(&mr->members[0]);
-    sb_barrier_wait(&mr->done);
+    if (sb_barrier_wait_until(&mr->done, sb_watchdog_deadline(sb_now_s()), 0) != SB_OK) {
+        mr->stalled = 1;
+        if (mr->members[0].status) {
+            sb_error_set_message(mr->members[0].message);
+            return mr->members[0].status;
+        }
+        return sb_error(SB_ERR_COMM, "watchdog: mirrored replica threads did not finish "
+                        "their work within %g s", sb_watchdog_timeout_s());
+    }
     for (int i = 0; i < mr->n; i++) {
         if (mr->members[i].status) {
             sb_error_set_message(mr->members[i].message);
@@ -120,6 +132,9 @@ static void mirrored_destroy(struct sb_strategy *s)
 {
     struct mirrored *mr = s->impl;
     if (!mr) return;
+    /* A hung thread may still use its replica: free nothing (the process
+     * is ending with the watchdog's error). */
+    if (mr->stalled) return;
     int threads = 0;
     for (int i = 1; i < mr->n; i++) threads += mr->members[i].started;
     if (threads == mr->n - 1 && mr->barriers_ready) {

@@ -36,6 +36,8 @@ struct mirrored {
     int barriers_ready;
     int on_device;              /* every replica on one GPU, reduced without NCCL */
     enum job job;               /* written by replica 0 before `start` */
+    int stalled;                /* a replica thread missed the done barrier's deadline:
+                                 * the threads are left alone, the process is ending */
     const int32_t *global_idx;
     double *compute_ms;         /* (n) each replica's compute time this step, for wait */
 };

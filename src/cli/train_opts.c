@@ -20,8 +20,7 @@ enum {
     OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_LR_SCALING, OPT_SEED, OPT_DATA,
     OPT_REPORT, OPT_TARGET, OPT_MAX_STEPS, OPT_WARMUP, OPT_SAVE_PARAMS, OPT_THREADS,
     OPT_EVAL_BATCH, OPT_TRACE, OPT_COMM, OPT_ALLREDUCE, OPT_PROBE_LINKS, OPT_NO_PROBE_LINKS,
-    OPT_CUDA_GRAPH, OPT_CHECK_EVERY,
-    OPT_MLLOG,
+    OPT_CUDA_GRAPH, OPT_CHECK_EVERY, OPT_MLLOG, OPT_TIMEOUT,
     OPT_STRATEGY_FLAG = 512, /* + index into strategy_flags[] */
 };
 
@@ -55,6 +54,7 @@ static const struct option common_options[] = {
     {"cuda-graph", no_argument, NULL, OPT_CUDA_GRAPH},
     {"check-every", required_argument, NULL, OPT_CHECK_EVERY},
     {"mllog", required_argument, NULL, OPT_MLLOG},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"help", no_argument, NULL, 'h'},
 };
 #define N_COMMON ((int)(sizeof common_options / sizeof common_options[0]))
@@ -108,6 +108,7 @@ void sb_train_opts_defaults(struct sb_train_opts *opts)
     strcpy(c->allreduce, "auto");
     c->probe_links = 1;
     sb_strategy_options_defaults(sb_strategy_find(c->strategy), c);
+    c->timeout_s = 60.0; /* Horovod's stall check also warns after 60 s */
 }
 
 void sb_train_opts_usage(FILE *out)
@@ -160,13 +161,16 @@ void sb_train_opts_usage(FILE *out)
             "  --check-every N        also compare all replicas' parameters every N steps\n"
             "                         (0 = only at the end of the run, always done)\n"
             "  --mllog FILE           MLPerf :::MLLOG event lines (rank 0, atomically)\n"
+            "  --timeout SECONDS      %-10g watchdog: an exchange not done this long after it\n"
+            "                                    starts ends the job, naming who did not arrive\n"
+            "                                    (0 = off; docs/faults.md)\n"
             "  -h, --help             this text\n"
             "\n"
             "strategy flags (each taken only by the strategies named):\n",
             c->strategy, sb_strategy_names_joined(" | "), c->workload, sb_workload_names(),
             c->device, "auto", c->hidden[0], c->replicas, c->epochs, c->batch, c->lr,
             c->momentum, "none", (unsigned long long)c->seed, c->target_accuracy, "0",
-            c->warmup_steps, "0", c->eval_batch, c->allreduce);
+            c->warmup_steps, "0", c->eval_batch, c->allreduce, c->timeout_s);
     sb_strategy_options_usage(out);
 }
 
@@ -311,6 +315,7 @@ static sb_status parse_one(struct sb_train_opts *o, int opt, const char *arg)
     case OPT_TRACE: return parse_path("trace", arg, c->trace_path);
     case OPT_CUDA_GRAPH: c->cuda_graph = 1; return SB_OK;
     case OPT_MLLOG: return parse_path("mllog", arg, c->mllog_path);
+    case OPT_TIMEOUT: return parse_double("timeout", arg, 0.0, 86400.0, &c->timeout_s);
     }
     return sb_error(SB_ERR_INTERNAL, "unhandled option %d", opt);
 }

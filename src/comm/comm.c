@@ -3,66 +3,77 @@
 
 #include <string.h>
 
+#include "comm/flight.h"
 #include "core/clock.h"
 #include "core/nvtx.h"
 
-/* Opens the NVTX range of a counted call of `bytes` and returns its start
- * time (sb_now_s). */
-static double begin(const char *name, size_t bytes)
+/* A counted call in progress. */
+struct call {
+    double t0;   /* sb_now_s() at issue */
+    int64_t seq; /* its flight-recorder entry */
+};
+
+/* Opens the NVTX range of a counted call of `bytes` to or from `peer`
+ * (-1 for none), records it in the flight recorder and returns it. */
+static struct call begin(enum sb_comm_kind kind, size_t bytes, int peer, int receive)
 {
-    sb_nvtx_push_bytes(name, SB_NVTX_COMM, bytes);
-    return sb_now_s();
+    sb_nvtx_push_bytes(sb_comm_kind_name(kind), SB_NVTX_COMM, bytes);
+    struct call k = {sb_now_s(), sb_flight_issue((enum sb_flight_kind)kind, bytes, peer, -1)};
+    if (receive) sb_flight_mark_receive();
+    return k;
 }
 
-/* Ends a call begun at t0: adds one call, its bytes and its seconds to
- * c->counters[kind], closes the range and returns the call's status. */
-static sb_status end(struct sb_comm *c, enum sb_comm_kind kind, size_t bytes, double t0,
+/* Ends call k: adds one call, its bytes and its seconds to
+ * c->counters[kind], completes its flight entry, closes the range and
+ * returns the call's status. */
+static sb_status end(struct sb_comm *c, enum sb_comm_kind kind, size_t bytes, struct call k,
                      sb_status st)
 {
-    struct sb_comm_counter *k = &c->counters[kind];
-    k->calls++;
-    k->bytes += (double)bytes;
-    if (!c->device_timed) k->seconds += sb_now_s() - t0;
+    struct sb_comm_counter *ctr = &c->counters[kind];
+    ctr->calls++;
+    ctr->bytes += (double)bytes;
+    if (!c->device_timed) ctr->seconds += sb_now_s() - k.t0;
+    sb_flight_complete(k.seq, st == SB_OK);
     sb_nvtx_pop();
     return st;
 }
 
 sb_status sb_comm_allreduce(struct sb_comm *c, float *buf, size_t n)
 {
-    double t0 = begin("allreduce", n * sizeof(float));
+    struct call k = begin(SB_COMM_ALLREDUCE, n * sizeof(float), -1, 0);
     c->counting = 1 + SB_COMM_ALLREDUCE;
     sb_status st = c->ops->allreduce(c, buf, n);
     c->counting = 0;
-    return end(c, SB_COMM_ALLREDUCE, n * sizeof(float), t0, st);
+    return end(c, SB_COMM_ALLREDUCE, n * sizeof(float), k, st);
 }
 
 sb_status sb_comm_broadcast(struct sb_comm *c, float *buf, size_t n, int root)
 {
-    double t0 = begin("broadcast", n * sizeof(float));
+    struct call k = begin(SB_COMM_BROADCAST, n * sizeof(float), root, c->rank != root);
     c->counting = 1 + SB_COMM_BROADCAST;
     sb_status st = c->ops->broadcast(c, buf, n, root);
     c->counting = 0;
-    return end(c, SB_COMM_BROADCAST, n * sizeof(float), t0, st);
+    return end(c, SB_COMM_BROADCAST, n * sizeof(float), k, st);
 }
 
 sb_status sb_comm_send(struct sb_comm *c, const float *buf, size_t n, int peer,
                        enum sb_comm_kind kind)
 {
-    double t0 = begin(sb_comm_kind_name(kind), n * sizeof(float));
+    struct call k = begin(kind, n * sizeof(float), peer, 0);
     c->counting = 1 + (int)kind;
     sb_status st = c->ops->send(c, buf, n, peer);
     c->counting = 0;
-    return end(c, kind, n * sizeof(float), t0, st);
+    return end(c, kind, n * sizeof(float), k, st);
 }
 
 sb_status sb_comm_recv(struct sb_comm *c, float *buf, size_t n, int peer,
                        enum sb_comm_kind kind)
 {
-    double t0 = begin(sb_comm_kind_name(kind), n * sizeof(float));
+    struct call k = begin(kind, n * sizeof(float), peer, 1);
     c->counting = 1 + (int)kind;
     sb_status st = c->ops->recv(c, buf, n, peer);
     c->counting = 0;
-    return end(c, kind, n * sizeof(float), t0, st);
+    return end(c, kind, n * sizeof(float), k, st);
 }
 
 sb_status sb_comm_recv_any(struct sb_comm *c, float *buf, size_t n, int *peer,
@@ -71,11 +82,13 @@ sb_status sb_comm_recv_any(struct sb_comm *c, float *buf, size_t n, int *peer,
     if (!c->ops->recv_any)
         return sb_error(SB_ERR_INTERNAL, "%s communicator: no receive from any source",
                         c->ops->name);
-    double t0 = begin(sb_comm_kind_name(kind), n * sizeof(float));
+    struct call k = begin(kind, n * sizeof(float), -1, 1);
     c->counting = 1 + (int)kind;
     sb_status st = c->ops->recv_any(c, buf, n, peer);
     c->counting = 0;
-    return end(c, kind, n * sizeof(float), t0, st);
+    struct sb_flight_entry *e = sb_flight_current();
+    if (!st && e && e->seq == k.seq) e->peer = *peer;
+    return end(c, kind, n * sizeof(float), k, st);
 }
 
 /* Marks req complete now and adds its seconds to its kind's counter (and,
@@ -102,8 +115,18 @@ static void request_begin(struct sb_comm *c, enum sb_comm_kind kind, size_t byte
     req->kind = kind;
     req->algo = SB_ALLREDUCE_LIBRARY;
     req->start_s = sb_now_s();
+    req->seq = sb_flight_issue((enum sb_flight_kind)kind, bytes, -1, req->index);
     c->counters[kind].calls++;
     c->counters[kind].bytes += (double)bytes;
+}
+
+/* After issuing req with status st: completes its flight entry if it is
+ * done (or failed), else leaves it in flight for sb_comm_test/wait. */
+static void request_issued(struct sb_comm *c, struct sb_comm_request *req, sb_status st)
+{
+    if (st == SB_OK && req->done) complete(c, req);
+    if (st || req->done) sb_flight_complete(req->seq, st == SB_OK);
+    else sb_flight_leave();
 }
 
 sb_status sb_comm_iallreduce(struct sb_comm *c, float *buf, size_t n,
@@ -123,7 +146,7 @@ sb_status sb_comm_iallreduce(struct sb_comm *c, float *buf, size_t n,
         c->allreduce_by_algo[req->algo].calls++;
         c->allreduce_by_algo[req->algo].bytes += (double)req->bytes;
     }
-    if (st == SB_OK && req->done) complete(c, req);
+    request_issued(c, req, st);
     return st;
 }
 
@@ -143,7 +166,7 @@ static sb_status issue_blocks(struct sb_comm *c, enum sb_comm_kind kind,
     c->counting = 1 + (int)kind;
     sb_status st = op(c, send, recv, counts, req);
     c->counting = 0;
-    if (st == SB_OK && req->done) complete(c, req);
+    request_issued(c, req, st);
     return st;
 }
 
@@ -164,7 +187,11 @@ sb_status sb_comm_test(struct sb_comm *c, struct sb_comm_request *req, int *done
 {
     *done = req->done;
     if (req->done) return SB_OK;
-    SB_TRY(c->ops->test(c, req, done));
+    sb_flight_enter(req->seq);
+    sb_status st = c->ops->test(c, req, done);
+    if (st || *done) sb_flight_complete(req->seq, st == SB_OK);
+    else sb_flight_leave();
+    SB_TRY(st);
     if (*done) complete(c, req);
     return SB_OK;
 }
@@ -176,7 +203,9 @@ sb_status sb_comm_wait(struct sb_comm *c, struct sb_comm_request *req)
         [SB_COMM_ALLREDUCE] = "allreduce.wait", [SB_COMM_REDUCE_SCATTER] = "reduce_scatter.wait",
         [SB_COMM_ALLGATHER] = "allgather.wait"};
     sb_nvtx_push_bytes(names[req->kind] ? names[req->kind] : "wait", SB_NVTX_COMM, req->bytes);
+    sb_flight_enter(req->seq);
     sb_status st = c->ops->wait(c, req);
+    sb_flight_complete(req->seq, st == SB_OK);
     sb_nvtx_pop();
     if (st == SB_OK) complete(c, req);
     return st;
@@ -184,7 +213,10 @@ sb_status sb_comm_wait(struct sb_comm *c, struct sb_comm_request *req)
 
 sb_status sb_comm_allreduce_f64(struct sb_comm *c, double *buf, size_t n)
 {
-    return c->ops->allreduce_f64(c, buf, n);
+    int64_t seq = sb_flight_issue(SB_FLIGHT_METRICS, n * sizeof(double), -1, -1);
+    sb_status st = c->ops->allreduce_f64(c, buf, n);
+    sb_flight_complete(seq, st == SB_OK);
+    return st;
 }
 
 void sb_comm_reset_counters(struct sb_comm *c)

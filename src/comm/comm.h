@@ -10,6 +10,7 @@
 #define SB_COMM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "comm/allreduce_algo.h"
 #include "core/status.h"
@@ -48,6 +49,9 @@ struct sb_comm_request {
     int done;        /* 1 once completed (buffer holds the sum) */
     enum sb_comm_kind kind; /* the counter its seconds go to (set by the wrapper) */
     enum sb_allreduce_algo algo; /* what ran: set by the op (LIBRARY unless it says) */
+    int index;       /* set by the caller (ddp: the bucket), for the flight
+                      * recorder and the watchdog's message; untouched here */
+    int64_t seq;     /* the flight recorder's number of this call (flight.h) */
 };
 
 struct sb_comm_ops {
@@ -130,7 +134,10 @@ struct sb_comm {
 };
 
 /* Timed, counted wrappers: each adds one call, its bytes and its seconds
- * to c->counters[kind]. Errors: SB_ERR_COMM with the library's message. */
+ * to c->counters[kind], and records the call in this thread's flight
+ * recorder (comm/flight.h), whose entry gives the watchdog its deadline
+ * (comm/watchdog.h). Errors: SB_ERR_COMM with the library's message (or the
+ * watchdog's line on a timeout); SB_ERR_INTERRUPTED on SIGINT/SIGTERM. */
 sb_status sb_comm_allreduce(struct sb_comm *c, float *buf, size_t n);
 sb_status sb_comm_broadcast(struct sb_comm *c, float *buf, size_t n, int root);
 sb_status sb_comm_send(struct sb_comm *c, const float *buf, size_t n, int peer,
@@ -182,7 +189,8 @@ sb_status sb_comm_split(struct sb_comm *c, int color, int key, struct sb_comm **
 sb_status sb_comm_split_hosts(struct sb_comm *c, int ranks_per_host, struct sb_comm **local,
                               struct sb_comm **cross);
 
-/* Uncounted: metrics reductions are not training traffic. */
+/* Uncounted: metrics reductions are not training traffic (recorded in the
+ * flight recorder as "metrics"). */
 sb_status sb_comm_allreduce_f64(struct sb_comm *c, double *buf, size_t n);
 
 /* Agrees on a set-up step that each rank did on its own: every rank of c

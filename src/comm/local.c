@@ -6,20 +6,55 @@
  * Two barriers per call; each element is read N times and written N times,
  * the minimum for N replicas that each keep a full copy. */
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "comm/comm.h"
+#include "comm/flight.h"
+#include "comm/watchdog.h"
 #include "core/barrier.h"
+#include "core/clock.h"
 
 struct sb_local_group {
     int n;
     struct sb_barrier barrier;
+    _Atomic int64_t *arrived; /* (n) flight sequence number each thread last entered */
     float **bufs;   /* (n) published float buffers */
     double **dbufs; /* (n) published double buffers */
 };
 
-static void wait_all(struct sb_local_group *g) { sb_barrier_wait(&g->barrier); }
+/* Meets the other replica threads with the watchdog's deadline (the
+ * current call's issue time + --timeout) and gives up on SIGINT/SIGTERM.
+ * Errors: SB_ERR_COMM naming the call and the replicas that did not arrive;
+ * SB_ERR_INTERRUPTED. */
+static sb_status wait_all(struct sb_comm *c)
+{
+    struct sb_local_group *g = c->impl;
+    struct sb_flight_entry *e = sb_flight_current();
+    int64_t seq = e ? e->seq : 0;
+    atomic_store(&g->arrived[c->rank], seq);
+    double deadline = sb_watchdog_deadline(e ? e->start_s : sb_now_s());
+    sb_status st = sb_barrier_wait_until(&g->barrier, deadline, 1);
+    if (st == SB_ERR_INTERRUPTED) return sb_error(SB_ERR_INTERRUPTED, "interrupted");
+    if (st == SB_OK) return SB_OK;
+    char desc[160] = "an exchange", missing[256] = "";
+    if (e) {
+        e->state = SB_FLIGHT_TIMED_OUT;
+        e->end_s = sb_now_s();
+        sb_flight_describe(e, desc, sizeof desc);
+    }
+    size_t used = 0;
+    for (int q = 0; q < g->n; q++) {
+        if (atomic_load(&g->arrived[q]) >= seq) continue;
+        int w = snprintf(missing + used, sizeof missing - used, "%s%d", used ? ", " : "", q);
+        if (w > 0 && (size_t)w < sizeof missing - used) used += (size_t)w;
+    }
+    return sb_error(SB_ERR_COMM, "watchdog: %s did not complete within %g s: replica "
+                    "thread%s %s did not arrive", desc, sb_watchdog_timeout_s(),
+                    strchr(missing, ',') ? "s" : "", used ? missing : "?");
+}
 
 static void chunk(size_t n, int parts, int r, size_t *lo, size_t *hi)
 {
@@ -32,7 +67,7 @@ static sb_status local_allreduce(struct sb_comm *c, float *buf, size_t n)
     struct sb_local_group *g = c->impl;
     if (g->n == 1) return SB_OK; /* the sum over one replica is itself */
     g->bufs[c->rank] = buf;
-    wait_all(g);
+    SB_TRY(wait_all(c));
     size_t lo, hi;
     chunk(n, g->n, c->rank, &lo, &hi);
     for (size_t i = lo; i < hi; i++) {
@@ -40,15 +75,14 @@ static sb_status local_allreduce(struct sb_comm *c, float *buf, size_t n)
         for (int q = 1; q < g->n; q++) s += g->bufs[q][i];
         for (int q = 0; q < g->n; q++) g->bufs[q][i] = s;
     }
-    wait_all(g);
-    return SB_OK;
+    return wait_all(c);
 }
 
 static sb_status local_allreduce_f64(struct sb_comm *c, double *buf, size_t n)
 {
     struct sb_local_group *g = c->impl;
     g->dbufs[c->rank] = buf;
-    wait_all(g);
+    SB_TRY(wait_all(c));
     size_t lo, hi;
     chunk(n, g->n, c->rank, &lo, &hi);
     for (size_t i = lo; i < hi; i++) {
@@ -56,18 +90,16 @@ static sb_status local_allreduce_f64(struct sb_comm *c, double *buf, size_t n)
         for (int q = 1; q < g->n; q++) s += g->dbufs[q][i];
         for (int q = 0; q < g->n; q++) g->dbufs[q][i] = s;
     }
-    wait_all(g);
-    return SB_OK;
+    return wait_all(c);
 }
 
 static sb_status local_broadcast(struct sb_comm *c, float *buf, size_t n, int root)
 {
     struct sb_local_group *g = c->impl;
     g->bufs[c->rank] = buf;
-    wait_all(g);
+    SB_TRY(wait_all(c));
     if (c->rank != root) memcpy(buf, g->bufs[root], n * sizeof *buf);
-    wait_all(g);
-    return SB_OK;
+    return wait_all(c);
 }
 
 static sb_status local_send(struct sb_comm *c, const float *buf, size_t n, int peer)
@@ -104,15 +136,18 @@ sb_status sb_local_group_create(int n, struct sb_local_group **out)
     g->n = n;
     g->bufs = calloc((size_t)n, sizeof *g->bufs);
     g->dbufs = calloc((size_t)n, sizeof *g->dbufs);
-    if (!g->bufs || !g->dbufs) {
+    g->arrived = calloc((size_t)n, sizeof *g->arrived);
+    if (!g->bufs || !g->dbufs || !g->arrived) {
         free(g->bufs);
         free(g->dbufs);
+        free(g->arrived);
         free(g);
         return sb_error(SB_ERR_NOMEM, "local communicator: out of memory");
     }
     if (sb_barrier_init(&g->barrier, n) != SB_OK) {
         free(g->bufs);
         free(g->dbufs);
+        free(g->arrived);
         free(g);
         return sb_error(SB_ERR_COMM, "local communicator: cannot create its barrier");
     }
@@ -126,6 +161,7 @@ void sb_local_group_destroy(struct sb_local_group *g)
     sb_barrier_destroy(&g->barrier);
     free(g->bufs);
     free(g->dbufs);
+    free(g->arrived);
     free(g);
 }
 

@@ -6,9 +6,11 @@
 #include <limits.h>
 #include <mpi.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "comm/comm.h"
 #include "comm/mpi_allreduce.h"
+#include "comm/mpi_wait.h"
 
 /* The communicator's state: a duplicate of the caller's MPI communicator,
  * the sequence number of the next stratbench all-reduce (its message tag)
@@ -33,48 +35,112 @@ static MPI_Comm handle(struct sb_comm *c) { return ((struct mpi_impl *)c->impl)-
 /* MPI counts are int: split larger buffers into chunks of at most 1 Gi. */
 #define MPI_CHUNK ((size_t)1 << 30)
 
-static sb_status mpi_allreduce(struct sb_comm *c, float *buf, size_t n)
+/* Every exchange below is non-blocking MPI plus the one polling wait with
+ * the watchdog's deadline (sb_mpi_wait, comm/mpi_wait.h), so that a stalled
+ * peer ends the job instead of hanging it. */
+
+/* Chunks of at most MPI_CHUNK floats in n. */
+static int chunks_of(size_t n) { return n ? (int)((n + MPI_CHUNK - 1) / MPI_CHUNK) : 0; }
+
+/* Requests for up to `k` chunks: `local` when k is 1 (no allocation on
+ * the common path), else malloc'd (free with release()). */
+static MPI_Request *requests(int k, MPI_Request *local)
 {
-    for (size_t o = 0; o < n; o += MPI_CHUNK) {
-        int k = (int)(n - o < MPI_CHUNK ? n - o : MPI_CHUNK);
-        SB_TRY(mpi_check(MPI_Allreduce(MPI_IN_PLACE, buf + o, k, MPI_FLOAT, MPI_SUM,
-                                       handle(c)), "MPI_Allreduce"));
-    }
-    return SB_OK;
+    return k <= 1 ? local : malloc((size_t)k * sizeof(MPI_Request));
 }
 
+static void release(MPI_Request *r, MPI_Request *local)
+{
+    if (r != local) free(r);
+}
+
+static sb_status mpi_allreduce(struct sb_comm *c, float *buf, size_t n)
+{
+    MPI_Request one, *r = requests(chunks_of(n), &one);
+    if (!r) return sb_error(SB_ERR_NOMEM, "MPI_Iallreduce: out of memory");
+    int k = 0;
+    sb_status st = SB_OK;
+    for (size_t o = 0; o < n && !st; o += MPI_CHUNK, k++) {
+        int m = (int)(n - o < MPI_CHUNK ? n - o : MPI_CHUNK);
+        st = mpi_check(MPI_Iallreduce(MPI_IN_PLACE, buf + o, m, MPI_FLOAT, MPI_SUM, handle(c),
+                                      &r[k]), "MPI_Iallreduce");
+        if (st) k--;
+    }
+    sb_status wst = sb_mpi_wait(r, k, MPI_STATUSES_IGNORE, "MPI_Iallreduce");
+    release(r, &one);
+    return st ? st : wst;
+}
+
+/* Metrics are a few doubles, often on the caller's stack: they travel
+ * through a heap copy that stays allocated if a wait gives up with the
+ * reduction in flight (MPI would otherwise write into a dead frame). */
 static sb_status mpi_allreduce_f64(struct sb_comm *c, double *buf, size_t n)
 {
-    return mpi_check(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM,
-                                   handle(c)), "MPI_Allreduce");
+    double *copy = malloc((n ? n : 1) * sizeof *copy);
+    if (!copy) return sb_error(SB_ERR_NOMEM, "MPI_Iallreduce: out of memory");
+    memcpy(copy, buf, n * sizeof *copy);
+    MPI_Request r;
+    sb_status st = mpi_check(MPI_Iallreduce(MPI_IN_PLACE, copy, (int)n, MPI_DOUBLE, MPI_SUM,
+                                            handle(c), &r), "MPI_Iallreduce");
+    if (st) {
+        free(copy);
+        return st;
+    }
+    st = sb_mpi_wait(&r, 1, MPI_STATUSES_IGNORE, "MPI_Iallreduce");
+    if (st) return st; /* still in flight: `copy` is left to MPI */
+    memcpy(buf, copy, n * sizeof *copy);
+    free(copy);
+    return SB_OK;
 }
 
 static sb_status mpi_broadcast(struct sb_comm *c, float *buf, size_t n, int root)
 {
-    for (size_t o = 0; o < n; o += MPI_CHUNK) {
-        int k = (int)(n - o < MPI_CHUNK ? n - o : MPI_CHUNK);
-        SB_TRY(mpi_check(MPI_Bcast(buf + o, k, MPI_FLOAT, root, handle(c)), "MPI_Bcast"));
+    MPI_Request one, *r = requests(chunks_of(n), &one);
+    if (!r) return sb_error(SB_ERR_NOMEM, "MPI_Ibcast: out of memory");
+    int k = 0;
+    sb_status st = SB_OK;
+    for (size_t o = 0; o < n && !st; o += MPI_CHUNK, k++) {
+        int m = (int)(n - o < MPI_CHUNK ? n - o : MPI_CHUNK);
+        st = mpi_check(MPI_Ibcast(buf + o, m, MPI_FLOAT, root, handle(c), &r[k]), "MPI_Ibcast");
+        if (st) k--;
     }
-    return SB_OK;
+    sb_status wst = sb_mpi_wait(r, k, MPI_STATUSES_IGNORE, "MPI_Ibcast");
+    release(r, &one);
+    return st ? st : wst;
 }
 
 static sb_status mpi_send(struct sb_comm *c, const float *buf, size_t n, int peer)
 {
-    for (size_t o = 0; o < n; o += MPI_CHUNK) {
-        int k = (int)(n - o < MPI_CHUNK ? n - o : MPI_CHUNK);
-        SB_TRY(mpi_check(MPI_Send(buf + o, k, MPI_FLOAT, peer, 0, handle(c)), "MPI_Send"));
+    MPI_Request one, *r = requests(chunks_of(n), &one);
+    if (!r) return sb_error(SB_ERR_NOMEM, "MPI_Isend: out of memory");
+    int k = 0;
+    sb_status st = SB_OK;
+    for (size_t o = 0; o < n && !st; o += MPI_CHUNK, k++) {
+        int m = (int)(n - o < MPI_CHUNK ? n - o : MPI_CHUNK);
+        st = mpi_check(MPI_Isend(buf + o, m, MPI_FLOAT, peer, 0, handle(c), &r[k]),
+                       "MPI_Isend");
+        if (st) k--;
     }
-    return SB_OK;
+    sb_status wst = sb_mpi_wait(r, k, MPI_STATUSES_IGNORE, "MPI_Isend");
+    release(r, &one);
+    return st ? st : wst;
 }
 
 static sb_status mpi_recv(struct sb_comm *c, float *buf, size_t n, int peer)
 {
-    for (size_t o = 0; o < n; o += MPI_CHUNK) {
-        int k = (int)(n - o < MPI_CHUNK ? n - o : MPI_CHUNK);
-        SB_TRY(mpi_check(MPI_Recv(buf + o, k, MPI_FLOAT, peer, 0, handle(c),
-                                  MPI_STATUS_IGNORE), "MPI_Recv"));
+    MPI_Request one, *r = requests(chunks_of(n), &one);
+    if (!r) return sb_error(SB_ERR_NOMEM, "MPI_Irecv: out of memory");
+    int k = 0;
+    sb_status st = SB_OK;
+    for (size_t o = 0; o < n && !st; o += MPI_CHUNK, k++) {
+        int m = (int)(n - o < MPI_CHUNK ? n - o : MPI_CHUNK);
+        st = mpi_check(MPI_Irecv(buf + o, m, MPI_FLOAT, peer, 0, handle(c), &r[k]),
+                       "MPI_Irecv");
+        if (st) k--;
     }
-    return SB_OK;
+    sb_status wst = sb_mpi_wait(r, k, MPI_STATUSES_IGNORE, "MPI_Irecv");
+    release(r, &one);
+    return st ? st : wst;
 }
 
 /* The first chunk from any source fixes the peer; later chunks of the same
@@ -84,9 +150,11 @@ static sb_status mpi_recv_any(struct sb_comm *c, float *buf, size_t n, int *peer
     int source = MPI_ANY_SOURCE;
     for (size_t o = 0; o < n || o == 0; o += MPI_CHUNK) {
         int k = (int)(n - o < MPI_CHUNK ? n - o : MPI_CHUNK);
+        MPI_Request r;
         MPI_Status status;
-        SB_TRY(mpi_check(MPI_Recv(buf + o, k, MPI_FLOAT, source, 0, handle(c), &status),
-                         "MPI_Recv"));
+        SB_TRY(mpi_check(MPI_Irecv(buf + o, k, MPI_FLOAT, source, 0, handle(c), &r),
+                         "MPI_Irecv"));
+        SB_TRY(sb_mpi_wait(&r, 1, &status, "MPI_Irecv"));
         source = status.MPI_SOURCE;
         if (n == 0) break;
     }
@@ -171,7 +239,9 @@ static sb_status mpi_progress(struct sb_comm_request *req, int block, int *done)
     if (p->op) {
         SB_TRY(sb_ar_progress(p->op, block, done));
     } else if (block) {
-        SB_TRY(mpi_check(MPI_Waitall(p->n, p->req, MPI_STATUSES_IGNORE), "MPI_Waitall"));
+        /* With the watchdog's deadline; on an error the requests stay
+         * pending and p stays allocated (the job is ending). */
+        SB_TRY(sb_mpi_wait(p->req, p->n, MPI_STATUSES_IGNORE, "MPI_Iallreduce"));
         *done = 1;
     } else {
         SB_TRY(mpi_check(MPI_Testall(p->n, p->req, done, MPI_STATUSES_IGNORE), "MPI_Testall"));

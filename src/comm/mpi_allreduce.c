@@ -1,6 +1,7 @@
 /* Ring and recursive-doubling all-reduce on non-blocking point-to-point
  * messages; see mpi_allreduce.h. */
 #include "comm/mpi_allreduce.h"
+#include "comm/mpi_wait.h"
 
 #include <stdlib.h>
 
@@ -269,11 +270,14 @@ sb_status sb_ar_progress(struct sb_ar_op *o, int block, int *done)
     while (o->step < o->n_steps) {
         if (o->n_req > 0) {
             int flag = 1;
-            int rc = block ? MPI_Waitall(o->n_req, o->req, MPI_STATUSES_IGNORE)
-                           : MPI_Testall(o->n_req, o->req, &flag, MPI_STATUSES_IGNORE);
             /* On an error the op is abandoned, not pooled: its requests
-             * may still be pending (the job ends anyway). */
-            SB_TRY(check(rc, block ? "MPI_Waitall" : "MPI_Testall"));
+             * may still be pending (the job ends anyway). Blocking waits
+             * carry the watchdog's deadline (comm/mpi_wait.h). */
+            if (block)
+                SB_TRY(sb_mpi_wait(o->req, o->n_req, MPI_STATUSES_IGNORE, "all-reduce step"));
+            else
+                SB_TRY(check(MPI_Testall(o->n_req, o->req, &flag, MPI_STATUSES_IGNORE),
+                             "MPI_Testall"));
             if (!flag) return SB_OK;
         }
         finish_step(o);

@@ -33,6 +33,16 @@ sb_status sb_barrier_init(struct sb_barrier *b, int n);
  * by any thread before its call is visible to every thread after it. */
 void sb_barrier_wait(struct sb_barrier *b);
 
+/* Like sb_barrier_wait, but gives up at deadline_s (the sb_now_s clock;
+ * HUGE_VAL = never) and, if check_signals, when SIGINT or SIGTERM has
+ * arrived (core/interrupt.h; checked every 50 ms while sleeping). Returns
+ * SB_OK when all n arrived, SB_ERR_COMM at the deadline, SB_ERR_INTERRUPTED
+ * on a signal; no message is recorded (the caller names what it waited
+ * for). A thread that gave up still counts as arrived in this generation,
+ * so the barrier should not be used again except by threads that will all
+ * arrive: the job is ending. */
+sb_status sb_barrier_wait_until(struct sb_barrier *b, double deadline_s, int check_signals);
+
 void sb_barrier_destroy(struct sb_barrier *b);
 
 #endif

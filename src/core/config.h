@@ -51,6 +51,8 @@ struct sb_config {
      * (strategies/strategy.h), never by the layers below strategies/. */
     _Alignas(double) unsigned char strategy_opts[SB_STRATEGY_OPTS_BYTES];
     char mllog_path[PATH_MAX];   /* "" = no :::MLLOG file (report/mllog.h) */
+    double timeout_s;            /* watchdog: an exchange not complete this many
+                                  * seconds after issue ends the job; 0 = off */
 };
 
 /* Learning rate actually used by the optimizer: lr, times replicas under

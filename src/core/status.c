@@ -29,6 +29,7 @@ int sb_status_exit_code(sb_status status)
     case SB_OK: return 0;
     case SB_ERR_USAGE:
     case SB_ERR_INPUT: return 2;
+    case SB_ERR_INTERRUPTED: return 130;
     default: return 1;
     }
 }
@@ -45,6 +46,7 @@ const char *sb_status_name(sb_status status)
     case SB_ERR_DEVICE: return "device error";
     case SB_ERR_INTERNAL: return "internal error";
     case SB_ERR_DIVERGED: return "training diverged";
+    case SB_ERR_INTERRUPTED: return "interrupted";
     }
     return "unknown error";
 }

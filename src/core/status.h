@@ -17,8 +17,9 @@ typedef enum {
     SB_ERR_COMM,    /* MPI, NCCL or thread communication failed   -> exit 1 */
     SB_ERR_DEVICE,  /* CUDA, cuBLAS or BLAS failed                -> exit 1 */
     SB_ERR_INTERNAL, /* a broken invariant: a bug                 -> exit 1 */
-    SB_ERR_DIVERGED  /* the loss became NaN or infinite; every rank
+    SB_ERR_DIVERGED, /* the loss became NaN or infinite; every rank
                       * of the job returns it together (no abort)  -> exit 1 */
+    SB_ERR_INTERRUPTED /* SIGINT or SIGTERM (core/interrupt.h)     -> exit 130 */
 } sb_status;
 
 /* Records the error line "<printf-formatted message>" for this thread and
@@ -34,7 +35,8 @@ const char *sb_error_message(void);
  * thread's error to the thread that reports it). */
 void sb_error_set_message(const char *msg);
 
-/* Process exit status for `status`: 0 ok, 2 usage or input, 1 otherwise. */
+/* Process exit status for `status`: 0 ok, 2 usage or input, 130 interrupted
+ * (128 + SIGINT, as a shell reports Ctrl-C), 1 otherwise. */
 int sb_status_exit_code(sb_status status);
 
 /* Short name of a status ("usage error", "input error", ...). */

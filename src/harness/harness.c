@@ -10,7 +10,10 @@
 
 #include "backend/cuda.h"
 #include "core/atomic_file.h"
+#include "comm/flight.h"
+#include "comm/watchdog.h"
 #include "core/clock.h"
+#include "core/interrupt.h"
 #include "core/nvtx.h"
 #include "data/sampler.h"
 #include "harness/consistency.h"
@@ -142,6 +145,8 @@ static sb_status train_epochs(struct loop *L)
                 sb_strategy_comm_counters(L->s, rec->comm_before, &ranks);
                 sb_strategy_reset_comm_counters(L->s);
             }
+            if (sb_interrupted()) return sb_error(SB_ERR_INTERRUPTED, "interrupted");
+            sb_flight_set_step(step);
             struct sb_step_result r;
             memset(&r, 0, sizeof r);
             sb_nvtx_push("step", SB_NVTX_STEP, (uint64_t)step);
@@ -382,10 +387,14 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
             printf("\n");
         }
     }
-    ops->destroy(&s);
-    /* The GPU context this thread used (stream, cuBLAS handle, scratch):
-     * single, ddp and central run on this thread; a no-op on cpu. */
-    sb_cuda_release_thread();
+    /* After a timeout or a signal MPI may still write buffers the strategy
+     * owns: leave them allocated, the process is ending. */
+    if (!sb_watchdog_abandoned()) {
+        ops->destroy(&s);
+        /* The GPU context this thread used (stream, cuBLAS handle, scratch):
+         * single, ddp and central run on this thread; a no-op on cpu. */
+        sb_cuda_release_thread();
+    }
     /* After destroy: replica threads have joined, their spans are final. */
     if (!st && tracing) {
         st = sb_trace_write(cfg->trace_path, mpi_world, job->rank, job->size);

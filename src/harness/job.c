@@ -1,5 +1,6 @@
 /* MPI job lifetime and self-launch; see job.h. */
 #include "harness/job.h"
+#include "harness/launch_watch.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -120,7 +121,7 @@ void sb_job_finish(struct sb_job *job)
     job->n_hosts = 0;
 }
 
-sb_status sb_job_relaunch_under_mpirun(int np, int argc, char **argv)
+sb_status sb_job_relaunch_under_mpirun(int np, int argc, char **argv, int *exit_code)
 {
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -174,13 +175,7 @@ sb_status sb_job_relaunch_under_mpirun(int np, int argc, char **argv)
     for (int i = 1; i < argc; i++) args[k++] = argv[i];
     args[k] = NULL;
 
-    fflush(stdout);
-    fflush(stderr);
-    execvp(args[0], args);
-    sb_status st = sb_error(SB_ERR_USAGE,
-                            "%s: cannot start the MPI launcher: %s (hint: apt-get install "
-                            "openmpi-bin, or set STRATBENCH_MPIRUN)",
-                            args[0], strerror(errno));
+    sb_status st = sb_launch_watch(args, exit_code);
     free(words);
     free(args);
     return st;

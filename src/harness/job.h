@@ -47,19 +47,21 @@ void sb_job_abort(struct sb_job *job, int code);
 /* Finalises MPI (if started) and frees the host list. */
 void sb_job_finish(struct sb_job *job);
 
-/* Replaces this process by `mpirun -np <np> <this program> <argv[1..]>`,
- * so a user's `stratbench train --strategy ddp --replicas 4` runs as the
- * MPI job it needs, as torchrun or horovodrun would. Sets what Open MPI
+/* Runs `mpirun -np <np> <this program> <argv[1..]>` as a watched child
+ * (harness/launch_watch.h), so a user's `stratbench train --strategy ddp
+ * --replicas 4` runs as the MPI job it needs, as torchrun or horovodrun
+ * would, and sets *exit_code to the status to exit with once it ends. Sets what Open MPI
  * needs on a workstation or container unless the user set it already:
  * running as root (OMPI_ALLOW_RUN_AS_ROOT*), more ranks than cores
  * (--oversubscribe), no CMA single-copy, and a lone rank not bound to one
  * core (--bind-to none). $STRATBENCH_MPIRUN overrides the
- * launcher command (e.g. "mpirun --hostfile hosts"). Returns only on
- * failure: SB_ERR_USAGE naming the launcher when it cannot be started.
- * Open MPI's banners are suppressed (mpirun -q), and the ranks get
- * STRATBENCH_LAUNCHED=mpirun (-x) so their report names the launcher.
- * $STRATBENCH_LAUNCHER=srun hands over to sb_job_relaunch_under_srun. */
-sb_status sb_job_relaunch_under_mpirun(int np, int argc, char **argv);
+ * launcher command (e.g. "mpirun --hostfile hosts"). Open MPI's banners are
+ * suppressed (mpirun -q), and the ranks get STRATBENCH_LAUNCHED=mpirun (-x)
+ * so their report names the launcher. $STRATBENCH_LAUNCHER=srun hands over
+ * to sb_job_relaunch_under_srun (which replaces this process). Returns
+ * SB_OK once mpirun has ended (*exit_code set); SB_ERR_USAGE naming the
+ * launcher when it cannot be started. */
+sb_status sb_job_relaunch_under_mpirun(int np, int argc, char **argv, int *exit_code);
 
 /* Replaces this process by `srun -n <np> --mpi=pmix --kill-on-bad-exit=1
  * [--overcommit] <self> <argv[1..]>` (STRATBENCH_LAUNCHER=srun): a job step

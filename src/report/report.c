@@ -83,6 +83,7 @@ static void add_config(cJSON *root, const struct sb_run_record *rec, int *fail)
     sb_json_add_str_or_null(o, "trace", c->trace_path, fail);
     if (!cJSON_AddBoolToObject(o, "cuda_graph", c->cuda_graph)) *fail = 1;
     sb_json_add_str_or_null(o, "mllog", c->mllog_path, fail);
+    sb_json_add_num(o, "timeout_s", c->timeout_s, fail);
 }
 
 /* "strategy_details": the numbers a strategy states about itself (bucket
