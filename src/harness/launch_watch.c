@@ -19,7 +19,7 @@
 /* Seconds after forwarding SIGTERM before mpirun and its ranks get SIGKILL. */
 #define KILL_AFTER_S 3.0
 /* Seconds mpirun gets to end the job after a rank's error line. */
-#define ABORT_WAIT_S 2.0
+#define ABORT_WAIT_S 1.5
 
 /* Open MPI frames its messages with a line of 74 dashes. */
 static int is_frame(const char *line)

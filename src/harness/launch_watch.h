@@ -10,7 +10,7 @@
  *   has not ended 3 s later, mpirun and its ranks get SIGKILL; then
  *   "stratbench: interrupted (SIGINT)", exit 130;
  * - a rank printed its error line (it calls MPI_Abort) but mpirun has not
- *   ended 2 s later (a host cut off from the network keeps mpirun waiting
+ *   ended 1.5 s later (a host cut off from the network keeps mpirun waiting
  *   for its daemon): mpirun gets SIGTERM, then every descendant SIGKILL;
  * - otherwise mpirun's exit status, with the ranks' stratbench lines.
  *

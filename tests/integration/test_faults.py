@@ -16,7 +16,7 @@ import pytest
 from conftest import REPO_ROOT, child_env, mpirun_cmd
 
 TIMEOUT = 3          # --timeout of the stall tests, seconds
-LONG_RUN = ["--epochs", "50", "--threads", "1"]
+LONG_RUN = ["--device", "cpu", "--epochs", "50", "--threads", "1"]
 
 
 def rank_pids(top_pid):
