@@ -161,7 +161,6 @@ sb_status sb_job_relaunch_under_mpirun(int np, int argc, char **argv, int *exit_
     args[k++] = "-np";
     args[k++] = np_text;
     args[k++] = "--oversubscribe";
-    args[k++] = "-q"; /* no Open MPI banners: stratbench's own lines come first and last */
     args[k++] = "-x";
     args[k++] = SB_LAUNCHED_ENV;
     if (np == 1) {

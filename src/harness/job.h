@@ -50,14 +50,16 @@ void sb_job_finish(struct sb_job *job);
 /* Runs `mpirun -np <np> <this program> <argv[1..]>` as a watched child
  * (harness/launch_watch.h), so a user's `stratbench train --strategy ddp
  * --replicas 4` runs as the MPI job it needs, as torchrun or horovodrun
- * would, and sets *exit_code to the status to exit with once it ends. Sets what Open MPI
- * needs on a workstation or container unless the user set it already:
+ * would, and sets *exit_code to the status to exit with once it ends.
+ * Sets what Open MPI needs on a workstation or container unless the user
+ * set it already:
  * running as root (OMPI_ALLOW_RUN_AS_ROOT*), more ranks than cores
  * (--oversubscribe), no CMA single-copy, and a lone rank not bound to one
  * core (--bind-to none). $STRATBENCH_MPIRUN overrides the
- * launcher command (e.g. "mpirun --hostfile hosts"). Open MPI's banners are
- * suppressed (mpirun -q), and the ranks get STRATBENCH_LAUNCHED=mpirun (-x)
- * so their report names the launcher. $STRATBENCH_LAUNCHER=srun hands over
+ * launcher command (e.g. "mpirun --hostfile hosts"). The watcher drops
+ * the Open MPI banners it turns into its own line (not mpirun -q, which
+ * would hide the banner naming a killed rank); the ranks get
+ * STRATBENCH_LAUNCHED=mpirun (-x) so their report names the launcher. $STRATBENCH_LAUNCHER=srun hands over
  * to sb_job_relaunch_under_srun (which replaces this process). Returns
  * SB_OK once mpirun has ended (*exit_code set); SB_ERR_USAGE naming the
  * launcher when it cannot be started. */

@@ -76,9 +76,13 @@ static void end_block(struct watch *w)
             snprintf(w->dead_host, sizeof w->dead_host, "%s", host);
         }
     }
+    /* The banners whose news stratbench's own line gives; any other one
+     * (a warning, a launch failure) is printed as Open MPI wrote it. */
     int replaced = p || strstr(b, "MPI_ABORT was invoked") ||
                    strstr(b, "Primary job  terminated normally") ||
-                   strstr(b, "Primary job terminated normally");
+                   strstr(b, "Primary job terminated normally") ||
+                   strstr(b, "detected that one or more processes exited with non-zero") ||
+                   strstr(b, "has exited due to process rank");
     if (!replaced && w->block_len) fputs(b, stderr);
     w->block_len = 0;
     if (w->block) w->block[0] = '\0';

@@ -16,7 +16,8 @@
  *
  * mpirun's stderr passes through a pipe: the watcher keeps every line but
  * Open MPI's framed banners that it has turned into its own line (MPI_ABORT,
- * "Primary job terminated normally ...", "mpirun noticed that process ...").
+ * "Primary job terminated normally ...", "mpirun noticed that process ...",
+ * "mpirun detected that one or more processes exited with non-zero status").
  * stdout is not touched (epoch lines arrive as the ranks write them). */
 #ifndef SB_LAUNCH_WATCH_H
 #define SB_LAUNCH_WATCH_H
