@@ -466,6 +466,7 @@ sb_status sb_train_check_outputs(const struct sb_config *c)
         {"--report", c->report_path},
         {"--trace", c->trace_path},
         {"--save-params", c->save_params_path},
+        {"--mllog", c->mllog_path},
     };
     return sb_outputs_check(outs, (int)(sizeof outs / sizeof outs[0]));
 }

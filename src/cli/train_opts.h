@@ -35,7 +35,8 @@ sb_status sb_train_opts_parse(struct sb_train_opts *opts, int argc, char **argv)
  * SB_ERR_INPUT naming the image file, SB_ERR_USAGE naming the flag. */
 sb_status sb_train_check_data(const struct sb_config *cfg, const struct sb_mnist *data);
 
-/* Checks every output the run will write (--report, --trace, --save-params)
+/* Checks every output the run will write (--report, --trace, --save-params,
+ * --mllog)
  * before any work: see sb_outputs_check (src/cli/outputs.h). Called where
  * the outputs are written (rank 0, or before launching mpirun). Errors:
  * SB_ERR_USAGE naming the flag. */

@@ -291,6 +291,8 @@ def output_case(tmp_path, case):
     if case == "missing-dir-params":
         return ["--report", tmp_path / "r.json", "--save-params", tmp_path / "nodir" / "p.bin"], \
             ["--save-params", "does not exist"]
+    if case == "missing-dir-mllog":
+        return ["--mllog", tmp_path / "nodir" / "m.log"], ["--mllog", "does not exist"]
     if case == "report-is-trace":
         return ["--report", tmp_path / "r.json", "--trace", tmp_path / "r.json"], \
             ["--trace", "same file as --report"]
@@ -310,7 +312,7 @@ def output_case(tmp_path, case):
 
 
 @pytest.mark.parametrize("case", ["missing-dir-report", "missing-dir-trace", "missing-dir-params",
-                                  "report-is-trace", "same-file-other-spelling", "directory",
+                                  "missing-dir-mllog", "report-is-trace", "same-file-other-spelling", "directory",
                                   "symlink", "trailing-slash"])
 @pytest.mark.parametrize("strategy", ["single", "ddp"])
 def test_bad_output_fails_before_training(case, strategy, stratbench, mnist_dir, tmp_path):

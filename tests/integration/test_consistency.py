@@ -63,8 +63,10 @@ def test_a_corrupted_replica_fails_the_run(name, replica, stratbench, mnist_dir,
     assert not report_path.exists()  # a failed run leaves no report
     # The same hook with --check-every catches it at the first check, mid-run.
     proc = run([stratbench, "train", "--data", mnist_dir, *flags, "--batch", "32",
-                "--max-steps", "6", "--check-every", "2"], env=env, timeout=600)
+                "--max-steps", "6", "--check-every", "2"], env=env, timeout=600, cwd=tmp_path)
     assert proc.returncode == 1 and "after step 2" in proc.stderr, describe(proc)
+    # Without --report the flight recorder lands in the working directory.
+    assert len(list(tmp_path.glob("stratbench-*.flight.json"))) == 1, describe(proc)
 
 
 def test_bad_check_every_is_a_usage_error(stratbench, mnist_dir):
