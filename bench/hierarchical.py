@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """hierarchical against ddp (flat) on 2 hosts x 2 ranks over shaped links.
 
 Runs `--strategy ddp` (one flat MPI_Iallreduce per bucket over the 4 ranks) and
@@ -49,7 +49,7 @@ def parse_args():
                    default=REPO / "runs" / datetime.datetime.utcnow().strftime(
                        "hierarchical-%Y%m%dT%H%M%SZ"))
     p.add_argument("--build", type=pathlib.Path, default=REPO / "build")
-    p.add_argument("--data", default=os.environ.get("STRATBENCH_DATA"))
+    p.add_argument("--data", default=os.environ.get("STRATBENCH_DATA", str(REPO / "data" / "mnist")))
     p.add_argument("--rates", default="100mbit,1gbit")
     p.add_argument("--hidden", default="1024,1024")
     p.add_argument("--steps", type=int, default=30, help="steps of the long run")

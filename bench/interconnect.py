@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Strategy crossover over emulated interconnects: step time against link rate.
 
 Runs single, ddp, central --servers 1 and central --servers 2 (2 replicas each, one
@@ -91,7 +91,7 @@ def parse_args():
                    default=REPO / "runs" / datetime.datetime.utcnow().strftime(
                        "interconnect-%Y%m%dT%H%M%SZ"))
     p.add_argument("--build", type=pathlib.Path, default=REPO / "build")
-    p.add_argument("--data", default=os.environ.get("STRATBENCH_DATA"))
+    p.add_argument("--data", default=os.environ.get("STRATBENCH_DATA", str(REPO / "data" / "mnist")))
     p.add_argument("--rates", default="100mbit,1gbit,unshaped")
     p.add_argument("--hidden", action="append", help="MLP widths (repeatable); default 256 "
                    "and 1024,1024")
@@ -292,7 +292,13 @@ def summarise(rows):
 
 
 def draw(summary, out_dir):
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        print(f"interconnect.py: no chart: this python ({sys.executable}) lacks matplotlib "
+              "(apt-get install python3-matplotlib, or pip install matplotlib); "
+              "--replot results.json draws it later", file=sys.stderr)
+        return
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -85,6 +85,7 @@ struct loop {
     double *loss_sums;   /* (2 + world size): loss sum, samples, per rank first bad step + 1 */
     int wrote_params;    /* this run wrote --save-params (removed if a later output fails) */
     int wrote_report;    /* this run wrote --report (likewise) */
+    int wrote_mllog;     /* this run wrote --mllog (likewise) */
     struct sb_noise_sample noise_start, noise_end;
     struct sb_mllog *ml;  /* --mllog events (rank 0; a no-op otherwise) */
 };
@@ -297,6 +298,7 @@ static void remove_outputs(const struct loop *L)
 {
     if (L->wrote_params) unlink(L->cfg->save_params_path);
     if (L->wrote_report) unlink(L->cfg->report_path);
+    if (L->wrote_mllog) unlink(L->cfg->mllog_path);
 }
 
 sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *data,
@@ -377,7 +379,10 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
     if (!st) st = save_params(&L);
     if (!st && job->rank == 0) {
         st = write_outputs(&L);
-        if (!st) st = sb_mllog_write(&ml, cfg->mllog_path);
+        if (!st && cfg->mllog_path[0]) {
+            st = sb_mllog_write(&ml, cfg->mllog_path);
+            L.wrote_mllog = !st;
+        }
         if (!st) {
             printf("final test_accuracy %.2f%%, time to %.2f%%: ", 100.0 * rec.final_test_accuracy,
                    100.0 * cfg->target_accuracy);

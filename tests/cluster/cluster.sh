@@ -163,12 +163,17 @@ cmd_exec() {
 #  - --bind-to none: every simulated host would bind its first rank to core 0;
 #  - mpi_yield_when_idle: ranks outnumber the cores of this machine, so a rank
 #    waiting for a message must yield the core to the one it waits for;
-#  - TCP between hosts over eth0 only (every host has one rank: no shared memory).
+#  - TCP between hosts over eth0 only (every host has one rank: no shared memory);
+#  - btl_tcp_links 2: two sockets per pair of ranks. With Open MPI 4.1's one
+#    socket, a pair sending to each other at once (a ring's or recursive
+#    doubling's exchange) got half the link each way after the first few MB
+#    (15 MB each way at 100 Mbit/s: 1.29 s, then 2.5 s; two sockets: 1.26-1.29 s
+#    every time), so ddp's ring at n = 2 ran at 2M/B instead of M/B.
 cmd_mpirun() {
     require_up
     echo "mpirun --hostfile $state/hostfile --mca plm_rsh_agent $here/agent" \
         "--bind-to none --mca mpi_yield_when_idle 1" \
-        "--mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0"
+        "--mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 --mca btl_tcp_links 2"
 }
 
 # tbf on both ends of every link: the root-side veth's egress limits what the

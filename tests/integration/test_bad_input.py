@@ -254,7 +254,7 @@ def test_diverged_training_ends_with_exit_1(strategy, stratbench, mnist_dir, tmp
     assert len(lines) == 1, describe(proc)
     assert re.fullmatch(r"stratbench: training diverged at step \d+: loss is (nan|infinite); "
                         r"lower --lr", lines[0]), describe(proc)
-    assert_nothing_left(tmp_path, "r.json", "p.bin")
+    assert_nothing_left(tmp_path, "r.json", "p.bin", "m.log")
 
 
 @pytest.mark.parametrize("flags,words", [
@@ -367,13 +367,13 @@ def test_read_only_directory_is_found_before_training(stratbench, mnist_dir, sma
 
 
 def test_a_run_that_fails_late_leaves_none_of_its_outputs(stratbench, mnist_dir, tmp_path):
-    """The trace is written last; when it fails, the report and parameters this run already
-    wrote are removed (a failed --trace used to leave the report behind)."""
+    """The trace is written last; when it fails, the report, parameters and :::MLLOG file this
+    run already wrote are removed (a failed --trace used to leave the report behind)."""
     trace_dir = tmp_path / "tracedir"
     trace_dir.mkdir()
     args = [str(a) for a in [stratbench, "train", "--data", mnist_dir, "--epochs", "2",
                              "--report", tmp_path / "r.json", "--save-params", tmp_path / "p.bin",
-                             "--trace", trace_dir / "t.json"]]
+                             "--mllog", tmp_path / "m.log", "--trace", trace_dir / "t.json"]]
     with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           env=child_env()) as p:
         first = p.stdout.readline()  # printed once training starts, after every check
@@ -381,4 +381,4 @@ def test_a_run_that_fails_late_leaves_none_of_its_outputs(stratbench, mnist_dir,
         out, err = p.communicate(timeout=300)
     assert p.returncode == 1, first + out + err
     assert "trace" in err and "t.json" in err, err
-    assert_nothing_left(tmp_path, "r.json", "p.bin")
+    assert_nothing_left(tmp_path, "r.json", "p.bin", "m.log")
