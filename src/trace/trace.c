@@ -61,6 +61,7 @@ static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tbuf *registry;
 static int next_tid;
 static double clock_offset_s;      /* this rank's clock minus rank 0's */
+static double clock_error_s;       /* bound on that offset's error, max over ranks */
 static double origin_s;            /* rank 0: trace start on its clock */
 
 static _Thread_local struct tbuf *tls;
@@ -148,10 +149,12 @@ static const struct sb_nvtx_hook nvtx_hook = {.push = sb_trace_push, .pop = sb_t
 /* Cristian's method against rank 0: rank r sends at t1, rank 0 answers
  * with its clock t0, rank r receives at t2; then rank 0's clock read t0
  * near the midpoint (t1 + t2) / 2, so offset = (t1 + t2) / 2 - t0. The
- * round with the shortest round trip bounds the error by half of it. */
+ * round with the shortest round trip bounds the error by half of it; the
+ * largest such bound over the ranks goes into the trace (otherData). */
 static sb_status measure_offset(MPI_Comm comm, int rank, int size)
 {
     clock_offset_s = 0.0;
+    clock_error_s = 0.0;
     if (rank == 0) {
         for (int r = 1; r < size; r++)
             for (int i = 0; i < PINGPONG_ROUNDS; i++) {
@@ -163,21 +166,23 @@ static sb_status measure_offset(MPI_Comm comm, int rank, int size)
                 if (MPI_Send(&t0, 1, MPI_DOUBLE, r, TAG_CLOCK, comm) != MPI_SUCCESS)
                     return sb_error(SB_ERR_COMM, "trace: clock ping-pong with rank %d failed", r);
             }
-        return SB_OK;
     }
-    double best_rtt = 1e30;
-    for (int i = 0; i < PINGPONG_ROUNDS; i++) {
+    double best_rtt = 0.0;
+    for (int i = 0; i < PINGPONG_ROUNDS && rank != 0; i++) {
         char ping = 0;
         double t0 = 0.0, t1 = sb_now_s();
         if (MPI_Send(&ping, 1, MPI_CHAR, 0, TAG_CLOCK, comm) != MPI_SUCCESS ||
             MPI_Recv(&t0, 1, MPI_DOUBLE, 0, TAG_CLOCK, comm, MPI_STATUS_IGNORE) != MPI_SUCCESS)
             return sb_error(SB_ERR_COMM, "trace: clock ping-pong with rank 0 failed");
         double t2 = sb_now_s();
-        if (t2 - t1 < best_rtt) {
+        if (i == 0 || t2 - t1 < best_rtt) {
             best_rtt = t2 - t1;
             clock_offset_s = 0.5 * (t1 + t2) - t0;
         }
     }
+    double bound = 0.5 * best_rtt;
+    if (MPI_Allreduce(&bound, &clock_error_s, 1, MPI_DOUBLE, MPI_MAX, comm) != MPI_SUCCESS)
+        return sb_error(SB_ERR_COMM, "trace: clock error all-reduce failed");
     return SB_OK;
 }
 
@@ -188,6 +193,8 @@ sb_status sb_trace_start(const void *mpi_world, int rank, int size, long max_ste
     atomic_store(&steps_seen, 0);
     atomic_store(&full, 0);
     atomic_fetch_add(&generation, 1);
+    clock_offset_s = 0.0;
+    clock_error_s = 0.0;
     if (mpi_world && size > 1)
         SB_TRY(measure_offset(*(const MPI_Comm *)mpi_world, rank, size));
     origin_s = sb_now_s();
@@ -314,6 +321,7 @@ static sb_status write_json(const char *path, const char *blocks, const long lon
     if (!fail && !cJSON_AddStringToObject(root, "displayTimeUnit", "ms")) fail = 1;
     cJSON *other = fail ? NULL : cJSON_AddObjectToObject(root, "otherData");
     if (!fail && !(other && cJSON_AddStringToObject(other, "clock", "CLOCK_MONOTONIC, rank 0") &&
+                   cJSON_AddNumberToObject(other, "clock_error_us", 1e6 * clock_error_s) &&
                    cJSON_AddNumberToObject(other, "max_steps", (double)max_steps_cfg) &&
                    cJSON_AddNumberToObject(other, "max_events_per_thread",
                                            SB_TRACE_MAX_EVENTS_PER_THREAD) &&
