@@ -14,9 +14,11 @@
  * server side. */
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/cost_model.h"
 #include "core/clock.h"
 #include "strategies/central.h"
 
@@ -271,6 +273,34 @@ static void central_describe(const struct sb_strategy *s, long measured_steps,
     sb_details_add(d, "staleness_samples", 0, &c->g_stale_count, 1);
 }
 
+/* One push-pull step of n workers through k servers (sb_cost_central_s:
+ * BytePS's bound for k >= 1; rank 0's link for k == 0); no overlap. */
+static void central_model_row(const struct sb_comm_model_query *q, int k,
+                              struct sb_comm_model_row *row)
+{
+    *row = (struct sb_comm_model_row){
+        .variant = "push-pull",
+        .servers = k,
+        .formula_name = k > 0 ? "central" : "central-servers0",
+        .formula = k > 0 ? "2(alpha + max(M/B, n M/(k B)))" : "2(alpha + (n-1) M/B)",
+        .comm_s = sb_cost_central_s(&q->link, q->replicas, k, q->bytes),
+        .exposed_s = NAN,
+    };
+    snprintf(row->legend, sizeof row->legend,
+             "central 2(a + max(M/B, nM/(kB))) (BytePS), no overlap;");
+}
+
+/* The run: its --servers. predict: one server, and one per worker (k = n;
+ * only k = 1 at n = 1). */
+static int central_comm_model(const struct sb_comm_model_query *q,
+                              struct sb_comm_model_row *rows, int cap)
+{
+    int servers[2] = {q->cfg ? sb_central_opts(q->cfg)->servers : 1, q->replicas};
+    int n = q->cfg || q->replicas <= 1 ? 1 : 2, k = 0;
+    for (; k < n && k < cap; k++) central_model_row(q, servers[k], &rows[k]);
+    return k;
+}
+
 /* Sync: every worker holds the servers' parameters after its pull (rank 0
  * with --servers 0 is server and worker 0); dedicated servers hold shards
  * only and take no part. Async: workers pull at different versions by
@@ -296,6 +326,7 @@ const struct sb_strategy_ops sb_strategy_central = {
     .evaluate = central_evaluate,
     .read_params = central_read_params,
     .describe = central_describe,
+    .comm_model = central_comm_model,
     .destroy = central_destroy,
     .replica_params = central_replica_params,
 };

@@ -16,9 +16,14 @@
  * that wrote it by an event, and the wait makes the compute stream wait on
  * its completion event; the host never blocks inside the step
  * (src/comm/nccl.c). */
+#include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "comm/allreduce_algo.h"
+#include "comm/cost_model.h"
 #include "core/clock.h"
 #include "core/stats.h"
 #include "strategies/buckets.h"
@@ -230,6 +235,87 @@ static void ddp_describe(const struct sb_strategy *s, long measured_steps,
     }
 }
 
+/* ddp's buckets for the model: the run's plan as its describe stated it
+ * (bucket_bytes, when all bucket_count are listed), else one bucket of the
+ * whole buffer; stratbench predict's: the measured run's list, else M split
+ * evenly into buckets of at most --bucket-mb's default (PyTorch's 25 MiB).
+ * Returns the count (<= cap). */
+static int model_buckets(const struct sb_comm_model_query *q, double *out, int cap)
+{
+    if (!q->cfg) {
+        if (q->bucket_bytes && q->n_buckets > 0 && q->n_buckets <= cap) {
+            for (int b = 0; b < q->n_buckets; b++) out[b] = q->bucket_bytes[b];
+            return q->n_buckets;
+        }
+        int n = (int)ceil(q->bytes / (ddp_options[0].def * 1048576.0));
+        if (n > cap) n = cap;
+        if (n < 1) n = 1;
+        for (int b = 0; b < n; b++) out[b] = q->bytes / n;
+        return n;
+    }
+    const struct sb_strategy_details *d = q->details;
+    int listed = -1, count = -1;
+    for (int i = 0; d && i < d->n && i < SB_DETAILS_MAX; i++) {
+        if (strcmp(d->item[i].key, "bucket_count") == 0 && d->item[i].count > 0)
+            count = (int)d->item[i].values[0];
+        if (strcmp(d->item[i].key, "bucket_bytes") == 0) listed = i;
+    }
+    if (listed >= 0 && d->item[listed].count == count && count <= cap && count > 0) {
+        for (int b = 0; b < count; b++) out[b] = d->item[listed].values[b];
+        return count;
+    }
+    out[0] = q->bytes;
+    return 1;
+}
+
+/* One row of the model: the buckets all-reduced by `algo` one after
+ * another, overlapping backward when `overlap`. */
+static void model_row(const struct sb_comm_model_query *q, enum sb_allreduce_algo algo,
+                      const double *bytes, int nb, int overlap, struct sb_comm_model_row *row)
+{
+    double times[SB_DETAIL_VALUES_MAX];
+    struct sb_cost_buckets c;
+    sb_cost_bucketed_allreduce(&q->link, algo, q->replicas, bytes, nb,
+                               overlap ? q->backward_s : 0.0, times, &c);
+    int ring = c.by_algo[SB_ALLREDUCE_RING], doubling = c.by_algo[SB_ALLREDUCE_RECURSIVE_DOUBLING];
+    *row = (struct sb_comm_model_row){
+        .variant = algo == SB_ALLREDUCE_LIBRARY ? "binomial"
+                   : ring && doubling           ? "ring+doubling"
+                   : ring                       ? "ring"
+                                                : "recursive-doubling",
+        .formula_name = sb_cost_allreduce_formula_name(c.largest),
+        .formula = sb_cost_allreduce_formula(c.largest),
+        .comm_s = c.comm_s,
+        .exposed_s = c.exposed_s,
+    };
+    snprintf(row->legend, sizeof row->legend,
+             "ddp ring 2(n-1)(a + M/(nB)), recursive doubling lg n (a + M/B), binomial "
+             "2 ceil(lg n)(a + M/B), %d bucket%s, %s;", nb, nb == 1 ? "" : "s",
+             overlap ? "overlap bound" : "no overlap");
+}
+
+/* The run: its buckets, each by --allreduce's algorithm (auto: by size;
+ * mpi: Open MPI's binomial reduce + broadcast). predict: --allreduce auto
+ * and mpi. Both bounded by the overlap with backward (sb_cost_ddp_exposed_s). */
+static int ddp_comm_model(const struct sb_comm_model_query *q, struct sb_comm_model_row *rows,
+                          int cap)
+{
+    double bytes[SB_DETAIL_VALUES_MAX];
+    int nb = model_buckets(q, bytes, SB_DETAIL_VALUES_MAX);
+    if (q->cfg) {
+        enum sb_allreduce_algo a = SB_ALLREDUCE_AUTO;
+        if (q->cfg->allreduce[0]) sb_allreduce_algo_parse(q->cfg->allreduce, &a);
+        if (cap < 1) return 0;
+        model_row(q, a, bytes, nb, opts(q->cfg)->overlap, &rows[0]);
+        return 1;
+    }
+    const enum sb_allreduce_algo algos[] = {SB_ALLREDUCE_AUTO, SB_ALLREDUCE_LIBRARY};
+    int k = 0;
+    for (int i = 0; i < 2 && k < cap; i++)
+        model_row(q, algos[i], bytes, nb, q->overlap, &rows[k++]);
+    return k;
+}
+
 /* One replica per rank. */
 static float *ddp_replica_params(struct sb_strategy *s, int i, int *n)
 {
@@ -249,6 +335,7 @@ const struct sb_strategy_ops sb_strategy_ddp = {
     .step = ddp_step,
     .evaluate = ddp_evaluate,
     .describe = ddp_describe,
+    .comm_model = ddp_comm_model,
     .destroy = ddp_destroy,
     .replica_params = ddp_replica_params,
 };

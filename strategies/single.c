@@ -56,6 +56,7 @@ const struct sb_strategy_ops sb_strategy_single = {
     .uses_mpi = 0,
     .max_replicas = 1,
     .baseline = 1,
+    .cuda_graph = 1,
     .processes = single_processes,
     .init = single_init,
     .step = single_step,

@@ -14,6 +14,7 @@
 
 #include "backend/backend.h"
 #include "comm/comm.h"
+#include "comm/cost_model.h"
 #include "core/config.h"
 #include "core/details.h"
 #include "core/phase.h"
@@ -81,6 +82,7 @@ struct sb_strategy_ops {
     int uses_mpi;         /* one process per replica (and server), via mpirun */
     int max_replicas;     /* 0 = any; 1 for a strategy of one replica */
     int baseline;         /* the reference of speedup and efficiency (sweep) */
+    int cuda_graph;       /* --cuda-graph: can replay its step as a CUDA graph */
     /* Its own flags (NULL-terminated; NULL = none) and the size of the
      * options struct they fill (at most SB_STRATEGY_OPTS_BYTES). */
     const struct sb_strategy_option *options;
@@ -137,6 +139,15 @@ struct sb_strategy_ops {
      * returns replica i's parameter buffer (n_params floats, backend
      * memory), NULL when i >= *n. For the check of harness/consistency.h. */
     float *(*replica_params)(struct sb_strategy *s, int i, int *n);
+    /* Optional (NULL: the report's comm.model is null and stratbench
+     * predict has no rows for it): the α–β prediction of its communication
+     * per step (src/comm/cost_model.h). With q->cfg, the variant the run
+     * ran (one row, for the report's comm.model); without, every variant
+     * worth comparing (stratbench predict's rows at q->replicas). Fills
+     * rows[0..cap) and returns how many it filled. Pure: no strategy
+     * instance is needed. */
+    int (*comm_model)(const struct sb_comm_model_query *q, struct sb_comm_model_row *rows,
+                      int cap);
     void (*destroy)(struct sb_strategy *s);
 };
 

@@ -12,13 +12,16 @@
 #include <cjson/cJSON.h>
 
 #include "cli/sweep.h"
-#include "comm/allreduce_algo.h"
 #include "comm/cost_model.h"
 #include "core/status.h"
+#include "strategies/strategy.h"
 
 #define PREDICT_SCHEMA_VERSION "1.0"
 #define MAX_COUNTS 64
 #define MAX_BUCKETS 64
+#define MAX_STRATEGIES 32     /* registered strategies predict looks at */
+#define MAX_VARIANTS 8        /* rows one strategy gives per replica count */
+#define MAX_ROWS_PER_COUNT 32 /* rows of all strategies per replica count */
 
 struct opts {
     const char *report;
@@ -38,8 +41,9 @@ struct run {
     double bytes;                /* parameter bytes: M */
     double compute_ms;           /* data + h2d + forward + backward + optimizer */
     double backward_ms;
-    double buckets[MAX_BUCKETS]; /* ddp's bucket bytes, launch order */
-    int n_buckets;
+    double buckets[MAX_BUCKETS]; /* the run's gradient buckets, launch order (when its
+                                  * strategy_details list them all) */
+    int n_buckets;                /* 0: not listed */
     struct sb_link link;
     const char *link_source;
 };
@@ -242,19 +246,13 @@ static sb_status load_run(const struct opts *o, struct run *r)
         r->overlap = !cJSON_IsFalse(ov);
         const cJSON *bb = cJSON_GetObjectItemCaseSensitive(
             cJSON_GetObjectItemCaseSensitive(doc, "strategy_details"), "bucket_bytes");
-        const cJSON *list = strcmp(r->strategy, "ddp") == 0 ? bb : NULL, *b;
-        cJSON_ArrayForEach(b, list)
+        const cJSON *b;
+        cJSON_ArrayForEach(b, bb)
             if (cJSON_IsNumber(b) && r->n_buckets < MAX_BUCKETS)
                 r->buckets[r->n_buckets++] = b->valuedouble;
         double sum = 0.0;
         for (int i = 0; i < r->n_buckets; i++) sum += r->buckets[i];
-        if (fabs(sum - r->bytes) > 0.5) { /* not all listed, or not ddp: PyTorch's 25 MiB */
-            double cap = 25.0 * 1048576.0;
-            int n = (int)ceil(r->bytes / cap);
-            if (n > MAX_BUCKETS) n = MAX_BUCKETS;
-            r->n_buckets = n;
-            for (int i = 0; i < n; i++) r->buckets[i] = r->bytes / n;
-        }
+        if (fabs(sum - r->bytes) > 0.5) r->n_buckets = 0; /* not all listed: each model's default */
         r->link.alpha_s = num_path(doc, k_alpha, 3);
         r->link.bandwidth_Bps = num_path(doc, k_bw, 3);
         r->link_source = "probed at the start of the run";
@@ -270,30 +268,6 @@ static sb_status load_run(const struct opts *o, struct run *r)
     return st;
 }
 
-/* ddp on n replicas with all-reduce `algo` (AUTO: per bucket by the auto
- * rule; LIBRARY: binomial); returns the algorithm's name. */
-static const char *predict_ddp(const struct run *r, int n, enum sb_allreduce_algo algo,
-                               struct row *out)
-{
-    double times[MAX_BUCKETS], comm = 0.0;
-    int ring = 0, doubling = 0;
-    for (int b = 0; b < r->n_buckets; b++) {
-        enum sb_allreduce_algo a = algo;
-        if (a == SB_ALLREDUCE_AUTO) a = sb_allreduce_choose((size_t)r->buckets[b], n);
-        if (a == SB_ALLREDUCE_LIBRARY) times[b] = sb_cost_binomial_allreduce_s(&r->link, n, r->buckets[b]);
-        else if (a == SB_ALLREDUCE_RING) times[b] = sb_cost_ring_allreduce_s(&r->link, n, r->buckets[b]);
-        else times[b] = sb_cost_recursive_doubling_s(&r->link, n, r->buckets[b]);
-        ring += a == SB_ALLREDUCE_RING;
-        doubling += a == SB_ALLREDUCE_RECURSIVE_DOUBLING;
-        comm += times[b];
-    }
-    double backward_s = r->overlap ? 1e-3 * r->backward_ms : 0.0;
-    out->comm_ms = 1e3 * comm;
-    out->exposed_ms = 1e3 * sb_cost_ddp_exposed_s(r->buckets, times, r->n_buckets, backward_s);
-    if (algo == SB_ALLREDUCE_LIBRARY) return "binomial";
-    return ring && doubling ? "ring+doubling" : ring ? "ring" : "recursive-doubling";
-}
-
 static void finish_row(const struct run *r, struct row *w)
 {
     w->step_ms = r->compute_ms + w->exposed_ms;
@@ -301,35 +275,50 @@ static void finish_row(const struct run *r, struct row *w)
     w->efficiency = r->compute_ms / w->step_ms;
 }
 
-/* Rows: per replica count, ddp (auto), ddp (mpi), central k = 1, k = n. */
-static int predict_rows(const struct run *r, const struct opts *o, struct row *rows)
+/* A strategy's model line for the table's header. */
+typedef char legend_line[sizeof(((struct sb_comm_model_row *)0)->legend)];
+
+/* Rows (at most cap): per replica count, every variant of every registered
+ * strategy that has a cost model (its comm_model op), in registry order; a
+ * variant that states no exposed time exposes all of its communication.
+ * legends[i] gets registered strategy i's model line, "" for one without a
+ * model. Returns the number of rows. */
+static int predict_rows(const struct run *r, const struct opts *o, struct row *rows, int cap,
+                        legend_line legends[MAX_STRATEGIES])
 {
-    int k = 0;
-    for (int i = 0; i < o->n_counts; i++) {
-        int n = o->counts[i];
-        struct row *w = &rows[k++];
-        *w = (struct row){.replicas = n, .strategy = "ddp"};
-        w->algorithm = predict_ddp(r, n, SB_ALLREDUCE_AUTO, w);
-        finish_row(r, w);
-        w = &rows[k++];
-        *w = (struct row){.replicas = n, .strategy = "ddp"};
-        w->algorithm = predict_ddp(r, n, SB_ALLREDUCE_LIBRARY, w);
-        finish_row(r, w);
-        int servers[2] = {1, n};
-        for (int s = 0; s < (n > 1 ? 2 : 1); s++) {
-            w = &rows[k++];
-            *w = (struct row){.replicas = n, .servers = servers[s], .strategy = "central",
-                              .algorithm = "push-pull"};
-            w->comm_ms = 1e3 * sb_cost_central_s(&r->link, n, servers[s], r->bytes);
-            w->exposed_ms = w->comm_ms; /* central does not overlap */
-            finish_row(r, w);
+    struct sb_comm_model_row model[MAX_VARIANTS];
+    int k = 0, n_strategies = sb_strategy_count();
+    for (int i = 0; i < MAX_STRATEGIES; i++) legends[i][0] = 0;
+    for (int c = 0; c < o->n_counts; c++) {
+        struct sb_comm_model_query q = {
+            .link = r->link,
+            .replicas = o->counts[c],
+            .bytes = r->bytes,
+            .backward_s = 1e-3 * r->backward_ms,
+            .bucket_bytes = r->n_buckets ? r->buckets : NULL,
+            .n_buckets = r->n_buckets,
+            .overlap = r->overlap,
+        };
+        for (int i = 0; i < n_strategies && i < MAX_STRATEGIES; i++) {
+            const struct sb_strategy_ops *ops = sb_strategy_at(i);
+            if (!ops->comm_model) continue;
+            int n = ops->comm_model(&q, model, MAX_VARIANTS);
+            if (n > 0 && c == 0) snprintf(legends[i], sizeof legends[i], "%s", model[0].legend);
+            for (int v = 0; v < n && k < cap; v++) {
+                struct row *w = &rows[k++];
+                *w = (struct row){.replicas = q.replicas, .servers = model[v].servers,
+                                  .strategy = ops->name, .algorithm = model[v].variant};
+                w->comm_ms = 1e3 * model[v].comm_s;
+                w->exposed_ms = isnan(model[v].exposed_s) ? w->comm_ms : 1e3 * model[v].exposed_s;
+                finish_row(r, w);
+            }
         }
     }
     return k;
 }
 
 static void print_table(const struct run *r, const struct opts *o, const struct row *rows,
-                        int n)
+                        int n, legend_line legends[MAX_STRATEGIES])
 {
     printf("# stratbench predict: %s (%s, %d replica%s measured, %.0f bytes of parameters, "
            "batch %d per replica)\n", o->report, r->strategy, r->replicas,
@@ -339,12 +328,13 @@ static void print_table(const struct run *r, const struct opts *o, const struct 
            r->link_source);
     printf("# compute per step: %.3f ms (data + h2d + forward + backward + optimizer, slowest "
            "rank), the same at every scale (weak scaling)\n", r->compute_ms);
-    printf("# model (docs/cost-model.md): ddp ring 2(n-1)(a + M/(nB)), recursive doubling "
-           "lg n (a + M/B), binomial 2 ceil(lg n)(a + M/B), %d bucket%s, %s;\n",
-           r->n_buckets, r->n_buckets == 1 ? "" : "s",
-           r->overlap ? "overlap bound" : "no overlap");
-    printf("# central 2(a + max(M/B, nM/(kB))) (BytePS), no overlap; "
-           "efficiency = compute / step\n");
+    printf("# model (docs/cost-model.md): "); /* one line per strategy's model */
+    for (int i = 0, first = 1; i < sb_strategy_count() && i < MAX_STRATEGIES; i++)
+        if (legends[i][0]) {
+            printf("%s%s", first ? "" : "\n# ", legends[i]);
+            first = 0;
+        }
+    printf(" efficiency = compute / step\n");
     printf("#\n");
     printf("# %8s  %-8s  %7s  %-18s  %12s  %12s  %12s  %14s  %10s\n", "replicas", "strategy",
            "servers", "algorithm", "comm", "exposed", "step", "samples", "efficiency");
@@ -416,10 +406,13 @@ int sb_predict_main(int argc, char **argv)
         fprintf(stderr, "stratbench: %s\n", sb_error_message());
         return sb_status_exit_code(st);
     }
-    struct row rows[MAX_COUNTS * 4];
-    int n = predict_rows(&r, &o, rows);
-    cJSON *doc = to_json(&r, &o, rows, n);
+    int cap = MAX_COUNTS * MAX_ROWS_PER_COUNT;
+    struct row *rows = malloc((size_t)cap * sizeof *rows);
+    legend_line legends[MAX_STRATEGIES];
+    int n = rows ? predict_rows(&r, &o, rows, cap, legends) : 0;
+    cJSON *doc = rows ? to_json(&r, &o, rows, n) : NULL;
     if (!doc) {
+        free(rows);
         fprintf(stderr, "stratbench: predict: out of memory\n");
         return 1;
     }
@@ -430,9 +423,10 @@ int sb_predict_main(int argc, char **argv)
             if (text) printf("%s\n", text);
             cJSON_free(text);
         } else {
-            print_table(&r, &o, rows, n);
+            print_table(&r, &o, rows, n, legends);
         }
     }
+    free(rows);
     cJSON_Delete(doc);
     if (st) {
         fprintf(stderr, "stratbench: %s\n", sb_error_message());

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -381,9 +382,15 @@ static sb_status validate(struct sb_train_opts *o)
         return sb_error(SB_ERR_USAGE, "--allreduce %s: only strategies of MPI ranks on --device "
                         "cpu choose their all-reduce (NCCL and threads use their own)",
                         c->allreduce);
-    if (c->cuda_graph && strcmp(c->strategy, "single") != 0)
-        return sb_error(SB_ERR_USAGE, "--cuda-graph: only --strategy single replays its step "
-                        "as a CUDA graph so far (got %s)", c->strategy);
+    if (c->cuda_graph && !s->cuda_graph) {
+        char able[256] = "";
+        for (int i = 0, len = 0; i < sb_strategy_count() && len < (int)sizeof able; i++)
+            if (sb_strategy_at(i)->cuda_graph)
+                len += snprintf(able + len, sizeof able - (size_t)len, "%s%s", len ? ", " : "",
+                                sb_strategy_at(i)->name);
+        return sb_error(SB_ERR_USAGE, "--cuda-graph: only --strategy %s replays its step as a "
+                        "CUDA graph so far (got %s)", able, c->strategy);
+    }
     return sb_strategy_check(s, c);
 }
 

@@ -25,6 +25,10 @@
 #ifndef SB_COST_MODEL_H
 #define SB_COST_MODEL_H
 
+#include "comm/allreduce_algo.h"
+#include "core/config.h"
+#include "core/details.h"
+
 /* One link class: every rank-to-rank link is assumed alike (the slowest
  * probed link stands for all). */
 struct sb_link {
@@ -88,5 +92,66 @@ double sb_cost_central_s(const struct sb_link *l, int n_workers, int k_servers, 
  * to get the sum of comm_s). */
 double sb_cost_ddp_exposed_s(const double *bytes, const double *comm_s, int n_buckets,
                              double backward_s);
+
+/* One all-reduce of `bytes` over p ranks by algorithm `a` (AUTO is taken
+ * as sb_allreduce_choose(bytes, p); LIBRARY as the binomial reduce +
+ * broadcast that Open MPI's libnbc runs): its time, s. */
+double sb_cost_allreduce_s(const struct sb_link *l, enum sb_allreduce_algo a, int p,
+                           double bytes);
+
+/* The formula of algorithm `a` (not AUTO) as the report names it ("ring",
+ * "recursive-doubling", "binomial") and as text ("2(n-1)(alpha + M/(n B))"). */
+const char *sb_cost_allreduce_formula_name(enum sb_allreduce_algo a);
+const char *sb_cost_allreduce_formula(enum sb_allreduce_algo a);
+
+/* Gradient buckets all-reduced one after another (ddp, and any strategy of
+ * buckets): what sb_cost_bucketed_allreduce predicts. */
+struct sb_cost_buckets {
+    double comm_s;    /* sum of the buckets' all-reduce times */
+    double exposed_s; /* sb_cost_ddp_exposed_s of them */
+    enum sb_allreduce_algo largest; /* the algorithm of the largest bucket (the first one of
+                                     * the largest size) */
+    int by_algo[SB_ALLREDUCE_NALGOS]; /* buckets per algorithm */
+};
+
+/* bytes[0..n) (launch order) each all-reduced over p ranks by `algo`
+ * (AUTO: sb_allreduce_choose per bucket), one after another, overlapping a
+ * backward pass of backward_s (0: no overlap); times[0..n) receives each
+ * bucket's time (scratch the caller provides). */
+void sb_cost_bucketed_allreduce(const struct sb_link *l, enum sb_allreduce_algo algo, int p,
+                                const double *bytes, int n, double backward_s, double *times,
+                                struct sb_cost_buckets *out);
+
+/* What a strategy's comm_model op (strategies/strategy.h) is asked. */
+struct sb_comm_model_query {
+    struct sb_link link; /* every link's α and B (the probed one, or given) */
+    int replicas;        /* n: replicas that train */
+    double bytes;        /* M: parameter (= gradient) bytes of the model */
+    double backward_s;   /* one backward pass, s (the window an overlap hides comm in) */
+    /* The run's configuration: predict the variant the run ran (its own
+     * options, --allreduce), one row; `details` is what its describe
+     * stated (e.g. ddp's bucket plan). NULL: every variant worth comparing
+     * (stratbench predict), from the two fields below. */
+    const struct sb_config *cfg;
+    const struct sb_strategy_details *details;
+    const double *bucket_bytes; /* cfg NULL: the measured run's gradient buckets (launch
+                                 * order, summing to bytes), or NULL: the strategy's default */
+    int n_buckets;
+    int overlap;                /* cfg NULL: the measured run overlapped backward (1/0) */
+};
+
+/* One predicted variant of a strategy's communication per step. */
+struct sb_comm_model_row {
+    const char *variant;      /* its name in predict's algorithm column ("ring",
+                               * "ring+doubling", "binomial", "push-pull") */
+    int servers;              /* server ranks of the variant (0: none) */
+    const char *formula_name; /* the report's comm.model.formula_name */
+    const char *formula;      /* ... and formula */
+    double comm_s;            /* predicted communication time per step, s */
+    double exposed_s;         /* of which not hidden behind compute, s; NaN: the strategy
+                               * does not overlap (all of comm_s is exposed) */
+    char legend[192];         /* one line on the model (formulas, buckets, overlap) for
+                               * predict's header; the same for every row of a strategy */
+};
 
 #endif

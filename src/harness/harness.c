@@ -15,6 +15,7 @@
 #include "core/clock.h"
 #include "core/interrupt.h"
 #include "core/nvtx.h"
+#include "core/stats.h"
 #include "data/sampler.h"
 #include "harness/consistency.h"
 #include "harness/probe.h"
@@ -268,6 +269,30 @@ static sb_status save_params(struct loop *L)
     return st;
 }
 
+/* The strategy's α–β prediction of its communication per step (its
+ * comm_model op) from the probed links, into rec->comm_model; none without
+ * probed links or without the op. Overlap windows use rank 0's median
+ * backward phase over the measured steps (0 without measured steps). */
+static void predict_comm(const struct sb_strategy_ops *ops, struct sb_run_record *rec)
+{
+    rec->has_comm_model = 0;
+    if (!rec->link.done || !ops->comm_model) return;
+    struct sb_summary backward;
+    double backward_ms = 0.0;
+    if (rec->phase_ms[SB_PHASE_BACKWARD] && rec->n_measured > 0 &&
+        sb_summarize(rec->phase_ms[SB_PHASE_BACKWARD], rec->n_measured, &backward) == SB_OK)
+        backward_ms = backward.median;
+    struct sb_comm_model_query q = {
+        .link = {rec->link.alpha_s, rec->link.bandwidth_Bps, 0.0},
+        .replicas = rec->cfg->replicas,
+        .bytes = (double)rec->n_params * sizeof(float),
+        .backward_s = 1e-3 * backward_ms,
+        .cfg = rec->cfg,
+        .details = &rec->details,
+    };
+    rec->has_comm_model = ops->comm_model(&q, &rec->comm_model, 1) == 1;
+}
+
 /* Rank 0's report after training. */
 static sb_status write_outputs(struct loop *L)
 {
@@ -286,6 +311,7 @@ static sb_status write_outputs(struct loop *L)
     }
     if (L->s->ops->describe) L->s->ops->describe(L->s, (long)L->t.n, &rec->details);
     sb_strategy_report_values(L->s->ops, cfg, &rec->details);
+    predict_comm(L->s->ops, rec);
     rec->peak_rss_bytes = sb_peak_rss_bytes();
     SB_TRY(sb_report_write(cfg->report_path, rec));
     L->wrote_report = 1;

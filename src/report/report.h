@@ -92,6 +92,11 @@ struct sb_run_record {
 
     /* --probe-links: the links' α and B (link.done = 0: not probed). */
     struct sb_link_probe link;
+    /* The strategy's α–β prediction of its communication per step from
+     * those links (its comm_model op, filled by the harness);
+     * has_comm_model = 0: none (not probed, or a strategy without one). */
+    int has_comm_model;
+    struct sb_comm_model_row comm_model;
 
     /* Rank 0's counters accumulated before the reset at the end of
      * warm-up: the initial broadcast of parameters and warm-up traffic. */

@@ -1,0 +1,206 @@
+/* Unit tests for the strategies' comm_model ops (strategies/strategy.h):
+ * the rows the report's comm.model (a run's cfg) and stratbench predict
+ * (cfg NULL) get from ddp and central, pinned to answers worked by hand on
+ * a link of α = 100 µs, B = 100 MB/s (one message of 8 MB: 0.0801 s), and
+ * which strategies have a model and --cuda-graph. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "comm/cost_model.h"
+#include "core/details.h"
+#include "strategies/strategy.h"
+
+#define M 8e6
+#define EPS 1e-12
+static const struct sb_link link = {1e-4, 1e8, 0.0};
+
+/* A config of strategy `name` at its defaults, on n replicas. */
+static struct sb_config config_of(const char *name, int n)
+{
+    struct sb_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    strcpy(cfg.strategy, name);
+    strcpy(cfg.allreduce, "auto");
+    cfg.replicas = n;
+    sb_strategy_options_defaults(sb_strategy_find(name), &cfg);
+    return cfg;
+}
+
+static int model(const char *name, const struct sb_comm_model_query *q,
+                 struct sb_comm_model_row *rows)
+{
+    const struct sb_strategy_ops *ops = sb_strategy_find(name);
+    assert_non_null(ops);
+    assert_non_null(ops->comm_model);
+    memset(rows, 0, 8 * sizeof *rows);
+    return ops->comm_model(q, rows, 8);
+}
+
+/* predict's ddp rows: --allreduce auto and mpi over the measured buckets. */
+static void test_ddp_predict_rows(void **state)
+{
+    (void)state;
+    struct sb_comm_model_row r[8];
+    /* Two buckets (2 MB then 6 MB) on 4 ranks, backward 0.1 s, overlap:
+     * ring 6(α + b/(4B)) = 0.0306 and 0.0906 s; ready at 0.025 and 0.1 s,
+     * done at 0.0556 and 0.1906 s: 0.0906 s exposed. */
+    const double buckets[] = {2e6, 6e6};
+    struct sb_comm_model_query q = {.link = link, .replicas = 4, .bytes = M, .backward_s = 0.1,
+                                    .bucket_bytes = buckets, .n_buckets = 2, .overlap = 1};
+    assert_int_equal(model("ddp", &q, r), 2);
+    assert_string_equal(r[0].variant, "ring");
+    assert_string_equal(r[0].formula_name, "ring");
+    assert_string_equal(r[0].formula, "2(n-1)(alpha + M/(n B))");
+    assert_int_equal(r[0].servers, 0);
+    assert_float_equal(r[0].comm_s, 0.0306 + 0.0906, EPS);
+    assert_float_equal(r[0].exposed_s, 0.0906, EPS);
+    /* mpi: binomial 2 ceil(lg 4)(α + b/B) = 0.0804 and 0.2404 s; done at
+     * 0.1054 and 0.3458 s: 0.2458 s exposed. */
+    assert_string_equal(r[1].variant, "binomial");
+    assert_string_equal(r[1].formula_name, "binomial");
+    assert_float_equal(r[1].comm_s, 0.0804 + 0.2404, EPS);
+    assert_float_equal(r[1].exposed_s, 0.2458, EPS);
+    assert_string_equal(r[0].legend, "ddp ring 2(n-1)(a + M/(nB)), recursive doubling lg n "
+                        "(a + M/B), binomial 2 ceil(lg n)(a + M/B), 2 buckets, overlap bound;");
+    /* Without overlap all of it is exposed. */
+    q.overlap = 0;
+    assert_int_equal(model("ddp", &q, r), 2);
+    assert_float_equal(r[0].exposed_s, 0.0306 + 0.0906, EPS);
+    assert_float_equal(r[1].exposed_s, 0.0804 + 0.2404, EPS);
+    assert_non_null(strstr(r[0].legend, "no overlap;"));
+    /* No buckets listed: one bucket of M (<= 25 MiB), ring at 2 ranks:
+     * 2(α + M/(2B)) = 0.0802 s, all after backward. */
+    q = (struct sb_comm_model_query){.link = link, .replicas = 2, .bytes = M,
+                                     .backward_s = 0.05, .overlap = 1};
+    assert_int_equal(model("ddp", &q, r), 2);
+    assert_float_equal(r[0].comm_s, 0.0802, EPS);
+    assert_float_equal(r[0].exposed_s, 0.0802, EPS);
+    assert_float_equal(r[1].comm_s, 2 * 0.0801, EPS);
+    assert_non_null(strstr(r[0].legend, ", 1 bucket, "));
+    /* 60 MB, no buckets listed: three even buckets of 20 MB (25 MiB cap). */
+    q.bytes = 60e6;
+    q.backward_s = 0.0;
+    assert_int_equal(model("ddp", &q, r), 2);
+    assert_float_equal(r[0].comm_s, 3 * 2 * (1e-4 + 0.1), EPS);
+    assert_non_null(strstr(r[0].legend, ", 3 buckets, "));
+    /* A small bucket takes recursive doubling, the large one the ring: the
+     * variant names both, the formula the largest bucket's (the first here). */
+    const double mixed[] = {M, 1000};
+    q = (struct sb_comm_model_query){.link = link, .replicas = 512, .bytes = M + 1000,
+                                     .bucket_bytes = mixed, .n_buckets = 2, .overlap = 0};
+    assert_int_equal(model("ddp", &q, r), 2);
+    assert_string_equal(r[0].variant, "ring+doubling");
+    assert_string_equal(r[0].formula_name, "ring");
+    assert_float_equal(r[0].comm_s, 9 * (1e-4 + 1e-5) + 1022 * (1e-4 + M / 512 / 1e8), EPS);
+}
+
+/* The report's ddp row: the run's bucket plan from its describe, its
+ * --allreduce and its --no-overlap. */
+static void test_ddp_run_row(void **state)
+{
+    (void)state;
+    struct sb_comm_model_row r[8];
+    struct sb_config cfg = config_of("ddp", 4);
+    struct sb_strategy_details d;
+    memset(&d, 0, sizeof d);
+    double count = 2, bytes[] = {2e6, 6e6};
+    sb_details_add(&d, "bucket_count", 0, &count, 1);
+    sb_details_add(&d, "bucket_bytes", 1, bytes, 2);
+    struct sb_comm_model_query q = {.link = link, .replicas = 4, .bytes = M, .backward_s = 0.1,
+                                    .cfg = &cfg, .details = &d};
+    assert_int_equal(model("ddp", &q, r), 1);
+    assert_string_equal(r[0].formula_name, "ring");
+    assert_float_equal(r[0].comm_s, 0.1212, EPS);
+    assert_float_equal(r[0].exposed_s, 0.0906, EPS);
+    strcpy(cfg.allreduce, "mpi");
+    assert_int_equal(model("ddp", &q, r), 1);
+    assert_string_equal(r[0].formula_name, "binomial");
+    assert_string_equal(r[0].formula, "2 ceil(lg n)(alpha + M/B)");
+    assert_float_equal(r[0].exposed_s, 0.2458, EPS);
+    assert_int_equal(sb_strategy_option_parse(sb_strategy_find("ddp"), &cfg, "no-overlap", NULL),
+                     SB_OK);
+    assert_int_equal(model("ddp", &q, r), 1);
+    assert_float_equal(r[0].exposed_s, 0.3208, EPS);
+    /* --allreduce recursive-doubling: lg 4 (α + b/B) = 0.0402 and 0.1202 s. */
+    strcpy(cfg.allreduce, "recursive-doubling");
+    assert_int_equal(model("ddp", &q, r), 1);
+    assert_string_equal(r[0].formula_name, "recursive-doubling");
+    assert_float_equal(r[0].comm_s, 0.1604, EPS);
+    /* A plan not listed in full: one bucket of M. */
+    count = 3;
+    memset(&d, 0, sizeof d);
+    sb_details_add(&d, "bucket_count", 0, &count, 1);
+    sb_details_add(&d, "bucket_bytes", 1, bytes, 2);
+    strcpy(cfg.allreduce, "auto");
+    assert_int_equal(model("ddp", &q, r), 1);
+    assert_float_equal(r[0].comm_s, 6 * (1e-4 + 0.02), EPS);
+}
+
+/* central: 2(α + max(M/B, nM/(kB))), rank 0's link with --servers 0. */
+static void test_central_rows(void **state)
+{
+    (void)state;
+    struct sb_comm_model_row r[8];
+    struct sb_comm_model_query q = {.link = link, .replicas = 8, .bytes = M, .backward_s = 0.1,
+                                    .overlap = 1};
+    assert_int_equal(model("central", &q, r), 2); /* predict: k = 1 and k = n */
+    assert_int_equal(r[0].servers, 1);
+    assert_string_equal(r[0].variant, "push-pull");
+    assert_string_equal(r[0].formula_name, "central");
+    assert_float_equal(r[0].comm_s, 2 * (1e-4 + 0.64), EPS);
+    assert_true(isnan(r[0].exposed_s));
+    assert_int_equal(r[1].servers, 8);
+    assert_float_equal(r[1].comm_s, 2 * (1e-4 + 0.08), EPS);
+    assert_string_equal(r[0].legend, "central 2(a + max(M/B, nM/(kB))) (BytePS), no overlap;");
+    q.replicas = 1;
+    assert_int_equal(model("central", &q, r), 1);
+    assert_int_equal(r[0].servers, 1);
+    assert_float_equal(r[0].comm_s, 2 * (1e-4 + 0.08), EPS);
+    /* The run: its --servers. */
+    struct sb_config cfg = config_of("central", 3);
+    q = (struct sb_comm_model_query){.link = link, .replicas = 3, .bytes = M, .cfg = &cfg};
+    assert_int_equal(model("central", &q, r), 1);
+    assert_int_equal(r[0].servers, 0);
+    assert_string_equal(r[0].formula_name, "central-servers0");
+    assert_string_equal(r[0].formula, "2(alpha + (n-1) M/B)");
+    assert_float_equal(r[0].comm_s, 2 * (1e-4 + 0.16), EPS);
+    assert_true(isnan(r[0].exposed_s));
+    assert_int_equal(sb_strategy_option_parse(sb_strategy_find("central"), &cfg, "servers", "2"),
+                     SB_OK);
+    assert_int_equal(model("central", &q, r), 1);
+    assert_int_equal(r[0].servers, 2);
+    assert_string_equal(r[0].formula_name, "central");
+    assert_string_equal(r[0].formula, "2(alpha + max(M/B, n M/(k B)))");
+    assert_float_equal(r[0].comm_s, 2 * (1e-4 + 0.12), EPS);
+}
+
+/* Which strategies state a model and take --cuda-graph (the CLI asks the
+ * ops, never a name). */
+static void test_capabilities(void **state)
+{
+    (void)state;
+    const char *with_model[] = {"ddp", "central"}, *without[] = {"single", "mirrored"};
+    for (int i = 0; i < 2; i++) {
+        assert_non_null(sb_strategy_find(with_model[i])->comm_model);
+        assert_null(sb_strategy_find(without[i])->comm_model);
+    }
+    for (int i = 0; i < sb_strategy_count(); i++)
+        assert_int_equal(sb_strategy_at(i)->cuda_graph,
+                         strcmp(sb_strategy_at(i)->name, "single") == 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ddp_predict_rows),
+        cmocka_unit_test(test_ddp_run_row),
+        cmocka_unit_test(test_central_rows),
+        cmocka_unit_test(test_capabilities),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
