@@ -377,6 +377,15 @@ static void hier_describe(const struct sb_strategy *s, long measured_steps,
               sb_comm_busbw_factor(SB_COMM_ALLREDUCE, h->cross->size), measured_steps);
 }
 
+/* One replica per rank, kept identical by the two-level all-reduce (every
+ * rank ends each bucket with the same all-gathered sum). */
+static float *hier_replica_params(struct sb_strategy *s, int i, int *n)
+{
+    struct hier *h = s->impl;
+    *n = 1;
+    return i == 0 ? h->replica->model->params : NULL;
+}
+
 const struct sb_strategy_ops sb_strategy_hierarchical = {
     .name = "hierarchical",
     .summary = "ddp with a two-level all-reduce: within each host, then across hosts (Horovod)",
@@ -391,5 +400,6 @@ const struct sb_strategy_ops sb_strategy_hierarchical = {
     .comm_counters = hier_comm_counters,
     .reset_comm_counters = hier_reset_comm_counters,
     .describe = hier_describe,
+    .replica_params = hier_replica_params,
     .destroy = hier_destroy,
 };

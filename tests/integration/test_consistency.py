@@ -13,6 +13,9 @@ CASES = {
     "ddp-2": (["--strategy", "ddp", "--replicas", "2"], 2),
     "central-servers0": (["--strategy", "central", "--replicas", "2", "--servers", "0"], 2),
     "central-servers1": (["--strategy", "central", "--replicas", "2", "--servers", "1"], 2),
+    # two hosts of two ranks: the intra-host and the inter-host stage both run
+    "hierarchical-4": (["--strategy", "hierarchical", "--replicas", "4", "--ranks-per-host",
+                        "2"], 4),
 }
 
 
@@ -48,7 +51,7 @@ def test_single_and_async_have_nothing_to_compare(stratbench, mnist_dir, tmp_pat
 
 
 @pytest.mark.parametrize("name,replica", [("mirrored-3", 2), ("ddp-2", 1),
-                                          ("central-servers1", 1)])
+                                          ("central-servers1", 1), ("hierarchical-4", 3)])
 def test_a_corrupted_replica_fails_the_run(name, replica, stratbench, mnist_dir, tmp_path):
     flags, _ = CASES[name]
     report_path = tmp_path / "r.json"
