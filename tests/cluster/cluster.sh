@@ -13,7 +13,7 @@
 #   cluster.sh [-p PREFIX] mpirun        print the launcher words for STRATBENCH_MPIRUN
 #   cluster.sh [-p PREFIX] hostfile      print the path of the Open MPI hostfile
 #   cluster.sh [-p PREFIX] shape RATE    limit every link to RATE each way (tc units:
-#                                        100mbit, 1gbit), tbf with a 64 KiB+ burst
+#                                        100mbit, 1gbit), tbf, burst max(64 KiB, RATE x 4 ms)
 #   cluster.sh [-p PREFIX] unshape       remove the rate limits
 #   cluster.sh [-p PREFIX] bytes         per host "HOST rx_bytes tx_bytes" (the host's view)
 #   cluster.sh [-p PREFIX] status        hosts, addresses, qdiscs
@@ -177,8 +177,11 @@ cmd_mpirun() {
 }
 
 # tbf on both ends of every link: the root-side veth's egress limits what the
-# host receives, the host's eth0 egress what it sends. burst 64 KiB at least
-# (a TSO segment must fit) or RATE/250 bytes; a 4 MiB queue so that TCP, not
+# host receives, the host's eth0 egress what it sends. The burst is 64 KiB at
+# least (a TSO segment must fit) and RATE x 4 ms (the bytes of one timer tick
+# at HZ=250, as tc-tbf(8) advises): with 64 KiB at 1 Gbit/s (0.5 ms of tokens)
+# two ranks sending to each other at once got 430-610 Mbit/s each way, with
+# 500 KiB 900-970 (7.5 and 30 MB each way). A 4 MiB queue so that TCP, not
 # drops, paces the sender.
 cmd_shape() {
     need_root
@@ -186,11 +189,16 @@ cmd_shape() {
     local rate="${1:?shape: which rate? e.g. 1gbit, 100mbit}"
     [[ "$rate" =~ ^[0-9]+(\.[0-9]+)?(bit|kbit|mbit|gbit)$ ]] ||
         die "shape: rate '$rate': expected e.g. 100mbit or 1gbit"
+    local burst
+    burst=$(echo "$rate" | awk '{
+        n = $0 + 0; u = substr($0, length(n "") + 1)
+        m = u == "kbit" ? 1e3 : u == "mbit" ? 1e6 : u == "gbit" ? 1e9 : 1
+        b = n * m / 8 * 0.004; if (b < 65536) b = 65536; printf "%d", b }')
     local h i
     for h in $(hosts); do
         i=$(host_index "$h")
-        tc qdisc replace dev "${prefix}v$i" root tbf rate "$rate" burst 64kb limit 4mb
-        tc -n "$h" qdisc replace dev eth0 root tbf rate "$rate" burst 64kb limit 4mb
+        tc qdisc replace dev "${prefix}v$i" root tbf rate "$rate" burst "$burst" limit 4mb
+        tc -n "$h" qdisc replace dev eth0 root tbf rate "$rate" burst "$burst" limit 4mb
     done
     echo "$rate" >"$state/rate"
 }
