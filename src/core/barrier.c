@@ -41,23 +41,33 @@ sb_status sb_barrier_init(struct sb_barrier *b, int n)
     return SB_OK;
 }
 
-void sb_barrier_wait(struct sb_barrier *b)
+/* Counts this thread in (*gen = the generation it waits in). The last to
+ * arrive resets the count for the next generation, then releases the others
+ * (nobody can arrive for the next generation before the bump) and returns 1;
+ * the others spin a while for the release and return 1 if it came, else 0
+ * (they must then sleep until the generation changes). */
+static int arrive_or_spin(struct sb_barrier *b, unsigned *gen)
 {
-    unsigned gen = atomic_load_explicit(&b->generation, memory_order_acquire);
+    *gen = atomic_load_explicit(&b->generation, memory_order_acquire);
     if (atomic_fetch_add_explicit(&b->arrived, 1, memory_order_acq_rel) == b->n - 1) {
-        /* Last to arrive: reset for the next generation, then release the
-         * others. Nobody can arrive for the next generation before the bump. */
         atomic_store_explicit(&b->arrived, 0, memory_order_relaxed);
         pthread_mutex_lock(&b->mutex);
         atomic_fetch_add_explicit(&b->generation, 1u, memory_order_release);
         pthread_cond_broadcast(&b->wake);
         pthread_mutex_unlock(&b->mutex);
-        return;
+        return 1;
     }
     for (int i = 0; i < b->spin; i++) {
-        if (atomic_load_explicit(&b->generation, memory_order_acquire) != gen) return;
+        if (atomic_load_explicit(&b->generation, memory_order_acquire) != *gen) return 1;
         cpu_relax();
     }
+    return 0;
+}
+
+void sb_barrier_wait(struct sb_barrier *b)
+{
+    unsigned gen;
+    if (arrive_or_spin(b, &gen)) return;
     pthread_mutex_lock(&b->mutex);
     while (atomic_load_explicit(&b->generation, memory_order_acquire) == gen)
         pthread_cond_wait(&b->wake, &b->mutex);
@@ -70,19 +80,8 @@ sb_status sb_barrier_wait_until(struct sb_barrier *b, double deadline_s, int che
         sb_barrier_wait(b);
         return SB_OK;
     }
-    unsigned gen = atomic_load_explicit(&b->generation, memory_order_acquire);
-    if (atomic_fetch_add_explicit(&b->arrived, 1, memory_order_acq_rel) == b->n - 1) {
-        atomic_store_explicit(&b->arrived, 0, memory_order_relaxed);
-        pthread_mutex_lock(&b->mutex);
-        atomic_fetch_add_explicit(&b->generation, 1u, memory_order_release);
-        pthread_cond_broadcast(&b->wake);
-        pthread_mutex_unlock(&b->mutex);
-        return SB_OK;
-    }
-    for (int i = 0; i < b->spin; i++) {
-        if (atomic_load_explicit(&b->generation, memory_order_acquire) != gen) return SB_OK;
-        cpu_relax();
-    }
+    unsigned gen;
+    if (arrive_or_spin(b, &gen)) return SB_OK;
     sb_status st = SB_OK;
     pthread_mutex_lock(&b->mutex);
     while (atomic_load_explicit(&b->generation, memory_order_acquire) == gen) {
