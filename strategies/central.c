@@ -60,6 +60,7 @@ static void central_destroy(struct sb_strategy *s)
     be->free(c->inbox);
     free(c->sent_version);
     free(c->stale_local);
+    free(c->requests);
     sb_replica_destroy(c->replica);
     sb_comm_destroy(c->comm);
     free(c);
@@ -100,25 +101,30 @@ static sb_status central_init(struct sb_strategy *s)
         return sb_error(SB_ERR_USAGE, "--servers: %d servers exceed the model's %zu "
                         "parameters (a shard needs at least one)", c->n_servers, n);
     c->stale_local = calloc(stale_len(c), sizeof *c->stale_local);
-    if (!c->stale_local) return sb_error(SB_ERR_NOMEM, "central: out of memory");
+    int most = c->n_servers > c->n_workers ? c->n_servers : c->n_workers;
+    c->requests = calloc(2 * (size_t)most, sizeof *c->requests);
+    if (!c->stale_local || !c->requests)
+        return sb_error(SB_ERR_NOMEM, "central: out of memory");
     if (c->server >= 0) {
         sb_central_shard(c, c->server, &c->shard_first, &c->shard_count);
         size_t bytes = (size_t)c->shard_count * sizeof(float);
         SB_TRY(be->alloc((void **)&c->velocity, bytes));
         SB_TRY(be->alloc((void **)&c->sum, bytes));
-        SB_TRY(be->alloc((void **)&c->inbox, bytes));
+        size_t inboxes = c->async || c->n_workers < 2 ? 1 : (size_t)c->n_workers - 1;
+        SB_TRY(be->alloc((void **)&c->inbox, inboxes * bytes));
         c->sent_version = calloc((size_t)c->n_workers, sizeof *c->sent_version);
         if (!c->sent_version) return sb_error(SB_ERR_NOMEM, "central: out of memory");
     }
     return sb_comm_broadcast(c->comm, c->replica->model->params, n, 0);
 }
 
-/* Worker side of a step on a rank that is no server: push shard k of the
- * gradient to server k for every k, then pull every shard back. Pulls go
- * in descending server order: with asynchronous servers that reply as soon
- * as a push arrives, every wait then points to a higher-numbered server,
- * so blocking sends cannot form a cycle (docs/central.md). */
-static sb_status worker_exchange(struct central *c, struct sb_step_result *out)
+/* Worker side of an asynchronous step on a rank that is no server: push
+ * shard k of the gradient to server k for every k, then pull every shard
+ * back. Pulls go in descending server order: with asynchronous servers that
+ * reply as soon as a push arrives, every wait then points to a
+ * higher-numbered server, so blocking sends cannot form a cycle
+ * (docs/central.md). */
+static sb_status worker_exchange_async(struct central *c, struct sb_step_result *out)
 {
     struct sb_model *m = c->replica->model;
     double t0 = sb_now_s();
@@ -132,6 +138,40 @@ static sb_status worker_exchange(struct central *c, struct sb_step_result *out)
         sb_central_shard(c, k, &first, &count);
         SB_TRY(sb_comm_recv(c->comm, m->params + first, (size_t)count, k, SB_COMM_PULL));
     }
+    double ms = 1e3 * (sb_now_s() - t0);
+    out->phase_ms[SB_PHASE_COMM] += ms;
+    out->phase_ms[SB_PHASE_COMM_EXPOSED] += ms;
+    return SB_OK;
+}
+
+/* Worker side of a synchronous step on a rank that is no server: starts
+ * the K pushes (shard k of the gradient to server k) and the K pulls
+ * (shard k of the parameters from server k) at once, then waits for the
+ * pushes and the pulls. With every transfer in flight, each server's link
+ * carries its shard while the others carry theirs (docs/central.md). On a
+ * communicator without non-blocking point-to-point the calls run blocking
+ * in issue order: pushes 0..K-1, then pulls K-1..0, which cannot deadlock
+ * against sb_central_server_sync. */
+static sb_status worker_exchange_sync(struct central *c, struct sb_step_result *out)
+{
+    struct sb_model *m = c->replica->model;
+    int K = c->n_servers;
+    struct sb_comm_request *push = c->requests, *pull = c->requests + K;
+    double t0 = sb_now_s();
+    for (int k = 0; k < K; k++) {
+        int first, count;
+        sb_central_shard(c, k, &first, &count);
+        SB_TRY(sb_comm_isend(c->comm, m->grads + first, (size_t)count, k, SB_COMM_PUSH,
+                             &push[k]));
+    }
+    for (int k = K - 1; k >= 0; k--) {
+        int first, count;
+        sb_central_shard(c, k, &first, &count);
+        SB_TRY(sb_comm_irecv(c->comm, m->params + first, (size_t)count, k, SB_COMM_PULL,
+                             &pull[k]));
+    }
+    for (int k = 0; k < K; k++) SB_TRY(sb_comm_wait(c->comm, &push[k]));
+    for (int k = 0; k < K; k++) SB_TRY(sb_comm_wait(c->comm, &pull[k]));
     double ms = 1e3 * (sb_now_s() - t0);
     out->phase_ms[SB_PHASE_COMM] += ms;
     out->phase_ms[SB_PHASE_COMM_EXPOSED] += ms;
@@ -155,7 +195,7 @@ static sb_status central_step(struct sb_strategy *s, long step, const int32_t *g
     c->params_current = 0; /* on every rank, so that all agree on gathering */
     if (c->server >= 0)
         return c->async ? sb_central_server_async(s, c, out) : sb_central_server_sync(s, c, out);
-    return worker_exchange(c, out);
+    return c->async ? worker_exchange_async(c, out) : worker_exchange_sync(c, out);
 }
 
 /* Sends every server's current shard to world rank 0 (uncounted: not

@@ -41,7 +41,12 @@ struct central {
     int shard_first, shard_count; /* this rank's shard, floats */
     float *velocity;            /* (shard_count) momentum of the shard */
     float *sum;                 /* (shard_count) sync: gradient sum */
-    float *inbox;               /* (shard_count) one worker's pushed shard */
+    /* Sync: (max(1, N-1) x shard_count) worker w's pushed shard at
+     * inbox + (w-1) shard_count for w >= 1 (worker 0's lands in sum), all
+     * received at once. Async: (shard_count) one push at a time. */
+    float *inbox;
+    /* (2 max(n_servers, n_workers)) requests of the exchanges in flight. */
+    struct sb_comm_request *requests;
     long version;               /* updates applied to the shard so far */
     long *sent_version;         /* (n_workers) version last sent to worker w */
     /* Staleness of applied gradients, this rank: [0, STALE_BINS) counts,
@@ -58,8 +63,10 @@ struct central {
 void sb_central_shard(const struct central *c, int k, int *first, int *count);
 
 /* Server side of one synchronous step: receives shard `server` of every
- * worker's gradient (worker order, so the sum is deterministic), applies
- * SGD with momentum to the shard, sends the shard back to every worker.
+ * worker's gradient (all N receives in flight at once, into separate
+ * buffers), sums them in worker order (so the sum is deterministic), applies
+ * SGD with momentum to the shard, sends the shard back to every worker (all
+ * N sends at once).
  * On --servers 0 the caller has already computed rank 0's own gradient.
  * Adds comm and optimizer times to out. Errors: SB_ERR_COMM. */
 sb_status sb_central_server_sync(struct sb_strategy *s, struct central *c,

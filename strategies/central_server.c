@@ -43,23 +43,32 @@ sb_status sb_central_server_sync(struct sb_strategy *s, struct central *c,
     size_t n = (size_t)c->shard_count;
     float *shard = m->params + c->shard_first;
 
+    /* All N pushes in flight at once, each into its own buffer (worker 0's
+     * into sum); then the sum in worker order, as one receive at a time
+     * made it (deterministic: sum = worker 0's + worker 1's + ...). */
+    struct sb_comm_request *req = c->requests;
     double t0 = sb_now_s();
     for (int w = 0; w < c->n_workers; w++) {
         int q = c->first_worker + w;
-        if (q == c->comm->rank) { /* --servers 0: rank 0's own gradient */
-            be->copy(w == 0 ? c->sum : c->inbox, m->grads + c->shard_first, n);
-        } else {
-            SB_TRY(sb_comm_recv(c->comm, w == 0 ? c->sum : c->inbox, n, q, SB_COMM_PUSH));
-        }
-        if (w > 0) be->add(c->sum, c->inbox, n);
+        float *buf = w == 0 ? c->sum : c->inbox + (size_t)(w - 1) * n;
+        if (q == c->comm->rank) /* --servers 0: rank 0's own gradient */
+            be->copy(buf, m->grads + c->shard_first, n);
+        else
+            SB_TRY(sb_comm_irecv(c->comm, buf, n, q, SB_COMM_PUSH, &req[w]));
     }
+    for (int w = 0; w < c->n_workers; w++)
+        if (c->first_worker + w != c->comm->rank) SB_TRY(sb_comm_wait(c->comm, &req[w]));
+    for (int w = 1; w < c->n_workers; w++) be->add(c->sum, c->inbox + (size_t)(w - 1) * n, n);
     double t1 = sb_now_s();
     shard_update(s, c, c->sum, out);
     double t2 = sb_now_s();
     for (int w = 0; w < c->n_workers; w++) {
         int q = c->first_worker + w;
-        if (q != c->comm->rank) SB_TRY(sb_comm_send(c->comm, shard, n, q, SB_COMM_PULL));
+        if (q != c->comm->rank)
+            SB_TRY(sb_comm_isend(c->comm, shard, n, q, SB_COMM_PULL, &req[w]));
     }
+    for (int w = 0; w < c->n_workers; w++)
+        if (c->first_worker + w != c->comm->rank) SB_TRY(sb_comm_wait(c->comm, &req[w]));
     add_comm_ms(out, 1e3 * ((t1 - t0) + (sb_now_s() - t2)));
     return SB_OK;
 }

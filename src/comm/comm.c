@@ -104,9 +104,10 @@ static void complete(struct sb_comm *c, struct sb_comm_request *req)
     }
 }
 
-/* Counts one call of `kind` and `bytes` now and starts req's clock. */
-static void request_begin(struct sb_comm *c, enum sb_comm_kind kind, size_t bytes,
-                          struct sb_comm_request *req)
+/* Counts one call of `kind` and `bytes` to or from `peer` (-1 for none)
+ * now, records it in the flight recorder and starts req's clock. */
+static void request_begin_peer(struct sb_comm *c, enum sb_comm_kind kind, size_t bytes,
+                               int peer, struct sb_comm_request *req)
 {
     req->impl = NULL;
     req->bytes = bytes;
@@ -115,9 +116,15 @@ static void request_begin(struct sb_comm *c, enum sb_comm_kind kind, size_t byte
     req->kind = kind;
     req->algo = SB_ALLREDUCE_LIBRARY;
     req->start_s = sb_now_s();
-    req->seq = sb_flight_issue((enum sb_flight_kind)kind, bytes, -1, req->index);
+    req->seq = sb_flight_issue((enum sb_flight_kind)kind, bytes, peer, req->index);
     c->counters[kind].calls++;
     c->counters[kind].bytes += (double)bytes;
+}
+
+static void request_begin(struct sb_comm *c, enum sb_comm_kind kind, size_t bytes,
+                          struct sb_comm_request *req)
+{
+    request_begin_peer(c, kind, bytes, -1, req);
 }
 
 /* After issuing req with status st: completes its flight entry if it is
@@ -148,6 +155,46 @@ sb_status sb_comm_iallreduce(struct sb_comm *c, float *buf, size_t n,
     }
     request_issued(c, req, st);
     return st;
+}
+
+/* Issues a point-to-point send of `send` (recv NULL) or receive into
+ * `recv` of n floats through the communicator's isend/irecv, or, without
+ * them, its blocking send/recv (complete at issue). */
+static sb_status issue_p2p(struct sb_comm *c, const float *send, float *recv, size_t n,
+                           int peer, enum sb_comm_kind kind, struct sb_comm_request *req)
+{
+    int receive = recv != NULL;
+    req->index = -1;
+    request_begin_peer(c, kind, n * sizeof(float), peer, req);
+    if (receive) sb_flight_mark_receive();
+    sb_nvtx_push_bytes(sb_comm_kind_name(kind), SB_NVTX_COMM, n * sizeof(float));
+    sb_status st;
+    c->counting = 1 + (int)kind;
+    if (receive && c->ops->irecv) {
+        st = c->ops->irecv(c, recv, n, peer, req);
+    } else if (!receive && c->ops->isend) {
+        st = c->ops->isend(c, send, n, peer, req);
+    } else { /* a communicator without the op: blocking, complete at issue */
+        st = receive ? c->ops->recv(c, recv, n, peer) : c->ops->send(c, send, n, peer);
+        req->done = 1;
+    }
+    c->counting = 0;
+    sb_nvtx_pop();
+    request_issued(c, req, st);
+    return st;
+}
+
+sb_status sb_comm_isend(struct sb_comm *c, const float *buf, size_t n, int peer,
+                        enum sb_comm_kind kind, struct sb_comm_request *req)
+{
+    return issue_p2p(c, buf, NULL, n, peer, kind, req);
+}
+
+sb_status sb_comm_irecv(struct sb_comm *c, float *buf, size_t n, int peer,
+                        enum sb_comm_kind kind, struct sb_comm_request *req)
+{
+    static float none; /* a receive needs a non-NULL pointer here, even for n = 0 */
+    return issue_p2p(c, NULL, buf ? buf : &none, n, peer, kind, req);
 }
 
 /* Issues a reduce-scatter or all-gather through `op` (NULL: unsupported). */
@@ -201,7 +248,8 @@ sb_status sb_comm_wait(struct sb_comm *c, struct sb_comm_request *req)
     if (req->done) return SB_OK;
     static const char *const names[SB_COMM_NKINDS] = {
         [SB_COMM_ALLREDUCE] = "allreduce.wait", [SB_COMM_REDUCE_SCATTER] = "reduce_scatter.wait",
-        [SB_COMM_ALLGATHER] = "allgather.wait"};
+        [SB_COMM_ALLGATHER] = "allgather.wait", [SB_COMM_PUSH] = "push.wait",
+        [SB_COMM_PULL] = "pull.wait"};
     sb_nvtx_push_bytes(names[req->kind] ? names[req->kind] : "wait", SB_NVTX_COMM, req->bytes);
     sb_flight_enter(req->seq);
     sb_status st = c->ops->wait(c, req);

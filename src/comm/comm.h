@@ -98,6 +98,18 @@ struct sb_comm_ops {
                                  const size_t *counts, struct sb_comm_request *req);
     sb_status (*iallgather)(struct sb_comm *c, const float *send, float *recv,
                             const size_t *counts, struct sb_comm_request *req);
+    /* Optional (NULL: sb_comm_isend/sb_comm_irecv run the blocking send/recv
+     * and the request is complete at issue; then test and wait are never
+     * called for it). Non-blocking point-to-point send/receive of n floats
+     * to/from `peer`: starts the transfer and returns at once with the
+     * communicator's handle in req->impl (req->done = 0), or completes it
+     * and sets req->done = 1; test and wait complete it. Messages between
+     * one pair of ranks match in issue order. buf must stay alive, and
+     * (receive) untouched, until completion. */
+    sb_status (*isend)(struct sb_comm *c, const float *buf, size_t n, int peer,
+                       struct sb_comm_request *req);
+    sb_status (*irecv)(struct sb_comm *c, float *buf, size_t n, int peer,
+                       struct sb_comm_request *req);
     /* Collective: the members with the same color form a new communicator
      * *out, ranked by key (ties by rank); color < 0: the members that share
      * memory with this one (one host). */
@@ -156,6 +168,21 @@ sb_status sb_comm_recv_any(struct sb_comm *c, float *buf, size_t n, int *peer,
  * when completion is observed. Errors: SB_ERR_COMM. */
 sb_status sb_comm_iallreduce(struct sb_comm *c, float *buf, size_t n,
                              struct sb_comm_request *req);
+/* Counted non-blocking point-to-point send (isend) or receive (irecv) of n
+ * floats to/from `peer`, as `kind` (SB_COMM_PUSH or SB_COMM_PULL), into the
+ * caller's *req: counts one call and 4n bytes of `kind` when issued (as
+ * sb_comm_send/sb_comm_recv do) and its seconds when completion is observed
+ * by sb_comm_test or sb_comm_wait; records a flight-recorder entry with the
+ * peer ("push to rank 1"), which the watchdog names if the wait times out.
+ * Several may be in flight at once; wait on each (any order). A
+ * communicator without the ops sends/receives blocking at issue (then the
+ * caller's issue order must be deadlock-free on its own). buf must stay
+ * alive, and a receive's untouched, until completion. Sets req->index to
+ * -1. Errors: SB_ERR_COMM, SB_ERR_NOMEM. */
+sb_status sb_comm_isend(struct sb_comm *c, const float *buf, size_t n, int peer,
+                        enum sb_comm_kind kind, struct sb_comm_request *req);
+sb_status sb_comm_irecv(struct sb_comm *c, float *buf, size_t n, int peer,
+                        enum sb_comm_kind kind, struct sb_comm_request *req);
 /* Polls req without blocking (and lets the library progress it); *done = 1
  * once complete, recording req->done_s. Safe on a completed request. */
 sb_status sb_comm_test(struct sb_comm *c, struct sb_comm_request *req, int *done);

@@ -166,6 +166,7 @@ static sb_status mpi_recv_any(struct sb_comm *c, float *buf, size_t n, int *peer
  * (op), or one MPI request per chunk of at most MPI_CHUNK floats. */
 struct mpi_pending {
     struct sb_ar_op *op;
+    const char *what; /* the MPI call, for error messages; NULL: "MPI_Iallreduce" */
     int n;
     MPI_Request req[];
 };
@@ -241,7 +242,8 @@ static sb_status mpi_progress(struct sb_comm_request *req, int block, int *done)
     } else if (block) {
         /* With the watchdog's deadline; on an error the requests stay
          * pending and p stays allocated (the job is ending). */
-        SB_TRY(sb_mpi_wait(p->req, p->n, MPI_STATUSES_IGNORE, "MPI_Iallreduce"));
+        SB_TRY(sb_mpi_wait(p->req, p->n, MPI_STATUSES_IGNORE,
+                           p->what ? p->what : "MPI_Iallreduce"));
         *done = 1;
     } else {
         SB_TRY(mpi_check(MPI_Testall(p->n, p->req, done, MPI_STATUSES_IGNORE), "MPI_Testall"));
@@ -276,6 +278,7 @@ static struct mpi_pending *pending_with_counts(int size, int **counts, int **dis
     struct mpi_pending *p = malloc(head + 2 * (size_t)size * sizeof(int));
     if (!p) return NULL;
     p->op = NULL;
+    p->what = NULL;
     p->n = 1;
     *counts = (int *)(void *)((char *)p + head);
     *displs = *counts + size;
@@ -334,6 +337,53 @@ static sb_status mpi_iallgather(struct sb_comm *c, const float *send, float *rec
     return SB_OK;
 }
 
+/* MPI_Isend (send != NULL) or MPI_Irecv into recv of n floats with peer,
+ * tag 0, one request per chunk of at most MPI_CHUNK floats, into a new
+ * pending that mpi_test and mpi_wait complete. Chunks of one message match
+ * in order (MPI keeps a pair's messages on one tag in order). */
+static sb_status p2p_start(struct sb_comm *c, const float *send, float *recv, size_t n,
+                           int peer, struct sb_comm_request *req)
+{
+    const char *what = send ? "MPI_Isend" : "MPI_Irecv";
+    int chunks = chunks_of(n);
+    struct mpi_pending *p = calloc(1, sizeof *p + (size_t)chunks * sizeof p->req[0]);
+    if (!p) return sb_error(SB_ERR_NOMEM, "%s: out of memory", what);
+    p->what = what;
+    for (size_t o = 0; o < n; o += MPI_CHUNK) {
+        int k = (int)(n - o < MPI_CHUNK ? n - o : MPI_CHUNK);
+        int rc = send ? MPI_Isend(send + o, k, MPI_FLOAT, peer, 0, handle(c), &p->req[p->n])
+                      : MPI_Irecv(recv + o, k, MPI_FLOAT, peer, 0, handle(c), &p->req[p->n]);
+        sb_status st = mpi_check(rc, what);
+        if (st) { /* requests already started: finish them, within the deadline */
+            (void)sb_mpi_wait(p->req, p->n, MPI_STATUSES_IGNORE, what);
+            free(p);
+            return st;
+        }
+        p->n++;
+    }
+    if (p->n == 0) { /* n == 0: nothing to transfer */
+        free(p);
+        req->impl = NULL;
+        req->done = 1;
+        return SB_OK;
+    }
+    req->impl = p;
+    req->done = 0;
+    return SB_OK;
+}
+
+static sb_status mpi_isend(struct sb_comm *c, const float *buf, size_t n, int peer,
+                           struct sb_comm_request *req)
+{
+    return p2p_start(c, buf, NULL, n, peer, req);
+}
+
+static sb_status mpi_irecv(struct sb_comm *c, float *buf, size_t n, int peer,
+                           struct sb_comm_request *req)
+{
+    return p2p_start(c, NULL, buf, n, peer, req);
+}
+
 static sb_status wrap(MPI_Comm h, struct sb_comm **out);
 
 /* color < 0: the ranks that share memory with this one (one host). */
@@ -374,6 +424,8 @@ static const struct sb_comm_ops mpi_ops = {
     .wait = mpi_wait,
     .ireduce_scatter = mpi_ireduce_scatter,
     .iallgather = mpi_iallgather,
+    .isend = mpi_isend,
+    .irecv = mpi_irecv,
     .split = mpi_split,
 };
 
