@@ -60,6 +60,23 @@ def test_sharded_sync_matches_single_with_doubled_batch(servers, hidden, n_param
         assert report["comm"][kind]["bytes"] == pytest.approx(2 * shard0_bytes * measured)
 
 
+@pytest.mark.parametrize("servers,replicas", [(0, 3), (1, 2)])
+def test_single_server_counts_every_push_and_pull(servers, replicas, stratbench, mnist_dir,
+                                                  tmp_path):
+    """Rank 0 is the one server: per measured step it receives the whole gradient from
+    each remote worker and sends the parameters back to each (--servers 0: rank 0's own
+    worker 0 is no message), all in flight at once, each counted as one call."""
+    report_path = tmp_path / "report.json"
+    train(stratbench, mnist_dir, "--strategy", "central", "--replicas", str(replicas),
+          "--servers", str(servers), "--max-steps", "12", "--report", report_path)
+    report = validate_report(report_path)
+    measured = report["step_ms"]["n"]
+    remote = replicas - 1 if servers == 0 else replicas
+    for kind in ("push", "pull"):
+        assert report["comm"][kind]["calls"] == remote * measured
+        assert report["comm"][kind]["bytes"] == 4 * N_PARAMS_256 * remote * measured
+
+
 def test_async_trains_and_reports_staleness(stratbench, mnist_dir, tmp_path):
     report_path = tmp_path / "report.json"
     proc = train(stratbench, mnist_dir, "--strategy", "central", "--replicas", "2", "--servers",
