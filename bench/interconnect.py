@@ -33,12 +33,17 @@ N workers, K servers; links are full duplex and alpha (latency) is ignored
   central, K ≥ 1 dedicated servers: each phase (push, then pull) is limited by the
         busier of a server's link (N·M/K) and a worker's (M):
         t = 2·max(N·M/K, M)/B   (BytePS's max(M/B, N·M/(K·B)) per direction)
-  central as stratbench schedules it (strategies/central*.c): blocking sends,
-        workers push shard 0, 1, .. K−1 in order, a server receives from workers
-        0, 1, .. N−1 in order (pulls the same, workers taking servers in
-        descending order), so message (worker w, shard k) waits for (w, k−1) and
-        (w−1, k): a wavefront of N+K−1 messages of M/K bytes per phase,
-        t = 2(N+K−1)·M/(K·B); equal to the bound for K = 1, 1.5× it for N = K = 2
+  central as stratbench schedules it (strategies/central*.c, since 2026-11-23):
+        a worker posts its K pushes and K pulls at once, a server its N receives
+        and then its N sends at once (non-blocking point-to-point), so each link
+        carries its messages concurrently and the bound above is the model.
+  central before 2026-11-23 (the "wavefront", kept to read older results and
+        drawn dash-dot for comparison): blocking sends, workers pushed shard
+        0, 1, .. K−1 in order, a server received from workers 0, 1, .. N−1 in
+        order (pulls the same), so message (worker w, shard k) waited for
+        (w, k−1) and (w−1, k): a wavefront of N+K−1 messages of M/K bytes per
+        phase, t = 2(N+K−1)·M/(K·B); equal to the bound for K = 1, 1.5× it for
+        N = K = 2
 The predicted step time is single's measured step time (one replica's compute at
 the same per-replica batch) plus t: nothing overlaps, since the gradients fit in
 one ddp bucket (25 MiB) that starts when backward ends, and a central step pushes,
@@ -127,8 +132,9 @@ def n_params(hidden):
 def model_comm_s(strategy, grad_bytes, rate, allreduce="mpi", workers=2, schedule=False):
     """Predicted communication time per step (s) of `strategy` with `grad_bytes`
     of gradients over links of `rate` bit/s (formulas in the module comment).
-    schedule=True: central's blocking in-order schedule instead of the BytePS
-    bound (same for ddp and for one server)."""
+    schedule=True: central's blocking in-order schedule before 2026-11-23 (the
+    wavefront) instead of the BytePS bound that its non-blocking exchange is
+    modelled by now (the same for ddp and for one server)."""
     if strategy == "single":
         return 0.0
     b = rate / 8 * PAYLOAD_PER_FRAME
@@ -331,13 +337,14 @@ def draw(summary, out_dir):
                 if metric == "samples_per_s":
                     model = [batch / m * 1e3 for m in model]
                 ax.plot(grid, model, styles[name], color=colours[name], alpha=0.7, lw=1.6)
-                if name == "central --servers 2":  # its schedule differs from the bound
+                if name == "central --servers 2":  # its schedule before 2026-11-23
                     sched = [compute + 1e3 * model_comm_s(name, 4 * n_params(hidden), g, algo,
                                                           schedule=True) for g in grid]
                     if metric == "samples_per_s":
                         sched = [batch / m * 1e3 for m in sched]
                     ax.plot(grid, sched, "-.", color=colours[name], alpha=0.7, lw=1.2,
-                            label="central --servers 2, as scheduled" if row == 0 else None)
+                            label="central --servers 2, blocking wavefront (before 2026-11-23)"
+                            if row == 0 else None)
                 if uses_report_model and name != "single":
                     rm = [(s["rate_bits_per_s"], compute + s["report_model_comm_ms"])
                           for s in pts if s["rate_bits_per_s"] and s["report_model_comm_ms"]]
@@ -400,7 +407,7 @@ def write(rows, summary, out_dir):
         w.writeheader()
         w.writerows(summary)
     print(f"{'strategy':<20} {'hidden':>9} {'rate':>9} {'step ms':>9} {'samples/s':>10} "
-          f"{'comm ms':>9} {'model ms':>9} {'model/meas':>10} {'sched ms':>9} {'sched/meas':>10} "
+          f"{'comm ms':>9} {'model ms':>9} {'model/meas':>10} {'wavefr ms':>9} {'wavefr/meas':>10} "
           f"{'report model ms':>15} {'probed B, Gbit/s':>16}")
     for s in summary:
         f = lambda v, p=".1f": "-" if v is None else format(v, p)  # noqa: E731
