@@ -169,7 +169,7 @@ static sb_status mirrored_init(struct sb_strategy *s)
     if (!mr->members || !mr->compute_ms) return sb_error(SB_ERR_NOMEM, "mirrored: out of memory");
     /* OpenBLAS's thread count is per process: with one thread per replica,
      * each GEMM runs on its replica's thread alone. */
-    if (mr->n > 1) sb_backend_cpu_set_threads(1);
+    if (mr->n > 1 && s->env->be->set_threads) s->env->be->set_threads(1);
     for (int i = 0; i < mr->n; i++) {
         mr->members[i].owner = mr;
         mr->members[i].index = i;

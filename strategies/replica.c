@@ -2,7 +2,6 @@
 #include "strategies/replica.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 #include "backend/cuda.h"
 #include "core/clock.h"
@@ -25,9 +24,7 @@ void sb_replica_destroy(struct sb_replica *r)
     be->free(r->dev_test_labels);
     be->free(r->dev_idx);
     be->free(r->loss_acc);
-#ifdef SB_HAVE_CUDA
-    if (strcmp(be->name, "cuda") == 0) sb_replica_device_free(r);
-#endif
+    if (!be->host_memory) sb_replica_device_free(r);
     free(r);
 }
 
@@ -98,10 +95,8 @@ sb_status sb_replica_create(const struct sb_strategy_env *env, int with_optimize
         st = sb_error(SB_ERR_NOMEM, "replica: out of memory");
         goto fail;
     }
-    if (strcmp(be->name, "cpu") != 0 && (st = upload_dataset(r))) goto fail;
-#ifdef SB_HAVE_CUDA
-    if (strcmp(be->name, "cuda") == 0 && (st = sb_replica_device_init(r))) goto fail;
-#endif
+    if (!be->host_memory && ((st = upload_dataset(r)) || (st = sb_replica_device_init(r))))
+        goto fail;
     *out = r;
     return SB_OK;
 fail:
@@ -132,9 +127,7 @@ sb_status sb_replica_gradients(struct sb_replica *r, const int32_t *idx, int n,
                                int global_batch, sb_grad_ready_fn ready, void *ctx,
                                struct sb_step_result *res)
 {
-#ifdef SB_HAVE_CUDA
     if (r->timer) return sb_replica_device_gradients(r, idx, n, global_batch, ready, ctx, res);
-#endif
     struct sb_model *m = r->model;
     double t0 = sb_now_s();
     sb_nvtx_push("data", SB_NVTX_DATA, 0);
@@ -169,9 +162,7 @@ sb_status sb_replica_update(struct sb_replica *r, const float *grads,
 {
     if (!r->velocity)
         return sb_error(SB_ERR_INTERNAL, "replica: update without optimizer state");
-#ifdef SB_HAVE_CUDA
     if (r->timer) return sb_replica_device_update(r, grads, res);
-#endif
     double t0 = sb_now_s();
     sb_nvtx_push("optimizer", SB_NVTX_OPTIMIZER, 0);
     r->env->be->sgd_momentum(r->model->params, r->velocity, grads, r->model->n_params,

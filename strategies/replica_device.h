@@ -1,5 +1,6 @@
 /* The device path of a replica's step (strategies/replica_device.c), used by
- * strategies/replica.c when the backend is cuda. Internal to the replica;
+ * strategies/replica.c when the backend keeps its memory on a device
+ * (backend.h, host_memory 0: cuda). Internal to the replica;
  * strategies call the functions of replica.h. */
 #ifndef SB_REPLICA_DEVICE_H
 #define SB_REPLICA_DEVICE_H
@@ -22,6 +23,30 @@ sb_status sb_replica_device_gradients(struct sb_replica *r, const int32_t *idx, 
                                       struct sb_step_result *res);
 sb_status sb_replica_device_update(struct sb_replica *r, const float *grads,
                                    struct sb_step_result *res);
+#else
+/* A build without CUDA has only host-memory backends (backend.h,
+ * host_memory), so replica.c never takes the device path: these keep it
+ * free of build conditions and say so if ever reached. */
+static inline sb_status sb_replica_device_init(struct sb_replica *r)
+{
+    (void)r;
+    return sb_error(SB_ERR_INTERNAL, "replica: device path in a build without CUDA");
+}
+static inline void sb_replica_device_free(struct sb_replica *r) { (void)r; }
+static inline sb_status sb_replica_device_gradients(struct sb_replica *r, const int32_t *idx,
+                                                    int n, int global_batch,
+                                                    sb_grad_ready_fn ready, void *ctx,
+                                                    struct sb_step_result *res)
+{
+    (void)idx, (void)n, (void)global_batch, (void)ready, (void)ctx, (void)res;
+    return sb_replica_device_init(r);
+}
+static inline sb_status sb_replica_device_update(struct sb_replica *r, const float *grads,
+                                                 struct sb_step_result *res)
+{
+    (void)grads, (void)res;
+    return sb_replica_device_init(r);
+}
 #endif
 
 #endif

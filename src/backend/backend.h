@@ -15,6 +15,14 @@
 
 struct sb_backend_ops {
     const char *name; /* "cpu", "cuda" */
+    /* 1 when backend memory is host memory (cpu): replicas read the data
+     * set where it was loaded and time phases with host clocks. 0 for a
+     * device (cuda): each replica uploads the data set once and steps on
+     * the device path (strategies/replica_device.c). */
+    int host_memory;
+    /* Sets how many host threads one op of this process may use (cpu: the
+     * BLAS threads, n >= 1). NULL where ops do not run on host threads. */
+    void (*set_threads)(int n);
 
     /* Memory in the backend's address space. alloc returns zeroed memory;
      * SB_ERR_NOMEM on failure. */

@@ -226,6 +226,8 @@ static void cpu_gather(float *x, uint8_t *y, const uint8_t *pixels, const uint8_
 
 const struct sb_backend_ops sb_backend_cpu = {
     .name = "cpu",
+    .host_memory = 1,
+    .set_threads = sb_backend_cpu_set_threads,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .upload = cpu_copy,

@@ -628,6 +628,8 @@ extern "C" sb_status sb_cuda_reserve_rows(size_t rows)
 /* Designated initialisers in declaration order (a GNU extension in C++17). */
 extern "C" const struct sb_backend_ops sb_backend_cuda = {
     .name = "cuda",
+    .host_memory = 0,
+    .set_threads = nullptr,
     .alloc = cu_alloc,
     .free = cu_free,
     .upload = cu_upload,

@@ -341,7 +341,7 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
     const struct sb_strategy_ops *ops = sb_strategy_find(cfg->strategy);
     if (!env.be || !env.workload || !ops)
         return sb_error(SB_ERR_INTERNAL, "harness: unvalidated configuration");
-    if (strcmp(env.be->name, "cpu") == 0) sb_backend_cpu_set_threads(blas_threads(cfg, job));
+    if (env.be->set_threads) env.be->set_threads(blas_threads(cfg, job));
 
     struct sb_run_record rec = {0};
     struct sb_strategy s = {.ops = ops, .env = &env};
