@@ -3,13 +3,16 @@ core) running beside the second sweep makes `compare` exit 1, while a repeat of
 the same build on a quiet machine exits 0.
 
 Nothing is edited: the slowdown is real, so the test depends on the machine.
-It first measures the noise floor and skips, saying why, when the machine is too
-busy for either verdict to be reliable (docs/sweep-compare.md, "Noise floor"):
-- the 1-minute load average is above LOAD_MAX per core before it starts, or
+It measures the noise floor itself and skips, saying why, when the machine is
+too noisy for either verdict to be reliable (docs/sweep-compare.md, "Noise
+floor"):
 - the epoch times within the baseline sweep spread by more than CV_MAX
   (coefficient of variation over its repeats), or
 - the repeat sweep (no hog) is itself called a regression, or its epoch times
   spread by more than CV_MAX.
+The load average is not a gate: it trails the suite's own earlier tests by a
+minute (0.8-0.9 per core right after them, while the cores are idle again) and
+made this test skip in every CI run; it is printed in the skip reasons only.
 """
 
 import json
@@ -24,7 +27,6 @@ from conftest import child_env, describe, run
 
 REPEATS = 5     # 5 vs 5: the smallest two-sided p is 2/252, well below alpha 0.05
 MAX_STEPS = 300
-LOAD_MAX = 0.5  # load average per core above which the noise floor is too high
 CV_MAX = 0.05   # epoch-time spread (stdev/mean over repeats) a quiet machine stays under
 
 
@@ -46,6 +48,12 @@ def epoch_cv(out):
     return max(cvs)
 
 
+def median_epoch(out):
+    doc = json.loads((out / "scaling.json").read_text())
+    return statistics.median(r["epoch_s"] for p in doc["points"] for r in p["runs"]
+                             if r["status"] == "ok")
+
+
 def load_per_core():
     return os.getloadavg()[0] / os.cpu_count()
 
@@ -60,15 +68,11 @@ def start_hog():
 def test_cpu_hog_is_a_regression_and_a_repeat_is_not(stratbench, mnist_dir, tmp_path):
     if os.cpu_count() < 2:
         pytest.skip("needs 2 cores: the hog takes one")
-    load = load_per_core()
-    if load > LOAD_MAX:
-        pytest.skip(f"machine busy: load average {load:.2f} per core > {LOAD_MAX} before the "
-                    "test; the noise floor is too high for a reliable verdict")
     base = sweep(stratbench, mnist_dir, tmp_path / "base")
     cv = epoch_cv(base)
     if cv > CV_MAX:
         pytest.skip(f"machine noisy: epoch time cv {100 * cv:.1f}% over {REPEATS} repeats of "
-                    f"the baseline > {100 * CV_MAX:.0f}%")
+                    f"the baseline > {100 * CV_MAX:.0f}% (load {load_per_core():.2f} per core)")
     again = sweep(stratbench, mnist_dir, tmp_path / "again")
     proc = run([stratbench, "compare", base, again])
     cv_again = epoch_cv(again)
@@ -85,5 +89,9 @@ def test_cpu_hog_is_a_regression_and_a_repeat_is_not(stratbench, mnist_dir, tmp_
         hog.kill()
         hog.wait()
     proc = run([stratbench, "compare", base, slow])
+    # The noise floor and the planted slowdown, for `pytest -s` (docs/sweep-compare.md).
+    print(f"\nnoise floor: epoch cv base {100 * cv:.1f}%, repeat {100 * cv_again:.1f}%; "
+          f"median epoch base {median_epoch(base):.4f} s, repeat {median_epoch(again):.4f} s, "
+          f"with the hog {median_epoch(slow):.4f} s ({median_epoch(slow) / median_epoch(base):.2f}x)")
     assert proc.returncode == 1, describe(proc)
     assert "REGRESSION" in proc.stdout and "epoch_s" in proc.stdout
