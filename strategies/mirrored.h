@@ -42,13 +42,14 @@ struct mirrored {
     double *compute_ms;         /* (n) each replica's compute time this step, for wait */
 };
 
-/* Chooses each member's device and creates the communicators (on the
- * calling thread; nothing here touches a GPU except ncclCommInitAll):
+/* Chooses each member's device (cuda: replica r on GPU r % count) and
+ * creates the communicators from the registry (sb_comm_threads_create; on
+ * the calling thread; nothing here touches a GPU except ncclCommInitAll):
  * cpu: "local"; cuda + --comm mpi: "staged" over "local"; cuda + --comm
  * nccl: ncclCommInitAll over distinct GPUs, or, when every replica lands on
- * one GPU, none (mr->on_device = 1). Errors: SB_ERR_USAGE for several
- * replicas on each of several GPUs with --comm nccl; those of the create
- * functions. */
+ * one GPU, none (mr->on_device = 1: the device-side reduction). Errors:
+ * SB_ERR_USAGE for several replicas on each of several GPUs with --comm
+ * nccl; those of sb_comm_threads_create. */
 sb_status sb_mirrored_create_comms(struct mirrored *mr);
 
 /* On the member's own thread: selects its GPU (cuda), creates its replica

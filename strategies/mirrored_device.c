@@ -8,62 +8,34 @@
 #include "backend/cuda.h"
 #include "strategies/mirrored.h"
 
-static void mid_barrier(struct mirrored *mr) { sb_barrier_wait(&mr->mid); }
-
-/* The buffer the device-side reduction works on: gradients when summing,
- * parameters when broadcasting. */
-static float *share_buf(const struct member *m, int sum_grads)
-{
-    return sum_grads ? m->replica->model->grads : m->replica->model->params;
-}
-
 sb_status sb_mirrored_create_comms(struct mirrored *mr)
 {
     const struct sb_config *cfg = mr->env->cfg;
-    int cuda = strcmp(cfg->device, "cuda") == 0;
-    if (!cuda || strcmp(cfg->comm, "mpi") == 0) {
-        SB_TRY(sb_local_group_create(mr->n, &mr->group));
-        for (int i = 0; i < mr->n; i++)
-            SB_TRY(sb_comm_local_create(mr->group, i, &mr->members[i].comm));
-    }
-    if (!cuda) return SB_OK;
-#ifndef SB_HAVE_CUDA
-    return sb_error(SB_ERR_USAGE, "--device cuda: this build has no CUDA");
-#else
-    int count = sb_cuda_device_count();
-    if (count == 0) return sb_error(SB_ERR_USAGE, "--device cuda: no CUDA device is visible");
-    for (int i = 0; i < mr->n; i++) mr->members[i].device = i % count;
-    if (strcmp(cfg->comm, "mpi") == 0) { /* host-staged: any placement */
-        for (int i = 0; i < mr->n; i++) {
-            struct sb_comm *inner = mr->members[i].comm;
-            mr->members[i].comm = NULL;
-            SB_TRY(sb_comm_staged_create(inner, &mr->members[i].comm));
+    if (strcmp(cfg->device, "cuda") == 0) { /* placement: replica r on GPU r % count */
+        int count = sb_cuda_device_count();
+        if (count == 0) return sb_error(SB_ERR_USAGE, "--device cuda: no CUDA device is visible");
+        for (int i = 0; i < mr->n; i++) mr->members[i].device = i % count;
+        if (strcmp(cfg->comm, "nccl") == 0) {
+            if (mr->n > 1 && count == 1) { /* every replica on GPU 0: reduced on the device */
+                mr->on_device = 1;
+                return SB_OK;
+            }
+            if (mr->n > count)
+                return sb_error(SB_ERR_USAGE, "--replicas %d on %d GPUs with --comm nccl: use "
+                                "at most %d replicas, one GPU (CUDA_VISIBLE_DEVICES=0), or "
+                                "--comm mpi", mr->n, count, count);
         }
-        return SB_OK;
     }
-    if (mr->n > 1 && count == 1) { /* every replica on GPU 0 */
-        mr->on_device = 1;
-        return SB_OK;
-    }
-    if (mr->n > count)
-        return sb_error(SB_ERR_USAGE, "--replicas %d on %d GPUs with --comm nccl: use at most "
-                        "%d replicas, one GPU (CUDA_VISIBLE_DEVICES=0), or --comm mpi",
-                        mr->n, count, count);
-#ifdef SB_HAVE_NCCL
     int *devices = malloc((size_t)mr->n * sizeof *devices);
     struct sb_comm **comms = calloc((size_t)mr->n, sizeof *comms);
     sb_status st = SB_OK;
     if (!devices || !comms) st = sb_error(SB_ERR_NOMEM, "mirrored: out of memory");
     for (int i = 0; !st && i < mr->n; i++) devices[i] = mr->members[i].device;
-    if (!st) st = sb_comm_nccl_create_all(mr->n, devices, comms);
-    for (int i = 0; !st && i < mr->n; i++) mr->members[i].comm = comms[i];
+    if (!st) st = sb_comm_threads_create(cfg, mr->n, devices, &mr->group, comms);
+    for (int i = 0; comms && i < mr->n; i++) mr->members[i].comm = comms[i]; /* freed by destroy */
     free(devices);
     free(comms);
     return st;
-#else
-    return sb_error(SB_ERR_USAGE, "--comm nccl: this build has no NCCL (use --comm mpi)");
-#endif
-#endif
 }
 
 sb_status sb_mirrored_create_replica(struct member *me)
@@ -89,6 +61,17 @@ void sb_mirrored_release_replica(struct member *me)
     if (me->device >= 0) sb_cuda_release_thread();
 #endif
 }
+
+#ifdef SB_HAVE_CUDA
+static void mid_barrier(struct mirrored *mr) { sb_barrier_wait(&mr->mid); }
+
+/* The buffer the device-side reduction works on: gradients when summing,
+ * parameters when broadcasting. */
+static float *share_buf(const struct member *m, int sum_grads)
+{
+    return sum_grads ? m->replica->model->grads : m->replica->model->params;
+}
+#endif
 
 sb_status sb_mirrored_device_share(struct member *me, int sum_grads)
 {

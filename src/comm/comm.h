@@ -269,7 +269,10 @@ sb_status sb_comm_local_create(struct sb_local_group *g, int rank,
                                struct sb_comm **out);
 
 struct sb_config;
-/* The communicator a multi-process strategy should use for `cfg`, over the
+/* The communicator registry (src/comm/factory.c): --comm name -> how
+ * ranks and how replica threads talk with it on GPUs.
+ *
+ * The communicator a multi-process strategy should use for `cfg`, over the
  * ranks of `mpi_comm`: "mpi" when cfg->device is cpu (its allreduce_algo
  * from cfg->allreduce, --allreduce); on cuda, first makes
  * GPU local_rank % (visible devices) current for this thread
@@ -281,6 +284,19 @@ struct sb_config;
  * (src/comm/factory.c) */
 sb_status sb_comm_world_create(const struct sb_config *cfg, const void *mpi_comm,
                                int local_rank, struct sb_comm **out);
+
+/* The communicators between the n replica threads of one process
+ * (mirrored), from the same registry: on cpu "local" members over a new
+ * shared-memory group (*group; destroy it with sb_local_group_destroy
+ * after the members); on cuda member i on GPU devices[i] (n entries),
+ * cfg->comm "mpi": "staged" over "local" (any placement), "nccl":
+ * ncclCommInitAll (devices must be distinct; *group stays NULL). The
+ * caller owns comms[0..n) (all NULL on entry's failure before any was
+ * made; destroy those set). Not collective across processes. Errors:
+ * SB_ERR_USAGE (no CUDA or NCCL in this build, two NCCL members on one
+ * GPU), those of the create functions. (src/comm/factory.c) */
+sb_status sb_comm_threads_create(const struct sb_config *cfg, int n, const int *devices,
+                                 struct sb_local_group **group, struct sb_comm **comms);
 
 #ifdef SB_HAVE_CUDA
 /* Wraps `inner`, a host-memory communicator (mpi, local), for device

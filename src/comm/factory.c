@@ -1,12 +1,122 @@
-/* Picks the communicator of a multi-process strategy from the device and
- * --comm: MPI between CPU ranks; NCCL, or MPI staged through pinned host
- * memory, between GPU ranks; on CPU, --allreduce picks the mpi
- * communicator's all-reduce algorithm. See comm.h. */
+/* The communicator registry: --comm name -> how the ranks of a job
+ * (ddp, central, hierarchical) and the replica threads of one process
+ * (mirrored) talk with it on GPUs. On the CPU every buffer is host memory,
+ * so ranks use "mpi" (with --allreduce's algorithm) and threads "local",
+ * whatever --comm says (the CLI refuses nccl there). A new communicator is
+ * its file plus one line in `entries`. See comm.h. */
 #include <string.h>
 
 #include "backend/cuda.h"
 #include "comm/comm.h"
 #include "core/config.h"
+
+struct comm_entry {
+    const char *name; /* --comm */
+    /* Over the ranks of mpi_comm (collective), this rank's GPU `device`
+     * already chosen; NULL: not available in this build. */
+    sb_status (*ranks)(const void *mpi_comm, int device, struct sb_comm **out);
+    /* n members in this process, member i on GPU devices[i]; *group is
+     * the shared-memory group, if the entry makes one (freed by the
+     * caller with sb_local_group_destroy). NULL: not in this build. */
+    sb_status (*threads)(int n, const int *devices, struct sb_local_group **group,
+                         struct sb_comm **comms);
+};
+
+/* n "local" members over one new shared-memory group. */
+static sb_status local_threads(int n, struct sb_local_group **group, struct sb_comm **comms)
+{
+    SB_TRY(sb_local_group_create(n, group));
+    for (int i = 0; i < n; i++) SB_TRY(sb_comm_local_create(*group, i, &comms[i]));
+    return SB_OK;
+}
+
+#ifdef SB_HAVE_CUDA
+/* "mpi" on GPUs: device buffers staged through pinned host memory. Selects
+ * the GPU first (the staging copies use this thread's stream); a rank whose
+ * selection fails still joins the collective MPI_Comm_dup and then the
+ * agreement, so no rank waits for it (docs/gpu.md). */
+static sb_status staged_ranks(const void *mpi_comm, int device, struct sb_comm **out)
+{
+    sb_status local = sb_cuda_set_device(device);
+    struct sb_comm *inner = NULL;
+    SB_TRY(sb_comm_mpi_create(mpi_comm, &inner));
+    sb_status st = sb_comm_agree(inner, local, "its GPU set-up");
+    if (st) {
+        sb_comm_destroy(inner);
+        return st;
+    }
+    return sb_comm_staged_create(inner, out);
+}
+
+/* "mpi" between threads on GPUs: "staged" over "local", any placement. */
+static sb_status staged_threads(int n, const int *devices, struct sb_local_group **group,
+                                struct sb_comm **comms)
+{
+    (void)devices;
+    SB_TRY(local_threads(n, group, comms));
+    for (int i = 0; i < n; i++) {
+        struct sb_comm *inner = comms[i];
+        comms[i] = NULL;
+        SB_TRY(sb_comm_staged_create(inner, &comms[i]));
+    }
+    return SB_OK;
+}
+#endif
+
+#ifdef SB_HAVE_NCCL
+static sb_status nccl_ranks(const void *mpi_comm, int device, struct sb_comm **out)
+{
+    return sb_comm_nccl_create(mpi_comm, device, out); /* selects the device itself */
+}
+
+/* ncclCommInitAll over distinct GPUs. */
+static sb_status nccl_threads(int n, const int *devices, struct sb_local_group **group,
+                              struct sb_comm **comms)
+{
+    (void)group;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < i; j++)
+            if (devices[i] == devices[j])
+                return sb_error(SB_ERR_USAGE, "--comm nccl: replicas %d and %d share GPU %d "
+                                "(NCCL takes one member per GPU): use --comm mpi, or as many "
+                                "replicas as GPUs", j, i, devices[i]);
+    return sb_comm_nccl_create_all(n, devices, comms);
+}
+#endif
+
+static const struct comm_entry entries[] = {
+#ifdef SB_HAVE_CUDA
+    {"mpi", staged_ranks, staged_threads},
+#else
+    {"mpi", NULL, NULL},
+#endif
+#ifdef SB_HAVE_NCCL
+    {"nccl", nccl_ranks, nccl_threads},
+#else
+    {"nccl", NULL, NULL},
+#endif
+};
+
+/* The entry for cfg->comm on cuda, or a usage error naming what is missing. */
+static sb_status find_gpu_entry(const struct sb_config *cfg, const struct comm_entry **out)
+{
+    for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
+        if (strcmp(entries[i].name, cfg->comm) != 0) continue;
+        if (!entries[i].ranks) break;
+        *out = &entries[i];
+        return SB_OK;
+    }
+#ifndef SB_HAVE_CUDA
+    return sb_error(SB_ERR_USAGE, "--device cuda: this build has no CUDA (re-run "
+                    "./configure.py where the CUDA toolkit is installed)");
+#else
+    if (strcmp(cfg->comm, "nccl") == 0)
+        return sb_error(SB_ERR_USAGE, "--comm nccl: this build has no NCCL (install "
+                        "libnccl-dev and re-run ./configure.py, or use --comm mpi)");
+    return sb_error(SB_ERR_USAGE, "--comm: unknown communicator '%s' (expected nccl or mpi)",
+                    cfg->comm);
+#endif
+}
 
 sb_status sb_comm_world_create(const struct sb_config *cfg, const void *mpi_comm,
                                int local_rank, struct sb_comm **out)
@@ -22,35 +132,22 @@ sb_status sb_comm_world_create(const struct sb_config *cfg, const void *mpi_comm
         (*out)->allreduce_algo = algo;
         return SB_OK;
     }
-#ifdef SB_HAVE_CUDA
+    const struct comm_entry *e = NULL;
+    SB_TRY(find_gpu_entry(cfg, &e));
     int count = sb_cuda_device_count();
     if (count == 0)
         return sb_error(SB_ERR_USAGE, "--device cuda: no CUDA device is visible to local "
                         "rank %d", local_rank);
-    int device = local_rank % count;
-    if (strcmp(cfg->comm, "mpi") == 0) {
-        /* Select the GPU first: the staging copies use this thread's stream.
-         * A rank that fails here still joins the collective MPI_Comm_dup
-         * and then the agreement, so no rank waits for it (docs/gpu.md). */
-        sb_status local = sb_cuda_set_device(device);
-        struct sb_comm *inner = NULL;
-        SB_TRY(sb_comm_mpi_create(mpi_comm, &inner));
-        sb_status st = sb_comm_agree(inner, local, "its GPU set-up");
-        if (st) {
-            sb_comm_destroy(inner);
-            return st;
-        }
-        return sb_comm_staged_create(inner, out);
-    }
-#ifdef SB_HAVE_NCCL
-    return sb_comm_nccl_create(mpi_comm, device, out); /* selects the device itself */
-#else
-    return sb_error(SB_ERR_USAGE, "--comm nccl: this build has no NCCL (install libnccl-dev "
-                    "and re-run ./configure.py, or use --comm mpi)");
-#endif
-#else
-    (void)local_rank;
-    return sb_error(SB_ERR_USAGE, "--device cuda: this build has no CUDA (re-run "
-                    "./configure.py where the CUDA toolkit is installed)");
-#endif
+    return e->ranks(mpi_comm, local_rank % count, out);
+}
+
+sb_status sb_comm_threads_create(const struct sb_config *cfg, int n, const int *devices,
+                                 struct sb_local_group **group, struct sb_comm **comms)
+{
+    *group = NULL;
+    for (int i = 0; i < n; i++) comms[i] = NULL;
+    if (strcmp(cfg->device, "cuda") != 0) return local_threads(n, group, comms);
+    const struct comm_entry *e = NULL;
+    SB_TRY(find_gpu_entry(cfg, &e));
+    return e->threads(n, devices, group, comms);
 }
