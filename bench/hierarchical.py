@@ -37,7 +37,8 @@ sys.path.insert(0, str(REPO / "tests" / "cluster"))
 from cluster import Cluster, STATE_DIR, unavailable_reason  # noqa: E402
 
 STRATEGIES = {
-    "ddp": ["--strategy", "ddp"],
+    # flat: auto would pick the hierarchical all-reduce on 2 hosts of 2 ranks
+    "ddp": ["--strategy", "ddp", "--allreduce", "ring"],
     "hierarchical": ["--strategy", "hierarchical"],
 }
 RANKS, HOSTS = 4, 2
@@ -116,7 +117,14 @@ def measure(a):
                                            a.out / "reports" / f"{tag}.json")
                     per_step = {h: (tx_long[h] - tx_short[h]) / (a.steps - a.short)
                                 for h in tx_long}
-                    d = rep.get("strategy_details", {})
+                    algos = rep["comm"]["allreduce"].get("algorithms", {})
+                    stages = algos.get("hierarchical", {}).get("stages", {})
+
+                    def stage(name, key):
+                        return stages.get(name, {}).get(key)
+
+                    def per_measured(v):
+                        return None if v is None else v / rep["steps_measured"]
                     row = {
                         "strategy": name, "rate": rate, "placement": placement,
                         "hosts_seen": rep["environment"].get("hosts"),
@@ -127,10 +135,12 @@ def measure(a):
                         "link_tx_bytes_per_step": per_step,
                         "link_tx_bytes_per_step_max": max(per_step.values()),
                         "allreduce_busbw_GBps": rep["comm"]["allreduce"]["busbw_GBps"],
-                        "intra_host_busbw_GBps": d.get("intra_host_busbw_GBps"),
-                        "inter_host_busbw_GBps": d.get("inter_host_busbw_GBps"),
-                        "inter_host_bytes_per_step": d.get("inter_host_bytes_per_step"),
-                        "hierarchy": [d.get("hosts"), d.get("ranks_per_host")],
+                        "intra_host_busbw_GBps": stage("intra_host_allgather", "busbw_GBps"),
+                        "inter_host_busbw_GBps": stage("inter_host_allreduce", "busbw_GBps"),
+                        "inter_host_bytes_per_step": per_measured(
+                            stage("inter_host_allreduce", "bytes")),
+                        "hierarchy": [stage("inter_host_allreduce", "ranks"),
+                                      stage("intra_host_allgather", "ranks")],
                         "param_bytes": rep["model"]["param_bytes"],
                     }
                     rows.append(row)

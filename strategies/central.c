@@ -94,7 +94,8 @@ static sb_status central_init(struct sb_strategy *s)
     c->params_current = 1;
     SB_TRY(sb_replica_create(s->env, 0, &c->replica));
     s->replica = c->replica;
-    s->comm = c->comm;
+    s->comms[s->n_comms++] = c->comm;
+    s->world = c->comm;
     size_t n = c->replica->model->n_params;
     /* The same check on every rank, before any message: all fail together. */
     if ((size_t)c->n_servers > n)

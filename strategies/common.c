@@ -1,6 +1,6 @@
 /* The shared defaults of the strategy interface: what a strategy with one
- * replica and one communicator per process (s->replica, s->comm) would
- * otherwise copy; see strategy.h. */
+ * replica per process (s->replica) would otherwise copy, and the sums over
+ * the communicators a strategy lists (s->comms, s->world); see strategy.h. */
 #include <string.h>
 
 #include "strategies/replica.h"
@@ -9,8 +9,7 @@ size_t sb_strategy_n_params(const struct sb_strategy *s) { return s->replica->mo
 
 sb_status sb_strategy_reduce_sum(struct sb_strategy *s, double *vals, int n)
 {
-    if (s->ops->reduce_sum) return s->ops->reduce_sum(s, vals, n);
-    return s->comm ? sb_comm_allreduce_f64(s->comm, vals, (size_t)n) : SB_OK;
+    return s->world ? sb_comm_allreduce_f64(s->world, vals, (size_t)n) : SB_OK;
 }
 
 sb_status sb_strategy_read_params(struct sb_strategy *s, float *host)
@@ -20,22 +19,43 @@ sb_status sb_strategy_read_params(struct sb_strategy *s, float *host)
     return s->env->be->download(host, m->params, m->n_params * sizeof(float));
 }
 
+static void add(struct sb_comm_counter *to, const struct sb_comm_counter *c)
+{
+    to->calls += c->calls;
+    to->bytes += c->bytes;
+    to->seconds += c->seconds;
+}
+
 void sb_strategy_comm_counters(const struct sb_strategy *s,
                                struct sb_comm_counter out[SB_COMM_NKINDS], int *ranks)
 {
-    if (s->ops->comm_counters) {
-        s->ops->comm_counters(s, out, ranks);
-        return;
-    }
     memset(out, 0, SB_COMM_NKINDS * sizeof *out);
-    *ranks = 1;
-    if (!s->comm) return;
-    memcpy(out, s->comm->counters, SB_COMM_NKINDS * sizeof *out);
-    *ranks = s->comm->size;
+    *ranks = s->n_comms > 0 ? s->comms[0]->size : 1;
+    for (int i = 0; i < s->n_comms; i++)
+        for (int k = 0; k < SB_COMM_NKINDS; k++) add(&out[k], &s->comms[i]->counters[k]);
+}
+
+void sb_strategy_comm_algorithms(const struct sb_strategy *s,
+                                 struct sb_comm_counter by_algo[SB_ALLREDUCE_NALGOS],
+                                 const char *names[SB_ALLREDUCE_NALGOS],
+                                 struct sb_comm_stage stages[SB_COMM_STAGES_MAX], int *n_stages)
+{
+    memset(by_algo, 0, SB_ALLREDUCE_NALGOS * sizeof *by_algo);
+    for (int a = 0; a < SB_ALLREDUCE_NALGOS; a++) names[a] = NULL;
+    *n_stages = 0;
+    for (int i = 0; i < s->n_comms; i++) {
+        const struct sb_comm *c = s->comms[i];
+        for (int a = 0; a < SB_ALLREDUCE_NALGOS; a++) {
+            if (c->allreduce_by_algo[a].calls == 0) continue;
+            add(&by_algo[a], &c->allreduce_by_algo[a]);
+            if (!names[a]) names[a] = sb_comm_algo_name(c, (enum sb_allreduce_algo)a);
+        }
+        for (int k = 0; k < c->n_stages && *n_stages < SB_COMM_STAGES_MAX; k++)
+            stages[(*n_stages)++] = c->stages[k];
+    }
 }
 
 void sb_strategy_reset_comm_counters(struct sb_strategy *s)
 {
-    if (s->ops->reset_comm_counters) s->ops->reset_comm_counters(s);
-    else if (s->comm) sb_comm_reset_counters(s->comm);
+    for (int i = 0; i < s->n_comms; i++) sb_comm_reset_counters(s->comms[i]);
 }

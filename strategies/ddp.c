@@ -86,7 +86,8 @@ static sb_status ddp_init(struct sb_strategy *s)
                                 &d->comm));
     SB_TRY(sb_replica_create(s->env, 1, &d->replica));
     s->replica = d->replica;
-    s->comm = d->comm;
+    s->comms[s->n_comms++] = d->comm;
+    s->world = d->comm;
     /* On GPUs the host clocks below see issue times (the nccl wait does not
      * block the host), so comm is the compute stream's span from the end of
      * backward to the optimizer, timed by events (replica.h). */
@@ -324,18 +325,30 @@ static float *ddp_replica_params(struct sb_strategy *s, int i, int *n)
     return i == 0 ? d->replica->model->params : NULL;
 }
 
+/* ddp's ops; the registry's "hierarchical" is the same strategy with the
+ * hierarchical all-reduce (src/comm/mpi_hier.c). */
+#define DDP_OPS                                 \
+    .uses_mpi = 1,                              \
+    .options = ddp_options,                     \
+    .options_size = sizeof(struct ddp_opts),    \
+    .processes = ddp_processes,                 \
+    .init = ddp_init,                           \
+    .step = ddp_step,                           \
+    .evaluate = ddp_evaluate,                   \
+    .describe = ddp_describe,                   \
+    .comm_model = ddp_comm_model,               \
+    .destroy = ddp_destroy,                     \
+    .replica_params = ddp_replica_params
+
 const struct sb_strategy_ops sb_strategy_ddp = {
     .name = "ddp",
     .summary = "one MPI rank per replica, bucketed all-reduce overlapping backward (PyTorch DDP)",
-    .uses_mpi = 1,
-    .options = ddp_options,
-    .options_size = sizeof(struct ddp_opts),
-    .processes = ddp_processes,
-    .init = ddp_init,
-    .step = ddp_step,
-    .evaluate = ddp_evaluate,
-    .describe = ddp_describe,
-    .comm_model = ddp_comm_model,
-    .destroy = ddp_destroy,
-    .replica_params = ddp_replica_params,
+    DDP_OPS,
+};
+
+const struct sb_strategy_ops sb_strategy_hierarchical = {
+    .name = "hierarchical",
+    .summary = "ddp with --allreduce hierarchical: within each host, then across hosts (Horovod)",
+    .allreduce = SB_ALLREDUCE_HIERARCHICAL,
+    DDP_OPS,
 };

@@ -200,7 +200,7 @@ static sb_status mirrored_init(struct sb_strategy *s)
     /* The harness reads replica 0's parameters (on this thread, its GPU's)
      * and counts replica 0's communicator. */
     s->replica = mr->members[0].replica;
-    s->comm = mr->members[0].comm;
+    s->comms[s->n_comms++] = mr->members[0].comm; /* one process: no s->world */
     return dispatch(mr, JOB_BROADCAST);
 }
 
@@ -235,12 +235,6 @@ static sb_status mirrored_evaluate(struct sb_strategy *s, double *accuracy)
     return SB_OK;
 }
 
-static sb_status mirrored_reduce_sum(struct sb_strategy *s, double *vals, int n)
-{
-    (void)s, (void)vals, (void)n; /* one process: step results already cover all replicas */
-    return SB_OK;
-}
-
 /* Every replica thread's parameters (read between steps, while the
  * threads wait for the next job). */
 static float *mirrored_replica_params(struct sb_strategy *s, int i, int *n)
@@ -258,7 +252,6 @@ const struct sb_strategy_ops sb_strategy_mirrored = {
     .init = mirrored_init,
     .step = mirrored_step,
     .evaluate = mirrored_evaluate,
-    .reduce_sum = mirrored_reduce_sum,
     .destroy = mirrored_destroy,
     .replica_params = mirrored_replica_params,
 };

@@ -66,6 +66,8 @@ struct sb_strategy_option {
 
 struct sb_replica;
 
+#define SB_STRATEGY_COMMS_MAX 4
+
 struct sb_strategy {
     const struct sb_strategy_ops *ops;
     const struct sb_strategy_env *env;
@@ -73,7 +75,14 @@ struct sb_strategy {
     /* Set by init, used by the shared defaults (strategies/common.c) for
      * the ops a strategy leaves NULL: */
     struct sb_replica *replica; /* this process's (first) replica */
-    struct sb_comm *comm;       /* the communicator the report counts; NULL: none */
+    /* The communicators the report counts, summed (comms[0]'s size is the
+     * ranks of the report's busbw factors); n_comms = 0: none. */
+    struct sb_comm *comms[SB_STRATEGY_COMMS_MAX];
+    int n_comms;
+    /* The communicator across this job's processes, for sums of metrics
+     * (sb_strategy_reduce_sum); NULL: one process (mirrored, single),
+     * whose step results already cover every replica. */
+    struct sb_comm *world;
 };
 
 struct sb_strategy_ops {
@@ -83,6 +92,9 @@ struct sb_strategy_ops {
     int max_replicas;     /* 0 = any; 1 for a strategy of one replica */
     int baseline;         /* the reference of speedup and efficiency (sweep) */
     int cuda_graph;       /* --cuda-graph: can replay its step as a CUDA graph */
+    /* The all-reduce algorithm this entry runs (the CLI sets --allreduce
+     * to it and refuses another); SB_ALLREDUCE_AUTO: --allreduce's. */
+    enum sb_allreduce_algo allreduce;
     /* Its own flags (NULL-terminated; NULL = none) and the size of the
      * options struct they fill (at most SB_STRATEGY_OPTS_BYTES). */
     const struct sb_strategy_option *options;
@@ -109,22 +121,12 @@ struct sb_strategy_ops {
     /* Test accuracy (0..1) of the current parameters over the whole test
      * set; valid on world rank 0 (other ranks may return anything). */
     sb_status (*evaluate)(struct sb_strategy *s, double *accuracy);
-    /* Optional (NULL: the sum over s->comm, or vals as they are without
-     * one): vals (n) = sum over all processes of vals, on every process. */
-    sb_status (*reduce_sum)(struct sb_strategy *s, double *vals, int n);
     /* Optional (NULL: s->replica's parameters): copies the current
      * parameters (n_params floats, layout order) to host memory at any
-     * point between steps. Collective: every process calls it; `host` is
-     * valid on world rank 0. */
+     * point between steps, for strategies whose parameters live elsewhere
+     * (central: on its servers). Collective: every process calls it;
+     * `host` is valid on world rank 0. */
     sb_status (*read_params)(struct sb_strategy *s, float *host);
-    /* Optional (NULL: s->comm's counters and size, or zeros and 1 without
-     * one): this process's communication counters since the last reset
-     * and the ranks of its collectives (n of the busbw factor). */
-    void (*comm_counters)(const struct sb_strategy *s, struct sb_comm_counter out[SB_COMM_NKINDS],
-                          int *ranks);
-    /* Optional (NULL: resets s->comm's): zeroes those counters (the end of
-     * warm-up). */
-    void (*reset_comm_counters)(struct sb_strategy *s);
     /* Optional (may be NULL): adds what the strategy states about itself
      * (e.g. ddp's bucket count and sizes, central's staleness, central's
      * server link bytes per step into d's comm section) to `d`.
@@ -170,10 +172,23 @@ const struct sb_strategy_ops *sb_strategy_at(int i);
 
 /* Number of parameters of the model (s->replica's). */
 size_t sb_strategy_n_params(const struct sb_strategy *s);
+/* vals (n) = sum over the job's processes (over s->world; as they are
+ * without one). Errors: the communicator's. */
 sb_status sb_strategy_reduce_sum(struct sb_strategy *s, double *vals, int n);
 sb_status sb_strategy_read_params(struct sb_strategy *s, float *host);
+/* This process's communication since the last reset, summed over
+ * s->comms: per kind (out), by all-reduce algorithm (by_algo, with each
+ * algorithm's report name in names, NULL where it never ran) and the
+ * stages of multi-stage algorithms (stages, *n_stages); *ranks = comms[0]'s
+ * size (1 without communicators). Any output may be NULL. */
 void sb_strategy_comm_counters(const struct sb_strategy *s,
                                struct sb_comm_counter out[SB_COMM_NKINDS], int *ranks);
+void sb_strategy_comm_algorithms(const struct sb_strategy *s,
+                                 struct sb_comm_counter by_algo[SB_ALLREDUCE_NALGOS],
+                                 const char *names[SB_ALLREDUCE_NALGOS],
+                                 struct sb_comm_stage stages[SB_COMM_STAGES_MAX], int *n_stages);
+/* Zeroes the counters of every communicator in s->comms (the end of
+ * warm-up). */
 void sb_strategy_reset_comm_counters(struct sb_strategy *s);
 
 /* --- the strategies' own flags (strategies/options.c) --- */

@@ -21,7 +21,7 @@ enum {
     OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_LR_SCALING, OPT_SEED, OPT_DATA,
     OPT_REPORT, OPT_TARGET, OPT_MAX_STEPS, OPT_WARMUP, OPT_SAVE_PARAMS, OPT_THREADS,
     OPT_EVAL_BATCH, OPT_TRACE, OPT_COMM, OPT_ALLREDUCE, OPT_PROBE_LINKS, OPT_NO_PROBE_LINKS,
-    OPT_CUDA_GRAPH, OPT_CHECK_EVERY, OPT_MLLOG, OPT_TIMEOUT,
+    OPT_CUDA_GRAPH, OPT_CHECK_EVERY, OPT_MLLOG, OPT_TIMEOUT, OPT_RANKS_PER_HOST,
     OPT_STRATEGY_FLAG = 512, /* + index into strategy_flags[] */
 };
 
@@ -49,6 +49,7 @@ static const struct option common_options[] = {
     {"threads", required_argument, NULL, OPT_THREADS},
     {"eval-batch", required_argument, NULL, OPT_EVAL_BATCH},
     {"allreduce", required_argument, NULL, OPT_ALLREDUCE},
+    {"ranks-per-host", required_argument, NULL, OPT_RANKS_PER_HOST},
     {"probe-links", no_argument, NULL, OPT_PROBE_LINKS},
     {"no-probe-links", no_argument, NULL, OPT_NO_PROBE_LINKS},
     {"trace", required_argument, NULL, OPT_TRACE},
@@ -150,8 +151,11 @@ void sb_train_opts_usage(FILE *out)
             "  --threads N            %-10s BLAS threads per process (0 = cores / processes)\n"
             "  --eval-batch N         %-10d test images per forward pass in evaluation\n"
             "  --allreduce ALGO       %-10s MPI strategies on cpu: ring | recursive-doubling |\n"
-            "                                    mpi (MPI_Iallreduce) | auto (by size: ring for\n"
-            "                                    large buckets; docs/allreduce.md)\n"
+            "                                    mpi (MPI_Iallreduce) | hierarchical (within,\n"
+            "                                    then across hosts) | auto (by size and hosts:\n"
+            "                                    ring for large buckets; docs/allreduce.md)\n"
+            "  --ranks-per-host L     %-10d hosts of L consecutive ranks for the hierarchical\n"
+            "                                    all-reduce (0 = ranks sharing memory)\n"
             "  --probe-links | --no-probe-links\n"
             "                                    MPI strategies: measure the links' latency and\n"
             "                                    bandwidth at start (default on; a few ms, ~0.3 s\n"
@@ -171,7 +175,7 @@ void sb_train_opts_usage(FILE *out)
             c->strategy, sb_strategy_names_joined(" | "), c->workload, sb_workload_names(),
             c->device, "auto", c->hidden[0], c->replicas, c->epochs, c->batch, c->lr,
             c->momentum, "none", (unsigned long long)c->seed, c->target_accuracy, "0",
-            c->warmup_steps, "0", c->eval_batch, c->allreduce, c->timeout_s);
+            c->warmup_steps, "0", c->eval_batch, c->allreduce, c->ranks_per_host, c->timeout_s);
     sb_strategy_options_usage(out);
 }
 
@@ -310,13 +314,14 @@ static sb_status parse_one(struct sb_train_opts *o, int opt, const char *arg)
     case OPT_ALLREDUCE:
         if (sb_allreduce_algo_parse(arg, &algo) != 0)
             return sb_error(SB_ERR_USAGE, "--allreduce: expected auto, ring, "
-                            "recursive-doubling or mpi, got '%s'", arg);
+                            "recursive-doubling, mpi or hierarchical, got '%s'", arg);
         strcpy(c->allreduce, sb_allreduce_algo_name(algo));
         return SB_OK;
     case OPT_TRACE: return parse_path("trace", arg, c->trace_path);
     case OPT_CUDA_GRAPH: c->cuda_graph = 1; return SB_OK;
     case OPT_MLLOG: return parse_path("mllog", arg, c->mllog_path);
     case OPT_TIMEOUT: return parse_double("timeout", arg, 0.0, 86400.0, &c->timeout_s);
+    case OPT_RANKS_PER_HOST: return parse_int("ranks-per-host", arg, 0, 4096, &c->ranks_per_host);
     }
     return sb_error(SB_ERR_INTERNAL, "unhandled option %d", opt);
 }
@@ -366,6 +371,27 @@ static sb_status validate_device(struct sb_config *c)
 #endif
 }
 
+/* --allreduce for strategy s: an entry that names its own algorithm
+ * (hierarchical: ddp with the hierarchical all-reduce) sets it, and
+ * refuses another; the hierarchical all-reduce needs hosts of equal size
+ * (--ranks-per-host L dividing the processes; hosts by shared memory are
+ * checked when the ranks are grouped). */
+static sb_status validate_allreduce(const struct sb_strategy_ops *s, struct sb_config *c)
+{
+    if (s->allreduce != SB_ALLREDUCE_AUTO) {
+        const char *own = sb_allreduce_algo_name(s->allreduce);
+        if (strcmp(c->allreduce, "auto") != 0 && strcmp(c->allreduce, own) != 0)
+            return sb_error(SB_ERR_USAGE, "--allreduce %s: strategy %s runs the %s all-reduce",
+                            c->allreduce, s->name, own);
+        strcpy(c->allreduce, own);
+    }
+    int l = c->ranks_per_host;
+    if (l > 0 && strcmp(c->allreduce, "hierarchical") == 0 && c->replicas % l != 0)
+        return sb_error(SB_ERR_USAGE, "--ranks-per-host: %d replicas do not fill hosts of %d "
+                        "ranks", c->replicas, l);
+    return SB_OK;
+}
+
 /* Checks that need several flags together. */
 static sb_status validate(struct sb_train_opts *o)
 {
@@ -378,6 +404,7 @@ static sb_status validate(struct sb_train_opts *o)
         return sb_error(SB_ERR_USAGE, "--workload: unknown workload '%s' (expected one of: %s)",
                         c->workload, sb_workload_names());
     SB_TRY(validate_device(c));
+    SB_TRY(validate_allreduce(s, c));
     if (strcmp(c->allreduce, "auto") != 0 && (!s->uses_mpi || strcmp(c->device, "cpu") != 0))
         return sb_error(SB_ERR_USAGE, "--allreduce %s: only strategies of MPI ranks on --device "
                         "cpu choose their all-reduce (NCCL and threads use their own)",

@@ -6,7 +6,7 @@
 #include "comm/cost_model.h"
 
 static const char *const names[SB_ALLREDUCE_NALGOS] = {"auto", "ring", "recursive-doubling",
-                                                       "mpi"};
+                                                       "mpi", "hierarchical"};
 
 const char *sb_allreduce_algo_name(enum sb_allreduce_algo a)
 {
@@ -30,4 +30,21 @@ enum sb_allreduce_algo sb_allreduce_choose(size_t bytes, int ranks)
     double ring = sb_cost_ring_allreduce_s(&ref, ranks, (double)bytes);
     double rd = sb_cost_recursive_doubling_s(&ref, ranks, (double)bytes);
     return rd < ring ? SB_ALLREDUCE_RECURSIVE_DOUBLING : SB_ALLREDUCE_RING;
+}
+
+enum sb_allreduce_algo sb_allreduce_choose_hosts(size_t bytes, int ranks, int hosts)
+{
+    enum sb_allreduce_algo flat = sb_allreduce_choose(bytes, ranks);
+    if (hosts < 2 || ranks % hosts != 0 || ranks / hosts < 2) return flat;
+    int per_host = ranks / hosts;
+    const struct sb_link inter = {SB_ALLREDUCE_REF_ALPHA_S, SB_ALLREDUCE_REF_BANDWIDTH_BPS,
+                                  SB_ALLREDUCE_REF_GAMMA_S_PER_BYTE};
+    const struct sb_link intra = {SB_ALLREDUCE_REF_HOST_ALPHA_S,
+                                  SB_ALLREDUCE_REF_HOST_BANDWIDTH_BPS,
+                                  SB_ALLREDUCE_REF_GAMMA_S_PER_BYTE};
+    enum sb_allreduce_algo cross = sb_allreduce_choose(bytes / (size_t)per_host, hosts);
+    double hier = sb_cost_hierarchical_allreduce_s(&intra, &inter, cross, per_host, hosts,
+                                                   (double)bytes);
+    double flat_s = sb_cost_allreduce_s(&inter, flat, ranks, (double)bytes);
+    return hier < flat_s ? SB_ALLREDUCE_HIERARCHICAL : flat;
 }

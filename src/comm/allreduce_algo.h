@@ -18,12 +18,16 @@ enum sb_allreduce_algo {
     SB_ALLREDUCE_RING,               /* reduce-scatter + all-gather around a ring */
     SB_ALLREDUCE_RECURSIVE_DOUBLING, /* lg p exchanges of the whole buffer */
     SB_ALLREDUCE_LIBRARY,            /* the communicator's library (MPI_Iallreduce, NCCL) */
+    SB_ALLREDUCE_HIERARCHICAL,       /* reduce-scatter within each host, all-reduce of each
+                                      * shard across hosts, all-gather within each host
+                                      * (src/comm/mpi_hier.c, docs/hierarchical.md) */
     SB_ALLREDUCE_NALGOS
 };
 
 /* Name of an algorithm as --allreduce and the report spell it: "auto",
  * "ring", "recursive-doubling", "mpi" (the library's own; the report names
- * it after the communicator: "mpi", "nccl", "local", "staged"). */
+ * it after the communicator: "mpi", "nccl", "local", "staged"),
+ * "hierarchical". */
 const char *sb_allreduce_algo_name(enum sb_allreduce_algo a);
 
 /* Parses a --allreduce value; returns 0 and sets *out, or -1 if unknown. */
@@ -40,11 +44,24 @@ int sb_allreduce_algo_parse(const char *name, enum sb_allreduce_algo *out);
  * Never SB_ALLREDUCE_AUTO or _LIBRARY. */
 enum sb_allreduce_algo sb_allreduce_choose(size_t bytes, int ranks);
 
+/* The "auto" rule of a communicator whose ranks form `hosts` hosts of
+ * ranks / hosts ranks each (hosts <= 1: no grouping known): hierarchical
+ * when there are at least 2 hosts of at least 2 ranks and the α–β model
+ * (sb_cost_hierarchical_allreduce_s, with the reference link across hosts
+ * and SB_ALLREDUCE_REF_HOST_* within a host) predicts it faster than
+ * sb_allreduce_choose's flat algorithm; else that flat algorithm. The
+ * cross-host stage is costed with sb_allreduce_choose(bytes / L, hosts),
+ * the algorithm it runs. Never SB_ALLREDUCE_AUTO or _LIBRARY. */
+enum sb_allreduce_algo sb_allreduce_choose_hosts(size_t bytes, int ranks, int hosts);
+
 /* Reference link of the auto rule: 20 µs per message (TCP over Ethernet),
  * 10 Gbit/s, and the reduction's arithmetic at 0.25 ns per byte (one
  * float add per 4 bytes at ~1 ns, a few GB/s of memory traffic). */
 #define SB_ALLREDUCE_REF_ALPHA_S 20e-6
 #define SB_ALLREDUCE_REF_BANDWIDTH_BPS 1.25e9
 #define SB_ALLREDUCE_REF_GAMMA_S_PER_BYTE 0.25e-9
+/* Reference link within a host (shared memory): 1 µs per message, 10 GB/s. */
+#define SB_ALLREDUCE_REF_HOST_ALPHA_S 1e-6
+#define SB_ALLREDUCE_REF_HOST_BANDWIDTH_BPS 10e9
 
 #endif

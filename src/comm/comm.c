@@ -271,6 +271,7 @@ void sb_comm_reset_counters(struct sb_comm *c)
 {
     memset(c->counters, 0, sizeof c->counters);
     memset(c->allreduce_by_algo, 0, sizeof c->allreduce_by_algo);
+    for (int i = 0; i < c->n_stages; i++) memset(&c->stages[i].counter, 0, sizeof c->stages[i].counter);
 }
 
 const char *sb_comm_algo_name(const struct sb_comm *c, enum sb_allreduce_algo a)

@@ -34,6 +34,22 @@ struct sb_comm_counter {
     double seconds;
 };
 
+/* One stage of a multi-stage all-reduce algorithm (hierarchical's
+ * reduce-scatter within the host, all-reduce across hosts, all-gather
+ * within the host), counted by the communicator that runs the algorithm:
+ * one call and its bytes (this rank's message of the stage, nccl-tests'
+ * convention) when the stage is issued, its seconds from issue to
+ * completion as observed. The report writes them under the algorithm
+ * (comm.allreduce.algorithms.<name>.stages) with their own busbw. */
+struct sb_comm_stage {
+    const char *name;            /* "intra_host_reduce_scatter", ... */
+    enum sb_allreduce_algo algo; /* the algorithm it is a stage of */
+    enum sb_comm_kind kind;      /* the collective it is (its busbw factor) */
+    int ranks;                   /* ranks of the stage's collective (n of the factor) */
+    struct sb_comm_counter counter;
+};
+#define SB_COMM_STAGES_MAX 4
+
 struct sb_comm;
 
 /* A non-blocking all-reduce in flight (sb_comm_iallreduce .. sb_comm_wait).
@@ -129,6 +145,11 @@ struct sb_comm {
     /* The non-blocking all-reduces of counters[SB_COMM_ALLREDUCE] split by
      * the algorithm that ran (req->algo); reset with the counters. */
     struct sb_comm_counter allreduce_by_algo[SB_ALLREDUCE_NALGOS];
+    /* The stages of the multi-stage algorithms this communicator runs
+     * (n_stages of them; set up with the algorithm, e.g. by
+     * sb_comm_mpi_group_hosts); reset with the counters. */
+    struct sb_comm_stage stages[SB_COMM_STAGES_MAX];
+    int n_stages;
     /* Set by a communicator whose ops return before the transfer is done
      * (nccl: enqueued on a stream): it adds each call's seconds to
      * counters itself, from CUDA events around the transfer, and the
@@ -257,6 +278,21 @@ double sb_comm_busbw_factor(enum sb_comm_kind kind, int n);
 /* MPI communicator over a duplicate of `mpi_comm` (an MPI_Comm passed as a
  * pointer so this header needs no mpi.h). */
 sb_status sb_comm_mpi_create(const void *mpi_comm, struct sb_comm **out);
+
+/* Groups the ranks of the "mpi" communicator c into hosts for its
+ * hierarchical all-reduce (SB_ALLREDUCE_HIERARCHICAL, and --allreduce auto
+ * where sb_allreduce_choose_hosts picks it): hosts are the ranks that share
+ * memory (MPI_COMM_TYPE_SHARED) or, with ranks_per_host > 0, consecutive
+ * groups of that many ranks (hosts inside one machine, e.g. network
+ * namespaces or a test). Makes three communicators under c (this host's
+ * ranks for the reduce-scatter, the ranks of this local rank on every host
+ * for the cross-host all-reduce, a second one of this host's ranks for the
+ * all-gather, so the two intra-host stages of different buckets never
+ * interleave on one communicator) and c->stages. Collective over c.
+ * Errors: SB_ERR_USAGE when hosts hold different numbers of ranks (every
+ * rank returns it; c is left without grouping) or c is not "mpi";
+ * SB_ERR_COMM, SB_ERR_NOMEM. (src/comm/mpi_hier.c) */
+sb_status sb_comm_mpi_group_hosts(struct sb_comm *c, int ranks_per_host);
 
 /* A group of n threads sharing memory; each thread gets its own member.
  * Errors: SB_ERR_NOMEM; SB_ERR_COMM if its barrier cannot be made.

@@ -83,6 +83,17 @@ double sb_cost_allreduce_s(const struct sb_link *l, enum sb_allreduce_algo a, in
     return sb_cost_ring_allreduce_s(l, p, bytes);
 }
 
+double sb_cost_hierarchical_allreduce_s(const struct sb_link *intra, const struct sb_link *inter,
+                                        enum sb_allreduce_algo cross, int per_host, int hosts,
+                                        double bytes)
+{
+    double l = per_host, stage = 0.0;
+    if (per_host > 1) /* one ring pass: reduce-scatter, or all-gather (no γ) */
+        stage = (l - 1) * sb_cost_message_s(intra, bytes / l);
+    double gamma = per_host > 1 ? (l - 1) / l * bytes * intra->gamma_s_per_byte : 0.0;
+    return 2.0 * stage + gamma + sb_cost_allreduce_s(inter, cross, hosts, bytes / l);
+}
+
 const char *sb_cost_allreduce_formula_name(enum sb_allreduce_algo a)
 {
     if (a == SB_ALLREDUCE_LIBRARY) return "binomial";

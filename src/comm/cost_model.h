@@ -99,6 +99,18 @@ double sb_cost_ddp_exposed_s(const double *bytes, const double *comm_s, int n_bu
 double sb_cost_allreduce_s(const struct sb_link *l, enum sb_allreduce_algo a, int p,
                            double bytes);
 
+/* The two-level all-reduce (SB_ALLREDUCE_HIERARCHICAL) of M bytes over H
+ * hosts of L ranks: a ring reduce-scatter within the host on `intra`
+ * ((L-1)(α + M/(LB)) + (L-1)/L Mγ), the all-reduce of the M/L shard across
+ * the H hosts by algorithm `cross` (not AUTO or HIERARCHICAL) on `inter`,
+ * and a ring all-gather within the host ((L-1)(α + M/(LB))). Horovod's
+ * hierarchical all-reduce; the bandwidth terms sum to the flat ring's
+ * 2(N-1)/N M/B when intra = inter, with 2(L-1) + the cross stage's messages
+ * instead of 2(N-1). */
+double sb_cost_hierarchical_allreduce_s(const struct sb_link *intra, const struct sb_link *inter,
+                                        enum sb_allreduce_algo cross, int per_host, int hosts,
+                                        double bytes);
+
 /* The formula of algorithm `a` (not AUTO) as the report names it ("ring",
  * "recursive-doubling", "binomial") and as text ("2(n-1)(alpha + M/(n B))"). */
 const char *sb_cost_allreduce_formula_name(enum sb_allreduce_algo a);

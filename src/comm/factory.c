@@ -130,7 +130,21 @@ sb_status sb_comm_world_create(const struct sb_config *cfg, const void *mpi_comm
             return sb_error(SB_ERR_USAGE, "--allreduce: unknown algorithm '%s'", cfg->allreduce);
         SB_TRY(sb_comm_mpi_create(mpi_comm, out));
         (*out)->allreduce_algo = algo;
-        return SB_OK;
+        /* Hosts for the hierarchical all-reduce: required when named; for
+         * auto, where it could win (2 hosts of 2 ranks at least), and
+         * uneven hosts just leave it out of the choice. */
+        sb_status st = SB_OK;
+        if (algo == SB_ALLREDUCE_HIERARCHICAL) {
+            st = sb_comm_mpi_group_hosts(*out, cfg->ranks_per_host);
+        } else if (algo == SB_ALLREDUCE_AUTO && (*out)->size >= 4) {
+            st = sb_comm_mpi_group_hosts(*out, cfg->ranks_per_host);
+            if (st == SB_ERR_USAGE) st = SB_OK;
+        }
+        if (st) {
+            sb_comm_destroy(*out);
+            *out = NULL;
+        }
+        return st;
     }
     const struct comm_entry *e = NULL;
     SB_TRY(find_gpu_entry(cfg, &e));

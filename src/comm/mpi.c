@@ -2,7 +2,8 @@
  * buffers. Only the thread that called MPI_Init_thread uses it.
  * Non-blocking all-reduces run the algorithm of c->allreduce_algo:
  * stratbench's ring or recursive doubling (mpi_allreduce.c), or the
- * library's MPI_Iallreduce ("mpi"). */
+ * library's MPI_Iallreduce ("mpi"), or, once its ranks are grouped into
+ * hosts (sb_comm_mpi_group_hosts), the hierarchical one (mpi_hier.c). */
 #include <limits.h>
 #include <mpi.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include "comm/comm.h"
 #include "comm/mpi_allreduce.h"
+#include "comm/mpi_hier.h"
 #include "comm/mpi_wait.h"
 
 /* The communicator's state: a duplicate of the caller's MPI communicator,
@@ -19,6 +21,7 @@ struct mpi_impl {
     MPI_Comm comm;
     unsigned seq;
     struct sb_ar_pool pool;
+    struct sb_hier *hier; /* the host grouping; NULL: none */
 };
 
 static sb_status mpi_check(int rc, const char *what)
@@ -166,6 +169,7 @@ static sb_status mpi_recv_any(struct sb_comm *c, float *buf, size_t n, int *peer
  * (op), or one MPI request per chunk of at most MPI_CHUNK floats. */
 struct mpi_pending {
     struct sb_ar_op *op;
+    struct sb_hier_op *hier; /* a hierarchical all-reduce */
     const char *what; /* the MPI call, for error messages; NULL: "MPI_Iallreduce" */
     int n;
     MPI_Request req[];
@@ -194,25 +198,42 @@ static sb_status library_iallreduce(struct sb_comm *c, float *buf, size_t n,
     return SB_OK;
 }
 
-/* Runs c->allreduce_algo (auto: sb_allreduce_choose by size and ranks, the
- * same choice on every rank); records the algorithm in req->algo. */
+/* The algorithm an all-reduce of n floats runs: c->allreduce_algo, or
+ * for auto sb_allreduce_choose_hosts by size, ranks and hosts (the same
+ * choice on every rank). */
+static enum sb_allreduce_algo choose(const struct sb_comm *c, size_t n)
+{
+    const struct mpi_impl *m = c->impl;
+    if (c->allreduce_algo != SB_ALLREDUCE_AUTO) return c->allreduce_algo;
+    return sb_allreduce_choose_hosts(n * sizeof(float), c->size,
+                                     m->hier ? sb_hier_hosts(m->hier) : 1);
+}
+
+/* Runs choose()'s algorithm; records it in req->algo. */
 static sb_status mpi_iallreduce(struct sb_comm *c, float *buf, size_t n,
                                 struct sb_comm_request *req)
 {
     struct mpi_impl *m = c->impl;
-    enum sb_allreduce_algo algo = c->allreduce_algo;
-    if (algo == SB_ALLREDUCE_AUTO) algo = sb_allreduce_choose(n * sizeof(float), c->size);
+    enum sb_allreduce_algo algo = choose(c, n);
     req->algo = algo;
     struct mpi_pending *p = NULL;
+    if (algo == SB_ALLREDUCE_HIERARCHICAL && !m->hier)
+        return sb_error(SB_ERR_INTERNAL, "hierarchical all-reduce: the communicator's ranks "
+                        "are not grouped into hosts");
     if (algo == SB_ALLREDUCE_LIBRARY) {
         SB_TRY(library_iallreduce(c, buf, n, &p));
     } else {
         p = calloc(1, sizeof *p);
         if (!p) return sb_error(SB_ERR_NOMEM, "all-reduce: out of memory");
-        /* Tags 1..32767 (MPI guarantees a tag upper bound >= 32767); 0 is
-         * the point-to-point traffic of central. */
-        int tag = 1 + (int)(m->seq++ % 32767u);
-        sb_status st = sb_ar_start(m->comm, algo, buf, n, tag, &m->pool, &p->op);
+        sb_status st;
+        if (algo == SB_ALLREDUCE_HIERARCHICAL) {
+            st = sb_hier_start(m->hier, buf, n, c->stages, &p->hier);
+        } else {
+            /* Tags 1..32767 (MPI guarantees a tag upper bound >= 32767); 0
+             * is the point-to-point traffic of central. */
+            int tag = 1 + (int)(m->seq++ % 32767u);
+            st = sb_ar_start(m->comm, algo, buf, n, tag, &m->pool, &p->op);
+        }
         if (st) {
             free(p);
             return st;
@@ -221,7 +242,8 @@ static sb_status mpi_iallreduce(struct sb_comm *c, float *buf, size_t n,
     req->impl = p;
     req->done = 0;
     int done = 0;
-    if (p->op) SB_TRY(sb_ar_progress(p->op, 0, &done)); /* n == 0 or one rank: done */
+    if (p->hier) SB_TRY(sb_hier_progress(m->hier, p->hier, 0, &done));
+    else if (p->op) SB_TRY(sb_ar_progress(p->op, 0, &done)); /* n == 0 or one rank: done */
     else done = p->n == 0;
     if (done) {
         free(p);
@@ -233,11 +255,14 @@ static sb_status mpi_iallreduce(struct sb_comm *c, float *buf, size_t n,
 
 /* Polls (block = 0) or waits for (block = 1) req: the one place this
  * communicator waits on a non-blocking all-reduce. */
-static sb_status mpi_progress(struct sb_comm_request *req, int block, int *done)
+static sb_status mpi_progress(struct sb_comm *c, struct sb_comm_request *req, int block,
+                              int *done)
 {
     struct mpi_pending *p = req->impl;
     *done = 0;
-    if (p->op) {
+    if (p->hier) {
+        SB_TRY(sb_hier_progress(((struct mpi_impl *)c->impl)->hier, p->hier, block, done));
+    } else if (p->op) {
         SB_TRY(sb_ar_progress(p->op, block, done));
     } else if (block) {
         /* With the watchdog's deadline; on an error the requests stay
@@ -257,15 +282,13 @@ static sb_status mpi_progress(struct sb_comm_request *req, int block, int *done)
 
 static sb_status mpi_test(struct sb_comm *c, struct sb_comm_request *req, int *done)
 {
-    (void)c;
-    return mpi_progress(req, 0, done);
+    return mpi_progress(c, req, 0, done);
 }
 
 static sb_status mpi_wait(struct sb_comm *c, struct sb_comm_request *req)
 {
-    (void)c;
     int done = 0;
-    return mpi_progress(req, 1, &done);
+    return mpi_progress(c, req, 1, &done);
 }
 
 /* A request of one MPI call with its int counts and displacements, which
@@ -278,6 +301,7 @@ static struct mpi_pending *pending_with_counts(int size, int **counts, int **dis
     struct mpi_pending *p = malloc(head + 2 * (size_t)size * sizeof(int));
     if (!p) return NULL;
     p->op = NULL;
+    p->hier = NULL;
     p->what = NULL;
     p->n = 1;
     *counts = (int *)(void *)((char *)p + head);
@@ -403,6 +427,7 @@ static void mpi_destroy(struct sb_comm *c)
     if (m) {
         int finalized = 0;
         MPI_Finalized(&finalized);
+        sb_hier_destroy(m->hier);
         if (!finalized) MPI_Comm_free(&m->comm);
         sb_ar_pool_free(&m->pool);
         free(m);
@@ -457,4 +482,14 @@ sb_status sb_comm_mpi_create(const void *mpi_comm, struct sb_comm **out)
     MPI_Comm h;
     SB_TRY(mpi_check(MPI_Comm_dup(*(const MPI_Comm *)mpi_comm, &h), "MPI_Comm_dup"));
     return wrap(h, out);
+}
+
+sb_status sb_comm_mpi_group_hosts(struct sb_comm *c, int ranks_per_host)
+{
+    if (c->ops != &mpi_ops)
+        return sb_error(SB_ERR_USAGE, "the %s communicator cannot group its ranks into hosts",
+                        c->ops->name);
+    struct mpi_impl *m = c->impl;
+    if (m->hier) return SB_OK;
+    return sb_hier_create(c, ranks_per_host, &m->hier);
 }

@@ -22,7 +22,8 @@
  * counted wrappers add calls and bytes only; algbw and busbw in the report
  * then come from these device spans.
  *
- * The non-blocking all-reduce (ddp's buckets) runs on a second, per-member
+ * The non-blocking all-reduce (ddp's buckets), reduce-scatter and
+ * all-gather (ncclReduceScatter, ncclAllGather: blocks of one size) run on a second, per-member
  * communication stream, as PyTorch DDP and llm.c overlap: an event recorded
  * on the compute stream (after the kernels that wrote the bucket) is made a
  * dependency of the communication stream, the ncclAllReduce is enqueued
@@ -236,28 +237,88 @@ static sb_status nccl_recv(struct sb_comm *c, float *buf, size_t n, int peer)
     return SB_CUDA_CHECK(cudaStreamSynchronize(s), SB_ERR_COMM); /* see "Point-to-point" */
 }
 
-static sb_status nccl_iallreduce(struct sb_comm *c, float *buf, size_t n,
-                                 struct sb_comm_request *req)
+/* Opens a call of `kind` on the member's communication stream: acquires a
+ * slot, makes the communication stream wait for everything enqueued so far
+ * on the compute stream (the kernels that wrote the buffer), without the
+ * host waiting, and records the slot's start event there. */
+static sb_status async_begin(struct sb_comm *c, enum sb_comm_kind kind, struct nccl_slot **out)
 {
     struct nccl_impl *m = impl(c);
     cudaStream_t s;
     SB_TRY(stream_of(c, &s)); /* also makes m->device current */
     struct nccl_slot *q;
-    SB_TRY(acquire(c, c->counting - 1, &q));
-    /* Compute stream -> ready -> communication stream: the all-reduce starts
-     * after every kernel enqueued so far on the compute stream (those that
-     * wrote this bucket's gradients), without the host waiting. */
+    SB_TRY(acquire(c, (int)kind, &q));
     SB_TRY(SB_CUDA_CHECK(cudaEventRecord(q->ready, s), SB_ERR_COMM));
     SB_TRY(SB_CUDA_CHECK(cudaStreamWaitEvent(m->comm_stream, q->ready, 0), SB_ERR_COMM));
     SB_TRY(SB_CUDA_CHECK(cudaEventRecord(q->start, m->comm_stream), SB_ERR_COMM));
-    SB_TRY(nccl_check(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, m->comm, m->comm_stream),
-                      "ncclAllReduce (bucket)"));
-    SB_TRY(SB_CUDA_CHECK(cudaEventRecord(q->done, m->comm_stream), SB_ERR_COMM));
+    *out = q;
+    return SB_OK;
+}
+
+/* Closes the call opened by async_begin after its NCCL call returned rc:
+ * records the completion event that test polls and wait orders the
+ * compute stream after. */
+static sb_status async_end(struct sb_comm *c, struct nccl_slot *q, ncclResult_t rc,
+                           const char *what, struct sb_comm_request *req)
+{
+    SB_TRY(nccl_check(rc, what));
+    SB_TRY(SB_CUDA_CHECK(cudaEventRecord(q->done, impl(c)->comm_stream), SB_ERR_COMM));
     q->timing = 1;
     q->live = 1;
     req->impl = q;
     req->done = 0;
     return SB_OK;
+}
+
+static sb_status nccl_iallreduce(struct sb_comm *c, float *buf, size_t n,
+                                 struct sb_comm_request *req)
+{
+    struct nccl_slot *q;
+    SB_TRY(async_begin(c, SB_COMM_ALLREDUCE, &q));
+    return async_end(c, q, ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, impl(c)->comm,
+                                         impl(c)->comm_stream),
+                     "ncclAllReduce (bucket)", req);
+}
+
+/* NCCL's reduce-scatter and all-gather take one block size for every
+ * rank: *count = counts[0] when every count equals it. Errors:
+ * SB_ERR_USAGE naming the call otherwise. */
+static sb_status equal_blocks(const struct sb_comm *c, const size_t *counts, const char *what,
+                              size_t *count)
+{
+    for (int r = 1; r < c->size; r++)
+        if (counts[r] != counts[0])
+            return sb_error(SB_ERR_USAGE, "%s: NCCL needs blocks of one size (rank %d: %zu "
+                            "floats, rank 0: %zu)", what, r, counts[r], counts[0]);
+    *count = counts[0];
+    return SB_OK;
+}
+
+/* ncclReduceScatter: send (size x count floats) -> recv (count), on the
+ * communication stream like the non-blocking all-reduce. */
+static sb_status nccl_ireduce_scatter(struct sb_comm *c, const float *send, float *recv,
+                                      const size_t *counts, struct sb_comm_request *req)
+{
+    size_t count = 0;
+    SB_TRY(equal_blocks(c, counts, "ncclReduceScatter", &count));
+    struct nccl_slot *q;
+    SB_TRY(async_begin(c, SB_COMM_REDUCE_SCATTER, &q));
+    return async_end(c, q, ncclReduceScatter(send, recv, count, ncclFloat, ncclSum,
+                                             impl(c)->comm, impl(c)->comm_stream),
+                     "ncclReduceScatter", req);
+}
+
+/* ncclAllGather: send (count floats) -> recv (size x count), rank order. */
+static sb_status nccl_iallgather(struct sb_comm *c, const float *send, float *recv,
+                                 const size_t *counts, struct sb_comm_request *req)
+{
+    size_t count = 0;
+    SB_TRY(equal_blocks(c, counts, "ncclAllGather", &count));
+    struct nccl_slot *q;
+    SB_TRY(async_begin(c, SB_COMM_ALLGATHER, &q));
+    return async_end(c, q, ncclAllGather(send, recv, count, ncclFloat, impl(c)->comm,
+                                         impl(c)->comm_stream),
+                     "ncclAllGather", req);
 }
 
 /* Polls the completion event: cudaSuccess = done, cudaErrorNotReady = not
@@ -334,6 +395,8 @@ static const struct sb_comm_ops nccl_ops = {
     .recv = nccl_recv,
     .destroy = nccl_destroy,
     .iallreduce = nccl_iallreduce,
+    .ireduce_scatter = nccl_ireduce_scatter,
+    .iallgather = nccl_iallgather,
     .test = nccl_test,
     .wait = nccl_wait,
 };

@@ -40,8 +40,11 @@ struct sb_config {
     int warmup_steps;            /* steps excluded from step statistics */
     int threads;                 /* BLAS threads per process; 0 = auto */
     int eval_batch;              /* test images per forward pass in evaluation */
-    char allreduce[SB_NAME_MAX]; /* ddp on cpu: --allreduce auto | ring | recursive-doubling
-                                  * | mpi (src/comm/allreduce_algo.h) */
+    char allreduce[SB_NAME_MAX]; /* MPI ranks on cpu: --allreduce auto | ring |
+                                  * recursive-doubling | mpi | hierarchical
+                                  * (src/comm/allreduce_algo.h) */
+    int ranks_per_host;          /* --ranks-per-host: hosts of L consecutive ranks for the
+                                  * hierarchical all-reduce; 0 = ranks sharing memory */
     int probe_links;             /* MPI jobs: measure the links' α and B at start (1) */
     char trace_path[PATH_MAX];   /* "" = no Chrome trace */
     int cuda_graph;              /* --cuda-graph: single on cuda replays its step as a CUDA graph */

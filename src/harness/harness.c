@@ -303,12 +303,9 @@ static sb_status write_outputs(struct loop *L)
     for (int p = 0; p < SB_PHASE_COUNT; p++) rec->phase_ms[p] = L->t.phase_ms[p];
     rec->n_measured = L->t.n;
     sb_strategy_comm_counters(L->s, rec->comm, &rec->comm_ranks);
-    if (L->s->comm) { /* which all-reduce algorithms ran (comm.allreduce.algorithms) */
-        struct sb_comm *comm = L->s->comm;
-        memcpy(rec->allreduce_by_algo, comm->allreduce_by_algo, sizeof rec->allreduce_by_algo);
-        for (int a = 0; a < SB_ALLREDUCE_NALGOS; a++)
-            rec->allreduce_algo_names[a] = sb_comm_algo_name(comm, (enum sb_allreduce_algo)a);
-    }
+    /* Which all-reduce algorithms ran, and their stages (comm.allreduce.algorithms). */
+    sb_strategy_comm_algorithms(L->s, rec->allreduce_by_algo, rec->allreduce_algo_names,
+                                rec->comm_stages, &rec->n_comm_stages);
     if (L->s->ops->describe) L->s->ops->describe(L->s, (long)L->t.n, &rec->details);
     sb_strategy_report_values(L->s->ops, cfg, &rec->details);
     predict_comm(L->s->ops, rec);

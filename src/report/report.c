@@ -79,6 +79,7 @@ static void add_config(cJSON *root, const struct sb_run_record *rec, int *fail)
     sb_json_add_num(o, "eval_batch", c->eval_batch, fail);
     add_values(o, rec->details.config, rec->details.n_config, fail);
     sb_json_add_str(o, "allreduce", c->allreduce[0] ? c->allreduce : "auto", fail);
+    sb_json_add_num(o, "ranks_per_host", c->ranks_per_host, fail);
     if (!cJSON_AddBoolToObject(o, "probe_links", c->probe_links)) *fail = 1;
     sb_json_add_str_or_null(o, "trace", c->trace_path, fail);
     if (!cJSON_AddBoolToObject(o, "cuda_graph", c->cuda_graph)) *fail = 1;
@@ -171,6 +172,31 @@ static cJSON *add_counter(cJSON *obj, const char *key, const struct sb_comm_coun
     return o;
 }
 
+/* stages of algorithm a (when it has any): {name: {calls, bytes, seconds,
+ * ranks, algbw_GBps, busbw_GBps}}, each stage's busbw by its own
+ * collective's factor over its own ranks (sb_comm_busbw_factor): for
+ * hierarchical, the intra-host reduce-scatter and all-gather over the L
+ * ranks of a host, (L-1)/L, and the inter-host all-reduce of this rank's
+ * shard over the H hosts, 2(H-1)/H. */
+static void add_stages(cJSON *algo, const struct sb_run_record *rec, enum sb_allreduce_algo a,
+                       int *fail)
+{
+    cJSON *o = NULL;
+    for (int i = 0; i < rec->n_comm_stages; i++) {
+        const struct sb_comm_stage *st = &rec->comm_stages[i];
+        if (st->algo != a) continue;
+        if (!o) o = sb_json_add_obj(algo, "stages", fail);
+        if (!o) return;
+        cJSON *e = add_counter(o, st->name, &st->counter, fail);
+        if (!e) return;
+        double algbw_GBps = sb_comm_algbw_GBps(st->counter.bytes, st->counter.seconds);
+        sb_json_add_num(e, "ranks", st->ranks, fail);
+        sb_json_add_num(e, "algbw_GBps", algbw_GBps, fail);
+        sb_json_add_num(e, "busbw_GBps", algbw_GBps * sb_comm_busbw_factor(st->kind, st->ranks),
+                        fail);
+    }
+}
+
 /* comm.allreduce.algorithms: {name: {calls, bytes, seconds, algbw_GBps,
  * busbw_GBps}} for each algorithm that ran a non-blocking all-reduce (ddp's
  * buckets), so busbw is judged against the algorithm's own bound. */
@@ -186,6 +212,7 @@ static void add_algorithms(cJSON *allreduce, const struct sb_run_record *rec, do
         double algbw_GBps = c->seconds > 0 ? c->bytes / c->seconds / 1e9 : 0.0;
         sb_json_add_num(e, "algbw_GBps", algbw_GBps, fail);
         sb_json_add_num(e, "busbw_GBps", algbw_GBps * factor, fail);
+        add_stages(e, rec, (enum sb_allreduce_algo)a, fail);
     }
 }
 

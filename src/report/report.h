@@ -17,7 +17,7 @@
 #include "core/phase.h"
 #include "core/status.h"
 
-#define SB_REPORT_SCHEMA_VERSION "1.6"
+#define SB_REPORT_SCHEMA_VERSION "1.7"
 
 struct sb_epoch_record {
     int epoch;             /* from 1 */
@@ -89,6 +89,10 @@ struct sb_run_record {
      * algorithms that never ran). */
     struct sb_comm_counter allreduce_by_algo[SB_ALLREDUCE_NALGOS];
     const char *allreduce_algo_names[SB_ALLREDUCE_NALGOS];
+    /* The stages of multi-stage algorithms (hierarchical), each under its
+     * algorithm in comm.allreduce.algorithms.<name>.stages. */
+    struct sb_comm_stage comm_stages[SB_COMM_STAGES_MAX];
+    int n_comm_stages;
 
     /* --probe-links: the links' α and B (link.done = 0: not probed). */
     struct sb_link_probe link;

@@ -1,8 +1,10 @@
-"""The hierarchical strategy (strategies/hierarchical.c, docs/hierarchical.md): a
+"""The hierarchical all-reduce (src/comm/mpi_hier.c, docs/hierarchical.md): a
 two-level all-reduce (reduce-scatter within each host, all-reduce of each shard across
-hosts, all-gather within each host) makes the same update as `single` with the global
-batch, whatever the hosts, buckets and overlap; its report separates the bytes and
-bus bandwidth within hosts from those across hosts.
+hosts, all-gather within each host), run by ddp as `--allreduce hierarchical` (and
+`--strategy hierarchical`, the registry's name for that), makes the same update as
+`single` with the global batch, whatever the hosts, buckets and overlap; its report
+counts it under comm.allreduce.algorithms.hierarchical, with its stages' bytes and bus
+bandwidth within hosts apart from those across hosts.
 
 Hosts inside this one machine come from --ranks-per-host L (consecutive groups of L
 ranks); without it every rank here shares memory, so 2 ranks are one host of 2.
@@ -60,7 +62,9 @@ def test_matches_single_with_the_global_batch(case, stratbench, mnist_dir, tmp_p
     report = validate_report(report_path)
     d = report["strategy_details"]
     hosts = replicas // (per_host or replicas)
-    assert d["hosts"] == hosts and d["ranks_per_host"] == replicas // hosts
+    per_host_ranks = replicas // hosts
+    assert report["config"]["allreduce"] == "hierarchical"
+    assert report["config"]["ranks_per_host"] == (per_host or 0)
     assert d["overlap"] == (1 if overlap else 0)
     assert sum(d["bucket_bytes"]) == 4 * N_PARAMS
     measured = report["steps_measured"]
@@ -70,22 +74,51 @@ def test_matches_single_with_the_global_batch(case, stratbench, mnist_dir, tmp_p
     allreduce = report["comm"]["allreduce"]
     assert allreduce["bytes"] == pytest.approx(4 * N_PARAMS * measured)
     assert allreduce["calls"] == d["bucket_count"] * measured
+    algo = allreduce["algorithms"]["hierarchical"]
+    assert list(allreduce["algorithms"]) == ["hierarchical"]
+    assert algo["calls"] == allreduce["calls"] and algo["bytes"] == allreduce["bytes"]
     # Within the host: reduce-scatter and all-gather of every bucket (each
-    # counted at the bucket's size). Across hosts: rank 0's shard of each
-    # bucket, the first of L near-equal shards.
-    per_host_ranks = replicas // hosts
-    assert d["intra_host_bytes_per_step"] == pytest.approx(2 * 4 * N_PARAMS)
+    # counted at the bucket's size) over L ranks. Across hosts: rank 0's
+    # shard of each bucket, the first of L near-equal shards, over H hosts.
+    stages = algo["stages"]
     shard = sum(-(-(b // 4) // per_host_ranks) for b in d["bucket_bytes"])
-    assert d["inter_host_bytes_per_step"] == pytest.approx(4 * shard)
-    for level in ("intra_host", "inter_host"):
-        assert d[f"{level}_seconds_per_step"] >= 0
-        assert d[f"{level}_busbw_GBps"] >= 0
-    if per_host_ranks > 1:
-        assert d["intra_host_busbw_GBps"] > 0
-    if hosts > 1:
-        assert d["inter_host_busbw_GBps"] > 0
+    for name in ("intra_host_reduce_scatter", "intra_host_allgather"):
+        assert stages[name]["bytes"] == pytest.approx(4 * N_PARAMS * measured)
+        assert stages[name]["calls"] == algo["calls"]
+        assert stages[name]["ranks"] == per_host_ranks
+        assert (stages[name]["busbw_GBps"] > 0) == (per_host_ranks > 1)
+    inter = stages["inter_host_allreduce"]
+    assert inter["bytes"] == pytest.approx(4 * shard * measured)
+    assert inter["ranks"] == hosts
+    assert (inter["busbw_GBps"] > 0) == (hosts > 1)
+    for stage in stages.values():
+        assert stage["seconds"] >= 0
     assert report["config"]["bucket_mb"] == (bucket_mb or 25)
     assert report["config"]["overlap"] is overlap
+
+
+def test_ddp_runs_it_as_an_allreduce(stratbench, mnist_dir, tmp_path):
+    """`--strategy hierarchical` is ddp with `--allreduce hierarchical`: the same
+    parameters to the bit; and ddp's `--allreduce auto` over 2 hosts of 2 ranks picks
+    it (the α–β model: the intra-host stages are cheap, the cross-host stage moves 1/L
+    of each bucket), while on one host (shared memory) it never does."""
+    common = ["--replicas", "4", "--batch", "16", "--max-steps", "5", "--warmup-steps", "2",
+              "--ranks-per-host", "2"]
+    out = {}
+    for name, flags in (("strategy", ["--strategy", "hierarchical"]),
+                        ("allreduce", ["--strategy", "ddp", "--allreduce", "hierarchical"]),
+                        ("auto", ["--strategy", "ddp"])):
+        out[name] = tmp_path / f"{name}.f32"
+        train(stratbench, mnist_dir, *flags, *common, "--save-params", out[name],
+              "--report", tmp_path / f"{name}.json")
+    first = out["strategy"].read_bytes()
+    assert out["allreduce"].read_bytes() == first and out["auto"].read_bytes() == first
+    auto = validate_report(tmp_path / "auto.json")
+    assert list(auto["comm"]["allreduce"]["algorithms"]) == ["hierarchical"]
+    train(stratbench, mnist_dir, "--strategy", "ddp", "--replicas", "4", "--batch", "16",
+          "--max-steps", "3", "--warmup-steps", "1", "--report", tmp_path / "flat.json")
+    flat = validate_report(tmp_path / "flat.json")
+    assert "hierarchical" not in flat["comm"]["allreduce"]["algorithms"]
 
 
 def test_uneven_hosts_are_refused(stratbench, mnist_dir, tmp_path):
@@ -99,11 +132,15 @@ def test_uneven_hosts_are_refused(stratbench, mnist_dir, tmp_path):
     assert not (tmp_path / "r.json").exists()
 
 
-def test_its_flags_belong_to_it(stratbench, tmp_path):
-    """--ranks-per-host is hierarchical's own flag: other strategies refuse it."""
+def test_its_flags(stratbench, tmp_path):
+    """--strategy hierarchical runs the hierarchical all-reduce and refuses another;
+    --ranks-per-host is the communicator's (any MPI strategy); ddp's bucket flags are
+    hierarchical's too."""
     from conftest import run
-    proc = run([stratbench, "train", "--strategy", "ddp", "--ranks-per-host", "2"])
-    assert proc.returncode == 2 and "--ranks-per-host" in proc.stderr
+    proc = run([stratbench, "train", "--strategy", "hierarchical", "--allreduce", "ring"])
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and "--allreduce ring" in lines[0]
     help_text = run([stratbench, "train", "--help"]).stdout
+    assert "--ranks-per-host L" in help_text and "hierarchical" in help_text
     line = next(l for l in help_text.splitlines() if l.strip().startswith("--bucket-mb"))
     assert "ddp, hierarchical" in line

@@ -111,10 +111,33 @@ static void test_auto_rule(void **state)
     assert_int_equal(sb_allreduce_choose(1000, 1), SB_ALLREDUCE_RING);
 }
 
+/* Two hosts of two ranks, M = 8 MB, every link alike (γ = 0): each
+ * intra-host stage (L-1)(α + M/(LB)) = 0.0401 s, the cross ring over 2
+ * hosts of M/2: 2(α + M/(4B)) = 0.0402 s; 0.1204 s against the flat
+ * ring's 6(α + M/(4B)) = 0.1206 s: the same bandwidth term, 2α fewer. */
+static void test_hierarchical(void **state)
+{
+    (void)state;
+    double t = sb_cost_hierarchical_allreduce_s(&link, &link, SB_ALLREDUCE_RING, 2, 2, M);
+    assert_float_equal(t, 0.1204, EPS);
+    assert_float_equal(sb_cost_ring_allreduce_s(&link, 4, M), 0.1206, EPS);
+    /* one rank per host: only the cross stage; one host: only the two ring passes */
+    assert_float_equal(sb_cost_hierarchical_allreduce_s(&link, &link, SB_ALLREDUCE_RING, 1, 4, M),
+                       sb_cost_ring_allreduce_s(&link, 4, M), EPS);
+    assert_float_equal(sb_cost_hierarchical_allreduce_s(&link, &link, SB_ALLREDUCE_RING, 4, 1, M),
+                       2 * 3 * (1e-4 + 2e6 / 1e8), EPS);
+    /* auto with hosts: hierarchical only for 2+ hosts of 2+ ranks */
+    assert_int_equal(sb_allreduce_choose_hosts(7454760, 4, 2), SB_ALLREDUCE_HIERARCHICAL);
+    assert_int_equal(sb_allreduce_choose_hosts(7454760, 4, 1), SB_ALLREDUCE_RING);
+    assert_int_equal(sb_allreduce_choose_hosts(7454760, 4, 4), SB_ALLREDUCE_RING);
+    assert_int_equal(sb_allreduce_choose_hosts(1000, 2, 1), SB_ALLREDUCE_RECURSIVE_DOUBLING);
+    assert_int_equal(sb_allreduce_choose_hosts(7454760, 6, 4), SB_ALLREDUCE_RING);
+}
+
 static void test_names(void **state)
 {
     (void)state;
-    const char *names[] = {"auto", "ring", "recursive-doubling", "mpi"};
+    const char *names[] = {"auto", "ring", "recursive-doubling", "mpi", "hierarchical"};
     for (int a = 0; a < SB_ALLREDUCE_NALGOS; a++) {
         enum sb_allreduce_algo got;
         assert_string_equal(sb_allreduce_algo_name((enum sb_allreduce_algo)a), names[a]);
@@ -133,6 +156,7 @@ int main(void)
         cmocka_unit_test(test_recursive_doubling), cmocka_unit_test(test_binomial),
         cmocka_unit_test(test_central),       cmocka_unit_test(test_ddp_exposed),
         cmocka_unit_test(test_auto_rule),     cmocka_unit_test(test_names),
+        cmocka_unit_test(test_hierarchical),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
