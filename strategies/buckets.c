@@ -96,3 +96,38 @@ void sb_bucket_comm_times(const struct sb_comm_request *req, int n, double t_bac
     *exposed_s = exposed;
     *hidden_s = total - exposed;
 }
+
+double sb_bucket_exposed_s(const double *bytes, const double *comm_s, int n_buckets,
+                             double backward_s)
+{
+    double total = 0.0;
+    for (int i = 0; i < n_buckets; i++) total += bytes[i];
+    double ready_bytes = 0.0, done = 0.0;
+    for (int i = 0; i < n_buckets; i++) {
+        ready_bytes += bytes[i];
+        double ready = total > 0 ? backward_s * ready_bytes / total : backward_s;
+        done = (ready > done ? ready : done) + comm_s[i];
+    }
+    double exposed = done - backward_s;
+    return n_buckets > 0 && exposed > 0 ? exposed : 0.0;
+}
+
+void sb_bucket_allreduce_cost(const struct sb_link *l, enum sb_allreduce_algo algo, int p,
+                                const double *bytes, int n, double backward_s, double *times,
+                                struct sb_bucket_cost *out)
+{
+    *out = (struct sb_bucket_cost){.largest = SB_ALLREDUCE_RING};
+    int largest = 0;
+    for (int b = 0; b < n; b++) {
+        enum sb_allreduce_algo a = algo;
+        if (a == SB_ALLREDUCE_AUTO) a = sb_allreduce_choose((size_t)bytes[b], p);
+        times[b] = sb_cost_allreduce_s(l, a, p, bytes[b]);
+        out->comm_s += times[b];
+        out->by_algo[a]++;
+        if (b == 0 || bytes[b] > bytes[largest]) {
+            largest = b;
+            out->largest = a;
+        }
+    }
+    out->exposed_s = sb_bucket_exposed_s(bytes, times, n, backward_s);
+}

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 
+#include "comm/cost_model.h"
 #include "core/status.h"
 #include "workloads/workload.h"
 
@@ -54,6 +55,38 @@ sb_status sb_bucket_plan_create(const struct sb_tensor_desc *tensors, int n_tens
 struct sb_comm_request;
 void sb_bucket_comm_times(const struct sb_comm_request *req, int n, double t_backward_end_s,
                           double *total_s, double *exposed_s, double *hidden_s);
+
+/* The α–β model of buckets (ddp's comm_model op). Overlap bound: the part of the all-reduce time a step cannot hide
+ * behind backward. Buckets (bytes[0..n_buckets), launch order) become ready
+ * as backward proceeds, bucket i when the gradients up to and including it
+ * are computed, assumed at a rate proportional to bytes over backward_s; the
+ * all-reduces run one after another, bucket i taking comm_s[i]. Returns the
+ * time after backward's end until the last bucket is done (>= 0):
+ *   ready_i = backward_s * (b_0 + ... + b_i) / M,
+ *   done_i  = max(ready_i, done_{i-1}) + comm_s[i],
+ *   exposed = max(0, done_last - backward_s).
+ * With overlap off every bucket is ready at backward_s (pass backward_s = 0
+ * to get the sum of comm_s). */
+double sb_bucket_exposed_s(const double *bytes, const double *comm_s, int n_buckets,
+                             double backward_s);
+
+/* Gradient buckets all-reduced one after another (ddp, and any strategy of
+ * buckets): what sb_bucket_allreduce_cost predicts. */
+struct sb_bucket_cost {
+    double comm_s;    /* sum of the buckets' all-reduce times */
+    double exposed_s; /* sb_bucket_exposed_s of them */
+    enum sb_allreduce_algo largest; /* the algorithm of the largest bucket (the first one of
+                                     * the largest size) */
+    int by_algo[SB_ALLREDUCE_NALGOS]; /* buckets per algorithm */
+};
+
+/* bytes[0..n) (launch order) each all-reduced over p ranks by `algo`
+ * (AUTO: sb_allreduce_choose per bucket, the flat rule; not HIERARCHICAL), one after another, overlapping a
+ * backward pass of backward_s (0: no overlap); times[0..n) receives each
+ * bucket's time (scratch the caller provides). */
+void sb_bucket_allreduce_cost(const struct sb_link *l, enum sb_allreduce_algo algo, int p,
+                                const double *bytes, int n, double backward_s, double *times,
+                                struct sb_bucket_cost *out);
 
 /* Frees the plan's buckets and zeroes it; safe on a zeroed plan. */
 void sb_bucket_plan_free(struct sb_bucket_plan *plan);

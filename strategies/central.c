@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/cost_model.h"
 #include "core/clock.h"
 #include "strategies/central.h"
 
@@ -213,11 +212,11 @@ static sb_status gather_shards(struct central *c)
         for (int k = 1; k < c->n_servers; k++) {
             int first, count;
             sb_central_shard(c, k, &first, &count);
-            SB_TRY(c->comm->ops->recv(c->comm, m->params + first, (size_t)count, k));
+            SB_TRY(sb_comm_recv_uncounted(c->comm, m->params + first, (size_t)count, k));
         }
     } else if (c->server > 0) {
-        SB_TRY(c->comm->ops->send(c->comm, m->params + c->shard_first,
-                                  (size_t)c->shard_count, 0));
+        SB_TRY(sb_comm_send_uncounted(c->comm, m->params + c->shard_first,
+                                      (size_t)c->shard_count, 0));
     }
     return SB_OK;
 }
@@ -314,7 +313,19 @@ static void central_describe(const struct sb_strategy *s, long measured_steps,
     sb_details_add(d, "staleness_samples", 0, &c->g_stale_count, 1);
 }
 
-/* One push-pull step of n workers through k servers (sb_cost_central_s:
+double sb_central_cost_s(const struct sb_link *l, int n_workers, int k_servers, double bytes)
+{
+    if (k_servers <= 0) {
+        if (n_workers <= 1) return 0.0;
+        return 2.0 * (l->alpha_s + (n_workers - 1) * bytes / l->bandwidth_Bps);
+    }
+    double worker_link = bytes / l->bandwidth_Bps;
+    double server_link = (double)n_workers * bytes / ((double)k_servers * l->bandwidth_Bps);
+    double one_way = worker_link > server_link ? worker_link : server_link;
+    return 2.0 * (l->alpha_s + one_way);
+}
+
+/* One push-pull step of n workers through k servers (sb_central_cost_s:
  * BytePS's bound for k >= 1; rank 0's link for k == 0); no overlap. */
 static void central_model_row(const struct sb_comm_model_query *q, int k,
                               struct sb_comm_model_row *row)
@@ -324,7 +335,7 @@ static void central_model_row(const struct sb_comm_model_query *q, int k,
         .servers = k,
         .formula_name = k > 0 ? "central" : "central-servers0",
         .formula = k > 0 ? "2(alpha + max(M/B, n M/(k B)))" : "2(alpha + (n-1) M/B)",
-        .comm_s = sb_cost_central_s(&q->link, q->replicas, k, q->bytes),
+        .comm_s = sb_central_cost_s(&q->link, q->replicas, k, q->bytes),
         .exposed_s = NAN,
     };
     snprintf(row->legend, sizeof row->legend,

@@ -10,6 +10,7 @@
 #ifndef SB_CENTRAL_H
 #define SB_CENTRAL_H
 
+#include "comm/cost_model.h"
 #include "strategies/replica.h"
 
 /* central's own flags (cfg->strategy_opts). */
@@ -23,6 +24,15 @@ static inline const struct central_opts *sb_central_opts(const struct sb_config 
 {
     return (const struct central_opts *)(const void *)cfg->strategy_opts;
 }
+
+/* The α–β model of central, synchronous (its comm_model op): n workers push M bytes of gradients and pull M
+ * bytes of parameters per step. k >= 1 dedicated servers, each owning M/k:
+ * push and pull each take α + max(M/B, nM/(kB)) (BytePS, OSDI 2020: a
+ * worker's link carries M, a server's nM/k), one after the other:
+ * 2 (α + max(M/B, nM/(kB))). k == 0 (rank 0 serves and trains): the other
+ * n-1 workers' M cross rank 0's link each way: 2 (α + (n-1)M/B).
+ * 0 when no byte crosses a link (n <= 1 and k == 0). */
+double sb_central_cost_s(const struct sb_link *l, int n_workers, int k_servers, double bytes);
 
 /* Staleness histogram bins: values 0..STALE_BINS-2 exactly, the last bin
  * holds every larger value (the exact maximum is kept separately). */

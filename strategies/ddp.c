@@ -108,7 +108,7 @@ static sb_status ddp_init(struct sb_strategy *s)
 static int overlaps(const struct sb_strategy *s)
 {
     const struct ddp *d = s->impl;
-    return opts(s->env->cfg)->overlap && !d->comm->blocking_iallreduce;
+    return opts(s->env->cfg)->overlap && sb_comm_overlaps(d->comm);
 }
 
 /* Starts, in plan order, every bucket whose gradients are all ready (a
@@ -275,8 +275,8 @@ static void model_row(const struct sb_comm_model_query *q, enum sb_allreduce_alg
                       const double *bytes, int nb, int overlap, struct sb_comm_model_row *row)
 {
     double times[SB_DETAIL_VALUES_MAX];
-    struct sb_cost_buckets c;
-    sb_cost_bucketed_allreduce(&q->link, algo, q->replicas, bytes, nb,
+    struct sb_bucket_cost c;
+    sb_bucket_allreduce_cost(&q->link, algo, q->replicas, bytes, nb,
                                overlap ? q->backward_s : 0.0, times, &c);
     int ring = c.by_algo[SB_ALLREDUCE_RING], doubling = c.by_algo[SB_ALLREDUCE_RECURSIVE_DOUBLING];
     *row = (struct sb_comm_model_row){
@@ -297,7 +297,7 @@ static void model_row(const struct sb_comm_model_query *q, enum sb_allreduce_alg
 
 /* The run: its buckets, each by --allreduce's algorithm (auto: by size;
  * mpi: Open MPI's binomial reduce + broadcast). predict: --allreduce auto
- * and mpi. Both bounded by the overlap with backward (sb_cost_ddp_exposed_s). */
+ * and mpi. Both bounded by the overlap with backward (sb_bucket_exposed_s). */
 static int ddp_comm_model(const struct sb_comm_model_query *q, struct sb_comm_model_row *rows,
                           int cap)
 {
@@ -306,7 +306,9 @@ static int ddp_comm_model(const struct sb_comm_model_query *q, struct sb_comm_mo
     if (q->cfg) {
         enum sb_allreduce_algo a = SB_ALLREDUCE_AUTO;
         if (q->cfg->allreduce[0]) sb_allreduce_algo_parse(q->cfg->allreduce, &a);
-        if (cap < 1) return 0;
+        /* The hierarchical all-reduce's time needs the hosts' two links,
+         * which one probed link does not give: no row (comm.model null). */
+        if (cap < 1 || a == SB_ALLREDUCE_HIERARCHICAL) return 0;
         model_row(q, a, bytes, nb, opts(q->cfg)->overlap, &rows[0]);
         return 1;
     }

@@ -64,6 +64,24 @@ struct sb_strategy_option {
     const char *help;       /* one line of usage text */
 };
 
+/* What a strategy's comm_model op (below) is asked. */
+struct sb_comm_model_query {
+    struct sb_link link; /* every link's α and B (the probed one, or given) */
+    int replicas;        /* n: replicas that train */
+    double bytes;        /* M: parameter (= gradient) bytes of the model */
+    double backward_s;   /* one backward pass, s (the window an overlap hides comm in) */
+    /* The run's configuration: predict the variant the run ran (its own
+     * options, --allreduce), one row; `details` is what its describe
+     * stated (e.g. ddp's bucket plan). NULL: every variant worth comparing
+     * (stratbench predict), from the two fields below. */
+    const struct sb_config *cfg;
+    const struct sb_strategy_details *details;
+    const double *bucket_bytes; /* cfg NULL: the measured run's gradient buckets (launch
+                                 * order, summing to bytes), or NULL: the strategy's default */
+    int n_buckets;
+    int overlap;                /* cfg NULL: the measured run overlapped backward (1/0) */
+};
+
 struct sb_replica;
 
 #define SB_STRATEGY_COMMS_MAX 4

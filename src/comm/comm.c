@@ -7,6 +7,16 @@
 #include "core/clock.h"
 #include "core/nvtx.h"
 
+/* The flight recorder names a counted call by its communicator kind. */
+_Static_assert((int)SB_FLIGHT_ALLREDUCE == (int)SB_COMM_ALLREDUCE &&
+                   (int)SB_FLIGHT_BROADCAST == (int)SB_COMM_BROADCAST &&
+                   (int)SB_FLIGHT_PUSH == (int)SB_COMM_PUSH &&
+                   (int)SB_FLIGHT_PULL == (int)SB_COMM_PULL &&
+                   (int)SB_FLIGHT_REDUCE_SCATTER == (int)SB_COMM_REDUCE_SCATTER &&
+                   (int)SB_FLIGHT_ALLGATHER == (int)SB_COMM_ALLGATHER &&
+                   (int)SB_FLIGHT_METRICS == (int)SB_COMM_NKINDS,
+               "flight-recorder kinds must equal communicator kinds");
+
 /* A counted call in progress. */
 struct call {
     double t0;   /* sb_now_s() at issue */
@@ -32,7 +42,7 @@ static sb_status end(struct sb_comm *c, enum sb_comm_kind kind, size_t bytes, st
     struct sb_comm_counter *ctr = &c->counters[kind];
     ctr->calls++;
     ctr->bytes += (double)bytes;
-    if (!c->device_timed) ctr->seconds += sb_now_s() - k.t0;
+    if (!c->ops->device_timed) ctr->seconds += sb_now_s() - k.t0;
     sb_flight_complete(k.seq, st == SB_OK);
     sb_nvtx_pop();
     return st;
@@ -41,18 +51,14 @@ static sb_status end(struct sb_comm *c, enum sb_comm_kind kind, size_t bytes, st
 sb_status sb_comm_allreduce(struct sb_comm *c, float *buf, size_t n)
 {
     struct call k = begin(SB_COMM_ALLREDUCE, n * sizeof(float), -1, 0);
-    c->counting = 1 + SB_COMM_ALLREDUCE;
     sb_status st = c->ops->allreduce(c, buf, n);
-    c->counting = 0;
     return end(c, SB_COMM_ALLREDUCE, n * sizeof(float), k, st);
 }
 
 sb_status sb_comm_broadcast(struct sb_comm *c, float *buf, size_t n, int root)
 {
     struct call k = begin(SB_COMM_BROADCAST, n * sizeof(float), root, c->rank != root);
-    c->counting = 1 + SB_COMM_BROADCAST;
     sb_status st = c->ops->broadcast(c, buf, n, root);
-    c->counting = 0;
     return end(c, SB_COMM_BROADCAST, n * sizeof(float), k, st);
 }
 
@@ -60,9 +66,7 @@ sb_status sb_comm_send(struct sb_comm *c, const float *buf, size_t n, int peer,
                        enum sb_comm_kind kind)
 {
     struct call k = begin(kind, n * sizeof(float), peer, 0);
-    c->counting = 1 + (int)kind;
-    sb_status st = c->ops->send(c, buf, n, peer);
-    c->counting = 0;
+    sb_status st = c->ops->send(c, buf, n, peer, kind);
     return end(c, kind, n * sizeof(float), k, st);
 }
 
@@ -70,9 +74,7 @@ sb_status sb_comm_recv(struct sb_comm *c, float *buf, size_t n, int peer,
                        enum sb_comm_kind kind)
 {
     struct call k = begin(kind, n * sizeof(float), peer, 1);
-    c->counting = 1 + (int)kind;
-    sb_status st = c->ops->recv(c, buf, n, peer);
-    c->counting = 0;
+    sb_status st = c->ops->recv(c, buf, n, peer, kind);
     return end(c, kind, n * sizeof(float), k, st);
 }
 
@@ -83,9 +85,7 @@ sb_status sb_comm_recv_any(struct sb_comm *c, float *buf, size_t n, int *peer,
         return sb_error(SB_ERR_INTERNAL, "%s communicator: no receive from any source",
                         c->ops->name);
     struct call k = begin(kind, n * sizeof(float), -1, 1);
-    c->counting = 1 + (int)kind;
-    sb_status st = c->ops->recv_any(c, buf, n, peer);
-    c->counting = 0;
+    sb_status st = c->ops->recv_any(c, buf, n, peer, kind);
     struct sb_flight_entry *e = sb_flight_current();
     if (!st && e && e->seq == k.seq) e->peer = *peer;
     return end(c, kind, n * sizeof(float), k, st);
@@ -97,7 +97,7 @@ static void complete(struct sb_comm *c, struct sb_comm_request *req)
 {
     req->done = 1;
     req->done_s = sb_now_s();
-    if (!c->device_timed) { /* a device-timed communicator adds its own seconds */
+    if (!c->ops->device_timed) { /* a device-timed communicator adds its own seconds */
         c->counters[req->kind].seconds += req->done_s - req->start_s;
         if (req->kind == SB_COMM_ALLREDUCE && (unsigned)req->algo < SB_ALLREDUCE_NALGOS)
             c->allreduce_by_algo[req->algo].seconds += req->done_s - req->start_s;
@@ -141,14 +141,12 @@ sb_status sb_comm_iallreduce(struct sb_comm *c, float *buf, size_t n,
 {
     request_begin(c, SB_COMM_ALLREDUCE, n * sizeof(float), req);
     sb_status st;
-    c->counting = 1 + SB_COMM_ALLREDUCE;
     if (c->ops->iallreduce) {
         st = c->ops->iallreduce(c, buf, n, req);
     } else { /* a communicator without the op: blocking, complete at issue */
         st = c->ops->allreduce(c, buf, n);
         req->done = 1;
     }
-    c->counting = 0;
     if ((unsigned)req->algo < SB_ALLREDUCE_NALGOS) {
         c->allreduce_by_algo[req->algo].calls++;
         c->allreduce_by_algo[req->algo].bytes += (double)req->bytes;
@@ -169,16 +167,14 @@ static sb_status issue_p2p(struct sb_comm *c, const float *send, float *recv, si
     if (receive) sb_flight_mark_receive();
     sb_nvtx_push_bytes(sb_comm_kind_name(kind), SB_NVTX_COMM, n * sizeof(float));
     sb_status st;
-    c->counting = 1 + (int)kind;
     if (receive && c->ops->irecv) {
         st = c->ops->irecv(c, recv, n, peer, req);
     } else if (!receive && c->ops->isend) {
         st = c->ops->isend(c, send, n, peer, req);
     } else { /* a communicator without the op: blocking, complete at issue */
-        st = receive ? c->ops->recv(c, recv, n, peer) : c->ops->send(c, send, n, peer);
+        st = receive ? c->ops->recv(c, recv, n, peer, kind) : c->ops->send(c, send, n, peer, kind);
         req->done = 1;
     }
-    c->counting = 0;
     sb_nvtx_pop();
     request_issued(c, req, st);
     return st;
@@ -210,9 +206,7 @@ static sb_status issue_blocks(struct sb_comm *c, enum sb_comm_kind kind,
     size_t n = 0;
     for (int r = 0; r < c->size; r++) n += counts[r];
     request_begin(c, kind, n * sizeof(float), req);
-    c->counting = 1 + (int)kind;
     sb_status st = op(c, send, recv, counts, req);
-    c->counting = 0;
     request_issued(c, req, st);
     return st;
 }
@@ -257,6 +251,28 @@ sb_status sb_comm_wait(struct sb_comm *c, struct sb_comm_request *req)
     sb_nvtx_pop();
     if (st == SB_OK) complete(c, req);
     return st;
+}
+
+sb_status sb_comm_send_uncounted(struct sb_comm *c, const float *buf, size_t n, int peer)
+{
+    int64_t seq = sb_flight_issue(SB_FLIGHT_EXCHANGE, n * sizeof(float), peer, -1);
+    sb_status st = c->ops->send(c, buf, n, peer, SB_COMM_NKINDS);
+    sb_flight_complete(seq, st == SB_OK);
+    return st;
+}
+
+sb_status sb_comm_recv_uncounted(struct sb_comm *c, float *buf, size_t n, int peer)
+{
+    int64_t seq = sb_flight_issue(SB_FLIGHT_EXCHANGE, n * sizeof(float), peer, -1);
+    sb_flight_mark_receive();
+    sb_status st = c->ops->recv(c, buf, n, peer, SB_COMM_NKINDS);
+    sb_flight_complete(seq, st == SB_OK);
+    return st;
+}
+
+int sb_comm_overlaps(const struct sb_comm *c)
+{
+    return c->ops->iallreduce != NULL;
 }
 
 sb_status sb_comm_allreduce_f64(struct sb_comm *c, double *buf, size_t n)

@@ -78,12 +78,18 @@ struct sb_comm_ops {
     sb_status (*allreduce_f64)(struct sb_comm *c, double *buf, size_t n);
     /* buf (n) on every rank = buf on `root`. */
     sb_status (*broadcast)(struct sb_comm *c, float *buf, size_t n, int root);
-    /* Blocking point-to-point send/receive of n floats. */
-    sb_status (*send)(struct sb_comm *c, const float *buf, size_t n, int peer);
-    sb_status (*recv)(struct sb_comm *c, float *buf, size_t n, int peer);
+    /* Blocking point-to-point send/receive of n floats; `kind` is the
+     * counter the call belongs to (SB_COMM_PUSH, SB_COMM_PULL;
+     * SB_COMM_NKINDS: uncounted), for a device-timed communicator that
+     * credits the seconds itself. */
+    sb_status (*send)(struct sb_comm *c, const float *buf, size_t n, int peer,
+                      enum sb_comm_kind kind);
+    sb_status (*recv)(struct sb_comm *c, float *buf, size_t n, int peer,
+                      enum sb_comm_kind kind);
     /* Blocking receive of n floats from whichever rank sends first; *peer
      * = that rank. NULL where unsupported (e.g. "local"). */
-    sb_status (*recv_any)(struct sb_comm *c, float *buf, size_t n, int *peer);
+    sb_status (*recv_any)(struct sb_comm *c, float *buf, size_t n, int *peer,
+                          enum sb_comm_kind kind);
     void (*destroy)(struct sb_comm *c);
     /* Optional (NULL: sb_comm_iallreduce runs the blocking allreduce and the
      * request is complete at issue; then test and wait are never called).
@@ -130,6 +136,12 @@ struct sb_comm_ops {
      * *out, ranked by key (ties by rank); color < 0: the members that share
      * memory with this one (one host). */
     sb_status (*split)(struct sb_comm *c, int color, int key, struct sb_comm **out);
+    /* 1 for a communicator whose ops return before the transfer is done
+     * (nccl: enqueued on a stream): it adds each call's seconds to the
+     * counter of the call's kind itself, from CUDA events around the
+     * transfer, and the wrappers add calls and bytes only (host clocks
+     * would time the issue, not the transfer). */
+    int device_timed;
 };
 
 struct sb_comm {
@@ -150,20 +162,6 @@ struct sb_comm {
      * sb_comm_mpi_group_hosts); reset with the counters. */
     struct sb_comm_stage stages[SB_COMM_STAGES_MAX];
     int n_stages;
-    /* Set by a communicator whose ops return before the transfer is done
-     * (nccl: enqueued on a stream): it adds each call's seconds to
-     * counters itself, from CUDA events around the transfer, and the
-     * wrappers below add calls and bytes only (host clocks would time the
-     * issue, not the transfer). */
-    int device_timed;
-    /* 1 + the kind of the counted call in progress, set by the wrappers
-     * around the op; 0 during an uncounted call (a device-timed
-     * communicator credits its seconds to this kind, or to none). */
-    int counting;
-    /* Set by a communicator whose iallreduce completes before returning
-     * (staged): there is nothing to overlap, so ddp starts its buckets
-     * after backward rather than inside it. */
-    int blocking_iallreduce;
 };
 
 /* Timed, counted wrappers: each adds one call, its bytes and its seconds
@@ -236,6 +234,19 @@ sb_status sb_comm_split(struct sb_comm *c, int color, int key, struct sb_comm **
  * communicator without split), SB_ERR_COMM, SB_ERR_NOMEM. */
 sb_status sb_comm_split_hosts(struct sb_comm *c, int ranks_per_host, struct sb_comm **local,
                               struct sb_comm **cross);
+
+/* Uncounted point-to-point send/receive of n floats (recorded in the
+ * flight recorder as "exchange"): traffic that is not training's, e.g.
+ * central gathering its servers' shards for --save-params. Errors: as
+ * sb_comm_send. */
+sb_status sb_comm_send_uncounted(struct sb_comm *c, const float *buf, size_t n, int peer);
+sb_status sb_comm_recv_uncounted(struct sb_comm *c, float *buf, size_t n, int peer);
+
+/* 1 when c's non-blocking all-reduce returns before the transfer is done,
+ * so it can overlap computation (ddp starts buckets during backward only
+ * then); 0 for a communicator without the op, whose all-reduce completes
+ * at issue (staged: its copies need the host between them). */
+int sb_comm_overlaps(const struct sb_comm *c);
 
 /* Uncounted: metrics reductions are not training traffic (recorded in the
  * flight recorder as "metrics"). */

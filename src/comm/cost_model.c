@@ -47,37 +47,9 @@ double sb_cost_binomial_allreduce_s(const struct sb_link *l, int p, double bytes
     return 2.0 * rounds * sb_cost_message_s(l, bytes) + rounds * bytes * l->gamma_s_per_byte;
 }
 
-double sb_cost_central_s(const struct sb_link *l, int n_workers, int k_servers, double bytes)
-{
-    if (k_servers <= 0) {
-        if (n_workers <= 1) return 0.0;
-        return 2.0 * (l->alpha_s + (n_workers - 1) * bytes / l->bandwidth_Bps);
-    }
-    double worker_link = bytes / l->bandwidth_Bps;
-    double server_link = (double)n_workers * bytes / ((double)k_servers * l->bandwidth_Bps);
-    double one_way = worker_link > server_link ? worker_link : server_link;
-    return 2.0 * (l->alpha_s + one_way);
-}
-
-double sb_cost_ddp_exposed_s(const double *bytes, const double *comm_s, int n_buckets,
-                             double backward_s)
-{
-    double total = 0.0;
-    for (int i = 0; i < n_buckets; i++) total += bytes[i];
-    double ready_bytes = 0.0, done = 0.0;
-    for (int i = 0; i < n_buckets; i++) {
-        ready_bytes += bytes[i];
-        double ready = total > 0 ? backward_s * ready_bytes / total : backward_s;
-        done = (ready > done ? ready : done) + comm_s[i];
-    }
-    double exposed = done - backward_s;
-    return n_buckets > 0 && exposed > 0 ? exposed : 0.0;
-}
-
 double sb_cost_allreduce_s(const struct sb_link *l, enum sb_allreduce_algo a, int p,
                            double bytes)
 {
-    if (a == SB_ALLREDUCE_AUTO) a = sb_allreduce_choose((size_t)bytes, p);
     if (a == SB_ALLREDUCE_LIBRARY) return sb_cost_binomial_allreduce_s(l, p, bytes);
     if (a == SB_ALLREDUCE_RECURSIVE_DOUBLING) return sb_cost_recursive_doubling_s(l, p, bytes);
     return sb_cost_ring_allreduce_s(l, p, bytes);
@@ -107,24 +79,4 @@ const char *sb_cost_allreduce_formula(enum sb_allreduce_algo a)
     if (a == SB_ALLREDUCE_RECURSIVE_DOUBLING)
         return "lg(n')(alpha + M/B), + 2(alpha + M/B) when n is not a power of two n'";
     return "2(n-1)(alpha + M/(n B))";
-}
-
-void sb_cost_bucketed_allreduce(const struct sb_link *l, enum sb_allreduce_algo algo, int p,
-                                const double *bytes, int n, double backward_s, double *times,
-                                struct sb_cost_buckets *out)
-{
-    *out = (struct sb_cost_buckets){.largest = SB_ALLREDUCE_RING};
-    int largest = 0;
-    for (int b = 0; b < n; b++) {
-        enum sb_allreduce_algo a = algo;
-        if (a == SB_ALLREDUCE_AUTO) a = sb_allreduce_choose((size_t)bytes[b], p);
-        times[b] = sb_cost_allreduce_s(l, a, p, bytes[b]);
-        out->comm_s += times[b];
-        out->by_algo[a]++;
-        if (b == 0 || bytes[b] > bytes[largest]) {
-            largest = b;
-            out->largest = a;
-        }
-    }
-    out->exposed_s = sb_cost_ddp_exposed_s(bytes, times, n, backward_s);
 }

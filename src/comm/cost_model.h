@@ -26,8 +26,6 @@
 #define SB_COST_MODEL_H
 
 #include "comm/allreduce_algo.h"
-#include "core/config.h"
-#include "core/details.h"
 
 /* One link class: every rank-to-rank link is assumed alike (the slowest
  * probed link stands for all). */
@@ -70,32 +68,11 @@ double sb_cost_recursive_doubling_s(const struct sb_link *l, int p, double bytes
  * --mca coll_libnbc_iallreduce_algorithm 1, took 73 ms). 0 for p <= 1. */
 double sb_cost_binomial_allreduce_s(const struct sb_link *l, int p, double bytes);
 
-/* central, synchronous: n workers push M bytes of gradients and pull M
- * bytes of parameters per step. k >= 1 dedicated servers, each owning M/k:
- * push and pull each take α + max(M/B, nM/(kB)) (BytePS, OSDI 2020: a
- * worker's link carries M, a server's nM/k), one after the other:
- * 2 (α + max(M/B, nM/(kB))). k == 0 (rank 0 serves and trains): the other
- * n-1 workers' M cross rank 0's link each way: 2 (α + (n-1)M/B).
- * 0 when no byte crosses a link (n <= 1 and k == 0). */
-double sb_cost_central_s(const struct sb_link *l, int n_workers, int k_servers, double bytes);
-
-/* ddp's overlap bound: the part of the all-reduce time a step cannot hide
- * behind backward. Buckets (bytes[0..n_buckets), launch order) become ready
- * as backward proceeds, bucket i when the gradients up to and including it
- * are computed, assumed at a rate proportional to bytes over backward_s; the
- * all-reduces run one after another, bucket i taking comm_s[i]. Returns the
- * time after backward's end until the last bucket is done (>= 0):
- *   ready_i = backward_s * (b_0 + ... + b_i) / M,
- *   done_i  = max(ready_i, done_{i-1}) + comm_s[i],
- *   exposed = max(0, done_last - backward_s).
- * With overlap off every bucket is ready at backward_s (pass backward_s = 0
- * to get the sum of comm_s). */
-double sb_cost_ddp_exposed_s(const double *bytes, const double *comm_s, int n_buckets,
-                             double backward_s);
-
-/* One all-reduce of `bytes` over p ranks by algorithm `a` (AUTO is taken
- * as sb_allreduce_choose(bytes, p); LIBRARY as the binomial reduce +
- * broadcast that Open MPI's libnbc runs): its time, s. */
+/* One all-reduce of `bytes` over p ranks by algorithm `a` (RING,
+ * RECURSIVE_DOUBLING, or LIBRARY as the binomial reduce + broadcast that
+ * Open MPI's libnbc runs; the caller resolves AUTO, e.g. with
+ * sb_allreduce_choose, and costs HIERARCHICAL, which needs the hosts, with
+ * sb_cost_hierarchical_allreduce_s): its time, s. */
 double sb_cost_allreduce_s(const struct sb_link *l, enum sb_allreduce_algo a, int p,
                            double bytes);
 
@@ -115,42 +92,6 @@ double sb_cost_hierarchical_allreduce_s(const struct sb_link *intra, const struc
  * "recursive-doubling", "binomial") and as text ("2(n-1)(alpha + M/(n B))"). */
 const char *sb_cost_allreduce_formula_name(enum sb_allreduce_algo a);
 const char *sb_cost_allreduce_formula(enum sb_allreduce_algo a);
-
-/* Gradient buckets all-reduced one after another (ddp, and any strategy of
- * buckets): what sb_cost_bucketed_allreduce predicts. */
-struct sb_cost_buckets {
-    double comm_s;    /* sum of the buckets' all-reduce times */
-    double exposed_s; /* sb_cost_ddp_exposed_s of them */
-    enum sb_allreduce_algo largest; /* the algorithm of the largest bucket (the first one of
-                                     * the largest size) */
-    int by_algo[SB_ALLREDUCE_NALGOS]; /* buckets per algorithm */
-};
-
-/* bytes[0..n) (launch order) each all-reduced over p ranks by `algo`
- * (AUTO: sb_allreduce_choose per bucket), one after another, overlapping a
- * backward pass of backward_s (0: no overlap); times[0..n) receives each
- * bucket's time (scratch the caller provides). */
-void sb_cost_bucketed_allreduce(const struct sb_link *l, enum sb_allreduce_algo algo, int p,
-                                const double *bytes, int n, double backward_s, double *times,
-                                struct sb_cost_buckets *out);
-
-/* What a strategy's comm_model op (strategies/strategy.h) is asked. */
-struct sb_comm_model_query {
-    struct sb_link link; /* every link's α and B (the probed one, or given) */
-    int replicas;        /* n: replicas that train */
-    double bytes;        /* M: parameter (= gradient) bytes of the model */
-    double backward_s;   /* one backward pass, s (the window an overlap hides comm in) */
-    /* The run's configuration: predict the variant the run ran (its own
-     * options, --allreduce), one row; `details` is what its describe
-     * stated (e.g. ddp's bucket plan). NULL: every variant worth comparing
-     * (stratbench predict), from the two fields below. */
-    const struct sb_config *cfg;
-    const struct sb_strategy_details *details;
-    const double *bucket_bytes; /* cfg NULL: the measured run's gradient buckets (launch
-                                 * order, summing to bytes), or NULL: the strategy's default */
-    int n_buckets;
-    int overlap;                /* cfg NULL: the measured run overlapped backward (1/0) */
-};
 
 /* One predicted variant of a strategy's communication per step. */
 struct sb_comm_model_row {

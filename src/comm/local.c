@@ -102,15 +102,17 @@ static sb_status local_broadcast(struct sb_comm *c, float *buf, size_t n, int ro
     return wait_all(c);
 }
 
-static sb_status local_send(struct sb_comm *c, const float *buf, size_t n, int peer)
+static sb_status local_send(struct sb_comm *c, const float *buf, size_t n, int peer,
+                           enum sb_comm_kind kind)
 {
-    (void)c, (void)buf, (void)n;
+    (void)c, (void)buf, (void)n, (void)kind;
     return sb_error(SB_ERR_INTERNAL, "local communicator: send to %d not supported", peer);
 }
 
-static sb_status local_recv(struct sb_comm *c, float *buf, size_t n, int peer)
+static sb_status local_recv(struct sb_comm *c, float *buf, size_t n, int peer,
+                           enum sb_comm_kind kind)
 {
-    (void)c, (void)buf, (void)n;
+    (void)c, (void)buf, (void)n, (void)kind;
     return sb_error(SB_ERR_INTERNAL, "local communicator: recv from %d not supported", peer);
 }
 

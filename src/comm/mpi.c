@@ -112,8 +112,10 @@ static sb_status mpi_broadcast(struct sb_comm *c, float *buf, size_t n, int root
     return st ? st : wst;
 }
 
-static sb_status mpi_send(struct sb_comm *c, const float *buf, size_t n, int peer)
+static sb_status mpi_send(struct sb_comm *c, const float *buf, size_t n, int peer,
+                         enum sb_comm_kind kind)
 {
+    (void)kind;
     MPI_Request one, *r = requests(chunks_of(n), &one);
     if (!r) return sb_error(SB_ERR_NOMEM, "MPI_Isend: out of memory");
     int k = 0;
@@ -129,8 +131,10 @@ static sb_status mpi_send(struct sb_comm *c, const float *buf, size_t n, int pee
     return st ? st : wst;
 }
 
-static sb_status mpi_recv(struct sb_comm *c, float *buf, size_t n, int peer)
+static sb_status mpi_recv(struct sb_comm *c, float *buf, size_t n, int peer,
+                         enum sb_comm_kind kind)
 {
+    (void)kind;
     MPI_Request one, *r = requests(chunks_of(n), &one);
     if (!r) return sb_error(SB_ERR_NOMEM, "MPI_Irecv: out of memory");
     int k = 0;
@@ -148,8 +152,10 @@ static sb_status mpi_recv(struct sb_comm *c, float *buf, size_t n, int peer)
 
 /* The first chunk from any source fixes the peer; later chunks of the same
  * message come from that peer (MPI keeps one sender's messages in order). */
-static sb_status mpi_recv_any(struct sb_comm *c, float *buf, size_t n, int *peer)
+static sb_status mpi_recv_any(struct sb_comm *c, float *buf, size_t n, int *peer,
+                             enum sb_comm_kind kind)
 {
+    (void)kind;
     int source = MPI_ANY_SOURCE;
     for (size_t o = 0; o < n || o == 0; o += MPI_CHUNK) {
         int k = (int)(n - o < MPI_CHUNK ? n - o : MPI_CHUNK);

@@ -18,7 +18,7 @@
  * set-up, and its seconds (cudaEventElapsedTime) are added to the counter
  * of its kind once the events have completed (harvested without waiting at
  * later calls, and after the wait of allreduce_f64, which the harness calls
- * at every epoch's end). The communicator sets device_timed so that the
+ * at every epoch's end). Its ops state device_timed so that the
  * counted wrappers add calls and bytes only; algbw and busbw in the report
  * then come from these device spans.
  *
@@ -142,7 +142,7 @@ static sb_status acquire(struct sb_comm *c, int kind, struct nccl_slot **out)
 {
     struct nccl_impl *m = impl(c);
     SB_TRY(harvest(c));
-    if (kind < 0) kind = SB_COMM_NKINDS; /* uncounted: timed, credited to none */
+    if (kind < 0 || kind > SB_COMM_NKINDS) kind = SB_COMM_NKINDS; /* uncounted: credited to none */
     int i = 0;
     while (i < m->n_slots && (m->slots[i].timing || m->slots[i].live)) i++;
     if (i == m->n_slots) SB_TRY(grow_pool(m, m->n_slots ? m->n_slots : NCCL_SLOTS_INITIAL));
@@ -155,11 +155,11 @@ static sb_status acquire(struct sb_comm *c, int kind, struct nccl_slot **out)
 /* Enqueues one device-only NCCL call on stream s between a slot's start
  * and done events; returns without waiting: later work on s is ordered
  * after it, and its seconds are harvested from the events later and
- * credited to the kind of the counted call in progress (c->counting). */
-#define TIMED(c, s, call, what)                                                             \
+ * credited to `kind` (SB_COMM_NKINDS: none). */
+#define TIMED(c, kind, s, call, what)                                                             \
     do {                                                                                    \
         struct nccl_slot *q_;                                                               \
-        SB_TRY(acquire((c), (c)->counting - 1, &q_));                                       \
+        SB_TRY(acquire((c), (int)(kind), &q_));                                       \
         SB_TRY(SB_CUDA_CHECK(cudaEventRecord(q_->start, (s)), SB_ERR_COMM));                \
         SB_TRY(nccl_check((call), (what)));                                                 \
         SB_TRY(SB_CUDA_CHECK(cudaEventRecord(q_->done, (s)), SB_ERR_COMM));                 \
@@ -170,7 +170,7 @@ static sb_status nccl_allreduce(struct sb_comm *c, float *buf, size_t n)
 {
     cudaStream_t s;
     SB_TRY(stream_of(c, &s));
-    TIMED(c, s, ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, impl(c)->comm, s),
+    TIMED(c, SB_COMM_ALLREDUCE, s, ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, impl(c)->comm, s),
           "ncclAllReduce");
     return SB_OK;
 }
@@ -216,24 +216,26 @@ static sb_status nccl_broadcast(struct sb_comm *c, float *buf, size_t n, int roo
 {
     cudaStream_t s;
     SB_TRY(stream_of(c, &s));
-    TIMED(c, s, ncclBroadcast(buf, buf, n, ncclFloat, root, impl(c)->comm, s),
+    TIMED(c, SB_COMM_BROADCAST, s, ncclBroadcast(buf, buf, n, ncclFloat, root, impl(c)->comm, s),
           "ncclBroadcast");
     return SB_OK;
 }
 
-static sb_status nccl_send(struct sb_comm *c, const float *buf, size_t n, int peer)
+static sb_status nccl_send(struct sb_comm *c, const float *buf, size_t n, int peer,
+                          enum sb_comm_kind kind)
 {
     cudaStream_t s;
     SB_TRY(stream_of(c, &s));
-    TIMED(c, s, ncclSend(buf, n, ncclFloat, peer, impl(c)->comm, s), "ncclSend");
+    TIMED(c, kind, s, ncclSend(buf, n, ncclFloat, peer, impl(c)->comm, s), "ncclSend");
     return SB_CUDA_CHECK(cudaStreamSynchronize(s), SB_ERR_COMM); /* see "Point-to-point" */
 }
 
-static sb_status nccl_recv(struct sb_comm *c, float *buf, size_t n, int peer)
+static sb_status nccl_recv(struct sb_comm *c, float *buf, size_t n, int peer,
+                          enum sb_comm_kind kind)
 {
     cudaStream_t s;
     SB_TRY(stream_of(c, &s));
-    TIMED(c, s, ncclRecv(buf, n, ncclFloat, peer, impl(c)->comm, s), "ncclRecv");
+    TIMED(c, kind, s, ncclRecv(buf, n, ncclFloat, peer, impl(c)->comm, s), "ncclRecv");
     return SB_CUDA_CHECK(cudaStreamSynchronize(s), SB_ERR_COMM); /* see "Point-to-point" */
 }
 
@@ -388,6 +390,7 @@ static void nccl_destroy(struct sb_comm *c)
 
 static const struct sb_comm_ops nccl_ops = {
     .name = "nccl",
+    .device_timed = 1,
     .allreduce = nccl_allreduce,
     .allreduce_f64 = nccl_allreduce_f64,
     .broadcast = nccl_broadcast,
@@ -417,7 +420,6 @@ static sb_status member_new(int device, struct sb_comm **out)
     m->device = device;
     (*out)->ops = &nccl_ops;
     (*out)->impl = m;
-    (*out)->device_timed = 1;
     int previous = -1;
     if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
     sb_status st = SB_CUDA_CHECK(cudaSetDevice(device), SB_ERR_COMM);

@@ -97,29 +97,32 @@ static sb_status staged_broadcast(struct sb_comm *c, float *buf, size_t n, int r
     return c->rank == root ? SB_OK : to_device(m, buf, n);
 }
 
-static sb_status staged_send(struct sb_comm *c, const float *buf, size_t n, int peer)
+static sb_status staged_send(struct sb_comm *c, const float *buf, size_t n, int peer,
+                            enum sb_comm_kind kind)
 {
     struct staged_impl *m = impl(c);
     SB_TRY(to_host(m, buf, n));
-    return m->inner->ops->send(m->inner, m->host, n, peer);
+    return m->inner->ops->send(m->inner, m->host, n, peer, kind);
 }
 
-static sb_status staged_recv(struct sb_comm *c, float *buf, size_t n, int peer)
+static sb_status staged_recv(struct sb_comm *c, float *buf, size_t n, int peer,
+                            enum sb_comm_kind kind)
 {
     struct staged_impl *m = impl(c);
     SB_TRY(ensure_host(m, n * sizeof(float)));
-    SB_TRY(m->inner->ops->recv(m->inner, m->host, n, peer));
+    SB_TRY(m->inner->ops->recv(m->inner, m->host, n, peer, kind));
     return to_device(m, buf, n);
 }
 
-static sb_status staged_recv_any(struct sb_comm *c, float *buf, size_t n, int *peer)
+static sb_status staged_recv_any(struct sb_comm *c, float *buf, size_t n, int *peer,
+                                enum sb_comm_kind kind)
 {
     struct staged_impl *m = impl(c);
     if (!m->inner->ops->recv_any)
         return sb_error(SB_ERR_INTERNAL, "staged %s communicator: no receive from any source",
                         m->inner->ops->name);
     SB_TRY(ensure_host(m, n * sizeof(float)));
-    SB_TRY(m->inner->ops->recv_any(m->inner, m->host, n, peer));
+    SB_TRY(m->inner->ops->recv_any(m->inner, m->host, n, peer, kind));
     return to_device(m, buf, n);
 }
 
@@ -163,7 +166,6 @@ sb_status sb_comm_staged_create(struct sb_comm *inner, struct sb_comm **out)
     c->impl = m;
     c->rank = inner->rank;
     c->size = inner->size;
-    c->blocking_iallreduce = 1; /* host clocks time each op: it waits for its copies */
     *out = c;
     return SB_OK;
 }

@@ -64,16 +64,18 @@ static sb_status fake_broadcast(struct sb_comm *c, float *buf, size_t n, int roo
     return SB_OK;
 }
 
-static sb_status fake_send(struct sb_comm *c, const float *buf, size_t n, int peer)
+static sb_status fake_send(struct sb_comm *c, const float *buf, size_t n, int peer,
+                          enum sb_comm_kind kind)
 {
-    (void)c, (void)buf, (void)n, (void)peer;
+    (void)c, (void)buf, (void)n, (void)peer, (void)kind;
     spin(CALL_S);
     return SB_OK;
 }
 
-static sb_status fake_recv(struct sb_comm *c, float *buf, size_t n, int peer)
+static sb_status fake_recv(struct sb_comm *c, float *buf, size_t n, int peer,
+                          enum sb_comm_kind kind)
 {
-    (void)c, (void)buf, (void)n;
+    (void)c, (void)buf, (void)n, (void)kind;
     return peer == 99 ? sb_error(SB_ERR_COMM, "fake: no peer 99") : SB_OK;
 }
 

@@ -1,5 +1,7 @@
-/* Unit tests for the α–β cost model (src/comm/cost_model.c) and the auto
- * rule of --allreduce (src/comm/allreduce_algo.c): each formula against an
+/* Unit tests for the α–β cost model (src/comm/cost_model.c), the auto
+ * rule of --allreduce (src/comm/allreduce_algo.c) and the strategies' own
+ * formulas (central's in strategies/central.c, the buckets' overlap bound
+ * in strategies/buckets.c): each formula against an
  * answer worked by hand on a link of α = 100 µs, B = 100 MB/s, M = 8 MB
  * (one message of M: 0.0801 s). */
 #include <setjmp.h>
@@ -10,6 +12,8 @@
 
 #include "comm/allreduce_algo.h"
 #include "comm/cost_model.h"
+#include "strategies/buckets.h"
+#include "strategies/central.h"
 
 #define M 8e6
 static const struct sb_link link = {1e-4, 1e8, 0.0};
@@ -64,14 +68,14 @@ static void test_central(void **state)
 {
     (void)state;
     /* k dedicated servers: 2 (α + max(M/B, nM/(kB))) */
-    assert_float_equal(sb_cost_central_s(&link, 2, 1, M), 2 * (1e-4 + 0.16), EPS);
-    assert_float_equal(sb_cost_central_s(&link, 2, 2, M), 2 * (1e-4 + 0.08), EPS);
-    assert_float_equal(sb_cost_central_s(&link, 2, 4, M), 2 * (1e-4 + 0.08), EPS);
-    assert_float_equal(sb_cost_central_s(&link, 8, 2, M), 2 * (1e-4 + 0.32), EPS);
+    assert_float_equal(sb_central_cost_s(&link, 2, 1, M), 2 * (1e-4 + 0.16), EPS);
+    assert_float_equal(sb_central_cost_s(&link, 2, 2, M), 2 * (1e-4 + 0.08), EPS);
+    assert_float_equal(sb_central_cost_s(&link, 2, 4, M), 2 * (1e-4 + 0.08), EPS);
+    assert_float_equal(sb_central_cost_s(&link, 8, 2, M), 2 * (1e-4 + 0.32), EPS);
     /* rank 0 serves and trains: n - 1 gradients cross its link */
-    assert_float_equal(sb_cost_central_s(&link, 3, 0, M), 2 * (1e-4 + 0.16), EPS);
-    assert_float_equal(sb_cost_central_s(&link, 2, 0, M), 2 * (1e-4 + 0.08), EPS);
-    assert_float_equal(sb_cost_central_s(&link, 1, 0, M), 0.0, EPS);
+    assert_float_equal(sb_central_cost_s(&link, 3, 0, M), 2 * (1e-4 + 0.16), EPS);
+    assert_float_equal(sb_central_cost_s(&link, 2, 0, M), 2 * (1e-4 + 0.08), EPS);
+    assert_float_equal(sb_central_cost_s(&link, 1, 0, M), 0.0, EPS);
 }
 
 static void test_ddp_exposed(void **state)
@@ -79,19 +83,19 @@ static void test_ddp_exposed(void **state)
     (void)state;
     double bytes[] = {4, 4}, comm[] = {3, 3};
     /* ready at 4 and 8; done 7, then max(8, 7) + 3 = 11: 3 after backward */
-    assert_float_equal(sb_cost_ddp_exposed_s(bytes, comm, 2, 8.0), 3.0, EPS);
+    assert_float_equal(sb_bucket_exposed_s(bytes, comm, 2, 8.0), 3.0, EPS);
     /* no overlap: everything exposed */
-    assert_float_equal(sb_cost_ddp_exposed_s(bytes, comm, 2, 0.0), 6.0, EPS);
+    assert_float_equal(sb_bucket_exposed_s(bytes, comm, 2, 0.0), 6.0, EPS);
     /* a long backward hides all but the last bucket */
-    assert_float_equal(sb_cost_ddp_exposed_s(bytes, comm, 2, 100.0), 3.0, EPS);
+    assert_float_equal(sb_bucket_exposed_s(bytes, comm, 2, 100.0), 3.0, EPS);
     /* one bucket is ready only at the end: nothing hides */
     double one_b[] = {8}, one_c[] = {5};
-    assert_float_equal(sb_cost_ddp_exposed_s(one_b, one_c, 1, 10.0), 5.0, EPS);
+    assert_float_equal(sb_bucket_exposed_s(one_b, one_c, 1, 10.0), 5.0, EPS);
     /* comm slower than backward: the queue backs up */
     double b3[] = {1, 1, 2}, c3[] = {4, 4, 4};
     /* ready 1, 2, 4; done 5, 9, 13; backward 4 -> 9 exposed */
-    assert_float_equal(sb_cost_ddp_exposed_s(b3, c3, 3, 4.0), 9.0, EPS);
-    assert_float_equal(sb_cost_ddp_exposed_s(b3, c3, 0, 4.0), 0.0, EPS);
+    assert_float_equal(sb_bucket_exposed_s(b3, c3, 3, 4.0), 9.0, EPS);
+    assert_float_equal(sb_bucket_exposed_s(b3, c3, 0, 4.0), 0.0, EPS);
 }
 
 static void test_auto_rule(void **state)
