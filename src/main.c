@@ -135,7 +135,7 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
     struct sb_config *cfg = &opts.cfg;
     sb_interrupt_install();
     sb_watchdog_set_timeout(cfg->timeout_s);
-    const struct sb_strategy_ops *ops = sb_strategy_find(cfg->strategy);
+    const struct sb_strategy_ops *ops = cfg->strategy_ops;
     /* Before MPI_Init: tasks that cannot form one MPI job are refused here. */
     st = sb_launcher_check(&launch, ops->uses_mpi, cfg->strategy);
     if (st) {
@@ -184,8 +184,9 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
     /* Collective on every rank, whatever the checks below say. */
     st = sb_watchdog_start(job.mpi ? job.world : NULL);
     if (!st && ops->uses_mpi) st = sb_strategy_fit_world(ops, cfg, job.size, opts.replicas_given);
-    if (!st && ops->uses_mpi && strcmp(cfg->device, "cuda") == 0) /* NCCL: one GPU per rank */
-        st = sb_cuda_check_rank_placement(cfg->comm, job.local_size, sb_cuda_device_count());
+    if (!st && ops->uses_mpi && !cfg->backend->host_memory) /* NCCL: one GPU per rank */
+        st = sb_cuda_check_rank_placement(cfg->comm_entry->gpu_per_member, job.local_size,
+                                          sb_cuda_device_count());
     if (!st && job.rank == 0) st = sb_train_check_outputs(cfg); /* rank 0 writes them */
     if (!st) st = sb_mnist_load(cfg->data_dir, &data);
     if (!st) st = sb_train_check_data(cfg, &data);

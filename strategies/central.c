@@ -40,10 +40,10 @@ static int central_processes(const struct sb_config *cfg)
     return cfg->replicas + sb_central_opts(cfg)->servers;
 }
 
-/* NCCL has no receive from any source, which --async needs. */
+/* --async needs a receive from any source, which NCCL lacks. */
 static sb_status central_validate(const struct sb_config *cfg)
 {
-    if (sb_central_opts(cfg)->async && strcmp(cfg->comm, "nccl") == 0)
+    if (sb_central_opts(cfg)->async && !cfg->comm_entry->recv_any)
         return sb_error(SB_ERR_USAGE, "--async with --comm nccl: NCCL has no receive from any "
                         "source; use --comm mpi");
     return SB_OK;

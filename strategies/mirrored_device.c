@@ -11,11 +11,11 @@
 sb_status sb_mirrored_create_comms(struct mirrored *mr)
 {
     const struct sb_config *cfg = mr->env->cfg;
-    if (strcmp(cfg->device, "cuda") == 0) { /* placement: replica r on GPU r % count */
+    if (!mr->env->be->host_memory) { /* placement: replica r on GPU r % count */
         int count = sb_cuda_device_count();
         if (count == 0) return sb_error(SB_ERR_USAGE, "--device cuda: no CUDA device is visible");
         for (int i = 0; i < mr->n; i++) mr->members[i].device = i % count;
-        if (strcmp(cfg->comm, "nccl") == 0) {
+        if (cfg->comm_entry->gpu_per_member) {
             if (mr->n > 1 && count == 1) { /* every replica on GPU 0: reduced on the device */
                 mr->on_device = 1;
                 return SB_OK;
@@ -26,8 +26,9 @@ sb_status sb_mirrored_create_comms(struct mirrored *mr)
                                 "--comm mpi", mr->n, count, count);
         }
     }
-    int *devices = malloc((size_t)mr->n * sizeof *devices);
-    struct sb_comm **comms = calloc((size_t)mr->n, sizeof *comms);
+    size_t members = mr->n > 0 ? (size_t)mr->n : 1;
+    int *devices = malloc(members * sizeof *devices);
+    struct sb_comm **comms = calloc(members, sizeof *comms);
     sb_status st = SB_OK;
     if (!devices || !comms) st = sb_error(SB_ERR_NOMEM, "mirrored: out of memory");
     for (int i = 0; !st && i < mr->n; i++) devices[i] = mr->members[i].device;

@@ -44,14 +44,15 @@ struct sb_cuda_versions {
 void sb_cuda_versions(struct sb_cuda_versions *v);
 
 /* Checks that `ranks_on_host` GPU processes of one host can each hold their
- * own GPU with communicator `comm` ("nccl" or "mpi") when the host has
- * `devices` visible GPUs. NCCL refuses two ranks of one communicator on one
- * GPU (ncclCommInitRank: "Duplicate GPU detected"), so "nccl" needs
- * 1 <= ranks_on_host <= devices; "mpi" (staged through host memory) lets
- * ranks share a GPU. Pure (no CUDA call; exists in every build), so tests
+ * own GPU when the communicator needs a GPU per member (gpu_per_rank: nccl,
+ * sb_comm_entry.gpu_per_member) and the host has `devices` visible GPUs.
+ * NCCL refuses two ranks of one communicator on one GPU (ncclCommInitRank:
+ * "Duplicate GPU detected"), so it needs 1 <= ranks_on_host <= devices;
+ * "mpi" (staged through host memory, gpu_per_rank 0) lets ranks share a
+ * GPU. Pure (no CUDA call; exists in every build), so tests
  * pass fake counts. Errors: SB_ERR_USAGE naming --comm mpi.
  * (src/backend/cuda_placement.c) */
-sb_status sb_cuda_check_rank_placement(const char *comm, int ranks_on_host, int devices);
+sb_status sb_cuda_check_rank_placement(int gpu_per_rank, int ranks_on_host, int devices);
 
 /* Destroys the calling thread's stream, cuBLAS handle and scratch buffers
  * (the end of a replica's thread, or of a process's training); safe to call

@@ -6,9 +6,9 @@
 
 #include <string.h>
 
-sb_status sb_cuda_check_rank_placement(const char *comm, int ranks_on_host, int devices)
+sb_status sb_cuda_check_rank_placement(int gpu_per_rank, int ranks_on_host, int devices)
 {
-    if (!comm || strcmp(comm, "nccl") != 0) return SB_OK; /* staged: ranks may share a GPU */
+    if (!gpu_per_rank) return SB_OK; /* staged: ranks may share a GPU */
     if (devices < 1)
         return sb_error(SB_ERR_USAGE, "--device cuda: no CUDA device is visible on this host "
                         "(check nvidia-smi and CUDA_VISIBLE_DEVICES, or use --device cpu)");

@@ -404,6 +404,13 @@ static sb_status validate(struct sb_train_opts *o)
         return sb_error(SB_ERR_USAGE, "--workload: unknown workload '%s' (expected one of: %s)",
                         c->workload, sb_workload_names());
     SB_TRY(validate_device(c));
+    /* Each name resolved once: the layers above ask these entries. */
+    c->strategy_ops = s;
+    c->backend = sb_backend_find(c->device);
+    c->comm_entry = sb_comm_find(c->comm);
+    if (!c->backend || !c->comm_entry)
+        return sb_error(SB_ERR_USAGE, "--device %s --comm %s: not in this build", c->device,
+                        c->comm);
     SB_TRY(validate_allreduce(s, c));
     if (strcmp(c->allreduce, "auto") != 0 && (!s->uses_mpi || strcmp(c->device, "cpu") != 0))
         return sb_error(SB_ERR_USAGE, "--allreduce %s: only strategies of MPI ranks on --device "

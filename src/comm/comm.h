@@ -315,6 +315,27 @@ void sb_local_group_destroy(struct sb_local_group *g);
 sb_status sb_comm_local_create(struct sb_local_group *g, int rank,
                                struct sb_comm **out);
 
+/* An entry of the communicator registry (src/comm/factory.c): the --comm
+ * name and what the communicator needs and offers, for the layers above
+ * to ask instead of comparing names. */
+struct sb_comm_entry {
+    const char *name;      /* --comm */
+    int gpu_per_member;    /* needs a GPU of its own per member (nccl) */
+    int recv_any;          /* receives from any source (central --async needs it) */
+    /* Over the ranks of mpi_comm (collective), this rank's GPU `device`
+     * already chosen; NULL: not available in this build. */
+    sb_status (*ranks)(const void *mpi_comm, int device, struct sb_comm **out);
+    /* n members in this process, member i on GPU devices[i]; *group is
+     * the shared-memory group, if the entry makes one (freed by the
+     * caller with sb_local_group_destroy). NULL: not in this build. */
+    sb_status (*threads)(int n, const int *devices, struct sb_local_group **group,
+                         struct sb_comm **comms);
+};
+
+/* The registry entry named `name` ("mpi", "nccl"), whether or not this
+ * build has it (its ranks/threads are NULL then), or NULL if unknown. */
+const struct sb_comm_entry *sb_comm_find(const char *name);
+
 struct sb_config;
 /* The communicator registry (src/comm/factory.c): --comm name -> how
  * ranks and how replica threads talk with it on GPUs.

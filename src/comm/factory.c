@@ -6,21 +6,11 @@
  * its file plus one line in `entries`. See comm.h. */
 #include <string.h>
 
+#include "backend/backend.h"
 #include "backend/cuda.h"
 #include "comm/comm.h"
 #include "core/config.h"
 
-struct comm_entry {
-    const char *name; /* --comm */
-    /* Over the ranks of mpi_comm (collective), this rank's GPU `device`
-     * already chosen; NULL: not available in this build. */
-    sb_status (*ranks)(const void *mpi_comm, int device, struct sb_comm **out);
-    /* n members in this process, member i on GPU devices[i]; *group is
-     * the shared-memory group, if the entry makes one (freed by the
-     * caller with sb_local_group_destroy). NULL: not in this build. */
-    sb_status (*threads)(int n, const int *devices, struct sb_local_group **group,
-                         struct sb_comm **comms);
-};
 
 /* n "local" members over one new shared-memory group. */
 static sb_status local_threads(int n, struct sb_local_group **group, struct sb_comm **comms)
@@ -84,33 +74,39 @@ static sb_status nccl_threads(int n, const int *devices, struct sb_local_group *
 }
 #endif
 
-static const struct comm_entry entries[] = {
+static const struct sb_comm_entry entries[] = {
 #ifdef SB_HAVE_CUDA
-    {"mpi", staged_ranks, staged_threads},
+    {"mpi", 0, 1, staged_ranks, staged_threads},
 #else
-    {"mpi", NULL, NULL},
+    {"mpi", 0, 1, NULL, NULL},
 #endif
 #ifdef SB_HAVE_NCCL
-    {"nccl", nccl_ranks, nccl_threads},
+    {"nccl", 1, 0, nccl_ranks, nccl_threads},
 #else
-    {"nccl", NULL, NULL},
+    {"nccl", 1, 0, NULL, NULL},
 #endif
 };
 
-/* The entry for cfg->comm on cuda, or a usage error naming what is missing. */
-static sb_status find_gpu_entry(const struct sb_config *cfg, const struct comm_entry **out)
+const struct sb_comm_entry *sb_comm_find(const char *name)
 {
-    for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
-        if (strcmp(entries[i].name, cfg->comm) != 0) continue;
-        if (!entries[i].ranks) break;
-        *out = &entries[i];
+    for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++)
+        if (strcmp(entries[i].name, name) == 0) return &entries[i];
+    return NULL;
+}
+
+/* The entry for cfg->comm on cuda, or a usage error naming what is missing. */
+static sb_status find_gpu_entry(const struct sb_config *cfg, const struct sb_comm_entry **out)
+{
+    const struct sb_comm_entry *e = cfg->comm_entry;
+    if (e && e->ranks) {
+        *out = e;
         return SB_OK;
     }
 #ifndef SB_HAVE_CUDA
     return sb_error(SB_ERR_USAGE, "--device cuda: this build has no CUDA (re-run "
                     "./configure.py where the CUDA toolkit is installed)");
 #else
-    if (strcmp(cfg->comm, "nccl") == 0)
+    if (e && e->gpu_per_member)
         return sb_error(SB_ERR_USAGE, "--comm nccl: this build has no NCCL (install "
                         "libnccl-dev and re-run ./configure.py, or use --comm mpi)");
     return sb_error(SB_ERR_USAGE, "--comm: unknown communicator '%s' (expected nccl or mpi)",
@@ -122,7 +118,7 @@ sb_status sb_comm_world_create(const struct sb_config *cfg, const void *mpi_comm
                                int local_rank, struct sb_comm **out)
 {
     *out = NULL;
-    if (strcmp(cfg->device, "cuda") != 0) {
+    if (cfg->backend->host_memory) {
         /* --allreduce (validated by the CLI; "" = auto): the algorithm of
          * the mpi communicator's non-blocking all-reduces. */
         enum sb_allreduce_algo algo = SB_ALLREDUCE_AUTO;
@@ -146,7 +142,7 @@ sb_status sb_comm_world_create(const struct sb_config *cfg, const void *mpi_comm
         }
         return st;
     }
-    const struct comm_entry *e = NULL;
+    const struct sb_comm_entry *e = NULL;
     SB_TRY(find_gpu_entry(cfg, &e));
     int count = sb_cuda_device_count();
     if (count == 0)
@@ -160,8 +156,8 @@ sb_status sb_comm_threads_create(const struct sb_config *cfg, int n, const int *
 {
     *group = NULL;
     for (int i = 0; i < n; i++) comms[i] = NULL;
-    if (strcmp(cfg->device, "cuda") != 0) return local_threads(n, group, comms);
-    const struct comm_entry *e = NULL;
+    if (cfg->backend->host_memory) return local_threads(n, group, comms);
+    const struct sb_comm_entry *e = NULL;
     SB_TRY(find_gpu_entry(cfg, &e));
     return e->threads(n, devices, group, comms);
 }

@@ -15,6 +15,12 @@
 /* Room for one strategy's own options (strategies/strategy.h). */
 #define SB_STRATEGY_OPTS_BYTES 128
 
+/* The registries' entries the CLI resolves the names below to (declared,
+ * not included: core includes nothing from the layers above it). */
+struct sb_strategy_ops;
+struct sb_backend_ops;
+struct sb_comm_entry;
+
 enum sb_lr_scaling { SB_LR_SCALING_NONE = 0, SB_LR_SCALING_LINEAR };
 
 struct sb_config {
@@ -56,6 +62,13 @@ struct sb_config {
     char mllog_path[PATH_MAX];   /* "" = no :::MLLOG file (report/mllog.h) */
     double timeout_s;            /* watchdog: an exchange not complete this many
                                   * seconds after issue ends the job; 0 = off */
+    /* strategy, device and comm resolved once by the CLI to their registry
+     * entries (strategies/registry.c, src/backend/registry.c,
+     * src/comm/factory.c): the layers above ask the entry, never compare the
+     * name. NULL until validated. */
+    const struct sb_strategy_ops *strategy_ops;
+    const struct sb_backend_ops *backend;
+    const struct sb_comm_entry *comm_entry;
 };
 
 /* Learning rate actually used by the optimizer: lr, times replicas under

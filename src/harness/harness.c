@@ -330,12 +330,12 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
     struct sb_strategy_env env = {
         .cfg = cfg,
         .data = data,
-        .be = sb_backend_find(cfg->device),
+        .be = cfg->backend,
         .workload = sb_workload_find(cfg->workload),
         .local_rank = job->local_rank,
         .mpi_world = job->world,
     };
-    const struct sb_strategy_ops *ops = sb_strategy_find(cfg->strategy);
+    const struct sb_strategy_ops *ops = cfg->strategy_ops;
     if (!env.be || !env.workload || !ops)
         return sb_error(SB_ERR_INTERNAL, "harness: unvalidated configuration");
     if (env.be->set_threads) env.be->set_threads(blas_threads(cfg, job));

@@ -199,7 +199,7 @@ sb_status sb_environment_json(const struct sb_run_record *rec, cJSON **out)
     add_str(env, "zlib", zlibVersion(), &fail);
     os_version(buf, sizeof buf);
     add_str(env, "os", buf, &fail);
-    if (rec->cfg && strcmp(rec->cfg->device, "cuda") == 0) add_gpu(env, &fail);
+    if (rec->cfg && rec->cfg->backend && !rec->cfg->backend->host_memory) add_gpu(env, &fail);
     add_launcher(env, &fail);
     cJSON *argv = cJSON_AddArrayToObject(env, "argv");
     if (!argv) fail = 1;

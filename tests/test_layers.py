@@ -1,0 +1,125 @@
+"""The architecture's rules (docs/design.md, "The pieces and which way they depend"),
+checked on the source text so that CI holds them (no build needed, well under a second):
+
+1. A file includes only from its own layer or the layers below it, and the include
+   graph between files has no circle.
+2. No C file outside the registries and the command line compares a strategy, device or
+   communicator name: the CLI resolves each name once (cfg->strategy_ops, cfg->backend,
+   cfg->comm_entry) and the layers above ask those entries.
+"""
+
+import pathlib
+import re
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+# Layer of each folder, bottom up; a file may include its own folder and lower layers.
+LAYERS = {
+    "core": 0,
+    "data": 1,
+    "backend": 2,
+    "comm": 3, "workloads": 3,
+    "strategies": 4, "report": 4, "trace": 4,
+    "harness": 5,
+    "cli": 6,
+    "main": 7,
+}
+# Known arrows up a floor, each with the change that removes it. Listed here so that a
+# new one fails the test while these wait for their fix.
+KNOWN_UPWARD = {
+    # trace merges per-rank files with the harness's MPI gather; issue 17's cut 2 moves
+    # gather into a job layer below trace.
+    ("src/trace/trace.c", "harness/gather.h"),
+}
+REGISTRIES_AND_CLI = ("src/cli/", "strategies/registry.c", "src/backend/registry.c",
+                      "src/comm/factory.c", "workloads/registry.c")
+NAMES = ("single", "mirrored", "ddp", "central", "hierarchical",  # strategies
+         "cpu", "cuda",                                            # devices
+         "mpi", "nccl", "local", "staged")                        # communicators
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def sources():
+    for folder in ("src", "strategies", "workloads"):
+        for path in sorted((ROOT / folder).rglob("*")):
+            if path.suffix in (".c", ".h", ".cu"):
+                yield path
+
+
+def folder_of(rel):
+    parts = rel.split("/")
+    if parts[0] == "src":
+        return parts[1] if len(parts) > 2 else "main"
+    return parts[0]
+
+
+def code_of(path):
+    """The file's text without comments (line numbers kept)."""
+    text = path.read_text(errors="replace")
+    text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+    return re.sub(r"//[^\n]*", " ", text)
+
+
+def test_includes_go_down_the_layers():
+    wrong = []
+    for path in sources():
+        rel = path.relative_to(ROOT).as_posix()
+        mine = folder_of(rel)
+        assert mine in LAYERS, f"{rel}: folder {mine} has no layer in tests/test_layers.py"
+        for target in INCLUDE.findall(path.read_text(errors="replace")):
+            theirs = target.split("/")[0]
+            if theirs not in LAYERS or theirs == mine:
+                continue
+            if LAYERS[theirs] >= LAYERS[mine] and (rel, target) not in KNOWN_UPWARD:
+                wrong.append(f"{rel} includes {target} ({mine} is layer {LAYERS[mine]}, "
+                             f"{theirs} layer {LAYERS[theirs]})")
+    assert not wrong, "includes up (or across) the layers:\n" + "\n".join(wrong)
+
+
+def test_include_graph_has_no_circle():
+    files = {p.relative_to(ROOT).as_posix(): p for p in sources()}
+    by_include = {}  # "comm/comm.h" -> "src/comm/comm.h"
+    for rel in files:
+        by_include[rel[4:] if rel.startswith("src/") else rel] = rel
+    graph = {rel: [by_include[t] for t in INCLUDE.findall(p.read_text(errors="replace"))
+                   if t in by_include]
+             for rel, p in files.items() if rel.endswith(".h")}
+    state = {}
+
+    def visit(node, stack):
+        state[node] = 1
+        for nxt in graph.get(node, []):
+            if state.get(nxt) == 1:
+                pytest.fail("include circle: " + " -> ".join(stack + [node, nxt]))
+            if nxt not in state:
+                visit(nxt, stack + [node])
+        state[node] = 2
+
+    for node in graph:
+        if node not in state:
+            visit(node, [])
+
+
+@pytest.mark.parametrize("rule", ["strcmp-with-a-name", "strcmp-on-cfg-names"])
+def test_no_name_comparisons_outside_registries(rule):
+    names = "|".join(NAMES)
+    pattern = {
+        # strcmp(x, "ddp") or strcmp("cuda", x)
+        "strcmp-with-a-name": re.compile(r'strn?cmp\s*\([^;]*"(' + names + r')"'),
+        # strcmp(cfg->device, ...) and friends, whatever they are compared with
+        "strcmp-on-cfg-names": re.compile(
+            r'strn?cmp\s*\([^;]*->\s*(device|comm|strategy|workload)\b\s*[,)]'),
+    }[rule]
+    wrong = []
+    for path in sources():
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith(REGISTRIES_AND_CLI):
+            continue
+        for lineno, line in enumerate(code_of(path).splitlines(), 1):
+            if pattern.search(line):
+                wrong.append(f"{rel}:{lineno}: {line.strip()}")
+    assert not wrong, ("names compared outside the registries and src/cli (ask the "
+                       "entry cfg->strategy_ops / backend / comm_entry instead):\n"
+                       + "\n".join(wrong))
