@@ -1,8 +1,9 @@
 /* Tensor operations behind one interface, one implementation per device.
  *
  * A workload computes only through these ops, so the same model code runs on
- * the CPU (OpenBLAS SGEMM, plain C loops) and, later, CUDA (cuBLAS and
- * kernels). All matrices are row-major float32 in the backend's memory; the
+ * the CPU (OpenBLAS SGEMM, plain C loops; src/backend/cpu.c) and on CUDA
+ * (cuBLAS and kernels; src/backend/cuda.cu, built when configure.py finds
+ * the toolkit). All matrices are row-major float32 in the backend's memory; the
  * shapes are given as (rows, cols). Ops that cannot fail return void; a
  * device backend reports asynchronous failures from sync(). */
 #ifndef SB_BACKEND_H

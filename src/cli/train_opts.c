@@ -386,6 +386,10 @@ static sb_status validate_allreduce(const struct sb_strategy_ops *s, struct sb_c
         strcpy(c->allreduce, own);
     }
     int l = c->ranks_per_host;
+    if (l > 0 && (!s->uses_mpi || !c->backend->host_memory))
+        return sb_error(SB_ERR_USAGE, "--ranks-per-host: only strategies of MPI ranks on "
+                        "--device cpu group their ranks into hosts (got --strategy %s "
+                        "--device %s)", s->name, c->device);
     if (l > 0 && strcmp(c->allreduce, "hierarchical") == 0 && c->replicas % l != 0)
         return sb_error(SB_ERR_USAGE, "--ranks-per-host: %d replicas do not fill hosts of %d "
                         "ranks", c->replicas, l);

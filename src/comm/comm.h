@@ -21,8 +21,8 @@ enum sb_comm_kind {
     SB_COMM_BROADCAST,     /* broadcast of parameters from rank 0 */
     SB_COMM_PUSH,          /* worker -> server (gradients), point-to-point */
     SB_COMM_PULL,          /* server -> worker (parameters), point-to-point */
-    SB_COMM_REDUCE_SCATTER, /* reduce-scatter (one stage of a two-level all-reduce) */
-    SB_COMM_ALLGATHER,     /* all-gather (one stage of a two-level all-reduce) */
+    SB_COMM_REDUCE_SCATTER, /* reduce-scatter (sb_comm_ireduce_scatter) */
+    SB_COMM_ALLGATHER,     /* all-gather (sb_comm_iallgather) */
     SB_COMM_NKINDS
 };
 
@@ -109,8 +109,11 @@ struct sb_comm_ops {
     /* Blocks until req is complete, then releases req->impl (sets it NULL).
      * Not called on a completed request. */
     sb_status (*wait)(struct sb_comm *c, struct sb_comm_request *req);
-    /* Optional (NULL where unsupported; the wrappers then fail): the pieces
-     * of a two-level all-reduce (test and wait complete their requests).
+    /* Optional (NULL where unsupported; the wrappers then fail):
+     * non-blocking reduce-scatter and all-gather, first-class operations
+     * (mpi: MPI_Ireduce_scatter and MPI_Iallgatherv, any block sizes; nccl:
+     * ncclReduceScatter and ncclAllGather, which need every counts[r]
+     * equal; local and staged: none). test and wait complete them.
      * ireduce_scatter: every rank passes send (sum of counts[0..size)
      * floats); rank r receives block r of the elementwise sum, counts[r]
      * floats, into recv. iallgather: rank r contributes send (counts[r]
@@ -271,7 +274,8 @@ void sb_comm_reset_counters(struct sb_comm *c);
 /* Frees the communicator; safe on NULL. */
 void sb_comm_destroy(struct sb_comm *c);
 
-/* Report name of a kind: "allreduce", "broadcast", "push", "pull". */
+/* Report name of a kind: "allreduce", "broadcast", "push", "pull",
+ * "reduce_scatter", "allgather"; "unknown" out of range. */
 const char *sb_comm_kind_name(enum sb_comm_kind kind);
 
 /* Algorithm bandwidth in GB/s (10^9 bytes/s), as nccl-tests'

@@ -78,3 +78,8 @@ def test_fetch_mnist_offline_when_present(tmp_path):
     proc = run([sys.executable, REPO_ROOT / "configure.py", "--fetch-mnist", dest])
     assert proc.returncode == 0, describe(proc)
     assert (dest / "SHA256SUMS").read_text() == (SHIPPED / "SHA256SUMS").read_text()
+    # the tool itself, without configure.py
+    (dest / "SHA256SUMS").unlink()
+    proc = run([sys.executable, REPO_ROOT / "tools" / "fetch_mnist.py", dest])
+    assert proc.returncode == 0, describe(proc)
+    assert (dest / "SHA256SUMS").read_text() == (SHIPPED / "SHA256SUMS").read_text()

@@ -140,6 +140,8 @@ def test_its_flags(stratbench, tmp_path):
     proc = run([stratbench, "train", "--strategy", "hierarchical", "--allreduce", "ring"])
     lines = [l for l in proc.stderr.splitlines() if l.strip()]
     assert proc.returncode == 2 and len(lines) == 1 and "--allreduce ring" in lines[0]
+    proc = run([stratbench, "train", "--strategy", "mirrored", "--ranks-per-host", "2"])
+    assert proc.returncode == 2 and "--ranks-per-host" in proc.stderr
     help_text = run([stratbench, "train", "--help"]).stdout
     assert "--ranks-per-host L" in help_text and "hierarchical" in help_text
     line = next(l for l in help_text.splitlines() if l.strip().startswith("--bucket-mb"))

@@ -1,5 +1,7 @@
-/* Tests stratbench's own all-reduce algorithms (src/comm/mpi_allreduce.c)
- * through the "mpi" communicator, on 1 to 5 ranks: the sum is exact for
+/* Tests stratbench's own all-reduce algorithms (src/comm/mpi_allreduce.c,
+ * and the hierarchical one of src/comm/mpi_hier.c over hosts of
+ * --ranks-per-host 2 or 1) and the first-class reduce-scatter and
+ * all-gather through the "mpi" communicator, on 1 to 5 ranks: the sum is exact for
  * integer-valued floats, bit-identical on every rank for fractional ones,
  * for sizes from 0 to uneven thousands (n < p included), with several
  * all-reduces in flight at once, progressed by test calls and completed
@@ -119,6 +121,85 @@ static void check_in_flight(struct sb_comm *c)
     }
 }
 
+/* The hierarchical all-reduce over hosts of 2 ranks (1 for odd p): every
+ * size exact and bit-identical (check_one), and its three stages counted
+ * once per all-reduce, the intra-host ones at the buffer's bytes. */
+static void check_hierarchical(MPI_Comm world)
+{
+    struct sb_comm *h = NULL;
+    int p = 0;
+    MPI_Comm_size(world, &p);
+    if (sb_comm_mpi_create(&world, &h) || sb_comm_mpi_group_hosts(h, p % 2 == 0 ? 2 : 1)) {
+        CHECK(0, "hierarchical: no communicator: %s", sb_error_message());
+        sb_comm_destroy(h);
+        return;
+    }
+    for (size_t s = 0; s < N_SIZES; s++) check_one(h, SB_ALLREDUCE_HIERARCHICAL, sizes[s]);
+    const struct sb_comm_counter *all = &h->allreduce_by_algo[SB_ALLREDUCE_HIERARCHICAL];
+    CHECK(all->calls == 2 * (long)N_SIZES, "hierarchical calls %ld", all->calls);
+    CHECK(h->n_stages == 3, "hierarchical stages %d", h->n_stages);
+    for (int i = 0; i < h->n_stages; i++) {
+        CHECK(h->stages[i].counter.calls == all->calls, "stage %s: %ld calls",
+              h->stages[i].name, h->stages[i].counter.calls);
+        if (i != 1)
+            CHECK(h->stages[i].counter.bytes == all->bytes, "stage %s: %g bytes",
+                  h->stages[i].name, h->stages[i].counter.bytes);
+    }
+    /* auto picks it only for 2+ hosts of 2+ ranks (here p = 4: 2 hosts of 2) */
+    struct sb_comm_request req;
+    float x[64] = {0};
+    h->allreduce_algo = SB_ALLREDUCE_AUTO;
+    if (sb_comm_iallreduce(h, x, 64, &req) || sb_comm_wait(h, &req)) CHECK(0, "auto failed");
+    CHECK((p >= 4 && p % 2 == 0) == (req.algo == SB_ALLREDUCE_HIERARCHICAL),
+          "auto at p=%d ran %s", p, sb_allreduce_algo_name(req.algo));
+    sb_comm_destroy(h);
+}
+
+/* Reduce-scatter then all-gather of n floats in uneven blocks (block r:
+ * the r-th of p near-equal parts): the blocks hold the exact sums, the
+ * gather restores the whole sum on every rank, and each counts one call
+ * and 4n bytes (nccl-tests' convention). */
+static void check_reduce_scatter_allgather(struct sb_comm *c, size_t n)
+{
+    int p = c->size, rank = c->rank;
+    size_t counts[8], first = 0;
+    for (int r = 0; r < p; r++) {
+        counts[r] = n / (size_t)p + ((size_t)r < n % (size_t)p ? 1 : 0);
+        if (r < rank) first += counts[r];
+    }
+    float *x = malloc((n ? n : 1) * sizeof *x), *mine = malloc((counts[rank] + 1) * sizeof *x);
+    fill_exact(x, n, rank);
+    struct sb_comm_counter rs0 = c->counters[SB_COMM_REDUCE_SCATTER],
+                           ag0 = c->counters[SB_COMM_ALLGATHER];
+    struct sb_comm_request req;
+    if (sb_comm_ireduce_scatter(c, x, mine, counts, &req) || sb_comm_wait(c, &req))
+        CHECK(0, "reduce-scatter n=%zu p=%d failed", n, p);
+    for (size_t i = 0; i < counts[rank]; i++)
+        if (mine[i] != (float)((int)((first + i) % 7 + 1) * p * (p + 1) / 2)) {
+            CHECK(0, "reduce-scatter n=%zu p=%d rank %d: block[%zu] = %g", n, p, rank, i,
+                  mine[i]);
+            break;
+        }
+    memset(x, 0, n * sizeof *x);
+    if (sb_comm_iallgather(c, mine, x, counts, &req) || sb_comm_wait(c, &req))
+        CHECK(0, "all-gather n=%zu p=%d failed", n, p);
+    for (size_t i = 0; i < n; i++)
+        if (x[i] != (float)((int)(i % 7 + 1) * p * (p + 1) / 2)) {
+            CHECK(0, "all-gather n=%zu p=%d: x[%zu] = %g", n, p, i, x[i]);
+            break;
+        }
+    CHECK(c->counters[SB_COMM_REDUCE_SCATTER].calls == rs0.calls + 1 &&
+              c->counters[SB_COMM_REDUCE_SCATTER].bytes == rs0.bytes + 4.0 * (double)n,
+          "reduce-scatter counted %ld calls, %g bytes", c->counters[SB_COMM_REDUCE_SCATTER].calls,
+          c->counters[SB_COMM_REDUCE_SCATTER].bytes);
+    CHECK(c->counters[SB_COMM_ALLGATHER].calls == ag0.calls + 1 &&
+              c->counters[SB_COMM_ALLGATHER].bytes == ag0.bytes + 4.0 * (double)n,
+          "all-gather counted %ld calls, %g bytes", c->counters[SB_COMM_ALLGATHER].calls,
+          c->counters[SB_COMM_ALLGATHER].bytes);
+    free(x);
+    free(mine);
+}
+
 static int run_checks(void)
 {
     MPI_Init(NULL, NULL);
@@ -133,6 +214,8 @@ static int run_checks(void)
     for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++)
         for (size_t s = 0; s < N_SIZES; s++) check_one(c, algos[a], sizes[s]);
     check_in_flight(c);
+    check_hierarchical(world);
+    for (size_t s = 0; s < N_SIZES; s++) check_reduce_scatter_allgather(c, sizes[s]);
     /* The counters split all-reduces by algorithm. */
     long calls = 0;
     for (int a = 0; a < SB_ALLREDUCE_NALGOS; a++) calls += c->allreduce_by_algo[a].calls;
