@@ -150,10 +150,10 @@ void sb_train_opts_usage(FILE *out)
             "  --save-params FILE     final parameters, raw little-endian float32, layout order\n"
             "  --threads N            %-10s BLAS threads per process (0 = cores / processes)\n"
             "  --eval-batch N         %-10d test images per forward pass in evaluation\n"
-            "  --allreduce ALGO       %-10s MPI strategies on cpu: ring | recursive-doubling |\n"
-            "                                    mpi (MPI_Iallreduce) | hierarchical (within,\n"
-            "                                    then across hosts) | auto (by size and hosts:\n"
-            "                                    ring for large buckets; docs/allreduce.md)\n"
+            "  --allreduce ALGO       %-10s MPI strategies on cpu: %s\n"
+            "                                    (auto: by size and hosts; mpi: MPI_Iallreduce;\n"
+            "                                    hierarchical: within, then across hosts;\n"
+            "                                    docs/allreduce.md)\n"
             "  --ranks-per-host L     %-10d hosts of L consecutive ranks for the hierarchical\n"
             "                                    all-reduce (0 = ranks sharing memory)\n"
             "  --probe-links | --no-probe-links\n"
@@ -175,7 +175,8 @@ void sb_train_opts_usage(FILE *out)
             c->strategy, sb_strategy_names_joined(" | "), c->workload, sb_workload_names(),
             c->device, "auto", c->hidden[0], c->replicas, c->epochs, c->batch, c->lr,
             c->momentum, "none", (unsigned long long)c->seed, c->target_accuracy, "0",
-            c->warmup_steps, "0", c->eval_batch, c->allreduce, c->ranks_per_host, c->timeout_s);
+            c->warmup_steps, "0", c->eval_batch, c->allreduce, sb_allreduce_algo_names(" | "),
+            c->ranks_per_host, c->timeout_s);
     sb_strategy_options_usage(out);
 }
 
@@ -313,8 +314,8 @@ static sb_status parse_one(struct sb_train_opts *o, int opt, const char *arg)
     case OPT_NO_PROBE_LINKS: c->probe_links = 0; return SB_OK;
     case OPT_ALLREDUCE:
         if (sb_allreduce_algo_parse(arg, &algo) != 0)
-            return sb_error(SB_ERR_USAGE, "--allreduce: expected auto, ring, "
-                            "recursive-doubling, mpi or hierarchical, got '%s'", arg);
+            return sb_error(SB_ERR_USAGE, "--allreduce: expected one of %s, got '%s'",
+                            sb_allreduce_algo_names(", "), arg);
         strcpy(c->allreduce, sb_allreduce_algo_name(algo));
         return SB_OK;
     case OPT_TRACE: return parse_path("trace", arg, c->trace_path);

@@ -1,6 +1,7 @@
 /* All-reduce algorithm names and the auto rule; see allreduce_algo.h. */
 #include "comm/allreduce_algo.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "comm/cost_model.h"
@@ -11,6 +12,16 @@ static const char *const names[SB_ALLREDUCE_NALGOS] = {"auto", "ring", "recursiv
 const char *sb_allreduce_algo_name(enum sb_allreduce_algo a)
 {
     return (unsigned)a < SB_ALLREDUCE_NALGOS ? names[a] : "unknown";
+}
+
+const char *sb_allreduce_algo_names(const char *sep)
+{
+    static char buf[256];
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int a = 0; a < SB_ALLREDUCE_NALGOS && len < sizeof buf; a++)
+        len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s", a ? sep : "", names[a]);
+    return buf;
 }
 
 int sb_allreduce_algo_parse(const char *name, enum sb_allreduce_algo *out)

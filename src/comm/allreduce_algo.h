@@ -30,6 +30,10 @@ enum sb_allreduce_algo {
  * "hierarchical". */
 const char *sb_allreduce_algo_name(enum sb_allreduce_algo a);
 
+/* Every algorithm's name joined by `sep` (", " or " | "), in enum order,
+ * for usage texts and errors; a static buffer, valid until the next call. */
+const char *sb_allreduce_algo_names(const char *sep);
+
 /* Parses a --allreduce value; returns 0 and sets *out, or -1 if unknown. */
 int sb_allreduce_algo_parse(const char *name, enum sb_allreduce_algo *out);
 

@@ -64,7 +64,7 @@ def test_auto_picks_by_size(stratbench, mnist_dir, tmp_path):
 
 @pytest.mark.parametrize("flags, message", [
     (["--strategy", "ddp", "--replicas", "2", "--allreduce", "tree"],
-     "--allreduce: expected auto, ring, recursive-doubling, mpi or hierarchical, got 'tree'"),
+     "--allreduce: expected one of auto, ring, recursive-doubling, mpi, hierarchical, got 'tree'"),
     (["--strategy", "single", "--allreduce", "ring"],
      "--allreduce ring: only strategies of MPI ranks on --device cpu choose their all-reduce"),
     (["--strategy", "mirrored", "--replicas", "2", "--allreduce", "recursive-doubling"],
