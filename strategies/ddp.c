@@ -328,7 +328,9 @@ static float *ddp_replica_params(struct sb_strategy *s, int i, int *n)
 }
 
 /* ddp's ops; the registry's "hierarchical" is the same strategy with the
- * hierarchical all-reduce (src/comm/mpi_hier.c). */
+ * hierarchical all-reduce (src/comm/mpi_hier.c), without a comm_model:
+ * the α–β model of that all-reduce needs two links (comm.model null, and
+ * no rows in stratbench predict, which would repeat ddp's). */
 #define DDP_OPS                                 \
     .uses_mpi = 1,                              \
     .options = ddp_options,                     \
@@ -338,13 +340,13 @@ static float *ddp_replica_params(struct sb_strategy *s, int i, int *n)
     .step = ddp_step,                           \
     .evaluate = ddp_evaluate,                   \
     .describe = ddp_describe,                   \
-    .comm_model = ddp_comm_model,               \
     .destroy = ddp_destroy,                     \
     .replica_params = ddp_replica_params
 
 const struct sb_strategy_ops sb_strategy_ddp = {
     .name = "ddp",
     .summary = "one MPI rank per replica, bucketed all-reduce overlapping backward (PyTorch DDP)",
+    .comm_model = ddp_comm_model,
     DDP_OPS,
 };
 
