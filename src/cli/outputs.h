@@ -27,7 +27,9 @@ struct sb_output {
  * directory, a device, a FIFO, a socket or a symbolic link (an existing
  * regular file is fine: it is replaced atomically); its directory exists,
  * is a directory, is writable (a file can be created there: read-only file
- * systems included) and has SB_OUTPUT_MIN_FREE_BYTES free; and no two
+ * systems included) and has SB_OUTPUT_MIN_FREE_BYTES free, or does not
+ * exist and its nearest existing ancestor is a writable directory (the
+ * writer creates the missing folders, as sweep --out does); and no two
  * outputs name the same file (same directory, by device and inode, and the
  * same name). Errors: SB_ERR_USAGE, one line naming the flag, the path and
  * what is wrong. */

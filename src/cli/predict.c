@@ -11,6 +11,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "cli/suggest.h"
 #include "cli/sweep.h"
 #include "comm/cost_model.h"
 #include "core/status.h"
@@ -169,8 +170,7 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
             break;
         case ':': return sb_error(SB_ERR_USAGE, "predict: %s: missing value", flag);
         default:
-            return sb_error(SB_ERR_USAGE, "predict: unknown flag '%s' (see stratbench predict "
-                            "--help)", flag);
+            return sb_cli_bad_flag("predict", flag, longs);
         }
     }
     if (optind != argc - 1)

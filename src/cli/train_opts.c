@@ -10,6 +10,7 @@
 
 #include "backend/cuda.h"
 #include "cli/outputs.h"
+#include "cli/suggest.h"
 #include "comm/allreduce_algo.h"
 #include "data/mnist.h"
 #include "data/sampler.h"
@@ -419,8 +420,7 @@ sb_status sb_train_opts_parse(struct sb_train_opts *opts, int argc, char **argv)
             return SB_OK;
         }
         if (opt == '?')
-            return sb_error(SB_ERR_USAGE, "unknown flag '%s' (see stratbench train --help)",
-                            argv[prev]);
+            return sb_cli_bad_flag("train", argv[prev], long_options);
         if (opt == ':')
             return sb_error(SB_ERR_USAGE, "%s: missing value", argv[prev]);
         if (opt >= OPT_STRATEGY_FLAG) {
