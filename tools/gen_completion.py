@@ -51,24 +51,23 @@ def commands(main_help):
 def flags_of(text):
     """{flag: [fixed values]} of a --help text: every --flag at the start of an entry, with the
     words of an "a | b | c" list in its description (continuation lines included)."""
-    flags, current = {}, None
+    bodies, current = {}, None
     for line in text.splitlines():
         m = re.match(r"\s*(?:-\w, )?(--[a-z][a-z0-9-]*)", line)
         if m:
             current = m.group(1)
-            flags.setdefault(current, [])
+            bodies.setdefault(current, "")
             for alt in re.findall(r"\|\s*(--[a-z][a-z0-9-]*)", line):  # --probe-links | --no-probe-links
-                flags.setdefault(alt, [])
-            body = line[m.end():]
+                bodies.setdefault(alt, "")
+            bodies[current] += " " + line[m.end():]
         elif current and line.startswith("  "):
-            body = line
+            bodies[current] += " " + line
         else:
             current = None
-            continue
+    flags = {}
+    for flag, body in bodies.items():
         words = re.findall(r"([a-z][\w-]*)\s*\|", body) + re.findall(r"\|\s*([a-z][\w-]*)", body)
-        for w in words:
-            if not w.startswith("-") and w not in flags[current]:
-                flags[current].append(w)
+        flags[flag] = list(dict.fromkeys(w for w in words if not w.startswith("-")))
     for f, values in PROSE_VALUES.items():
         if f in flags:
             flags[f] = values

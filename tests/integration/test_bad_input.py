@@ -283,16 +283,19 @@ def test_list_flags_reject_empty_items(value, stratbench, tmp_path):
 
 def output_case(tmp_path, case):
     """(flags, words expected in the error) for one bad-output case, preparing the files."""
+    # A missing folder is created when the file is written (as sweep --out does:
+    # test_cli_flags.py); one that cannot be, under a regular file, is refused.
+    (tmp_path / "file").write_text("")
     if case == "missing-dir-report":
-        return ["--report", tmp_path / "nodir" / "r.json"], ["--report", "does not exist"]
+        return ["--report", tmp_path / "file" / "nodir" / "r.json"], ["--report", "is not a directory"]
     if case == "missing-dir-trace":
-        return ["--report", tmp_path / "r.json", "--trace", tmp_path / "nodir" / "t.json"], \
-            ["--trace", "does not exist"]
+        return ["--report", tmp_path / "r.json", "--trace", tmp_path / "file" / "t.json"], \
+            ["--trace", "is not a directory"]
     if case == "missing-dir-params":
-        return ["--report", tmp_path / "r.json", "--save-params", tmp_path / "nodir" / "p.bin"], \
-            ["--save-params", "does not exist"]
+        return ["--report", tmp_path / "r.json", "--save-params", tmp_path / "file" / "p.bin"], \
+            ["--save-params", "is not a directory"]
     if case == "missing-dir-mllog":
-        return ["--mllog", tmp_path / "nodir" / "m.log"], ["--mllog", "does not exist"]
+        return ["--mllog", tmp_path / "file" / "nodir" / "m.log"], ["--mllog", "is not a directory"]
     if case == "report-is-trace":
         return ["--report", tmp_path / "r.json", "--trace", tmp_path / "r.json"], \
             ["--trace", "same file as --report"]
