@@ -128,7 +128,7 @@ void sb_train_opts_usage(FILE *out)
             "\n"
             "  --strategy NAME        %-10s %s\n"
             "  --workload NAME        %-10s %s\n"
-            "  --device NAME          %-10s cpu | cuda (default cuda when a GPU is visible)\n"
+            "  --device NAME          %-10s cpu | cuda | auto (auto: cuda when a GPU is visible)\n"
             "  --comm NAME            %-10s nccl | mpi: how GPU replicas talk (mpi = host\n"
             "                                    memory, staged; default nccl on cuda, mpi on cpu)\n"
             "  --hidden LIST          %-10d hidden widths of the mlp, e.g. 1024,1024\n"
@@ -170,7 +170,7 @@ void sb_train_opts_usage(FILE *out)
             "\n"
             "strategy flags (each taken only by the strategies named):\n",
             c->strategy, sb_strategy_names_joined(" | "), c->workload, sb_workload_names(),
-            c->device, "auto", c->hidden[0], c->replicas, c->epochs, c->batch, c->lr,
+            "auto", "auto", c->hidden[0], c->replicas, c->epochs, c->batch, c->lr,
             c->momentum, "none", (unsigned long long)c->seed, c->target_accuracy, "0",
             c->warmup_steps, "0", c->eval_batch, c->allreduce, c->timeout_s);
     sb_strategy_options_usage(out);
@@ -274,7 +274,12 @@ static sb_status parse_one(struct sb_train_opts *o, int opt, const char *arg)
     switch (opt) {
     case OPT_STRATEGY: return parse_name("strategy", arg, c->strategy);
     case OPT_WORKLOAD: return parse_name("workload", arg, c->workload);
-    case OPT_DEVICE: return parse_name("device", arg, c->device);
+    case OPT_DEVICE:
+        if (strcmp(arg, "auto") == 0) { /* the default: cuda where a GPU is visible */
+            strcpy(c->device, sb_cuda_device_count() > 0 ? "cuda" : "cpu");
+            return SB_OK;
+        }
+        return parse_name("device", arg, c->device);
     case OPT_COMM:
         if (strcmp(arg, "nccl") != 0 && strcmp(arg, "mpi") != 0)
             return sb_error(SB_ERR_USAGE, "--comm: expected nccl or mpi, got '%s'", arg);
@@ -329,7 +334,7 @@ static sb_status validate_device(struct sb_config *c)
 {
     int cuda = strcmp(c->device, "cuda") == 0;
     if (!cuda && strcmp(c->device, "cpu") != 0)
-        return sb_error(SB_ERR_USAGE, "--device: unknown device '%s' (expected cpu or cuda)",
+        return sb_error(SB_ERR_USAGE, "--device: unknown device '%s' (expected cpu, cuda or auto)",
                         c->device);
     if (!c->comm[0]) {
 #ifdef SB_HAVE_NCCL
