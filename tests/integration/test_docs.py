@@ -11,7 +11,8 @@ Markers: an HTML comment right above the fence, directives separated by ';':
     <!-- doc-test: skip KIND: why -->           not run; KIND is one of SKIP_KINDS
     <!-- doc-test: needs PATH -->               run only where PATH exists (else skipped)
     <!-- doc-test: before COMMAND -->           run COMMAND first (e.g. make the report it reads)
-    <!-- doc-test: replace "FROM" "TO" -->      run with FROM replaced by TO (a smaller run)
+    <!-- doc-test: replace "FROM" "TO" -->      run with FROM replaced by TO (a smaller run;
+                                                 replaces apply in order, after the befores)
 
 and always, so that CI stays short: every `stratbench train` and `stratbench sweep` gets
 `--max-steps 20` right after the command word (a later --max-steps in the doc still wins).
@@ -60,7 +61,8 @@ def blocks(doc):
 def parse_marker(marker, doc, line):
     """The directives of one marker comment as a list of (verb, args)."""
     directives = []
-    for part in filter(None, (p.strip() for p in marker.split(";"))):
+    parts = re.split(r";\s*(?=(?:skip|needs|before|replace)\s)", marker)  # ';' may be in a reason
+    for part in filter(None, (p.strip() for p in parts)):
         verb, _, rest = part.partition(" ")
         if verb == "skip":
             kind = rest.split(":")[0].strip()
@@ -136,7 +138,7 @@ def test_doc_blocks_run(doc, stratbench, tmp_path):
             if verb == "replace":
                 assert args[0] in body, f"{doc}:{line}: replace: '{args[0]}' is not in the block"
                 body = body.replace(*args)
-        script = "\n".join([a for v, a in directives if v == "before"] + [tiny(body)])
+        script = tiny("\n".join([a for v, a in directives if v == "before"] + [body]))
         print(f"--- {doc}:{line}\n{script}")
         try:
             rc, output, seconds = run_block(script, cwd, env)
