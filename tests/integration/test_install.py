@@ -101,7 +101,7 @@ def test_bash_completion(installed):
     assert complete(script, ["stratbench", "train", "--strategy", "hi"]) == ["hierarchical"]
     assert complete(script, ["stratbench", "train", "--max-s"]) == ["--max-steps"]
     assert "--ranks-per-host" in complete(script, ["stratbench", "train", "--"])  # strategy flags
-    assert complete(script, ["stratbench", "train", "--device", ""]) == ["cpu", "cuda"]
+    assert complete(script, ["stratbench", "train", "--device", ""]) == ["auto", "cpu", "cuda"]
     assert complete(script, ["stratbench", "sweep", "--strategies", "single,d"]) == ["single,ddp"]
     assert complete(script, ["stratbench", "compare", "--metric", "step"]) == ["step_ms", "step_p95_ms"]
     assert complete(script, ["stratbench", "info", "--"]) == ["--help", "--json"]
