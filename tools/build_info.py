@@ -19,8 +19,9 @@ import sys
 def git(source_dir, *args):
     """The stripped stdout of `git -C source_dir args`, or None when git fails or is absent."""
     try:
-        p = subprocess.run(["git", "-C", source_dir, *args], capture_output=True, text=True,
-                           timeout=60)
+        # safe.directory: a checkout owned by another user (a root build of a user's tree)
+        p = subprocess.run(["git", "-c", "safe.directory=*", "-C", source_dir, *args],
+                           capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return p.stdout.strip() if p.returncode == 0 else None
