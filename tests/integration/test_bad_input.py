@@ -128,10 +128,11 @@ def test_single_under_mpirun_is_refused(stratbench, mnist_dir):
 
 
 def test_unwritable_report_fails_without_leftovers(stratbench, mnist_dir, tmp_path):
-    report = tmp_path / "no-such-dir" / "r.json"
+    (tmp_path / "file").write_text("")  # a missing folder is created; one under a file cannot be
+    report = tmp_path / "file" / "no-such-dir" / "r.json"
     proc = run([stratbench, "train", "--data", mnist_dir, "--max-steps", "5", "--report", report])
     assert_usage_error(proc, "--report", str(report))
-    assert not (tmp_path / "no-such-dir").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
 
 
 def test_help_shows_every_default(stratbench):
@@ -381,6 +382,7 @@ def test_a_run_that_fails_late_leaves_none_of_its_outputs(stratbench, mnist_dir,
                           env=child_env()) as p:
         first = p.stdout.readline()  # printed once training starts, after every check
         trace_dir.rmdir()
+        trace_dir.write_text("")  # a file where the folder was: no folder can be made there
         out, err = p.communicate(timeout=300)
     assert p.returncode == 1, first + out + err
     assert "trace" in err and "t.json" in err, err
