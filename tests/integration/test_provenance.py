@@ -35,7 +35,8 @@ def test_info_json_names_the_commit_and_what_the_build_has(info, stratbench, rep
     if head is None:
         pytest.skip("not a git checkout: the commit is 'unknown' by design")
     source = info["source_dir"]
-    assert info["git_commit"] == git(source, "rev-parse", "HEAD")
+    assert info["git_commit"] == git(source, "rev-parse", "HEAD"), \
+        "the program was built from another commit than HEAD: run ninja (ninja test does)"
     assert re.fullmatch(r"[0-9a-f]{40}", info["git_commit"])
     assert isinstance(info["git_dirty"], bool)
     assert info["strategies"] == ["single", "mirrored", "ddp", "central", "hierarchical"]
