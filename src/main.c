@@ -250,6 +250,8 @@ int main(int argc, char **argv)
     else if (meant)
         fprintf(stderr, "stratbench: unknown command '%s' (did you mean %s? see stratbench --help)\n",
                 cmd, meant);
+    else if (cmd[0] == '-')
+        fprintf(stderr, "stratbench: unknown flag '%s' (see stratbench --help)\n", cmd);
     else
         fprintf(stderr, "stratbench: unknown command '%s' (expected train, sweep, compare, predict "
                         "or info; see stratbench --help)\n", cmd);
