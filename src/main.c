@@ -16,6 +16,7 @@
 #include "core/interrupt.h"
 #include "core/launcher.h"
 #include "data/mnist.h"
+#include "harness/control.h"
 #include "harness/harness.h"
 #include "harness/job.h"
 #include "report/flight_report.h"
@@ -159,13 +160,24 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
         int np = !opts.replicas_given && launch.slurm_tasks > 1 ? launch.slurm_tasks
                                                                 : ops->processes(cfg);
         int code = 1;
-        if (!st) st = sb_job_relaunch_under_mpirun(np, full_argc, full_argv, &code);
+        const char *outputs[] = {cfg->report_path, cfg->trace_path, cfg->mllog_path,
+                                 cfg->save_params_path};
+        struct sb_watch_plan plan = {.np = np, .timeout_s = cfg->timeout_s,
+                                     .report = cfg->report_path, .outputs = outputs,
+                                     .n_outputs = 4};
+        if (!st) st = sb_job_relaunch_under_mpirun(np, full_argc, full_argv, &plan, &code);
         if (!st) return code;
         report_error(st, 0, 1);
         return sb_status_exit_code(st);
     }
     if (ops->uses_mpi) sb_launcher_yield_if_oversubscribed(&launch);
 
+    /* A rank of a job stratbench watches: dies with its launcher, says it
+     * started (harness/control.h). */
+    if (ops->uses_mpi) {
+        sb_control_started(launch.task_rank);
+        sb_test_fault_stop("stop-startup", launch.task_rank);
+    }
     struct sb_job job;
     st = sb_job_init(&job, &full_argc, &full_argv, ops->uses_mpi);
     if (st) {
@@ -199,6 +211,7 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
         return code;
     }
 
+    if (job.mpi) sb_control_joined(job.rank);
     st = sb_harness_train(cfg, &data, &job, full_argc, full_argv);
     sb_mnist_free(&data);
     if (st == SB_ERR_DIVERGED) { /* every rank agreed to stop: no abort, one line */
@@ -215,7 +228,13 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
         return sb_status_exit_code(st);
     }
     sb_watchdog_stop();
+    int rank = job.rank, mpi = job.mpi;
+    if (mpi) {
+        sb_control_done(rank);
+        sb_test_fault_stop("stop-finalize", rank);
+    }
     sb_job_finish(&job);
+    if (mpi) sb_control_finished(rank);
     return 0;
 }
 

@@ -9,12 +9,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/clock.h"
 #include "core/interrupt.h"
+#include "harness/control.h"
 
 /* Seconds after forwarding SIGTERM before mpirun and its ranks get SIGKILL. */
 #define KILL_AFTER_S 3.0
@@ -41,7 +44,57 @@ struct watch {
     char *block;
     size_t block_len, block_cap;
     int in_block;
+    /* The ranks' progress from their control lines (harness/control.h). */
+    int np;
+    char (*rank_host)[64];
+    long *rank_pid;
+    unsigned char *started, *joined, *finished;
+    int n_started, n_joined, n_finished;
+    double done_at;    /* the first rank's "done": the report is written */
+    int noise;         /* Open MPI internal lines dropped */
+    char mpi_error[256]; /* the first ORTE_ERROR_LOG's text: mpirun is failing */
 };
+
+/* A control line from a rank: note its progress. */
+static void take_control(struct watch *w, const char *text)
+{
+    int rank = -1;
+    long pid = 0;
+    char host[64] = "";
+    if (sscanf(text, "started %d %63s %ld", &rank, host, &pid) == 3 && rank >= 0 &&
+        rank < w->np) {
+        if (!w->started[rank]) w->n_started++;
+        w->started[rank] = 1;
+        snprintf(w->rank_host[rank], sizeof w->rank_host[rank], "%s", host);
+        w->rank_pid[rank] = pid;
+    } else if (sscanf(text, "joined %d", &rank) == 1 && rank >= 0 && rank < w->np) {
+        if (!w->joined[rank]) w->n_joined++;
+        w->joined[rank] = 1;
+    } else if (sscanf(text, "done %d", &rank) == 1 && rank >= 0 && rank < w->np) {
+        if (!w->done_at) w->done_at = sb_now_s();
+    } else if (sscanf(text, "finished %d", &rank) == 1 && rank >= 0 && rank < w->np) {
+        if (!w->finished[rank]) w->n_finished++;
+        w->finished[rank] = 1;
+        if (!w->done_at) w->done_at = sb_now_s();
+    }
+}
+
+/* Open MPI's own messages: "[host:pid] ..." (ORTE_ERROR_LOG, PMIx errors,
+ * its signal handler's backtrace) and PMIx's "PMIX ERROR" lines. */
+static int is_mpi_noise(const char *line)
+{
+    if (strstr(line, "ORTE_ERROR_LOG") || strstr(line, "PMIX ERROR") ||
+        strstr(line, "PMIx_Finalize") || strstr(line, "*** Process received signal") ||
+        strstr(line, "*** End of error message"))
+        return 1;
+    if (line[0] != '[') return 0;
+    const char *close = strchr(line, ']');
+    const char *colon = strchr(line, ':');
+    if (!close || !colon || colon > close) return 0;
+    for (const char *c = colon + 1; c < close; c++)
+        if (*c < '0' || *c > '9') return 0;
+    return close > colon + 1;
+}
 
 static void append(char **buf, size_t *len, size_t *cap, const char *s)
 {
@@ -106,6 +159,29 @@ static void take_line(struct watch *w, const char *line)
         append(&w->block, &w->block_len, &w->block_cap, line);
         return;
     }
+    if (strncmp(line, SB_CONTROL_PREFIX, strlen(SB_CONTROL_PREFIX)) == 0) {
+        take_control(w, line + strlen(SB_CONTROL_PREFIX));
+        return;
+    }
+    if (is_mpi_noise(line)) {
+        /* "[host:pid] [[job,0],0] ORTE_ERROR_LOG: WHAT in file F at line L":
+         * mpirun is failing, and may hang in its own abort (ulimit -n 32):
+         * give it the time a rank's abort gets, then end it. */
+        const char *e = strstr(line, "ORTE_ERROR_LOG: ");
+        if (e && !w->mpi_error[0]) {
+            e += strlen("ORTE_ERROR_LOG: ");
+            const char *in = strstr(e, " in file ");
+            int len = in ? (int)(in - e) : (int)strcspn(e, "\n");
+            snprintf(w->mpi_error, sizeof w->mpi_error, "%.*s", len, e);
+            if (!w->fatal_at) w->fatal_at = sb_now_s();
+        }
+        w->noise++;
+        return;
+    }
+    if (strncmp(line, "stratbench: warning:", 20) == 0) {
+        fputs(line, stderr);
+        return;
+    }
     if (strncmp(line, "stratbench:", 11) == 0) {
         if (!w->fatal_at) w->fatal_at = sb_now_s();
         const char *f = strstr(line, "flight recorder: ");
@@ -166,22 +242,163 @@ static void signal_descendants(pid_t root, int sig)
     }
 }
 
-sb_status sb_launch_watch(char **args, int *exit_code)
+/* Seconds start-up (launch to every rank joined) and finalize (first rank
+ * done to mpirun ended) may take, from --timeout; 0: no deadline. */
+static double startup_deadline_s(double timeout_s) { return timeout_s > 0 ? 2 * timeout_s + 10 : 0; }
+static double finalize_deadline_s(double timeout_s) { return timeout_s > 0 ? timeout_s + 5 : 0; }
+
+/* 'T' when local process `pid` is stopped, 'Z' a zombie, 0 when gone. */
+static char proc_state(long pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t got = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[got] = '\0';
+    const char *rp = strrchr(buf, ')');
+    return rp && rp[1] == ' ' ? rp[2] : 0;
+}
+
+/* Appends ", " and "rank R (host H)" for each rank with flag[r] == want
+ * (or every rank when flag is NULL) to out; returns how many. With
+ * `stopped`, only local ranks stopped by a signal. */
+static int list_ranks(const struct watch *w, const unsigned char *flag, int want, int stopped,
+                      char *out, size_t cap)
+{
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    int n = 0;
+    for (int r = 0; r < w->np; r++) {
+        if (flag && flag[r] != want) continue;
+        if (stopped && !(w->rank_pid[r] && strcmp(w->rank_host[r], host) == 0 &&
+                         proc_state(w->rank_pid[r]) == 'T'))
+            continue;
+        size_t len = strlen(out);
+        if (n == 8) {
+            snprintf(out + len, cap - len, ", ...");
+            return n + 1;
+        }
+        if (w->rank_host[r][0])
+            snprintf(out + len, cap - len, "%srank %d (host %s)", n ? ", " : "", r,
+                     w->rank_host[r]);
+        else
+            snprintf(out + len, cap - len, "%srank %d", n ? ", " : "", r);
+        n++;
+    }
+    return n;
+}
+
+/* What did not arrive at a start-up or finalize deadline (or when the
+ * launcher ended early), as a clause for stratbench's line. */
+static void describe_missing(const struct watch *w, pid_t launcher, int finalize, char *out,
+                             size_t cap)
+{
+    out[0] = '\0';
+    char ranks[1024] = "";
+    if (launcher > 0 && proc_state(launcher) == 'T') {
+        snprintf(out, cap, "the MPI launcher (pid %ld) is stopped", (long)launcher);
+        return;
+    }
+    int n = list_ranks(w, w->started, 1, 1, ranks, sizeof ranks);
+    if (n) {
+        snprintf(out, cap, "%s %s stopped", ranks, n == 1 ? "is" : "are");
+        return;
+    }
+    if (finalize) {
+        n = list_ranks(w, w->finished, 0, 0, ranks, sizeof ranks);
+        snprintf(out, cap, "%s did not finish (MPI_Finalize)", ranks);
+        return;
+    }
+    if (w->n_started < w->np) {
+        n = list_ranks(w, w->started, 0, 0, ranks, sizeof ranks);
+        snprintf(out, cap, "%s never started (%d of %d did)", ranks, w->n_started, w->np);
+        return;
+    }
+    if (w->n_joined < w->np) {
+        n = list_ranks(w, w->joined, 0, 0, ranks, sizeof ranks);
+        snprintf(out, cap, "%s did not join the job (MPI_Init, loading the data)", ranks);
+        return;
+    }
+    n = list_ranks(w, w->finished, 0, 0, ranks, sizeof ranks);
+    snprintf(out, cap, "%s %s still running", ranks, n == 1 ? "was" : "were");
+}
+
+/* The outputs as they were before the launch: a file replaced since then
+ * (another inode or time) was written by this run. */
+struct before {
+    int existed;
+    dev_t dev;
+    ino_t ino;
+    struct timespec mtime;
+};
+
+static void snapshot(const struct sb_watch_plan *plan, struct before *b)
+{
+    for (int i = 0; i < plan->n_outputs; i++) {
+        struct stat st;
+        b[i] = (struct before){0};
+        if (plan->outputs[i][0] && lstat(plan->outputs[i], &st) == 0)
+            b[i] = (struct before){1, st.st_dev, st.st_ino, st.st_mtim};
+    }
+}
+
+/* Removes the outputs this run wrote (a failed run leaves none). */
+static void remove_written(const struct sb_watch_plan *plan, const struct before *b)
+{
+    for (int i = 0; i < plan->n_outputs; i++) {
+        struct stat st;
+        if (!plan->outputs[i][0] || lstat(plan->outputs[i], &st) != 0) continue;
+        if (!b[i].existed || st.st_ino != b[i].ino || st.st_dev != b[i].dev ||
+            st.st_mtim.tv_sec != b[i].mtime.tv_sec || st.st_mtim.tv_nsec != b[i].mtime.tv_nsec)
+            unlink(plan->outputs[i]);
+    }
+}
+
+/* The report a run that ended with status 0 must have written. */
+static int report_written(const struct sb_watch_plan *plan, const struct before *b)
+{
+    for (int i = 0; i < plan->n_outputs; i++) {
+        if (!plan->report[0] || strcmp(plan->outputs[i], plan->report) != 0) continue;
+        struct stat st;
+        if (lstat(plan->report, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+        return !b[i].existed || st.st_ino != b[i].ino ||
+               st.st_mtim.tv_sec != b[i].mtime.tv_sec || st.st_mtim.tv_nsec != b[i].mtime.tv_nsec;
+    }
+    return 1;
+}
+
+static void end_job(pid_t child)
+{
+    signal_descendants(child, SIGKILL);
+    kill(child, SIGKILL);
+}
+
+sb_status sb_launch_watch(char **args, const struct sb_watch_plan *plan, int *exit_code)
 {
     *exit_code = 1;
     int err_pipe[2], exec_pipe[2];
     if (pipe(err_pipe) != 0 || pipe2(exec_pipe, O_CLOEXEC) != 0)
         return sb_error(SB_ERR_INTERNAL, "launch: pipe: %s", strerror(errno));
+    struct before before[16];
+    if (plan->n_outputs > 16) return sb_error(SB_ERR_INTERNAL, "launch: too many outputs");
+    snapshot(plan, before);
     sb_interrupt_install();
+    setenv(SB_CONTROL_ENV, "1", 1);
     fflush(stdout);
     fflush(stderr);
+    pid_t parent = getpid();
     pid_t child = fork();
     if (child < 0) return sb_error(SB_ERR_INTERNAL, "launch: fork: %s", strerror(errno));
     if (child == 0) {
         /* Its own process group: a terminal's Ctrl-C reaches stratbench,
          * which forwards it once; stdin from /dev/null, so that a background
-         * group never stops on reading the terminal. */
+         * group never stops on reading the terminal. mpirun dies with
+         * stratbench (SIGKILL, the OOM killer), and its ranks with it. */
         setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(127);
         int null = open("/dev/null", O_RDONLY);
         if (null >= 0) dup2(null, STDIN_FILENO);
         dup2(err_pipe[1], STDERR_FILENO);
@@ -189,11 +406,14 @@ sb_status sb_launch_watch(char **args, int *exit_code)
         close(err_pipe[1]);
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
+        signal(SIGPIPE, SIG_DFL);
         execvp(args[0], args);
         int e = errno;
         if (write(exec_pipe[1], &e, sizeof e) < 0) _exit(127);
         _exit(127);
     }
+    unsetenv(SB_CONTROL_ENV);
     close(err_pipe[1]);
     close(exec_pipe[1]);
     int exec_errno = 0;
@@ -207,14 +427,27 @@ sb_status sb_launch_watch(char **args, int *exit_code)
                         args[0], strerror(exec_errno));
     }
 
-    struct watch w = {.dead_rank = -1};
-    FILE *in = fdopen(err_pipe[0], "r");
+    int np = plan->np > 0 ? plan->np : 1;
+    struct watch w = {.dead_rank = -1, .np = np};
+    w.rank_host = calloc((size_t)np, sizeof *w.rank_host);
+    w.rank_pid = calloc((size_t)np, sizeof *w.rank_pid);
+    w.started = calloc((size_t)np, 1);
+    w.joined = calloc((size_t)np, 1);
+    w.finished = calloc((size_t)np, 1);
+    if (!w.rank_host || !w.rank_pid || !w.started || !w.joined || !w.finished) {
+        end_job(child);
+        waitpid(child, NULL, 0);
+        return sb_error(SB_ERR_NOMEM, "launch: out of memory");
+    }
+    double startup_s = startup_deadline_s(plan->timeout_s);
+    double finalize_s = finalize_deadline_s(plan->timeout_s);
+    double launched_at = sb_now_s();
     char line[4096];
     size_t fill = 0;
     int forwarded = 0, killed = 0, status = 0, reaped = 0;
     double forwarded_at = 0.0;
+    char missed[1536] = ""; /* set when a start-up or finalize deadline passed */
     int fd = err_pipe[0];
-    (void)in;
     for (;;) {
         int sig = sb_interrupted();
         if (sig && !forwarded) {
@@ -231,9 +464,29 @@ sb_status sb_launch_watch(char **args, int *exit_code)
             forwarded_at = sb_now_s();
         }
         if (forwarded && !killed && sb_now_s() - forwarded_at > KILL_AFTER_S) {
-            signal_descendants(child, SIGKILL);
-            kill(child, SIGKILL);
+            end_job(child);
             killed = 1;
+        }
+        /* Start-up and finalize deadlines: name what did not arrive, end
+         * every process of the job at once (a stopped one cannot answer a
+         * SIGTERM). */
+        if (!killed && !forwarded && !w.fatal_at && !missed[0]) {
+            double now = sb_now_s();
+            char what[1024];
+            if (startup_s > 0 && w.n_joined < np && now - launched_at > startup_s) {
+                describe_missing(&w, reaped ? 0 : child, 0, what, sizeof what);
+                snprintf(missed, sizeof missed, "start-up did not complete within %.0f s "
+                         "(2 x --timeout + 10): %s; the job was ended", startup_s, what);
+            } else if (finalize_s > 0 && w.done_at && now - w.done_at > finalize_s) {
+                describe_missing(&w, reaped ? 0 : child, 1, what, sizeof what);
+                snprintf(missed, sizeof missed, "finalize did not complete within %.0f s "
+                         "(--timeout + 5) after the first rank was done: %s; the job was "
+                         "ended", finalize_s, what);
+            }
+            if (missed[0]) {
+                end_job(child);
+                killed = 1;
+            }
         }
         struct pollfd p = {.fd = fd, .events = POLLIN};
         int r = poll(&p, 1, 100);
@@ -263,6 +516,10 @@ sb_status sb_launch_watch(char **args, int *exit_code)
         if (reaped && r == 0) {
             /* mpirun is gone; a rank it left (killed mpirun) may hold the pipe. */
             if (killed || forwarded) break;
+            if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                end_job(child); /* nothing of the job may stay */
+                killed = 1;
+            }
         }
     }
     if (fill) take_line(&w, line);
@@ -270,7 +527,9 @@ sb_status sb_launch_watch(char **args, int *exit_code)
     close(fd);
     if (!reaped) waitpid(child, &status, 0);
 
+    const char *launcher = args[0];
     int sig = sb_interrupted();
+    char what[1024];
     if (sig) {
         fprintf(stderr, "stratbench: interrupted (%s)%s%s\n", sb_signal_name(sig),
                 w.flight[0] ? "; " : "", w.flight);
@@ -281,12 +540,50 @@ sb_status sb_launch_watch(char **args, int *exit_code)
                 "was ended\n", w.dead_rank, w.dead_host, w.dead_signal,
                 sb_signal_name(w.dead_signal));
         *exit_code = 1;
+    } else if (missed[0]) {
+        fprintf(stderr, "stratbench: %s\n", missed);
+        *exit_code = 1;
+    } else if (w.mpi_error[0] && !w.len) {
+        describe_missing(&w, 0, w.done_at > 0, what, sizeof what);
+        fprintf(stderr, "stratbench: the MPI launcher %s failed (Open MPI: %s); %s; the job was "
+                "ended\n", launcher, w.mpi_error, what);
+        *exit_code = 1;
+    } else if (w.len && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+        /* A rank said what failed: its line is the one to read. */
+        fputs(w.lines, stderr);
+        *exit_code = WIFEXITED(status) && WEXITSTATUS(status) ? WEXITSTATUS(status) : 1;
+    } else if (WIFSIGNALED(status)) {
+        describe_missing(&w, 0, w.done_at > 0, what, sizeof what);
+        fprintf(stderr, "stratbench: the MPI launcher %s (pid %ld) was killed by signal %d "
+                "(%s); %s; the job was ended\n", launcher, (long)child, WTERMSIG(status),
+                sb_signal_name(WTERMSIG(status)), what);
+        *exit_code = 1;
+    } else if (WEXITSTATUS(status) != 0) {
+        describe_missing(&w, 0, w.done_at > 0, what, sizeof what);
+        fprintf(stderr, "stratbench: the MPI launcher %s exited with status %d before the job "
+                "ended: %s%s\n", launcher, WEXITSTATUS(status), what,
+                w.noise ? " (Open MPI's own messages dropped)" : "");
+        *exit_code = 1;
+    } else if (w.n_finished < np) {
+        describe_missing(&w, 0, w.done_at > 0, what, sizeof what);
+        fprintf(stderr, "stratbench: the MPI launcher %s exited with status 0 but %s\n",
+                launcher, what);
+        *exit_code = 1;
+    } else if (!report_written(plan, before)) {
+        fprintf(stderr, "stratbench: every rank finished but the report %s was not written\n",
+                plan->report);
+        *exit_code = 1;
     } else {
         if (w.len) fputs(w.lines, stderr);
-        if (WIFEXITED(status)) *exit_code = WEXITSTATUS(status);
-        else *exit_code = 1;
+        *exit_code = 0;
     }
+    if (*exit_code != 0) remove_written(plan, before);
     free(w.lines);
     free(w.block);
+    free(w.rank_host);
+    free(w.rank_pid);
+    free(w.started);
+    free(w.joined);
+    free(w.finished);
     return SB_OK;
 }
