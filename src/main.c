@@ -2,6 +2,8 @@
  *
  * The command line: `stratbench train | sweep | compare | info`. Only this file decides how
  * the process (and the MPI job) ends: every other layer returns a status. */
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,7 @@
 #include "comm/watchdog.h"
 #include "core/interrupt.h"
 #include "core/launcher.h"
+#include "core/test_fault.h"
 #include "data/mnist.h"
 #include "harness/control.h"
 #include "harness/harness.h"
@@ -119,6 +122,15 @@ static int end_failed(struct sb_job *job, const struct sb_config *cfg, sb_status
     return code;
 }
 
+/* A SHA256SUMS beside the data that does not list every file loaded:
+ * those are not checked, which the user should know. */
+static void warn_unchecked(const struct sb_config *cfg, const struct sb_mnist *data)
+{
+    if (data->unchecked[0])
+        fprintf(stderr, "stratbench: warning: %s/SHA256SUMS does not list %s: not checked\n",
+                cfg->data_dir, data->unchecked);
+}
+
 static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
 {
     struct sb_launcher launch;
@@ -153,6 +165,7 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
          * starting a job of many processes. */
         st = sb_train_check_outputs(cfg);
         if (!st) st = sb_mnist_load(cfg->data_dir, &data);
+        if (!st) warn_unchecked(cfg, &data);
         if (!st) st = sb_train_check_data(cfg, &data);
         sb_mnist_free(&data);
         /* Inside a Slurm allocation (sbatch -n N), use its N tasks unless
@@ -200,6 +213,8 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
         st = sb_cuda_check_rank_placement(cfg->comm, job.local_size, sb_cuda_device_count());
     if (!st && job.rank == 0) st = sb_train_check_outputs(cfg); /* rank 0 writes them */
     if (!st) st = sb_mnist_load(cfg->data_dir, &data);
+    /* One warning: the watching parent gave it, else rank 0. */
+    if (!st && job.rank == 0 && !sb_control_on()) warn_unchecked(cfg, &data);
     if (!st) st = sb_train_check_data(cfg, &data);
     int first_failed;
     int code = sb_job_agree(&job, sb_status_exit_code(st), &first_failed);
@@ -261,7 +276,29 @@ static int cmd_info(void)
     return 0;
 }
 
+/* The exit status after a command returned `code`: standard output that
+ * could not be written (a closed pipe, a full disk: /dev/full) is reported
+ * on stderr and turns a 0 into 1 (docs/faults.md); the run's files stay. */
+static int check_stdout(int code)
+{
+    if (fflush(stdout) == 0 && !ferror(stdout)) return code;
+    int err = errno;
+    fprintf(stderr, "stratbench: standard output: %s (its lines were lost%s)\n",
+            err ? strerror(err) : "write error", code == 0 ? "; the run completed" : "");
+    return code ? code : 1;
+}
+
+static int dispatch(int argc, char **argv);
+
 int main(int argc, char **argv)
+{
+    /* A closed stdout (`| head -1`) must not kill a run: writes fail with
+     * EPIPE instead, and check_stdout says so at the end. */
+    signal(SIGPIPE, SIG_IGN);
+    return check_stdout(dispatch(argc, argv));
+}
+
+static int dispatch(int argc, char **argv)
 {
     if (argc < 2) {
         usage(stderr);

@@ -1,5 +1,4 @@
-/* Control lines to the watching parent, the launcher tie, the test fault
- * hook; see control.h. */
+/* Control lines to the watching parent, the launcher tie; see control.h. */
 #include "harness/control.h"
 
 #include <signal.h>
@@ -42,18 +41,3 @@ void sb_control_joined(int rank) { line("joined", rank); }
 void sb_control_done(int rank) { line("done", rank); }
 
 void sb_control_finished(int rank) { line("finished", rank); }
-
-int sb_test_fault(const char *point, int n)
-{
-    const char *v = getenv("STRATBENCH_TEST_FAULT");
-    size_t len = strlen(point);
-    if (!v || strncmp(v, point, len) != 0 || v[len] != ':') return 0;
-    char *end = NULL;
-    long want = strtol(v + len + 1, &end, 10);
-    return end != v + len + 1 && want == n;
-}
-
-void sb_test_fault_stop(const char *point, int rank)
-{
-    if (sb_test_fault(point, rank)) raise(SIGSTOP);
-}

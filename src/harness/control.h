@@ -14,7 +14,7 @@
  *
  * Without STRATBENCH_CONTROL (the user's own mpirun or srun) nothing is
  * written. Also here: the tie between a rank and its launcher (a rank
- * dies with the process that started it) and the test-only fault hook. */
+ * dies with the process that started it). */
 #ifndef SB_CONTROL_H
 #define SB_CONTROL_H
 
@@ -40,16 +40,5 @@ void sb_control_started(int rank);
 void sb_control_joined(int rank);
 void sb_control_done(int rank);
 void sb_control_finished(int rank);
-
-/* Test-only fault injection: $STRATBENCH_TEST_FAULT = "POINT:N" names a
- * point of the code and a number (a rank, or the N-th call). Returns
- * non-zero when `point` is named and `n` matches. Points: "stop-startup"
- * and "stop-finalize" (rank N stops itself with SIGSTOP before MPI_Init /
- * MPI_Finalize, used by tests/integration/test_faults_lifecycle.py),
- * "thread-create" (the N-th replica thread fails to start, 0-based). */
-int sb_test_fault(const char *point, int n);
-
-/* Stops this process with SIGSTOP when sb_test_fault(point, rank). */
-void sb_test_fault_stop(const char *point, int rank);
 
 #endif

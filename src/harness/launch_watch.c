@@ -369,6 +369,24 @@ static int report_written(const struct sb_watch_plan *plan, const struct before 
     return 1;
 }
 
+/* Copies what mpirun wrote on stdout to this process's stdout; after a
+ * write error (EPIPE: the reader is gone; ENOSPC: /dev/full) keeps reading
+ * and drops it, recording the first error in *err. Returns 0 at EOF. */
+static int pass_stdout(int fd, int *err)
+{
+    char buf[16384];
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0) return errno == EINTR || errno == EAGAIN;
+    if (n == 0) return 0;
+    for (ssize_t done = 0; done < n && !*err;) {
+        ssize_t m = write(STDOUT_FILENO, buf + done, (size_t)(n - done));
+        if (m < 0 && errno == EINTR) continue;
+        if (m < 0) *err = errno;
+        else done += m;
+    }
+    return 1;
+}
+
 static void end_job(pid_t child)
 {
     signal_descendants(child, SIGKILL);
@@ -378,8 +396,8 @@ static void end_job(pid_t child)
 sb_status sb_launch_watch(char **args, const struct sb_watch_plan *plan, int *exit_code)
 {
     *exit_code = 1;
-    int err_pipe[2], exec_pipe[2];
-    if (pipe(err_pipe) != 0 || pipe2(exec_pipe, O_CLOEXEC) != 0)
+    int err_pipe[2], out_pipe[2], exec_pipe[2];
+    if (pipe(err_pipe) != 0 || pipe(out_pipe) != 0 || pipe2(exec_pipe, O_CLOEXEC) != 0)
         return sb_error(SB_ERR_INTERNAL, "launch: pipe: %s", strerror(errno));
     struct before before[16];
     if (plan->n_outputs > 16) return sb_error(SB_ERR_INTERNAL, "launch: too many outputs");
@@ -402,8 +420,11 @@ sb_status sb_launch_watch(char **args, const struct sb_watch_plan *plan, int *ex
         int null = open("/dev/null", O_RDONLY);
         if (null >= 0) dup2(null, STDIN_FILENO);
         dup2(err_pipe[1], STDERR_FILENO);
+        dup2(out_pipe[1], STDOUT_FILENO);
         close(err_pipe[0]);
         close(err_pipe[1]);
+        close(out_pipe[0]);
+        close(out_pipe[1]);
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
         signal(SIGHUP, SIG_DFL);
@@ -415,6 +436,7 @@ sb_status sb_launch_watch(char **args, const struct sb_watch_plan *plan, int *ex
     }
     unsetenv(SB_CONTROL_ENV);
     close(err_pipe[1]);
+    close(out_pipe[1]);
     close(exec_pipe[1]);
     int exec_errno = 0;
     ssize_t got = read(exec_pipe[0], &exec_errno, sizeof exec_errno);
@@ -422,6 +444,7 @@ sb_status sb_launch_watch(char **args, const struct sb_watch_plan *plan, int *ex
     if (got == (ssize_t)sizeof exec_errno) {
         waitpid(child, NULL, 0);
         close(err_pipe[0]);
+        close(out_pipe[0]);
         return sb_error(SB_ERR_USAGE, "%s: cannot start the MPI launcher: %s (hint: apt-get "
                         "install openmpi-bin, or set STRATBENCH_MPIRUN)",
                         args[0], strerror(exec_errno));
@@ -447,7 +470,7 @@ sb_status sb_launch_watch(char **args, const struct sb_watch_plan *plan, int *ex
     int forwarded = 0, killed = 0, status = 0, reaped = 0;
     double forwarded_at = 0.0;
     char missed[1536] = ""; /* set when a start-up or finalize deadline passed */
-    int fd = err_pipe[0];
+    int fd = err_pipe[0], out_fd = out_pipe[0], out_errno = 0;
     for (;;) {
         int sig = sb_interrupted();
         if (sig && !forwarded) {
@@ -488,10 +511,16 @@ sb_status sb_launch_watch(char **args, const struct sb_watch_plan *plan, int *ex
                 killed = 1;
             }
         }
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        int r = poll(&p, 1, 100);
+        struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = out_fd, .events = POLLIN}};
+        int r = poll(p, 2, 100);
         if (r < 0 && errno != EINTR) break;
-        if (r > 0) {
+        if (r > 0 && p[1].revents) {
+            if (!pass_stdout(out_fd, &out_errno)) {
+                close(out_fd);
+                out_fd = -1;
+            }
+        }
+        if (r > 0 && p[0].revents) {
             ssize_t n = read(fd, line + fill, sizeof line - 1 - fill);
             if (n < 0 && errno == EINTR) continue;
             if (n <= 0) break; /* EOF: mpirun and every rank closed stderr */
@@ -525,6 +554,12 @@ sb_status sb_launch_watch(char **args, const struct sb_watch_plan *plan, int *ex
     if (fill) take_line(&w, line);
     if (w.in_block) end_block(&w);
     close(fd);
+    /* What is left of stdout (EOF once every holder has ended). */
+    if (out_fd >= 0) {
+        struct pollfd q = {.fd = out_fd, .events = POLLIN};
+        while (poll(&q, 1, 200) > 0 && pass_stdout(out_fd, &out_errno)) {}
+        close(out_fd);
+    }
     if (!reaped) waitpid(child, &status, 0);
 
     const char *launcher = args[0];
@@ -578,6 +613,14 @@ sb_status sb_launch_watch(char **args, const struct sb_watch_plan *plan, int *ex
         *exit_code = 0;
     }
     if (*exit_code != 0) remove_written(plan, before);
+    if (*exit_code == 0 && out_errno) {
+        /* The run is complete, its report kept; the lines on stdout were
+         * lost (docs/faults.md: exit 1 for a failed stdout). */
+        fprintf(stderr, "stratbench: standard output: %s (its lines were lost; the run "
+                "completed%s%s)\n", strerror(out_errno), plan->report[0] ? " and wrote " : "",
+                plan->report);
+        *exit_code = 1;
+    }
     free(w.lines);
     free(w.block);
     free(w.rank_host);
