@@ -21,6 +21,7 @@
 #include "data/mnist.h"
 #include "harness/control.h"
 #include "harness/harness.h"
+#include "harness/mem_estimate.h"
 #include "harness/job.h"
 #include "report/flight_report.h"
 #include "strategies/strategy.h"
@@ -164,6 +165,10 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
         /* Check the input here, where an error is one clear line, before
          * starting a job of many processes. */
         st = sb_train_check_outputs(cfg);
+        /* Every rank on this host unless a hostfile spreads them. */
+        int np_here = ops->processes(cfg);
+        if (!st) st = sb_mem_check(cfg, ops->processes(cfg),
+                                   getenv("STRATBENCH_MPIRUN") ? 1 : np_here);
         if (!st) st = sb_mnist_load(cfg->data_dir, &data);
         if (!st) warn_unchecked(cfg, &data);
         if (!st) st = sb_train_check_data(cfg, &data);
@@ -212,6 +217,8 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
     if (!st && ops->uses_mpi && strcmp(cfg->device, "cuda") == 0) /* NCCL: one GPU per rank */
         st = sb_cuda_check_rank_placement(cfg->comm, job.local_size, sb_cuda_device_count());
     if (!st && job.rank == 0) st = sb_train_check_outputs(cfg); /* rank 0 writes them */
+    /* The watching parent checked the memory of the whole job already. */
+    if (!st && !sb_control_on()) st = sb_mem_check(cfg, job.size, job.local_size);
     if (!st) st = sb_mnist_load(cfg->data_dir, &data);
     /* One warning: the watching parent gave it, else rank 0. */
     if (!st && job.rank == 0 && !sb_control_on()) warn_unchecked(cfg, &data);
