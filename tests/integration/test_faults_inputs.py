@@ -56,7 +56,8 @@ def test_mirrored_thread_that_cannot_start_ends_with_one_line(k, stratbench, mni
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("runuser"),
                     reason="needs root and runuser to run as nobody under ulimit -u")
 def test_mirrored_under_a_process_limit_ends_with_one_line(stratbench, mnist_dir):
-    """The issue's own reproduction: `ulimit -u 2` as user nobody."""
+    """The issue's own reproduction: `ulimit -u 4` as user nobody (thread 3 fails after 1 and 2
+    started; before the fix this hung, ignoring SIGTERM)."""
     work = pathlib.Path(tempfile.mkdtemp(prefix="sb-nproc-"))
     try:
         shutil.copytree(mnist_dir, work / "mnist")
@@ -65,13 +66,20 @@ def test_mirrored_under_a_process_limit_ends_with_one_line(stratbench, mnist_dir
                                capture_output=True)
         if probe.returncode != 0:
             pytest.skip("user nobody cannot run the build")
-        cmd = (f"ulimit -u 2; exec '{stratbench}' train --data '{work}/mnist' --strategy "
+        cmd = (f"ulimit -u 4; exec '{stratbench}' train --data '{work}/mnist' --strategy "
                f"mirrored --replicas 4 {' '.join(SHORT)}")
-        proc = subprocess.run(["runuser", "-u", "nobody", "--", "bash", "-c", cmd],
-                              env=child_env(), capture_output=True, text=True, timeout=30)
-        assert proc.returncode == 1, proc.stderr
-        (line,) = lines(proc.stderr)
-        assert "mirrored: cannot start replica thread" in line, proc.stderr
+        proc = subprocess.Popen(["runuser", "-u", "nobody", "--", "bash", "-c", cmd],
+                                env=child_env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            _, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # the hang this test is about
+            proc.communicate()
+            pytest.fail("mirrored hung when a replica thread could not start")
+        assert proc.returncode == 1, err
+        (line,) = lines(err)
+        assert "mirrored: cannot start replica thread" in line, err
     finally:
         shutil.rmtree(work)
 
