@@ -306,6 +306,11 @@ static void describe_missing(const struct watch *w, pid_t launcher, int finalize
         snprintf(out, cap, "%s %s stopped", ranks, n == 1 ? "is" : "are");
         return;
     }
+    if (w->n_finished == w->np) {
+        snprintf(out, cap, "every rank finished, then one exited with a non-zero status (a "
+                 "sanitizer's report or an exit handler: see above)");
+        return;
+    }
     if (finalize) {
         n = list_ranks(w, w->finished, 0, 0, ranks, sizeof ranks);
         snprintf(out, cap, "%s did not finish (MPI_Finalize)", ranks);
