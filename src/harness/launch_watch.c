@@ -18,6 +18,7 @@
 #include "core/clock.h"
 #include "core/interrupt.h"
 #include "harness/control.h"
+#include "harness/launch_progress.h"
 
 /* Seconds after forwarding SIGTERM before mpirun and its ranks get SIGKILL. */
 #define KILL_AFTER_S 3.0
@@ -44,40 +45,10 @@ struct watch {
     char *block;
     size_t block_len, block_cap;
     int in_block;
-    /* The ranks' progress from their control lines (harness/control.h). */
-    int np;
-    char (*rank_host)[64];
-    long *rank_pid;
-    unsigned char *started, *joined, *finished;
-    int n_started, n_joined, n_finished;
-    double done_at;    /* the first rank's "done": the report is written */
+    struct sb_rank_progress rp; /* from the ranks' control lines */
     int noise;         /* Open MPI internal lines dropped */
     char mpi_error[256]; /* the first ORTE_ERROR_LOG's text: mpirun is failing */
 };
-
-/* A control line from a rank: note its progress. */
-static void take_control(struct watch *w, const char *text)
-{
-    int rank = -1;
-    long pid = 0;
-    char host[64] = "";
-    if (sscanf(text, "started %d %63s %ld", &rank, host, &pid) == 3 && rank >= 0 &&
-        rank < w->np) {
-        if (!w->started[rank]) w->n_started++;
-        w->started[rank] = 1;
-        snprintf(w->rank_host[rank], sizeof w->rank_host[rank], "%s", host);
-        w->rank_pid[rank] = pid;
-    } else if (sscanf(text, "joined %d", &rank) == 1 && rank >= 0 && rank < w->np) {
-        if (!w->joined[rank]) w->n_joined++;
-        w->joined[rank] = 1;
-    } else if (sscanf(text, "done %d", &rank) == 1 && rank >= 0 && rank < w->np) {
-        if (!w->done_at) w->done_at = sb_now_s();
-    } else if (sscanf(text, "finished %d", &rank) == 1 && rank >= 0 && rank < w->np) {
-        if (!w->finished[rank]) w->n_finished++;
-        w->finished[rank] = 1;
-        if (!w->done_at) w->done_at = sb_now_s();
-    }
-}
 
 /* Open MPI's own messages: "[host:pid] ..." (ORTE_ERROR_LOG, PMIx errors,
  * its signal handler's backtrace) and PMIx's "PMIX ERROR" lines. */
@@ -160,7 +131,7 @@ static void take_line(struct watch *w, const char *line)
         return;
     }
     if (strncmp(line, SB_CONTROL_PREFIX, strlen(SB_CONTROL_PREFIX)) == 0) {
-        take_control(w, line + strlen(SB_CONTROL_PREFIX));
+        sb_rank_progress_line(&w->rp, line + strlen(SB_CONTROL_PREFIX));
         return;
     }
     if (is_mpi_noise(line)) {
@@ -247,133 +218,6 @@ static void signal_descendants(pid_t root, int sig)
 static double startup_deadline_s(double timeout_s) { return timeout_s > 0 ? 2 * timeout_s + 10 : 0; }
 static double finalize_deadline_s(double timeout_s) { return timeout_s > 0 ? timeout_s + 5 : 0; }
 
-/* 'T' when local process `pid` is stopped, 'Z' a zombie, 0 when gone. */
-static char proc_state(long pid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    size_t got = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[got] = '\0';
-    const char *rp = strrchr(buf, ')');
-    return rp && rp[1] == ' ' ? rp[2] : 0;
-}
-
-/* Appends ", " and "rank R (host H)" for each rank with flag[r] == want
- * (or every rank when flag is NULL) to out; returns how many. With
- * `stopped`, only local ranks stopped by a signal. */
-static int list_ranks(const struct watch *w, const unsigned char *flag, int want, int stopped,
-                      char *out, size_t cap)
-{
-    char host[256] = "";
-    gethostname(host, sizeof host - 1);
-    int n = 0;
-    for (int r = 0; r < w->np; r++) {
-        if (flag && flag[r] != want) continue;
-        if (stopped && !(w->rank_pid[r] && strcmp(w->rank_host[r], host) == 0 &&
-                         proc_state(w->rank_pid[r]) == 'T'))
-            continue;
-        size_t len = strlen(out);
-        if (n == 8) {
-            snprintf(out + len, cap - len, ", ...");
-            return n + 1;
-        }
-        if (w->rank_host[r][0])
-            snprintf(out + len, cap - len, "%srank %d (host %s)", n ? ", " : "", r,
-                     w->rank_host[r]);
-        else
-            snprintf(out + len, cap - len, "%srank %d", n ? ", " : "", r);
-        n++;
-    }
-    return n;
-}
-
-/* What did not arrive at a start-up or finalize deadline (or when the
- * launcher ended early), as a clause for stratbench's line. */
-static void describe_missing(const struct watch *w, pid_t launcher, int finalize, char *out,
-                             size_t cap)
-{
-    out[0] = '\0';
-    char ranks[1024] = "";
-    if (launcher > 0 && proc_state(launcher) == 'T') {
-        snprintf(out, cap, "the MPI launcher (pid %ld) is stopped", (long)launcher);
-        return;
-    }
-    int n = list_ranks(w, w->started, 1, 1, ranks, sizeof ranks);
-    if (n) {
-        snprintf(out, cap, "%s %s stopped", ranks, n == 1 ? "is" : "are");
-        return;
-    }
-    if (w->n_finished == w->np) {
-        snprintf(out, cap, "every rank finished, then one exited with a non-zero status (a "
-                 "sanitizer's report or an exit handler: see above)");
-        return;
-    }
-    if (finalize) {
-        n = list_ranks(w, w->finished, 0, 0, ranks, sizeof ranks);
-        snprintf(out, cap, "%s did not finish (MPI_Finalize)", ranks);
-        return;
-    }
-    if (w->n_started < w->np) {
-        n = list_ranks(w, w->started, 0, 0, ranks, sizeof ranks);
-        snprintf(out, cap, "%s never started (%d of %d did)", ranks, w->n_started, w->np);
-        return;
-    }
-    if (w->n_joined < w->np) {
-        n = list_ranks(w, w->joined, 0, 0, ranks, sizeof ranks);
-        snprintf(out, cap, "%s did not join the job (MPI_Init, loading the data)", ranks);
-        return;
-    }
-    n = list_ranks(w, w->finished, 0, 0, ranks, sizeof ranks);
-    snprintf(out, cap, "%s %s still running", ranks, n == 1 ? "was" : "were");
-}
-
-/* The outputs as they were before the launch: a file replaced since then
- * (another inode or time) was written by this run. */
-struct before {
-    int existed;
-    dev_t dev;
-    ino_t ino;
-    struct timespec mtime;
-};
-
-static void snapshot(const struct sb_watch_plan *plan, struct before *b)
-{
-    for (int i = 0; i < plan->n_outputs; i++) {
-        struct stat st;
-        b[i] = (struct before){0};
-        if (plan->outputs[i][0] && lstat(plan->outputs[i], &st) == 0)
-            b[i] = (struct before){1, st.st_dev, st.st_ino, st.st_mtim};
-    }
-}
-
-/* Removes the outputs this run wrote (a failed run leaves none). */
-static void remove_written(const struct sb_watch_plan *plan, const struct before *b)
-{
-    for (int i = 0; i < plan->n_outputs; i++) {
-        struct stat st;
-        if (!plan->outputs[i][0] || lstat(plan->outputs[i], &st) != 0) continue;
-        if (!b[i].existed || st.st_ino != b[i].ino || st.st_dev != b[i].dev ||
-            st.st_mtim.tv_sec != b[i].mtime.tv_sec || st.st_mtim.tv_nsec != b[i].mtime.tv_nsec)
-            unlink(plan->outputs[i]);
-    }
-}
-
-/* The report a run that ended with status 0 must have written. */
-static int report_written(const struct sb_watch_plan *plan, const struct before *b)
-{
-    for (int i = 0; i < plan->n_outputs; i++) {
-        if (!plan->report[0] || strcmp(plan->outputs[i], plan->report) != 0) continue;
-        struct stat st;
-        if (lstat(plan->report, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
-        return !b[i].existed || st.st_ino != b[i].ino ||
-               st.st_mtim.tv_sec != b[i].mtime.tv_sec || st.st_mtim.tv_nsec != b[i].mtime.tv_nsec;
-    }
-    return 1;
-}
-
 /* Copies what mpirun wrote on stdout to this process's stdout; after a
  * write error (EPIPE: the reader is gone; ENOSPC: /dev/full) keeps reading
  * and drops it, recording the first error in *err. Returns 0 at EOF. */
@@ -404,9 +248,9 @@ sb_status sb_launch_watch(char **args, const struct sb_watch_plan *plan, int *ex
     int err_pipe[2], out_pipe[2], exec_pipe[2];
     if (pipe(err_pipe) != 0 || pipe(out_pipe) != 0 || pipe2(exec_pipe, O_CLOEXEC) != 0)
         return sb_error(SB_ERR_INTERNAL, "launch: pipe: %s", strerror(errno));
-    struct before before[16];
+    struct sb_output_snapshot before[16];
     if (plan->n_outputs > 16) return sb_error(SB_ERR_INTERNAL, "launch: too many outputs");
-    snapshot(plan, before);
+    sb_output_snapshot(plan->outputs, plan->n_outputs, before);
     sb_interrupt_install();
     setenv(SB_CONTROL_ENV, "1", 1);
     fflush(stdout);
@@ -456,13 +300,8 @@ sb_status sb_launch_watch(char **args, const struct sb_watch_plan *plan, int *ex
     }
 
     int np = plan->np > 0 ? plan->np : 1;
-    struct watch w = {.dead_rank = -1, .np = np};
-    w.rank_host = calloc((size_t)np, sizeof *w.rank_host);
-    w.rank_pid = calloc((size_t)np, sizeof *w.rank_pid);
-    w.started = calloc((size_t)np, 1);
-    w.joined = calloc((size_t)np, 1);
-    w.finished = calloc((size_t)np, 1);
-    if (!w.rank_host || !w.rank_pid || !w.started || !w.joined || !w.finished) {
+    struct watch w = {.dead_rank = -1};
+    if (sb_rank_progress_init(&w.rp, np) != SB_OK) {
         end_job(child);
         waitpid(child, NULL, 0);
         return sb_error(SB_ERR_NOMEM, "launch: out of memory");
@@ -501,12 +340,12 @@ sb_status sb_launch_watch(char **args, const struct sb_watch_plan *plan, int *ex
         if (!killed && !forwarded && !w.fatal_at && !missed[0]) {
             double now = sb_now_s();
             char what[1024];
-            if (startup_s > 0 && w.n_joined < np && now - launched_at > startup_s) {
-                describe_missing(&w, reaped ? 0 : child, 0, what, sizeof what);
+            if (startup_s > 0 && w.rp.n_joined < np && now - launched_at > startup_s) {
+                sb_rank_progress_describe(&w.rp, reaped ? 0 : child, 0, what, sizeof what);
                 snprintf(missed, sizeof missed, "start-up did not complete within %.0f s "
                          "(2 x --timeout + 10): %s; the job was ended", startup_s, what);
-            } else if (finalize_s > 0 && w.done_at && now - w.done_at > finalize_s) {
-                describe_missing(&w, reaped ? 0 : child, 1, what, sizeof what);
+            } else if (finalize_s > 0 && w.rp.done_at && now - w.rp.done_at > finalize_s) {
+                sb_rank_progress_describe(&w.rp, reaped ? 0 : child, 1, what, sizeof what);
                 snprintf(missed, sizeof missed, "finalize did not complete within %.0f s "
                          "(--timeout + 5) after the first rank was done: %s; the job was "
                          "ended", finalize_s, what);
@@ -584,7 +423,7 @@ sb_status sb_launch_watch(char **args, const struct sb_watch_plan *plan, int *ex
         fprintf(stderr, "stratbench: %s\n", missed);
         *exit_code = 1;
     } else if (w.mpi_error[0] && !w.len) {
-        describe_missing(&w, 0, w.done_at > 0, what, sizeof what);
+        sb_rank_progress_describe(&w.rp, 0, w.rp.done_at > 0, what, sizeof what);
         fprintf(stderr, "stratbench: the MPI launcher %s failed (Open MPI: %s); %s; the job was "
                 "ended\n", launcher, w.mpi_error, what);
         *exit_code = 1;
@@ -593,23 +432,23 @@ sb_status sb_launch_watch(char **args, const struct sb_watch_plan *plan, int *ex
         fputs(w.lines, stderr);
         *exit_code = WIFEXITED(status) && WEXITSTATUS(status) ? WEXITSTATUS(status) : 1;
     } else if (WIFSIGNALED(status)) {
-        describe_missing(&w, 0, w.done_at > 0, what, sizeof what);
+        sb_rank_progress_describe(&w.rp, 0, w.rp.done_at > 0, what, sizeof what);
         fprintf(stderr, "stratbench: the MPI launcher %s (pid %ld) was killed by signal %d "
                 "(%s); %s; the job was ended\n", launcher, (long)child, WTERMSIG(status),
                 sb_signal_name(WTERMSIG(status)), what);
         *exit_code = 1;
     } else if (WEXITSTATUS(status) != 0) {
-        describe_missing(&w, 0, w.done_at > 0, what, sizeof what);
+        sb_rank_progress_describe(&w.rp, 0, w.rp.done_at > 0, what, sizeof what);
         fprintf(stderr, "stratbench: the MPI launcher %s exited with status %d before the job "
                 "ended: %s%s\n", launcher, WEXITSTATUS(status), what,
                 w.noise ? " (Open MPI's own messages dropped)" : "");
         *exit_code = 1;
-    } else if (w.n_finished < np) {
-        describe_missing(&w, 0, w.done_at > 0, what, sizeof what);
+    } else if (w.rp.n_finished < np) {
+        sb_rank_progress_describe(&w.rp, 0, w.rp.done_at > 0, what, sizeof what);
         fprintf(stderr, "stratbench: the MPI launcher %s exited with status 0 but %s\n",
                 launcher, what);
         *exit_code = 1;
-    } else if (!report_written(plan, before)) {
+    } else if (!sb_output_written(plan->outputs, plan->n_outputs, before, plan->report)) {
         fprintf(stderr, "stratbench: every rank finished but the report %s was not written\n",
                 plan->report);
         *exit_code = 1;
@@ -617,7 +456,7 @@ sb_status sb_launch_watch(char **args, const struct sb_watch_plan *plan, int *ex
         if (w.len) fputs(w.lines, stderr);
         *exit_code = 0;
     }
-    if (*exit_code != 0) remove_written(plan, before);
+    if (*exit_code != 0) sb_output_remove_written(plan->outputs, plan->n_outputs, before);
     if (*exit_code == 0 && out_errno) {
         /* The run is complete, its report kept; the lines on stdout were
          * lost (docs/faults.md: exit 1 for a failed stdout). */
@@ -628,10 +467,6 @@ sb_status sb_launch_watch(char **args, const struct sb_watch_plan *plan, int *ex
     }
     free(w.lines);
     free(w.block);
-    free(w.rank_host);
-    free(w.rank_pid);
-    free(w.started);
-    free(w.joined);
-    free(w.finished);
+    sb_rank_progress_free(&w.rp);
     return SB_OK;
 }
