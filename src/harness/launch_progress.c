@@ -140,6 +140,22 @@ void sb_rank_progress_describe(const struct sb_rank_progress *w, pid_t launcher,
     snprintf(out, cap, "%s %s still running", ranks, n == 1 ? "was" : "were");
 }
 
+void sb_rank_progress_on_host(const struct sb_rank_progress *p, const char *host, char *out,
+                              size_t cap)
+{
+    out[0] = '\0';
+    int n = 0;
+    for (int r = 0; r < p->np; r++) {
+        if (!p->started[r] || strcmp(p->host[r], host) != 0) continue;
+        size_t len = strlen(out);
+        snprintf(out + len, cap - len, "%srank %d", n++ ? ", " : "", r);
+    }
+    if (n) {
+        size_t len = strlen(out);
+        snprintf(out + len, cap - len, " ended with it");
+    }
+}
+
 void sb_output_snapshot(const char *const *paths, int n, struct sb_output_snapshot *snap)
 {
     for (int i = 0; i < n; i++) {

@@ -34,6 +34,11 @@ void sb_rank_progress_line(struct sb_rank_progress *p, const char *text);
 void sb_rank_progress_describe(const struct sb_rank_progress *p, pid_t launcher, int finalize,
                                char *out, size_t cap);
 
+/* Writes "rank R, rank S ended with it" for the ranks whose "started"
+ * line named `host` (nothing when none did). */
+void sb_rank_progress_on_host(const struct sb_rank_progress *p, const char *host, char *out,
+                              size_t cap);
+
 /* An output as it was before the launch: a file replaced since then
  * (another device, inode or modification time) was written by the run. */
 struct sb_output_snapshot {

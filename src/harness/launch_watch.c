@@ -48,6 +48,7 @@ struct watch {
     struct sb_rank_progress rp; /* from the ranks' control lines */
     int noise;         /* Open MPI internal lines dropped */
     char mpi_error[256]; /* the first ORTE_ERROR_LOG's text: mpirun is failing */
+    char lost_host[128]; /* the host whose daemon mpirun lost */
 };
 
 /* Open MPI's own messages: "[host:pid] ..." (ORTE_ERROR_LOG, PMIx errors,
@@ -102,7 +103,14 @@ static void end_block(struct watch *w)
     }
     /* The banners whose news stratbench's own line gives; any other one
      * (a warning, a launch failure) is printed as Open MPI wrote it. */
-    int replaced = p || strstr(b, "MPI_ABORT was invoked") ||
+    /* A remote daemon (orted) killed or cut off: its ranks die with it
+     * (PR_SET_PDEATHSIG), and mpirun ends the job with status 205. */
+    const char *lost = strstr(b, "lost communication with a remote daemon");
+    const char *remote = lost ? strstr(lost, "Remote daemon:") : NULL;
+    const char *node = remote ? strstr(remote, " on node ") : NULL;
+    if (node && !w->lost_host[0]) sscanf(node, " on node %127s", w->lost_host);
+    int replaced = p || lost || strstr(b, "MPI communication peer process has unexpectedly") ||
+                   strstr(b, "MPI_ABORT was invoked") ||
                    strstr(b, "Primary job  terminated normally") ||
                    strstr(b, "Primary job terminated normally") ||
                    strstr(b, "detected that one or more processes exited with non-zero") ||
@@ -132,6 +140,10 @@ static void take_line(struct watch *w, const char *line)
     }
     if (strncmp(line, SB_CONTROL_PREFIX, strlen(SB_CONTROL_PREFIX)) == 0) {
         sb_rank_progress_line(&w->rp, line + strlen(SB_CONTROL_PREFIX));
+        return;
+    }
+    if (strcmp(line, "Killed\n") == 0) { /* the rsh agent's shell on a killed orted */
+        w->noise++;
         return;
     }
     if (is_mpi_noise(line)) {
@@ -421,6 +433,13 @@ sb_status sb_launch_watch(char **args, const struct sb_watch_plan *plan, int *ex
         *exit_code = 1;
     } else if (missed[0]) {
         fprintf(stderr, "stratbench: %s\n", missed);
+        *exit_code = 1;
+    } else if (w.lost_host[0]) {
+        char ranks[512] = "";
+        sb_rank_progress_on_host(&w.rp, w.lost_host, ranks, sizeof ranks);
+        fprintf(stderr, "stratbench: the MPI launcher %s lost its daemon on host %s (orted "
+                "killed, or the network to it failed)%s%s; the job was ended\n", launcher,
+                w.lost_host, ranks[0] ? ": " : "", ranks);
         *exit_code = 1;
     } else if (w.mpi_error[0] && !w.len) {
         sb_rank_progress_describe(&w.rp, 0, w.rp.done_at > 0, what, sizeof what);

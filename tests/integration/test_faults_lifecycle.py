@@ -221,3 +221,51 @@ def test_low_open_file_limit_is_refused_before_mpirun(stratbench, mnist_dir, tmp
     assert proc.stderr.startswith("stratbench: the open-file limit (ulimit -n) is 32; a job of "
                                   "2 ranks needs at least 80"), proc.stderr
     assert not report.exists()
+
+
+def test_killed_remote_orted_is_named_with_its_host(cluster, stratbench, mnist_dir, tmp_path):
+    """Open MPI's daemon on the second host of the namespace cluster is SIGKILLed: its
+    rank dies with it (PR_SET_PDEATHSIG), mpirun exits 205; stratbench says which host."""
+    c = cluster(2)
+    env = child_env()
+    env["STRATBENCH_MPIRUN"] = c.mpirun_words()
+    report = tmp_path / "r.json"
+    out = open(tmp_path / "stdout.txt", "w+")
+    err = open(tmp_path / "stderr.txt", "w+")
+    proc = subprocess.Popen(c.exec_argv(c.hosts[0], stratbench, "train", "--data", mnist_dir,
+                                        "--strategy", "ddp", "--replicas", "2", "--epochs",
+                                        "50", "--threads", "1", "--timeout", "5", "--report",
+                                        report),
+                            stdout=out, stderr=err, env=env, cwd=tmp_path,
+                            start_new_session=True)
+    try:
+        t0 = time.time()
+        while "steps/epoch" not in (tmp_path / "stdout.txt").read_text():
+            assert time.time() - t0 < 60 and proc.poll() is None, \
+                (tmp_path / "stderr.txt").read_text()
+            time.sleep(0.1)
+        rank1 = rank_pids(proc.pid)[1]  # on the second host; its parent is that host's orted
+        stat = pathlib.Path(f"/proc/{rank1}/stat").read_text()
+        orted = int(stat[stat.rindex(")") + 2:].split()[1])
+        assert b"orted" in _cmdline(pathlib.Path(f"/proc/{orted}"))
+        os.kill(orted, signal.SIGKILL)
+        rc = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    text = (tmp_path / "stderr.txt").read_text()
+    assert rc == 1, text
+    lines = [l for l in text.splitlines() if l.startswith("stratbench:")]
+    assert lines == [f"stratbench: the MPI launcher mpirun lost its daemon on host {c.hosts[1]} "
+                     "(orted killed, or the network to it failed): rank 1 ended with it; the "
+                     "job was ended"], text
+    assert "ORTE has lost communication" not in text
+    assert not report.exists()
+
+
+def _cmdline(d):
+    try:
+        return (d / "cmdline").read_bytes()
+    except OSError:
+        return b""
