@@ -21,8 +21,8 @@
 #include "data/mnist.h"
 #include "harness/control.h"
 #include "harness/harness.h"
-#include "harness/mem_estimate.h"
 #include "harness/job.h"
+#include "harness/mem_estimate.h"
 #include "report/flight_report.h"
 #include "strategies/strategy.h"
 #include "workloads/workload.h"
@@ -188,10 +188,10 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
         /* Check the input here, where an error is one clear line, before
          * starting a job of many processes. */
         st = sb_train_check_outputs(cfg);
-        /* Every rank on this host unless a hostfile spreads them. */
-        int np_here = ops->processes(cfg);
-        if (!st) st = sb_mem_check(cfg, ops->processes(cfg),
-                                   getenv("STRATBENCH_MPIRUN") ? 1 : np_here);
+        /* Memory: every rank is on this host unless $STRATBENCH_MPIRUN
+         * (a hostfile) spreads them, then each host holds at least one. */
+        int np_all = ops->processes(cfg);
+        if (!st) st = sb_mem_check(cfg, np_all, getenv("STRATBENCH_MPIRUN") ? 1 : np_all);
         if (!st) st = sb_mnist_load(cfg->data_dir, &data);
         if (!st) warn_unchecked(cfg, &data);
         if (!st) st = sb_train_check_data(cfg, &data);
