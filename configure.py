@@ -52,7 +52,9 @@ NVCCFLAGS = ["-std=c++17", "-lineinfo", "-Isrc", "-I.", "-D_GNU_SOURCE", "-Xcomp
 SANITIZERS = ("address", "undefined", "leak", "thread")
 
 # Open MPI allocates and never frees a little at start-up; without these the
-# address sanitizer's leak check fails every MPI program (used by `ninja test`).
+# address sanitizer's leak check fails every MPI program (used by `ninja test`;
+# src/main.c builds the same list into the program as its default, with the
+# full unwinder that the suppressions need to match).
 # Open MPI's start-up allocations, and glibc 2.36's pthread_getattr_np, which
 # leaks the affinity copy it makes when ASan asks a new thread (OpenBLAS's
 # workers) for its stack bounds: neither is ours.

@@ -16,6 +16,9 @@ struct target {
     dev_t dev;
     ino_t ino;
     const char *name;
+    int exists;              /* the file itself, when it exists already */
+    dev_t file_dev;
+    ino_t file_ino;
 };
 
 static const char *kind_of(mode_t mode)
@@ -146,9 +149,30 @@ static sb_status check_one(const struct sb_output *o, struct target *t)
         return sb_error(SB_ERR_USAGE, "%s %s: %s", o->flag, o->path, strerror(errno));
     }
     SB_TRY(check_dir(o->flag, o->path, dir, &st));
+    /* The names stratbench derives from an output: its temporary file and
+     * the flight recorder's, "<path>.flight.json.tmp.XXXXXX" the longest;
+     * checked now, not when the run ends. */
+    long name_max = pathconf(dir, _PC_NAME_MAX);
+    if (name_max <= 0) name_max = NAME_MAX;
+    size_t suffix = strlen(SB_OUTPUT_LONGEST_SUFFIX);
+    if (strlen(name) + suffix > (size_t)name_max)
+        return sb_error(SB_ERR_USAGE, "%s: the file name is %zu bytes; with the suffix "
+                        "stratbench adds to it (%s, %zu bytes) it must be at most %ld",
+                        o->flag, strlen(name), SB_OUTPUT_LONGEST_SUFFIX, suffix,
+                        name_max - (long)suffix);
+    if (strlen(o->path) + suffix >= PATH_MAX)
+        return sb_error(SB_ERR_USAGE, "%s: the path is %zu bytes; with the suffix stratbench "
+                        "adds to it (%s) it must be shorter than %zu", o->flag, strlen(o->path),
+                        SB_OUTPUT_LONGEST_SUFFIX, PATH_MAX - suffix);
     /* A directory still to be created has no inode: compare the whole path. */
     *t = (struct target){.dev = st.st_dev, .ino = st.st_ino,
                          .name = st.st_ino ? name : o->path};
+    struct stat file;
+    if (stat(o->path, &file) == 0) {
+        t->exists = 1;
+        t->file_dev = file.st_dev;
+        t->file_ino = file.st_ino;
+    }
     return SB_OK;
 }
 
@@ -162,11 +186,32 @@ sb_status sb_outputs_check(const struct sb_output *outs, int n)
         if (!outs[i].path || !outs[i].path[0]) continue;
         SB_TRY(check_one(&outs[i], &t[i]));
         for (int j = 0; j < i; j++)
-            if (outs[j].path && outs[j].path[0] && t[j].dev == t[i].dev &&
-                t[j].ino == t[i].ino && strcmp(t[j].name, t[i].name) == 0)
+            if (outs[j].path && outs[j].path[0] &&
+                ((t[j].dev == t[i].dev && t[j].ino == t[i].ino &&
+                  strcmp(t[j].name, t[i].name) == 0) ||
+                 (t[j].exists && t[i].exists && t[j].file_dev == t[i].file_dev &&
+                  t[j].file_ino == t[i].file_ino)))
                 return sb_error(SB_ERR_USAGE, "%s %s: names the same file as %s %s (each output "
                                 "needs its own file)", outs[i].flag, outs[i].path, outs[j].flag,
                                 outs[j].path);
+    }
+    return SB_OK;
+}
+
+sb_status sb_outputs_check_inputs(const struct sb_output *outs, int n,
+                                  const char *const *inputs, int n_inputs)
+{
+    for (int i = 0; i < n; i++) {
+        struct stat out;
+        if (!outs[i].path || !outs[i].path[0] || stat(outs[i].path, &out) != 0) continue;
+        for (int k = 0; k < n_inputs; k++) {
+            struct stat in;
+            if (stat(inputs[k], &in) == 0 && in.st_dev == out.st_dev && in.st_ino == out.st_ino)
+                return sb_error(SB_ERR_USAGE, "%s %s: is the input file %s%s (an output never "
+                                "replaces an input; name another file)", outs[i].flag,
+                                outs[i].path, inputs[k], in.st_nlink > 1 ? " or a hard link "
+                                "to it" : "");
+        }
     }
     return SB_OK;
 }

@@ -481,5 +481,12 @@ sb_status sb_train_check_outputs(const struct sb_config *c)
         {"--save-params", c->save_params_path},
         {"--mllog", c->mllog_path},
     };
-    return sb_outputs_check(outs, (int)(sizeof outs / sizeof outs[0]));
+    int n = (int)(sizeof outs / sizeof outs[0]);
+    SB_TRY(sb_outputs_check(outs, n));
+    /* The data files (both spellings of each) and their SHA256SUMS. */
+    char paths[SB_MNIST_MAX_INPUTS][PATH_MAX];
+    const char *inputs[SB_MNIST_MAX_INPUTS];
+    int n_inputs = sb_mnist_input_paths(c->data_dir, paths);
+    for (int i = 0; i < n_inputs; i++) inputs[i] = paths[i];
+    return sb_outputs_check_inputs(outs, n, inputs, n_inputs);
 }

@@ -16,6 +16,7 @@
 #include <zlib.h>
 
 #include "core/build_info.h"
+#include "core/interrupt.h"
 #include "data/sha256sums.h"
 
 #define IDX_MAX_N 10000000u          /* more samples than this is a corrupt header */
@@ -134,6 +135,9 @@ static sb_status idx_read(gzFile gz, const char *path, void *buf, size_t len,
     unsigned char *p = buf;
     size_t total = 0;
     while (total < len) {
+        if (sb_interrupted())
+            return sb_error(SB_ERR_INTERRUPTED, "interrupted (%s) while reading %s",
+                            sb_signal_name(sb_interrupted()), path);
         size_t want = len - total;
         if (want > GZ_TAIL_BYTES) want -= GZ_TAIL_BYTES; /* the tail comes last, alone */
         if (want > GZ_CHUNK_BYTES) want = GZ_CHUNK_BYTES;
@@ -382,15 +386,23 @@ static sb_status pick_path(const char *dir, const char *name, char *path,
 
 /* Loads one split (images + labels) and checks that the counts agree. */
 static sb_status load_split(const char *dir, const char *images_name,
-                            const char *labels_name, struct sb_split *s)
+                            const char *labels_name, struct sb_split *s, char *unchecked)
 {
     char ipath[PATH_MAX], lpath[PATH_MAX];
     SB_TRY(pick_path(dir, images_name, ipath, sizeof ipath));
     SB_TRY(pick_path(dir, labels_name, lpath, sizeof lpath));
     snprintf(s->image_path, sizeof s->image_path, "%s", ipath);
     /* Files listed in a SHA256SUMS beside them (the shipped data/mnist). */
-    SB_TRY(sb_sha256sums_verify(dir, ipath, NULL));
-    SB_TRY(sb_sha256sums_verify(dir, lpath, NULL));
+    int checked[2];
+    SB_TRY(sb_sha256sums_verify(dir, ipath, &checked[0]));
+    SB_TRY(sb_sha256sums_verify(dir, lpath, &checked[1]));
+    for (int i = 0; i < 2; i++) {
+        if (checked[i] >= 0) continue;
+        size_t len = strlen(unchecked);
+        const char *p = i ? lpath : ipath, *base = strrchr(p, '/');
+        snprintf(unchecked + len, SB_MNIST_UNCHECKED_LEN - len, "%s%s", len ? ", " : "",
+                 base ? base + 1 : p);
+    }
     SB_TRY(sb_idx_read_images(ipath, &s->pixels, &s->n, &s->rows, &s->cols));
     int nl = 0;
     sb_status st = sb_idx_read_labels(lpath, &s->labels, &nl);
@@ -407,10 +419,10 @@ sb_status sb_mnist_load(const char *dir, struct sb_mnist *out)
     struct sb_mnist m;
     memset(&m, 0, sizeof m);
     sb_status st = load_split(dir, "train-images-idx3-ubyte",
-                              "train-labels-idx1-ubyte", &m.train);
+                              "train-labels-idx1-ubyte", &m.train, m.unchecked);
     if (st == SB_OK)
         st = load_split(dir, "t10k-images-idx3-ubyte",
-                        "t10k-labels-idx1-ubyte", &m.test);
+                        "t10k-labels-idx1-ubyte", &m.test, m.unchecked);
     if (st == SB_OK &&
         (m.test.rows != m.train.rows || m.test.cols != m.train.cols))
         st = sb_error(SB_ERR_INPUT,
@@ -423,6 +435,22 @@ sb_status sb_mnist_load(const char *dir, struct sb_mnist *out)
     }
     *out = m;
     return SB_OK;
+}
+
+int sb_mnist_input_paths(const char *dir, char out[][PATH_MAX])
+{
+    static const char *const names[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                                        "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
+    int n = 0;
+    for (int i = 0; i < 4; i++) {
+        int a = snprintf(out[n], PATH_MAX, "%s/%s.gz", dir, names[i]);
+        if (a > 0 && a < PATH_MAX) n++;
+        int b = snprintf(out[n], PATH_MAX, "%s/%s", dir, names[i]);
+        if (b > 0 && b < PATH_MAX) n++;
+    }
+    int c = snprintf(out[n], PATH_MAX, "%s/%s", dir, SB_SHA256SUMS_NAME);
+    if (c > 0 && c < PATH_MAX) n++;
+    return n;
 }
 
 sb_status sb_mnist_check_image_size(const struct sb_mnist *m, int rows, int cols)
