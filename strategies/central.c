@@ -55,7 +55,7 @@ static void central_destroy(struct sb_strategy *s)
     struct central *c = s->impl;
     if (!c) return;
     const struct sb_backend_ops *be = s->env->be;
-    be->free(c->velocity);
+    sb_optimizer_free(&c->opt);
     be->free(c->sum);
     be->free(c->inbox);
     free(c->sent_version);
@@ -108,7 +108,7 @@ static sb_status central_init(struct sb_strategy *s)
     if (c->server >= 0) {
         sb_central_shard(c, c->server, &c->shard_first, &c->shard_count);
         size_t bytes = (size_t)c->shard_count * sizeof(float);
-        SB_TRY(be->alloc((void **)&c->velocity, bytes));
+        SB_TRY(sb_optimizer_init(&c->opt, be, s->env->cfg, (size_t)c->shard_count));
         SB_TRY(be->alloc((void **)&c->sum, bytes));
         size_t inboxes = c->async || c->n_workers < 2 ? 1 : (size_t)c->n_workers - 1;
         SB_TRY(be->alloc((void **)&c->inbox, inboxes * bytes));

@@ -60,6 +60,7 @@ static void add_config(cJSON *root, const struct sb_run_record *rec, int *fail)
     sb_json_add_num(o, "lr", c->lr, fail);
     sb_json_add_num(o, "effective_lr", rec->effective_lr, fail);
     sb_json_add_num(o, "momentum", c->momentum, fail);
+    sb_json_add_str(o, "optimizer", sb_optimizer_name(c->optimizer), fail);
     sb_json_add_str(o, "lr_scaling",
             c->lr_scaling == SB_LR_SCALING_LINEAR ? "linear" : "none", fail);
     sb_json_add_u64(o, "seed", c->seed, fail);
