@@ -63,6 +63,7 @@ static sb_status mlp_create(const struct sb_config *cfg,
         (st = be->alloc((void **)&m->grads, off * sizeof(float))) ||
         (st = sb_dense_alloc(d, be, max_batch)))
         goto fail;
+    m->activation_bytes = d->alloc_bytes;
 
     float *host = malloc(off * sizeof *host);
     if (!host) goto nomem;
