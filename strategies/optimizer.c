@@ -24,19 +24,28 @@ sb_status sb_optimizer_init(struct sb_optimizer *o, const struct sb_backend_ops 
     return SB_OK;
 }
 
-void sb_optimizer_step(struct sb_optimizer *o, float *params, const float *grads)
+void sb_optimizer_step_part(struct sb_optimizer *o, size_t first, size_t count, float *params,
+                            const float *grads)
 {
     if (o->kind == SB_OPTIMIZER_SGD) {
-        o->be->sgd_momentum(params, o->m, grads, o->n, o->lr, o->momentum);
-        o->t++;
+        o->be->sgd_momentum(params, o->m + first, grads, count, o->lr, o->momentum);
         return;
     }
     /* torch.optim.Adam (_single_tensor_adam): step_size = lr / (1 - b1^t),
      * denominator sqrt(v) / sqrt(1 - b2^t) + eps. */
-    double t = (double)++o->t;
+    double t = (double)(o->t + 1);
     double bc1 = 1.0 - pow(SB_ADAM_BETA1, t), bc2 = 1.0 - pow(SB_ADAM_BETA2, t);
-    o->be->adam(params, o->m, o->v, grads, o->n, (float)SB_ADAM_BETA1, (float)SB_ADAM_BETA2,
-                (float)SB_ADAM_EPS, (float)(o->lr / bc1), (float)sqrt(bc2));
+    o->be->adam(params, o->m + first, o->v + first, grads, count, (float)SB_ADAM_BETA1,
+                (float)SB_ADAM_BETA2, (float)SB_ADAM_EPS, (float)(o->lr / bc1),
+                (float)sqrt(bc2));
+}
+
+void sb_optimizer_end_step(struct sb_optimizer *o) { o->t++; }
+
+void sb_optimizer_step(struct sb_optimizer *o, float *params, const float *grads)
+{
+    sb_optimizer_step_part(o, 0, o->n, params, grads);
+    sb_optimizer_end_step(o);
 }
 
 size_t sb_optimizer_state_bytes(const struct sb_optimizer *o)

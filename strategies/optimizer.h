@@ -45,6 +45,16 @@ sb_status sb_optimizer_init(struct sb_optimizer *o, const struct sb_backend_ops 
  * the caller checks be->check. */
 void sb_optimizer_step(struct sb_optimizer *o, float *params, const float *grads);
 
+/* The same step on a part of the state: params and grads (count floats
+ * each) are the parameters and gradients of state range [first, first +
+ * count), stepped as step t + 1; a step made of parts (zero's shard
+ * blocks) ends with one sb_optimizer_end_step. */
+void sb_optimizer_step_part(struct sb_optimizer *o, size_t first, size_t count, float *params,
+                            const float *grads);
+
+/* Ends a step made of sb_optimizer_step_part calls (t advances). */
+void sb_optimizer_end_step(struct sb_optimizer *o);
+
 /* Bytes of its state (m and v). */
 size_t sb_optimizer_state_bytes(const struct sb_optimizer *o);
 
