@@ -153,7 +153,7 @@ struct sb_strategy_ops {
      * gradients 4Ψ bytes each, optimizer state 4sΨ, s =
      * sb_optimizer_state_floats). The model-state bytes of one rank for
      * Ψ = n_params parameters, in the ZeRO paper's accounting for fp32
-     * training (Rajbhandari et al., SC 2020, section 5; docs/zero.md):
+     * training (Rajbhandari et al., SC 2020, sections 3.1 and 5; docs/zero.md):
      * `server` 0 for a replica or worker, 1 for a server rank. Pure:
      * callable before anything is allocated. */
     void (*model_state_formula)(const struct sb_config *cfg, double n_params, int server,

@@ -7,7 +7,7 @@
 
 /* How the formula counts (docs/zero.md). */
 static const char ACCOUNTING[] =
-    "fp32 model state per rank (Rajbhandari et al., SC 2020, section 5, with 4-byte "
+    "fp32 model state per rank (Rajbhandari et al., SC 2020, sections 3.1 and 5, with 4-byte "
     "parameters and gradients): parameters 4P, gradients 4P, optimizer state 4sP "
     "(s = 1 for SGD momentum, 2 for Adam); zero stage 1 shards the optimizer state "
     "(/n), stage 2 also the gradients, stage 3 also the parameters; central's servers "
