@@ -9,9 +9,8 @@
 static const char ACCOUNTING[] =
     "fp32 model state per rank (Rajbhandari et al., SC 2020, sections 3.1 and 5, with 4-byte "
     "parameters and gradients): parameters 4P, gradients 4P, optimizer state 4sP "
-    "(s = 1 for SGD momentum, 2 for Adam); zero stage 1 shards the optimizer state "
-    "(/n), stage 2 also the gradients, stage 3 also the parameters; central's servers "
-    "hold the optimizer state of their shard (/K)";
+    "(s = 1 for SGD momentum, 2 for Adam), each divided by the number of ranks that "
+    "share it where the strategy shards it (docs/zero.md)";
 
 void sb_report_add_memory(cJSON *root, const struct sb_run_record *rec, int *fail)
 {
