@@ -200,18 +200,32 @@ static void on_layer(void *ctx, size_t off, size_t count, int backward)
             if (w->state == UNIT_READY && w->gathered_for == 0) discard_params(z, w);
         }
     }
+    /* The previous layer in this pass's order is done with its parameters:
+     * free it first, so that at most two layers (this one and the
+     * prefetched next) are gathered at once. */
+    int next = backward ? i + 1 : i - 1, prev = backward ? i - 1 : i + 1;
+    if (!st && prev >= 0 && prev < z->n_units && z->u[prev].state == UNIT_READY)
+        discard_params(z, &z->u[prev]);
     if (!st && u->state == UNIT_FREE) st = gather_start(z, u, backward);
     if (!st && u->state == UNIT_GATHERING) {
         st = sb_comm_wait(z->gcomm, &u->ag);
         u->state = UNIT_READY;
     }
-    /* Prefetch the next layer in this pass's order; free the previous one,
-     * which is done with its parameters. */
-    int next = backward ? i + 1 : i - 1, prev = backward ? i - 1 : i + 1;
     if (!st && next >= 0 && next < z->n_units && z->u[next].state == UNIT_FREE)
         st = gather_start(z, &z->u[next], backward);
-    if (!st && prev >= 0 && prev < z->n_units && z->u[prev].state == UNIT_READY)
-        discard_params(z, &z->u[prev]);
+    /* Bound the full gradients held: the reduce-scatters of the layers
+     * before the previous one must be complete, and their gradients freed
+     * (as FSDP limits its in-flight collectives). */
+    for (int k = 0; !st && backward && k + 1 < i; k++) {
+        struct unit *w = &z->u[k];
+        if (!w->rs_issued || w->rs_freed) continue;
+        st = sb_comm_wait(z->comm, &w->rs);
+        if (!st) {
+            z->replica->env->be->discard(z->replica->model->grads + w->off,
+                                         w->count * sizeof(float));
+            w->rs_freed = 1;
+        }
+    }
     if (!st) st = poll_units(z);
     z->cb_status = st;
 }
