@@ -158,14 +158,15 @@ static sb_status cnn_create(const struct sb_config *cfg, const struct sb_backend
         goto fail;
     m->activation_bytes = act_bytes + p->dense.alloc_bytes;
 
-    float *host = malloc(off * sizeof *host);
+    /* Host memory backends are initialised in place (no second copy). */
+    float *host = be->host_memory ? m->params : malloc(off * sizeof *host);
     if (!host) {
         st = sb_error(SB_ERR_NOMEM, "cnn: out of memory");
         goto fail;
     }
     sb_init_kaiming_uniform(m, fan_in, cfg->seed, host);
-    st = be->upload(m->params, host, off * sizeof *host);
-    free(host);
+    st = be->host_memory ? SB_OK : be->upload(m->params, host, off * sizeof *host);
+    if (host != m->params) free(host);
     if (st) goto fail;
     m->ops = &sb_workload_cnn;
     *out = m;
