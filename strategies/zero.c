@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/cost_model.h"
 #include "core/clock.h"
 #include "strategies/buckets.h"
 #include "strategies/optimizer.h"
@@ -564,6 +565,56 @@ static void zero_describe(const struct sb_strategy *s, long measured_steps,
     sb_details_add(d, "shard_params", 0, &v, 1);
 }
 
+/* One row of the α–β model: `stage`'s collectives over u units, each a
+ * ring reduce-scatter or all-gather of its unit, (n-1)(α + M_u/(nB)):
+ * k (n-1)(u α + M/(nB)) per step, k = 2 (stages 1-2) or 3 (stage 3).
+ * Overlap (stage 2's reduce-scatters during backward, stage 3's prefetch)
+ * is not modelled: exposed = comm (NaN). */
+static void model_row(const struct sb_comm_model_query *q, int stage, int units,
+                      struct sb_comm_model_row *row)
+{
+    static const char *const variants[] = {"", "stage-1", "stage-2", "stage-3"};
+    int n = q->replicas, k = stage == 3 ? 3 : 2;
+    double comm = n > 1 ? k * (n - 1) * (units * q->link.alpha_s +
+                                         q->bytes / ((double)n * q->link.bandwidth_Bps))
+                        : 0.0;
+    *row = (struct sb_comm_model_row){
+        .variant = variants[stage],
+        .formula_name = k == 3 ? "zero-3" : "zero-2",
+        .formula = k == 3 ? "3(n-1)(u alpha + M/(n B))" : "2(n-1)(u alpha + M/(n B))",
+        .comm_s = comm,
+        .exposed_s = NAN,
+    };
+    snprintf(row->legend, sizeof row->legend,
+             "zero k(n-1)(u a + M/(nB)): k = 2 reduce-scatter + all-gather (stages 1-2), "
+             "3 with stage 3's second gather; u = %d unit%s; overlap not modelled;", units,
+             units == 1 ? "" : "s");
+}
+
+/* The run: its stage and units (describe's "units"); predict: stages 1,
+ * 2 and 3 with the measured run's buckets (or M in 25 MiB buckets) as
+ * units (stage 3's layers are not known from a report). */
+static int zero_comm_model(const struct sb_comm_model_query *q, struct sb_comm_model_row *rows,
+                           int cap)
+{
+    int units = 0;
+    if (q->cfg) {
+        for (int i = 0; q->details && i < q->details->n && i < SB_DETAILS_MAX; i++)
+            if (strcmp(q->details->item[i].key, "units") == 0 && q->details->item[i].count > 0)
+                units = (int)q->details->item[i].values[0];
+        if (cap < 1) return 0;
+        model_row(q, opts(q->cfg)->stage, units > 0 ? units : 1, &rows[0]);
+        return 1;
+    }
+    units = q->bucket_bytes && q->n_buckets > 0
+                ? q->n_buckets
+                : (int)ceil(q->bytes / (zero_options[1].def * 1048576.0));
+    if (units < 1) units = 1;
+    int k = 0;
+    for (int stage = 1; stage <= 3 && k < cap; stage++) model_row(q, stage, units, &rows[k++]);
+    return k;
+}
+
 const struct sb_strategy_ops sb_strategy_zero = {
     .name = "zero",
     .summary = "one MPI rank per replica, optimizer state (1), gradients (2) and parameters "
@@ -579,6 +630,7 @@ const struct sb_strategy_ops sb_strategy_zero = {
     .evaluate = zero_evaluate,
     .read_params = zero_read_params,
     .describe = zero_describe,
+    .comm_model = zero_comm_model,
     .replica_params = zero_replica_params,
     .model_state_formula = zero_model_state_formula,
     .memory = zero_memory,
