@@ -22,7 +22,7 @@ enum {
     OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_LR_SCALING, OPT_SEED, OPT_DATA,
     OPT_REPORT, OPT_TARGET, OPT_MAX_STEPS, OPT_WARMUP, OPT_SAVE_PARAMS, OPT_THREADS,
     OPT_EVAL_BATCH, OPT_TRACE, OPT_COMM, OPT_ALLREDUCE, OPT_PROBE_LINKS, OPT_NO_PROBE_LINKS,
-    OPT_CUDA_GRAPH, OPT_CHECK_EVERY, OPT_MLLOG, OPT_TIMEOUT,
+    OPT_CUDA_GRAPH, OPT_CHECK_EVERY, OPT_MLLOG, OPT_TIMEOUT, OPT_OPTIMIZER,
     OPT_STRATEGY_FLAG = 512, /* + index into strategy_flags[] */
 };
 
@@ -39,6 +39,7 @@ static const struct option common_options[] = {
     {"batch", required_argument, NULL, OPT_BATCH},
     {"lr", required_argument, NULL, OPT_LR},
     {"momentum", required_argument, NULL, OPT_MOMENTUM},
+    {"optimizer", required_argument, NULL, OPT_OPTIMIZER},
     {"lr-scaling", required_argument, NULL, OPT_LR_SCALING},
     {"seed", required_argument, NULL, OPT_SEED},
     {"data", required_argument, NULL, OPT_DATA},
@@ -98,7 +99,7 @@ void sb_train_opts_defaults(struct sb_train_opts *opts)
     c->replicas = 1;
     c->epochs = 3;
     c->batch = 64;
-    c->lr = 0.03;
+    c->lr = SB_LR_DEFAULT_SGD;
     c->momentum = 0.9;
     c->lr_scaling = SB_LR_SCALING_NONE;
     c->seed = 42;
@@ -137,7 +138,9 @@ void sb_train_opts_usage(FILE *out)
 
             "  --epochs N             %-10d passes over the 60k training images\n"
             "  --batch N              %-10d per-replica batch; global batch = replicas x batch\n"
-            "  --lr X                 %-10g SGD learning rate\n"
+            "  --optimizer NAME       %-10s sgd (with --momentum) | adam (Kingma & Ba 2015,\n"
+            "                                    PyTorch's betas 0.9, 0.999, eps 1e-8)\n"
+            "  --lr X                 %-10g learning rate (default %g with adam)\n"
             "  --momentum X           %-10g SGD momentum\n"
             "  --lr-scaling MODE      %-10s none | linear (lr x replicas, Goyal et al. 2017)\n"
             "  --seed N               %-10llu initialisation and data order\n"
@@ -171,8 +174,8 @@ void sb_train_opts_usage(FILE *out)
             "\n"
             "strategy flags (each taken only by the strategies named):\n",
             c->strategy, sb_strategy_names_joined(" | "), c->workload, sb_workload_names(),
-            "auto", "auto", c->hidden[0], c->replicas, c->epochs, c->batch, c->lr,
-            c->momentum, "none", (unsigned long long)c->seed, c->target_accuracy, "0",
+            "auto", "auto", c->hidden[0], c->replicas, c->epochs, c->batch, "sgd", c->lr,
+            SB_LR_DEFAULT_ADAM, c->momentum, "none", (unsigned long long)c->seed, c->target_accuracy, "0",
             c->warmup_steps, "0", c->eval_batch, c->allreduce, c->timeout_s);
     sb_strategy_options_usage(out);
 }
@@ -292,7 +295,14 @@ static sb_status parse_one(struct sb_train_opts *o, int opt, const char *arg)
         return parse_int("replicas", arg, 1, 4096, &c->replicas);
     case OPT_EPOCHS: return parse_int("epochs", arg, 1, 100000, &c->epochs);
     case OPT_BATCH: return parse_int("batch", arg, 1, SB_MNIST_TRAIN_IMAGES, &c->batch);
-    case OPT_LR: return parse_double("lr", arg, 0.0, 1e3, &c->lr);
+    case OPT_LR:
+        o->lr_given = 1;
+        return parse_double("lr", arg, 0.0, 1e3, &c->lr);
+    case OPT_OPTIMIZER:
+        if (strcmp(arg, "sgd") == 0) c->optimizer = SB_OPTIMIZER_SGD;
+        else if (strcmp(arg, "adam") == 0) c->optimizer = SB_OPTIMIZER_ADAM;
+        else return sb_error(SB_ERR_USAGE, "--optimizer: expected sgd or adam, got '%s'", arg);
+        return SB_OK;
     case OPT_MOMENTUM: return parse_double("momentum", arg, 0.0, 0.999999, &c->momentum);
     case OPT_LR_SCALING:
         if (strcmp(arg, "none") == 0) c->lr_scaling = SB_LR_SCALING_NONE;
@@ -385,6 +395,10 @@ static sb_status validate(struct sb_train_opts *o)
         return sb_error(SB_ERR_USAGE, "--workload: unknown workload '%s' (expected one of: %s)",
                         c->workload, sb_workload_names());
     SB_TRY(validate_device(c));
+    if (!o->lr_given && c->optimizer == SB_OPTIMIZER_ADAM) c->lr = SB_LR_DEFAULT_ADAM;
+    if (c->cuda_graph && c->optimizer == SB_OPTIMIZER_ADAM)
+        return sb_error(SB_ERR_USAGE, "--cuda-graph: a captured step would freeze Adam's bias "
+                        "correction; use --optimizer sgd with --cuda-graph");
     if (strcmp(c->allreduce, "auto") != 0 && (!s->uses_mpi || strcmp(c->device, "cpu") != 0))
         return sb_error(SB_ERR_USAGE, "--allreduce %s: only strategies of MPI ranks on --device "
                         "cpu choose their all-reduce (NCCL and threads use their own)",

@@ -79,7 +79,8 @@ def test_table_and_json(stratbench, ddp_report, tmp_path):
     lines = proc.stdout.splitlines()
     data = [ln for ln in lines if not ln.startswith("#")]
     assert all(ln.startswith("#") for ln in lines[:len(lines) - len(data)])
-    assert len(data) == 12  # 3 counts x (ddp auto, ddp binomial, central k=1, central k=n)
+    # 3 counts x (ddp auto, ddp binomial, central k=1, central k=n, zero stages 1, 2, 3)
+    assert len(data) == 21
     units = [ln for ln in lines if ln.startswith("#") and " ms " in ln and "1/s" in ln]
     assert len(units) == 1
     doc = json.loads(out.read_text())
@@ -111,6 +112,11 @@ def test_table_and_json(stratbench, ddp_report, tmp_path):
         many = rows[(n, "central", n, "push-pull")]
         assert math.isclose(many["comm_ms"], 1e3 * 2 * (5e-6 + m / 12.5e9), rel_tol=1e-9)
         assert one["efficiency"] < many["efficiency"] <= 1.0
+        # zero: 2 (stages 1-2) or 3 (stage 3) collectives of (n-1)(alpha + M/(nB)), one unit
+        for stage, k in ((1, 2), (2, 2), (3, 3)):
+            z = rows[(n, "zero", 0, f"stage-{stage}")]
+            want = 1e3 * k * (n - 1) * (5e-6 + m / (n * 12.5e9))
+            assert math.isclose(z["comm_ms"], want, rel_tol=1e-9)
     # the table prints the same numbers
     first = data[0].split()
     assert first[:4] == ["8", "ddp", "0", "ring"]
@@ -122,7 +128,7 @@ def test_json_flag_prints_json(stratbench, ddp_report):
     assert proc.returncode == 0, describe(proc)
     doc = json.loads(proc.stdout)
     assert doc["link"]["source"] == "probe"
-    assert [r["replicas"] for r in doc["rows"]] == [4, 4, 4, 4]
+    assert [r["replicas"] for r in doc["rows"]] == [4] * 7
 
 
 def test_plot_predicted_efficiency(stratbench, ddp_report, tmp_path):
