@@ -57,6 +57,22 @@ sb_status sb_rank_timings_fill_wait(struct sb_rank_timings *t);
 sb_status sb_rank_timings_spread(const struct sb_rank_timings *t, struct sb_rank_spread *step,
                                  struct sb_rank_spread phases[SB_PHASE_COUNT]);
 
+/* The straggler of t (after sb_rank_timings_fill_wait): per rank its
+ * compute and wait per step (struct sb_rank_load), the slowest rank (largest
+ * median compute) and its cost (struct sb_straggler in report/report.h),
+ * into *out; out->hosts is left NULL for the caller. One rank or no steps:
+ * out->ranks = 0. The cost is the what-if of removing k's extra compute: by
+ * how much every other rank's step would shorten if k computed as fast as
+ * the slowest of the others (DeepSpeed's comms logger measures a
+ * collective's "straggler effect" as each rank's latency above the fastest
+ * rank's; HTA's temporal breakdown shows it as the others' idle time). The
+ * median over steps keeps a rank that is slowest only by chance, in half of
+ * the steps, at a cost near 0. Errors: SB_ERR_NOMEM. */
+sb_status sb_rank_timings_straggler(const struct sb_rank_timings *t, struct sb_straggler *out);
+
+/* Frees what sb_rank_timings_straggler allocated; safe on a zeroed struct. */
+void sb_straggler_free(struct sb_straggler *s);
+
 /* Frees t->ms; safe on an empty struct. */
 void sb_rank_timings_free(struct sb_rank_timings *t);
 
