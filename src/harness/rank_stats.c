@@ -194,13 +194,17 @@ sb_status sb_rank_timings_straggler(const struct sb_rank_timings *t, struct sb_s
     int k = out->rank;
     size_t slowest = 0;
     for (size_t s = 0; s < n; s++) {
-        double others = -1.0;
-        for (int q = 0; q < t->n_ranks; q++)
-            if (q != k && compute[(size_t)q * n + s] > others) others = compute[(size_t)q * n + s];
-        double d = compute[(size_t)k * n + s] - others;
-        excess[s] = d > 0.0 ? d : 0.0;
+        double others = -1.0, sum = 0.0;
+        for (int q = 0; q < t->n_ranks; q++) {
+            if (q == k) continue;
+            sum += compute[(size_t)q * n + s];
+            if (compute[(size_t)q * n + s] > others) others = compute[(size_t)q * n + s];
+        }
+        double mine = compute[(size_t)k * n + s];
+        /* k the slowest: every other rank q waits mine - compute_q for it */
+        excess[s] = mine > others ? mine - sum / (t->n_ranks - 1) : 0.0;
         scratch[s] = others;
-        slowest += d > 0.0;
+        slowest += mine > others;
     }
     out->cost_ms = median_of(excess, n);
     out->others_compute_ms = median_of(scratch, n);

@@ -66,9 +66,9 @@ struct sb_rank_load {
 
 /* The straggler of a run (harness/rank_stats.h, sb_rank_timings_straggler).
  * The slowest rank k is the one with the largest median compute; its cost
- * is what the other ranks wait for k alone per step: the median over steps
- * of max(0, compute_k - max over q != k of compute_q), ms (0 when k is not
- * the slowest in most steps). ranks == 0: not computed (one rank). */
+ * is the time the other ranks wait for it per step: the median over steps
+ * of compute_k - mean over q != k of compute_q where k is the slowest, 0
+ * where it is not, ms. ranks == 0: not computed (one rank). */
 struct sb_straggler {
     int ranks;
     int rank;                   /* k */

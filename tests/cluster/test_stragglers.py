@@ -1,13 +1,13 @@
 """A straggler on another host is named with its host and costed
 (report `stragglers`): ddp across 2 hosts of the one-machine cluster, rank 1 made
-slow by the test-only hook STRATBENCH_TEST_SLOW_RANK (50 ms of extra compute per
+slow by the test-only hook STRATBENCH_TEST_SLOW_RANK (100 ms of extra compute per
 step). Root only (network namespaces); skipped otherwise."""
 
 import os
 
 from conftest import describe, validate_report
 
-DELAY_MS = 50
+DELAY_MS = 100
 
 
 def test_straggler_across_hosts(cluster, stratbench, mnist_dir, tmp_path):
