@@ -364,8 +364,8 @@ static sb_status build_report(const struct sb_run_record *rec, cJSON **out)
     sb_json_add_num(root, "samples_per_s", sb_samples_per_s(rec->samples_trained,
                                                             rec->train_seconds), &fail);
     add_noise(root, rec, &fail);
-    add_stragglers(root, rec, &fail);
     add_replica_check(root, rec, &fail);
+    add_stragglers(root, rec, &fail);
     st = add_summary(root, "step_ms", rec->step_ms, rec->n_measured, 1, &fail);
     if (st != SB_OK) goto done;
     cJSON *phases = sb_json_add_obj(root, "phases_ms", &fail);
