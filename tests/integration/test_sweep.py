@@ -174,3 +174,82 @@ def test_index_html_renders_in_chromium(tiny_sweep, tmp_path):
     assert not shot.console, "\n".join(shot.console)
     colored, total = colored_pixels(shot.png)
     assert colored > 0.005 * total, f"{colored} of {total} pixels in colour: charts not drawn?"
+
+
+def test_single_is_always_the_baseline(stratbench, mnist_dir, tmp_path):
+    """Without 1 in --replicas (or single in --strategies) single was dropped and speedup
+    and efficiency came out null (issue 22)."""
+    out = tmp_path / "s"
+    proc = run([stratbench, "sweep", "--strategies", "mirrored", "--replicas", "2",
+                "--scaling", "weak", "--repeats", "1", "--max-steps", "12", "--data", mnist_dir,
+                "--out", out, "--", "--warmup-steps", "2"], timeout=300)
+    assert proc.returncode == 0, describe(proc)
+    doc = json.loads((out / "scaling.json").read_text())
+    assert [(p["strategy"], p["replicas"]) for p in doc["points"]] == [("single", 1), ("mirrored", 2)]
+    assert doc["partial"] is False
+    assert doc["points"][1]["efficiency"]["value"] is not None
+
+
+@pytest.mark.parametrize("extra,named", [
+    (["--batch", "8"], "--batch"),
+    (["--report=x.json"], "--report"),
+    (["--hidden", "32", "--epoch", "2", "--data", "/x"], "--epochs, --data"),
+    (["--max-steps", "3", "--strategy", "ddp", "--replicas", "3"], "--max-steps, --strategy, --replicas"),
+])
+def test_flags_the_sweep_owns_are_refused_after_dashes(extra, named, stratbench, tmp_path):
+    """`-- --batch 8` silently overrode the sweep's batch; `-- --report x` failed every run
+    (issue 23 item 11)."""
+    proc = run([stratbench, "sweep", "--out", tmp_path / "s", "--", *extra])
+    assert proc.returncode == 2, describe(proc)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and named in lines[0], describe(proc)
+    assert not (tmp_path / "s").exists()
+
+
+def test_sigint_writes_partial_and_resume_finishes(stratbench, mnist_dir, tmp_path):
+    """SIGINT killed the sweep silently, orphaned its child and wrote nothing (issue 23 item
+    10). Now: the child stops, scaling.json holds the finished runs marked partial, exit 130,
+    and --resume with the same flags runs only what is left."""
+    import signal
+    import subprocess
+    import time
+    from conftest import child_env, cpu_by_default
+    out = tmp_path / "s"
+    args = cpu_by_default([str(stratbench), "sweep", "--strategies", "single", "--replicas", "1",
+            "--scaling", "weak", "--repeats", "3", "--epochs", "5", "--max-steps", "3000", "--data",
+            str(mnist_dir), "--out", str(out), "--", "--warmup-steps", "2"])
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=child_env())
+    deadline = time.monotonic() + 120
+    while not (out / "single-n1-weak-r1.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)  # r2 is running now
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (stdout, stderr)
+    assert "interrupted by SIGINT" in stderr and "--resume" in stderr
+    # No train child is left behind.
+    ps = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True)
+    assert ps.stdout.strip() == "", ps.stdout
+    doc = json.loads((out / "scaling.json").read_text())
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(doc, load_schema("scaling.schema.json"))
+    assert doc["partial"] is True
+    runs = doc["points"][0]["runs"]
+    assert [r["status"] for r in runs] == ["ok"] * len(runs) and 1 <= len(runs) <= 2
+    # compare refuses a partial sweep.
+    assert run([stratbench, "compare", out, out]).returncode == 2
+    # A different matrix cannot resume it.
+    def resume(repeats):
+        at = args.index("--")
+        a = list(args)
+        a[a.index("--repeats") + 1] = repeats
+        return run(a[:at] + ["--resume"] + a[at:], timeout=300)
+    bad = resume("4")
+    assert bad.returncode == 2 and "repeats" in bad.stderr, describe(bad)
+    # Resume: the finished repeats are kept, the rest run.
+    done = resume("3")
+    assert done.returncode == 0, describe(done)
+    assert done.stdout.count("(finished before)") == len(runs)
+    doc = json.loads((out / "scaling.json").read_text())
+    assert doc["partial"] is False and doc["points"][0]["runs_ok"] == 3
