@@ -21,6 +21,7 @@
 #include "harness/probe.h"
 #include "harness/rank_stats.h"
 #include "harness/run_noise.h"
+#include "harness/run_warnings.h"
 #include "report/mllog.h"
 #include "report/report.h"
 #include "strategies/strategy.h"
@@ -293,6 +294,21 @@ static void predict_comm(const struct sb_strategy_ops *ops, struct sb_run_record
     rec->has_comm_model = ops->comm_model(&q, &rec->comm_model, 1) == 1;
 }
 
+/* Rank 0: fills and prints the run's warnings (run_warnings.h): the
+ * compute threads on this host are its processes (MPI) or replica threads
+ * (mirrored, single) times the BLAS threads of each. */
+static void warn_if_misleading(struct loop *L, const struct sb_job *job)
+{
+    struct sb_summary s;
+    double stall = 0;
+    if (L->t.n > 0 && sb_summarize(L->t.step_ms, L->t.n, &s) == SB_OK)
+        stall = sb_stall_fraction(L->t.step_ms, L->t.n, s.median);
+    long workers = job->mpi ? (job->local_size > 0 ? job->local_size : 1) : L->cfg->replicas;
+    long threads = workers * (L->rec->blas_threads > 0 ? L->rec->blas_threads : 1);
+    sb_run_warnings_check(L->rec, threads, sysconf(_SC_NPROCESSORS_ONLN), stall);
+    sb_run_warnings_print(L->rec);
+}
+
 /* Rank 0's report after training. */
 static sb_status write_outputs(struct loop *L)
 {
@@ -404,6 +420,7 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
     if (!st) st = cross_rank_stats(&L);
     if (!st) st = save_params(&L);
     if (!st && job->rank == 0) {
+        warn_if_misleading(&L, job);
         st = write_outputs(&L);
         if (!st && cfg->mllog_path[0]) {
             st = sb_mllog_write(&ml, cfg->mllog_path);

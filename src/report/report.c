@@ -331,6 +331,9 @@ static sb_status build_report(const struct sb_run_record *rec, cJSON **out)
     sb_json_add_num(root, "samples_per_s", sb_samples_per_s(rec->samples_trained,
                                                             rec->train_seconds), &fail);
     add_noise(root, rec, &fail);
+    cJSON *warnings = sb_json_add_arr(root, "warnings", &fail);
+    for (int i = 0; warnings && i < rec->n_warnings; i++)
+        sb_json_append(warnings, cJSON_CreateString(rec->warnings[i]), &fail);
     add_replica_check(root, rec, &fail);
     st = add_summary(root, "step_ms", rec->step_ms, rec->n_measured, 1, &fail);
     if (st != SB_OK) goto done;
