@@ -7,6 +7,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import sys
 
 import pytest
@@ -100,6 +101,53 @@ def test_plot_writes_charts(tiny_sweep, tmp_path):
             assert (charts / f"{name}.{ext}").stat().st_size > 1000
 
 
+def test_plot_page_is_publishable_and_captioned(tiny_sweep, tmp_path):
+    """index.html's links work when only the output folder is published; every chart has
+    a caption with machine, date and commit; a chart left out is named with its reason;
+    the phase chart does not stack wait on top of comm_exposed; single is drawn apart."""
+    pytest.importorskip("matplotlib")
+    proc, out = tiny_sweep
+    charts = tmp_path / "charts"
+    p = run([sys.executable, REPO_ROOT / "reports" / "plot.py", out / "scaling.json", "--out", charts])
+    assert p.returncode == 0, describe(p)
+    # 20 steps never reach 97 %: the time-to-accuracy chart is left out, and says why.
+    assert "left out tta-weak: no point reached the target" in p.stdout
+    published = tmp_path / "published"
+    shutil.copytree(charts, published)  # only the output folder
+    page = (published / "index.html").read_text()
+    assert "Left out: <b>tta-weak</b>" in page
+    hrefs = [h for h in re.findall(r'href="([^"]+)"', page) if not h.startswith("#")]
+    assert any(h.endswith(".json") for h in hrefs)
+    for h in hrefs:
+        assert not h.startswith("..") and (published / h).is_file(), h
+    doc = json.loads((out / "scaling.json").read_text())
+    commit = doc["environment"]["git_commit"]
+    date = doc["environment"]["start_utc"][:10]
+    for name in ("throughput-weak", "efficiency-weak", "phases-weak"):
+        svg = (published / f"{name}.svg").read_text()
+        assert f"commit {commit}" in svg and date in svg, name
+    phases = (published / "phases-weak.svg").read_text()
+    assert "wait for slowest rank" in phases and "comm exposed: transfer" in phases
+    assert "single (baseline)" in (published / "throughput-weak.svg").read_text()
+
+
+def test_plot_finds_a_python_with_matplotlib(tiny_sweep, tmp_path):
+    """A python3 without matplotlib first on PATH (conda, pyenv) gave up; plot.py now runs
+    itself again under one that has it."""
+    pytest.importorskip("matplotlib")
+    if not os.access("/usr/bin/python3", os.X_OK):
+        pytest.skip("no /usr/bin/python3")
+    proc, out = tiny_sweep
+    charts = tmp_path / "charts"
+    # This python3 cannot import matplotlib (the module is blocked).
+    code = ("import runpy, sys; sys.modules['matplotlib'] = None; "
+            f"sys.argv = ['plot.py', {str(out / 'scaling.json')!r}, '--out', {str(charts)!r}]; "
+            f"runpy.run_path({str(REPO_ROOT / 'reports' / 'plot.py')!r}, run_name='__main__')")
+    p = run([sys.executable, "-c", code])
+    assert p.returncode == 0, describe(p)
+    assert "running under" in p.stderr and (charts / "index.html").is_file()
+
+
 def test_samples_per_s_is_wall_time(stratbench, mnist_dir, tmp_path):
     """One full epoch: sweep's samples/s is the work over the wall time of training
     (60000 images / epoch seconds within 1%: 234 steps x 256 = 59904 samples), never
@@ -126,11 +174,13 @@ def test_samples_per_s_is_wall_time(stratbench, mnist_dir, tmp_path):
 
 
 def test_plot_without_matplotlib_says_how_to_get_it(tiny_sweep, tmp_path):
-    """python3 -S (no site packages, hence no matplotlib): one line, exit 2, no traceback;
-    --help works all the same."""
+    """python3 -S (no site packages, hence no matplotlib) and no other python3 to run
+    under (STRATBENCH_PLOT_REEXEC: as in the re-run itself): one line, exit 2, no
+    traceback; --help works all the same."""
+    from conftest import child_env
     _, out = tiny_sweep
     p = run([sys.executable, "-S", REPO_ROOT / "reports" / "plot.py", out / "scaling.json",
-             "--out", tmp_path / "charts"])
+             "--out", tmp_path / "charts"], env=dict(child_env(), STRATBENCH_PLOT_REEXEC="1"))
     assert p.returncode == 2, describe(p)
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "apt-get install python3-matplotlib" in lines[0] \
@@ -158,7 +208,7 @@ def test_index_html_renders_in_chromium(tiny_sweep, tmp_path):
     doc = json.loads((out / "scaling.json").read_text())
     for point in doc["points"]:
         for r in point["runs"]:
-            href = os.path.relpath(out / r["report"], charts)
+            href = f"runs/{r['report']}"  # copied beside the page (publishable alone)
             assert f'href="{href}"' in page and (charts / href).is_file(), href
     assert doc["environment"]["cpu_model"] in page
     if not chromium():
