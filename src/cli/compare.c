@@ -40,7 +40,7 @@ static const char *const WORK_FIELD[N_WORK] = {
 
 /* Largest ratio between two medians, or a run report's own rate and its
  * samples and seconds, that compare accepts as a measurement: beyond it a
- * file is corrupt or edited (train_seconds 1e308), never noise. */
+ * file is corrupt or edited (train_s 1e308), never noise. */
 #define ABSURD_RATIO 1000.0
 /* Longest training a report may claim: a year. */
 #define MAX_TRAIN_S (365.0 * 86400)
@@ -127,20 +127,21 @@ static void work_value(const cJSON *rep, const char *f, char *buf, size_t size)
 }
 
 /* A run report's timing fields are measurements, not anything a float can
- * hold: train_seconds finite, positive and at most a year, and its
- * samples_per_s the samples trained over train_seconds within 1 % (when the
+ * hold: train_s (train_seconds before schema 1.7) finite, positive and at most a year, and its
+ * samples_per_s the samples trained over train_s within 1 % (when the
  * report has both). Errors: SB_ERR_INPUT naming `path` and the field. */
 static sb_status check_plausible(const cJSON *rep, const char *path)
 {
-    double t = num_at(rep, "train_seconds"), n = num_at(rep, "samples_trained"),
+    double t = num_at(rep, "train_s"), n = num_at(rep, "samples_trained"),
            r = num_at(rep, "samples_per_s");
+    if (isnan(t)) t = num_at(rep, "train_seconds"); /* reports before 1.7 */
     if (!(isfinite(t) && t > 0 && t <= MAX_TRAIN_S))
-        return sb_error(SB_ERR_INPUT, "%s: train_seconds %g is not a plausible training time "
+        return sb_error(SB_ERR_INPUT, "%s: train_s %g is not a plausible training time "
                         "(finite, above 0, at most a year): the report is corrupt or edited",
                         path, t);
     if (isfinite(n) && isfinite(r) && n > 0 && !(fabs(r * t / n - 1) < 0.01))
         return sb_error(SB_ERR_INPUT, "%s: samples_per_s %g disagrees with samples_trained / "
-                        "train_seconds = %g: the report is corrupt or edited", path, r, n / t);
+                        "train_s = %g: the report is corrupt or edited", path, r, n / t);
     return SB_OK;
 }
 
@@ -160,7 +161,7 @@ static sb_status add_report(struct entry *e, const cJSON *rep, enum metric m, co
                         path);
     SB_TRY(check_plausible(rep, path));
     if (!isfinite(v) || v <= 0)
-        return sb_error(SB_ERR_INPUT, "%s: no finite %s (train_seconds, epochs, step_ms)", path,
+        return sb_error(SB_ERR_INPUT, "%s: no finite %s (train_s, epochs, step_ms)", path,
                         METRIC_NAME[m]);
     for (int k = 0; k < N_WORK; k++) {
         char w[96];

@@ -47,18 +47,18 @@ def rewrite(src, dst, factor, quiet=False):
         ok = [r for r in p["runs"] if r["status"] == "ok"]
         reps = [json.loads((dst / r["report"]).read_text()) for r in ok]
         med_step = statistics.median(rep["step_ms"]["median"] for rep in reps)
-        med_train = statistics.median(rep["train_seconds"] for rep in reps)
+        med_train = statistics.median(rep["train_s"] for rep in reps)
         for k, (r, rep) in enumerate(zip(ok, reps)):
             step = med_step * (1 + 0.01 * k) if quiet else rep["step_ms"]["median"]
-            train = med_train * (1 + 0.01 * k) if quiet else rep["train_seconds"]
+            train = med_train * (1 + 0.01 * k) if quiet else rep["train_s"]
             scale = step * factor / rep["step_ms"]["median"]
             for key in ("median", "p95", "p99", "min", "max", "mean"):
                 rep["step_ms"][key] *= scale
-            tscale = train * factor / rep["train_seconds"]
+            tscale = train * factor / rep["train_s"]
             for e in rep["epochs"]:
-                e["seconds"] *= tscale
+                e["train_s"] *= tscale
                 e["samples_per_s"] /= tscale
-            rep["train_seconds"] *= tscale
+            rep["train_s"] *= tscale
             rep["samples_per_s"] /= tscale
             (dst / r["report"]).write_text(json.dumps(rep))
             r["step_ms"] = rep["step_ms"]["median"]
@@ -128,10 +128,10 @@ def test_default_metric_is_wall_time(stratbench, sweeps, tmp_path):
         for r in p["runs"]:
             path = stalled / r["report"]
             rep = json.loads(path.read_text())
-            rep["train_seconds"] *= 2
+            rep["train_s"] *= 2
             rep["samples_per_s"] /= 2
             for e in rep["epochs"]:
-                e["seconds"] *= 2
+                e["train_s"] *= 2
             rep["step_ms"]["p95"] *= 6
             path.write_text(json.dumps(rep))
     (stalled / "scaling.json").write_text(json.dumps(doc))
@@ -239,7 +239,7 @@ def test_default_metric_is_the_same_for_any_run_length(stratbench, sweeps, tmp_p
     def longer(rep):
         rep["steps_total"] *= 2
         rep["samples_trained"] *= 2
-        rep["train_seconds"] *= 2
+        rep["train_s"] *= 2
         rep["config"]["max_steps"] *= 2
     long_ = edit_reports(quiet, tmp_path / "long", longer)
     proc = compare(stratbench, quiet, long_)
@@ -274,16 +274,16 @@ def test_too_few_repeats_cannot_pass_the_gate(stratbench, sweeps, tmp_path):
 
 @pytest.mark.parametrize("metric", ["epoch_s", "samples_per_s"])
 def test_absurd_values_are_never_noise(metric, stratbench, sweeps, tmp_path):
-    """train_seconds 1e308 was '+inf% noise', exit 0 (issue 23 item 12)."""
+    """train_s (train_seconds then) 1e308 was '+inf% noise', exit 0 (issue 23 item 12)."""
     quiet = rewrite(sweeps[1], tmp_path / "quiet", 1.0, quiet=True)
     one = quiet / "single-n1-weak-r1.json"
     bad = tmp_path / "bad.json"
     rep = json.loads(one.read_text())
-    rep["train_seconds"] = 1e308
+    rep["train_s"] = 1e308
     bad.write_text(json.dumps(rep))
     proc = compare(stratbench, "--metric", metric, one, bad)
     assert proc.returncode == 2, describe(proc)
-    assert "bad.json" in proc.stderr and "train_seconds" in proc.stderr
+    assert "bad.json" in proc.stderr and "train_s" in proc.stderr
     # Consistent but absurd: every time 1e5 times longer (a day, not 0.1 s).
     huge = rewrite(quiet, tmp_path / "huge", 1e5)
     proc = compare(stratbench, "--metric", metric, quiet, huge)
