@@ -18,6 +18,9 @@
 
 #define MAX_REPEATS 1024
 
+/* --format json's schema: reports/compare.schema.json. */
+#define COMPARE_SCHEMA_VERSION "1.0"
+
 /* What compare judges. The default is samples_per_s: samples trained over
  * the wall time of training, a rate that means the same for any run length
  * (the epoch time of a 150-step run is not that of a 300-step one) and,
@@ -402,9 +405,13 @@ static sb_status print_results(const struct opts *o, const struct result *r, int
     if (strcmp(o->format, "json") == 0) {
         int fail = 0;
         cJSON *doc = cJSON_CreateObject(), *pts;
+        sb_json_add_str(doc, "schema_version", COMPARE_SCHEMA_VERSION, &fail);
+        sb_json_add_str(doc, "kind", "stratbench-compare", &fail);
         sb_json_add_str(doc, "base", b->path, &fail);
         sb_json_add_str(doc, "new", n->path, &fail);
         sb_json_add_str(doc, "metric", metric, &fail);
+        sb_json_add_str(doc, "unit", unit, &fail);
+        sb_json_add_item(doc, "larger_is_better", cJSON_CreateBool(o->larger_better), &fail);
         sb_json_add_num(doc, "alpha", o->alpha, &fail);
         sb_json_add_num(doc, "threshold", o->threshold, &fail);
         sb_json_add_num(doc, "regressions", regressions, &fail);

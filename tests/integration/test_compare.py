@@ -13,6 +13,7 @@ slowed by 1.2. The real slowdown (a CPU hog) is in test_compare_hog.py. That tes
 """
 
 import json
+import pathlib
 import shutil
 import statistics
 
@@ -99,7 +100,10 @@ def test_planted_slowdown_is_a_regression(stratbench, sweeps, tmp_path):
     proc = compare(stratbench, "--format", "json", quiet, slow)
     assert proc.returncode == 1
     verdict = json.loads(proc.stdout)
-    assert verdict["regressions"] == 3
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = pathlib.Path(__file__).resolve().parents[2] / "reports" / "compare.schema.json"
+    jsonschema.validate(verdict, json.loads(schema.read_text()))
+    assert verdict["regressions"] == 3 and verdict["larger_is_better"] is True
     assert all(p["test"] == "mann-whitney-u" and p["p_value"] < 0.05 for p in verdict["points"])
     # Faster is an improvement, not a failure; --threshold above the effect is noise.
     assert compare(stratbench, slow, quiet).returncode == 0
