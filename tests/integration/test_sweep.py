@@ -278,6 +278,11 @@ def test_sigint_writes_partial_and_resume_finishes(stratbench, mnist_dir, tmp_pa
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, (stdout, stderr)
     assert "interrupted by SIGINT" in stderr and "--resume" in stderr
+    # The running child got the signal (it runs in its own process group) and stopped
+    # without a report: only the recorded runs left one.
+    runs_done = json.loads((out / "scaling.json").read_text())["points"][0]["runs"]
+    assert sorted(p.name for p in out.glob("single-*.json")) == \
+        sorted(r["report"] for r in runs_done), stdout
     # No train child is left behind.
     ps = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True)
     assert ps.stdout.strip() == "", ps.stdout
