@@ -410,6 +410,8 @@ def main():
         print(f"plot.py: --out {args.out}: {e}", file=sys.stderr)
         return 2
     if predicted:
+        CAPTION = (f"alpha-beta model (docs/cost-model.md) from the run report {doc.get('report')}; "
+                   f"link {doc['link'].get('source', '?')}")
         plot_predicted(doc, args.out)
         print(f"wrote charts to {args.out}")
         return 0
