@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli/stats_tests.h"
+#include "cli/suggest.h"
 #include "cli/sweep.h"
 #include "cli/sweep_stats.h"
 #include "report/json_util.h"
@@ -130,14 +131,14 @@ static void work_value(const cJSON *rep, const char *f, char *buf, size_t size)
 }
 
 /* A run report's timing fields are measurements, not anything a float can
- * hold: train_s (train_seconds before schema 1.7) finite, positive and at most a year, and its
+ * hold: train_s (train_seconds before schema 1.8) finite, positive and at most a year, and its
  * samples_per_s the samples trained over train_s within 1 % (when the
  * report has both). Errors: SB_ERR_INPUT naming `path` and the field. */
 static sb_status check_plausible(const cJSON *rep, const char *path)
 {
     double t = num_at(rep, "train_s"), n = num_at(rep, "samples_trained"),
            r = num_at(rep, "samples_per_s");
-    if (isnan(t)) t = num_at(rep, "train_seconds"); /* reports before 1.7 */
+    if (isnan(t)) t = num_at(rep, "train_seconds"); /* reports before 1.8 */
     if (!(isfinite(t) && t > 0 && t <= MAX_TRAIN_S))
         return sb_error(SB_ERR_INPUT, "%s: train_s %g is not a plausible training time "
                         "(finite, above 0, at most a year): the report is corrupt or edited",
@@ -533,8 +534,7 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
         case 'F': o->force = 1; break;
         case 'h': o->help = 1; return SB_OK;
         default:
-            return sb_error(SB_ERR_USAGE, "compare: unknown or incomplete flag '%s' (see stratbench "
-                            "compare --help)", argv[optind - 1]);
+            return sb_cli_bad_flag("compare", argv[optind - 1], longs);
         }
     }
     if (argc - optind != 2)

@@ -14,10 +14,11 @@
 #include "comm/cost_model.h"
 #include "core/config.h"
 #include "core/details.h"
+#include "core/memory.h"
 #include "core/phase.h"
 #include "core/status.h"
 
-#define SB_REPORT_SCHEMA_VERSION "1.7"
+#define SB_REPORT_SCHEMA_VERSION "1.8"
 
 /* Most warnings a report records (sb_run_record.warnings). */
 #define SB_REPORT_MAX_WARNINGS 4
@@ -117,12 +118,17 @@ struct sb_run_record {
     struct sb_consistency replica_check; /* after training (and every --check-every) */
 
     long peak_rss_bytes;       /* VmHWM of rank 0 */
+    /* The memory ledger: every rank's entries (n_memory, rank order;
+     * mirrored states one per replica), gathered at the end of training;
+     * NULL: none. */
+    const struct sb_memory_entry *memory;
+    int n_memory;
     int blas_threads;          /* BLAS threads per process actually used */
 
     struct sb_strategy_details details; /* what the strategy states of itself */
 
     /* Why the figures may mislead (harness/run_warnings.h): oversubscribed
-     * cores, a noisy run. Reported as "warnings" (schema 1.7). */
+     * cores, a noisy run. Reported as "warnings" (schema 1.8). */
     char warnings[SB_REPORT_MAX_WARNINGS][256];
     int n_warnings;
 };
