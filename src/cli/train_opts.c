@@ -10,6 +10,7 @@
 
 #include "backend/cuda.h"
 #include "cli/outputs.h"
+#include "cli/suggest.h"
 #include "comm/allreduce_algo.h"
 #include "data/mnist.h"
 #include "data/sampler.h"
@@ -128,7 +129,7 @@ void sb_train_opts_usage(FILE *out)
             "\n"
             "  --strategy NAME        %-10s %s\n"
             "  --workload NAME        %-10s %s\n"
-            "  --device NAME          %-10s cpu | cuda (default cuda when a GPU is visible)\n"
+            "  --device NAME          %-10s cpu | cuda | auto (auto: cuda when a GPU is visible)\n"
             "  --comm NAME            %-10s nccl | mpi: how GPU replicas talk (mpi = host\n"
             "                                    memory, staged; default nccl on cuda, mpi on cpu)\n"
             "  --hidden LIST          %-10d hidden widths of the mlp, e.g. 1024,1024\n"
@@ -144,7 +145,8 @@ void sb_train_opts_usage(FILE *out)
             "  --lr-scaling MODE      %-10s none | linear (lr x replicas, Goyal et al. 2017)\n"
             "  --seed N               %-10llu initialisation and data order\n"
             "  --data DIR             MNIST idx files (.gz or raw); default $STRATBENCH_DATA,\n"
-            "                         else ./data/mnist\n"
+            "                         else the installed or source tree's data/mnist\n"
+            "                         (stratbench info shows it), else ./data/mnist\n"
             "  --report FILE          write the JSON run report (rank 0, atomically)\n"
             "  --target-accuracy X    %-10g test accuracy for time to accuracy (0.97 or 97%%)\n"
             "  --max-steps N          %-10s stop after N optimizer steps (0 = no limit)\n"
@@ -172,8 +174,9 @@ void sb_train_opts_usage(FILE *out)
             "\n"
             "strategy flags (each taken only by the strategies named):\n",
             c->strategy, sb_strategy_names_joined(" | "), c->workload, sb_workload_names(),
-            c->device, "auto", c->hidden[0], c->replicas, c->epochs, c->batch, "sgd", c->lr,
-            SB_LR_DEFAULT_ADAM, c->momentum, "none", (unsigned long long)c->seed, c->target_accuracy, "0",
+            "auto", "auto", c->hidden[0], c->replicas, c->epochs, c->batch, "sgd", c->lr,
+            SB_LR_DEFAULT_ADAM, c->momentum, "none", (unsigned long long)c->seed,
+            c->target_accuracy, "0",
             c->warmup_steps, "0", c->eval_batch, c->allreduce, c->timeout_s);
     sb_strategy_options_usage(out);
 }
@@ -276,7 +279,12 @@ static sb_status parse_one(struct sb_train_opts *o, int opt, const char *arg)
     switch (opt) {
     case OPT_STRATEGY: return parse_name("strategy", arg, c->strategy);
     case OPT_WORKLOAD: return parse_name("workload", arg, c->workload);
-    case OPT_DEVICE: return parse_name("device", arg, c->device);
+    case OPT_DEVICE:
+        if (strcmp(arg, "auto") == 0) { /* the default: cuda where a GPU is visible */
+            strcpy(c->device, sb_cuda_device_count() > 0 ? "cuda" : "cpu");
+            return SB_OK;
+        }
+        return parse_name("device", arg, c->device);
     case OPT_COMM:
         if (strcmp(arg, "nccl") != 0 && strcmp(arg, "mpi") != 0)
             return sb_error(SB_ERR_USAGE, "--comm: expected nccl or mpi, got '%s'", arg);
@@ -338,7 +346,7 @@ static sb_status validate_device(struct sb_config *c)
 {
     int cuda = strcmp(c->device, "cuda") == 0;
     if (!cuda && strcmp(c->device, "cpu") != 0)
-        return sb_error(SB_ERR_USAGE, "--device: unknown device '%s' (expected cpu or cuda)",
+        return sb_error(SB_ERR_USAGE, "--device: unknown device '%s' (expected cpu, cuda or auto)",
                         c->device);
     if (!c->comm[0]) {
 #ifdef SB_HAVE_NCCL
@@ -433,8 +441,7 @@ sb_status sb_train_opts_parse(struct sb_train_opts *opts, int argc, char **argv)
             return SB_OK;
         }
         if (opt == '?')
-            return sb_error(SB_ERR_USAGE, "unknown flag '%s' (see stratbench train --help)",
-                            argv[prev]);
+            return sb_cli_bad_flag("train", argv[prev], long_options);
         if (opt == ':')
             return sb_error(SB_ERR_USAGE, "%s: missing value", argv[prev]);
         if (opt >= OPT_STRATEGY_FLAG) {
@@ -489,5 +496,12 @@ sb_status sb_train_check_outputs(const struct sb_config *c)
         {"--save-params", c->save_params_path},
         {"--mllog", c->mllog_path},
     };
-    return sb_outputs_check(outs, (int)(sizeof outs / sizeof outs[0]));
+    int n = (int)(sizeof outs / sizeof outs[0]);
+    SB_TRY(sb_outputs_check(outs, n));
+    /* The data files (both spellings of each) and their SHA256SUMS. */
+    char paths[SB_MNIST_MAX_INPUTS][PATH_MAX];
+    const char *inputs[SB_MNIST_MAX_INPUTS];
+    int n_inputs = sb_mnist_input_paths(c->data_dir, paths);
+    for (int i = 0; i < n_inputs; i++) inputs[i] = paths[i];
+    return sb_outputs_check_inputs(outs, n, inputs, n_inputs);
 }

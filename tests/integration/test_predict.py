@@ -66,6 +66,7 @@ def test_no_probe_links_gives_null_model(stratbench, mnist_dir, tmp_path):
     proc = predict(stratbench, path)
     assert proc.returncode == 2, describe(proc)
     assert "no probed link" in proc.stderr and "--bandwidth and --latency" in proc.stderr
+    assert "the run had --no-probe-links" in proc.stderr, describe(proc)
     proc = predict(stratbench, path, "--bandwidth", "1gbit", "--latency", "50us")
     assert proc.returncode == 0, describe(proc)
 
@@ -175,3 +176,21 @@ def test_bad_reports(stratbench, tmp_path):
     proc = predict(stratbench)
     assert proc.returncode == 2 and "expected one REPORT" in proc.stderr, describe(proc)
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("strategy, replicas, why", [
+    ("hierarchical", "2", "hierarchical has no cost model of its own"),
+    ("single", "1", "a one-process run has no link to probe"),
+])
+def test_null_model_names_its_reason(strategy, replicas, why, stratbench, mnist_dir, tmp_path):
+    """A hierarchical report (probed links, but no model of its own) was blamed on a
+    one-process run; each reason is now named."""
+    path = tmp_path / "r.json"
+    train(stratbench, mnist_dir, "--strategy", strategy, "--replicas", replicas, "--max-steps",
+          "12", "--warmup-steps", "2", "--report", path)
+    proc = predict(stratbench, path)
+    assert proc.returncode == 2, describe(proc)
+    assert why in proc.stderr and proc.stderr.count("\n") == 1, describe(proc)
+    assert (why == "a one-process run has no link to probe") == ("one-process" in proc.stderr)
+    proc = predict(stratbench, path, "--bandwidth", "1gbit", "--latency", "50us")
+    assert proc.returncode == 0, describe(proc)

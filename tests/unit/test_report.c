@@ -382,18 +382,32 @@ static void test_server_link_bytes(void **state)
     cJSON_Delete(root);
 }
 
+/* A folder missing above the report is created (as sweep --out's is); one
+ * that cannot be (a regular file in the way) fails with nothing left. */
 static void test_missing_directory(void **state)
 {
     struct fixture *f = *state;
-    char dir[256], path[320];
-    snprintf(dir, sizeof dir, "%s/nope", f->dir);
+    char dir[256], path[320], blocker[256];
+    snprintf(dir, sizeof dir, "%s/nope/deeper", f->dir);
     snprintf(path, sizeof path, "%s/report.json", dir);
+    assert_int_equal(sb_report_write(path, &f->rec), SB_OK);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    unlink(path);
+    rmdir(dir);
+    snprintf(dir, sizeof dir, "%s/nope", f->dir);
+    rmdir(dir);
+
+    snprintf(blocker, sizeof blocker, "%s/file", f->dir);
+    FILE *b = fopen(blocker, "w");
+    assert_non_null(b);
+    fclose(b);
+    snprintf(path, sizeof path, "%s/sub/report.json", blocker);
     assert_int_equal(sb_report_write(path, &f->rec), SB_ERR_IO);
     assert_non_null(strstr(sb_error_message(), path));
-    struct stat st;
     assert_int_not_equal(stat(path, &st), 0);
-    assert_int_not_equal(stat(dir, &st), 0);
     assert_int_equal(count_temp_files(f->dir), 0);
+    unlink(blocker);
 }
 
 /* A failure after the temporary file exists (rename onto a directory)
