@@ -175,8 +175,7 @@ void sb_train_opts_usage(FILE *out)
             "strategy flags (each taken only by the strategies named):\n",
             c->strategy, sb_strategy_names_joined(" | "), c->workload, sb_workload_names(),
             "auto", "auto", c->hidden[0], c->replicas, c->epochs, c->batch, "sgd", c->lr,
-            SB_LR_DEFAULT_ADAM, c->momentum, "none", (unsigned long long)c->seed,
-            c->target_accuracy, "0",
+            SB_LR_DEFAULT_ADAM, c->momentum, "none", (unsigned long long)c->seed, c->target_accuracy, "0",
             c->warmup_steps, "0", c->eval_batch, c->allreduce, c->timeout_s);
     sb_strategy_options_usage(out);
 }
