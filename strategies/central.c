@@ -401,6 +401,15 @@ static int central_memory(const struct sb_strategy *s, struct sb_memory_entry *o
     return 1;
 }
 
+/* The trace track of `rank`: "server" for the parameter servers (ranks
+ * 0..K-1 with --servers K; rank 0, also worker 0, with --servers 0). */
+static const char *central_trace_label(const struct sb_config *cfg, int rank)
+{
+    int servers = sb_central_opts(cfg)->servers;
+    if (servers == 0) return rank == 0 ? "server + worker 0" : NULL;
+    return rank < servers ? "server" : NULL;
+}
+
 const struct sb_strategy_ops sb_strategy_central = {
     .name = "central",
     .summary = "parameter servers: workers push gradient shards, pull parameter shards",
@@ -416,6 +425,7 @@ const struct sb_strategy_ops sb_strategy_central = {
     .read_params = central_read_params,
     .describe = central_describe,
     .comm_model = central_comm_model,
+    .trace_label = central_trace_label,
     .destroy = central_destroy,
     .replica_params = central_replica_params,
     .model_state_formula = central_model_state_formula,

@@ -185,6 +185,9 @@ struct sb_strategy_ops {
      * formula beside it, returns the count. rank and the peaks are the
      * harness's to fill. */
     int (*memory)(const struct sb_strategy *s, struct sb_memory_entry *out, int cap);
+    /* Optional (NULL: "rank N" for every rank): the trace track's name of
+     * world rank `rank` (e.g. central's "server"), or NULL for the default. */
+    const char *(*trace_label)(const struct sb_config *cfg, int rank);
     void (*destroy)(struct sb_strategy *s);
 };
 

@@ -22,6 +22,8 @@
 #include "harness/probe.h"
 #include "harness/rank_stats.h"
 #include "harness/run_noise.h"
+#include "harness/run_warnings.h"
+#include "harness/straggler.h"
 #include "report/mllog.h"
 #include "report/report.h"
 #include "strategies/strategy.h"
@@ -90,6 +92,7 @@ struct loop {
     int wrote_mllog;     /* this run wrote --mllog (likewise) */
     struct sb_noise_sample noise_start, noise_end;
     struct sb_mllog *ml;  /* --mllog events (rank 0; a no-op otherwise) */
+    double slow_ms;       /* STRATBENCH_TEST_SLOW_RANK: extra compute of this rank per step */
 };
 
 /* Sums the epoch's loss across ranks (every rank gets the same sums, so all
@@ -119,6 +122,7 @@ static sb_status reduce_loss(struct loop *L, double loss[2], long bad_step)
     return sb_error(SB_ERR_DIVERGED, "training diverged at step %ld: loss is %s; lower --lr",
                     first, isnan(loss[0]) ? "nan" : "infinite");
 }
+
 
 /* Runs every epoch, filling rec->epochs and the timings. */
 static sb_status train_epochs(struct loop *L)
@@ -154,8 +158,11 @@ static sb_status train_epochs(struct loop *L)
             memset(&r, 0, sizeof r);
             sb_nvtx_push("step", SB_NVTX_STEP, (uint64_t)step);
             double s0 = sb_now_s();
+            if (L->slow_ms > 0.0) sb_slow_rank_delay(s0, L->slow_ms);
+            double slow_ms = 1e3 * (sb_now_s() - s0);
             sb_status st = L->s->ops->step(L->s, step, L->perm + (size_t)i * global, &r);
             double step_ms = 1e3 * (sb_now_s() - s0);
+            if (L->slow_ms > 0.0) r.phase_ms[SB_PHASE_DATA] += slow_ms;
             sb_nvtx_pop();
             if (st) {
                 sb_nvtx_pop();
@@ -279,6 +286,7 @@ static sb_status cross_rank_stats(struct loop *L)
                    sb_rank_timings_at(&all, 0, SB_RANK_FIELD_PHASE(SB_PHASE_WAIT)),
                    all.n_steps * sizeof(double));
         if (!st) st = sb_rank_timings_spread(&all, &L->rec->step_by_rank, L->rec->phases_by_rank);
+        if (!st) st = sb_stragglers(&all, L->t.step_ms, L->t.n, &L->rec->stragglers);
     }
     sb_rank_timings_free(&all);
     SB_TRY(st);
@@ -331,6 +339,29 @@ static void predict_comm(const struct sb_strategy_ops *ops, struct sb_run_record
         .details = &rec->details,
     };
     rec->has_comm_model = ops->comm_model(&q, &rec->comm_model, 1) == 1;
+}
+
+/* The trace track of `rank`: the strategy's name for it (its trace_label
+ * op, e.g. central's servers), NULL ("rank N") otherwise. */
+static const char *trace_label(const struct sb_config *cfg, int rank)
+{
+    const struct sb_strategy_ops *ops = cfg->strategy_ops;
+    return ops && ops->trace_label ? ops->trace_label(cfg, rank) : NULL;
+}
+
+/* Rank 0: fills and prints the run's warnings (run_warnings.h): the
+ * compute threads on this host are its processes (MPI) or replica threads
+ * (mirrored, single) times the BLAS threads of each. */
+static void warn_if_misleading(struct loop *L, const struct sb_job *job)
+{
+    struct sb_summary s;
+    double stall = 0;
+    if (L->t.n > 0 && sb_summarize(L->t.step_ms, L->t.n, &s) == SB_OK)
+        stall = sb_stall_fraction(L->t.step_ms, L->t.n, s.median);
+    long workers = job->mpi ? (job->local_size > 0 ? job->local_size : 1) : L->cfg->replicas;
+    long threads = workers * (L->rec->blas_threads > 0 ? L->rec->blas_threads : 1);
+    sb_run_warnings_check(L->rec, threads, sysconf(_SC_NPROCESSORS_ONLN), stall);
+    sb_run_warnings_print(L->rec);
 }
 
 /* Rank 0's report after training. */
@@ -407,6 +438,7 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
     L.loss_sums = calloc((size_t)job->size + 2, sizeof *L.loss_sums);
     if (!st && (!rec.epochs || !L.perm || !L.loss_sums))
         st = sb_error(SB_ERR_NOMEM, "harness: out of memory");
+    if (!st) st = sb_slow_rank_hook(job->rank, job->size, &L.slow_ms);
     if (!st && tracing) st = sb_trace_start(mpi_world, job->rank, job->size, 0);
     if (!st) st = ops->init(&s);
     /* After init (connections made by the broadcast), before any step. */
@@ -441,6 +473,7 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
     if (!st) st = cross_rank_stats(&L);
     if (!st) st = save_params(&L);
     if (!st && job->rank == 0) {
+        warn_if_misleading(&L, job);
         st = write_outputs(&L);
         if (!st && cfg->mllog_path[0]) {
             st = sb_mllog_write(&ml, cfg->mllog_path);
@@ -465,8 +498,13 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
     }
     /* After destroy: replica threads have joined, their spans are final. */
     if (!st && tracing) {
+        sb_trace_set_process_label(trace_label(cfg, job->rank));
         st = sb_trace_write(cfg->trace_path, mpi_world, job->rank, job->size);
-        if (!st && job->rank == 0) printf("trace %s\n", cfg->trace_path);
+        if (!st && job->rank == 0 && sb_trace_truncated())
+            printf("trace %s (truncated: a thread reached %d events or the step limit; later "
+                   "spans are missing, otherData.truncated is true)\n", cfg->trace_path,
+                   SB_TRACE_MAX_EVENTS_PER_THREAD);
+        else if (!st && job->rank == 0) printf("trace %s\n", cfg->trace_path);
     }
     sb_trace_stop();
     if (st) remove_outputs(&L);
@@ -474,6 +512,7 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
     sb_mllog_free(&ml);
     free(rec.epochs);
     free((void *)rec.noise_by_rank);
+    sb_straggler_free(&rec.stragglers);
     free((void *)rec.memory);
     free(L.perm);
     free(L.loss_sums);
