@@ -27,6 +27,7 @@
 #include "core/clock.h"
 #include "core/stats.h"
 #include "strategies/buckets.h"
+#include "strategies/grad_sync.h"
 #include "strategies/replica.h"
 
 struct ddp {
@@ -39,6 +40,7 @@ struct ddp {
     sb_status cb_status;         /* first error inside the ready callback */
     double *hidden_ms;           /* (n_hidden) comm - comm_exposed per step (host-timed) */
     size_t n_hidden, cap_hidden;
+    struct sb_grad_sync *sync;   /* --grad-compression / --local-sgd (cpu; NULL on GPUs) */
 };
 
 /* ddp's own flags (cfg->strategy_opts). */
@@ -70,6 +72,7 @@ static void ddp_destroy(struct sb_strategy *s)
     sb_replica_destroy(d->replica);
     sb_comm_destroy(d->comm);
     sb_bucket_plan_free(&d->plan);
+    sb_grad_sync_destroy(d->sync);
     free(d->req);
     free(d->pending);
     free(d->hidden_ms);
@@ -96,6 +99,8 @@ static sb_status ddp_init(struct sb_strategy *s)
     d->req = calloc((size_t)d->plan.n, sizeof *d->req);
     d->pending = calloc((size_t)d->plan.n, sizeof *d->pending);
     if (!d->req || !d->pending) return sb_error(SB_ERR_NOMEM, "ddp: out of memory");
+    if (s->env->be->host_memory)
+        SB_TRY(sb_grad_sync_create(s->env->cfg, m, d->comm, &d->sync));
     return sb_comm_broadcast(d->comm, m->params, m->n_params, 0);
 }
 
@@ -174,19 +179,41 @@ static sb_status ddp_step(struct sb_strategy *s, long step, const int32_t *globa
     const struct sb_config *cfg = s->env->cfg;
     struct sb_model *m = d->replica->model;
     int rank = d->comm->rank;
+    const int32_t *mine = global_idx + (size_t)rank * cfg->batch;
     for (int i = 0; i < d->plan.n; i++) d->pending[i] = d->plan.buckets[i].count;
     d->launched = 0;
     d->cb_status = SB_OK;
 
-    SB_TRY(sb_replica_gradients(d->replica, global_idx + (size_t)rank * cfg->batch,
-                                cfg->batch, sb_config_global_batch(cfg),
-                                overlaps(s) ? on_ready : NULL, d, out));
+    if (d->sync && sb_grad_sync_local(d->sync, step)) {
+        /* Local SGD: this replica's own mean gradient, its own step, and
+         * every H steps the models averaged (strategies/grad_sync.h). */
+        SB_TRY(sb_replica_gradients(d->replica, mine, cfg->batch, cfg->batch, NULL, NULL, out));
+        SB_TRY(sb_replica_update(d->replica, m->grads, out));
+        return sb_grad_sync_after_local_update(d->sync, step, m->params, out);
+    }
+    if (d->sync && sb_grad_sync_hooked(d->sync, step)) {
+        /* Compressed: after backward, through the hook (no overlap). */
+        SB_TRY(sb_replica_gradients(d->replica, mine, cfg->batch, sb_config_global_batch(cfg),
+                                    NULL, NULL, out));
+        SB_TRY(sb_grad_sync_gradients(d->sync, step, m->grads, out));
+        return sb_replica_update(d->replica, m->grads, out);
+    }
+    /* A step that measures the error against the exact average needs every
+     * local gradient before its buckets start. */
+    int measure = d->sync && sb_grad_sync_measure_due(d->sync, step);
+    SB_TRY(sb_replica_gradients(d->replica, mine, cfg->batch, sb_config_global_batch(cfg),
+                                overlaps(s) && !measure ? on_ready : NULL, d, out));
     double t_backward_end = sb_now_s();
     SB_TRY(d->cb_status);
+    if (measure) SB_TRY(sb_grad_sync_reference(d->sync, m->grads));
     /* Buckets not started during backward (all of them without overlap). */
     for (int i = 0; i < d->plan.n; i++) d->pending[i] = 0;
     SB_TRY(launch_ready(d));
     for (int i = 0; i < d->plan.n; i++) SB_TRY(sb_comm_wait(d->comm, &d->req[i]));
+    if (d->sync) {
+        if (measure) sb_grad_sync_compare(d->sync, m->grads);
+        sb_grad_sync_count_plain(d->sync);
+    }
 
     if (d->replica->device_comm) return sb_replica_update(d->replica, m->grads, out);
     double total_s, exposed_s, hidden_s;
@@ -203,6 +230,12 @@ static sb_status ddp_evaluate(struct sb_strategy *s, double *accuracy)
     struct ddp *d = s->impl;
     int n = s->env->data->test.n, first, count;
     sb_split_range(n, d->comm->size, d->comm->rank, &first, &count);
+    if (d->sync && !sb_grad_sync_in_sync(d->sync)) {
+        /* Local SGD between averagings: the replicas differ, so rank 0
+         * scores its own model on the whole test set. */
+        first = 0;
+        count = d->comm->rank == 0 ? n : 0;
+    }
     long correct = 0;
     SB_TRY(sb_replica_evaluate(d->replica, first, count, &correct));
     double total = (double)correct;
@@ -226,6 +259,7 @@ static void ddp_describe(const struct sb_strategy *s, long measured_steps,
     sb_details_add(det, "bucket_bytes", 1, bytes, k);
     v = overlaps(s) ? 1.0 : 0.0;
     sb_details_add(det, "overlap", 0, &v, 1);
+    if (d->sync) sb_grad_sync_describe(d->sync, d->comm, measured_steps, det);
     struct sb_summary sum;
     /* The harness's measured steps are the last measured_steps steps. */
     size_t n = measured_steps < (long)d->n_hidden ? (size_t)measured_steps : d->n_hidden;
@@ -316,18 +350,31 @@ static int ddp_comm_model(const struct sb_comm_model_query *q, struct sb_comm_mo
     return k;
 }
 
-/* One replica per rank. */
+/* One replica per rank; none to compare after a local SGD step that did
+ * not average (the replicas differ by design until the next averaging). */
 static float *ddp_replica_params(struct sb_strategy *s, int i, int *n)
 {
     struct ddp *d = s->impl;
-    *n = 1;
+    *n = d->sync && !sb_grad_sync_in_sync(d->sync) ? 0 : 1;
+    if (*n == 0) return NULL;
     return i == 0 ? d->replica->model->params : NULL;
+}
+
+/* The communicator's counters and the hook's logical bytes. */
+static void ddp_reset_comm_counters(struct sb_strategy *s)
+{
+    struct ddp *d = s->impl;
+    sb_comm_reset_counters(d->comm);
+    if (d->sync) sb_grad_sync_reset(d->sync);
 }
 
 const struct sb_strategy_ops sb_strategy_ddp = {
     .name = "ddp",
     .summary = "one MPI rank per replica, bucketed all-reduce overlapping backward (PyTorch DDP)",
     .uses_mpi = 1,
+    .grad_sync = 1,
+    .comm_keys = sb_grad_sync_comm_keys,
+    .reset_comm_counters = ddp_reset_comm_counters,
     .options = ddp_options,
     .options_size = sizeof(struct ddp_opts),
     .processes = ddp_processes,
