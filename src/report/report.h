@@ -17,7 +17,7 @@
 #include "core/phase.h"
 #include "core/status.h"
 
-#define SB_REPORT_SCHEMA_VERSION "1.6"
+#define SB_REPORT_SCHEMA_VERSION "1.7"
 
 struct sb_epoch_record {
     int epoch;             /* from 1 */
