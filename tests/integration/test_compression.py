@@ -141,7 +141,7 @@ def test_bad_flags(flags, message, stratbench, mnist_dir):
 @pytest.mark.slow
 def test_powersgd_with_error_feedback_reaches_97(stratbench, mnist_dir, tmp_path):
     path = tmp_path / "psgd.json"
-    train(stratbench, mnist_dir, "--strategy", "ddp", "--replicas", "2", "--epochs", "6",
+    train(stratbench, mnist_dir, "--strategy", "ddp", "--replicas", "2", "--epochs", "4",
           "--grad-compression", "powersgd", "--powersgd-rank", "2", "--report", path,
           timeout=3600)
     r = validate_report(path)
