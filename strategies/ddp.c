@@ -99,8 +99,9 @@ static sb_status ddp_init(struct sb_strategy *s)
     d->req = calloc((size_t)d->plan.n, sizeof *d->req);
     d->pending = calloc((size_t)d->plan.n, sizeof *d->pending);
     if (!d->req || !d->pending) return sb_error(SB_ERR_NOMEM, "ddp: out of memory");
-    if (s->env->be->host_memory)
-        SB_TRY(sb_grad_sync_create(s->env->cfg, m, d->comm, &d->sync));
+    const struct sb_config *cfg = s->env->cfg;
+    if (s->env->be->host_memory || strcmp(cfg->grad_compression, "none") != 0)
+        SB_TRY(sb_grad_sync_create(cfg, m, d->comm, s->env->be->host_memory, &d->sync));
     return sb_comm_broadcast(d->comm, m->params, m->n_params, 0);
 }
 

@@ -16,7 +16,9 @@
  *     gradient g against the exact average g32 (the local gradients summed
  *     in double by an uncounted metrics all-reduce), every --check-every
  *     steps (every 100 when it is 0).
- * Host memory only (--device cpu; validated by the CLI). */
+ * Host memory, except fp16/bf16 on a GPU (--comm nccl: ncclFloat16 /
+ * ncclBfloat16, src/comm/nccl.c), where the error is not measured and the
+ * phases are the device replica's (validated by the CLI). */
 #ifndef SB_GRAD_SYNC_H
 #define SB_GRAD_SYNC_H
 
@@ -25,10 +27,12 @@
 struct sb_grad_sync;
 
 /* The hook for cfg's --grad-compression and --local-sgd over communicator
- * c, for model m (n_params floats). Errors: SB_ERR_NOMEM; SB_ERR_USAGE for
- * an unknown --grad-compression name. */
+ * c, for model m (n_params floats) whose buffers are host memory
+ * (host_memory = 1) or device memory (0: fp16/bf16 only). Errors:
+ * SB_ERR_NOMEM; SB_ERR_USAGE for an unknown --grad-compression name, or a
+ * method other than fp16/bf16 on device memory. */
 sb_status sb_grad_sync_create(const struct sb_config *cfg, const struct sb_model *m,
-                              struct sb_comm *c, struct sb_grad_sync **out);
+                              struct sb_comm *c, int host_memory, struct sb_grad_sync **out);
 
 /* Whether step `step` (0-based) synchronises its gradients through
  * sb_grad_sync_gradients (fp16, bf16; powersgd from --powersgd-start)

@@ -417,9 +417,11 @@ static sb_status validate_grad_sync(const struct sb_config *c, const struct sb_s
         return sb_error(SB_ERR_USAGE, "%s: only --strategy %s so far (got %s)", flag, able,
                         c->strategy);
     }
-    if (strcmp(c->device, "cpu") != 0)
-        return sb_error(SB_ERR_USAGE, "%s: on --device cpu only so far (got %s; "
-                        "docs/compression.md)", flag, c->device);
+    int half = strcmp(c->grad_compression, "fp16") == 0 || strcmp(c->grad_compression, "bf16") == 0;
+    if (strcmp(c->device, "cpu") != 0 && !(half && strcmp(c->comm, "nccl") == 0))
+        return sb_error(SB_ERR_USAGE, "%s%s%s: on --device cpu only (on GPUs: fp16 and bf16 "
+                        "with --comm nccl; docs/compression.md)", flag, compress ? " " : "",
+                        compress ? c->grad_compression : "");
     return SB_OK;
 }
 
