@@ -3,8 +3,15 @@
 
 #include <string.h>
 
-#ifdef __F16C__
+#if defined(__F16C__)
 #include <immintrin.h>
+#define F16C_ALWAYS 1
+#elif defined(__x86_64__) && defined(__GNUC__)
+/* Not built for F16C: its vector paths are compiled for it anyway and
+ * chosen at run time when the CPU has it (every x86-64 since 2012). */
+#include <immintrin.h>
+#define F16C_RUNTIME 1
+#define F16C_TARGET __attribute__((target("avx,f16c")))
 #endif
 
 static uint32_t bits_of(float x)
@@ -20,6 +27,58 @@ static float float_of(uint32_t u)
     memcpy(&x, &u, sizeof x);
     return x;
 }
+
+#if defined(F16C_ALWAYS) || defined(F16C_RUNTIME)
+#ifndef F16C_TARGET
+#define F16C_TARGET
+#endif
+/* The first n - n % 8 values of each bulk operation, 8 at a time with F16C
+ * (round to nearest even, as the scalar code); returns how many were done. */
+F16C_TARGET static size_t encode8(const float *x, uint16_t *out, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(out + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    return i;
+}
+
+F16C_TARGET static size_t decode8(const uint16_t *h, float *out, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
+    return i;
+}
+
+F16C_TARGET static size_t accumulate8(float *acc, const uint16_t *h, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i)));
+        _mm256_storeu_ps(acc + i, _mm256_add_ps(_mm256_loadu_ps(acc + i), v));
+    }
+    return i;
+}
+
+/* Whether the vector paths may run: always when built for F16C, else when
+ * the CPU says it has F16C and AVX. */
+static int have_f16c(void)
+{
+#ifdef F16C_ALWAYS
+    return 1;
+#else
+    static int known = -1;
+    if (known < 0) known = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+    return known;
+#endif
+}
+#else
+static size_t encode8(const float *x, uint16_t *out, size_t n) { (void)x; (void)out; (void)n; return 0; }
+static size_t decode8(const uint16_t *h, float *out, size_t n) { (void)h; (void)out; (void)n; return 0; }
+static size_t accumulate8(float *acc, const uint16_t *h, size_t n) { (void)acc; (void)h; (void)n; return 0; }
+static int have_f16c(void) { return 0; }
+#endif
 
 #ifndef __F16C__
 /* binary32 -> binary16, round to nearest even (portable path). */
@@ -98,11 +157,7 @@ void sb_half_encode(enum sb_half_format fmt, const float *x, uint16_t *out, size
         for (; i < n; i++) out[i] = sb_f32_to_bf16(x[i]);
         return;
     }
-#ifdef __F16C__
-    for (; i + 8 <= n; i += 8)
-        _mm_storeu_si128((__m128i *)(out + i),
-                         _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
-#endif
+    if (have_f16c()) i = encode8(x, out, n);
     for (; i < n; i++) out[i] = sb_f32_to_fp16(x[i]);
 }
 
@@ -113,10 +168,7 @@ void sb_half_decode(enum sb_half_format fmt, const uint16_t *h, float *out, size
         for (; i < n; i++) out[i] = sb_bf16_to_f32(h[i]);
         return;
     }
-#ifdef __F16C__
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
-#endif
+    if (have_f16c()) i = decode8(h, out, n);
     for (; i < n; i++) out[i] = sb_fp16_to_f32(h[i]);
 }
 
@@ -127,12 +179,7 @@ void sb_half_accumulate(enum sb_half_format fmt, float *acc, const uint16_t *h, 
         for (; i < n; i++) acc[i] += sb_bf16_to_f32(h[i]);
         return;
     }
-#ifdef __F16C__
-    for (; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i)));
-        _mm256_storeu_ps(acc + i, _mm256_add_ps(_mm256_loadu_ps(acc + i), v));
-    }
-#endif
+    if (have_f16c()) i = accumulate8(acc, h, n);
     for (; i < n; i++) acc[i] += sb_fp16_to_f32(h[i]);
 }
 
