@@ -329,9 +329,23 @@ static void model_row(const struct sb_comm_model_query *q, enum sb_allreduce_alg
              overlap ? "overlap bound" : "no overlap");
 }
 
+/* The comm key wire_bytes_per_step that the run's describe stated
+ * (strategies/grad_sync.h), or 0. */
+static double wire_bytes_stated(const struct sb_strategy_details *d)
+{
+    for (int i = 0; d && i < d->n_comm && i < SB_DETAILS_MAX; i++)
+        if (strcmp(d->comm[i].key, "wire_bytes_per_step") == 0 && isfinite(d->comm[i].value))
+            return d->comm[i].value;
+    return 0.0;
+}
+
 /* The run: its buckets, each by --allreduce's algorithm (auto: by size;
  * mpi: Open MPI's binomial reduce + broadcast). predict: --allreduce auto
- * and mpi. Both bounded by the overlap with backward (sb_cost_ddp_exposed_s). */
+ * and mpi. Both bounded by the overlap with backward (sb_cost_ddp_exposed_s).
+ * The run's row uses the wire bytes of --grad-compression (fp16/bf16: half
+ * of each bucket; powersgd: the stated wire bytes per step as three
+ * all-reduces), which run after backward, and local SGD's one all-reduce
+ * of the parameters every H steps (per step: 1/H of it). */
 static int ddp_comm_model(const struct sb_comm_model_query *q, struct sb_comm_model_row *rows,
                           int cap)
 {
@@ -341,7 +355,24 @@ static int ddp_comm_model(const struct sb_comm_model_query *q, struct sb_comm_mo
         enum sb_allreduce_algo a = SB_ALLREDUCE_AUTO;
         if (q->cfg->allreduce[0]) sb_allreduce_algo_parse(q->cfg->allreduce, &a);
         if (cap < 1) return 0;
-        model_row(q, a, bytes, nb, opts(q->cfg)->overlap, &rows[0]);
+        int overlap = opts(q->cfg)->overlap, local_h = q->cfg->local_sgd;
+        double wire = wire_bytes_stated(q->details);
+        if (strcmp(q->cfg->grad_compression, "fp16") == 0 ||
+            strcmp(q->cfg->grad_compression, "bf16") == 0) {
+            for (int b = 0; b < nb; b++) bytes[b] /= 2; /* the 16-bit wire */
+            overlap = 0;
+        } else if (strcmp(q->cfg->grad_compression, "powersgd") == 0 && wire > 0) {
+            /* Three all-reduces (uncompressed tensors, P, Q) of the wire's bytes,
+             * modelled as equal thirds, after backward. */
+            nb = 3;
+            for (int b = 0; b < nb; b++) bytes[b] = wire / 3;
+            overlap = 0;
+        }
+        model_row(q, a, bytes, nb, local_h > 0 ? 0 : overlap, &rows[0]);
+        if (local_h > 0) { /* one all-reduce of the parameters every H steps */
+            rows[0].comm_s /= local_h;
+            rows[0].exposed_s /= local_h;
+        }
         return 1;
     }
     const enum sb_allreduce_algo algos[] = {SB_ALLREDUCE_AUTO, SB_ALLREDUCE_LIBRARY};
