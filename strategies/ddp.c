@@ -100,8 +100,11 @@ static sb_status ddp_init(struct sb_strategy *s)
     d->pending = calloc((size_t)d->plan.n, sizeof *d->pending);
     if (!d->req || !d->pending) return sb_error(SB_ERR_NOMEM, "ddp: out of memory");
     const struct sb_config *cfg = s->env->cfg;
+    long steps = (long)cfg->epochs * (s->env->data->train.n / sb_config_global_batch(cfg));
+    if (cfg->max_steps && cfg->max_steps < steps) steps = cfg->max_steps;
     if (s->env->be->host_memory || strcmp(cfg->grad_compression, "none") != 0)
-        SB_TRY(sb_grad_sync_create(cfg, m, d->comm, s->env->be->host_memory, &d->sync));
+        SB_TRY(sb_grad_sync_create(cfg, m, d->comm, s->env->be->host_memory, steps - 1,
+                                   &d->sync));
     return sb_comm_broadcast(d->comm, m->params, m->n_params, 0);
 }
 
@@ -175,7 +178,6 @@ static sb_status record_hidden(struct ddp *d, double hidden_ms)
 static sb_status ddp_step(struct sb_strategy *s, long step, const int32_t *global_idx,
                           struct sb_step_result *out)
 {
-    (void)step;
     struct ddp *d = s->impl;
     const struct sb_config *cfg = s->env->cfg;
     struct sb_model *m = d->replica->model;

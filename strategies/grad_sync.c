@@ -18,7 +18,8 @@ struct sb_grad_sync {
     long powersgd_start;
     int local_h;              /* --local-sgd H; 0 = off */
     long local_warmup;
-    long check_every;         /* measurement period in steps */
+    long check_every;         /* measurement period in steps; 0: the last step only */
+    long last_step;
     struct sb_powersgd *psgd; /* MODE_POWERSGD */
     double *ref;              /* (n_params) the exact sum, when measuring */
     int have_ref;
@@ -43,7 +44,8 @@ void sb_grad_sync_destroy(struct sb_grad_sync *g)
 }
 
 sb_status sb_grad_sync_create(const struct sb_config *cfg, const struct sb_model *m,
-                              struct sb_comm *c, int host_memory, struct sb_grad_sync **out)
+                              struct sb_comm *c, int host_memory, long last_step,
+                              struct sb_grad_sync **out)
 {
     *out = NULL;
     static const char *const names[] = {"none", "fp16", "bf16", "powersgd"};
@@ -64,7 +66,8 @@ sb_status sb_grad_sync_create(const struct sb_config *cfg, const struct sb_model
     g->powersgd_start = cfg->powersgd_start;
     g->local_h = cfg->local_sgd;
     g->local_warmup = cfg->local_sgd_warmup;
-    g->check_every = cfg->check_every > 0 ? cfg->check_every : 100;
+    g->check_every = cfg->check_every;
+    g->last_step = last_step;
     g->in_sync = 1;
     g->host_memory = host_memory;
     g->ref = malloc(m->n_params * sizeof *g->ref);
@@ -96,7 +99,8 @@ int sb_grad_sync_local(const struct sb_grad_sync *g, long step)
 
 int sb_grad_sync_measure_due(const struct sb_grad_sync *g, long step)
 {
-    return g->host_memory && !sb_grad_sync_local(g, step) && (step + 1) % g->check_every == 0;
+    if (!g->host_memory || sb_grad_sync_local(g, step)) return 0;
+    return g->check_every > 0 ? (step + 1) % g->check_every == 0 : step == g->last_step;
 }
 
 sb_status sb_grad_sync_reference(struct sb_grad_sync *g, const float *grads)

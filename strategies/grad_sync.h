@@ -15,7 +15,7 @@
  *   - the relative L2 error ||g - g32|| / ||g32|| of the synchronised
  *     gradient g against the exact average g32 (the local gradients summed
  *     in double by an uncounted metrics all-reduce), every --check-every
- *     steps (every 100 when it is 0).
+ *     steps (when it is 0: at the run's last step only).
  * Host memory, except fp16/bf16 on a GPU (--comm nccl: ncclFloat16 /
  * ncclBfloat16, src/comm/nccl.c), where the error is not measured and the
  * phases are the device replica's (validated by the CLI). */
@@ -28,11 +28,14 @@ struct sb_grad_sync;
 
 /* The hook for cfg's --grad-compression and --local-sgd over communicator
  * c, for model m (n_params floats) whose buffers are host memory
- * (host_memory = 1) or device memory (0: fp16/bf16 only). Errors:
+ * (host_memory = 1) or device memory (0: fp16/bf16 only); the run ends
+ * after step `last_step` (0-based; where the error is measured when
+ * --check-every is 0). Errors:
  * SB_ERR_NOMEM; SB_ERR_USAGE for an unknown --grad-compression name, or a
  * method other than fp16/bf16 on device memory. */
 sb_status sb_grad_sync_create(const struct sb_config *cfg, const struct sb_model *m,
-                              struct sb_comm *c, int host_memory, struct sb_grad_sync **out);
+                              struct sb_comm *c, int host_memory, long last_step,
+                              struct sb_grad_sync **out);
 
 /* Whether step `step` (0-based) synchronises its gradients through
  * sb_grad_sync_gradients (fp16, bf16; powersgd from --powersgd-start)
@@ -45,7 +48,8 @@ int sb_grad_sync_hooked(const struct sb_grad_sync *g, long step);
 int sb_grad_sync_local(const struct sb_grad_sync *g, long step);
 
 /* Whether this step measures the error against the fp32 average (every
- * --check-every steps; never for local SGD steps). A strategy whose own
+ * --check-every steps, or the last step when it is 0; never for local SGD
+ * steps). A strategy whose own
  * all-reduce runs such a step calls sb_grad_sync_reference before it
  * (with the local gradients, all ready: no overlap) and
  * sb_grad_sync_compare after it. */
