@@ -2,6 +2,8 @@
  *
  * The command line: `stratbench train | sweep | compare | info`. Only this file decides how
  * the process (and the MPI job) ends: every other layer returns a status. */
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,22 +11,23 @@
 
 #include "backend/cuda.h"
 #include "cli/compare.h"
+#include "cli/info.h"
 #include "cli/predict.h"
+#include "cli/suggest.h"
 #include "cli/sweep.h"
 #include "cli/train_opts.h"
 #include "comm/watchdog.h"
 #include "core/interrupt.h"
 #include "core/launcher.h"
+#include "core/test_fault.h"
 #include "data/mnist.h"
+#include "harness/control.h"
 #include "harness/harness.h"
 #include "harness/job.h"
+#include "harness/mem_estimate.h"
 #include "report/flight_report.h"
 #include "strategies/strategy.h"
 #include "workloads/workload.h"
-
-#ifndef SB_VERSION
-#define SB_VERSION "0.1.0"
-#endif
 
 static void usage(FILE *out)
 {
@@ -38,7 +41,9 @@ static void usage(FILE *out)
             "  sweep     run a matrix of strategies x replicas x scaling, write scaling.json\n"
             "  compare   compare two reports or sweeps; exit 1 on a regression (CI gate)\n"
             "  predict   extrapolate a report to 8..512 replicas with the alpha-beta model\n"
-            "  info      what this build supports\n"
+            "  info      what this build has: version, commit, backends, library versions\n"
+            "\n"
+            "  --version   version, git commit and the backends compiled in\n"
             "\n"
             "strategies:\n");
     for (int i = 0; i < sb_strategy_count(); i++)
@@ -47,6 +52,29 @@ static void usage(FILE *out)
                  "\n");
     sb_train_opts_usage(out);
 }
+
+#if defined(__SANITIZE_ADDRESS__)
+/* The address sanitizer build (./configure.py --sanitize=address,...):
+ * defaults that make an MPI run clean without any LSAN_OPTIONS, as a user
+ * runs it. Open MPI and its components allocate at start-up and never free
+ * (the same list as configure.py's LSAN_SUPPRESSIONS, which `ninja test`
+ * passes as a file). The suppressions match only on a full stack: with the
+ * default fast unwinder a leak's stack stops at the first frame without a
+ * frame pointer, inside a component Open MPI has already unloaded
+ * ("<unknown module>"), so the slow unwinder is the default here. */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void)
+{
+    return "leak:libmpi.so\nleak:libopen-pal.so\nleak:libopen-rte.so\nleak:libhwloc.so\n"
+           "leak:libevent\nleak:libpmix.so\nleak:mca_\nleak:libucp\nleak:libucs\n"
+           "leak:libfabric\nleak:__pthread_getattr_np\n";
+}
+const char *__lsan_default_options(void);
+const char *__lsan_default_options(void)
+{
+    return "fast_unwind_on_malloc=0:print_suppressions=0";
+}
+#endif
 
 /* Prints the error line of `st` once: "stratbench: <message>". */
 static void report_error(sb_status st, int rank, int world_size)
@@ -118,6 +146,15 @@ static int end_failed(struct sb_job *job, const struct sb_config *cfg, sb_status
     return code;
 }
 
+/* A SHA256SUMS beside the data that does not list every file loaded:
+ * those are not checked, which the user should know. */
+static void warn_unchecked(const struct sb_config *cfg, const struct sb_mnist *data)
+{
+    if (data->unchecked[0])
+        fprintf(stderr, "stratbench: warning: %s/SHA256SUMS does not list %s: not checked\n",
+                cfg->data_dir, data->unchecked);
+}
+
 static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
 {
     struct sb_launcher launch;
@@ -151,7 +188,12 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
         /* Check the input here, where an error is one clear line, before
          * starting a job of many processes. */
         st = sb_train_check_outputs(cfg);
+        /* Memory: every rank is on this host unless $STRATBENCH_MPIRUN
+         * (a hostfile) spreads them, then each host holds at least one. */
+        int np_all = ops->processes(cfg);
+        if (!st) st = sb_mem_check(cfg, np_all, getenv("STRATBENCH_MPIRUN") ? 1 : np_all);
         if (!st) st = sb_mnist_load(cfg->data_dir, &data);
+        if (!st) warn_unchecked(cfg, &data);
         if (!st) st = sb_train_check_data(cfg, &data);
         sb_mnist_free(&data);
         /* Inside a Slurm allocation (sbatch -n N), use its N tasks unless
@@ -159,13 +201,24 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
         int np = !opts.replicas_given && launch.slurm_tasks > 1 ? launch.slurm_tasks
                                                                 : ops->processes(cfg);
         int code = 1;
-        if (!st) st = sb_job_relaunch_under_mpirun(np, full_argc, full_argv, &code);
+        const char *outputs[] = {cfg->report_path, cfg->trace_path, cfg->mllog_path,
+                                 cfg->save_params_path};
+        struct sb_watch_plan plan = {.np = np, .timeout_s = cfg->timeout_s,
+                                     .report = cfg->report_path, .outputs = outputs,
+                                     .n_outputs = 4};
+        if (!st) st = sb_job_relaunch_under_mpirun(np, full_argc, full_argv, &plan, &code);
         if (!st) return code;
         report_error(st, 0, 1);
         return sb_status_exit_code(st);
     }
     if (ops->uses_mpi) sb_launcher_yield_if_oversubscribed(&launch);
 
+    /* A rank of a job stratbench watches: dies with its launcher, says it
+     * started (harness/control.h). */
+    if (ops->uses_mpi) {
+        sb_control_started(launch.task_rank);
+        sb_test_fault_stop("stop-startup", launch.task_rank);
+    }
     struct sb_job job;
     st = sb_job_init(&job, &full_argc, &full_argv, ops->uses_mpi);
     if (st) {
@@ -187,7 +240,11 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
     if (!st && ops->uses_mpi && strcmp(cfg->device, "cuda") == 0) /* NCCL: one GPU per rank */
         st = sb_cuda_check_rank_placement(cfg->comm, job.local_size, sb_cuda_device_count());
     if (!st && job.rank == 0) st = sb_train_check_outputs(cfg); /* rank 0 writes them */
+    /* The watching parent checked the memory of the whole job already. */
+    if (!st && !sb_control_on()) st = sb_mem_check(cfg, job.size, job.local_size);
     if (!st) st = sb_mnist_load(cfg->data_dir, &data);
+    /* One warning: the watching parent gave it, else rank 0. */
+    if (!st && job.rank == 0 && !sb_control_on()) warn_unchecked(cfg, &data);
     if (!st) st = sb_train_check_data(cfg, &data);
     int first_failed;
     int code = sb_job_agree(&job, sb_status_exit_code(st), &first_failed);
@@ -199,6 +256,7 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
         return code;
     }
 
+    if (job.mpi) sb_control_joined(job.rank);
     st = sb_harness_train(cfg, &data, &job, full_argc, full_argv);
     sb_mnist_free(&data);
     if (st == SB_ERR_DIVERGED) { /* every rank agreed to stop: no abort, one line */
@@ -215,34 +273,39 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
         return sb_status_exit_code(st);
     }
     sb_watchdog_stop();
+    int rank = job.rank, mpi = job.mpi;
+    if (mpi) {
+        sb_control_done(rank);
+        sb_test_fault_stop("stop-finalize", rank);
+    }
     sb_job_finish(&job);
+    if (mpi) sb_control_finished(rank);
     return 0;
 }
 
-static int cmd_info(void)
+/* The exit status after a command returned `code`: standard output that
+ * could not be written (a closed pipe, a full disk: /dev/full) is reported
+ * on stderr and turns a 0 into 1 (docs/faults.md); the run's files stay. */
+static int check_stdout(int code)
 {
-    printf("stratbench %s\n", SB_VERSION);
-    printf("strategies: %s\n", sb_strategy_names());
-    printf("workloads:  %s\n", sb_workload_names());
-    int gpus = sb_cuda_device_count();
-    printf("devices:    cpu%s\n", gpus > 0 ? ", cuda" : "");
-    printf("cuda:       %d device%s", gpus, gpus == 1 ? "" : "s");
-    for (int d = 0; d < gpus; d++) {
-        char name[256];
-        sb_cuda_device_name(d, name, sizeof name);
-        printf("%s %d: %s", d == 0 ? ":" : ";", d, name);
-    }
-    printf("\n");
-    printf("blas:       %s\n", sb_backend_cpu_blas_version());
-#ifdef SB_HAVE_NVTX
-    printf("nvtx:       yes (domain stratbench)\n");
-#else
-    printf("nvtx:       no\n");
-#endif
-    return 0;
+    if (fflush(stdout) == 0 && !ferror(stdout)) return code;
+    int err = errno;
+    fprintf(stderr, "stratbench: standard output: %s (its lines were lost%s)\n",
+            err ? strerror(err) : "write error", code == 0 ? "; the run completed" : "");
+    return code ? code : 1;
 }
+
+static int dispatch(int argc, char **argv);
 
 int main(int argc, char **argv)
+{
+    /* A closed stdout (`| head -1`) must not kill a run: writes fail with
+     * EPIPE instead, and check_stdout says so at the end. */
+    signal(SIGPIPE, SIG_IGN);
+    return check_stdout(dispatch(argc, argv));
+}
+
+static int dispatch(int argc, char **argv)
 {
     if (argc < 2) {
         usage(stderr);
@@ -250,19 +313,33 @@ int main(int argc, char **argv)
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "train") == 0) return cmd_train(argc - 1, argv + 1, argc, argv);
-    if (strcmp(cmd, "info") == 0) return cmd_info();
+    if (strcmp(cmd, "info") == 0) return sb_info_main(argc - 1, argv + 1);
     if (strcmp(cmd, "sweep") == 0) return sb_sweep_main(argc - 1, argv + 1);
     if (strcmp(cmd, "compare") == 0) return sb_compare_main(argc - 1, argv + 1);
     if (strcmp(cmd, "predict") == 0) return sb_predict_main(argc - 1, argv + 1);
-    if (strcmp(cmd, "--version") == 0) {
-        printf("stratbench %s\n", SB_VERSION);
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
+        sb_info_version(stdout);
         return 0;
     }
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         usage(stdout);
         return 0;
     }
-    fprintf(stderr, "stratbench: unknown command '%s' (expected train, sweep, compare, predict or info; see "
-                    "stratbench --help)\n", cmd);
+    static const struct option commands[] = {{"train", 0, NULL, 0},   {"sweep", 0, NULL, 0},
+                                             {"compare", 0, NULL, 0}, {"predict", 0, NULL, 0},
+                                             {"info", 0, NULL, 0},    {"help", 0, NULL, 0},
+                                             {"version", 0, NULL, 0}, {NULL, 0, NULL, 0}};
+    const char *meant = sb_cli_suggest(commands, cmd);
+    if (meant && cmd[0] == '-')
+        fprintf(stderr, "stratbench: unknown flag '%s' (did you mean --%s? see stratbench --help)\n",
+                cmd, meant);
+    else if (meant)
+        fprintf(stderr, "stratbench: unknown command '%s' (did you mean %s? see stratbench --help)\n",
+                cmd, meant);
+    else if (cmd[0] == '-')
+        fprintf(stderr, "stratbench: unknown flag '%s' (see stratbench --help)\n", cmd);
+    else
+        fprintf(stderr, "stratbench: unknown command '%s' (expected train, sweep, compare, predict "
+                        "or info; see stratbench --help)\n", cmd);
     return 2;
 }

@@ -15,6 +15,7 @@
  * ncclCommInitAll, or, with every replica on one GPU, a device-side
  * reduction without NCCL (mirrored_device.c). Several replicas on each of
  * several GPUs with --comm nccl is refused (usage error). */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #include "backend/cuda.h"
 #include "comm/watchdog.h"
 #include "core/clock.h"
+#include "core/test_fault.h"
 #include "strategies/mirrored.h"
 
 /* One replica's share of a job. Collectives are always entered, even after
@@ -122,6 +124,24 @@ static sb_status dispatch(struct mirrored *mr, enum job job)
     return SB_OK;
 }
 
+/* pthread_create failed after `started` replica threads had started: they
+ * wait at `start`, which counts all N. Shrinks the barriers to the threads
+ * that exist, sends those the exit job and joins them, so that destroy()
+ * finds no thread running. */
+static void release_started(struct mirrored *mr, int started)
+{
+    sb_barrier_resize(&mr->start, started + 1);
+    sb_barrier_resize(&mr->done, started + 1);
+    sb_barrier_resize(&mr->mid, started + 1);
+    mr->job = JOB_EXIT;
+    sb_barrier_wait(&mr->start);
+    sb_barrier_wait(&mr->done);
+    for (int i = 1; i <= started; i++) {
+        pthread_join(mr->members[i].thread, NULL);
+        mr->members[i].started = 0;
+    }
+}
+
 static int mirrored_processes(const struct sb_config *cfg)
 {
     (void)cfg;
@@ -188,11 +208,13 @@ static sb_status mirrored_init(struct sb_strategy *s)
     }
     mr->barriers_ready = 1;
     for (int i = 1; i < mr->n; i++) {
-        if (pthread_create(&mr->members[i].thread, NULL, member_main, &mr->members[i]) != 0) {
-            /* The threads already started wait at `start`; destroy() cannot
-             * release them (the barrier counts all N), so main ends the
-             * process on this error. */
-            return sb_error(SB_ERR_INTERNAL, "mirrored: cannot start replica thread %d", i);
+        int rc = sb_test_fault("thread-create", i) ? EAGAIN :
+                 pthread_create(&mr->members[i].thread, NULL, member_main, &mr->members[i]);
+        if (rc != 0) {
+            release_started(mr, i - 1);
+            return sb_error(SB_ERR_INTERNAL, "mirrored: cannot start replica thread %d of %d: "
+                            "%s (the limit on processes, ulimit -u, or memory)", i, mr->n - 1,
+                            strerror(rc));
         }
         mr->members[i].started = 1;
     }
@@ -250,6 +272,17 @@ static float *mirrored_replica_params(struct sb_strategy *s, int i, int *n)
     return i >= 0 && i < mr->n ? mr->members[i].replica->model->params : NULL;
 }
 
+/* One entry per replica thread of this process. */
+static int mirrored_memory(const struct sb_strategy *s, struct sb_memory_entry *out, int cap)
+{
+    const struct mirrored *mr = s->impl;
+    int k = 0;
+    for (int i = 0; i < mr->n && k < cap; i++)
+        if (mr->members[i].replica) sb_memory_entry_of_replica(s, mr->members[i].replica, i,
+                                                               &out[k++]);
+    return k;
+}
+
 const struct sb_strategy_ops sb_strategy_mirrored = {
     .name = "mirrored",
     .summary = "N replicas in one process, one thread (and GPU) each (TF MirroredStrategy)",
@@ -261,4 +294,5 @@ const struct sb_strategy_ops sb_strategy_mirrored = {
     .reduce_sum = mirrored_reduce_sum,
     .destroy = mirrored_destroy,
     .replica_params = mirrored_replica_params,
+    .memory = mirrored_memory,
 };

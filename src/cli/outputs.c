@@ -16,6 +16,9 @@ struct target {
     dev_t dev;
     ino_t ino;
     const char *name;
+    int exists;              /* the file itself, when it exists already */
+    dev_t file_dev;
+    ino_t file_ino;
 };
 
 static const char *kind_of(mode_t mode)
@@ -59,6 +62,41 @@ static int can_create_in(const char *dir)
     return 0;
 }
 
+/* `dir` (where output `path` of `flag` goes) does not exist: checks that
+ * its nearest existing ancestor is a directory a file can be created in, so
+ * that mkdir -p (sweep --out; the atomic writer for files) will succeed.
+ * The same decision and message for every output, file or folder. */
+static sb_status check_creatable(const char *flag, const char *path, const char *dir)
+{
+    struct stat st;
+    char up[PATH_MAX];
+    if (strlen(dir) >= sizeof up)
+        return sb_error(SB_ERR_USAGE, "%s: the path is longer than %d bytes", flag, PATH_MAX - 1);
+    strcpy(up, dir);
+    for (;;) {
+        char *slash = strrchr(up, '/');
+        while (slash && slash > up && slash[1] == '\0') { /* trailing slashes */
+            *slash = '\0';
+            slash = strrchr(up, '/');
+        }
+        if (!slash) strcpy(up, ".");
+        else if (slash == up) up[1] = '\0';
+        else *slash = '\0';
+        if (stat(up, &st) == 0) break;
+        if (errno != ENOENT && errno != ENOTDIR)
+            return sb_error(SB_ERR_USAGE, "%s %s: %s: %s", flag, path, up, strerror(errno));
+        if (strcmp(up, ".") == 0 || strcmp(up, "/") == 0) break;
+    }
+    if (!S_ISDIR(st.st_mode))
+        return sb_error(SB_ERR_USAGE, "%s %s: cannot create directory %s: %s is not a directory",
+                        flag, path, dir, up);
+    int err = can_create_in(up);
+    if (err)
+        return sb_error(SB_ERR_USAGE, "%s %s: cannot create directory %s in %s: %s", flag, path,
+                        dir, up, strerror(err));
+    return SB_OK;
+}
+
 /* The checks on the directory `dir` that an output named by `flag` and
  * `path` goes into. */
 static sb_status check_dir(const char *flag, const char *path, const char *dir,
@@ -66,9 +104,11 @@ static sb_status check_dir(const char *flag, const char *path, const char *dir,
 {
     if (stat(dir, st) != 0) {
         int err = errno;
-        if (err == ENOENT)
-            return sb_error(SB_ERR_USAGE, "%s %s: directory %s does not exist (create it first)",
-                            flag, path, dir);
+        if (err == ENOENT || err == ENOTDIR) { /* created when the file is written */
+            SB_TRY(check_creatable(flag, path, dir));
+            st->st_dev = 0, st->st_ino = 0; /* not there yet: compared by name below */
+            return SB_OK;
+        }
         return sb_error(SB_ERR_USAGE, "%s %s: directory %s: %s", flag, path, dir, strerror(err));
     }
     if (!S_ISDIR(st->st_mode))
@@ -105,11 +145,34 @@ static sb_status check_one(const struct sb_output *o, struct target *t)
         if (!S_ISREG(st.st_mode))
             return sb_error(SB_ERR_USAGE, "%s %s: is %s, not a regular file", o->flag, o->path,
                             kind_of(st.st_mode));
-    } else if (errno != ENOENT) {
+    } else if (errno != ENOENT && errno != ENOTDIR) {
         return sb_error(SB_ERR_USAGE, "%s %s: %s", o->flag, o->path, strerror(errno));
     }
     SB_TRY(check_dir(o->flag, o->path, dir, &st));
-    *t = (struct target){.dev = st.st_dev, .ino = st.st_ino, .name = name};
+    /* The names stratbench derives from an output: its temporary file and
+     * the flight recorder's, "<path>.flight.json.tmp.XXXXXX" the longest;
+     * checked now, not when the run ends. */
+    long name_max = pathconf(dir, _PC_NAME_MAX);
+    if (name_max <= 0) name_max = NAME_MAX;
+    size_t suffix = strlen(SB_OUTPUT_LONGEST_SUFFIX);
+    if (strlen(name) + suffix > (size_t)name_max)
+        return sb_error(SB_ERR_USAGE, "%s: the file name is %zu bytes; with the suffix "
+                        "stratbench adds to it (%s, %zu bytes) it must be at most %ld",
+                        o->flag, strlen(name), SB_OUTPUT_LONGEST_SUFFIX, suffix,
+                        name_max - (long)suffix);
+    if (strlen(o->path) + suffix >= PATH_MAX)
+        return sb_error(SB_ERR_USAGE, "%s: the path is %zu bytes; with the suffix stratbench "
+                        "adds to it (%s) it must be shorter than %zu", o->flag, strlen(o->path),
+                        SB_OUTPUT_LONGEST_SUFFIX, PATH_MAX - suffix);
+    /* A directory still to be created has no inode: compare the whole path. */
+    *t = (struct target){.dev = st.st_dev, .ino = st.st_ino,
+                         .name = st.st_ino ? name : o->path};
+    struct stat file;
+    if (stat(o->path, &file) == 0) {
+        t->exists = 1;
+        t->file_dev = file.st_dev;
+        t->file_ino = file.st_ino;
+    }
     return SB_OK;
 }
 
@@ -123,11 +186,32 @@ sb_status sb_outputs_check(const struct sb_output *outs, int n)
         if (!outs[i].path || !outs[i].path[0]) continue;
         SB_TRY(check_one(&outs[i], &t[i]));
         for (int j = 0; j < i; j++)
-            if (outs[j].path && outs[j].path[0] && t[j].dev == t[i].dev &&
-                t[j].ino == t[i].ino && strcmp(t[j].name, t[i].name) == 0)
+            if (outs[j].path && outs[j].path[0] &&
+                ((t[j].dev == t[i].dev && t[j].ino == t[i].ino &&
+                  strcmp(t[j].name, t[i].name) == 0) ||
+                 (t[j].exists && t[i].exists && t[j].file_dev == t[i].file_dev &&
+                  t[j].file_ino == t[i].file_ino)))
                 return sb_error(SB_ERR_USAGE, "%s %s: names the same file as %s %s (each output "
                                 "needs its own file)", outs[i].flag, outs[i].path, outs[j].flag,
                                 outs[j].path);
+    }
+    return SB_OK;
+}
+
+sb_status sb_outputs_check_inputs(const struct sb_output *outs, int n,
+                                  const char *const *inputs, int n_inputs)
+{
+    for (int i = 0; i < n; i++) {
+        struct stat out;
+        if (!outs[i].path || !outs[i].path[0] || stat(outs[i].path, &out) != 0) continue;
+        for (int k = 0; k < n_inputs; k++) {
+            struct stat in;
+            if (stat(inputs[k], &in) == 0 && in.st_dev == out.st_dev && in.st_ino == out.st_ino)
+                return sb_error(SB_ERR_USAGE, "%s %s: is the input file %s%s (an output never "
+                                "replaces an input; name another file)", outs[i].flag,
+                                outs[i].path, inputs[k], in.st_nlink > 1 ? " or a hard link "
+                                "to it" : "");
+        }
     }
     return SB_OK;
 }
@@ -145,31 +229,7 @@ sb_status sb_output_dir_check(const char *flag, const char *dir)
                             strerror(err));
         return SB_OK;
     }
-    if (errno != ENOENT) return sb_error(SB_ERR_USAGE, "%s %s: %s", flag, dir, strerror(errno));
-    /* Walk up to the nearest existing ancestor: mkdir -p creates the rest. */
-    char up[PATH_MAX];
-    if (strlen(dir) >= sizeof up)
-        return sb_error(SB_ERR_USAGE, "%s: the path is longer than %d bytes", flag, PATH_MAX - 1);
-    strcpy(up, dir);
-    for (;;) {
-        char *slash = strrchr(up, '/');
-        while (slash && slash > up && slash[1] == '\0') { /* trailing slashes */
-            *slash = '\0';
-            slash = strrchr(up, '/');
-        }
-        if (!slash) strcpy(up, ".");
-        else if (slash == up) up[1] = '\0';
-        else *slash = '\0';
-        if (stat(up, &st) == 0) break;
-        if (errno != ENOENT) return sb_error(SB_ERR_USAGE, "%s %s: %s: %s", flag, dir, up,
-                                             strerror(errno));
-        if (strcmp(up, ".") == 0 || strcmp(up, "/") == 0) break;
-    }
-    if (!S_ISDIR(st.st_mode))
-        return sb_error(SB_ERR_USAGE, "%s %s: %s is not a directory", flag, dir, up);
-    int err = can_create_in(up);
-    if (err)
-        return sb_error(SB_ERR_USAGE, "%s %s: cannot create it in %s: %s", flag, dir, up,
-                        strerror(err));
-    return SB_OK;
+    if (errno != ENOENT && errno != ENOTDIR)
+        return sb_error(SB_ERR_USAGE, "%s %s: %s", flag, dir, strerror(errno));
+    return check_creatable(flag, dir, dir);
 }

@@ -16,6 +16,11 @@
  * before training, not after it). */
 #define SB_OUTPUT_MIN_FREE_BYTES (1L << 20)
 
+/* The longest suffix stratbench adds to an output's name: the flight
+ * recorder's file (report/flight_report.h) written through a temporary
+ * (core/atomic_file.h). */
+#define SB_OUTPUT_LONGEST_SUFFIX ".flight.json.tmp.XXXXXX"
+
 /* One output file: the flag that names it (e.g. "--report") and its path
  * ("" = not asked for: skipped). */
 struct sb_output {
@@ -27,11 +32,21 @@ struct sb_output {
  * directory, a device, a FIFO, a socket or a symbolic link (an existing
  * regular file is fine: it is replaced atomically); its directory exists,
  * is a directory, is writable (a file can be created there: read-only file
- * systems included) and has SB_OUTPUT_MIN_FREE_BYTES free; and no two
- * outputs name the same file (same directory, by device and inode, and the
- * same name). Errors: SB_ERR_USAGE, one line naming the flag, the path and
+ * systems included) and has SB_OUTPUT_MIN_FREE_BYTES free, or does not
+ * exist and its nearest existing ancestor is a writable directory (the
+ * writer creates the missing folders, as sweep --out does); the name with
+ * SB_OUTPUT_LONGEST_SUFFIX fits NAME_MAX (pathconf of its directory) and
+ * the path PATH_MAX; and no two outputs name the same file (same directory,
+ * by device and inode, and the same name, or existing files with the same
+ * device and inode: hard links). Errors: SB_ERR_USAGE, one line naming the flag, the path and
  * what is wrong. */
 sb_status sb_outputs_check(const struct sb_output *outs, int n);
+
+/* Refuses an output that exists and is one of the `n_inputs` input files
+ * (same device and inode: the same path by any name, or a hard link).
+ * Errors: SB_ERR_USAGE naming the flag, the output and the input. */
+sb_status sb_outputs_check_inputs(const struct sb_output *outs, int n,
+                                  const char *const *inputs, int n_inputs);
 
 /* Checks an output directory (sweep's --out): if it exists it is a
  * directory (a symbolic link to one is fine) that is writable; if not, its

@@ -22,7 +22,7 @@ static inline void cpu_relax(void)
 sb_status sb_barrier_init(struct sb_barrier *b, int n)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    b->n = n;
+    atomic_init(&b->n, n);
     b->spin = (cores > 0 && n <= cores) ? SPIN_POLLS : 0;
     atomic_init(&b->arrived, 0);
     atomic_init(&b->generation, 0u);
@@ -49,7 +49,8 @@ sb_status sb_barrier_init(struct sb_barrier *b, int n)
 static int arrive_or_spin(struct sb_barrier *b, unsigned *gen)
 {
     *gen = atomic_load_explicit(&b->generation, memory_order_acquire);
-    if (atomic_fetch_add_explicit(&b->arrived, 1, memory_order_acq_rel) == b->n - 1) {
+    if (atomic_fetch_add_explicit(&b->arrived, 1, memory_order_acq_rel) ==
+        atomic_load_explicit(&b->n, memory_order_acquire) - 1) {
         atomic_store_explicit(&b->arrived, 0, memory_order_relaxed);
         pthread_mutex_lock(&b->mutex);
         atomic_fetch_add_explicit(&b->generation, 1u, memory_order_release);
@@ -106,6 +107,11 @@ sb_status sb_barrier_wait_until(struct sb_barrier *b, double deadline_s, int che
     }
     pthread_mutex_unlock(&b->mutex);
     return st;
+}
+
+void sb_barrier_resize(struct sb_barrier *b, int n)
+{
+    atomic_store_explicit(&b->n, n, memory_order_release);
 }
 
 void sb_barrier_destroy(struct sb_barrier *b)

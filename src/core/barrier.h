@@ -16,7 +16,7 @@
 #include "core/status.h"
 
 struct sb_barrier {
-    int n;                     /* threads that meet at the barrier */
+    atomic_int n;              /* threads that meet at the barrier */
     int spin;                  /* polls of the generation before sleeping */
     atomic_int arrived;        /* threads arrived in this generation */
     atomic_uint generation;    /* bumped by the last thread to arrive */
@@ -42,6 +42,13 @@ void sb_barrier_wait(struct sb_barrier *b);
  * so the barrier should not be used again except by threads that will all
  * arrive: the job is ending. */
 sb_status sb_barrier_wait_until(struct sb_barrier *b, double deadline_s, int check_signals);
+
+/* Changes the number of threads that meet at the barrier to n, for a
+ * barrier some of whose threads could not be started (mirrored_init when
+ * pthread_create fails): the threads already waiting are then released by
+ * the n-th arrival. Call it before the caller's own arrival in the same
+ * generation; the threads that will never come must not arrive. */
+void sb_barrier_resize(struct sb_barrier *b, int n);
 
 void sb_barrier_destroy(struct sb_barrier *b);
 

@@ -26,6 +26,7 @@ void sb_interrupt_install(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL); /* a closed terminal: end like SIGTERM */
 }
 
 int sb_interrupted(void) { return received; }

@@ -1,4 +1,4 @@
-/* SIGINT and SIGTERM: noted by a handler, acted on by the code that polls.
+/* SIGINT, SIGTERM and SIGHUP: noted by a handler, acted on by the code that polls.
  *
  * The handler only records the signal (async-signal-safe); the training loop
  * and every polling wait (src/comm/watchdog.h) check sb_interrupted() and
@@ -7,11 +7,12 @@
 #ifndef SB_INTERRUPT_H
 #define SB_INTERRUPT_H
 
-/* Installs the handler for SIGINT and SIGTERM (sigaction, SA_RESTART, with
+/* Installs the handler for SIGINT, SIGTERM and SIGHUP (a closed terminal,
+ * handled like SIGTERM) (sigaction, SA_RESTART, with
  * the sender's pid recorded). Safe to call more than once. */
 void sb_interrupt_install(void);
 
-/* The signal received (SIGINT or SIGTERM), or 0 if none yet. */
+/* The signal received (SIGINT, SIGTERM or SIGHUP), or 0 if none yet. */
 int sb_interrupted(void);
 
 /* The pid that sent the signal (siginfo si_pid; 0 from the kernel or a

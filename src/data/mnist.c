@@ -15,6 +15,8 @@
 
 #include <zlib.h>
 
+#include "core/build_info.h"
+#include "core/interrupt.h"
 #include "data/sha256sums.h"
 
 #define IDX_MAX_N 10000000u          /* more samples than this is a corrupt header */
@@ -133,6 +135,9 @@ static sb_status idx_read(gzFile gz, const char *path, void *buf, size_t len,
     unsigned char *p = buf;
     size_t total = 0;
     while (total < len) {
+        if (sb_interrupted())
+            return sb_error(SB_ERR_INTERRUPTED, "interrupted (%s) while reading %s",
+                            sb_signal_name(sb_interrupted()), path);
         size_t want = len - total;
         if (want > GZ_TAIL_BYTES) want -= GZ_TAIL_BYTES; /* the tail comes last, alone */
         if (want > GZ_CHUNK_BYTES) want = GZ_CHUNK_BYTES;
@@ -308,16 +313,60 @@ sb_status sb_idx_read_labels(const char *path, uint8_t **labels, int *n)
     return SB_OK;
 }
 
+int sb_mnist_default_dirs(char (*dirs)[PATH_MAX], int max)
+{
+    int n = 0;
+    char exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len > 0 && n < max) {
+        exe[len] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) *slash = '\0'; /* the program's folder, e.g. PREFIX/bin */
+        int len2 = snprintf(dirs[n], PATH_MAX, "%s/../share/stratbench/data/mnist", exe);
+        if (len2 > 0 && len2 < PATH_MAX) n++;
+    }
+    if (n < max) snprintf(dirs[n++], PATH_MAX, "%s/data/mnist", sb_build_source_dir());
+    if (n < max) snprintf(dirs[n++], PATH_MAX, "%s/share/stratbench/data/mnist", sb_build_prefix());
+    if (n < max) snprintf(dirs[n++], PATH_MAX, "./data/mnist");
+    return n;
+}
+
+int sb_mnist_first_with_data(char (*dirs)[PATH_MAX], int n)
+{
+    for (int i = 0; i < n; i++) {
+        static const char *const names[] = {"train-images-idx3-ubyte.gz",
+                                            "train-images-idx3-ubyte"};
+        for (int k = 0; k < 2; k++) {
+            char path[PATH_MAX + 32];
+            int len = snprintf(path, sizeof path, "%s/%s", dirs[i], names[k]);
+            if (len > 0 && (size_t)len < sizeof path && access(path, R_OK) == 0) return i;
+        }
+    }
+    return -1;
+}
+
 void sb_mnist_resolve_dir(const char *flag_dir, char *out, size_t out_size)
 {
     if (!out || out_size == 0) return;
-    const char *dir = "./data/mnist";
     const char *env = getenv("STRATBENCH_DATA");
-    if (flag_dir && flag_dir[0])
-        dir = flag_dir;
-    else if (env && env[0])
-        dir = env;
-    snprintf(out, out_size, "%s", dir);
+    if (flag_dir && flag_dir[0]) {
+        snprintf(out, out_size, "%s", flag_dir);
+        return;
+    }
+    if (env && env[0]) {
+        snprintf(out, out_size, "%s", env);
+        return;
+    }
+    char dirs[4][PATH_MAX];
+    int n = sb_mnist_default_dirs(dirs, 4);
+    int i = sb_mnist_first_with_data(dirs, n);
+    if (i < 0) {
+        snprintf(out, out_size, "./data/mnist");
+        return;
+    }
+    /* Shown in reports and errors: drop "bin/../" for the installed tree. */
+    char real[PATH_MAX];
+    snprintf(out, out_size, "%s", realpath(dirs[i], real) ? real : dirs[i]);
 }
 
 /* Writes "<dir>/<name>.gz" to `path` if that file exists, else "<dir>/<name>"
@@ -337,15 +386,23 @@ static sb_status pick_path(const char *dir, const char *name, char *path,
 
 /* Loads one split (images + labels) and checks that the counts agree. */
 static sb_status load_split(const char *dir, const char *images_name,
-                            const char *labels_name, struct sb_split *s)
+                            const char *labels_name, struct sb_split *s, char *unchecked)
 {
     char ipath[PATH_MAX], lpath[PATH_MAX];
     SB_TRY(pick_path(dir, images_name, ipath, sizeof ipath));
     SB_TRY(pick_path(dir, labels_name, lpath, sizeof lpath));
     snprintf(s->image_path, sizeof s->image_path, "%s", ipath);
     /* Files listed in a SHA256SUMS beside them (the shipped data/mnist). */
-    SB_TRY(sb_sha256sums_verify(dir, ipath, NULL));
-    SB_TRY(sb_sha256sums_verify(dir, lpath, NULL));
+    int checked[2];
+    SB_TRY(sb_sha256sums_verify(dir, ipath, &checked[0]));
+    SB_TRY(sb_sha256sums_verify(dir, lpath, &checked[1]));
+    for (int i = 0; i < 2; i++) {
+        if (checked[i] >= 0) continue;
+        size_t len = strlen(unchecked);
+        const char *p = i ? lpath : ipath, *base = strrchr(p, '/');
+        snprintf(unchecked + len, SB_MNIST_UNCHECKED_LEN - len, "%s%s", len ? ", " : "",
+                 base ? base + 1 : p);
+    }
     SB_TRY(sb_idx_read_images(ipath, &s->pixels, &s->n, &s->rows, &s->cols));
     int nl = 0;
     sb_status st = sb_idx_read_labels(lpath, &s->labels, &nl);
@@ -362,10 +419,10 @@ sb_status sb_mnist_load(const char *dir, struct sb_mnist *out)
     struct sb_mnist m;
     memset(&m, 0, sizeof m);
     sb_status st = load_split(dir, "train-images-idx3-ubyte",
-                              "train-labels-idx1-ubyte", &m.train);
+                              "train-labels-idx1-ubyte", &m.train, m.unchecked);
     if (st == SB_OK)
         st = load_split(dir, "t10k-images-idx3-ubyte",
-                        "t10k-labels-idx1-ubyte", &m.test);
+                        "t10k-labels-idx1-ubyte", &m.test, m.unchecked);
     if (st == SB_OK &&
         (m.test.rows != m.train.rows || m.test.cols != m.train.cols))
         st = sb_error(SB_ERR_INPUT,
@@ -378,6 +435,22 @@ sb_status sb_mnist_load(const char *dir, struct sb_mnist *out)
     }
     *out = m;
     return SB_OK;
+}
+
+int sb_mnist_input_paths(const char *dir, char out[][PATH_MAX])
+{
+    static const char *const names[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                                        "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
+    int n = 0;
+    for (int i = 0; i < 4; i++) {
+        int a = snprintf(out[n], PATH_MAX, "%s/%s.gz", dir, names[i]);
+        if (a > 0 && a < PATH_MAX) n++;
+        int b = snprintf(out[n], PATH_MAX, "%s/%s", dir, names[i]);
+        if (b > 0 && b < PATH_MAX) n++;
+    }
+    int c = snprintf(out[n], PATH_MAX, "%s/%s", dir, SB_SHA256SUMS_NAME);
+    if (c > 0 && c < PATH_MAX) n++;
+    return n;
 }
 
 sb_status sb_mnist_check_image_size(const struct sb_mnist *m, int rows, int cols)

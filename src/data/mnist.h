@@ -32,9 +32,15 @@ struct sb_split {
     char image_path[PATH_MAX]; /* the image file read (for messages) */
 };
 
+#define SB_MNIST_UNCHECKED_LEN 256
+
 struct sb_mnist {
     struct sb_split train; /* 60,000 samples for full MNIST */
     struct sb_split test;  /* 10,000 samples */
+    /* Files a SHA256SUMS beside them does not list (so not checked),
+     * ", "-separated; "" when every file was checked or there is no list.
+     * The caller warns (src/main.c). */
+    char unchecked[SB_MNIST_UNCHECKED_LEN];
 };
 
 /* Reads an idx image file (magic 2051) into a malloc'd (n, rows*cols) array.
@@ -54,18 +60,38 @@ sb_status sb_idx_read_images(const char *path, uint8_t **pixels, int *n,
 sb_status sb_idx_read_labels(const char *path, uint8_t **labels, int *n);
 
 /* Finds the directory holding MNIST: `flag_dir` if non-empty (from --data),
- * else $STRATBENCH_DATA, else "./data/mnist". Writes it to `out` (size
- * `out_size`). Never fails. */
+ * else $STRATBENCH_DATA, else the first of sb_mnist_default_dirs() that
+ * holds train-images-idx3-ubyte(.gz), else "./data/mnist" (so that the
+ * error names it). Writes it to `out` (size `out_size`). Never fails. */
 void sb_mnist_resolve_dir(const char *flag_dir, char *out, size_t out_size);
+
+/* The folders searched for MNIST when neither --data nor $STRATBENCH_DATA
+ * names one, in order: <the program's folder>/../share/stratbench/data/mnist
+ * (an installed tree, even one moved elsewhere), <the source tree it was
+ * built from>/data/mnist, <install prefix>/share/stratbench/data/mnist, and
+ * ./data/mnist; so the default does not depend on the current directory.
+ * Writes at most `max` paths (each PATH_MAX bytes) to dirs; returns how many. */
+int sb_mnist_default_dirs(char (*dirs)[PATH_MAX], int max);
+
+/* Index of the first of dirs[0..n) holding train-images-idx3-ubyte(.gz),
+ * or -1 when none does. */
+int sb_mnist_first_with_data(char (*dirs)[PATH_MAX], int n);
 
 /* Loads the four files from `dir`. For each base name it opens "<name>.gz"
  * if present, else "<name>". Checks each file as above and that image and
  * label counts match (error naming both files). Files listed in a
- * SHA256SUMS in `dir` must match their digest (data/sha256sums.h). On error nothing is left
+ * SHA256SUMS in `dir` must match their digest (data/sha256sums.h); those it
+ * does not list are named in out->unchecked. On error nothing is left
  * allocated; the message names the file and carries a hint
  * ("run ./configure.py --fetch-mnist or pass --data DIR") when the file is
  * missing. */
 sb_status sb_mnist_load(const char *dir, struct sb_mnist *out);
+
+/* The files sb_mnist_load may read in `dir`: each of the four idx files
+ * as "<name>.gz" and "<name>", and SHA256SUMS; written to out (paths that
+ * do not fit are skipped). Returns how many. */
+#define SB_MNIST_MAX_INPUTS 9
+int sb_mnist_input_paths(const char *dir, char out[][PATH_MAX]);
 
 /* Checks that the images of both splits are rows x cols, the input size the
  * workloads take (SB_MNIST_SIDE x SB_MNIST_SIDE for mlp and cnn), so a batch

@@ -14,6 +14,8 @@
 
 #include <openssl/evp.h>
 
+#include "core/interrupt.h"
+
 #define READ_BYTES (1u << 20)
 
 sb_status sb_sha256_file(const char *path, char hex[SB_SHA256_HEX_LEN + 1])
@@ -45,6 +47,11 @@ sb_status sb_sha256_file(const char *path, char hex[SB_SHA256_HEX_LEN + 1])
     }
     size_t n;
     while ((n = fread(buf, 1, READ_BYTES, f)) > 0) {
+        if (sb_interrupted()) {
+            st = sb_error(SB_ERR_INTERRUPTED, "interrupted (%s) while reading %s",
+                          sb_signal_name(sb_interrupted()), path);
+            goto done;
+        }
         if (EVP_DigestUpdate(ctx, buf, n) != 1) {
             st = sb_error(SB_ERR_INTERNAL, "%s: libcrypto SHA-256 update failed", path);
             goto done;
@@ -89,6 +96,68 @@ static int parse_line(char *line, char **digest, char **name)
     return 1;
 }
 
+/* Reads the list at `list` into a malloc'd NUL-terminated *text: only a
+ * regular file of at most SB_SHA256SUMS_MAX_BYTES, opened non-blocking and
+ * checked with fstat before any read (a FIFO or device is never read), and
+ * the read loop stops on SIGINT/SIGTERM. *text is NULL when there is no list. */
+static sb_status read_list(const char *list, char **text)
+{
+    *text = NULL;
+    int fd = open(list, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT) return SB_OK; /* no list: nothing claims a digest */
+        return sb_error(SB_ERR_INPUT, "%s: cannot open: %s", list, strerror(errno));
+    }
+    struct stat sbuf;
+    if (fstat(fd, &sbuf) != 0 || !S_ISREG(sbuf.st_mode)) {
+        int dir = S_ISDIR(sbuf.st_mode);
+        close(fd);
+        return sb_error(SB_ERR_INPUT, "%s: is %s, not a regular file (a list of digests, "
+                        "sha256sum's format; remove it or replace it by one)", list,
+                        dir ? "a directory" : "a FIFO, device or socket");
+    }
+    if (sbuf.st_size > SB_SHA256SUMS_MAX_BYTES) {
+        close(fd);
+        return sb_error(SB_ERR_INPUT, "%s: is %lld bytes; a list of digests is at most %d",
+                        list, (long long)sbuf.st_size, SB_SHA256SUMS_MAX_BYTES);
+    }
+    char *buf = malloc(SB_SHA256SUMS_MAX_BYTES + 2);
+    if (!buf) {
+        close(fd);
+        return sb_error(SB_ERR_NOMEM, "%s: out of memory", list);
+    }
+    size_t len = 0;
+    sb_status st = SB_OK;
+    for (;;) {
+        if (sb_interrupted()) {
+            st = sb_error(SB_ERR_INTERRUPTED, "interrupted (%s) while reading %s",
+                          sb_signal_name(sb_interrupted()), list);
+            break;
+        }
+        ssize_t n = read(fd, buf + len, SB_SHA256SUMS_MAX_BYTES + 1 - len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            st = sb_error(SB_ERR_INPUT, "%s: read error: %s", list, strerror(errno));
+            break;
+        }
+        if (n == 0) break;
+        len += (size_t)n;
+        if (len > SB_SHA256SUMS_MAX_BYTES) { /* it grew while read */
+            st = sb_error(SB_ERR_INPUT, "%s: more than %d bytes; a list of digests is at most "
+                          "that", list, SB_SHA256SUMS_MAX_BYTES);
+            break;
+        }
+    }
+    close(fd);
+    if (st) {
+        free(buf);
+        return st;
+    }
+    buf[len] = '\0';
+    *text = buf;
+    return SB_OK;
+}
+
 sb_status sb_sha256sums_verify(const char *dir, const char *path, int *checked)
 {
     if (checked) *checked = 0;
@@ -96,17 +165,17 @@ sb_status sb_sha256sums_verify(const char *dir, const char *path, int *checked)
     int len = snprintf(list, sizeof list, "%s/%s", dir, SB_SHA256SUMS_NAME);
     if (len < 0 || (size_t)len >= sizeof list)
         return sb_error(SB_ERR_INPUT, "%s: data directory path too long", dir);
-    FILE *f = fopen(list, "r");
-    if (!f) {
-        if (errno == ENOENT) return SB_OK; /* no list: nothing claims a digest */
-        return sb_error(SB_ERR_INPUT, "%s: cannot open: %s", list, strerror(errno));
-    }
+    char *text = NULL;
+    SB_TRY(read_list(list, &text));
+    if (!text) return SB_OK;
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
-    char line[PATH_MAX + 128], want[SB_SHA256_HEX_LEN + 1] = "";
+    char want[SB_SHA256_HEX_LEN + 1] = "";
     int lineno = 0;
     sb_status st = SB_OK;
-    while (fgets(line, sizeof line, f)) {
+    for (char *line = text, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = '\0';
         lineno++;
         char *digest = NULL, *name = NULL;
         int kind = parse_line(line, &digest, &name);
@@ -118,7 +187,8 @@ sb_status sb_sha256sums_verify(const char *dir, const char *path, int *checked)
         if (kind == 1 && strcmp(name, base) == 0 && want[0] == '\0')
             memcpy(want, digest, sizeof want); /* the first entry counts; read on for errors */
     }
-    fclose(f);
+    free(text);
+    if (st == SB_OK && want[0] == '\0' && checked) *checked = -1; /* a list without it */
     if (st != SB_OK || want[0] == '\0') return st;
 
     char got[SB_SHA256_HEX_LEN + 1];

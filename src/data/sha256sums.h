@@ -16,6 +16,7 @@
 
 #define SB_SHA256SUMS_NAME "SHA256SUMS"
 #define SB_SHA256_HEX_LEN 64
+#define SB_SHA256SUMS_MAX_BYTES (1 << 20) /* a list longer than this is refused */
 
 /* Writes the SHA-256 of the file at `path` as 64 lower-case hex digits and a
  * NUL to hex[65]. Errors: SB_ERR_INPUT naming `path` when it cannot be opened
@@ -26,10 +27,15 @@ sb_status sb_sha256_file(const char *path, char hex[SB_SHA256_HEX_LEN + 1]);
 /* Checks `path` (a file in folder `dir`) against `dir`/SHA256SUMS: SB_OK when
  * there is no such list or it does not name the file (its base name); else
  * the file's digest must equal the listed one. *checked (may be NULL) is set
- * to 1 when a digest was compared. Errors (SB_ERR_INPUT, one line): the list
- * cannot be read or has a malformed line (naming list and line number), the
- * file cannot be read, or the digests differ (naming the file, both digests
- * and a hint to restore the file). */
+ * to 1 when a digest was compared, 0 when there is no list, -1 when a list
+ * exists but does not name the file (the caller warns: the file is not
+ * checked). The list is read like a data file: a regular file only (a
+ * directory, FIFO or device is refused before any read), at most
+ * SB_SHA256SUMS_MAX_BYTES, and every read loop stops on SIGINT/SIGTERM
+ * (SB_ERR_INTERRUPTED). Errors (SB_ERR_INPUT, one line): the list is not a
+ * regular file, too large, cannot be read or has a malformed line (naming
+ * list and line number), the file cannot be read, or the digests differ
+ * (naming the file, both digests and a hint to restore the file). */
 sb_status sb_sha256sums_verify(const char *dir, const char *path, int *checked);
 
 #endif

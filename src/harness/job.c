@@ -1,5 +1,6 @@
 /* MPI job lifetime and self-launch; see job.h. */
 #include "harness/job.h"
+#include "harness/control.h"
 #include "harness/launch_watch.h"
 
 #include <errno.h>
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "core/launcher.h"
@@ -121,7 +123,8 @@ void sb_job_finish(struct sb_job *job)
     job->n_hosts = 0;
 }
 
-sb_status sb_job_relaunch_under_mpirun(int np, int argc, char **argv, int *exit_code)
+sb_status sb_job_relaunch_under_mpirun(int np, int argc, char **argv,
+                                       const struct sb_watch_plan *plan, int *exit_code)
 {
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -134,6 +137,17 @@ sb_status sb_job_relaunch_under_mpirun(int np, int argc, char **argv, int *exit_
     }
     /* Containers often forbid the ptrace-based CMA single copy. */
     setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
+
+    /* Open MPI hangs in its own abort when it runs out of descriptors
+     * (ulimit -n 32: about 30 + 4 per rank for mpirun, measured with
+     * Open MPI 4.1): refuse such a limit before starting it. */
+    struct rlimit fds;
+    rlim_t need = 64 + 8 * (rlim_t)np;
+    if (getrlimit(RLIMIT_NOFILE, &fds) == 0 && fds.rlim_cur != RLIM_INFINITY &&
+        fds.rlim_cur < need)
+        return sb_error(SB_ERR_USAGE, "the open-file limit (ulimit -n) is %llu; a job of %d "
+                        "ranks needs at least %llu for mpirun and its ranks (raise it: ulimit -n "
+                        "1024)", (unsigned long long)fds.rlim_cur, np, (unsigned long long)need);
 
     /* $STRATBENCH_LAUNCHER=srun starts a Slurm job step instead (launch.c). */
     const char *which = getenv("STRATBENCH_LAUNCHER");
@@ -163,6 +177,8 @@ sb_status sb_job_relaunch_under_mpirun(int np, int argc, char **argv, int *exit_
     args[k++] = "--oversubscribe";
     args[k++] = "-x";
     args[k++] = SB_LAUNCHED_ENV;
+    args[k++] = "-x"; /* the ranks' control lines to the watcher (harness/control.h) */
+    args[k++] = SB_CONTROL_ENV;
     if (np == 1) {
         /* Open MPI binds a lone rank to one core, leaving the others idle
          * (single and mirrored, which mpirun does not start, use them all).
@@ -174,7 +190,9 @@ sb_status sb_job_relaunch_under_mpirun(int np, int argc, char **argv, int *exit_
     for (int i = 1; i < argc; i++) args[k++] = argv[i];
     args[k] = NULL;
 
-    sb_status st = sb_launch_watch(args, exit_code);
+    struct sb_watch_plan p = *plan;
+    p.np = np;
+    sb_status st = sb_launch_watch(args, &p, exit_code);
     free(words);
     free(args);
     return st;

@@ -8,6 +8,7 @@
 #define SB_JOB_H
 
 #include "core/status.h"
+#include "harness/launch_watch.h"
 
 struct sb_job {
     int mpi;          /* MPI initialised by us */
@@ -59,11 +60,14 @@ void sb_job_finish(struct sb_job *job);
  * launcher command (e.g. "mpirun --hostfile hosts"). The watcher drops
  * the Open MPI banners it turns into its own line (not mpirun -q, which
  * would hide the banner naming a killed rank); the ranks get
- * STRATBENCH_LAUNCHED=mpirun (-x) so their report names the launcher. $STRATBENCH_LAUNCHER=srun hands over
+ * STRATBENCH_LAUNCHED=mpirun (-x) so their report names the launcher, and
+ * STRATBENCH_CONTROL=1 so they tell the watcher how far they got; `plan`
+ * (np is set from `np`) gives the deadlines and the outputs to check. $STRATBENCH_LAUNCHER=srun hands over
  * to sb_job_relaunch_under_srun (which replaces this process). Returns
  * SB_OK once mpirun has ended (*exit_code set); SB_ERR_USAGE naming the
  * launcher when it cannot be started. */
-sb_status sb_job_relaunch_under_mpirun(int np, int argc, char **argv, int *exit_code);
+sb_status sb_job_relaunch_under_mpirun(int np, int argc, char **argv,
+                                       const struct sb_watch_plan *plan, int *exit_code);
 
 /* Replaces this process by `srun -n <np> --mpi=pmix --kill-on-bad-exit=1
  * [--overcommit] <self> <argv[1..]>` (STRATBENCH_LAUNCHER=srun): a job step

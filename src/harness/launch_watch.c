@@ -9,12 +9,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/clock.h"
 #include "core/interrupt.h"
+#include "harness/control.h"
+#include "harness/launch_progress.h"
 
 /* Seconds after forwarding SIGTERM before mpirun and its ranks get SIGKILL. */
 #define KILL_AFTER_S 3.0
@@ -41,7 +45,28 @@ struct watch {
     char *block;
     size_t block_len, block_cap;
     int in_block;
+    struct sb_rank_progress rp; /* from the ranks' control lines */
+    int noise;         /* Open MPI internal lines dropped */
+    char mpi_error[256]; /* the first ORTE_ERROR_LOG's text: mpirun is failing */
+    char lost_host[128]; /* the host whose daemon mpirun lost */
 };
+
+/* Open MPI's own messages: "[host:pid] ..." (ORTE_ERROR_LOG, PMIx errors,
+ * its signal handler's backtrace) and PMIx's "PMIX ERROR" lines. */
+static int is_mpi_noise(const char *line)
+{
+    if (strstr(line, "ORTE_ERROR_LOG") || strstr(line, "PMIX ERROR") ||
+        strstr(line, "PMIx_Finalize") || strstr(line, "*** Process received signal") ||
+        strstr(line, "*** End of error message"))
+        return 1;
+    if (line[0] != '[') return 0;
+    const char *close = strchr(line, ']');
+    const char *colon = strchr(line, ':');
+    if (!close || !colon || colon > close) return 0;
+    for (const char *c = colon + 1; c < close; c++)
+        if (*c < '0' || *c > '9') return 0;
+    return close > colon + 1;
+}
 
 static void append(char **buf, size_t *len, size_t *cap, const char *s)
 {
@@ -78,7 +103,14 @@ static void end_block(struct watch *w)
     }
     /* The banners whose news stratbench's own line gives; any other one
      * (a warning, a launch failure) is printed as Open MPI wrote it. */
-    int replaced = p || strstr(b, "MPI_ABORT was invoked") ||
+    /* A remote daemon (orted) killed or cut off: its ranks die with it
+     * (PR_SET_PDEATHSIG), and mpirun ends the job with status 205. */
+    const char *lost = strstr(b, "lost communication with a remote daemon");
+    const char *remote = lost ? strstr(lost, "Remote daemon:") : NULL;
+    const char *node = remote ? strstr(remote, " on node ") : NULL;
+    if (node && !w->lost_host[0]) sscanf(node, " on node %127s", w->lost_host);
+    int replaced = p || lost || strstr(b, "MPI communication peer process has unexpectedly") ||
+                   strstr(b, "MPI_ABORT was invoked") ||
                    strstr(b, "Primary job  terminated normally") ||
                    strstr(b, "Primary job terminated normally") ||
                    strstr(b, "detected that one or more processes exited with non-zero") ||
@@ -104,6 +136,33 @@ static void take_line(struct watch *w, const char *line)
     }
     if (w->in_block) {
         append(&w->block, &w->block_len, &w->block_cap, line);
+        return;
+    }
+    if (strncmp(line, SB_CONTROL_PREFIX, strlen(SB_CONTROL_PREFIX)) == 0) {
+        sb_rank_progress_line(&w->rp, line + strlen(SB_CONTROL_PREFIX));
+        return;
+    }
+    if (strcmp(line, "Killed\n") == 0) { /* the rsh agent's shell on a killed orted */
+        w->noise++;
+        return;
+    }
+    if (is_mpi_noise(line)) {
+        /* "[host:pid] [[job,0],0] ORTE_ERROR_LOG: WHAT in file F at line L":
+         * mpirun is failing, and may hang in its own abort (ulimit -n 32):
+         * give it the time a rank's abort gets, then end it. */
+        const char *e = strstr(line, "ORTE_ERROR_LOG: ");
+        if (e && !w->mpi_error[0]) {
+            e += strlen("ORTE_ERROR_LOG: ");
+            const char *in = strstr(e, " in file ");
+            int len = in ? (int)(in - e) : (int)strcspn(e, "\n");
+            snprintf(w->mpi_error, sizeof w->mpi_error, "%.*s", len, e);
+            if (!w->fatal_at) w->fatal_at = sb_now_s();
+        }
+        w->noise++;
+        return;
+    }
+    if (strncmp(line, "stratbench: warning:", 20) == 0) {
+        fputs(line, stderr);
         return;
     }
     if (strncmp(line, "stratbench:", 11) == 0) {
@@ -166,35 +225,79 @@ static void signal_descendants(pid_t root, int sig)
     }
 }
 
-sb_status sb_launch_watch(char **args, int *exit_code)
+/* Seconds start-up (launch to every rank joined) and finalize (first rank
+ * done to mpirun ended) may take, from --timeout; 0: no deadline. */
+static double startup_deadline_s(double timeout_s) { return timeout_s > 0 ? 2 * timeout_s + 10 : 0; }
+static double finalize_deadline_s(double timeout_s) { return timeout_s > 0 ? timeout_s + 5 : 0; }
+
+/* Copies what mpirun wrote on stdout to this process's stdout; after a
+ * write error (EPIPE: the reader is gone; ENOSPC: /dev/full) keeps reading
+ * and drops it, recording the first error in *err. Returns 0 at EOF. */
+static int pass_stdout(int fd, int *err)
+{
+    char buf[16384];
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0) return errno == EINTR || errno == EAGAIN;
+    if (n == 0) return 0;
+    for (ssize_t done = 0; done < n && !*err;) {
+        ssize_t m = write(STDOUT_FILENO, buf + done, (size_t)(n - done));
+        if (m < 0 && errno == EINTR) continue;
+        if (m < 0) *err = errno;
+        else done += m;
+    }
+    return 1;
+}
+
+static void end_job(pid_t child)
+{
+    signal_descendants(child, SIGKILL);
+    kill(child, SIGKILL);
+}
+
+sb_status sb_launch_watch(char **args, const struct sb_watch_plan *plan, int *exit_code)
 {
     *exit_code = 1;
-    int err_pipe[2], exec_pipe[2];
-    if (pipe(err_pipe) != 0 || pipe2(exec_pipe, O_CLOEXEC) != 0)
+    int err_pipe[2], out_pipe[2], exec_pipe[2];
+    if (pipe(err_pipe) != 0 || pipe(out_pipe) != 0 || pipe2(exec_pipe, O_CLOEXEC) != 0)
         return sb_error(SB_ERR_INTERNAL, "launch: pipe: %s", strerror(errno));
+    struct sb_output_snapshot before[16];
+    if (plan->n_outputs > 16) return sb_error(SB_ERR_INTERNAL, "launch: too many outputs");
+    sb_output_snapshot(plan->outputs, plan->n_outputs, before);
     sb_interrupt_install();
+    setenv(SB_CONTROL_ENV, "1", 1);
     fflush(stdout);
     fflush(stderr);
+    pid_t parent = getpid();
     pid_t child = fork();
     if (child < 0) return sb_error(SB_ERR_INTERNAL, "launch: fork: %s", strerror(errno));
     if (child == 0) {
         /* Its own process group: a terminal's Ctrl-C reaches stratbench,
          * which forwards it once; stdin from /dev/null, so that a background
-         * group never stops on reading the terminal. */
+         * group never stops on reading the terminal. mpirun dies with
+         * stratbench (SIGKILL, the OOM killer), and its ranks with it. */
         setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(127);
         int null = open("/dev/null", O_RDONLY);
         if (null >= 0) dup2(null, STDIN_FILENO);
         dup2(err_pipe[1], STDERR_FILENO);
+        dup2(out_pipe[1], STDOUT_FILENO);
         close(err_pipe[0]);
         close(err_pipe[1]);
+        close(out_pipe[0]);
+        close(out_pipe[1]);
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
+        signal(SIGPIPE, SIG_DFL);
         execvp(args[0], args);
         int e = errno;
         if (write(exec_pipe[1], &e, sizeof e) < 0) _exit(127);
         _exit(127);
     }
+    unsetenv(SB_CONTROL_ENV);
     close(err_pipe[1]);
+    close(out_pipe[1]);
     close(exec_pipe[1]);
     int exec_errno = 0;
     ssize_t got = read(exec_pipe[0], &exec_errno, sizeof exec_errno);
@@ -202,19 +305,28 @@ sb_status sb_launch_watch(char **args, int *exit_code)
     if (got == (ssize_t)sizeof exec_errno) {
         waitpid(child, NULL, 0);
         close(err_pipe[0]);
+        close(out_pipe[0]);
         return sb_error(SB_ERR_USAGE, "%s: cannot start the MPI launcher: %s (hint: apt-get "
                         "install openmpi-bin, or set STRATBENCH_MPIRUN)",
                         args[0], strerror(exec_errno));
     }
 
+    int np = plan->np > 0 ? plan->np : 1;
     struct watch w = {.dead_rank = -1};
-    FILE *in = fdopen(err_pipe[0], "r");
+    if (sb_rank_progress_init(&w.rp, np) != SB_OK) {
+        end_job(child);
+        waitpid(child, NULL, 0);
+        return sb_error(SB_ERR_NOMEM, "launch: out of memory");
+    }
+    double startup_s = startup_deadline_s(plan->timeout_s);
+    double finalize_s = finalize_deadline_s(plan->timeout_s);
+    double launched_at = sb_now_s();
     char line[4096];
     size_t fill = 0;
     int forwarded = 0, killed = 0, status = 0, reaped = 0;
     double forwarded_at = 0.0;
-    int fd = err_pipe[0];
-    (void)in;
+    char missed[1536] = ""; /* set when a start-up or finalize deadline passed */
+    int fd = err_pipe[0], out_fd = out_pipe[0], out_errno = 0;
     for (;;) {
         int sig = sb_interrupted();
         if (sig && !forwarded) {
@@ -231,14 +343,40 @@ sb_status sb_launch_watch(char **args, int *exit_code)
             forwarded_at = sb_now_s();
         }
         if (forwarded && !killed && sb_now_s() - forwarded_at > KILL_AFTER_S) {
-            signal_descendants(child, SIGKILL);
-            kill(child, SIGKILL);
+            end_job(child);
             killed = 1;
         }
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        int r = poll(&p, 1, 100);
+        /* Start-up and finalize deadlines: name what did not arrive, end
+         * every process of the job at once (a stopped one cannot answer a
+         * SIGTERM). */
+        if (!killed && !forwarded && !w.fatal_at && !missed[0]) {
+            double now = sb_now_s();
+            char what[1024];
+            if (startup_s > 0 && w.rp.n_joined < np && now - launched_at > startup_s) {
+                sb_rank_progress_describe(&w.rp, reaped ? 0 : child, 0, what, sizeof what);
+                snprintf(missed, sizeof missed, "start-up did not complete within %.0f s "
+                         "(2 x --timeout + 10): %s; the job was ended", startup_s, what);
+            } else if (finalize_s > 0 && w.rp.done_at && now - w.rp.done_at > finalize_s) {
+                sb_rank_progress_describe(&w.rp, reaped ? 0 : child, 1, what, sizeof what);
+                snprintf(missed, sizeof missed, "finalize did not complete within %.0f s "
+                         "(--timeout + 5) after the first rank was done: %s; the job was "
+                         "ended", finalize_s, what);
+            }
+            if (missed[0]) {
+                end_job(child);
+                killed = 1;
+            }
+        }
+        struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = out_fd, .events = POLLIN}};
+        int r = poll(p, 2, 100);
         if (r < 0 && errno != EINTR) break;
-        if (r > 0) {
+        if (r > 0 && p[1].revents) {
+            if (!pass_stdout(out_fd, &out_errno)) {
+                close(out_fd);
+                out_fd = -1;
+            }
+        }
+        if (r > 0 && p[0].revents) {
             ssize_t n = read(fd, line + fill, sizeof line - 1 - fill);
             if (n < 0 && errno == EINTR) continue;
             if (n <= 0) break; /* EOF: mpirun and every rank closed stderr */
@@ -263,14 +401,26 @@ sb_status sb_launch_watch(char **args, int *exit_code)
         if (reaped && r == 0) {
             /* mpirun is gone; a rank it left (killed mpirun) may hold the pipe. */
             if (killed || forwarded) break;
+            if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                end_job(child); /* nothing of the job may stay */
+                killed = 1;
+            }
         }
     }
     if (fill) take_line(&w, line);
     if (w.in_block) end_block(&w);
     close(fd);
+    /* What is left of stdout (EOF once every holder has ended). */
+    if (out_fd >= 0) {
+        struct pollfd q = {.fd = out_fd, .events = POLLIN};
+        while (poll(&q, 1, 200) > 0 && pass_stdout(out_fd, &out_errno)) {}
+        close(out_fd);
+    }
     if (!reaped) waitpid(child, &status, 0);
 
+    const char *launcher = args[0];
     int sig = sb_interrupted();
+    char what[1024];
     if (sig) {
         fprintf(stderr, "stratbench: interrupted (%s)%s%s\n", sb_signal_name(sig),
                 w.flight[0] ? "; " : "", w.flight);
@@ -281,12 +431,61 @@ sb_status sb_launch_watch(char **args, int *exit_code)
                 "was ended\n", w.dead_rank, w.dead_host, w.dead_signal,
                 sb_signal_name(w.dead_signal));
         *exit_code = 1;
+    } else if (missed[0]) {
+        fprintf(stderr, "stratbench: %s\n", missed);
+        *exit_code = 1;
+    } else if (w.lost_host[0]) {
+        char ranks[512] = "";
+        sb_rank_progress_on_host(&w.rp, w.lost_host, ranks, sizeof ranks);
+        fprintf(stderr, "stratbench: the MPI launcher %s lost its daemon on host %s (orted "
+                "killed, or the network to it failed)%s%s; the job was ended\n", launcher,
+                w.lost_host, ranks[0] ? ": " : "", ranks);
+        *exit_code = 1;
+    } else if (w.mpi_error[0] && !w.len) {
+        sb_rank_progress_describe(&w.rp, 0, w.rp.done_at > 0, what, sizeof what);
+        fprintf(stderr, "stratbench: the MPI launcher %s failed (Open MPI: %s); %s; the job was "
+                "ended\n", launcher, w.mpi_error, what);
+        *exit_code = 1;
+    } else if (w.len && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+        /* A rank said what failed: its line is the one to read. */
+        fputs(w.lines, stderr);
+        *exit_code = WIFEXITED(status) && WEXITSTATUS(status) ? WEXITSTATUS(status) : 1;
+    } else if (WIFSIGNALED(status)) {
+        sb_rank_progress_describe(&w.rp, 0, w.rp.done_at > 0, what, sizeof what);
+        fprintf(stderr, "stratbench: the MPI launcher %s (pid %ld) was killed by signal %d "
+                "(%s); %s; the job was ended\n", launcher, (long)child, WTERMSIG(status),
+                sb_signal_name(WTERMSIG(status)), what);
+        *exit_code = 1;
+    } else if (WEXITSTATUS(status) != 0) {
+        sb_rank_progress_describe(&w.rp, 0, w.rp.done_at > 0, what, sizeof what);
+        fprintf(stderr, "stratbench: the MPI launcher %s exited with status %d before the job "
+                "ended: %s%s\n", launcher, WEXITSTATUS(status), what,
+                w.noise ? " (Open MPI's own messages dropped)" : "");
+        *exit_code = 1;
+    } else if (w.rp.n_finished < np) {
+        sb_rank_progress_describe(&w.rp, 0, w.rp.done_at > 0, what, sizeof what);
+        fprintf(stderr, "stratbench: the MPI launcher %s exited with status 0 but %s\n",
+                launcher, what);
+        *exit_code = 1;
+    } else if (!sb_output_written(plan->outputs, plan->n_outputs, before, plan->report)) {
+        fprintf(stderr, "stratbench: every rank finished but the report %s was not written\n",
+                plan->report);
+        *exit_code = 1;
     } else {
         if (w.len) fputs(w.lines, stderr);
-        if (WIFEXITED(status)) *exit_code = WEXITSTATUS(status);
-        else *exit_code = 1;
+        *exit_code = 0;
+    }
+    if (*exit_code != 0) sb_output_remove_written(plan->outputs, plan->n_outputs, before);
+    if (*exit_code == 0 && out_errno) {
+        /* The run is complete, its report kept; the lines on stdout were
+         * lost (docs/faults.md: exit 1 for a failed stdout). */
+        fprintf(stderr, "stratbench: standard output: %s (its lines were lost; the run "
+                "completed%s%s)\n", strerror(out_errno), plan->report[0] ? " and wrote " : "",
+                plan->report);
+        *exit_code = 1;
     }
     free(w.lines);
     free(w.block);
+    sb_rank_progress_free(&w.rp);
     return SB_OK;
 }

@@ -69,11 +69,13 @@ def all_gone(pids, within=1.0):
 class Job:
     """A training job in the background, stdout and stderr to files."""
 
-    def __init__(self, args, tmp_path):
+    def __init__(self, args, tmp_path, **extra_env):
         self.out = open(tmp_path / "stdout.txt", "w+")
         self.err = open(tmp_path / "stderr.txt", "w+")
+        env = child_env()
+        env.update(extra_env)
         self.proc = subprocess.Popen([str(a) for a in args], stdout=self.out, stderr=self.err,
-                                     env=child_env(), cwd=tmp_path, start_new_session=True)
+                                     env=env, cwd=tmp_path, start_new_session=True)
         self.tmp_path = tmp_path
 
     def wait_training(self, nranks, timeout=120):
