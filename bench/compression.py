@@ -136,7 +136,7 @@ def row_of(r, method, rate, rep, target):
                         "compress_ms_median": r["phases_ms"]["compress"]["median"],
                         "time_to_accuracy_s": r["time_to_accuracy_s"],
                         "final_test_accuracy": r["final_test_accuracy"],
-                        "train_seconds": r["train_seconds"],
+                        "train_s": r.get("train_s", r.get("train_seconds")),
                         "wire_bytes_per_step": cm["wire_bytes_per_step"],
                         "logical_bytes_per_step": cm["logical_bytes_per_step"],
                         "compression_ratio": cm["compression_ratio"],
