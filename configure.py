@@ -34,6 +34,12 @@ FUZZ_TARGETS = "tests/fuzz/fuzz_*.c"              # each one becomes build/fuzz/
 FUZZ_DIR = "build/fuzz"                           # the library again, built by clang for libFuzzer
 FUZZ_SANITIZE = "-fsanitize=fuzzer,address,undefined"
 PROGRAM = "build/stratbench"
+VERSION = "0.1.0"                                 # SB_VERSION of the build (stratbench --version)
+BUILD_INFO_HEADER = "build/gen/build_info.h"      # tools/build_info.py: commit, dirty flag, what was found
+BUILD_INFO_SOURCE = "src/core/build_info.c"       # the one source that includes it
+MAN_PAGE = "build/stratbench.1"                   # tools/gen_man.py, from the program's --help texts
+COMPLETION = "build/stratbench.bash"              # tools/gen_completion.py, from --help and the registries
+DEFAULT_PREFIX = "/usr/local"                     # where `ninja install` puts things (--prefix)
 LIBRARY = "build/libstratbench.a"
 OBJ_DIR = "build/obj"
 TEST_DIR = "build/tests"
@@ -281,7 +287,8 @@ def probe_python():
 
 def probe_cuda(probe, args):
     """Finds nvcc, cuBLAS, NCCL and NVTX3; returns a dict of what to add to the build."""
-    cuda = {"enabled": False, "nccl": False, "nvtx": False, "cflags": [], "libs": [], "nvcc": None}
+    cuda = {"enabled": False, "nccl": False, "nvtx": False, "cflags": [], "libs": [], "nvcc": None,
+            "versions": {}}  # versions: name -> version found, for build_info.h
     on_path = shutil.which("nvcc")
     home = (args.cuda_home or os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
             or (os.path.dirname(os.path.dirname(os.path.realpath(on_path))) if on_path else "/usr/local/cuda"))
@@ -295,6 +302,7 @@ def probe_cuda(probe, args):
             ["nvtx3/nvToolsExt.h"], NVTX_SNIPPET, cuda_cflags, ["-ldl"]):
         v = probe.macros("nvtx3/nvToolsExt.h", ["NVTX_VERSION"], cuda_cflags).get("NVTX_VERSION", "?")
         say(True, "NVTX3", f"version {v}, header-only ({inc}/nvtx3)")
+        cuda["versions"]["NVTX"] = v
         cuda.update(nvtx=True, cflags=["-DSB_HAVE_NVTX=1"] + cuda_cflags, libs=["-ldl"])
     else:
         say(False, "NVTX3", f"no {inc}/nvtx3/nvToolsExt.h (optional: ranges compile to no-ops)")
@@ -316,12 +324,15 @@ def probe_cuda(probe, args):
     say(True, "CUDA", f"nvcc {m.group(1) if m else '?'} ({home}), arch {args.cuda_arch}")
     v = probe.macros("cublas_api.h", ["CUBLAS_VER_MAJOR", "CUBLAS_VER_MINOR", "CUBLAS_VER_PATCH"], cuda_cflags)
     say(True, "cuBLAS", ".".join(v.values()) or "version unknown")
+    cuda["versions"].update(CUDA=f"{m.group(1) if m else 'unknown'} (arch {args.cuda_arch})",
+                            CUBLAS=".".join(v.values()) or "unknown")
     cuda.update(enabled=True, nvcc=nvcc)
     cuda["cflags"] += ["-DSB_HAVE_CUDA=1"] + cuda_cflags
     cuda["libs"] = cuda_libs + ["-lcublas", "-lcudart"] + cuda["libs"]
     if probe.links(["cuda_runtime_api.h", "nccl.h"], NCCL_SNIPPET, cuda_cflags, cuda_libs + ["-lnccl", "-lcudart"]):
         v = probe.macros("nccl.h", ["NCCL_MAJOR", "NCCL_MINOR", "NCCL_PATCH"], cuda_cflags)
         say(True, "NCCL", ".".join(v.values()) or "version unknown")
+        cuda["versions"]["NCCL"] = ".".join(v.values()) or "unknown"
         cuda["nccl"] = True
         cuda["cflags"].append("-DSB_HAVE_NCCL=1")
         cuda["libs"].insert(len(cuda_libs), "-lnccl")
@@ -437,6 +448,53 @@ def fetch_mnist(dest):
 
 
 # ------------------------------------------------------------ build.ninja
+def build_info_defines(args, versions, cuda):
+    """KEY=VALUE arguments of tools/build_info.py: the version, the install prefix and what this
+    configure found (library versions at build time; "" for a backend that is not built), which
+    `stratbench --version` and `stratbench info` print."""
+    mode = ("debug" if args.debug else "release") + (f", -fsanitize={','.join(args.sanitizers)}"
+                                                      if args.sanitizers else "")
+    defines = {"SB_VERSION": VERSION, "SB_PREFIX": args.prefix, "SB_BUILD_TYPE": mode,
+               "SB_CONFIGURE_ARGS": shlex.join(recorded_args(args))}
+    for key in ("COMPILER", "MPI", "OPENBLAS", "CJSON", "ZLIB", "OPENSSL"):
+        defines[f"SB_BUILD_{key}"] = versions.get(key, "")
+    for key in ("CUDA", "CUBLAS", "NCCL", "NVTX"):
+        defines[f"SB_BUILD_{key}"] = cuda["versions"].get(key, "")
+    return [f"{k}={v}" for k, v in defines.items()]
+
+
+def build_info_lines(cfg):
+    """build.ninja lines of the generated files: build_info.h (re-made on every build, rewritten
+    only when the commit, the dirty flag or configure's findings change: restat), the man page
+    and bash completion (made by running the program), and `ninja install`."""
+    man = f"{MAN_PAGE}: gen_man {PROGRAM} | tools/gen_man.py"
+    return [
+        "rule build_info",
+        f"  command = $python tools/build_info.py $out . {ninja_value(cfg['build_info'])}",
+        "  description = GEN $out",
+        "  restat = 1",
+        # these run the program: no leak report from a sanitizer build's exit (tests check that)
+        "rule gen_man",
+        "  command = ASAN_OPTIONS=detect_leaks=0 $python tools/gen_man.py $in $out",
+        "  description = GEN $out",
+        "rule gen_completion",
+        "  command = ASAN_OPTIONS=detect_leaks=0 $python tools/gen_completion.py $in $out",
+        "  description = GEN $out",
+        "rule install",
+        "  command = $python tools/install.py --prefix $prefix --build build",
+        "  description = INSTALL $prefix",
+        "  pool = console",
+        f"prefix = {ninja_value([cfg['prefix']])}",
+        # no inputs and never made: always out of date, so build_info.py runs on every build
+        "build always: phony",
+        f"build {BUILD_INFO_HEADER}: build_info | tools/build_info.py always",
+        f"build {man}",
+        f"build {COMPLETION}: gen_completion {PROGRAM} | tools/gen_completion.py",
+        f"build install: install | all tools/install.py",
+        "",
+    ]
+
+
 def write_ninja(cfg):
     """Writes build.ninja from `cfg` (the flags found) and the sources on disk, atomically."""
     c_sources = find_sources(".c")
@@ -505,16 +563,18 @@ def write_ninja(cfg):
     out += [f"build {ninja_path(d)}: phony" for d in folders]
     out.append("")
 
+    out += build_info_lines(cfg)
     for src in c_sources + cu_sources:
         rule = "nvcc" if src.endswith(".cu") else "cc"
-        out.append(f"build {ninja_path(object_path(src))}: {rule} {ninja_path(src)}")
+        generated = f" | {BUILD_INFO_HEADER}" if src == BUILD_INFO_SOURCE else ""
+        out.append(f"build {ninja_path(object_path(src))}: {rule} {ninja_path(src)}{generated}")
     if lib_sources:
         out.append(f"build {LIBRARY}: ar {' '.join(ninja_path(object_path(s)) for s in lib_sources)}")
     lib_dep = [LIBRARY] if lib_sources else []
     targets = []
     if MAIN_SOURCE in c_sources:
         out.append(f"build {PROGRAM}: link {object_path(MAIN_SOURCE)} {' '.join(lib_dep)}")
-        targets.append(PROGRAM)
+        targets += [PROGRAM, MAN_PAGE, COMPLETION]
     for src in tests:
         name = os.path.basename(src)[:-2]
         obj = object_path(src)
@@ -548,7 +608,8 @@ def fuzz_build_lines(cfg, lib_sources):
     objs = []
     for src in lib_sources:
         obj = f"{FUZZ_DIR}/obj/{src[:-2]}.o"
-        out.append(f"build {ninja_path(obj)}: fuzz_cc {ninja_path(src)}")
+        generated = f" | {BUILD_INFO_HEADER}" if src == BUILD_INFO_SOURCE else ""
+        out.append(f"build {ninja_path(obj)}: fuzz_cc {ninja_path(src)}{generated}")
         objs.append(ninja_path(obj))
     out.append(f"build {FUZZ_DIR}/libstratbench.a: ar {' '.join(objs)}")
     programs = []
@@ -578,6 +639,9 @@ def parse_args(argv):
     p.add_argument("--prefix-deps", metavar="DIR",
                    help="also search DIR/usr/include, DIR/usr/lib/<multiarch> and their .pc files "
                         "(for .deb files unpacked with dpkg -x DEB DIR)")
+    p.add_argument("--prefix", metavar="DIR", default=DEFAULT_PREFIX,
+                   help=f"where `ninja install` installs (default {DEFAULT_PREFIX}; $DESTDIR is "
+                        "prepended at install time): DIR/bin, DIR/share/stratbench, DIR/share/man")
     p.add_argument("--fetch-mnist", metavar="DIR", nargs="?", const=MNIST_DEFAULT_DIR,
                    help=f"download and check MNIST into DIR (default {MNIST_DEFAULT_DIR}), then exit")
     args = p.parse_args(argv)
@@ -596,6 +660,9 @@ def parse_args(argv):
         args.prefix_deps = os.path.abspath(args.prefix_deps)
     if args.cuda_home:
         args.cuda_home = os.path.abspath(args.cuda_home)
+    if not args.prefix:
+        p.error("--prefix: expected a folder")
+    args.prefix = os.path.abspath(args.prefix)
     return args
 
 
@@ -607,6 +674,7 @@ def recorded_args(args):
     out += ["--cuda-home", args.cuda_home] if args.cuda_home else []
     out += ["--cuda-arch", args.cuda_arch] if args.cuda_arch != "80,90" else []
     out += ["--prefix-deps", args.prefix_deps] if args.prefix_deps else []
+    out += ["--prefix", args.prefix] if args.prefix != DEFAULT_PREFIX else []
     return out
 
 
@@ -650,9 +718,11 @@ def configure(args, probe):
         say(False, "pkg-config", "not found; trying plain -l flags — apt-get install pkg-config")
 
     cflags, libs, test_cflags, test_libs = [], [], [], []
+    found_versions = {"COMPILER": version}  # name -> version, for build_info.h (stratbench info)
     mpi = probe_mpi(probe)
     say(bool(mpi), "MPI", mpi[0] if mpi else f"not found (mpicc) — apt-get install {MPI_APT}")
     if mpi:
+        found_versions["MPI"] = mpi[0]
         cflags += mpi[1]
         libs += mpi[2]
     else:
@@ -666,6 +736,7 @@ def configure(args, probe):
         if found:
             where = " (from --prefix-deps)" if probe.prefix and probe.prefix in " ".join(found[2]) else ""
             say(True, lib.name, found[0] + where + (" (tests)" if lib.tests_only else ""))
+            found_versions[re.sub(r"\W", "", lib.name.split()[0]).upper()] = found[0]
             (test_cflags if lib.tests_only else cflags).extend(found[1])
             (test_libs if lib.tests_only else libs).extend(found[2])
         elif lib.tests_only:
@@ -705,6 +776,8 @@ def configure(args, probe):
         test_env += 'UBSAN_OPTIONS="$${UBSAN_OPTIONS:-print_stacktrace=1}" '
     cfg = {
         "argv": argv,
+        "prefix": args.prefix,
+        "build_info": build_info_defines(args, found_versions, cuda),
         "env": ["env"] + [f"{k}={os.environ[k]}" for k in RECORDED_ENV if k in os.environ]
         if any(k in os.environ for k in RECORDED_ENV) else [],
         "cuda": cuda,

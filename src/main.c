@@ -11,7 +11,9 @@
 
 #include "backend/cuda.h"
 #include "cli/compare.h"
+#include "cli/info.h"
 #include "cli/predict.h"
+#include "cli/suggest.h"
 #include "cli/sweep.h"
 #include "cli/train_opts.h"
 #include "comm/watchdog.h"
@@ -27,10 +29,6 @@
 #include "strategies/strategy.h"
 #include "workloads/workload.h"
 
-#ifndef SB_VERSION
-#define SB_VERSION "0.1.0"
-#endif
-
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -43,7 +41,9 @@ static void usage(FILE *out)
             "  sweep     run a matrix of strategies x replicas x scaling, write scaling.json\n"
             "  compare   compare two reports or sweeps; exit 1 on a regression (CI gate)\n"
             "  predict   extrapolate a report to 8..512 replicas with the alpha-beta model\n"
-            "  info      what this build supports\n"
+            "  info      what this build has: version, commit, backends, library versions\n"
+            "\n"
+            "  --version   version, git commit and the backends compiled in\n"
             "\n"
             "strategies:\n");
     for (int i = 0; i < sb_strategy_count(); i++)
@@ -284,29 +284,6 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
     return 0;
 }
 
-static int cmd_info(void)
-{
-    printf("stratbench %s\n", SB_VERSION);
-    printf("strategies: %s\n", sb_strategy_names());
-    printf("workloads:  %s\n", sb_workload_names());
-    int gpus = sb_cuda_device_count();
-    printf("devices:    cpu%s\n", gpus > 0 ? ", cuda" : "");
-    printf("cuda:       %d device%s", gpus, gpus == 1 ? "" : "s");
-    for (int d = 0; d < gpus; d++) {
-        char name[256];
-        sb_cuda_device_name(d, name, sizeof name);
-        printf("%s %d: %s", d == 0 ? ":" : ";", d, name);
-    }
-    printf("\n");
-    printf("blas:       %s\n", sb_backend_cpu_blas_version());
-#ifdef SB_HAVE_NVTX
-    printf("nvtx:       yes (domain stratbench)\n");
-#else
-    printf("nvtx:       no\n");
-#endif
-    return 0;
-}
-
 /* The exit status after a command returned `code`: standard output that
  * could not be written (a closed pipe, a full disk: /dev/full) is reported
  * on stderr and turns a 0 into 1 (docs/faults.md); the run's files stay. */
@@ -337,19 +314,33 @@ static int dispatch(int argc, char **argv)
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "train") == 0) return cmd_train(argc - 1, argv + 1, argc, argv);
-    if (strcmp(cmd, "info") == 0) return cmd_info();
+    if (strcmp(cmd, "info") == 0) return sb_info_main(argc - 1, argv + 1);
     if (strcmp(cmd, "sweep") == 0) return sb_sweep_main(argc - 1, argv + 1);
     if (strcmp(cmd, "compare") == 0) return sb_compare_main(argc - 1, argv + 1);
     if (strcmp(cmd, "predict") == 0) return sb_predict_main(argc - 1, argv + 1);
-    if (strcmp(cmd, "--version") == 0) {
-        printf("stratbench %s\n", SB_VERSION);
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
+        sb_info_version(stdout);
         return 0;
     }
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         usage(stdout);
         return 0;
     }
-    fprintf(stderr, "stratbench: unknown command '%s' (expected train, sweep, compare, predict or info; see "
-                    "stratbench --help)\n", cmd);
+    static const struct option commands[] = {{"train", 0, NULL, 0},   {"sweep", 0, NULL, 0},
+                                             {"compare", 0, NULL, 0}, {"predict", 0, NULL, 0},
+                                             {"info", 0, NULL, 0},    {"help", 0, NULL, 0},
+                                             {"version", 0, NULL, 0}, {NULL, 0, NULL, 0}};
+    const char *meant = sb_cli_suggest(commands, cmd);
+    if (meant && cmd[0] == '-')
+        fprintf(stderr, "stratbench: unknown flag '%s' (did you mean --%s? see stratbench --help)\n",
+                cmd, meant);
+    else if (meant)
+        fprintf(stderr, "stratbench: unknown command '%s' (did you mean %s? see stratbench --help)\n",
+                cmd, meant);
+    else if (cmd[0] == '-')
+        fprintf(stderr, "stratbench: unknown flag '%s' (see stratbench --help)\n", cmd);
+    else
+        fprintf(stderr, "stratbench: unknown command '%s' (expected train, sweep, compare, predict "
+                        "or info; see stratbench --help)\n", cmd);
     return 2;
 }

@@ -55,7 +55,7 @@ static void central_destroy(struct sb_strategy *s)
     struct central *c = s->impl;
     if (!c) return;
     const struct sb_backend_ops *be = s->env->be;
-    be->free(c->velocity);
+    sb_optimizer_free(&c->opt);
     be->free(c->sum);
     be->free(c->inbox);
     free(c->sent_version);
@@ -108,7 +108,7 @@ static sb_status central_init(struct sb_strategy *s)
     if (c->server >= 0) {
         sb_central_shard(c, c->server, &c->shard_first, &c->shard_count);
         size_t bytes = (size_t)c->shard_count * sizeof(float);
-        SB_TRY(be->alloc((void **)&c->velocity, bytes));
+        SB_TRY(sb_optimizer_init(&c->opt, be, s->env->cfg, (size_t)c->shard_count));
         SB_TRY(be->alloc((void **)&c->sum, bytes));
         size_t inboxes = c->async || c->n_workers < 2 ? 1 : (size_t)c->n_workers - 1;
         SB_TRY(be->alloc((void **)&c->inbox, inboxes * bytes));
@@ -352,6 +352,43 @@ static float *central_replica_params(struct sb_strategy *s, int i, int *n)
     return i < *n ? c->replica->model->params : NULL;
 }
 
+/* Workers hold a full model (parameters, gradients) and no optimizer
+ * state; a server holds the full model too (world rank 0 evaluates it)
+ * and the optimizer state of its shard, Ψ/K of it for K servers (K = 1
+ * with --servers 0). Not the ZeRO paper's: its accounting has no server;
+ * this is central's own design, stated in docs/zero.md. */
+static void central_model_state_formula(const struct sb_config *cfg, double n_params,
+                                        int server, struct sb_model_state *out)
+{
+    int k = sb_central_opts(cfg)->servers > 0 ? sb_central_opts(cfg)->servers : 1;
+    out->param_bytes = 4.0 * n_params;
+    out->grad_bytes = 4.0 * n_params;
+    out->optimizer_bytes = server ? 4.0 * sb_optimizer_state_floats(cfg) * n_params / k : 0.0;
+}
+
+/* One entry: this rank as "server", "worker" or both (--servers 0 on
+ * rank 0); a server's communication buffers are its gradient sum and
+ * inboxes. */
+static int central_memory(const struct sb_strategy *s, struct sb_memory_entry *out, int cap)
+{
+    const struct central *c = s->impl;
+    if (cap < 1) return 0;
+    sb_memory_entry_of_replica(s, c->replica, c->worker, out);
+    snprintf(out->role, sizeof out->role, "%s",
+             c->server >= 0 && c->worker >= 0 ? "server+worker"
+             : c->server >= 0                 ? "server"
+                                              : "worker");
+    if (c->server >= 0) {
+        size_t shard = (size_t)c->shard_count * sizeof(float);
+        size_t inboxes = c->async || c->n_workers < 2 ? 1 : (size_t)c->n_workers - 1;
+        out->held.optimizer_bytes = (double)sb_optimizer_state_bytes(&c->opt);
+        out->comm_bytes = (double)(shard + inboxes * shard);
+        central_model_state_formula(s->env->cfg, (double)c->replica->model->n_params, 1,
+                                    &out->formula);
+    }
+    return 1;
+}
+
 const struct sb_strategy_ops sb_strategy_central = {
     .name = "central",
     .summary = "parameter servers: workers push gradient shards, pull parameter shards",
@@ -369,4 +406,6 @@ const struct sb_strategy_ops sb_strategy_central = {
     .comm_model = central_comm_model,
     .destroy = central_destroy,
     .replica_params = central_replica_params,
+    .model_state_formula = central_model_state_formula,
+    .memory = central_memory,
 };

@@ -10,6 +10,7 @@
 #ifndef SB_CENTRAL_H
 #define SB_CENTRAL_H
 
+#include "strategies/optimizer.h"
 #include "strategies/replica.h"
 
 /* central's own flags (cfg->strategy_opts). */
@@ -39,7 +40,7 @@ struct central {
     int async;                  /* --async: no step barrier */
     /* Server state (server >= 0). */
     int shard_first, shard_count; /* this rank's shard, floats */
-    float *velocity;            /* (shard_count) momentum of the shard */
+    struct sb_optimizer opt;    /* over the shard (shard_count) */
     float *sum;                 /* (shard_count) sync: gradient sum */
     /* Sync: (max(1, N-1) x shard_count) worker w's pushed shard at
      * inbox + (w-1) shard_count for w >= 1 (worker 0's lands in sum), all

@@ -13,16 +13,15 @@ void sb_central_shard(const struct central *c, int k, int *first, int *count)
     sb_split_range((int)c->replica->model->n_params, c->n_servers, k, first, count);
 }
 
-/* SGD with momentum on this server's shard with `grads` (shard_count),
- * timed as the optimizer phase. */
-static void shard_update(const struct sb_strategy *s, struct central *c, const float *grads,
+/* The optimizer (c->opt: SGD or Adam) on this server's shard with
+ * `grads` (shard_count), timed as the optimizer phase. */
+static void shard_update(struct central *c, const float *grads,
                          struct sb_step_result *out)
 {
     struct sb_replica *r = c->replica;
     double t0 = sb_now_s();
     sb_nvtx_push("optimizer", SB_NVTX_OPTIMIZER, 0);
-    s->env->be->sgd_momentum(r->model->params + c->shard_first, c->velocity, grads,
-                             (size_t)c->shard_count, r->lr, r->momentum);
+    sb_optimizer_step(&c->opt, r->model->params + c->shard_first, grads);
     sb_nvtx_pop();
     out->phase_ms[SB_PHASE_OPTIMIZER] += 1e3 * (sb_now_s() - t0);
     c->version++;
@@ -60,7 +59,7 @@ sb_status sb_central_server_sync(struct sb_strategy *s, struct central *c,
         if (c->first_worker + w != c->comm->rank) SB_TRY(sb_comm_wait(c->comm, &req[w]));
     for (int w = 1; w < c->n_workers; w++) be->add(c->sum, c->inbox + (size_t)(w - 1) * n, n);
     double t1 = sb_now_s();
-    shard_update(s, c, c->sum, out);
+    shard_update(c, c->sum, out);
     double t2 = sb_now_s();
     for (int w = 0; w < c->n_workers; w++) {
         int q = c->first_worker + w;
@@ -87,6 +86,7 @@ static void record_staleness(struct central *c, long stale)
 sb_status sb_central_server_async(struct sb_strategy *s, struct central *c,
                                   struct sb_step_result *out)
 {
+    (void)s; /* the same signature as sb_central_server_sync */
     struct sb_model *m = c->replica->model;
     size_t n = (size_t)c->shard_count;
     float *shard = m->params + c->shard_first;
@@ -97,7 +97,7 @@ sb_status sb_central_server_async(struct sb_strategy *s, struct central *c,
         /* --servers 0: rank 0's gradient was computed from the parameters
          * it holds, which no update has changed since: staleness 0. */
         record_staleness(c, 0);
-        shard_update(s, c, m->grads + c->shard_first, out);
+        shard_update(c, m->grads + c->shard_first, out);
         pushes--;
     }
     for (int i = 0; i < pushes; i++) {
@@ -113,7 +113,7 @@ sb_status sb_central_server_async(struct sb_strategy *s, struct central *c,
          * version sent_version[w]; every update since makes it one step
          * staler. */
         record_staleness(c, c->version - c->sent_version[w]);
-        shard_update(s, c, c->inbox, out);
+        shard_update(c, c->inbox, out);
         t0 = sb_now_s();
         SB_TRY(sb_comm_send(c->comm, shard, n, q, SB_COMM_PULL));
         comm_ms += 1e3 * (sb_now_s() - t0);

@@ -1,8 +1,10 @@
 /* The shared defaults of the strategy interface: what a strategy with one
  * replica and one communicator per process (s->replica, s->comm) would
  * otherwise copy; see strategy.h. */
+#include <stdio.h>
 #include <string.h>
 
+#include "strategies/optimizer.h"
 #include "strategies/replica.h"
 
 size_t sb_strategy_n_params(const struct sb_strategy *s) { return s->replica->model->n_params; }
@@ -38,4 +40,53 @@ void sb_strategy_reset_comm_counters(struct sb_strategy *s)
 {
     if (s->ops->reset_comm_counters) s->ops->reset_comm_counters(s);
     else if (s->comm) sb_comm_reset_counters(s->comm);
+}
+
+void sb_strategy_model_state_formula(const struct sb_strategy_ops *ops,
+                                     const struct sb_config *cfg, double n_params, int server,
+                                     struct sb_model_state *out)
+{
+    if (ops->model_state_formula) {
+        ops->model_state_formula(cfg, n_params, server, out);
+        return;
+    }
+    /* A full replica: the ZeRO paper's baseline (its section 3.1) in fp32. */
+    out->param_bytes = 4.0 * n_params;
+    out->grad_bytes = 4.0 * n_params;
+    out->optimizer_bytes = 4.0 * sb_optimizer_state_floats(cfg) * n_params;
+}
+
+double sb_strategy_model_state_bytes(const struct sb_strategy_ops *ops,
+                                     const struct sb_config *cfg, double n_params)
+{
+    struct sb_model_state worker, server;
+    sb_strategy_model_state_formula(ops, cfg, n_params, 0, &worker);
+    double most = sb_model_state_bytes(&worker);
+    if (ops->processes && ops->processes(cfg) > cfg->replicas) {
+        sb_strategy_model_state_formula(ops, cfg, n_params, 1, &server);
+        if (sb_model_state_bytes(&server) > most) most = sb_model_state_bytes(&server);
+    }
+    return most;
+}
+
+void sb_memory_entry_of_replica(const struct sb_strategy *s, const struct sb_replica *r,
+                                int replica, struct sb_memory_entry *out)
+{
+    const struct sb_model *m = r->model;
+    memset(out, 0, sizeof *out);
+    snprintf(out->role, sizeof out->role, "replica");
+    out->replica = replica;
+    out->held.param_bytes = (double)m->n_params * sizeof(float);
+    out->held.grad_bytes = (double)m->n_params * sizeof(float);
+    out->held.optimizer_bytes = (double)sb_optimizer_state_bytes(&r->opt);
+    out->activation_bytes = (double)m->activation_bytes;
+    sb_strategy_model_state_formula(s->ops, s->env->cfg, (double)m->n_params, 0, &out->formula);
+}
+
+int sb_strategy_memory(const struct sb_strategy *s, struct sb_memory_entry *out, int cap)
+{
+    if (s->ops->memory) return s->ops->memory(s, out, cap);
+    if (cap < 1 || !s->replica) return 0;
+    sb_memory_entry_of_replica(s, s->replica, s->comm ? s->comm->rank : 0, out);
+    return 1;
 }

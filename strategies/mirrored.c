@@ -272,6 +272,17 @@ static float *mirrored_replica_params(struct sb_strategy *s, int i, int *n)
     return i >= 0 && i < mr->n ? mr->members[i].replica->model->params : NULL;
 }
 
+/* One entry per replica thread of this process. */
+static int mirrored_memory(const struct sb_strategy *s, struct sb_memory_entry *out, int cap)
+{
+    const struct mirrored *mr = s->impl;
+    int k = 0;
+    for (int i = 0; i < mr->n && k < cap; i++)
+        if (mr->members[i].replica) sb_memory_entry_of_replica(s, mr->members[i].replica, i,
+                                                               &out[k++]);
+    return k;
+}
+
 const struct sb_strategy_ops sb_strategy_mirrored = {
     .name = "mirrored",
     .summary = "N replicas in one process, one thread (and GPU) each (TF MirroredStrategy)",
@@ -283,4 +294,5 @@ const struct sb_strategy_ops sb_strategy_mirrored = {
     .reduce_sum = mirrored_reduce_sum,
     .destroy = mirrored_destroy,
     .replica_params = mirrored_replica_params,
+    .memory = mirrored_memory,
 };

@@ -13,6 +13,7 @@
     X(ddp)               \
     X(central)           \
     X(hierarchical)      \
+    X(zero)              \
     /* end of the list */
 
 #define DECLARE(name) extern const struct sb_strategy_ops sb_strategy_##name;

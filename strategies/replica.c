@@ -14,7 +14,7 @@ void sb_replica_destroy(struct sb_replica *r)
     if (!r) return;
     const struct sb_backend_ops *be = r->env->be;
     if (r->model) r->model->ops->destroy(r->model);
-    be->free(r->velocity);
+    sb_optimizer_free(&r->opt);
     be->free(r->x);
     be->free(r->y);
     free(r->eval_idx);
@@ -77,16 +77,13 @@ sb_status sb_replica_create(const struct sb_strategy_env *env, int with_optimize
     if (!r) return sb_error(SB_ERR_NOMEM, "replica: out of memory");
     r->env = env;
     r->max_batch = cfg->batch > cfg->eval_batch ? cfg->batch : cfg->eval_batch;
-    r->lr = (float)sb_config_effective_lr(cfg);
-    r->momentum = (float)cfg->momentum;
     sb_status st = env->workload->create(cfg, be, r->max_batch, &r->model);
     if (st) goto fail;
     size_t in_dim = (size_t)r->model->in_dim;
     if ((st = be->alloc((void **)&r->x, (size_t)r->max_batch * in_dim * sizeof(float))) ||
         (st = be->alloc((void **)&r->y, (size_t)r->max_batch)))
         goto fail;
-    if (with_optimizer &&
-        (st = be->alloc((void **)&r->velocity, r->model->n_params * sizeof(float))))
+    if (with_optimizer && (st = sb_optimizer_init(&r->opt, be, cfg, r->model->n_params)))
         goto fail;
     if ((st = be->alloc((void **)&r->loss_acc, sizeof *r->loss_acc))) goto fail; /* zeroed */
     r->steps_per_epoch = sb_steps_per_epoch(env->data->train.n, sb_config_global_batch(cfg));
@@ -160,13 +157,12 @@ sb_status sb_replica_gradients(struct sb_replica *r, const int32_t *idx, int n,
 sb_status sb_replica_update(struct sb_replica *r, const float *grads,
                             struct sb_step_result *res)
 {
-    if (!r->velocity)
+    if (!r->opt.m)
         return sb_error(SB_ERR_INTERNAL, "replica: update without optimizer state");
     if (r->timer) return sb_replica_device_update(r, grads, res);
     double t0 = sb_now_s();
     sb_nvtx_push("optimizer", SB_NVTX_OPTIMIZER, 0);
-    r->env->be->sgd_momentum(r->model->params, r->velocity, grads, r->model->n_params,
-                             r->lr, r->momentum);
+    sb_optimizer_step(&r->opt, r->model->params, grads);
     sb_status st = r->env->be->check();
     sb_nvtx_pop();
     res->phase_ms[SB_PHASE_OPTIMIZER] += 1e3 * (sb_now_s() - t0);

@@ -5,6 +5,7 @@
 #ifndef SB_REPLICA_H
 #define SB_REPLICA_H
 
+#include "strategies/optimizer.h"
 #include "strategies/strategy.h"
 
 struct sb_cuda_timer;
@@ -12,7 +13,7 @@ struct sb_cuda_timer;
 struct sb_replica {
     const struct sb_strategy_env *env;
     struct sb_model *model;
-    float *velocity;   /* (n_params) momentum buffer; NULL without optimizer */
+    struct sb_optimizer opt; /* over all n_params; opt.m NULL without optimizer */
     float *x;          /* (max_batch, in_dim) batch images, backend memory */
     uint8_t *y;        /* (max_batch) batch labels, backend memory */
     int32_t *eval_idx; /* (eval_batch) scratch indices for evaluation */
@@ -49,12 +50,11 @@ struct sb_replica {
     long steps;          /* sb_replica_gradients calls so far */
     int steps_per_epoch; /* of the global batch */
     int max_batch;
-    float lr;          /* effective learning rate */
-    float momentum;
 };
 
 /* Creates a replica with the workload's initial parameters from cfg->seed.
- * with_optimizer = 0 omits the momentum buffer (central's workers).
+ * with_optimizer = 0 omits the optimizer state (central's workers, zero,
+ * which step a shard with their own sb_optimizer).
  * Errors: SB_ERR_NOMEM, or the workload's. */
 sb_status sb_replica_create(const struct sb_strategy_env *env, int with_optimizer,
                             struct sb_replica **out);
@@ -82,7 +82,7 @@ sb_status sb_replica_gradients(struct sb_replica *r, const int32_t *idx, int n,
                                int global_batch, sb_grad_ready_fn ready, void *ctx,
                                struct sb_step_result *res);
 
-/* Applies SGD with momentum using `grads` (n_params, backend memory; the
+/* Applies cfg's optimizer (r->opt) using `grads` (n_params, backend memory; the
  * model's own gradient buffer or an aggregate), timed as the optimizer
  * phase, then checks the backend's recorded errors (be->check). */
 sb_status sb_replica_update(struct sb_replica *r, const float *grads,

@@ -215,8 +215,7 @@ sb_status sb_replica_device_update(struct sb_replica *r, const float *grads,
     sb_nvtx_push("optimizer", SB_NVTX_OPTIMIZER, 0);
     sb_status st = mark(r, MARK_OPT_START);
     if (!st) {
-        be->sgd_momentum(r->model->params, r->velocity, grads, r->model->n_params, r->lr,
-                         r->momentum);
+        sb_optimizer_step(&r->opt, r->model->params, grads);
         st = mark(r, MARK_OPT_END);
     }
     if (!st) st = be->check();

@@ -17,6 +17,7 @@
 #include "comm/cost_model.h"
 #include "core/config.h"
 #include "core/details.h"
+#include "core/memory.h"
 #include "core/phase.h"
 #include "core/status.h"
 #include "data/mnist.h"
@@ -148,6 +149,22 @@ struct sb_strategy_ops {
      * instance is needed. */
     int (*comm_model)(const struct sb_comm_model_query *q, struct sb_comm_model_row *rows,
                       int cap);
+    /* Optional (NULL: every rank holds a full replica: parameters and
+     * gradients 4Ψ bytes each, optimizer state 4sΨ, s =
+     * sb_optimizer_state_floats). The model-state bytes of one rank for
+     * Ψ = n_params parameters, in the ZeRO paper's accounting for fp32
+     * training (Rajbhandari et al., SC 2020, sections 3.1 and 5; docs/zero.md):
+     * `server` 0 for a replica or worker, 1 for a server rank. Pure:
+     * callable before anything is allocated. */
+    void (*model_state_formula)(const struct sb_config *cfg, double n_params, int server,
+                                struct sb_model_state *out);
+    /* Optional (NULL: one "replica" entry for s->replica: its parameters,
+     * gradients, optimizer state, no communication buffers, the
+     * workload's activations). This process's memory ledger: fills out
+     * [0, cap) with what it allocated per replica or server and the
+     * formula beside it, returns the count. rank and the peaks are the
+     * harness's to fill. */
+    int (*memory)(const struct sb_strategy *s, struct sb_memory_entry *out, int cap);
     void (*destroy)(struct sb_strategy *s);
 };
 
@@ -175,6 +192,30 @@ sb_status sb_strategy_read_params(struct sb_strategy *s, float *host);
 void sb_strategy_comm_counters(const struct sb_strategy *s,
                                struct sb_comm_counter out[SB_COMM_NKINDS], int *ranks);
 void sb_strategy_reset_comm_counters(struct sb_strategy *s);
+
+/* The model-state bytes of one rank of ops for cfg and Ψ = n_params, by
+ * its model_state_formula (or the full-replica default); server as
+ * there. */
+void sb_strategy_model_state_formula(const struct sb_strategy_ops *ops,
+                                     const struct sb_config *cfg, double n_params, int server,
+                                     struct sb_model_state *out);
+
+/* The largest model-state bytes any rank of ops holds for cfg and
+ * Ψ = n_params (the worker's, or a server's where the strategy has
+ * server ranks), from the formula alone: for a check before allocation
+ * (e.g. whether a model fits a device). */
+double sb_strategy_model_state_bytes(const struct sb_strategy_ops *ops,
+                                     const struct sb_config *cfg, double n_params);
+
+/* This process's memory ledger (the op, or the default): at most cap
+ * entries into out, returns the count. */
+int sb_strategy_memory(const struct sb_strategy *s, struct sb_memory_entry *out, int cap);
+
+/* A ledger entry for replica r (its model, optimizer state and
+ * activations, no communication buffers) with the formula of ops for
+ * `server` 0, in role "replica"; strategies build theirs from it. */
+void sb_memory_entry_of_replica(const struct sb_strategy *s, const struct sb_replica *r,
+                                int replica, struct sb_memory_entry *out);
 
 /* --- the strategies' own flags (strategies/options.c) --- */
 

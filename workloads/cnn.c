@@ -74,11 +74,15 @@ static void cnn_destroy(struct sb_model *m)
     free(m);
 }
 
-/* Allocates `count` floats (or int32s: same size) of backend memory. */
-static sb_status cnn_alloc(const struct sb_backend_ops *be, void *ptr, size_t count)
+/* Allocates `count` floats (or int32s: same size) of backend memory and
+ * adds their bytes to *total (may be NULL). */
+static sb_status cnn_alloc_counted(const struct sb_backend_ops *be, void *ptr, size_t count,
+                                   size_t *total)
 {
+    if (total) *total += count * sizeof(float);
     return be->alloc((void **)ptr, count * sizeof(float));
 }
+#define cnn_alloc(be, ptr, count) cnn_alloc_counted(be, ptr, count, &act_bytes)
 
 static sb_status cnn_create(const struct sb_config *cfg, const struct sb_backend_ops *be,
                             int max_batch, struct sb_model **out)
@@ -133,8 +137,10 @@ static sb_status cnn_create(const struct sb_config *cfg, const struct sb_backend
     m->n_params = off;
 
     sb_status st;
-    size_t b = (size_t)max_batch, nhwc_max = 0, dcols = 0;
-    if ((st = cnn_alloc(be, &m->params, off)) || (st = cnn_alloc(be, &m->grads, off))) goto fail;
+    size_t b = (size_t)max_batch, nhwc_max = 0, dcols = 0, act_bytes = 0;
+    if ((st = cnn_alloc_counted(be, &m->params, off, NULL)) ||
+        (st = cnn_alloc_counted(be, &m->grads, off, NULL)))
+        goto fail;
     for (int l = 0; l < CNN_CONVS; l++) {
         struct cnn_conv *cv = &p->conv[l];
         size_t positions = b * cv->oh * cv->ow, act = positions * cv->c_out;
@@ -150,15 +156,17 @@ static sb_status cnn_create(const struct sb_config *cfg, const struct sb_backend
     if ((st = sb_dense_alloc(d, be, max_batch)) || (st = cnn_alloc(be, &p->nhwc, nhwc_max)) ||
         (st = cnn_alloc(be, &p->dact, nhwc_max)) || (st = cnn_alloc(be, &p->dcols, dcols)))
         goto fail;
+    m->activation_bytes = act_bytes + p->dense.alloc_bytes;
 
-    float *host = malloc(off * sizeof *host);
+    /* Host memory backends are initialised in place (no second copy). */
+    float *host = be->host_memory ? m->params : malloc(off * sizeof *host);
     if (!host) {
         st = sb_error(SB_ERR_NOMEM, "cnn: out of memory");
         goto fail;
     }
     sb_init_kaiming_uniform(m, fan_in, cfg->seed, host);
-    st = be->upload(m->params, host, off * sizeof *host);
-    free(host);
+    st = be->host_memory ? SB_OK : be->upload(m->params, host, off * sizeof *host);
+    if (host != m->params) free(host);
     if (st) goto fail;
     m->ops = &sb_workload_cnn;
     *out = m;
@@ -177,6 +185,7 @@ static void cnn_layers(struct sb_model *m, const float *x, int n)
     for (int l = 0; l < CNN_CONVS; l++) {
         struct cnn_conv *cv = &p->conv[l];
         int positions = n * cv->oh * cv->ow, fan_in = cv->c_in * CNN_K * CNN_K;
+        sb_model_layer_begin(m, cv->w_off, (size_t)cv->c_out * fan_in + cv->c_out, 0);
         be->im2col(in, n, cv->c_in, cv->h, cv->w, CNN_K, cv->cols);
         /* nhwc (n*oh*ow, out) = cols (n*oh*ow, fan_in) . W^T (fan_in, out) + b */
         be->sgemm(0, 1, positions, cv->c_out, fan_in, 1.0f, cv->cols, fan_in,
@@ -217,6 +226,7 @@ static sb_status cnn_backward(struct sb_model *m, sb_grad_ready_fn ready, void *
     for (int l = CNN_CONVS - 1; l >= 0; l--) {
         struct cnn_conv *cv = &p->conv[l];
         int positions = n * cv->oh * cv->ow, fan_in = cv->c_in * CNN_K * CNN_K;
+        sb_model_layer_begin(m, cv->w_off, (size_t)cv->c_out * fan_in + cv->c_out, 1);
         /* pooled grad -> ReLU output grad -> pre-activation grad, NCHW */
         be->maxpool2_backward(cv->dpooled, cv->argmax, n, cv->c_out, cv->oh, cv->ow, p->dact);
         be->relu_backward(p->dact, cv->act, (size_t)positions * cv->c_out);

@@ -46,10 +46,15 @@ sb_status sb_dense_alloc(struct sb_dense *d, const struct sb_backend_ops *be, in
     size_t rows = (size_t)max_batch, widest = 1;
     for (int l = 1; l < d->n_layers; l++)
         if ((size_t)d->dim[l] > widest) widest = (size_t)d->dim[l];
-    for (int l = 1; l <= d->n_layers; l++)
+    d->alloc_bytes = 0;
+    for (int l = 1; l <= d->n_layers; l++) {
         SB_TRY(be->alloc((void **)&d->act[l], rows * (size_t)d->dim[l] * sizeof(float)));
+        d->alloc_bytes += rows * (size_t)d->dim[l] * sizeof(float);
+    }
     SB_TRY(be->alloc((void **)&d->delta[0], rows * widest * sizeof(float)));
     SB_TRY(be->alloc((void **)&d->delta[1], rows * widest * sizeof(float)));
+    d->alloc_bytes += 2 * rows * widest * sizeof(float) +
+                      rows * (size_t)d->dim[d->n_layers] * sizeof(float);
     return be->alloc((void **)&d->dlogits,
                      rows * (size_t)d->dim[d->n_layers] * sizeof(float));
 }
@@ -68,6 +73,7 @@ void sb_dense_forward(struct sb_dense *d, const struct sb_model *m, const float 
     d->act[0] = (float *)input;
     for (int l = 0; l < d->n_layers; l++) {
         int in = d->dim[l], out = d->dim[l + 1];
+        sb_model_layer_begin(m, d->w_off[l], (size_t)out * in + out, 0);
         /* act[l+1] (n, out) = act[l] (n, in) . W_l^T (in, out) + b_l */
         be->sgemm(0, 1, n, out, in, 1.0f, d->act[l], in, m->params + d->w_off[l], in, 0.0f,
                   d->act[l + 1], out);
@@ -85,6 +91,7 @@ void sb_dense_backward(struct sb_dense *d, struct sb_model *m, float *dinput,
     float *dz = d->dlogits; /* dLoss/d(pre-activation of layer l) (n, out) */
     for (int l = d->n_layers - 1; l >= 0; l--) {
         int in = d->dim[l], out = d->dim[l + 1];
+        sb_model_layer_begin(m, d->w_off[l], (size_t)out * in + out, 1);
         /* dW_l (out, in) = dz^T (out, n) . act[l] (n, in); db_l = colsum(dz) */
         be->sgemm(1, 0, out, in, n, 1.0f, dz, out, d->act[l], in, 0.0f,
                   m->grads + d->w_off[l], in);

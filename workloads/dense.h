@@ -23,6 +23,7 @@ struct sb_dense {
     float *delta[2];                       /* (max_batch, widest hidden) backward scratch */
     float *dlogits;                        /* (max_batch, dim[n_layers]) dLoss/dlogits */
     int n;                                 /* batch size of the last forward */
+    size_t alloc_bytes;                    /* what sb_dense_alloc allocated */
 };
 
 /* Appends tensor `name` of `count` floats at *off to m's layout table

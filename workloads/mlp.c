@@ -63,12 +63,15 @@ static sb_status mlp_create(const struct sb_config *cfg,
         (st = be->alloc((void **)&m->grads, off * sizeof(float))) ||
         (st = sb_dense_alloc(d, be, max_batch)))
         goto fail;
+    m->activation_bytes = d->alloc_bytes;
 
-    float *host = malloc(off * sizeof *host);
+    /* Host memory backends are initialised in place (no second copy of
+     * the model at the process's peak). */
+    float *host = be->host_memory ? m->params : malloc(off * sizeof *host);
     if (!host) goto nomem;
     sb_init_kaiming_uniform(m, d->dim, cfg->seed, host); /* fan_in of layer l = dim[l] */
-    st = be->upload(m->params, host, off * sizeof *host);
-    free(host);
+    st = be->host_memory ? SB_OK : be->upload(m->params, host, off * sizeof *host);
+    if (host != m->params) free(host);
     if (st) goto fail;
     m->ops = &sb_workload_mlp;
     *out = m;

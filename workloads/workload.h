@@ -26,6 +26,15 @@ struct sb_tensor_desc {
  * first: grads[offset, offset + count) will not change again this step. */
 typedef void (*sb_grad_ready_fn)(void *ctx, size_t offset, size_t count);
 
+/* Called by forward (backward = 0), predict (0) and backward (1) just
+ * before a layer reads its parameters params[offset, offset + count)
+ * (its weight and bias, consecutive in the buffer): forward in layer
+ * order, backward in reverse. A strategy that shards parameters (zero
+ * stage 3) installs one to gather the layer first and to free the layers
+ * that are done; errors are the callback's to keep (as with the ready
+ * callback). */
+typedef void (*sb_layer_fn)(void *ctx, size_t offset, size_t count, int backward);
+
 struct sb_model {
     const struct sb_workload_ops *ops;
     const struct sb_backend_ops *be;
@@ -37,8 +46,20 @@ struct sb_model {
     int in_dim;           /* input features per sample (784) */
     int n_classes;        /* 10 */
     int max_batch;        /* largest n accepted by forward/predict */
+    size_t activation_bytes; /* backend bytes of activations and backward
+                              * scratch for max_batch (the memory ledger) */
+    sb_layer_fn layer_hook;  /* NULL, or set by a strategy (see sb_layer_fn) */
+    void *layer_ctx;
     void *impl;           /* workload-private state */
 };
+
+/* Calls m's layer hook, if any, for the layer at params[offset, offset +
+ * count). */
+static inline void sb_model_layer_begin(const struct sb_model *m, size_t offset, size_t count,
+                                        int backward)
+{
+    if (m->layer_hook) m->layer_hook(m->layer_ctx, offset, count, backward);
+}
 
 struct sb_workload_ops {
     const char *name;

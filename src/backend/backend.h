@@ -70,6 +70,21 @@ struct sb_backend_ops {
     /* SGD with momentum, PyTorch's form: v = mu * v + g; p -= lr * v. */
     void (*sgd_momentum)(float *p, float *v, const float *g, size_t n,
                          float lr, float mu);
+    /* Adam (Kingma & Ba 2015, Algorithm 1) in PyTorch's form (torch.optim.Adam,
+     * single-tensor path): m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+     * p -= step_size * m / (sqrt(v) / bc2_sqrt + eps), where for step t >= 1
+     * step_size = lr / (1 - b1^t) and bc2_sqrt = sqrt(1 - b2^t), the bias
+     * corrections, computed by the caller (strategies/optimizer.c). m and v
+     * are the first and second moments (n floats each). */
+    void (*adam)(float *p, float *m, float *v, const float *g, size_t n, float b1,
+                 float b2, float eps, float step_size, float bc2_sqrt);
+    /* Tells the backend that the contents of ptr[0, bytes) are no longer
+     * needed: the next write defines them again and until then they read
+     * as any value (cpu: the whole pages inside the range go back to the
+     * kernel, madvise(MADV_DONTNEED), so a sharded strategy's freed copies
+     * leave the resident set; cuda: nothing, device memory stays
+     * allocated). ptr must lie inside one alloc'd block. */
+    void (*discard)(void *ptr, size_t bytes);
     /* dst[i] = src[i] for i < n, both backend memory. */
     void (*copy)(float *dst, const float *src, size_t n);
     /* y[i] += x[i] for i < n (used by device-side reductions). */

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "data/mnist.h"
 
@@ -18,16 +20,54 @@ void openblas_set_num_threads(int num_threads);
 int openblas_get_num_threads(void);
 char *openblas_get_config(void);
 
+/* Every block has a 64-byte header before the pointer saying how it was
+ * made. Blocks of at least CPU_MAP_BYTES come straight from mmap: zero
+ * pages that the kernel maps on first touch, so a range a strategy never
+ * writes (a shard's unused part) costs no resident memory and cpu_discard
+ * can hand pages back; smaller blocks come from aligned_alloc, zeroed. */
+#define CPU_HEADER 64
+#define CPU_MAP_BYTES ((size_t)1 << 20)
+
+struct cpu_header {
+    size_t map_bytes; /* mmap'd length including the header; 0: aligned_alloc */
+};
+
 static sb_status cpu_alloc(void **ptr, size_t bytes)
 {
-    size_t rounded = (bytes + 63) / 64 * 64;
-    *ptr = aligned_alloc(64, rounded ? rounded : 64);
-    if (!*ptr) return sb_error(SB_ERR_NOMEM, "cpu backend: cannot allocate %zu bytes", bytes);
-    memset(*ptr, 0, rounded ? rounded : 64);
+    size_t total = CPU_HEADER + (bytes + 63) / 64 * 64;
+    char *base;
+    if (total >= CPU_MAP_BYTES) {
+        base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (base == MAP_FAILED) base = NULL;
+    } else {
+        base = aligned_alloc(64, total);
+        if (base) memset(base, 0, total);
+    }
+    *ptr = NULL;
+    if (!base) return sb_error(SB_ERR_NOMEM, "cpu backend: cannot allocate %zu bytes", bytes);
+    ((struct cpu_header *)(void *)base)->map_bytes = total >= CPU_MAP_BYTES ? total : 0;
+    *ptr = base + CPU_HEADER;
     return SB_OK;
 }
 
-static void cpu_free(void *ptr) { free(ptr); }
+static void cpu_free(void *ptr)
+{
+    if (!ptr) return;
+    char *base = (char *)ptr - CPU_HEADER;
+    size_t map_bytes = ((struct cpu_header *)(void *)base)->map_bytes;
+    if (map_bytes) munmap(base, map_bytes);
+    else free(base);
+}
+
+/* Returns the whole pages inside [ptr, ptr + bytes) to the kernel; they
+ * read as zero afterwards. */
+static void cpu_discard(void *ptr, size_t bytes)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)ptr + page - 1) / page * page;
+    uintptr_t hi = ((uintptr_t)ptr + bytes) / page * page;
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
 
 static sb_status cpu_copy(void *dst, const void *src, size_t bytes)
 {
@@ -120,6 +160,17 @@ static void cpu_sgd_momentum(float *restrict p, float *restrict v, const float *
     for (size_t i = 0; i < n; i++) {
         v[i] = mu * v[i] + g[i];
         p[i] -= lr * v[i];
+    }
+}
+
+static void cpu_adam(float *restrict p, float *restrict m, float *restrict v,
+                     const float *restrict g, size_t n, float b1, float b2, float eps,
+                     float step_size, float bc2_sqrt)
+{
+    for (size_t i = 0; i < n; i++) {
+        m[i] = b1 * m[i] + (1.0f - b1) * g[i];
+        v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+        p[i] -= step_size * m[i] / (sqrtf(v[i]) / bc2_sqrt + eps);
     }
 }
 
@@ -242,6 +293,8 @@ const struct sb_backend_ops sb_backend_cpu = {
     .softmax_xent = cpu_softmax_xent,
     .count_correct = cpu_count_correct,
     .sgd_momentum = cpu_sgd_momentum,
+    .adam = cpu_adam,
+    .discard = cpu_discard,
     .copy = cpu_copy_floats,
     .add = cpu_add,
     .scale = cpu_scale,

@@ -431,6 +431,20 @@ __global__ void k_sgd_momentum(float *p, float *v, const float *g, size_t n, flo
     }
 }
 
+__global__ void k_adam(float *p, float *m, float *v, const float *g, size_t n, float b1,
+                       float b2, float eps, float step_size, float bc2_sqrt)
+{
+    GRID_STRIDE(i, n)
+    {
+        float gi = g[i];
+        float mi = b1 * m[i] + (1.0f - b1) * gi;
+        float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] -= step_size * mi / (sqrtf(vi) / bc2_sqrt + eps);
+    }
+}
+
 __global__ void k_add(float *y, const float *x, size_t n) { GRID_STRIDE(i, n) y[i] += x[i]; }
 
 __global__ void k_scale(float *y, float a, size_t n) { GRID_STRIDE(i, n) y[i] *= a; }
@@ -495,6 +509,19 @@ static void cu_sgd_momentum(float *p, float *v, const float *g, size_t n, float 
         return;
     }
     LAUNCH(k_sgd_momentum, n, p, v, g, n, lr, mu);
+}
+
+static void cu_adam(float *p, float *m, float *v, const float *g, size_t n, float b1, float b2,
+                    float eps, float step_size, float bc2_sqrt)
+{
+    LAUNCH(k_adam, n, p, m, v, g, n, b1, b2, eps, step_size, bc2_sqrt);
+}
+
+/* Device memory stays allocated: a partial cudaFree does not exist. */
+static void cu_discard(void *ptr, size_t bytes)
+{
+    (void)ptr;
+    (void)bytes;
 }
 
 static void cu_copy(float *dst, const float *src, size_t n)
@@ -644,6 +671,8 @@ extern "C" const struct sb_backend_ops sb_backend_cuda = {
     .softmax_xent = cu_softmax_xent,
     .count_correct = cu_count_correct,
     .sgd_momentum = cu_sgd_momentum,
+    .adam = cu_adam,
+    .discard = cu_discard,
     .copy = cu_copy,
     .add = cu_add,
     .scale = cu_scale,

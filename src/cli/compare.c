@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli/stats_tests.h"
+#include "cli/suggest.h"
 #include "cli/sweep.h"
 #include "cli/sweep_stats.h"
 #include "report/json_util.h"
@@ -425,8 +426,7 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
         case 'F': o->force = 1; break;
         case 'h': o->help = 1; return SB_OK;
         default:
-            return sb_error(SB_ERR_USAGE, "compare: unknown or incomplete flag '%s' (see stratbench "
-                            "compare --help)", argv[optind - 1]);
+            return sb_cli_bad_flag("compare", argv[optind - 1], longs);
         }
     }
     if (argc - optind != 2)

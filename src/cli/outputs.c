@@ -62,6 +62,41 @@ static int can_create_in(const char *dir)
     return 0;
 }
 
+/* `dir` (where output `path` of `flag` goes) does not exist: checks that
+ * its nearest existing ancestor is a directory a file can be created in, so
+ * that mkdir -p (sweep --out; the atomic writer for files) will succeed.
+ * The same decision and message for every output, file or folder. */
+static sb_status check_creatable(const char *flag, const char *path, const char *dir)
+{
+    struct stat st;
+    char up[PATH_MAX];
+    if (strlen(dir) >= sizeof up)
+        return sb_error(SB_ERR_USAGE, "%s: the path is longer than %d bytes", flag, PATH_MAX - 1);
+    strcpy(up, dir);
+    for (;;) {
+        char *slash = strrchr(up, '/');
+        while (slash && slash > up && slash[1] == '\0') { /* trailing slashes */
+            *slash = '\0';
+            slash = strrchr(up, '/');
+        }
+        if (!slash) strcpy(up, ".");
+        else if (slash == up) up[1] = '\0';
+        else *slash = '\0';
+        if (stat(up, &st) == 0) break;
+        if (errno != ENOENT && errno != ENOTDIR)
+            return sb_error(SB_ERR_USAGE, "%s %s: %s: %s", flag, path, up, strerror(errno));
+        if (strcmp(up, ".") == 0 || strcmp(up, "/") == 0) break;
+    }
+    if (!S_ISDIR(st.st_mode))
+        return sb_error(SB_ERR_USAGE, "%s %s: cannot create directory %s: %s is not a directory",
+                        flag, path, dir, up);
+    int err = can_create_in(up);
+    if (err)
+        return sb_error(SB_ERR_USAGE, "%s %s: cannot create directory %s in %s: %s", flag, path,
+                        dir, up, strerror(err));
+    return SB_OK;
+}
+
 /* The checks on the directory `dir` that an output named by `flag` and
  * `path` goes into. */
 static sb_status check_dir(const char *flag, const char *path, const char *dir,
@@ -69,9 +104,11 @@ static sb_status check_dir(const char *flag, const char *path, const char *dir,
 {
     if (stat(dir, st) != 0) {
         int err = errno;
-        if (err == ENOENT)
-            return sb_error(SB_ERR_USAGE, "%s %s: directory %s does not exist (create it first)",
-                            flag, path, dir);
+        if (err == ENOENT || err == ENOTDIR) { /* created when the file is written */
+            SB_TRY(check_creatable(flag, path, dir));
+            st->st_dev = 0, st->st_ino = 0; /* not there yet: compared by name below */
+            return SB_OK;
+        }
         return sb_error(SB_ERR_USAGE, "%s %s: directory %s: %s", flag, path, dir, strerror(err));
     }
     if (!S_ISDIR(st->st_mode))
@@ -108,7 +145,7 @@ static sb_status check_one(const struct sb_output *o, struct target *t)
         if (!S_ISREG(st.st_mode))
             return sb_error(SB_ERR_USAGE, "%s %s: is %s, not a regular file", o->flag, o->path,
                             kind_of(st.st_mode));
-    } else if (errno != ENOENT) {
+    } else if (errno != ENOENT && errno != ENOTDIR) {
         return sb_error(SB_ERR_USAGE, "%s %s: %s", o->flag, o->path, strerror(errno));
     }
     SB_TRY(check_dir(o->flag, o->path, dir, &st));
@@ -127,7 +164,9 @@ static sb_status check_one(const struct sb_output *o, struct target *t)
         return sb_error(SB_ERR_USAGE, "%s: the path is %zu bytes; with the suffix stratbench "
                         "adds to it (%s) it must be shorter than %zu", o->flag, strlen(o->path),
                         SB_OUTPUT_LONGEST_SUFFIX, PATH_MAX - suffix);
-    *t = (struct target){.dev = st.st_dev, .ino = st.st_ino, .name = name};
+    /* A directory still to be created has no inode: compare the whole path. */
+    *t = (struct target){.dev = st.st_dev, .ino = st.st_ino,
+                         .name = st.st_ino ? name : o->path};
     struct stat file;
     if (stat(o->path, &file) == 0) {
         t->exists = 1;
@@ -190,31 +229,7 @@ sb_status sb_output_dir_check(const char *flag, const char *dir)
                             strerror(err));
         return SB_OK;
     }
-    if (errno != ENOENT) return sb_error(SB_ERR_USAGE, "%s %s: %s", flag, dir, strerror(errno));
-    /* Walk up to the nearest existing ancestor: mkdir -p creates the rest. */
-    char up[PATH_MAX];
-    if (strlen(dir) >= sizeof up)
-        return sb_error(SB_ERR_USAGE, "%s: the path is longer than %d bytes", flag, PATH_MAX - 1);
-    strcpy(up, dir);
-    for (;;) {
-        char *slash = strrchr(up, '/');
-        while (slash && slash > up && slash[1] == '\0') { /* trailing slashes */
-            *slash = '\0';
-            slash = strrchr(up, '/');
-        }
-        if (!slash) strcpy(up, ".");
-        else if (slash == up) up[1] = '\0';
-        else *slash = '\0';
-        if (stat(up, &st) == 0) break;
-        if (errno != ENOENT) return sb_error(SB_ERR_USAGE, "%s %s: %s: %s", flag, dir, up,
-                                             strerror(errno));
-        if (strcmp(up, ".") == 0 || strcmp(up, "/") == 0) break;
-    }
-    if (!S_ISDIR(st.st_mode))
-        return sb_error(SB_ERR_USAGE, "%s %s: %s is not a directory", flag, dir, up);
-    int err = can_create_in(up);
-    if (err)
-        return sb_error(SB_ERR_USAGE, "%s %s: cannot create it in %s: %s", flag, dir, up,
-                        strerror(err));
-    return SB_OK;
+    if (errno != ENOENT && errno != ENOTDIR)
+        return sb_error(SB_ERR_USAGE, "%s %s: %s", flag, dir, strerror(errno));
+    return check_creatable(flag, dir, dir);
 }

@@ -32,7 +32,9 @@ struct sb_output {
  * directory, a device, a FIFO, a socket or a symbolic link (an existing
  * regular file is fine: it is replaced atomically); its directory exists,
  * is a directory, is writable (a file can be created there: read-only file
- * systems included) and has SB_OUTPUT_MIN_FREE_BYTES free; the name with
+ * systems included) and has SB_OUTPUT_MIN_FREE_BYTES free, or does not
+ * exist and its nearest existing ancestor is a writable directory (the
+ * writer creates the missing folders, as sweep --out does); the name with
  * SB_OUTPUT_LONGEST_SUFFIX fits NAME_MAX (pathconf of its directory) and
  * the path PATH_MAX; and no two outputs name the same file (same directory,
  * by device and inode, and the same name, or existing files with the same

@@ -11,6 +11,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "cli/suggest.h"
 #include "cli/sweep.h"
 #include "comm/cost_model.h"
 #include "core/status.h"
@@ -169,8 +170,7 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
             break;
         case ':': return sb_error(SB_ERR_USAGE, "predict: %s: missing value", flag);
         default:
-            return sb_error(SB_ERR_USAGE, "predict: unknown flag '%s' (see stratbench predict "
-                            "--help)", flag);
+            return sb_cli_bad_flag("predict", flag, longs);
         }
     }
     if (optind != argc - 1)
@@ -212,6 +212,26 @@ static double phase_ms(const cJSON *doc, const char *phase)
 }
 
 /* Reads what predict needs from the report; bad input names the report. */
+/* The error of a report without a probed link (comm.model null), naming the
+ * reason the report shows: one process (nothing to probe), a strategy with
+ * no cost model of its own (hierarchical: its report records no link), or
+ * else --no-probe-links. */
+static sb_status no_link_error(const char *path, const char *strategy, double world_size)
+{
+    const struct sb_strategy_ops *ops = sb_strategy_find(strategy);
+    const char *why = "the run had --no-probe-links";
+    char buf[160];
+    if (!(world_size > 1) || (ops && !ops->uses_mpi)) {
+        why = "a one-process run has no link to probe";
+    } else if (ops && !ops->comm_model) {
+        snprintf(buf, sizeof buf, "%s has no cost model of its own and records no link",
+                 strategy);
+        why = buf;
+    }
+    return sb_error(SB_ERR_INPUT, "predict: %s: no probed link (comm.model is null: %s); pass --bandwidth and "
+                    "--latency", path, why);
+}
+
 static sb_status load_run(const struct opts *o, struct run *r)
 {
     memset(r, 0, sizeof *r);
@@ -260,9 +280,8 @@ static sb_status load_run(const struct opts *o, struct run *r)
         if (o->bandwidth_Bps > 0) r->link.bandwidth_Bps = o->bandwidth_Bps;
         if (o->latency_s >= 0) r->link.alpha_s = o->latency_s;
         if (!(r->link.bandwidth_Bps > 0) || !(r->link.alpha_s >= 0))
-            st = sb_error(SB_ERR_INPUT, "predict: %s: no probed link (comm.model is null: a "
-                          "one-process run or --no-probe-links); pass --bandwidth and "
-                          "--latency", o->report);
+            st = no_link_error(o->report, r->strategy,
+                               num_path(doc, (const char *[]){"world_size"}, 1));
     }
     cJSON_Delete(doc);
     return st;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli/outputs.h"
+#include "cli/suggest.h"
 #include "cli/sweep_stats.h"
 #include "report/json_util.h"
 #include "strategies/strategy.h"
@@ -151,8 +152,7 @@ static sb_status parse_opts(struct sweep_opts *o, int argc, char **argv)
             break;
         case 'h': o->help = 1; return SB_OK;
         default:
-            return sb_error(SB_ERR_USAGE, "sweep: unknown or incomplete flag '%s' (see stratbench "
-                            "sweep --help)", argv[optind - 1]);
+            return sb_cli_bad_flag("sweep", argv[optind - 1], longs);
         }
     }
     o->extra = argv + optind;

@@ -10,6 +10,7 @@
 
 #include "backend/cuda.h"
 #include "cli/outputs.h"
+#include "cli/suggest.h"
 #include "comm/allreduce_algo.h"
 #include "data/mnist.h"
 #include "data/sampler.h"
@@ -21,7 +22,7 @@ enum {
     OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_LR_SCALING, OPT_SEED, OPT_DATA,
     OPT_REPORT, OPT_TARGET, OPT_MAX_STEPS, OPT_WARMUP, OPT_SAVE_PARAMS, OPT_THREADS,
     OPT_EVAL_BATCH, OPT_TRACE, OPT_COMM, OPT_ALLREDUCE, OPT_PROBE_LINKS, OPT_NO_PROBE_LINKS,
-    OPT_CUDA_GRAPH, OPT_CHECK_EVERY, OPT_MLLOG, OPT_TIMEOUT,
+    OPT_CUDA_GRAPH, OPT_CHECK_EVERY, OPT_MLLOG, OPT_TIMEOUT, OPT_OPTIMIZER,
     OPT_STRATEGY_FLAG = 512, /* + index into strategy_flags[] */
 };
 
@@ -38,6 +39,7 @@ static const struct option common_options[] = {
     {"batch", required_argument, NULL, OPT_BATCH},
     {"lr", required_argument, NULL, OPT_LR},
     {"momentum", required_argument, NULL, OPT_MOMENTUM},
+    {"optimizer", required_argument, NULL, OPT_OPTIMIZER},
     {"lr-scaling", required_argument, NULL, OPT_LR_SCALING},
     {"seed", required_argument, NULL, OPT_SEED},
     {"data", required_argument, NULL, OPT_DATA},
@@ -97,7 +99,7 @@ void sb_train_opts_defaults(struct sb_train_opts *opts)
     c->replicas = 1;
     c->epochs = 3;
     c->batch = 64;
-    c->lr = 0.03;
+    c->lr = SB_LR_DEFAULT_SGD;
     c->momentum = 0.9;
     c->lr_scaling = SB_LR_SCALING_NONE;
     c->seed = 42;
@@ -127,7 +129,7 @@ void sb_train_opts_usage(FILE *out)
             "\n"
             "  --strategy NAME        %-10s %s\n"
             "  --workload NAME        %-10s %s\n"
-            "  --device NAME          %-10s cpu | cuda (default cuda when a GPU is visible)\n"
+            "  --device NAME          %-10s cpu | cuda | auto (auto: cuda when a GPU is visible)\n"
             "  --comm NAME            %-10s nccl | mpi: how GPU replicas talk (mpi = host\n"
             "                                    memory, staged; default nccl on cuda, mpi on cpu)\n"
             "  --hidden LIST          %-10d hidden widths of the mlp, e.g. 1024,1024\n"
@@ -136,12 +138,15 @@ void sb_train_opts_usage(FILE *out)
 
             "  --epochs N             %-10d passes over the 60k training images\n"
             "  --batch N              %-10d per-replica batch; global batch = replicas x batch\n"
-            "  --lr X                 %-10g SGD learning rate\n"
+            "  --optimizer NAME       %-10s sgd (with --momentum) | adam (Kingma & Ba 2015,\n"
+            "                                    PyTorch's betas 0.9, 0.999, eps 1e-8)\n"
+            "  --lr X                 %-10g learning rate (default %g with adam)\n"
             "  --momentum X           %-10g SGD momentum\n"
             "  --lr-scaling MODE      %-10s none | linear (lr x replicas, Goyal et al. 2017)\n"
             "  --seed N               %-10llu initialisation and data order\n"
             "  --data DIR             MNIST idx files (.gz or raw); default $STRATBENCH_DATA,\n"
-            "                         else ./data/mnist\n"
+            "                         else the installed or source tree's data/mnist\n"
+            "                         (stratbench info shows it), else ./data/mnist\n"
             "  --report FILE          write the JSON run report (rank 0, atomically)\n"
             "  --target-accuracy X    %-10g test accuracy for time to accuracy (0.97 or 97%%)\n"
             "  --max-steps N          %-10s stop after N optimizer steps (0 = no limit)\n"
@@ -169,8 +174,8 @@ void sb_train_opts_usage(FILE *out)
             "\n"
             "strategy flags (each taken only by the strategies named):\n",
             c->strategy, sb_strategy_names_joined(" | "), c->workload, sb_workload_names(),
-            c->device, "auto", c->hidden[0], c->replicas, c->epochs, c->batch, c->lr,
-            c->momentum, "none", (unsigned long long)c->seed, c->target_accuracy, "0",
+            "auto", "auto", c->hidden[0], c->replicas, c->epochs, c->batch, "sgd", c->lr,
+            SB_LR_DEFAULT_ADAM, c->momentum, "none", (unsigned long long)c->seed, c->target_accuracy, "0",
             c->warmup_steps, "0", c->eval_batch, c->allreduce, c->timeout_s);
     sb_strategy_options_usage(out);
 }
@@ -273,7 +278,12 @@ static sb_status parse_one(struct sb_train_opts *o, int opt, const char *arg)
     switch (opt) {
     case OPT_STRATEGY: return parse_name("strategy", arg, c->strategy);
     case OPT_WORKLOAD: return parse_name("workload", arg, c->workload);
-    case OPT_DEVICE: return parse_name("device", arg, c->device);
+    case OPT_DEVICE:
+        if (strcmp(arg, "auto") == 0) { /* the default: cuda where a GPU is visible */
+            strcpy(c->device, sb_cuda_device_count() > 0 ? "cuda" : "cpu");
+            return SB_OK;
+        }
+        return parse_name("device", arg, c->device);
     case OPT_COMM:
         if (strcmp(arg, "nccl") != 0 && strcmp(arg, "mpi") != 0)
             return sb_error(SB_ERR_USAGE, "--comm: expected nccl or mpi, got '%s'", arg);
@@ -285,7 +295,14 @@ static sb_status parse_one(struct sb_train_opts *o, int opt, const char *arg)
         return parse_int("replicas", arg, 1, 4096, &c->replicas);
     case OPT_EPOCHS: return parse_int("epochs", arg, 1, 100000, &c->epochs);
     case OPT_BATCH: return parse_int("batch", arg, 1, SB_MNIST_TRAIN_IMAGES, &c->batch);
-    case OPT_LR: return parse_double("lr", arg, 0.0, 1e3, &c->lr);
+    case OPT_LR:
+        o->lr_given = 1;
+        return parse_double("lr", arg, 0.0, 1e3, &c->lr);
+    case OPT_OPTIMIZER:
+        if (strcmp(arg, "sgd") == 0) c->optimizer = SB_OPTIMIZER_SGD;
+        else if (strcmp(arg, "adam") == 0) c->optimizer = SB_OPTIMIZER_ADAM;
+        else return sb_error(SB_ERR_USAGE, "--optimizer: expected sgd or adam, got '%s'", arg);
+        return SB_OK;
     case OPT_MOMENTUM: return parse_double("momentum", arg, 0.0, 0.999999, &c->momentum);
     case OPT_LR_SCALING:
         if (strcmp(arg, "none") == 0) c->lr_scaling = SB_LR_SCALING_NONE;
@@ -328,7 +345,7 @@ static sb_status validate_device(struct sb_config *c)
 {
     int cuda = strcmp(c->device, "cuda") == 0;
     if (!cuda && strcmp(c->device, "cpu") != 0)
-        return sb_error(SB_ERR_USAGE, "--device: unknown device '%s' (expected cpu or cuda)",
+        return sb_error(SB_ERR_USAGE, "--device: unknown device '%s' (expected cpu, cuda or auto)",
                         c->device);
     if (!c->comm[0]) {
 #ifdef SB_HAVE_NCCL
@@ -378,6 +395,10 @@ static sb_status validate(struct sb_train_opts *o)
         return sb_error(SB_ERR_USAGE, "--workload: unknown workload '%s' (expected one of: %s)",
                         c->workload, sb_workload_names());
     SB_TRY(validate_device(c));
+    if (!o->lr_given && c->optimizer == SB_OPTIMIZER_ADAM) c->lr = SB_LR_DEFAULT_ADAM;
+    if (c->cuda_graph && c->optimizer == SB_OPTIMIZER_ADAM)
+        return sb_error(SB_ERR_USAGE, "--cuda-graph: a captured step would freeze Adam's bias "
+                        "correction; use --optimizer sgd with --cuda-graph");
     if (strcmp(c->allreduce, "auto") != 0 && (!s->uses_mpi || strcmp(c->device, "cpu") != 0))
         return sb_error(SB_ERR_USAGE, "--allreduce %s: only strategies of MPI ranks on --device "
                         "cpu choose their all-reduce (NCCL and threads use their own)",
@@ -419,8 +440,7 @@ sb_status sb_train_opts_parse(struct sb_train_opts *opts, int argc, char **argv)
             return SB_OK;
         }
         if (opt == '?')
-            return sb_error(SB_ERR_USAGE, "unknown flag '%s' (see stratbench train --help)",
-                            argv[prev]);
+            return sb_cli_bad_flag("train", argv[prev], long_options);
         if (opt == ':')
             return sb_error(SB_ERR_USAGE, "%s: missing value", argv[prev]);
         if (opt >= OPT_STRATEGY_FLAG) {

@@ -12,6 +12,7 @@
 struct sb_train_opts {
     struct sb_config cfg;
     int replicas_given; /* --replicas was on the command line */
+    int lr_given;       /* --lr was (else the optimizer's default) */
     int help;           /* --help was asked for: print usage, exit 0 */
 };
 

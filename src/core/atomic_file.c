@@ -37,6 +37,27 @@ static int write_and_close(int fd, const void *data, size_t len, int newline,
     return err;
 }
 
+/* Creates the missing folders above `path` (mkdir -p of its directory), as
+ * sweep --out does for its folder. Returns 0 or an errno value. */
+static int make_parent_dirs(const char *path)
+{
+    char buf[4096];
+    if (strlen(path) >= sizeof buf) return ENAMETOOLONG;
+    strcpy(buf, path);
+    char *last = strrchr(buf, '/');
+    if (!last || last == buf) return 0;
+    *last = '\0';
+    struct stat st;
+    if (stat(buf, &st) == 0) return 0;
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST) return errno;
+        *p = '/';
+    }
+    return mkdir(buf, 0777) != 0 && errno != EEXIST ? errno : 0;
+}
+
 /* Writes data (+ "\n" if newline) to a new temporary file beside `path` (so
  * that rename stays within one file system), then renames it over `path`:
  * readers see the old file or the whole new one, never part. On failure the
@@ -51,6 +72,12 @@ static sb_status write_atomic(const char *what, const char *path, const void *da
     memcpy(tmp, path, path_len);
     memcpy(tmp + path_len, suffix, sizeof suffix);
 
+    int dir_err = make_parent_dirs(path);
+    if (dir_err) {
+        free(tmp);
+        return sb_error(SB_ERR_IO, "%s %s: cannot create its directory: %s", what, path,
+                        strerror(dir_err));
+    }
     int fd = mkstemp(tmp);
     if (fd < 0) {
         int err = errno;

@@ -10,7 +10,7 @@
 #include "core/status.h"
 
 /* Writes text + "\n" to `path` atomically: a temporary file beside it,
- * fsync, rename. Errors: SB_ERR_IO "<what> <path>: <step>: <why>" (what
+ * fsync, rename; folders missing above `path` are created first. Errors: SB_ERR_IO "<what> <path>: <step>: <why>" (what
  * names the document, e.g. "report" or "trace"), SB_ERR_NOMEM. On error
  * no file is left at `path` or beside it. */
 sb_status sb_write_text_atomic(const char *what, const char *path, const char *text);

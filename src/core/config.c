@@ -7,3 +7,5 @@ double sb_config_effective_lr(const struct sb_config *cfg)
 }
 
 int sb_config_global_batch(const struct sb_config *cfg) { return cfg->replicas * cfg->batch; }
+
+const char *sb_optimizer_name(enum sb_optimizer_kind o) { return o == SB_OPTIMIZER_ADAM ? "adam" : "sgd"; }

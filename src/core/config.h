@@ -17,6 +17,16 @@
 
 enum sb_lr_scaling { SB_LR_SCALING_NONE = 0, SB_LR_SCALING_LINEAR };
 
+/* --optimizer: SGD with momentum (PyTorch's form) or Adam (Kingma & Ba
+ * 2015, PyTorch's defaults). Optimizer state per parameter: 1 float, 2. */
+enum sb_optimizer_kind { SB_OPTIMIZER_SGD = 0, SB_OPTIMIZER_ADAM };
+
+/* Default learning rates: SGD's (chosen for this suite, docs/design.md)
+ * and Adam's (PyTorch's torch.optim.Adam default), used when --lr is not
+ * given. */
+#define SB_LR_DEFAULT_SGD 0.03
+#define SB_LR_DEFAULT_ADAM 0.001
+
 struct sb_config {
     char strategy[SB_NAME_MAX];  /* a name in strategies/registry.c */
     char workload[SB_NAME_MAX];  /* mlp (| cnn) */
@@ -29,7 +39,8 @@ struct sb_config {
     int epochs;
     int batch;                   /* per-replica batch; global = replicas * batch */
     double lr;                   /* base learning rate (before --lr-scaling) */
-    double momentum;
+    double momentum;             /* SGD only */
+    enum sb_optimizer_kind optimizer; /* --optimizer sgd | adam */
     enum sb_lr_scaling lr_scaling; /* linear: lr * replicas (Goyal et al. 2017) */
     uint64_t seed;
     char data_dir[PATH_MAX];     /* resolved: --data, $STRATBENCH_DATA, ./data/mnist */
@@ -59,6 +70,9 @@ struct sb_config {
  * --lr-scaling linear (the linear scaling rule, Goyal et al. 2017,
  * "Accurate, Large Minibatch SGD"). */
 double sb_config_effective_lr(const struct sb_config *cfg);
+
+/* "sgd" or "adam". */
+const char *sb_optimizer_name(enum sb_optimizer_kind o);
 
 /* Global batch: replicas * per-replica batch (samples per optimizer step). */
 int sb_config_global_batch(const struct sb_config *cfg);

@@ -15,6 +15,7 @@
 
 #include <zlib.h>
 
+#include "core/build_info.h"
 #include "core/interrupt.h"
 #include "data/sha256sums.h"
 
@@ -312,16 +313,60 @@ sb_status sb_idx_read_labels(const char *path, uint8_t **labels, int *n)
     return SB_OK;
 }
 
+int sb_mnist_default_dirs(char (*dirs)[PATH_MAX], int max)
+{
+    int n = 0;
+    char exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len > 0 && n < max) {
+        exe[len] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) *slash = '\0'; /* the program's folder, e.g. PREFIX/bin */
+        int len2 = snprintf(dirs[n], PATH_MAX, "%s/../share/stratbench/data/mnist", exe);
+        if (len2 > 0 && len2 < PATH_MAX) n++;
+    }
+    if (n < max) snprintf(dirs[n++], PATH_MAX, "%s/data/mnist", sb_build_source_dir());
+    if (n < max) snprintf(dirs[n++], PATH_MAX, "%s/share/stratbench/data/mnist", sb_build_prefix());
+    if (n < max) snprintf(dirs[n++], PATH_MAX, "./data/mnist");
+    return n;
+}
+
+int sb_mnist_first_with_data(char (*dirs)[PATH_MAX], int n)
+{
+    for (int i = 0; i < n; i++) {
+        static const char *const names[] = {"train-images-idx3-ubyte.gz",
+                                            "train-images-idx3-ubyte"};
+        for (int k = 0; k < 2; k++) {
+            char path[PATH_MAX + 32];
+            int len = snprintf(path, sizeof path, "%s/%s", dirs[i], names[k]);
+            if (len > 0 && (size_t)len < sizeof path && access(path, R_OK) == 0) return i;
+        }
+    }
+    return -1;
+}
+
 void sb_mnist_resolve_dir(const char *flag_dir, char *out, size_t out_size)
 {
     if (!out || out_size == 0) return;
-    const char *dir = "./data/mnist";
     const char *env = getenv("STRATBENCH_DATA");
-    if (flag_dir && flag_dir[0])
-        dir = flag_dir;
-    else if (env && env[0])
-        dir = env;
-    snprintf(out, out_size, "%s", dir);
+    if (flag_dir && flag_dir[0]) {
+        snprintf(out, out_size, "%s", flag_dir);
+        return;
+    }
+    if (env && env[0]) {
+        snprintf(out, out_size, "%s", env);
+        return;
+    }
+    char dirs[4][PATH_MAX];
+    int n = sb_mnist_default_dirs(dirs, 4);
+    int i = sb_mnist_first_with_data(dirs, n);
+    if (i < 0) {
+        snprintf(out, out_size, "./data/mnist");
+        return;
+    }
+    /* Shown in reports and errors: drop "bin/../" for the installed tree. */
+    char real[PATH_MAX];
+    snprintf(out, out_size, "%s", realpath(dirs[i], real) ? real : dirs[i]);
 }
 
 /* Writes "<dir>/<name>.gz" to `path` if that file exists, else "<dir>/<name>"

@@ -60,9 +60,22 @@ sb_status sb_idx_read_images(const char *path, uint8_t **pixels, int *n,
 sb_status sb_idx_read_labels(const char *path, uint8_t **labels, int *n);
 
 /* Finds the directory holding MNIST: `flag_dir` if non-empty (from --data),
- * else $STRATBENCH_DATA, else "./data/mnist". Writes it to `out` (size
- * `out_size`). Never fails. */
+ * else $STRATBENCH_DATA, else the first of sb_mnist_default_dirs() that
+ * holds train-images-idx3-ubyte(.gz), else "./data/mnist" (so that the
+ * error names it). Writes it to `out` (size `out_size`). Never fails. */
 void sb_mnist_resolve_dir(const char *flag_dir, char *out, size_t out_size);
+
+/* The folders searched for MNIST when neither --data nor $STRATBENCH_DATA
+ * names one, in order: <the program's folder>/../share/stratbench/data/mnist
+ * (an installed tree, even one moved elsewhere), <the source tree it was
+ * built from>/data/mnist, <install prefix>/share/stratbench/data/mnist, and
+ * ./data/mnist; so the default does not depend on the current directory.
+ * Writes at most `max` paths (each PATH_MAX bytes) to dirs; returns how many. */
+int sb_mnist_default_dirs(char (*dirs)[PATH_MAX], int max);
+
+/* Index of the first of dirs[0..n) holding train-images-idx3-ubyte(.gz),
+ * or -1 when none does. */
+int sb_mnist_first_with_data(char (*dirs)[PATH_MAX], int n);
 
 /* Loads the four files from `dir`. For each base name it opens "<name>.gz"
  * if present, else "<name>". Checks each file as above and that image and

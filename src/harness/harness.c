@@ -18,6 +18,7 @@
 #include "core/stats.h"
 #include "data/sampler.h"
 #include "harness/consistency.h"
+#include "harness/gather.h"
 #include "harness/probe.h"
 #include "harness/rank_stats.h"
 #include "harness/run_noise.h"
@@ -222,6 +223,45 @@ static sb_status train_epochs(struct loop *L)
     return SB_OK;
 }
 
+/* Every rank's memory ledger (the strategy's, with this process's peak
+ * RSS and, on a device, peak device memory) to rank 0's record
+ * (collective). */
+static sb_status gather_memory(struct loop *L)
+{
+    struct sb_job *job = L->job;
+    struct sb_memory_entry mine[SB_MEMORY_ENTRIES_MAX];
+    int k = sb_strategy_memory(L->s, mine, SB_MEMORY_ENTRIES_MAX);
+    double rss = (double)sb_peak_rss_bytes(), device = -1.0;
+#ifdef SB_HAVE_CUDA
+    if (!L->s->env->be->host_memory) device = (double)sb_cuda_memory_peak_bytes();
+#endif
+    for (int i = 0; i < k; i++) {
+        mine[i].rank = job->rank;
+        mine[i].peak_rss_bytes = rss;
+        mine[i].peak_device_bytes = device;
+    }
+    if (!job->mpi || job->size <= 1) {
+        struct sb_memory_entry *all = malloc((k ? (size_t)k : 1) * sizeof *all);
+        if (!all) return sb_error(SB_ERR_NOMEM, "harness: out of memory");
+        memcpy(all, mine, (size_t)k * sizeof *all);
+        L->rec->memory = all;
+        L->rec->n_memory = k;
+        return SB_OK;
+    }
+    char *bytes = NULL;
+    long long *counts = NULL;
+    SB_TRY(sb_gather_bytes_to_root(job->world, job->rank, job->size, mine,
+                                   (long long)((size_t)k * sizeof *mine), &bytes, &counts));
+    if (job->rank == 0) {
+        long long total = 0;
+        for (int r = 0; r < job->size; r++) total += counts[r];
+        L->rec->memory = (struct sb_memory_entry *)(void *)bytes;
+        L->rec->n_memory = (int)(total / (long long)sizeof *mine);
+    }
+    free(counts);
+    return SB_OK;
+}
+
 /* Every rank's per-step timings to rank 0 (collective): derives the wait
  * phase (rank_stats.h), writes rank 0's back into its own timings, and the
  * spread across ranks into the record. */
@@ -247,7 +287,7 @@ static sb_status cross_rank_stats(struct loop *L)
     struct sb_rank_noise *noise = NULL;
     SB_TRY(sb_rank_noise_gather(job->mpi ? job->world : NULL, job->rank, job->size, &mine, &noise));
     L->rec->noise_by_rank = noise;
-    return SB_OK;
+    return gather_memory(L);
 }
 
 /* --save-params: every rank reads the parameters (collective), rank 0
@@ -437,6 +477,7 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
     sb_mllog_free(&ml);
     free(rec.epochs);
     free((void *)rec.noise_by_rank);
+    free((void *)rec.memory);
     free(L.perm);
     free(L.loss_sums);
     return st;

@@ -15,11 +15,8 @@
 
 #include "backend/backend.h"
 #include "backend/cuda.h"
+#include "core/build_info.h"
 #include "core/launcher.h"
-
-#ifndef SB_VERSION
-#define SB_VERSION "0.1.0"
-#endif
 
 #define UNKNOWN "unknown"
 
@@ -177,12 +174,9 @@ sb_status sb_environment_json(const struct sb_run_record *rec, cJSON **out)
     int fail = 0;
     char buf[512];
 
-    add_str(env, "stratbench_version", SB_VERSION, &fail);
-#ifdef SB_GIT_COMMIT
-    add_str(env, "git_commit", SB_GIT_COMMIT, &fail);
-#else
-    add_str(env, "git_commit", UNKNOWN, &fail);
-#endif
+    add_str(env, "stratbench_version", sb_build_version(), &fail);
+    add_str(env, "git_commit", sb_build_commit(), &fail);
+    if (!cJSON_AddBoolToObject(env, "git_dirty", sb_build_dirty())) fail = 1;
     add_str(env, "start_utc", rec->start_utc, &fail);
     add_hosts(env, rec, &fail);
     cpu_model(buf, sizeof buf);

@@ -13,7 +13,8 @@
 #include "report/report.h"
 
 /* Builds the "environment" object of `rec` into *out (caller frees with
- * cJSON_Delete). Keys: stratbench_version, git_commit, start_utc, hosts,
+ * cJSON_Delete). Keys: stratbench_version, git_commit, git_dirty (boolean:
+ * core/build_info.h), start_utc, hosts,
  * cpu_model, cpu_cores, compiler, mpi, blas, cjson, zlib, os, launcher,
  * launched_by, slurm_job_id (core/launcher.h), argv; with
  * --device cuda also gpu_model, gpu_count, driver, cuda_runtime, cublas,

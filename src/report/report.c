@@ -19,6 +19,7 @@
 #include "report/comm_model.h"
 #include "report/environment.h"
 #include "report/json_util.h"
+#include "report/memory_report.h"
 
 /* The add_* builders below, like sb_json_add_* (json_util.h), set *fail when
  * cJSON cannot allocate, so build_report checks once at the end instead of
@@ -60,6 +61,7 @@ static void add_config(cJSON *root, const struct sb_run_record *rec, int *fail)
     sb_json_add_num(o, "lr", c->lr, fail);
     sb_json_add_num(o, "effective_lr", rec->effective_lr, fail);
     sb_json_add_num(o, "momentum", c->momentum, fail);
+    sb_json_add_str(o, "optimizer", sb_optimizer_name(c->optimizer), fail);
     sb_json_add_str(o, "lr_scaling",
             c->lr_scaling == SB_LR_SCALING_LINEAR ? "linear" : "none", fail);
     sb_json_add_u64(o, "seed", c->seed, fail);
@@ -347,6 +349,7 @@ static sb_status build_report(const struct sb_run_record *rec, cJSON **out)
     add_comm(root, rec, &fail);
     add_details(root, rec, &fail);
     sb_json_add_num(root, "peak_rss_bytes", (double)rec->peak_rss_bytes, &fail);
+    sb_report_add_memory(root, rec, &fail);
 
 done:
     if (st == SB_OK && fail)

@@ -14,10 +14,11 @@
 #include "comm/cost_model.h"
 #include "core/config.h"
 #include "core/details.h"
+#include "core/memory.h"
 #include "core/phase.h"
 #include "core/status.h"
 
-#define SB_REPORT_SCHEMA_VERSION "1.6"
+#define SB_REPORT_SCHEMA_VERSION "1.7"
 
 struct sb_epoch_record {
     int epoch;             /* from 1 */
@@ -114,6 +115,11 @@ struct sb_run_record {
     struct sb_consistency replica_check; /* after training (and every --check-every) */
 
     long peak_rss_bytes;       /* VmHWM of rank 0 */
+    /* The memory ledger: every rank's entries (n_memory, rank order;
+     * mirrored states one per replica), gathered at the end of training;
+     * NULL: none. */
+    const struct sb_memory_entry *memory;
+    int n_memory;
     int blas_threads;          /* BLAS threads per process actually used */
 
     struct sb_strategy_details details; /* what the strategy states of itself */

@@ -134,10 +134,11 @@ def test_single_under_mpirun_is_refused(stratbench, mnist_dir):
 
 
 def test_unwritable_report_fails_without_leftovers(stratbench, mnist_dir, tmp_path):
-    report = tmp_path / "no-such-dir" / "r.json"
+    (tmp_path / "file").write_text("")  # a missing folder is created; one under a file cannot be
+    report = tmp_path / "file" / "no-such-dir" / "r.json"
     proc = run([stratbench, "train", "--data", mnist_dir, "--max-steps", "5", "--report", report])
     assert_usage_error(proc, "--report", str(report))
-    assert not (tmp_path / "no-such-dir").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
 
 
 def test_help_shows_every_default(stratbench):
@@ -291,16 +292,19 @@ def test_list_flags_reject_empty_items(value, stratbench, tmp_path):
 
 def output_case(tmp_path, case):
     """(flags, words expected in the error) for one bad-output case, preparing the files."""
+    # A missing folder is created when the file is written (as sweep --out does:
+    # test_cli_flags.py); one that cannot be, under a regular file, is refused.
+    (tmp_path / "file").write_text("")
     if case == "missing-dir-report":
-        return ["--report", tmp_path / "nodir" / "r.json"], ["--report", "does not exist"]
+        return ["--report", tmp_path / "file" / "nodir" / "r.json"], ["--report", "is not a directory"]
     if case == "missing-dir-trace":
-        return ["--report", tmp_path / "r.json", "--trace", tmp_path / "nodir" / "t.json"], \
-            ["--trace", "does not exist"]
+        return ["--report", tmp_path / "r.json", "--trace", tmp_path / "file" / "t.json"], \
+            ["--trace", "is not a directory"]
     if case == "missing-dir-params":
-        return ["--report", tmp_path / "r.json", "--save-params", tmp_path / "nodir" / "p.bin"], \
-            ["--save-params", "does not exist"]
+        return ["--report", tmp_path / "r.json", "--save-params", tmp_path / "file" / "p.bin"], \
+            ["--save-params", "is not a directory"]
     if case == "missing-dir-mllog":
-        return ["--mllog", tmp_path / "nodir" / "m.log"], ["--mllog", "does not exist"]
+        return ["--mllog", tmp_path / "file" / "nodir" / "m.log"], ["--mllog", "is not a directory"]
     if case == "report-is-trace":
         return ["--report", tmp_path / "r.json", "--trace", tmp_path / "r.json"], \
             ["--trace", "same file as --report"]
@@ -386,6 +390,7 @@ def test_a_run_that_fails_late_leaves_none_of_its_outputs(stratbench, mnist_dir,
                           env=child_env()) as p:
         first = p.stdout.readline()  # printed once training starts, after every check
         trace_dir.rmdir()
+        trace_dir.write_text("")  # a file where the folder was: no folder can be made there
         out, err = p.communicate(timeout=300)
     assert p.returncode == 1, first + out + err
     assert "trace" in err and "t.json" in err, err

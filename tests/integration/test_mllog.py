@@ -76,8 +76,9 @@ def test_mllog_status_aborted_and_no_file_on_failure(stratbench, mnist_dir, tmp_
     assert proc.returncode == 0, describe(proc)
     events = parse(log)
     assert events[-1]["key"] == "run_stop" and events[-1]["metadata"]["status"] == "aborted"
+    (tmp_path / "no").write_text("")  # a missing folder is created; one under a file cannot be
     missing = tmp_path / "no" / "such" / "dir" / "b.mllog"
     proc = run([stratbench, "train", "--data", mnist_dir, "--max-steps", "5", "--epochs", "1",
                 "--mllog", missing])
     assert proc.returncode != 0 and "mllog" in proc.stderr, describe(proc)
-    assert not missing.parent.exists()
+    assert (tmp_path / "no").read_text() == ""

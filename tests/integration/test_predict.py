@@ -66,6 +66,7 @@ def test_no_probe_links_gives_null_model(stratbench, mnist_dir, tmp_path):
     proc = predict(stratbench, path)
     assert proc.returncode == 2, describe(proc)
     assert "no probed link" in proc.stderr and "--bandwidth and --latency" in proc.stderr
+    assert "the run had --no-probe-links" in proc.stderr, describe(proc)
     proc = predict(stratbench, path, "--bandwidth", "1gbit", "--latency", "50us")
     assert proc.returncode == 0, describe(proc)
 
@@ -78,7 +79,8 @@ def test_table_and_json(stratbench, ddp_report, tmp_path):
     lines = proc.stdout.splitlines()
     data = [ln for ln in lines if not ln.startswith("#")]
     assert all(ln.startswith("#") for ln in lines[:len(lines) - len(data)])
-    assert len(data) == 12  # 3 counts x (ddp auto, ddp binomial, central k=1, central k=n)
+    # 3 counts x (ddp auto, ddp binomial, central k=1, central k=n, zero stages 1, 2, 3)
+    assert len(data) == 21
     units = [ln for ln in lines if ln.startswith("#") and " ms " in ln and "1/s" in ln]
     assert len(units) == 1
     doc = json.loads(out.read_text())
@@ -110,6 +112,11 @@ def test_table_and_json(stratbench, ddp_report, tmp_path):
         many = rows[(n, "central", n, "push-pull")]
         assert math.isclose(many["comm_ms"], 1e3 * 2 * (5e-6 + m / 12.5e9), rel_tol=1e-9)
         assert one["efficiency"] < many["efficiency"] <= 1.0
+        # zero: 2 (stages 1-2) or 3 (stage 3) collectives of (n-1)(alpha + M/(nB)), one unit
+        for stage, k in ((1, 2), (2, 2), (3, 3)):
+            z = rows[(n, "zero", 0, f"stage-{stage}")]
+            want = 1e3 * k * (n - 1) * (5e-6 + m / (n * 12.5e9))
+            assert math.isclose(z["comm_ms"], want, rel_tol=1e-9)
     # the table prints the same numbers
     first = data[0].split()
     assert first[:4] == ["8", "ddp", "0", "ring"]
@@ -121,7 +128,7 @@ def test_json_flag_prints_json(stratbench, ddp_report):
     assert proc.returncode == 0, describe(proc)
     doc = json.loads(proc.stdout)
     assert doc["link"]["source"] == "probe"
-    assert [r["replicas"] for r in doc["rows"]] == [4, 4, 4, 4]
+    assert [r["replicas"] for r in doc["rows"]] == [4] * 7
 
 
 def test_plot_predicted_efficiency(stratbench, ddp_report, tmp_path):
@@ -169,3 +176,21 @@ def test_bad_reports(stratbench, tmp_path):
     proc = predict(stratbench)
     assert proc.returncode == 2 and "expected one REPORT" in proc.stderr, describe(proc)
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("strategy, replicas, why", [
+    ("hierarchical", "2", "hierarchical has no cost model of its own"),
+    ("single", "1", "a one-process run has no link to probe"),
+])
+def test_null_model_names_its_reason(strategy, replicas, why, stratbench, mnist_dir, tmp_path):
+    """A hierarchical report (probed links, but no model of its own) was blamed on a
+    one-process run; each reason is now named."""
+    path = tmp_path / "r.json"
+    train(stratbench, mnist_dir, "--strategy", strategy, "--replicas", replicas, "--max-steps",
+          "12", "--warmup-steps", "2", "--report", path)
+    proc = predict(stratbench, path)
+    assert proc.returncode == 2, describe(proc)
+    assert why in proc.stderr and proc.stderr.count("\n") == 1, describe(proc)
+    assert (why == "a one-process run has no link to probe") == ("one-process" in proc.stderr)
+    proc = predict(stratbench, path, "--bandwidth", "1gbit", "--latency", "50us")
+    assert proc.returncode == 0, describe(proc)

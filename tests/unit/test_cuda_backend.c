@@ -190,6 +190,18 @@ static void test_elementwise(int rows, int cols)
     cpu->sgd_momentum(p, vel, x, n, 0.03f, 0.9f), gpu->sgd_momentum(dp, dvel, dx, n, 0.03f, 0.9f);
     expect("sgd_momentum p", dp, p, n, 1e-6);
     expect("sgd_momentum v", dvel, vel, n, 1e-6);
+    /* Adam's step 2 (bias corrections 1 - 0.9^2, sqrt(1 - 0.999^2)); v >= 0. */
+    float *am = host_random(n), *av = host_random(n);
+    for (size_t i = 0; i < n; i++) av[i] = av[i] < 0 ? -av[i] : av[i];
+    void *dam = dev_copy(am, n * 4), *dav = dev_copy(av, n * 4);
+    dp = dev_copy(p, n * 4); /* expect freed the device copies above */
+    float ss = 0.001f / (1.0f - 0.81f), bc2 = sqrtf(1.0f - 0.998001f);
+    cpu->adam(p, am, av, x, n, 0.9f, 0.999f, 1e-8f, ss, bc2);
+    gpu->adam(dp, dam, dav, dx, n, 0.9f, 0.999f, 1e-8f, ss, bc2);
+    expect("adam p", dp, p, n, 1e-6);
+    expect("adam m", dam, am, n, 1e-6);
+    expect("adam v", dav, av, n, 1e-6);
+    free(am), free(av);
     void *dcopy = dev_copy(v, n * 4);
     cpu->copy(v, x, n), gpu->copy(dcopy, dx, n);
     expect("copy", dcopy, v, n, 0.0);

@@ -105,14 +105,21 @@ static void test_write_is_the_lines(void **state)
     fclose(f);
     assert_int_equal(n, 500);
     sb_mllog_free(&log);
-    snprintf(path, sizeof path, "%s/missing/run.log", dir);
+    /* A missing folder is created; a regular file in the way is an error. */
+    char blocker[320];
+    snprintf(blocker, sizeof blocker, "%s/run.log", dir);
+    snprintf(path, sizeof path, "%s/run.log/sub/run.log", dir);
     sb_mllog_init(&log, 1);
     sb_mllog_add(&log, "f.c", 1, SB_MLLOG_POINT, "seed", "42.0", NULL);
     assert_int_equal(sb_mllog_write(&log, path), SB_ERR_IO);
     assert_non_null(strstr(sb_error_message(), "mllog"));
+    snprintf(path, sizeof path, "%s/missing/run.log", dir);
+    assert_int_equal(sb_mllog_write(&log, path), SB_OK);
     sb_mllog_free(&log);
-    snprintf(path, sizeof path, "%s/run.log", dir);
     unlink(path);
+    snprintf(path, sizeof path, "%s/missing", dir);
+    rmdir(path);
+    unlink(blocker);
     rmdir(dir);
 }
 

@@ -556,6 +556,33 @@ static void test_image_size_check(void **state)
     sb_mnist_free(&m);
 }
 
+/* sb_mnist_first_with_data: the first folder holding the training images,
+ * raw or .gz; -1 when none does. */
+static void test_first_with_data(void **state)
+{
+    (void)state;
+    char tmpl[] = "/tmp/sb-mnist-dirs-XXXXXX";
+    assert_non_null(mkdtemp(tmpl));
+    char dirs[3][PATH_MAX], path[PATH_MAX + 64];
+    for (int i = 0; i < 3; i++) {
+        snprintf(dirs[i], PATH_MAX, "%s/d%d", tmpl, i);
+        assert_int_equal(mkdir(dirs[i], 0755), 0);
+    }
+    assert_int_equal(sb_mnist_first_with_data(dirs, 3), -1);
+    snprintf(path, sizeof path, "%s/train-images-idx3-ubyte", dirs[2]);
+    fclose(fopen(path, "w"));
+    assert_int_equal(sb_mnist_first_with_data(dirs, 3), 2);
+    char gz[PATH_MAX + 64];
+    snprintf(gz, sizeof gz, "%s/train-images-idx3-ubyte.gz", dirs[1]);
+    fclose(fopen(gz, "w"));
+    assert_int_equal(sb_mnist_first_with_data(dirs, 3), 1);
+    assert_int_equal(sb_mnist_first_with_data(dirs, 1), -1);
+    unlink(gz);
+    unlink(path);
+    for (int i = 0; i < 3; i++) rmdir(dirs[i]);
+    rmdir(tmpl);
+}
+
 static void test_resolve_dir(void **state)
 {
     (void)state;
@@ -571,12 +598,26 @@ static void test_resolve_dir(void **state)
     sb_mnist_resolve_dir(NULL, out, sizeof out);
     assert_string_equal(out, "/env/mnist");
 
+    /* Neither: the first default folder holding the data (the source tree's
+     * data/mnist in a build tree), whatever the current directory. */
+    char dirs[4][PATH_MAX], expected[PATH_MAX] = "./data/mnist", real[PATH_MAX];
+    int n = sb_mnist_default_dirs(dirs, 4);
+    assert_int_equal(n, 4);
+    assert_string_equal(dirs[3], "./data/mnist");
+    int first = sb_mnist_first_with_data(dirs, n);
+    if (first >= 0) snprintf(expected, sizeof expected, "%s", realpath(dirs[first], real));
     assert_int_equal(setenv("STRATBENCH_DATA", "", 1), 0);
     sb_mnist_resolve_dir(NULL, out, sizeof out);
-    assert_string_equal(out, "./data/mnist");
+    assert_string_equal(out, expected);
     assert_int_equal(unsetenv("STRATBENCH_DATA"), 0);
     sb_mnist_resolve_dir("", out, sizeof out);
-    assert_string_equal(out, "./data/mnist");
+    assert_string_equal(out, expected);
+    char cwd[PATH_MAX];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir("/"), 0);
+    sb_mnist_resolve_dir("", out, sizeof out);
+    assert_int_equal(chdir(cwd), 0);
+    assert_string_equal(out, expected);
     sb_mnist_resolve_dir("/flag/mnist", out, sizeof out);
     assert_string_equal(out, "/flag/mnist");
 
@@ -651,6 +692,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_not_a_regular_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_announced_size_beyond_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_image_size_check, setup, teardown),
+        cmocka_unit_test(test_first_with_data),
         cmocka_unit_test(test_resolve_dir),
         cmocka_unit_test(test_real_mnist),
     };

@@ -118,6 +118,10 @@ static int setup(void **state)
     for (int p = 0; p < SB_PHASE_COUNT; p++)
         r->phases_by_rank[p] = (struct sb_rank_spread){COMM_RANKS, p, p + 0.5, p + 2.0, 2.0, p % 4};
     r->peak_rss_bytes = sb_peak_rss_bytes();
+    static const struct sb_memory_entry ledger = {
+        "replica", 1, 1, {100, 200, 400}, 8, 16, {100, 200, 400}, 4096, -1};
+    r->memory = &ledger;
+    r->n_memory = 1;
     /* The strategies' flags and comm keys, as the harness adds them. */
     sb_strategy_options_defaults(sb_strategy_find("ddp"), c);
     sb_strategy_report_values(sb_strategy_find("ddp"), c, &r->details);
@@ -216,7 +220,7 @@ static void test_keys_and_values(void **state)
         "steps_total", "steps_measured", "samples_trained", "samples_per_s",
         "noise_by_rank", "replicas_consistent", "replica_check", "step_ms", "phases_ms", "step_ms_by_rank",
         "phases_by_rank_ms", "comm",
-        "strategy_details", "peak_rss_bytes"};
+        "strategy_details", "peak_rss_bytes", "memory"};
     const cJSON *item = root->child;
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++, item = item->next) {
         assert_non_null(item);
@@ -226,6 +230,14 @@ static void test_keys_and_values(void **state)
 
     assert_string_equal(get(root, "schema_version")->valuestring,
                         SB_REPORT_SCHEMA_VERSION);
+    const cJSON *e = cJSON_GetArrayItem(get(get(root, "memory"), "by_rank"), 0);
+    assert_non_null(e);
+    assert_string_equal(get(e, "role")->valuestring, "replica");
+    assert_true(num(e, "model_state_bytes") == 700);
+    assert_true(num(e, "total_bytes") == 724);
+    assert_true(num(e, "formula_model_state_bytes") == 700);
+    assert_true(num(e, "peak_rss_bytes") == 4096);
+    assert_true(cJSON_IsNull(get(e, "peak_device_memory_bytes")));
     assert_string_equal(get(root, "strategy")->valuestring, "ddp");
     assert_true(num(root, "replicas") == 4);
 
@@ -370,18 +382,32 @@ static void test_server_link_bytes(void **state)
     cJSON_Delete(root);
 }
 
+/* A folder missing above the report is created (as sweep --out's is); one
+ * that cannot be (a regular file in the way) fails with nothing left. */
 static void test_missing_directory(void **state)
 {
     struct fixture *f = *state;
-    char dir[256], path[320];
-    snprintf(dir, sizeof dir, "%s/nope", f->dir);
+    char dir[256], path[320], blocker[256];
+    snprintf(dir, sizeof dir, "%s/nope/deeper", f->dir);
     snprintf(path, sizeof path, "%s/report.json", dir);
+    assert_int_equal(sb_report_write(path, &f->rec), SB_OK);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    unlink(path);
+    rmdir(dir);
+    snprintf(dir, sizeof dir, "%s/nope", f->dir);
+    rmdir(dir);
+
+    snprintf(blocker, sizeof blocker, "%s/file", f->dir);
+    FILE *b = fopen(blocker, "w");
+    assert_non_null(b);
+    fclose(b);
+    snprintf(path, sizeof path, "%s/sub/report.json", blocker);
     assert_int_equal(sb_report_write(path, &f->rec), SB_ERR_IO);
     assert_non_null(strstr(sb_error_message(), path));
-    struct stat st;
     assert_int_not_equal(stat(path, &st), 0);
-    assert_int_not_equal(stat(dir, &st), 0);
     assert_int_equal(count_temp_files(f->dir), 0);
+    unlink(blocker);
 }
 
 /* A failure after the temporary file exists (rename onto a directory)

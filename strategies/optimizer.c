@@ -1,0 +1,62 @@
+/* SGD with momentum and Adam over backend memory; see optimizer.h. */
+#include "strategies/optimizer.h"
+
+#include <math.h>
+#include <string.h>
+
+int sb_optimizer_state_floats(const struct sb_config *cfg)
+{
+    return cfg->optimizer == SB_OPTIMIZER_ADAM ? 2 : 1;
+}
+
+sb_status sb_optimizer_init(struct sb_optimizer *o, const struct sb_backend_ops *be,
+                            const struct sb_config *cfg, size_t n)
+{
+    memset(o, 0, sizeof *o);
+    o->be = be;
+    o->kind = cfg->optimizer;
+    o->n = n;
+    o->lr = (float)sb_config_effective_lr(cfg);
+    o->momentum = (float)cfg->momentum;
+    size_t bytes = (n ? n : 1) * sizeof(float);
+    SB_TRY(be->alloc((void **)&o->m, bytes));
+    if (o->kind == SB_OPTIMIZER_ADAM) SB_TRY(be->alloc((void **)&o->v, bytes));
+    return SB_OK;
+}
+
+void sb_optimizer_step_part(struct sb_optimizer *o, size_t first, size_t count, float *params,
+                            const float *grads)
+{
+    if (o->kind == SB_OPTIMIZER_SGD) {
+        o->be->sgd_momentum(params, o->m + first, grads, count, o->lr, o->momentum);
+        return;
+    }
+    /* torch.optim.Adam (_single_tensor_adam): step_size = lr / (1 - b1^t),
+     * denominator sqrt(v) / sqrt(1 - b2^t) + eps. */
+    double t = (double)(o->t + 1);
+    double bc1 = 1.0 - pow(SB_ADAM_BETA1, t), bc2 = 1.0 - pow(SB_ADAM_BETA2, t);
+    o->be->adam(params, o->m + first, o->v + first, grads, count, (float)SB_ADAM_BETA1,
+                (float)SB_ADAM_BETA2, (float)SB_ADAM_EPS, (float)(o->lr / bc1),
+                (float)sqrt(bc2));
+}
+
+void sb_optimizer_end_step(struct sb_optimizer *o) { o->t++; }
+
+void sb_optimizer_step(struct sb_optimizer *o, float *params, const float *grads)
+{
+    sb_optimizer_step_part(o, 0, o->n, params, grads);
+    sb_optimizer_end_step(o);
+}
+
+size_t sb_optimizer_state_bytes(const struct sb_optimizer *o)
+{
+    return (o->m ? o->n : 0) * sizeof(float) + (o->v ? o->n : 0) * sizeof(float);
+}
+
+void sb_optimizer_free(struct sb_optimizer *o)
+{
+    if (!o->be) return;
+    o->be->free(o->m);
+    o->be->free(o->v);
+    o->m = o->v = NULL;
+}

@@ -1,0 +1,64 @@
+/* The optimizer every strategy steps, on all of a replica's parameters or
+ * on one shard of them (zero, central's servers): SGD with momentum or
+ * Adam, one call into the backend (sgd_momentum, adam), so a replica, a
+ * parameter server and a ZeRO rank apply the same arithmetic. */
+#ifndef SB_OPTIMIZER_H
+#define SB_OPTIMIZER_H
+
+#include <stddef.h>
+
+#include "backend/backend.h"
+#include "core/config.h"
+#include "core/status.h"
+
+/* Adam's constants: PyTorch's torch.optim.Adam defaults. */
+#define SB_ADAM_BETA1 0.9
+#define SB_ADAM_BETA2 0.999
+#define SB_ADAM_EPS 1e-8
+
+struct sb_optimizer {
+    const struct sb_backend_ops *be;
+    enum sb_optimizer_kind kind;
+    size_t n;      /* parameters it steps */
+    float *m;      /* (n) SGD: the momentum buffer; Adam: the first moment */
+    float *v;      /* (n) Adam: the second moment; NULL for SGD */
+    float lr;      /* effective learning rate */
+    float momentum;
+    long t;        /* steps taken (Adam's bias correction uses t + 1) */
+};
+
+/* Optimizer-state floats per parameter for cfg's optimizer: 1 (SGD's
+ * momentum) or 2 (Adam's two moments); the ZeRO paper's K = 4 x this for
+ * fp32 training (Rajbhandari et al. 2020, section 3.1, with fp32 master
+ * copies omitted: this suite trains in fp32). */
+int sb_optimizer_state_floats(const struct sb_config *cfg);
+
+/* Allocates zeroed state for n parameters in backend memory (cfg's
+ * optimizer, effective lr and momentum). Errors: SB_ERR_NOMEM;
+ * sb_optimizer_free releases a partial one. */
+sb_status sb_optimizer_init(struct sb_optimizer *o, const struct sb_backend_ops *be,
+                            const struct sb_config *cfg, size_t n);
+
+/* One step on params (o->n floats) with grads (o->n floats), both backend
+ * memory: SGD p -= lr (v = mu v + g); Adam with the bias corrections of
+ * step t + 1 computed here in double (be->adam). Asynchronous on a device;
+ * the caller checks be->check. */
+void sb_optimizer_step(struct sb_optimizer *o, float *params, const float *grads);
+
+/* The same step on a part of the state: params and grads (count floats
+ * each) are the parameters and gradients of state range [first, first +
+ * count), stepped as step t + 1; a step made of parts (zero's shard
+ * blocks) ends with one sb_optimizer_end_step. */
+void sb_optimizer_step_part(struct sb_optimizer *o, size_t first, size_t count, float *params,
+                            const float *grads);
+
+/* Ends a step made of sb_optimizer_step_part calls (t advances). */
+void sb_optimizer_end_step(struct sb_optimizer *o);
+
+/* Bytes of its state (m and v). */
+size_t sb_optimizer_state_bytes(const struct sb_optimizer *o);
+
+/* Frees the state; safe on a zeroed or freed struct. */
+void sb_optimizer_free(struct sb_optimizer *o);
+
+#endif
