@@ -191,7 +191,7 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
         /* Memory: every rank is on this host unless $STRATBENCH_MPIRUN
          * (a hostfile) spreads them, then each host holds at least one. */
         int np_all = ops->processes(cfg);
-        if (!st) st = sb_mem_check(cfg, np_all, getenv("STRATBENCH_MPIRUN") ? 1 : np_all);
+        if (!st) st = sb_mem_check(cfg, ops, np_all, getenv("STRATBENCH_MPIRUN") ? 1 : np_all);
         if (!st) st = sb_mnist_load(cfg->data_dir, &data);
         if (!st) warn_unchecked(cfg, &data);
         if (!st) st = sb_train_check_data(cfg, &data);
@@ -241,7 +241,7 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
         st = sb_cuda_check_rank_placement(cfg->comm, job.local_size, sb_cuda_device_count());
     if (!st && job.rank == 0) st = sb_train_check_outputs(cfg); /* rank 0 writes them */
     /* The watching parent checked the memory of the whole job already. */
-    if (!st && !sb_control_on()) st = sb_mem_check(cfg, job.size, job.local_size);
+    if (!st && !sb_control_on()) st = sb_mem_check(cfg, ops, job.size, job.local_size);
     if (!st) st = sb_mnist_load(cfg->data_dir, &data);
     /* One warning: the watching parent gave it, else rank 0. */
     if (!st && job.rank == 0 && !sb_control_on()) warn_unchecked(cfg, &data);
