@@ -191,7 +191,7 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
         /* Memory: every rank is on this host unless $STRATBENCH_MPIRUN
          * (a hostfile) spreads them, then each host holds at least one. */
         int np_all = ops->processes(cfg);
-        if (!st) st = sb_mem_check(cfg, ops, np_all, getenv("STRATBENCH_MPIRUN") ? 1 : np_all);
+        if (!st) st = sb_mem_check(cfg, np_all, getenv("STRATBENCH_MPIRUN") ? 1 : np_all);
         if (!st) st = sb_mnist_load(cfg->data_dir, &data);
         if (!st) warn_unchecked(cfg, &data);
         if (!st) st = sb_train_check_data(cfg, &data);
@@ -211,7 +211,9 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
         report_error(st, 0, 1);
         return sb_status_exit_code(st);
     }
-    if (ops->uses_mpi) sb_launcher_yield_if_oversubscribed(&launch);
+    /* Full links (btl_tcp_links) and yielding when oversubscribed, unless
+     * the user chose: before MPI_Init, which reads them. */
+    if (ops->uses_mpi) sb_launcher_tune_transport(&launch);
 
     /* A rank of a job stratbench watches: dies with its launcher, says it
      * started (harness/control.h). */
@@ -241,7 +243,7 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
         st = sb_cuda_check_rank_placement(cfg->comm, job.local_size, sb_cuda_device_count());
     if (!st && job.rank == 0) st = sb_train_check_outputs(cfg); /* rank 0 writes them */
     /* The watching parent checked the memory of the whole job already. */
-    if (!st && !sb_control_on()) st = sb_mem_check(cfg, ops, job.size, job.local_size);
+    if (!st && !sb_control_on()) st = sb_mem_check(cfg, job.size, job.local_size);
     if (!st) st = sb_mnist_load(cfg->data_dir, &data);
     /* One warning: the watching parent gave it, else rank 0. */
     if (!st && job.rank == 0 && !sb_control_on()) warn_unchecked(cfg, &data);

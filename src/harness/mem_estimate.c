@@ -8,17 +8,18 @@
 #include "strategies/strategy.h"
 #include "workloads/estimate.h"
 
-void sb_mem_estimate(const struct sb_config *cfg, const struct sb_strategy_ops *ops,
-                     int processes, struct sb_mem_estimate *out)
+void sb_mem_estimate(const struct sb_config *cfg, int processes, struct sb_mem_estimate *out)
 {
     memset(out, 0, sizeof *out);
     if (processes < 1) processes = 1;
     int max_batch = cfg->batch > cfg->eval_batch ? cfg->batch : cfg->eval_batch;
     struct sb_model_size m = sb_workload_size(cfg, max_batch);
     out->n_params = m.n_params;
-    /* The memory ledger's formula (ZeRO's accounting: sharded state for
-     * zero, Adam's two buffers, a server's share): strategies/strategy.h. */
-    out->state_bytes = sb_strategy_model_state_bytes(ops, cfg, m.n_params);
+    /* The strategy's model-state formula (the memory ledger's: its
+     * optimizer, its sharding), the largest of its ranks. */
+    const struct sb_strategy_ops *ops = sb_strategy_find(cfg->strategy);
+    out->state_bytes = ops ? sb_strategy_model_state_bytes(ops, cfg, m.n_params)
+                           : 3.0 * m.n_params * sizeof(float);
     out->activation_bytes = m.activation_bytes +
                             (double)max_batch * (SB_MNIST_SIDE * SB_MNIST_SIDE * sizeof(float) + 1);
     out->replicas = (cfg->replicas + processes - 1) / processes;
@@ -72,12 +73,11 @@ double sb_mem_available(char *source, size_t source_len)
     return avail;
 }
 
-sb_status sb_mem_check(const struct sb_config *cfg, const struct sb_strategy_ops *ops,
-                       int processes, int local_processes)
+sb_status sb_mem_check(const struct sb_config *cfg, int processes, int local_processes)
 {
     if (strcmp(cfg->device, "cpu") != 0) return SB_OK;
     struct sb_mem_estimate e;
-    sb_mem_estimate(cfg, ops, processes, &e);
+    sb_mem_estimate(cfg, processes, &e);
     char source[128];
     double avail = sb_mem_available(source, sizeof source);
     double need = e.process_bytes * (local_processes > 0 ? local_processes : 1);
@@ -87,6 +87,6 @@ sb_status sb_mem_check(const struct sb_config *cfg, const struct sb_strategy_ops
                     "%.2f GB activations) + %.2f GB data) but %.1f GB are available (%s); choose a "
                     "smaller --hidden or --batch, or fewer --replicas", need / 1e9,
                     local_processes, local_processes == 1 ? "" : "es", e.process_bytes / 1e9,
-                    e.replicas, e.replicas == 1 ? "" : "s", e.n_params,
-                    e.state_bytes / 1e9, e.activation_bytes / 1e9, e.data_bytes / 1e9, avail / 1e9, source);
+                    e.replicas, e.replicas == 1 ? "" : "s", e.n_params, e.state_bytes / 1e9,
+                    e.activation_bytes / 1e9, e.data_bytes / 1e9, avail / 1e9, source);
 }

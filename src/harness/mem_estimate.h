@@ -15,8 +15,6 @@
 #include "core/config.h"
 #include "core/status.h"
 
-struct sb_strategy_ops;
-
 struct sb_mem_estimate {
     double n_params;          /* parameters of one replica's model */
     double state_bytes;       /* per replica: parameters, gradients, optimizer state */
@@ -26,16 +24,16 @@ struct sb_mem_estimate {
     double process_bytes;     /* one process: data + replicas x (state + activations) */
 };
 
-/* Estimates one process of a run of cfg under strategy ops, which starts
- * `processes` processes: replicas per process = ceil(cfg->replicas /
- * processes) (all of mirrored's replicas are in its one process; ddp has
- * one each). Model state: the memory ledger's formula for the rank that
- * holds most (sb_strategy_model_state_bytes: 4 B parameters + 4 B
- * gradients + 4 B per optimizer buffer, sharded by zero's stages);
+/* Estimates one process of a run of cfg whose strategy starts `processes`
+ * processes: replicas per process = ceil(cfg->replicas / processes) (all
+ * of mirrored's replicas are in its one process; ddp has one each; central's
+ * servers hold one model). Formulas: state = the strategy's model-state
+ * bytes of its largest rank (sb_strategy_model_state_bytes: fp32
+ * parameters, gradients and SGD's 1 or Adam's 2 optimizer floats per
+ * parameter, sharded where the strategy shards them; docs/zero.md);
  * activations from workloads/estimate.h for max(--batch, --eval-batch)
  * samples plus the (batch, 784) float input buffer. */
-void sb_mem_estimate(const struct sb_config *cfg, const struct sb_strategy_ops *ops,
-                     int processes, struct sb_mem_estimate *out);
+void sb_mem_estimate(const struct sb_config *cfg, int processes, struct sb_mem_estimate *out);
 
 /* The memory available to this process, in bytes: the smaller of
  * /proc/meminfo's MemAvailable and the cgroup's limit minus its usage
@@ -47,7 +45,6 @@ double sb_mem_available(char *source, size_t source_len);
 /* Refuses (SB_ERR_USAGE, one line with both figures and a hint) a cpu run
  * whose `local_processes` processes on this host would need more than the
  * memory available. SB_OK on cuda or when the available memory is unknown. */
-sb_status sb_mem_check(const struct sb_config *cfg, const struct sb_strategy_ops *ops,
-                       int processes, int local_processes);
+sb_status sb_mem_check(const struct sb_config *cfg, int processes, int local_processes);
 
 #endif

@@ -97,7 +97,7 @@ def test_bash_completion(installed):
     script = installed[0] / "share/bash-completion/completions/stratbench"
     assert complete(script, ["stratbench", "tr"]) == ["train"]
     assert complete(script, ["stratbench", "train", "--strategy", ""]) == \
-        sorted(["single", "mirrored", "ddp", "central", "hierarchical"])
+        sorted(["single", "mirrored", "ddp", "central", "hierarchical", "zero"])
     assert complete(script, ["stratbench", "train", "--strategy", "hi"]) == ["hierarchical"]
     assert complete(script, ["stratbench", "train", "--max-s"]) == ["--max-steps"]
     assert "--ranks-per-host" in complete(script, ["stratbench", "train", "--"])  # strategy flags
