@@ -280,6 +280,7 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
     if (mpi) {
         sb_control_done(rank);
         sb_test_fault_stop("stop-finalize", rank);
+        sb_test_fault_kill("kill-finalize", rank);
     }
     sb_job_finish(&job);
     if (mpi) sb_control_finished(rank);

@@ -60,6 +60,7 @@ void sb_strategy_comm_algorithms(const struct sb_strategy *s,
 void sb_strategy_reset_comm_counters(struct sb_strategy *s)
 {
     for (int i = 0; i < s->n_comms; i++) sb_comm_reset_counters(s->comms[i]);
+    if (s->ops->reset_counters) s->ops->reset_counters(s);
 }
 
 void sb_strategy_model_state_formula(const struct sb_strategy_ops *ops,

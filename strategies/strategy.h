@@ -114,6 +114,8 @@ struct sb_strategy_ops {
     /* The all-reduce algorithm this entry runs (the CLI sets --allreduce
      * to it and refuses another); SB_ALLREDUCE_AUTO: --allreduce's. */
     enum sb_allreduce_algo allreduce;
+    int grad_sync;        /* takes --grad-compression and --local-sgd
+                           * (strategies/grad_sync.h) */
     /* Its own flags (NULL-terminated; NULL = none) and the size of the
      * options struct they fill (at most SB_STRATEGY_OPTS_BYTES). */
     const struct sb_strategy_option *options;
@@ -153,6 +155,11 @@ struct sb_strategy_ops {
      * communicator counters ran since the harness last reset them. */
     void (*describe)(const struct sb_strategy *s, long measured_steps,
                      struct sb_strategy_details *d);
+    /* Optional (may be NULL): zeroes counters the strategy keeps beside its
+     * communicators' (e.g. ddp's gradient-compression hook: logical bytes
+     * per step), when the harness resets the communicators' at the end of
+     * warm-up (sb_strategy_reset_comm_counters). */
+    void (*reset_counters)(struct sb_strategy *s);
     /* Optional (may be NULL: no consistency check): sets *n to the number
      * of replicas this process holds whose parameters must agree with
      * every other replica's at a step boundary (0 for a server-only rank,

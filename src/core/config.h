@@ -80,6 +80,13 @@ struct sb_config {
     const struct sb_strategy_ops *strategy_ops;
     const struct sb_backend_ops *backend;
     const struct sb_comm_entry *comm_entry;
+    /* Cheaper gradient synchronisation (strategies/grad_sync.h; strategies
+     * whose ops set grad_sync): */
+    char grad_compression[SB_NAME_MAX]; /* --grad-compression none | fp16 | bf16 | powersgd */
+    int powersgd_rank;           /* --powersgd-rank r: rank of PowerSGD's factors (2) */
+    long powersgd_start;         /* --powersgd-start N: plain all-reduce for the first N steps */
+    int local_sgd;               /* --local-sgd H: average the models every H steps; 0 = off */
+    long local_sgd_warmup;       /* --local-sgd-warmup N: synchronous steps before local SGD */
 };
 
 /* Learning rate actually used by the optimizer: lr, times replicas under

@@ -19,3 +19,8 @@ void sb_test_fault_stop(const char *point, int n)
 {
     if (sb_test_fault(point, n)) raise(SIGSTOP);
 }
+
+void sb_test_fault_kill(const char *point, int n)
+{
+    if (sb_test_fault(point, n)) raise(SIGKILL);
+}

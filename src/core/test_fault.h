@@ -5,7 +5,8 @@
  * $STRATBENCH_TEST_FAULT = "POINT:N" names one point of the code and a
  * number. Points: "stop-startup" and "stop-finalize" (rank N stops itself
  * with SIGSTOP before MPI_Init / before MPI_Finalize, src/main.c),
- * "thread-create" (creating mirrored's replica thread N, 1-based, fails
+ * "kill-finalize" (rank N kills itself with SIGKILL there: after rank 0
+ * wrote the report), "thread-create" (creating mirrored's replica thread N, 1-based, fails
  * with EAGAIN, strategies/mirrored.c). Unset: every call returns 0. */
 #ifndef SB_TEST_FAULT_H
 #define SB_TEST_FAULT_H
@@ -15,5 +16,8 @@ int sb_test_fault(const char *point, int n);
 
 /* Stops this process with SIGSTOP when sb_test_fault(point, n). */
 void sb_test_fault_stop(const char *point, int n);
+
+/* Kills this process with SIGKILL when sb_test_fault(point, n). */
+void sb_test_fault_kill(const char *point, int n);
 
 #endif

@@ -87,6 +87,12 @@ static void add_config(cJSON *root, const struct sb_run_record *rec, int *fail)
     if (!cJSON_AddBoolToObject(o, "cuda_graph", c->cuda_graph)) *fail = 1;
     sb_json_add_str_or_null(o, "mllog", c->mllog_path, fail);
     sb_json_add_num(o, "timeout_s", c->timeout_s, fail);
+    sb_json_add_str(o, "grad_compression", c->grad_compression[0] ? c->grad_compression : "none",
+                    fail);
+    sb_json_add_num(o, "powersgd_rank", c->powersgd_rank, fail);
+    sb_json_add_num(o, "powersgd_start", (double)c->powersgd_start, fail);
+    sb_json_add_num(o, "local_sgd", c->local_sgd, fail);
+    sb_json_add_num(o, "local_sgd_warmup", (double)c->local_sgd_warmup, fail);
 }
 
 /* "strategy_details": the numbers a strategy states about itself (bucket

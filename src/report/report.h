@@ -18,7 +18,7 @@
 #include "core/phase.h"
 #include "core/status.h"
 
-#define SB_REPORT_SCHEMA_VERSION "1.8"
+#define SB_REPORT_SCHEMA_VERSION "1.9"
 
 /* Most warnings a report records (sb_run_record.warnings). */
 #define SB_REPORT_MAX_WARNINGS 4

@@ -201,6 +201,20 @@ def test_rank_stopped_before_finalize_fails_and_removes_the_report(stratbench, m
     assert leftovers(tmp_path) == []
 
 
+def test_rank_killed_after_the_report_leaves_no_report(stratbench, mnist_dir, tmp_path):
+    """A late SIGKILL of rank 1 (after rank 0 wrote the report and the trace): exit 1,
+    and the parent removes what the run wrote (it used to leave both behind, 2 in 14)."""
+    report, trace = tmp_path / "r.json", tmp_path / "t.json"
+    job = start(ddp(stratbench, mnist_dir, report, *SHORT, "--trace", trace), tmp_path,
+                STRATBENCH_TEST_FAULT="kill-finalize:1")
+    rc, _ = job.end(60)
+    assert rc == 1, job.stderr()
+    assert job.lines() == [f"stratbench: rank 1 (host {HOST}) was killed by signal 9 (SIGKILL); "
+                           "the job was ended"], job.stderr()
+    assert not report.exists() and not trace.exists()
+    assert leftovers(tmp_path) == []
+
+
 def test_good_run_still_writes_its_report(stratbench, mnist_dir, tmp_path):
     """The control lines stay between the ranks and the watcher."""
     report = tmp_path / "r.json"
