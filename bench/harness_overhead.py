@@ -17,7 +17,7 @@ epoch time varies from run to run on this machine.
    without --trace, interleaved; the change of the median step time and of the
    median epoch time.
 4. Run-to-run coefficient of variation (stdev / mean) of the epoch time (the
-   report's train_seconds) over the --repeats runs without --trace.
+   report's train_s) over the --repeats runs without --trace.
 
 Prints a Markdown report (docs/bench.md keeps one) with the load average at the
 start and end: on a shared machine read every figure with it. Target: timing,
@@ -108,10 +108,10 @@ def main():
             for r in range(args.repeats):
                 plain.append(train(exe, args.data, flags, tmp, f"p{r}"))
                 traced.append(train(exe, args.data, flags, tmp, f"t{r}", trace=True))
-            epoch = [rep["train_seconds"] for rep in plain]
+            epoch = [rep["train_s"] for rep in plain]
             step = statistics.median(rep["step_ms"]["median"] for rep in plain)
             step_t = statistics.median(rep["step_ms"]["median"] for rep in traced)
-            epoch_t = statistics.median(rep["train_seconds"] for rep in traced)
+            epoch_t = statistics.median(rep["train_s"] for rep in traced)
             est_ns = ranges * (cost["nvtx_range_ns"] + 2 * cost["clock_ns"]) + 2 * cost["clock_ns"]
             rows.append({
                 "strategy": name, "ranges_per_step": ranges, "step_ms": step,

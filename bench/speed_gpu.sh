@@ -27,8 +27,8 @@ python3 "$here/torch_gpu_reference.py" --data "$data" > "$tmp/torch.txt"
 torch_s=$(awk '/^torch_epoch_s/ {print $2}' "$tmp/torch.txt")
 [ -n "$torch_s" ] || { cat "$tmp/torch.txt"; echo "speed_gpu: no PyTorch time" >&2; exit 1; }
 
-# epochs[0].seconds of a one-epoch run: the epoch's training time, first
-# step included, evaluation excluded (reported apart as eval_seconds).
+# epochs[0].train_s of a one-epoch run: the epoch's training time, first
+# step included, evaluation excluded (reported apart as eval_s).
 epoch_s() { # NAME FLAGS...
     name=$1
     shift
@@ -38,7 +38,7 @@ epoch_s() { # NAME FLAGS...
 import json, sys
 r = json.load(open(sys.argv[1]))
 e = (r.get("epochs") or [{}])[0]
-print(e.get("seconds", ""), e.get("samples_per_s", ""))
+print(e.get("train_s", ""), e.get("samples_per_s", ""))
 PY
 }
 

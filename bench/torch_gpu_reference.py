@@ -4,7 +4,7 @@
 60,000 MNIST training images with the whole dataset already on the GPU
 (normalised with the same constants), last partial batch dropped.
 
-Timed the way stratbench times an epoch (the report's epochs[0].seconds), so
+Timed the way stratbench times an epoch (the report's epochs[0].train_s), so
 that the two compare like with like:
 - the epoch's first step is inside the timed span, cold (kernels, cuBLAS
   handle and heuristics), as stratbench's is; `--exclude-first-step` runs one

@@ -5,20 +5,28 @@
 
 Writes into DIR, per scaling mode present (strong, weak), as PNG and SVG:
   throughput-<mode>   samples/s vs replicas per strategy, 95% bootstrap CI error bars
-  efficiency-<mode>   parallel efficiency vs replicas, ideal line at 1.0
-  phases-<mode>       stacked mean step time per phase, per strategy and replica count
+                      (axis from zero; single, the baseline, drawn apart as a star)
+  efficiency-<mode>   parallel efficiency vs replicas, ideal line at 1.0 (axis from zero)
+  phases-<mode>       step time per phase, stacked (each run's mean per step, the
+                      median over repeats; `wait` is drawn as the part of the exposed
+                      communication it is, not on top of it)
   tta-<mode>          time to accuracy per strategy and replica count (points that
-                      did not reach the target are left out)
-and index.html: one self-contained page (the scaling table, the charts inlined as
-SVG, the environment, links to each run report) to open in a browser or publish as
-a CI artifact.
+                      did not reach the target are left out; with none, the chart is
+                      left out and the page and stdout say why)
+Each chart carries a caption: machine, date of the runs, commit.
+and index.html: one page (the scaling table, the charts inlined as SVG, the
+environment, links to each run report) to open in a browser or publish as a CI
+artifact: the run reports and logs are copied into DIR/runs/, so the links work when
+only DIR is published.
 
 Given the JSON of `stratbench predict REPORT --out FILE` instead, writes
   predicted-efficiency  the alpha-beta model's efficiency vs replicas (log axis) per
                         strategy and algorithm, ideal line at 1.0 (docs/cost-model.md)
 
 Needs matplotlib (apt-get install python3-matplotlib, or
-pip install matplotlib); runs under any python3 that has it.
+pip install matplotlib); when the python3 that runs it lacks matplotlib (a conda or
+pyenv python3 first on PATH), it runs itself again under /usr/bin/python3 or another
+python3 on PATH that has it, before giving up.
 """
 
 import argparse
@@ -26,9 +34,18 @@ import html
 import json
 import os
 import pathlib
+import shutil
+import subprocess
 import sys
 
-PHASES = ["data", "forward", "backward", "comm_exposed", "optimizer", "wait"]  # additive parts
+# The additive parts of a step. `wait` (waiting for the slowest rank) is part of
+# comm_exposed (reports/README.md): it is stacked as comm_exposed's lower part, and
+# comm_exposed - wait above it, so the bar's height stays the step.
+PHASES = ["data", "forward", "backward", "wait", "comm_exposed", "optimizer"]
+PHASE_LABEL = {"wait": "comm exposed: wait for slowest rank",
+               "comm_exposed": "comm exposed: transfer"}
+BASELINE = "single"
+RERUN_ENV = "STRATBENCH_PLOT_REEXEC"  # set in the re-run, so it never loops
 MATPLOTLIB_HINT = ("plot.py: needs matplotlib, which {python} cannot import: "
                    "apt-get install python3-matplotlib, or pip install matplotlib")
 plt = None  # matplotlib.pyplot, imported by load_matplotlib() so that --help works without it
@@ -47,6 +64,50 @@ def load_matplotlib():
     return True
 
 
+def python_with_matplotlib():
+    """Another python3 that can import matplotlib (/usr/bin/python3 first, then each
+    python3 on PATH), or None."""
+    seen = set()  # the running python3 too may be tried: the re-run is flagged (RERUN_ENV)
+    candidates = ["/usr/bin/python3", "/usr/local/bin/python3"]
+    for d in os.environ.get("PATH", "").split(os.pathsep):
+        candidates.append(os.path.join(d or ".", "python3"))
+    for c in candidates:
+        real = os.path.realpath(c)
+        if real in seen or not os.access(real, os.X_OK):
+            continue
+        seen.add(real)
+        try:
+            ok = subprocess.run([c, "-c", "import matplotlib"], capture_output=True,
+                                timeout=60).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            ok = False
+        if ok:
+            return c
+    return None
+
+
+def caption(env):
+    """The line under every chart: machine, date of the runs, commit."""
+    env = env or {}
+    hosts = env.get("hosts") or []
+    machine = env.get("cpu_model") or "unknown CPU"
+    if env.get("cpu_cores"):
+        machine += f", {env['cpu_cores']} cores"
+    if hosts:
+        machine = f"{', '.join(map(str, hosts[:3]))}{' ...' if len(hosts) > 3 else ''}: {machine}"
+    gpu = env.get("gpu") or env.get("gpu_model")
+    if gpu:
+        machine += f", {gpu}"
+    date = str(env.get("start_utc") or "unknown date")[:10]
+    commit = env.get("git_commit") or "unknown"
+    if env.get("git_dirty"):
+        commit += " (dirty)"
+    return f"{machine}; runs of {date}; stratbench {env.get('stratbench_version', '?')}, commit {commit}"
+
+
+CAPTION = ""  # set by main() from the document's environment
+
+
 def by_strategy(points):
     out = {}
     for p in sorted(points, key=lambda p: p["replicas"]):
@@ -55,8 +116,10 @@ def by_strategy(points):
 
 
 def save(fig, out, name):
-    """Saves `fig` as out/name.png and out/name.svg; returns the chart's name."""
-    fig.tight_layout()
+    """Saves `fig` as out/name.png and out/name.svg, with CAPTION under it; returns the
+    chart's name."""
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.text(0.01, 0.01, CAPTION, fontsize=7, color="#555")
     for ext in ("png", "svg"):
         fig.savefig(out / f"{name}.{ext}", dpi=120)
     plt.close(fig)
@@ -67,6 +130,7 @@ def finish_vs_replicas(fig, ax, ticks, title, ylabel, out, name):
     """Axis labels, replica ticks, legend and grid of a per-strategy line chart; saves it."""
     ax.set_xticks(ticks)
     ax.set(title=title, xlabel="replicas", ylabel=ylabel)
+    ax.set_ylim(bottom=0)
     ax.legend(title="strategy")
     ax.grid(alpha=0.3)
     return save(fig, out, name)
@@ -79,27 +143,39 @@ def err(p, key):
     return [[m["median"] - m["ci95_low"]], [m["ci95_high"] - m["median"]]]
 
 
-def plot_mode(points, mode, out, title_extra):
-    """Draws the charts of one scaling mode; returns their names (without extension)."""
+def style(strategy):
+    """Line style of a strategy: single, the baseline, a large black star on top (it
+    would hide under ddp's n=1 marker otherwise)."""
+    if strategy == BASELINE:
+        return dict(marker="*", markersize=15, color="black", zorder=5, linestyle="none",
+                    label=f"{BASELINE} (baseline)")
+    return dict(marker="o", label=strategy)
+
+
+def plot_mode(points, mode, out, title_extra, skipped):
+    """Draws the charts of one scaling mode; returns their names (without extension) and
+    appends (name, reason) to `skipped` for each chart left out."""
     names = []
     groups = by_strategy(points)
+    # The baseline last, so it is drawn on top.
+    order = sorted(groups, key=lambda s: s == BASELINE)
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for s, ps in groups.items():
-        ps = [p for p in ps if p["samples_per_s"]["median"] is not None]
+    for s in order:
+        ps = [p for p in groups[s] if p["samples_per_s"]["median"] is not None]
         if ps:
             ax.errorbar([p["replicas"] for p in ps], [p["samples_per_s"]["median"] for p in ps],
                         yerr=[[(err(p, "samples_per_s") or [[0], [0]])[i][0] for p in ps] for i in (0, 1)],
-                        marker="o", capsize=4, label=s)
+                        capsize=4, **style(s))
     ticks = sorted({p["replicas"] for p in points})
     names.append(finish_vs_replicas(fig, ax, ticks, f"Throughput, {mode} scaling{title_extra}",
                                     "samples/s (median, 95% CI)", out, f"throughput-{mode}"))
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     ax.axhline(1.0, color="gray", linestyle="--", label="ideal")
-    for s, ps in groups.items():
-        ps = [p for p in ps if p["efficiency"]["value"] is not None]
+    for s in order:
+        ps = [p for p in groups[s] if p["efficiency"]["value"] is not None]
         if ps:
-            ax.plot([p["replicas"] for p in ps], [p["efficiency"]["value"] for p in ps], marker="o", label=s)
+            ax.plot([p["replicas"] for p in ps], [p["efficiency"]["value"] for p in ps], **style(s))
     names.append(finish_vs_replicas(fig, ax, ticks,
                                     f"Parallel efficiency vs single, {mode} scaling{title_extra}",
                                     "efficiency (1.0 = ideal)", out, f"efficiency-{mode}"))
@@ -109,18 +185,33 @@ def plot_mode(points, mode, out, title_extra):
     labels = [f"{p['strategy']}\nn={p['replicas']}" for p in bars]
     bottom = [0.0] * len(bars)
     for ph in PHASES:
-        vals = [p["phases_ms"].get(ph) or 0.0 for p in bars]
-        ax.bar(labels, vals, bottom=bottom, label=ph)
+        vals = []
+        for p in bars:
+            v = p["phases_ms"].get(ph) or 0.0
+            if ph == "comm_exposed":  # its wait part is already stacked below it
+                v = max(0.0, v - (p["phases_ms"].get("wait") or 0.0))
+            elif ph == "wait":  # never more than the exposed communication it is part of
+                v = min(v, p["phases_ms"].get("comm_exposed") or 0.0)
+            vals.append(v)
+        ax.bar(labels, vals, bottom=bottom, label=PHASE_LABEL.get(ph, ph),
+               hatch="//" if ph == "wait" else None)
         bottom = [b + v for b, v in zip(bottom, vals)]
-    ax.set(title=f"Where a step goes, {mode} scaling{title_extra}", ylabel="mean time per step (ms)")
+    ax.set(title=f"Where a step goes, {mode} scaling{title_extra}",
+           ylabel="ms per step: each run's mean,\nmedian over repeats")
     ax.legend(title="phase", loc="upper left", bbox_to_anchor=(1.0, 1.0))
     names.append(save(fig, out, f"phases-{mode}"))
 
     tta = [p for p in bars if p["time_to_accuracy_s"] is not None]
+    if not tta:
+        skipped.append((f"tta-{mode}", "no point reached the target accuracy in every repeat"))
     if tta:
         fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(tta) + 2), 4.5))
         ax.bar([f"{p['strategy']}\nn={p['replicas']}" for p in tta], [p["time_to_accuracy_s"] for p in tta])
         ax.set(title=f"Time to accuracy, {mode} scaling{title_extra}", ylabel="seconds (median)")
+        left = [f"{p['strategy']} n={p['replicas']}" for p in bars if p["time_to_accuracy_s"] is None]
+        if left:
+            ax.text(0.99, 0.98, "not reached: " + ", ".join(left), transform=ax.transAxes,
+                    ha="right", va="top", fontsize=7)
         names.append(save(fig, out, f"tta-{mode}"))
     return names
 
@@ -165,14 +256,6 @@ def inline_svg(path):
     return text[start:] if start >= 0 else ""
 
 
-def link_to(target, out, base):
-    """A relative link from folder `out` to `target` (relative to `base` when not absolute)."""
-    path = pathlib.Path(target)
-    if not path.is_absolute():
-        path = base / path
-    return os.path.relpath(path.resolve(), out.resolve())
-
-
 def scaling_table(points):
     """The rows of the scaling table: one per point, in matrix order."""
     head = ("strategy", "scaling", "replicas", "global batch", "runs ok", "samples/s (median)",
@@ -205,7 +288,25 @@ def environment_table(env):
     return "<table class=kv>" + "".join(rows) + "</table>"
 
 
+def copy_run_file(name, out, base):
+    """Copies a run's report or log (a file name beside scaling.json) into out/runs/ and
+    returns the link to it relative to `out`; None when the file is missing or `name` is
+    not a plain file name."""
+    if not name or "/" in name or name in (".", ".."):
+        return None
+    src = base / name
+    if not src.is_file():
+        return None
+    dst = out / "runs" / name
+    dst.parent.mkdir(exist_ok=True)
+    if src.resolve() != dst.resolve():
+        shutil.copyfile(src, dst)
+    return f"runs/{name}"
+
+
 def runs_list(points, out, base):
+    """The list of runs with links to their report and log, copied into out/runs/ so
+    that the page's links work when only `out` is published."""
     items = []
     for p in points:
         for r in p.get("runs", []) if isinstance(p.get("runs"), list) else []:
@@ -213,14 +314,14 @@ def runs_list(points, out, base):
             status = html.escape(str(r.get("status", "")))
             links = []
             for key in ("report", "log"):
-                if r.get(key):
-                    href = html.escape(link_to(r[key], out, base), quote=True)
-                    links.append(f'<a href="{href}">{key}</a>')
+                href = copy_run_file(r.get(key), out, base)
+                if href:
+                    links.append(f'<a href="{html.escape(href, quote=True)}">{key}</a>')
             items.append(f"<li>{html.escape(label)}: {status} {' '.join(links)}</li>")
     return "<ul>" + "".join(items) + "</ul>" if items else "<p>No runs listed.</p>"
 
 
-def write_index(doc, charts, out, source):
+def write_index(doc, charts, out, source, skipped=()):
     """Writes out/index.html (self-contained: styles and SVG charts inline), atomically."""
     m = doc["matrix"]
     points = doc["points"]
@@ -229,9 +330,13 @@ def write_index(doc, charts, out, source):
                     for p in points]
     figures = "".join(
         f'<figure id="{html.escape(name)}">{inline_svg(out / f"{name}.svg")}'
-        f"<figcaption>{html.escape(name)} (<a href=\"{html.escape(name)}.png\">png</a>, "
+        f"<figcaption>{html.escape(name)}: {html.escape(CAPTION)} "
+        f"(<a href=\"{html.escape(name)}.png\">png</a>, "
         f"<a href=\"{html.escape(name)}.svg\">svg</a>)</figcaption></figure>"
         for name in charts)
+    if skipped:
+        figures += "<p>Left out: " + "; ".join(
+            f"<b>{html.escape(n)}</b> ({html.escape(why)})" for n, why in skipped) + ".</p>"
     matrix = ", ".join(f"{k} {v}" for k, v in m.items() if k != "extra_args")
     page = f"""<!DOCTYPE html>
 <html lang="en">
@@ -252,6 +357,9 @@ figure svg {{ max-width: 100%; height: auto; }}
 <p>From <code>{html.escape(str(source))}</code> (schema {html.escape(str(doc["schema_version"]))});
 matrix: {html.escape(matrix)}; intervals: {html.escape(str(doc.get("ci_method", "")))}.</p>
 <h2>Scaling</h2>
+<p>Medians over repeats; the phase chart stacks each run's mean time per phase (means
+add up to a step), the median of those over repeats; <code>single</code> is the
+baseline of speedup and efficiency.</p>
 {scaling_table(table_points)}
 <h2>Charts</h2>
 {figures}
@@ -285,23 +393,37 @@ def main():
         print(f"plot.py: {args.scaling_json}: not a scaling.json of major version 1", file=sys.stderr)
         return 2
     if not load_matplotlib():
+        other = None if os.environ.get(RERUN_ENV) else python_with_matplotlib()
+        if other:
+            print(f"plot.py: {sys.executable} has no matplotlib; running under {other}",
+                  file=sys.stderr)
+            env = dict(os.environ, **{RERUN_ENV: "1"})
+            return subprocess.run([other, os.path.abspath(__file__), *sys.argv[1:]],
+                                  env=env).returncode
         print(MATPLOTLIB_HINT.format(python=sys.executable), file=sys.stderr)
         return 2
+    global CAPTION
+    CAPTION = caption(doc.get("environment"))
     try:
         args.out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         print(f"plot.py: --out {args.out}: {e}", file=sys.stderr)
         return 2
     if predicted:
+        CAPTION = (f"alpha-beta model (docs/cost-model.md) from the run report {doc.get('report')}; "
+                   f"link {doc['link'].get('source', '?')}")
         plot_predicted(doc, args.out)
         print(f"wrote charts to {args.out}")
         return 0
     m = doc["matrix"]
-    charts = []
+    charts, skipped = [], []
     for mode in m["scaling"]:
         batch = f"global batch {m['global_batch']}" if mode == "strong" else f"batch {m['batch']}/replica"
-        charts += plot_mode([p for p in doc["points"] if p["scaling"] == mode], mode, args.out, f" ({batch})")
-    write_index(doc, charts, args.out, args.scaling_json)
+        charts += plot_mode([p for p in doc["points"] if p["scaling"] == mode], mode, args.out,
+                            f" ({batch})", skipped)
+    write_index(doc, charts, args.out, args.scaling_json, skipped)
+    for name, why in skipped:
+        print(f"left out {name}: {why}")
     print(f"wrote charts and index.html to {args.out}")
     return 0
 

@@ -224,8 +224,7 @@ static void ddp_describe(const struct sb_strategy *s, long measured_steps,
     int k = d->plan.n < SB_DETAIL_VALUES_MAX ? d->plan.n : SB_DETAIL_VALUES_MAX;
     for (int i = 0; i < k; i++) bytes[i] = (double)d->plan.buckets[i].count * sizeof(float);
     sb_details_add(det, "bucket_bytes", 1, bytes, k);
-    v = overlaps(s) ? 1.0 : 0.0;
-    sb_details_add(det, "overlap", 0, &v, 1);
+    sb_details_add_bool(det, "overlap", overlaps(s));
     struct sb_summary sum;
     /* The harness's measured steps are the last measured_steps steps. */
     size_t n = measured_steps < (long)d->n_hidden ? (size_t)measured_steps : d->n_hidden;

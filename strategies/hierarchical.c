@@ -364,8 +364,7 @@ static void hier_describe(const struct sb_strategy *s, long measured_steps,
     int k = h->plan.n < SB_DETAIL_VALUES_MAX ? h->plan.n : SB_DETAIL_VALUES_MAX;
     for (int i = 0; i < k; i++) bytes[i] = (double)h->plan.buckets[i].count * sizeof(float);
     sb_details_add(d, "bucket_bytes", 1, bytes, k);
-    v = opts(s->env->cfg)->overlap ? 1.0 : 0.0;
-    sb_details_add(d, "overlap", 0, &v, 1);
+    sb_details_add_bool(d, "overlap", opts(s->env->cfg)->overlap);
     struct sb_comm_counter intra = h->local->counters[SB_COMM_REDUCE_SCATTER];
     const struct sb_comm_counter *ag = &h->local_ag->counters[SB_COMM_ALLGATHER];
     intra.calls += ag->calls;

@@ -19,13 +19,35 @@
 
 #define MAX_REPEATS 1024
 
-/* What compare judges. The default is what a user feels: the wall time of
- * an epoch of training; the step-time statistics hide a few long
- * preemptions (a CPU hog) that the wall time shows. */
-enum metric { M_EPOCH_S, M_SAMPLES_PER_S, M_STEP_MS, M_STEP_P95_MS, M_COUNT };
-static const char *const METRIC_NAME[M_COUNT] = {"epoch_s", "samples_per_s", "step_ms",
+/* --format json's schema: reports/compare.schema.json. */
+#define COMPARE_SCHEMA_VERSION "1.0"
+
+/* What compare judges. The default is samples_per_s: samples trained over
+ * the wall time of training, a rate that means the same for any run length
+ * (the epoch time of a 150-step run is not that of a 300-step one) and,
+ * being wall time, sees the few long preemptions (a CPU hog) that the
+ * median step hides. */
+enum metric { M_SAMPLES_PER_S, M_EPOCH_S, M_STEP_MS, M_STEP_P95_MS, M_COUNT };
+static const char *const METRIC_NAME[M_COUNT] = {"samples_per_s", "epoch_s", "step_ms",
                                                  "step_p95_ms"};
-static const char *const METRIC_UNIT[M_COUNT] = {"s", "samples/s", "ms", "ms"};
+static const char *const METRIC_UNIT[M_COUNT] = {"samples/s", "s", "ms", "ms"};
+
+/* What defines the work a run did: two runs are comparable only when these
+ * agree (compare refuses otherwise, naming the field, unless --force).
+ * steps_total stands for the data set (its size times the epochs, or the
+ * step limit). Each is read from the run report; "config.x" is x in config. */
+#define N_WORK 9
+static const char *const WORK_FIELD[N_WORK] = {
+    "config.workload", "config.hidden",       "config.replicas",
+    "config.batch",    "config.global_batch", "config.epochs",
+    "config.max_steps", "config.warmup_steps", "steps_total"};
+
+/* Largest ratio between two medians, or a run report's own rate and its
+ * samples and seconds, that compare accepts as a measurement: beyond it a
+ * file is corrupt or edited (train_s 1e308), never noise. */
+#define ABSURD_RATIO 1000.0
+/* Longest training a report may claim: a year. */
+#define MAX_TRAIN_S (365.0 * 86400)
 
 struct opts {
     double alpha, threshold; /* threshold as a fraction (0.05 = 5%) */
@@ -45,11 +67,15 @@ struct entry {
     double step_med[MAX_REPEATS], step_p95[MAX_REPEATS]; /* the tail, shown beside v */
     int n;
     int per_repeat;  /* 1: one value per repeat (sweep); 0: one run's step median */
+    char work[N_WORK][96]; /* WORK_FIELD values of the first report, as JSON text */
+    int has_work;
+    const char *path;      /* the file the entry came from (for messages) */
 };
 
 struct side {
     char path[4096]; /* the JSON file read */
     cJSON *doc;
+    int partial;     /* a scaling.json of an interrupted sweep */
     struct entry *e;
     int n;
 };
@@ -86,21 +112,70 @@ static double measured_steps(const cJSON *rep)
     return isfinite(n) ? n : 0;
 }
 
+/* The value at dotted path `f` ("config.x" or "x") of `rep` as compact
+ * JSON text into buf ("absent" when missing). */
+static void work_value(const cJSON *rep, const char *f, char *buf, size_t size)
+{
+    const cJSON *o = rep;
+    const char *dot = strchr(f, '.');
+    if (dot) {
+        char head[32];
+        snprintf(head, sizeof head, "%.*s", (int)(dot - f), f);
+        o = cJSON_GetObjectItemCaseSensitive(rep, head);
+        f = dot + 1;
+    }
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, f);
+    char *t = v ? cJSON_PrintUnformatted(v) : NULL;
+    snprintf(buf, size, "%s", t ? t : "absent");
+    cJSON_free(t);
+}
+
+/* A run report's timing fields are measurements, not anything a float can
+ * hold: train_s (train_seconds before schema 1.8) finite, positive and at most a year, and its
+ * samples_per_s the samples trained over train_s within 1 % (when the
+ * report has both). Errors: SB_ERR_INPUT naming `path` and the field. */
+static sb_status check_plausible(const cJSON *rep, const char *path)
+{
+    double t = num_at(rep, "train_s"), n = num_at(rep, "samples_trained"),
+           r = num_at(rep, "samples_per_s");
+    if (isnan(t)) t = num_at(rep, "train_seconds"); /* reports before 1.8 */
+    if (!(isfinite(t) && t > 0 && t <= MAX_TRAIN_S))
+        return sb_error(SB_ERR_INPUT, "%s: train_s %g is not a plausible training time "
+                        "(finite, above 0, at most a year): the report is corrupt or edited",
+                        path, t);
+    if (isfinite(n) && isfinite(r) && n > 0 && !(fabs(r * t / n - 1) < 0.01))
+        return sb_error(SB_ERR_INPUT, "%s: samples_per_s %g disagrees with samples_trained / "
+                        "train_s = %g: the report is corrupt or edited", path, r, n / t);
+    return SB_OK;
+}
+
 /* Adds one run report's metric (as sweep reads it: sb_sweep_values_from)
- * and its step median and p95 to e. Errors: SB_ERR_INPUT naming `path`
- * when the report lacks the metric. */
+ * and its step median and p95 to e; the first report's work fields
+ * (WORK_FIELD) become e's, and every later one must match them. Errors:
+ * SB_ERR_INPUT naming `path` when the report lacks the metric, its timing
+ * is implausible (check_plausible) or its work differs from the first. */
 static sb_status add_report(struct entry *e, const cJSON *rep, enum metric m, const char *path)
 {
     struct sb_sweep_values rv;
     sb_sweep_values_from(rep, &rv);
-    const double by_metric[M_COUNT] = {rv.epoch_s, rv.samples_per_s, rv.step_ms, rv.step_p95_ms};
+    const double by_metric[M_COUNT] = {rv.samples_per_s, rv.epoch_s, rv.step_ms, rv.step_p95_ms};
     double v = by_metric[m];
     if (measured_steps(rep) < 1)
         return sb_error(SB_ERR_INPUT, "%s: measured no step (step_ms.n is 0): nothing to compare",
                         path);
+    SB_TRY(check_plausible(rep, path));
     if (!isfinite(v) || v <= 0)
-        return sb_error(SB_ERR_INPUT, "%s: no finite %s (train_seconds, epochs, step_ms)", path,
+        return sb_error(SB_ERR_INPUT, "%s: no finite %s (train_s, epochs, step_ms)", path,
                         METRIC_NAME[m]);
+    for (int k = 0; k < N_WORK; k++) {
+        char w[96];
+        work_value(rep, WORK_FIELD[k], w, sizeof w);
+        if (!e->has_work) snprintf(e->work[k], sizeof e->work[k], "%s", w);
+        else if (strcmp(e->work[k], w) != 0)
+            return sb_error(SB_ERR_INPUT, "%s: %s is %s, but %s in the point's first run: the "
+                            "repeats did different work", path, WORK_FIELD[k], w, e->work[k]);
+    }
+    e->has_work = 1;
     if (e->n == MAX_REPEATS) return SB_OK;
     e->step_med[e->n] = rv.step_ms;
     e->step_p95[e->n] = rv.step_p95_ms;
@@ -127,6 +202,7 @@ static sb_status load_side(const char *arg, enum metric metric, struct side *s)
         snprintf(s->path, sizeof s->path, "%s", arg);
     SB_TRY(sb_json_read_file(s->path, &s->doc));
     SB_TRY(check_major(s));
+    s->partial = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s->doc, "partial"));
     const cJSON *points = cJSON_GetObjectItemCaseSensitive(s->doc, "points");
     if (cJSON_IsArray(points)) {
         int np = cJSON_GetArraySize(points);
@@ -141,6 +217,7 @@ static sb_status load_side(const char *arg, enum metric metric, struct side *s)
             struct entry *e = &s->e[s->n++];
             entry_key(e, pt, str_at(pt, "scaling"));
             e->per_repeat = 1;
+            e->path = s->path;
             const cJSON *run;
             cJSON_ArrayForEach(run, cJSON_GetObjectItemCaseSensitive(pt, "runs")) {
                 if (strcmp(str_at(run, "status"), "ok") != 0 || e->n == MAX_REPEATS) continue;
@@ -167,6 +244,7 @@ static sb_status load_side(const char *arg, enum metric metric, struct side *s)
     if (!s->e) return sb_error(SB_ERR_NOMEM, "%s: out of memory", s->path);
     s->n = 1;
     entry_key(&s->e[0], cfg, "run");
+    s->e[0].path = s->path;
     return add_report(&s->e[0], s->doc, metric, s->path);
 }
 
@@ -226,6 +304,22 @@ static sb_status check_environment(const struct side *b, const struct side *n)
     return SB_OK;
 }
 
+/* Matched points must have done the same work (WORK_FIELD): a 150-step
+ * run against a 300-step one, or another warm-up, batch or data set, is not
+ * a regression. Errors: SB_ERR_INPUT naming the field, both values and the
+ * point. */
+static sb_status check_work(const struct entry *b, const struct entry *n)
+{
+    if (!b->has_work || !n->has_work) return SB_OK;
+    for (int k = 0; k < N_WORK; k++)
+        if (strcmp(b->work[k], n->work[k]) != 0)
+            return sb_error(SB_ERR_INPUT, "the work differs: %s is %s in BASE (%s) but %s in NEW "
+                            "(%s), point %s; runs of different work are not comparable (use "
+                            "--force to compare anyway)", WORK_FIELD[k], b->work[k], b->path,
+                            n->work[k], n->path, n->label);
+    return SB_OK;
+}
+
 enum verdict { NOISE, REGRESSION, IMPROVEMENT };
 static const char *const VERDICT[] = {"noise", "REGRESSION", "improvement"};
 
@@ -261,7 +355,12 @@ static sb_status decide(const struct opts *o, const struct entry *b, const struc
         r->low_power = m.min_p >= o->alpha;
         significant = r->p < o->alpha;
     }
-    if (!isfinite(worse)) significant = 0;
+    double ratio = r->new_med / r->base_med;
+    if (!isfinite(r->change) || !(ratio < ABSURD_RATIO && ratio > 1 / ABSURD_RATIO))
+        return sb_error(SB_ERR_INPUT, "point %s: %s moved from %g (BASE %s) to %g (NEW %s), a "
+                        "factor of %g: not a plausible change, a corrupt or edited report",
+                        n->label, METRIC_NAME[o->metric], r->base_med, b->path, r->new_med,
+                        n->path, ratio);
     r->verdict = !significant ? NOISE : worse > o->threshold ? REGRESSION
                : worse < -o->threshold ? IMPROVEMENT : NOISE;
     return SB_OK;
@@ -307,9 +406,13 @@ static sb_status print_results(const struct opts *o, const struct result *r, int
     if (strcmp(o->format, "json") == 0) {
         int fail = 0;
         cJSON *doc = cJSON_CreateObject(), *pts;
+        sb_json_add_str(doc, "schema_version", COMPARE_SCHEMA_VERSION, &fail);
+        sb_json_add_str(doc, "kind", "stratbench-compare", &fail);
         sb_json_add_str(doc, "base", b->path, &fail);
         sb_json_add_str(doc, "new", n->path, &fail);
         sb_json_add_str(doc, "metric", metric, &fail);
+        sb_json_add_str(doc, "unit", unit, &fail);
+        sb_json_add_item(doc, "larger_is_better", cJSON_CreateBool(o->larger_better), &fail);
         sb_json_add_num(doc, "alpha", o->alpha, &fail);
         sb_json_add_num(doc, "threshold", o->threshold, &fail);
         sb_json_add_num(doc, "regressions", regressions, &fail);
@@ -372,15 +475,19 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: stratbench compare [flags] BASE NEW\n"
             "  BASE, NEW: a run report, a sweep's scaling.json, or a sweep directory\n"
-            "  --metric M       epoch_s     epoch_s (wall time of an epoch of training, smaller is\n"
-            "                               better), samples_per_s (samples trained / wall s,\n"
-            "                               larger is better), step_ms or step_p95_ms (the median\n"
-            "                               or p95 of the step time; blind to a few long stalls)\n"
+            "  --metric M       samples_per_s  samples_per_s (samples trained / wall s of training,\n"
+            "                               larger is better; the same for any run length),\n"
+            "                               epoch_s (wall time of an epoch, smaller is better),\n"
+            "                               step_ms or step_p95_ms (the median or p95 of the step\n"
+            "                               time; blind to a few long stalls)\n"
             "  --alpha A        0.05        significance level of the two-sided Mann-Whitney U test\n"
             "  --threshold T    5%%          minimum change of the median to call a regression\n"
-            "  --format F       text        text, markdown, json or github (customSmallerIsBetter)\n"
-            "  --force                      compare even if the environments differ\n"
-            "exit status: 0 no regression, 1 regression, 2 bad input\n");
+            "  --format F       text        text, markdown, json or github (github-action-benchmark)\n"
+            "  --force                      compare even if the environments or the work (steps,\n"
+            "                               epochs, warm-up, batch, data set) differ, or a sweep\n"
+            "                               is partial\n"
+            "exit status: 0 no regression, 1 regression, 2 bad input or the gate cannot decide\n"
+            "(different work, implausible values, too few repeats to reach alpha)\n");
 }
 
 static sb_status parse_opts(struct opts *o, int argc, char **argv)
@@ -389,7 +496,8 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
         {"metric", 1, NULL, 'm'}, {"alpha", 1, NULL, 'a'}, {"threshold", 1, NULL, 't'},
         {"format", 1, NULL, 'f'}, {"force", 0, NULL, 'F'}, {"help", 0, NULL, 'h'},
         {NULL, 0, NULL, 0}};
-    *o = (struct opts){.alpha = 0.05, .threshold = 0.05, .format = "text"};
+    *o = (struct opts){.alpha = 0.05, .threshold = 0.05, .format = "text",
+                       .metric = M_SAMPLES_PER_S, .larger_better = 1};
     optind = 1;
     opterr = 0;
     char *end;
@@ -444,6 +552,11 @@ static sb_status compare(const struct opts *o, struct side *b, struct side *n, i
     SB_TRY(load_side(o->new_, o->metric, n));
     SB_TRY(check_unique(n));
     if (!o->force) SB_TRY(check_environment(b, n));
+    const struct side *partial = b->partial ? b : n->partial ? n : NULL;
+    if (partial && !o->force)
+        return sb_error(SB_ERR_INPUT, "%s: a partial sweep (interrupted; finish it with `stratbench "
+                        "sweep ... --resume`), use --force to compare its finished points",
+                        partial->path);
     struct result *r = calloc((size_t)(b->n ? b->n : 1), sizeof *r);
     if (!r) return sb_error(SB_ERR_NOMEM, "compare: out of memory");
     int nr = 0;
@@ -463,12 +576,26 @@ static sb_status compare(const struct opts *o, struct side *b, struct side *n, i
                 st = sb_error(SB_ERR_INPUT, "%s: point %s has no successful run with measured "
                               "steps: the gate cannot decide", eb->n ? n->path : b->path,
                               eb->label);
+            else if (!o->force && (st = check_work(eb, en)) != SB_OK)
+                break;
             else
                 st = decide(o, &b->e[i], &n->e[j], &r[nr++]);
         }
     if (!st && nr == 0)
         st = sb_error(SB_ERR_INPUT, "%s and %s have no configuration in common (strategy, workload, "
                       "replicas, scaling, global batch, hidden, device)", b->path, n->path);
+    /* With too few repeats on every point, the gate can say nothing: exit 2,
+     * not a silent pass. */
+    int can_decide = 0, low = 0;
+    for (int i = 0; i < nr; i++) {
+        can_decide |= !r[i].low_power;
+        low = r[i].low_power ? i : low;
+    }
+    if (!st && nr > 0 && !can_decide)
+        st = sb_error(SB_ERR_INPUT, "compare: no point can reach alpha %g with these repeats (%d in "
+                      "BASE, %d in NEW: the smallest possible p is above alpha), so the gate can "
+                      "never fail; run the sweeps with --repeats 5 (or 4+ per side)", o->alpha,
+                      r[low].b->n, r[low].n->n);
     if (!st) st = print_results(o, r, nr, b, n);
     if (!st) {
         for (int i = 0; i < nr; i++) *regressions += r[i].verdict == REGRESSION;

@@ -7,9 +7,11 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -37,7 +39,21 @@ struct sweep_opts {
     char **extra;   /* flags after `--`, passed to every train */
     int n_extra;
     int help;       /* --help: print usage, exit 0 */
+    int resume;     /* --resume: reuse the finished runs of DIR/scaling.json */
+    int out_given;  /* --out was on the command line */
+    cJSON *resume_doc; /* the partial scaling.json being resumed, or NULL */
 };
+
+/* Train flags the sweep sets itself: refused after `--` (a `--batch` there
+ * would silently override the sweep's while scaling.json records its own;
+ * a `--report` would make every run "FAILED (no report)"). */
+static const char *const OWNED_FLAGS[] = {"strategy", "replicas", "batch", "epochs",
+                                          "report",   "max-steps", "data"};
+
+/* The signal that interrupts the sweep (SIGINT, SIGTERM), 0 until then. */
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int sig) { interrupted = sig; }
 
 static void usage(FILE *out)
 {
@@ -48,11 +64,18 @@ static void usage(FILE *out)
             "  --scaling LIST      strong,weak strong: fixed global batch; weak: fixed per-replica\n"
             "  --global-batch G    256         strong scaling: per-replica batch = G / n\n"
             "  --batch B           64          weak scaling: per-replica batch\n"
-            "  --repeats R         3           runs per point (4+ lets compare's rank test reach 0.05)\n"
+            "  --repeats R         5           runs per point (4+ per side lets compare's rank test reach 0.05)\n"
             "  --epochs E          1           epochs per run\n"
             "  --max-steps N       none        step limit per run\n"
             "  --data DIR          $STRATBENCH_DATA  MNIST folder\n"
-            "  --out DIR           runs/sweep-<UTC time>  where reports and scaling.json go\n");
+            "  --out DIR           runs/sweep-<UTC time>  where reports and scaling.json go\n"
+            "  --resume            continue the interrupted sweep in --out DIR (same flags):\n"
+            "                      its finished runs are kept, the rest are run\n"
+            "  single runs at n=1 in every sweep: it is the baseline of speedup and efficiency.\n"
+            "  Ctrl-C (SIGINT) or SIGTERM stops the running child, writes scaling.json of the\n"
+            "  finished runs marked \"partial\" and exits 130 (143 for SIGTERM).\n"
+            "  After --, train flags for every run; those the sweep sets (--strategy, --replicas,\n"
+            "  --batch, --epochs, --report, --max-steps, --data) are refused.\n");
 }
 
 static sb_status parse_int(const char *flag, const char *s, long lo, long hi, long *out)
@@ -87,13 +110,40 @@ static sb_status parse_list(const char *flag, const char *arg, char items[][32],
     return SB_OK;
 }
 
+/* Refuses train flags after `--` that the sweep sets itself (OWNED_FLAGS),
+ * also abbreviated (`--epoch`, as getopt_long takes it) or as --flag=value.
+ * Errors: SB_ERR_USAGE naming every such flag. */
+static sb_status check_extra(const struct sweep_opts *o)
+{
+    char found[256] = "";
+    for (int i = 0; i < o->n_extra; i++) {
+        const char *a = o->extra[i];
+        if (strncmp(a, "--", 2) != 0 || !a[2]) continue;
+        size_t len = strcspn(a + 2, "=");
+        for (size_t k = 0; k < sizeof OWNED_FLAGS / sizeof OWNED_FLAGS[0]; k++)
+            if (len >= 2 && strncmp(OWNED_FLAGS[k], a + 2, len) == 0) {
+                size_t used = strlen(found);
+                snprintf(found + used, sizeof found - used, "%s--%s", used ? ", " : "",
+                         OWNED_FLAGS[k]);
+                break;
+            }
+    }
+    if (found[0])
+        return sb_error(SB_ERR_USAGE, "sweep: %s after -- %s set by the sweep itself (use the "
+                        "sweep's own flags: --strategies, --replicas, --batch/--global-batch, "
+                        "--epochs, --max-steps, --data, --out)", found,
+                        strchr(found, ',') ? "are" : "is");
+    return SB_OK;
+}
+
 static sb_status parse_opts(struct sweep_opts *o, int argc, char **argv)
 {
     static const struct option longs[] = {
         {"strategies", 1, NULL, 's'}, {"replicas", 1, NULL, 'n'}, {"scaling", 1, NULL, 'S'},
         {"global-batch", 1, NULL, 'G'}, {"batch", 1, NULL, 'b'}, {"repeats", 1, NULL, 'r'},
         {"epochs", 1, NULL, 'e'}, {"max-steps", 1, NULL, 'm'}, {"data", 1, NULL, 'd'},
-        {"out", 1, NULL, 'o'}, {"help", 0, NULL, 'h'}, {NULL, 0, NULL, 0}};
+        {"out", 1, NULL, 'o'}, {"resume", 0, NULL, 'R'}, {"help", 0, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
     char items[MAX_LIST][32];
     int n;
     long v = 0;
@@ -102,7 +152,7 @@ static sb_status parse_opts(struct sweep_opts *o, int argc, char **argv)
     o->n_replicas = 3;
     o->replicas[0] = 1, o->replicas[1] = 2, o->replicas[2] = 4;
     o->scaling[0] = o->scaling[1] = 1;
-    o->repeats = 3, o->epochs = 1, o->batch = 64, o->global_batch = 256;
+    o->repeats = 5, o->epochs = 1, o->batch = 64, o->global_batch = 256;
     optind = 1;
     opterr = 0;
     for (int c; (c = getopt_long(argc, argv, "+h", longs, NULL)) != -1;) {
@@ -149,7 +199,9 @@ static sb_status parse_opts(struct sweep_opts *o, int argc, char **argv)
                                 "%zu this build takes (pick a shorter directory)",
                                 strlen(optarg), sizeof o->out - 1);
             snprintf(o->out, sizeof o->out, "%s", optarg);
+            o->out_given = 1;
             break;
+        case 'R': o->resume = 1; break;
         case 'h': o->help = 1; return SB_OK;
         default:
             return sb_cli_bad_flag("sweep", argv[optind - 1], longs);
@@ -160,6 +212,9 @@ static sb_status parse_opts(struct sweep_opts *o, int argc, char **argv)
     if (o->n_extra > 0 && strcmp(argv[optind - 1], "--") != 0)
         return sb_error(SB_ERR_USAGE, "sweep: unexpected argument '%s' (put train flags after --)",
                         argv[optind]);
+    SB_TRY(check_extra(o));
+    if (o->resume && !o->out_given)
+        return sb_error(SB_ERR_USAGE, "--resume: name the interrupted sweep's folder with --out DIR");
     if (o->scaling[0])
         for (int i = 0; i < o->n_replicas; i++)
             if (o->global_batch % o->replicas[i])
@@ -195,14 +250,27 @@ static sb_status make_dirs(const char *path)
     return SB_OK;
 }
 
+/* Seconds a child may take to stop after the sweep forwards it SIGINT
+ * (a train ends its mpirun and ranks, then exits) before SIGKILL. */
+#define CHILD_STOP_S 30
+
 /* Runs `argv` with stdout and stderr to `log_path`; returns its exit status
- * (128 + signal when killed, 127 when it could not start). */
+ * (128 + signal when killed, 127 when it could not start). The child runs
+ * in its own process group and dies with the sweep (PR_SET_PDEATHSIG); when
+ * the sweep is interrupted (SIGINT, SIGTERM) the signal is forwarded to the
+ * child's group, and after CHILD_STOP_S seconds the group is killed. */
 static int run_child(char **argv, const char *log_path)
 {
     fflush(stdout);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) return 127;
     if (pid == 0) {
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent) _exit(127); /* the sweep died before prctl */
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
         int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd >= 0) {
             dup2(fd, 1);
@@ -212,10 +280,43 @@ static int run_child(char **argv, const char *log_path)
         execv(argv[0], argv);
         _exit(127);
     }
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR) return 127;
+    setpgid(pid, pid); /* also here: no signal may reach the group before it exists */
+    int status, forwarded = 0;
+    struct timespec since = {0}, now, tick = {0, 50 * 1000 * 1000};
+    for (;;) {
+        pid_t got = waitpid(pid, &status, forwarded ? WNOHANG : 0);
+        if (got == pid) break;
+        if (got < 0 && errno != EINTR) return 127;
+        if (interrupted && !forwarded) {
+            kill(-pid, interrupted);
+            forwarded = 1;
+            clock_gettime(CLOCK_MONOTONIC, &since);
+        }
+        if (forwarded) {
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if (now.tv_sec - since.tv_sec > CHILD_STOP_S) {
+                kill(-pid, SIGKILL);
+                forwarded = 2;
+            }
+            nanosleep(&tick, NULL);
+        }
+    }
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* 1 when the resumed sweep's scaling.json (o->resume_doc) lists the run
+ * `report` (a file name, unique per strategy, replicas, scaling and repeat)
+ * as ok: it is kept, not run again. */
+static int finished_before(const struct sweep_opts *o, const char *report)
+{
+    const cJSON *p, *r;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(o->resume_doc, "points"))
+        cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(p, "runs")) {
+            const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "report"));
+            const char *status = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "status"));
+            if (name && status && !strcmp(name, report) && !strcmp(status, "ok")) return 1;
+        }
+    return 0;
 }
 
 /* step_ms.n of a run report: the steps it measured (0 when absent). */
@@ -278,8 +379,14 @@ static sb_status run_point(const struct sweep_opts *o, const char *self, struct 
         if (o->data) argv[a++] = "--data", argv[a++] = (char *)o->data;
         for (int i = 0; i < o->n_extra && i < 256; i++) argv[a++] = o->extra[i];
         argv[a] = NULL;
-        unlink(path); /* a stale report must not pass for this run's */
-        int code = run_child(argv, log_path);
+        int code, reused = o->resume_doc && finished_before(o, strrchr(path, '/') + 1);
+        if (!reused) {
+            unlink(path); /* a stale report must not pass for this run's */
+            code = run_child(argv, log_path);
+            if (interrupted) break; /* the interrupted run is not recorded */
+        } else {
+            code = 0;
+        }
         if (code == 2 && *done == 0) { /* the first run's usage or input error is the sweep's */
             cJSON_Delete(runs);
             return first_run_error(log_path);
@@ -288,8 +395,8 @@ static sb_status run_point(const struct sweep_opts *o, const char *self, struct 
         const char *why = NULL; /* why a run that exited 0 still failed */
         if (code == 0 && sb_json_read_file(path, &rep) != SB_OK) code = 1, why = "no report";
         if (code == 0 && !(measured_steps(rep) >= 1)) code = 1, why = "measured no step";
-        printf("[%d/%d] %s n=%d %s r%d: ", ++*done, total, pt->strategy, pt->replicas,
-               sb_sweep_scaling_name[pt->scaling], r);
+        printf("[%d/%d] %s n=%d %s r%d: %s", ++*done, total, pt->strategy, pt->replicas,
+               sb_sweep_scaling_name[pt->scaling], r, reused ? "(finished before) " : "");
         cJSON *run = cJSON_CreateObject();
         sb_json_add_num(run, "repeat", r, &fail);
         sb_json_add_str(run, "report", strrchr(path, '/') + 1, &fail);
@@ -352,6 +459,41 @@ static void add_matrix(cJSON *doc, const struct sweep_opts *o, int *fail)
         sb_json_append(a, cJSON_CreateString(o->extra[i]), fail);
 }
 
+/* --resume: reads `path` (the interrupted sweep's scaling.json) into
+ * o->resume_doc and checks that it was made with the same matrix (the
+ * flags, as doc.matrix records them). *complete: 1 when it is not partial
+ * (nothing to resume). Errors: SB_ERR_USAGE naming the file and the first
+ * field that differs, or what is wrong with the file. */
+static sb_status load_resume(struct sweep_opts *o, const char *path, int *complete)
+{
+    struct stat sbuf;
+    if (stat(path, &sbuf) != 0)
+        return sb_error(SB_ERR_USAGE, "--resume: %s does not exist: nothing to resume (run the "
+                        "sweep without --resume)", path);
+    sb_status st = sb_json_read_file(path, &o->resume_doc);
+    if (st) return sb_error(SB_ERR_USAGE, "--resume: %s", sb_error_message());
+    *complete = !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o->resume_doc, "partial"));
+    int fail = 0;
+    cJSON *now = cJSON_CreateObject();
+    add_matrix(now, o, &fail);
+    const cJSON *want = cJSON_GetObjectItemCaseSensitive(now, "matrix"), *k;
+    const cJSON *had = cJSON_GetObjectItemCaseSensitive(o->resume_doc, "matrix");
+    st = fail ? sb_error(SB_ERR_NOMEM, "--resume: out of memory") : SB_OK;
+    cJSON_ArrayForEach(k, want) {
+        if (st) break;
+        const cJSON *h = cJSON_GetObjectItemCaseSensitive(had, k->string);
+        char *a = cJSON_PrintUnformatted(k), *b = h ? cJSON_PrintUnformatted(h) : NULL;
+        if (!a || !b || strcmp(a, b) != 0)
+            st = sb_error(SB_ERR_USAGE, "--resume: %s was made with %s %s, not %s: give the "
+                          "interrupted sweep's flags", path, k->string, b ? b : "absent",
+                          a ? a : "?");
+        cJSON_free(a);
+        cJSON_free(b);
+    }
+    cJSON_Delete(now);
+    return st;
+}
+
 int sb_sweep_main(int argc, char **argv)
 {
     struct sweep_opts o;
@@ -376,11 +518,43 @@ int sb_sweep_main(int argc, char **argv)
         return sb_status_exit_code(st);
     }
     self[len] = 0;
+    if (o.resume) {
+        int done_before = 0;
+        st = load_resume(&o, scaling_path, &done_before);
+        if (st) {
+            fprintf(stderr, "stratbench: %s\n", sb_error_message());
+            cJSON_Delete(o.resume_doc);
+            return sb_status_exit_code(st);
+        }
+        if (done_before) {
+            printf("# sweep: %s is complete, nothing to resume\n", scaling_path);
+            cJSON_Delete(o.resume_doc);
+            return 0;
+        }
+    }
+    /* Interrupted: stop the running child, write what finished, exit 128 + signal. */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_interrupt; /* no SA_RESTART: waitpid returns EINTR */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
 
-    struct sb_sweep_point pts[2 * MAX_LIST * MAX_LIST];
+    struct sb_sweep_point pts[2 * MAX_LIST * MAX_LIST + 2];
     int n_pts = 0, total = 0;
     for (int s = 0; s < 2; s++) {
         if (!o.scaling[s]) continue;
+        /* single at n=1 is every sweep's baseline: first, unless the matrix
+         * runs it itself. */
+        int has_single = 0;
+        for (int i = 0; i < o.n_strategies; i++)
+            for (int j = 0; j < o.n_replicas; j++)
+                has_single |= !strcmp(o.strategies[i], "single") && o.replicas[j] == 1;
+        if (!has_single) {
+            pts[n_pts++] = (struct sb_sweep_point){.strategy = "single", .replicas = 1, .scaling = s,
+                                                   .batch = s == 0 ? o.global_batch : o.batch};
+            total += o.repeats;
+        }
         for (int i = 0; i < o.n_strategies; i++)
             for (int j = 0; j < o.n_replicas; j++) {
                 int n = o.replicas[j];
@@ -391,11 +565,13 @@ int sb_sweep_main(int argc, char **argv)
                 total += o.repeats;
             }
     }
-    printf("# sweep: %d points x %d repeats -> %s/scaling.json\n", n_pts, o.repeats, o.out);
-    int done = 0, failed = 0;
+    printf("# sweep: %d points x %d repeats -> %s/scaling.json (single n=1 is the baseline)\n",
+           n_pts, o.repeats, o.out);
+    int done = 0, failed = 0, started = 0;
     cJSON *environment = NULL;
-    for (int i = 0; i < n_pts && !st; i++)
-        st = run_point(&o, self, &pts[i], &done, total, &failed, &environment);
+    for (; started < n_pts && !st && !interrupted; started++)
+        st = run_point(&o, self, &pts[started], &done, total, &failed, &environment);
+    if (interrupted) n_pts = started; /* the points not started are left out */
     if (st == SB_ERR_USAGE && done == 0 && !out_existed)
         rmdir(o.out); /* the failed sweep leaves nothing (only if it made --out and it is empty) */
     cJSON *doc = NULL, *points = NULL;
@@ -404,6 +580,7 @@ int sb_sweep_main(int argc, char **argv)
         doc = cJSON_CreateObject();
         sb_json_add_str(doc, "schema_version", SB_SCALING_SCHEMA_VERSION, &fail);
         sb_json_add_str(doc, "kind", "stratbench-scaling", &fail);
+        sb_json_add_item(doc, "partial", cJSON_CreateBool(interrupted != 0), &fail);
         sb_json_add_item(doc, "environment", environment ? environment : cJSON_CreateNull(), &fail);
         environment = NULL; /* owned by doc, or freed */
         add_matrix(doc, &o, &fail);
@@ -421,7 +598,12 @@ int sb_sweep_main(int argc, char **argv)
         }
         if (!st && fail) st = sb_error(SB_ERR_NOMEM, "sweep: out of memory building scaling.json");
         if (!st) st = sb_json_write_file_atomic(scaling_path, doc);
-        if (!st) printf("# %d of %d runs failed; wrote %s\n", failed, total, scaling_path);
+        if (!st && interrupted)
+            printf("# interrupted by %s: wrote %s with the %d finished runs (\"partial\": true); "
+                   "continue with the same flags and --resume\n",
+                   interrupted == SIGINT ? "SIGINT" : "SIGTERM", scaling_path, done);
+        else if (!st)
+            printf("# %d of %d runs failed; wrote %s\n", failed, total, scaling_path);
     }
     for (int i = 0; i < n_pts; i++) {
         cJSON_Delete(pts[i].json);
@@ -430,9 +612,15 @@ int sb_sweep_main(int argc, char **argv)
     }
     cJSON_Delete(environment);
     cJSON_Delete(doc);
+    cJSON_Delete(o.resume_doc);
     if (st) {
         fprintf(stderr, "stratbench: %s\n", sb_error_message());
         return sb_status_exit_code(st);
+    }
+    if (interrupted) {
+        fprintf(stderr, "stratbench: sweep interrupted by %s; %s is partial (resume with "
+                "--resume)\n", interrupted == SIGINT ? "SIGINT" : "SIGTERM", scaling_path);
+        return 128 + interrupted;
     }
     return failed ? 1 : 0;
 }

@@ -113,7 +113,8 @@ void sb_sweep_values_from(const cJSON *rep, struct sb_sweep_values *rv)
 {
     rv->step_ms = num_at(rep, "step_ms", "median");
     rv->step_p95_ms = num_at(rep, "step_ms", "p95");
-    double train_s = num_at(rep, "train_seconds", NULL);
+    double train_s = num_at(rep, "train_s", NULL);
+    if (isnan(train_s)) train_s = num_at(rep, "train_seconds", NULL); /* reports before 1.8 */
     double steps = num_at(rep, "steps_total", NULL);
     rv->samples_per_s = num_at(rep, "samples_per_s", NULL);
     if (isnan(rv->samples_per_s)) /* reports before 1.5 */

@@ -26,9 +26,9 @@ extern const char *const sb_sweep_scaling_name[2];
 struct sb_sweep_values {
     double step_ms;       /* step_ms.median */
     double step_p95_ms;   /* step_ms.p95 */
-    double samples_per_s; /* samples trained / train_seconds (wall time, evaluation excluded) */
-    double epoch_s;       /* train_seconds / epochs run */
-    double wall_step_ms;  /* 1000 * train_seconds / steps_total: wall time per step */
+    double samples_per_s; /* samples trained / train_s (wall time, evaluation excluded) */
+    double epoch_s;       /* train_s / epochs run */
+    double wall_step_ms;  /* 1000 * train_s / steps_total: wall time per step */
     double tta_s;         /* time_to_accuracy_s; NaN if not reached */
     double accuracy;      /* final_test_accuracy */
     double phase_ms[SB_SWEEP_N_PHASES]; /* phases_ms.<phase>.mean */
@@ -46,7 +46,7 @@ struct sb_sweep_point {
 
 /* Fills *rv from the run report `rep`; a missing field reads as NaN.
  * samples_per_s is the report's (schema 1.5); for older reports it is
- * derived the same way, steps_total * global_batch / train_seconds. */
+ * derived the same way, steps_total * global_batch / train_s. */
 void sb_sweep_values_from(const cJSON *rep, struct sb_sweep_values *rv);
 
 /* Builds pt->json from the point's successful repeats (pt->ok, pt->n_ok):

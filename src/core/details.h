@@ -12,6 +12,7 @@
 struct sb_detail {
     char key[48];      /* e.g. "bucket_count", "bucket_bytes", "staleness_max" */
     int is_list;
+    int is_bool;       /* a flag: values[0] written as true/false (sb_details_add_bool) */
     int count;         /* values used */
     double values[SB_DETAIL_VALUES_MAX];
 };
@@ -35,6 +36,10 @@ struct sb_strategy_details {
  * ignored when d is full. */
 void sb_details_add(struct sb_strategy_details *d, const char *key, int is_list,
                     const double *values, int count);
+
+/* Appends the flag `key` (written as true or false) to d; ignored when d
+ * is full. */
+void sb_details_add_bool(struct sb_strategy_details *d, const char *key, int value);
 
 /* Sets `key` of the "config" (to_comm = 0) or "comm" (to_comm = 1)
  * section to value (a boolean when is_bool); a key already there keeps its

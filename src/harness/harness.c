@@ -22,6 +22,8 @@
 #include "harness/probe.h"
 #include "harness/rank_stats.h"
 #include "harness/run_noise.h"
+#include "harness/run_warnings.h"
+#include "strategies/central.h"
 #include "report/mllog.h"
 #include "report/report.h"
 #include "strategies/strategy.h"
@@ -333,6 +335,32 @@ static void predict_comm(const struct sb_strategy_ops *ops, struct sb_run_record
     rec->has_comm_model = ops->comm_model(&q, &rec->comm_model, 1) == 1;
 }
 
+/* The trace track of `rank`: "server" for central's parameter servers
+ * (ranks 0..K-1 with --servers K; rank 0, also worker 0, with --servers 0),
+ * NULL ("rank N") otherwise. */
+static const char *trace_label(const struct sb_config *cfg, int rank)
+{
+    if (strcmp(cfg->strategy, "central") != 0) return NULL;
+    int servers = sb_central_opts(cfg)->servers;
+    if (servers == 0) return rank == 0 ? "server + worker 0" : NULL;
+    return rank < servers ? "server" : NULL;
+}
+
+/* Rank 0: fills and prints the run's warnings (run_warnings.h): the
+ * compute threads on this host are its processes (MPI) or replica threads
+ * (mirrored, single) times the BLAS threads of each. */
+static void warn_if_misleading(struct loop *L, const struct sb_job *job)
+{
+    struct sb_summary s;
+    double stall = 0;
+    if (L->t.n > 0 && sb_summarize(L->t.step_ms, L->t.n, &s) == SB_OK)
+        stall = sb_stall_fraction(L->t.step_ms, L->t.n, s.median);
+    long workers = job->mpi ? (job->local_size > 0 ? job->local_size : 1) : L->cfg->replicas;
+    long threads = workers * (L->rec->blas_threads > 0 ? L->rec->blas_threads : 1);
+    sb_run_warnings_check(L->rec, threads, sysconf(_SC_NPROCESSORS_ONLN), stall);
+    sb_run_warnings_print(L->rec);
+}
+
 /* Rank 0's report after training. */
 static sb_status write_outputs(struct loop *L)
 {
@@ -444,6 +472,7 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
     if (!st) st = cross_rank_stats(&L);
     if (!st) st = save_params(&L);
     if (!st && job->rank == 0) {
+        warn_if_misleading(&L, job);
         st = write_outputs(&L);
         if (!st && cfg->mllog_path[0]) {
             st = sb_mllog_write(&ml, cfg->mllog_path);
@@ -468,8 +497,13 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
     }
     /* After destroy: replica threads have joined, their spans are final. */
     if (!st && tracing) {
+        sb_trace_set_process_label(trace_label(cfg, job->rank));
         st = sb_trace_write(cfg->trace_path, mpi_world, job->rank, job->size);
-        if (!st && job->rank == 0) printf("trace %s\n", cfg->trace_path);
+        if (!st && job->rank == 0 && sb_trace_truncated())
+            printf("trace %s (truncated: a thread reached %d events or the step limit; later "
+                   "spans are missing, otherData.truncated is true)\n", cfg->trace_path,
+                   SB_TRACE_MAX_EVENTS_PER_THREAD);
+        else if (!st && job->rank == 0) printf("trace %s\n", cfg->trace_path);
     }
     sb_trace_stop();
     if (st) remove_outputs(&L);

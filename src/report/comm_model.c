@@ -20,7 +20,7 @@ void sb_report_add_comm_model(cJSON *comm, const struct sb_run_record *rec, int 
     sb_json_add_num(o, "beta_s_per_byte", 1.0 / rec->link.bandwidth_Bps, fail);
     sb_json_add_num(o, "probe_peers", rec->link.peers, fail);
     if (!cJSON_AddBoolToObject(o, "probe_cross_host", rec->link.cross_host)) *fail = 1;
-    sb_json_add_num(o, "probe_seconds", rec->link.seconds, fail);
+    sb_json_add_num(o, "probe_s", rec->link.seconds, fail);
     sb_json_add_str(o, "formula_name", m->formula_name, fail);
     sb_json_add_str(o, "formula", m->formula, fail);
     sb_json_add_num(o, "ranks", c->replicas, fail);

@@ -10,7 +10,7 @@
 
 /* Adds "model" to the comm object: null when the links were not probed
  * (one process, --no-probe-links); else {alpha_s, bandwidth_Bps,
- * beta_s_per_byte, probe_peers, probe_cross_host, probe_seconds,
+ * beta_s_per_byte, probe_peers, probe_cross_host, probe_s,
  * formula_name, formula, ranks, servers, bytes, predicted_comm_ms,
  * measured_comm_ms, predicted_over_measured, predicted_exposed_ms,
  * measured_exposed_ms} (reports/README.md); null also when the strategy

@@ -97,6 +97,10 @@ static void add_details(cJSON *root, const struct sb_run_record *rec, int *fail)
     const struct sb_strategy_details *d = &rec->details;
     for (int i = 0; i < d->n && i < SB_DETAILS_MAX; i++) {
         const struct sb_detail *it = &d->item[i];
+        if (it->is_bool) {
+            if (!cJSON_AddBoolToObject(o, it->key, it->count > 0 && it->values[0] != 0)) *fail = 1;
+            continue;
+        }
         if (!it->is_list) {
             sb_json_add_num(o, it->key, it->count > 0 ? it->values[0] : NAN, fail);
             continue;
@@ -134,8 +138,8 @@ static void add_epochs(cJSON *root, const struct sb_run_record *rec, int *fail)
         sb_json_add_num(o, "epoch", e->epoch, fail);
         sb_json_add_num(o, "train_loss", e->train_loss, fail);
         sb_json_add_num(o, "test_accuracy", e->test_accuracy, fail);
-        sb_json_add_num(o, "seconds", e->seconds, fail);
-        sb_json_add_num(o, "eval_seconds", e->eval_seconds, fail);
+        sb_json_add_num(o, "train_s", e->seconds, fail);
+        sb_json_add_num(o, "eval_s", e->eval_seconds, fail);
         sb_json_add_num(o, "samples_per_s", e->samples_per_s, fail);
     }
 }
@@ -161,7 +165,7 @@ static sb_status add_summary(cJSON *obj, const char *key, const double *x,
     return SB_OK;
 }
 
-/* key: {calls, bytes, seconds} of one counter; the new object, or NULL. */
+/* key: {calls, bytes, time_s} of one counter; the new object, or NULL. */
 static cJSON *add_counter(cJSON *obj, const char *key, const struct sb_comm_counter *c,
                           int *fail)
 {
@@ -169,11 +173,11 @@ static cJSON *add_counter(cJSON *obj, const char *key, const struct sb_comm_coun
     if (!o) return NULL;
     sb_json_add_num(o, "calls", (double)c->calls, fail);
     sb_json_add_num(o, "bytes", c->bytes, fail);
-    sb_json_add_num(o, "seconds", c->seconds, fail);
+    sb_json_add_num(o, "time_s", c->seconds, fail);
     return o;
 }
 
-/* comm.allreduce.algorithms: {name: {calls, bytes, seconds, algbw_GBps,
+/* comm.allreduce.algorithms: {name: {calls, bytes, time_s, algbw_GBps,
  * busbw_GBps}} for each algorithm that ran a non-blocking all-reduce (ddp's
  * buckets), so busbw is judged against the algorithm's own bound. */
 static void add_algorithms(cJSON *allreduce, const struct sb_run_record *rec, double factor,
@@ -204,6 +208,7 @@ static void add_comm(cJSON *root, const struct sb_run_record *rec, int *fail)
     struct sb_comm_counter total = {0, 0.0, 0.0};
     for (int k = 0; k < SB_COMM_NKINDS; k++) {
         const struct sb_comm_counter *c = &rec->comm[k];
+        if (c->calls == 0 && rec->comm_before[k].calls == 0) continue; /* unused: absent */
         double factor = sb_comm_busbw_factor((enum sb_comm_kind)k,
                                              rec->comm_ranks);
         double algbw_GBps = sb_comm_algbw_GBps(c->bytes, c->seconds);
@@ -225,7 +230,7 @@ static void add_comm(cJSON *root, const struct sb_run_record *rec, int *fail)
     /* Before the warm-up reset: the initial broadcast, warm-up traffic. */
     cJSON *b = sb_json_add_obj(o, "before_measurement", fail);
     for (int k = 0; b && k < SB_COMM_NKINDS; k++)
-        if (!add_counter(b, sb_comm_kind_name((enum sb_comm_kind)k), &rec->comm_before[k], fail))
+        if (rec->comm_before[k].calls > 0 && !add_counter(b, sb_comm_kind_name((enum sb_comm_kind)k), &rec->comm_before[k], fail))
             return;
     sb_report_add_comm_model(o, rec, fail);
 }
@@ -325,7 +330,7 @@ static sb_status build_report(const struct sb_run_record *rec, cJSON **out)
     sb_json_add_num(root, "time_to_accuracy_s",
             rec->time_to_accuracy_s < 0 ? NAN : rec->time_to_accuracy_s, &fail);
     sb_json_add_num(root, "target_accuracy", c->target_accuracy, &fail);
-    sb_json_add_num(root, "train_seconds", rec->train_seconds, &fail);
+    sb_json_add_num(root, "train_s", rec->train_seconds, &fail);
     sb_json_add_num(root, "steps_total", (double)rec->steps_total, &fail);
     sb_json_add_num(root, "steps_measured", (double)rec->n_measured, &fail);
 
@@ -333,6 +338,9 @@ static sb_status build_report(const struct sb_run_record *rec, cJSON **out)
     sb_json_add_num(root, "samples_per_s", sb_samples_per_s(rec->samples_trained,
                                                             rec->train_seconds), &fail);
     add_noise(root, rec, &fail);
+    cJSON *warnings = sb_json_add_arr(root, "warnings", &fail);
+    for (int i = 0; warnings && i < rec->n_warnings; i++)
+        sb_json_append(warnings, cJSON_CreateString(rec->warnings[i]), &fail);
     add_replica_check(root, rec, &fail);
     st = add_summary(root, "step_ms", rec->step_ms, rec->n_measured, 1, &fail);
     if (st != SB_OK) goto done;

@@ -18,7 +18,10 @@
 #include "core/phase.h"
 #include "core/status.h"
 
-#define SB_REPORT_SCHEMA_VERSION "1.7"
+#define SB_REPORT_SCHEMA_VERSION "1.8"
+
+/* Most warnings a report records (sb_run_record.warnings). */
+#define SB_REPORT_MAX_WARNINGS 4
 
 struct sb_epoch_record {
     int epoch;             /* from 1 */
@@ -123,6 +126,11 @@ struct sb_run_record {
     int blas_threads;          /* BLAS threads per process actually used */
 
     struct sb_strategy_details details; /* what the strategy states of itself */
+
+    /* Why the figures may mislead (harness/run_warnings.h): oversubscribed
+     * cores, a noisy run. Reported as "warnings" (schema 1.8). */
+    char warnings[SB_REPORT_MAX_WARNINGS][256];
+    int n_warnings;
 };
 
 /* Builds the report of `rec` and writes it to `path` atomically.

@@ -54,6 +54,8 @@ struct tbuf {
 
 static atomic_int active;
 static atomic_int full;            /* a cap was reached: record nothing new */
+#define LABEL_LEN 48
+static char process_label[LABEL_LEN]; /* sb_trace_set_process_label; "" = none */
 static atomic_long steps_seen;
 static long max_steps_cfg;
 static atomic_uint generation;     /* bumps at every start, invalidating TLS */
@@ -206,6 +208,7 @@ sb_status sb_trace_start(const void *mpi_world, int rank, int size, long max_ste
 
 void sb_trace_stop(void)
 {
+    process_label[0] = '\0';
     sb_nvtx_set_hook(NULL);
     atomic_store(&active, 0);
     pthread_mutex_lock(&registry_lock);
@@ -245,9 +248,17 @@ static struct event *collect_local(size_t *n_out, int *fail)
     return all;
 }
 
-/* Adds the metadata events naming process `pid` ("rank N") and its threads
- * 0..max_tid ("main", "thread k"). */
-static void add_names(cJSON *events, int pid, int max_tid, int *fail)
+void sb_trace_set_process_label(const char *label)
+{
+    snprintf(process_label, sizeof process_label, "%s", label ? label : "");
+}
+
+int sb_trace_truncated(void) { return atomic_load(&full); }
+
+/* Adds the metadata events naming process `pid` ("rank N", or "LABEL (rank
+ * N)" when `label` is not empty) and its threads 0..max_tid ("main",
+ * "thread k"). */
+static void add_names(cJSON *events, int pid, const char *label_of_pid, int max_tid, int *fail)
 {
     for (int t = -1; t <= max_tid && !*fail; t++) {
         cJSON *m = cJSON_CreateObject();
@@ -256,8 +267,10 @@ static void add_names(cJSON *events, int pid, int max_tid, int *fail)
             *fail = 1;
             return;
         }
-        char label[48];
-        if (t < 0) snprintf(label, sizeof label, "rank %d", pid);
+        char label[LABEL_LEN + 24];
+        if (t < 0 && label_of_pid && label_of_pid[0])
+            snprintf(label, sizeof label, "%s (rank %d)", label_of_pid, pid);
+        else if (t < 0) snprintf(label, sizeof label, "rank %d", pid);
         else if (t == 0) snprintf(label, sizeof label, "main");
         else snprintf(label, sizeof label, "thread %d", t);
         cJSON *args = NULL;
@@ -298,9 +311,10 @@ static void add_event(cJSON *events, const struct event *e, int pid, int *fail)
     if (!ok) *fail = 1;
 }
 
-/* Builds the document from the gathered blocks (events of rank r in block r). */
+/* Builds the document from the gathered blocks (events of rank r in block r)
+ * and the ranks' labels (LABEL_LEN bytes each, NULL: none). */
 static sb_status write_json(const char *path, const char *blocks, const long long *bytes,
-                            int size)
+                            const char *labels, int size)
 {
     cJSON *root = cJSON_CreateObject();
     cJSON *events = root ? cJSON_AddArrayToObject(root, "traceEvents") : NULL;
@@ -315,7 +329,7 @@ static sb_status write_json(const char *path, const char *blocks, const long lon
             if (e.tid > max_tid) max_tid = e.tid;
             add_event(events, &e, r, &fail);
         }
-        add_names(events, r, max_tid, &fail);
+        add_names(events, r, labels ? labels + (size_t)r * LABEL_LEN : NULL, max_tid, &fail);
         p += bytes[r];
     }
     if (!fail && !cJSON_AddStringToObject(root, "displayTimeUnit", "ms")) fail = 1;
@@ -346,7 +360,8 @@ sb_status sb_trace_write(const char *path, const void *mpi_world, int rank, int 
         bytes = -1;
     }
     if (!mpi_world || size <= 1) {
-        sb_status st = fail ? SB_ERR_NOMEM : write_json(path, (const char *)mine, &bytes, 1);
+        sb_status st = fail ? SB_ERR_NOMEM
+                            : write_json(path, (const char *)mine, &bytes, process_label, 1);
         free(mine);
         return st;
     }
@@ -356,11 +371,19 @@ sb_status sb_trace_write(const char *path, const void *mpi_world, int rank, int 
                       *(const MPI_Comm *)mpi_world) != MPI_SUCCESS)
         full_any = atomic_load(&full); /* not fatal: only the flag is lost */
     atomic_store(&full, full_any);
+    /* Every rank's track label, to rank 0 (not fatal: the labels are lost). */
+    char *labels = rank == 0 ? calloc((size_t)size, LABEL_LEN) : NULL;
+    if (MPI_Gather(process_label, LABEL_LEN, MPI_CHAR, labels, LABEL_LEN, MPI_CHAR, 0,
+                   *(const MPI_Comm *)mpi_world) != MPI_SUCCESS && labels) {
+        free(labels);
+        labels = NULL;
+    }
     char *all = NULL;
     long long *counts = NULL;
     sb_status st = sb_gather_bytes_to_root(mpi_world, rank, size, mine, bytes, &all, &counts);
     free(mine);
-    if (!st && rank == 0) st = write_json(path, all, counts, size);
+    if (!st && rank == 0) st = write_json(path, all, counts, labels, size);
+    free(labels);
     free(all);
     free(counts);
     return st;

@@ -53,6 +53,17 @@ int sb_trace_active(void);
  * SB_ERR_COMM, SB_ERR_IO naming the path. */
 sb_status sb_trace_write(const char *path, const void *mpi_world, int rank, int size);
 
+/* Names this process's track in the trace: "LABEL (rank N)" instead of
+ * "rank N" (e.g. "server" for a central parameter server). At most 47
+ * bytes are kept; NULL or "" restores "rank N". Call before
+ * sb_trace_write. */
+void sb_trace_set_process_label(const char *label);
+
+/* Non-zero when some thread reached its event cap (or max_steps) and later
+ * spans were dropped; after sb_trace_write, for every rank (the trace's
+ * otherData.truncated). */
+int sb_trace_truncated(void);
+
 /* Stops recording and frees every buffer. Safe to call when not tracing. */
 void sb_trace_stop(void);
 

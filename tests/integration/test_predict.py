@@ -44,6 +44,12 @@ def auto_rule(n, m):
         ring_s(*ref[:2], n, m, ref[2]) else "ring"
 
 
+def validate_against(doc, schema):
+    """Validates `doc` against reports/`schema` (skips without jsonschema)."""
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(doc, json.loads((REPO_ROOT / "reports" / schema).read_text()))
+
+
 def test_report_has_comm_model(ddp_report):
     report = validate_report(ddp_report)
     model = report["comm"]["model"]
@@ -84,6 +90,7 @@ def test_table_and_json(stratbench, ddp_report, tmp_path):
     units = [ln for ln in lines if ln.startswith("#") and " ms " in ln and "1/s" in ln]
     assert len(units) == 1
     doc = json.loads(out.read_text())
+    validate_against(doc, "predict.schema.json")
     assert doc["link"] == {"alpha_s": 5e-6, "bandwidth_Bps": 12.5e9, "source": "given"}
     report = json.loads(ddp_report.read_text())
     m, batch = report["model"]["param_bytes"], report["config"]["batch"]
@@ -127,6 +134,7 @@ def test_json_flag_prints_json(stratbench, ddp_report):
     proc = predict(stratbench, ddp_report, "--json", "--replicas", "4")
     assert proc.returncode == 0, describe(proc)
     doc = json.loads(proc.stdout)
+    validate_against(doc, "predict.schema.json")
     assert doc["link"]["source"] == "probe"
     assert [r["replicas"] for r in doc["rows"]] == [4] * 7
 

@@ -165,3 +165,33 @@ def test_central_server_link_bytes(stratbench, mnist_dir, tmp_path):
     s_bytes = report["model"]["param_bytes"]
     assert report["comm"]["server_link_bytes_per_step"] == pytest.approx(2 * (2 - 1) * s_bytes)
     check_spread(report["phases_by_rank_ms"]["wait"], 2)
+
+
+def process_names(trace):
+    return {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
+            if e.get("ph") == "M" and e.get("name") == "process_name"}
+
+
+@pytest.mark.parametrize("servers,names", [
+    ("1", {0: "server (rank 0)", 1: "rank 1", 2: "rank 2"}),
+    ("0", {0: "server + worker 0 (rank 0)", 1: "rank 1"}),
+])
+def test_central_server_track_is_named(servers, names, stratbench, mnist_dir, tmp_path):
+    """A central server's track was "rank 0" like a worker's (issue 22)."""
+    train(stratbench, mnist_dir, "--strategy", "central", "--replicas", "2", "--servers", servers,
+          "--trace", tmp_path / "t.json")
+    assert process_names(json.loads((tmp_path / "t.json").read_text())) == names
+
+
+def test_truncated_trace_says_so(stratbench, mnist_dir, tmp_path):
+    """Past otherData.max_steps the trace keeps no more spans: the run's stdout line and
+    otherData say it was truncated; a shorter run says neither."""
+    proc = conftest.train(stratbench, mnist_dir, "--max-steps", 1003, "--warmup-steps", 2,
+                          "--batch", 8, "--trace", tmp_path / "t.json", timeout=300)
+    trace = json.loads((tmp_path / "t.json").read_text())
+    assert trace["otherData"]["max_steps"] < 1003 and trace["otherData"]["truncated"] is True
+    line = [l for l in proc.stdout.splitlines() if l.startswith("trace ")]
+    assert len(line) == 1 and "truncated" in line[0], proc.stdout
+    proc = train(stratbench, mnist_dir, "--trace", tmp_path / "u.json")
+    line = [l for l in proc.stdout.splitlines() if l.startswith("trace ")]
+    assert line == [f"trace {tmp_path / 'u.json'}"], proc.stdout

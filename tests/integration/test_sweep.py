@@ -7,6 +7,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import sys
 
 import pytest
@@ -100,6 +101,53 @@ def test_plot_writes_charts(tiny_sweep, tmp_path):
             assert (charts / f"{name}.{ext}").stat().st_size > 1000
 
 
+def test_plot_page_is_publishable_and_captioned(tiny_sweep, tmp_path):
+    """index.html's links work when only the output folder is published; every chart has
+    a caption with machine, date and commit; a chart left out is named with its reason;
+    the phase chart does not stack wait on top of comm_exposed; single is drawn apart."""
+    pytest.importorskip("matplotlib")
+    proc, out = tiny_sweep
+    charts = tmp_path / "charts"
+    p = run([sys.executable, REPO_ROOT / "reports" / "plot.py", out / "scaling.json", "--out", charts])
+    assert p.returncode == 0, describe(p)
+    # 20 steps never reach 97 %: the time-to-accuracy chart is left out, and says why.
+    assert "left out tta-weak: no point reached the target" in p.stdout
+    published = tmp_path / "published"
+    shutil.copytree(charts, published)  # only the output folder
+    page = (published / "index.html").read_text()
+    assert "Left out: <b>tta-weak</b>" in page
+    hrefs = [h for h in re.findall(r'href="([^"]+)"', page) if not h.startswith("#")]
+    assert any(h.endswith(".json") for h in hrefs)
+    for h in hrefs:
+        assert not h.startswith("..") and (published / h).is_file(), h
+    doc = json.loads((out / "scaling.json").read_text())
+    commit = doc["environment"]["git_commit"]
+    date = doc["environment"]["start_utc"][:10]
+    for name in ("throughput-weak", "efficiency-weak", "phases-weak"):
+        svg = (published / f"{name}.svg").read_text()
+        assert f"commit {commit}" in svg and date in svg, name
+    phases = (published / "phases-weak.svg").read_text()
+    assert "wait for slowest rank" in phases and "comm exposed: transfer" in phases
+    assert "single (baseline)" in (published / "throughput-weak.svg").read_text()
+
+
+def test_plot_finds_a_python_with_matplotlib(tiny_sweep, tmp_path):
+    """A python3 without matplotlib first on PATH (conda, pyenv) gave up; plot.py now runs
+    itself again under one that has it."""
+    pytest.importorskip("matplotlib")
+    if not os.access("/usr/bin/python3", os.X_OK):
+        pytest.skip("no /usr/bin/python3")
+    proc, out = tiny_sweep
+    charts = tmp_path / "charts"
+    # This python3 cannot import matplotlib (the module is blocked).
+    code = ("import runpy, sys; sys.modules['matplotlib'] = None; "
+            f"sys.argv = ['plot.py', {str(out / 'scaling.json')!r}, '--out', {str(charts)!r}]; "
+            f"runpy.run_path({str(REPO_ROOT / 'reports' / 'plot.py')!r}, run_name='__main__')")
+    p = run([sys.executable, "-c", code])
+    assert p.returncode == 0, describe(p)
+    assert "running under" in p.stderr and (charts / "index.html").is_file()
+
+
 def test_samples_per_s_is_wall_time(stratbench, mnist_dir, tmp_path):
     """One full epoch: sweep's samples/s is the work over the wall time of training
     (60000 images / epoch seconds within 1%: 234 steps x 256 = 59904 samples), never
@@ -114,7 +162,7 @@ def test_samples_per_s_is_wall_time(stratbench, mnist_dir, tmp_path):
     assert run_["samples_per_s"] == pytest.approx(60000 / run_["epoch_s"], rel=0.01)
     report = json.loads((out / run_["report"]).read_text())
     assert report["samples_trained"] == 234 * 256
-    assert report["samples_per_s"] == pytest.approx(report["samples_trained"] / report["train_seconds"])
+    assert report["samples_per_s"] == pytest.approx(report["samples_trained"] / report["train_s"])
     assert run_["samples_per_s"] == pytest.approx(report["samples_per_s"])
     assert run_["step_p95_ms"] == report["step_ms"]["p95"]
     s = report["step_ms"]
@@ -126,11 +174,13 @@ def test_samples_per_s_is_wall_time(stratbench, mnist_dir, tmp_path):
 
 
 def test_plot_without_matplotlib_says_how_to_get_it(tiny_sweep, tmp_path):
-    """python3 -S (no site packages, hence no matplotlib): one line, exit 2, no traceback;
-    --help works all the same."""
+    """python3 -S (no site packages, hence no matplotlib) and no other python3 to run
+    under (STRATBENCH_PLOT_REEXEC: as in the re-run itself): one line, exit 2, no
+    traceback; --help works all the same."""
+    from conftest import child_env
     _, out = tiny_sweep
     p = run([sys.executable, "-S", REPO_ROOT / "reports" / "plot.py", out / "scaling.json",
-             "--out", tmp_path / "charts"])
+             "--out", tmp_path / "charts"], env=dict(child_env(), STRATBENCH_PLOT_REEXEC="1"))
     assert p.returncode == 2, describe(p)
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "apt-get install python3-matplotlib" in lines[0] \
@@ -158,7 +208,7 @@ def test_index_html_renders_in_chromium(tiny_sweep, tmp_path):
     doc = json.loads((out / "scaling.json").read_text())
     for point in doc["points"]:
         for r in point["runs"]:
-            href = os.path.relpath(out / r["report"], charts)
+            href = f"runs/{r['report']}"  # copied beside the page (publishable alone)
             assert f'href="{href}"' in page and (charts / href).is_file(), href
     assert doc["environment"]["cpu_model"] in page
     if not chromium():
@@ -174,3 +224,87 @@ def test_index_html_renders_in_chromium(tiny_sweep, tmp_path):
     assert not shot.console, "\n".join(shot.console)
     colored, total = colored_pixels(shot.png)
     assert colored > 0.005 * total, f"{colored} of {total} pixels in colour: charts not drawn?"
+
+
+def test_single_is_always_the_baseline(stratbench, mnist_dir, tmp_path):
+    """Without 1 in --replicas (or single in --strategies) single was dropped and speedup
+    and efficiency came out null (issue 22)."""
+    out = tmp_path / "s"
+    proc = run([stratbench, "sweep", "--strategies", "mirrored", "--replicas", "2",
+                "--scaling", "weak", "--repeats", "1", "--max-steps", "12", "--data", mnist_dir,
+                "--out", out, "--", "--warmup-steps", "2"], timeout=300)
+    assert proc.returncode == 0, describe(proc)
+    doc = json.loads((out / "scaling.json").read_text())
+    assert [(p["strategy"], p["replicas"]) for p in doc["points"]] == [("single", 1), ("mirrored", 2)]
+    assert doc["partial"] is False
+    assert doc["points"][1]["efficiency"]["value"] is not None
+
+
+@pytest.mark.parametrize("extra,named", [
+    (["--batch", "8"], "--batch"),
+    (["--report=x.json"], "--report"),
+    (["--hidden", "32", "--epoch", "2", "--data", "/x"], "--epochs, --data"),
+    (["--max-steps", "3", "--strategy", "ddp", "--replicas", "3"], "--max-steps, --strategy, --replicas"),
+])
+def test_flags_the_sweep_owns_are_refused_after_dashes(extra, named, stratbench, tmp_path):
+    """`-- --batch 8` silently overrode the sweep's batch; `-- --report x` failed every run
+    (issue 23 item 11)."""
+    proc = run([stratbench, "sweep", "--out", tmp_path / "s", "--", *extra])
+    assert proc.returncode == 2, describe(proc)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and named in lines[0], describe(proc)
+    assert not (tmp_path / "s").exists()
+
+
+def test_sigint_writes_partial_and_resume_finishes(stratbench, mnist_dir, tmp_path):
+    """SIGINT killed the sweep silently, orphaned its child and wrote nothing (issue 23 item
+    10). Now: the child stops, scaling.json holds the finished runs marked partial, exit 130,
+    and --resume with the same flags runs only what is left."""
+    import signal
+    import subprocess
+    import time
+    from conftest import child_env, cpu_by_default
+    out = tmp_path / "s"
+    args = cpu_by_default([str(stratbench), "sweep", "--strategies", "single", "--replicas", "1",
+            "--scaling", "weak", "--repeats", "3", "--epochs", "5", "--max-steps", "3000", "--data",
+            str(mnist_dir), "--out", str(out), "--", "--warmup-steps", "2"])
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=child_env())
+    deadline = time.monotonic() + 120
+    while not (out / "single-n1-weak-r1.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)  # r2 is running now
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (stdout, stderr)
+    assert "interrupted by SIGINT" in stderr and "--resume" in stderr
+    # The running child got the signal (it runs in its own process group) and stopped
+    # without a report: only the recorded runs left one.
+    runs_done = json.loads((out / "scaling.json").read_text())["points"][0]["runs"]
+    assert sorted(p.name for p in out.glob("single-*.json")) == \
+        sorted(r["report"] for r in runs_done), stdout
+    # No train child is left behind.
+    ps = subprocess.run(["pgrep", "-f", str(out)], capture_output=True, text=True)
+    assert ps.stdout.strip() == "", ps.stdout
+    doc = json.loads((out / "scaling.json").read_text())
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(doc, load_schema("scaling.schema.json"))
+    assert doc["partial"] is True
+    runs = doc["points"][0]["runs"]
+    assert [r["status"] for r in runs] == ["ok"] * len(runs) and 1 <= len(runs) <= 2
+    # compare refuses a partial sweep.
+    assert run([stratbench, "compare", out, out]).returncode == 2
+    # A different matrix cannot resume it.
+    def resume(repeats):
+        at = args.index("--")
+        a = list(args)
+        a[a.index("--repeats") + 1] = repeats
+        return run(a[:at] + ["--resume"] + a[at:], timeout=300)
+    bad = resume("4")
+    assert bad.returncode == 2 and "repeats" in bad.stderr, describe(bad)
+    # Resume: the finished repeats are kept, the rest run.
+    done = resume("3")
+    assert done.returncode == 0, describe(done)
+    assert done.stdout.count("(finished before)") == len(runs)
+    doc = json.loads((out / "scaling.json").read_text())
+    assert doc["partial"] is False and doc["points"][0]["runs_ok"] == 3

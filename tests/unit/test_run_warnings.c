@@ -1,0 +1,69 @@
+/* sb_run_warnings_check: oversubscription (compute threads > cores), a noisy
+ * run (stall fraction above SB_WARN_STALL_FRACTION, involuntary context
+ * switches per second of training above SB_WARN_NIVCSW_PER_S on any rank),
+ * each at and just past its threshold, and the one printed line. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "harness/run_warnings.h"
+
+/* A quiet two-rank record of 2 s of training. */
+static void quiet(struct sb_run_record *rec, struct sb_rank_noise noise[2])
+{
+    memset(rec, 0, sizeof *rec);
+    memset(noise, 0, 2 * sizeof *noise);
+    rec->world_size = 2;
+    rec->train_seconds = 2.0;
+    rec->noise_by_rank = noise;
+}
+
+static void test_quiet_run_has_no_warning(void **state)
+{
+    (void)state;
+    struct sb_run_record rec;
+    struct sb_rank_noise noise[2];
+    quiet(&rec, noise);
+    noise[1].involuntary_context_switches = 2.0 * SB_WARN_NIVCSW_PER_S; /* exactly at it */
+    sb_run_warnings_check(&rec, 2, 2, SB_WARN_STALL_FRACTION);          /* 2 threads, 2 cores */
+    assert_int_equal(rec.n_warnings, 0);
+}
+
+static void test_oversubscribed(void **state)
+{
+    (void)state;
+    struct sb_run_record rec;
+    struct sb_rank_noise noise[2];
+    quiet(&rec, noise);
+    sb_run_warnings_check(&rec, 3, 2, 0.0);
+    assert_int_equal(rec.n_warnings, 1);
+    assert_non_null(strstr(rec.warnings[0], "oversubscribed: 3 compute threads"));
+    assert_non_null(strstr(rec.warnings[0], "on 2 cores"));
+}
+
+static void test_noisy(void **state)
+{
+    (void)state;
+    struct sb_run_record rec;
+    struct sb_rank_noise noise[2];
+    quiet(&rec, noise);
+    noise[1].involuntary_context_switches = 2.0 * SB_WARN_NIVCSW_PER_S + 2; /* rank 1 only */
+    sb_run_warnings_check(&rec, 1, 2, SB_WARN_STALL_FRACTION + 0.01);
+    assert_int_equal(rec.n_warnings, 2);
+    assert_non_null(strstr(rec.warnings[0], "11% of the step time in stalled steps"));
+    assert_non_null(strstr(rec.warnings[1], "1001 involuntary context switches per second"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_quiet_run_has_no_warning),
+        cmocka_unit_test(test_oversubscribed),
+        cmocka_unit_test(test_noisy),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
