@@ -19,8 +19,9 @@ interconnect.png/.svg, and each run's report under reports/.
 The model (sources: Thakur, Rabenseifner & Gropp 2005 for the all-reduce
 algorithms; Jiang et al., BytePS, OSDI 2020, for the parameter-server link; and
 reports/README.md, "Bus bandwidth"). M = gradient bytes, B = the link's payload
-rate in bytes/s (tbf counts Ethernet/IP/TCP headers: a 1500-byte MTU carries
-1448 payload bytes per 1514-byte frame, so B = rate/8 · 1448/1514), n ranks,
+rate in bytes/s (a 1500-byte MTU carries 1448 payload bytes per 1538 bytes on
+the wire: 1514-byte frame + preamble, FCS, gap; the fixture shapes to that since
+2026-11-25, before it tbf gave 1448/1514), so B = rate/8 · 1448/1538), n ranks,
 N workers, K servers; links are full duplex and alpha (latency) is ignored
 (no netem on this kernel: the namespaces add no delay):
   ddp, "mpi" (Open MPI's libnbc MPI_Iallreduce: binomial reduce then broadcast):
@@ -75,7 +76,7 @@ STRATEGIES = {
     "central --servers 1": (3, ["--strategy", "central", "--servers", "1", "--replicas", "2"]),
     "central --servers 2": (4, ["--strategy", "central", "--servers", "2", "--replicas", "2"]),
 }
-PAYLOAD_PER_FRAME = 1448 / 1514  # TCP payload per Ethernet frame, MTU 1500, timestamps on
+PAYLOAD_PER_FRAME = 1448 / 1538  # TCP payload per Ethernet frame on the wire, MTU 1500, timestamps on
 RATE_BITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
 UNSHAPED_X = 40e9  # where the unshaped points sit on the chart's rate axis (bit/s)
 

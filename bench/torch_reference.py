@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """PyTorch CPU reference for stratbench's mlp: the same training, done by PyTorch.
 
-Model 784-256-10 (nn.Linear, ReLU, nn.CrossEntropyLoss), SGD lr 0.03 momentum 0.9,
+Model 784-256-10 by default (nn.Linear, ReLU, nn.CrossEntropyLoss), SGD lr 0.03 momentum 0.9,
 per-rank batch 64, full MNIST held in memory, normalised (x/255 - 0.1307)/0.3081,
 a seeded permutation per epoch (torch.randperm), 60000 // (64 * ranks) steps per
 epoch, the last partial global batch dropped, eager mode.
@@ -10,10 +10,15 @@ epoch, the last partial global batch dropped, eager mode.
   --ranks N   DistributedDataParallel, gloo backend, N processes started with
               torch.multiprocessing.spawn on 127.0.0.1 and a free port; each takes
               slice r of the global batch of 64 * N and runs --threads (1) threads.
+  --ranks N --rank R --master HOST:PORT
+              one rank of such a job across hosts; the caller starts one per host
+              (bench/ddp_vs_torch.py does, on the one-machine cluster).
+  --hidden 1024,1024 gives stratbench's mlp --hidden 1024,1024 (784-1024-1024-10).
 
 Prints one JSON object: per-epoch training seconds (the training loop only:
 data loading, process start and evaluation excluded; with N ranks, timed on rank 0
-between barriers, so it is the slowest rank's time), samples/s, final test accuracy.
+between barriers, so it is the slowest rank's time), samples/s, final test accuracy,
+and step_ms_median (rank 0's median step after --warmup steps).
 
 Needs python3-torch (Debian) and numpy; use /usr/bin/python3.
 """
@@ -65,7 +70,14 @@ def to_tensors(x, y):
 
 
 def make_model(hidden):
-    return nn.Sequential(nn.Linear(784, hidden), nn.ReLU(), nn.Linear(hidden, 10))
+    """784-hidden...-10 with ReLU between layers (stratbench's mlp --hidden)."""
+    widths = [784, *hidden, 10]
+    layers = []
+    for i, (a, b) in enumerate(zip(widths, widths[1:])):
+        layers.append(nn.Linear(a, b))
+        if i < len(widths) - 2:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
 
 
 def accuracy(model, x, y):
@@ -80,8 +92,9 @@ def train(rank, world, args, arrays, port, result_queue):
     """Trains on one rank; rank 0 puts the result dict on result_queue."""
     torch.set_num_threads(args.threads)
     if world > 1:
-        os.environ["MASTER_ADDR"] = "127.0.0.1"
-        os.environ["MASTER_PORT"] = str(port)
+        host, _, master_port = (args.master or f"127.0.0.1:{port}").rpartition(":")
+        os.environ["MASTER_ADDR"] = host
+        os.environ["MASTER_PORT"] = master_port
         dist.init_process_group("gloo", rank=rank, world_size=world)
     train_x, train_y = to_tensors(arrays[0], arrays[1])
     test_x, test_y = to_tensors(arrays[2], arrays[3])
@@ -106,7 +119,9 @@ def train(rank, world, args, arrays, port, result_queue):
             dist.barrier()
         t0 = time.perf_counter()
         loss_sum = 0.0
+        step_ms = []
         for s in range(steps):
+            s0 = time.perf_counter()
             lo = s * global_batch + rank * args.batch
             idx = perm[lo:lo + args.batch]
             xb, yb = train_x[idx], train_y[idx]  # gather: part of a step, as in stratbench
@@ -115,12 +130,14 @@ def train(rank, world, args, arrays, port, result_queue):
             loss.backward()
             opt.step()
             loss_sum += loss.detach()
+            step_ms.append(1e3 * (time.perf_counter() - s0))
         if world > 1:
             dist.barrier()
         seconds = time.perf_counter() - t0
         epochs.append({"epoch": epoch + 1, "seconds": seconds,
                        "samples_per_s": steps * global_batch / seconds,
-                       "train_loss": float(loss_sum) / max(steps, 1)})
+                       "train_loss": float(loss_sum) / max(steps, 1),
+                       "step_ms_median": float(np.median(step_ms[args.warmup:] or step_ms))})
     if rank == 0:
         net = model.module if world > 1 else model
         result = {
@@ -128,8 +145,10 @@ def train(rank, world, args, arrays, port, result_queue):
             "mode": "ddp-gloo" if world > 1 else "single", "ranks": world,
             "threads_per_rank": args.threads, "batch_per_rank": args.batch,
             "global_batch": global_batch, "steps_per_epoch": steps, "lr": args.lr,
-            "momentum": args.momentum, "hidden": args.hidden, "seed": args.seed,
+            "momentum": args.momentum, "hidden": ",".join(map(str, args.hidden)),
+            "seed": args.seed,
             "epochs": epochs, "epoch_seconds": epochs[0]["seconds"],
+            "step_ms_median": epochs[0]["step_ms_median"],
             "samples_per_s": epochs[0]["samples_per_s"],
             "final_test_accuracy": accuracy(net, test_x, test_y),
         }
@@ -153,12 +172,23 @@ def main():
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank (1)")
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--batch", type=int, default=64, help="per-rank batch (64)")
-    p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--hidden", default="256", help="hidden widths, e.g. 1024,1024 (256)")
     p.add_argument("--lr", type=float, default=0.03)
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--max-steps", type=int, default=0, help="steps per epoch cap (0 = all)")
+    p.add_argument("--warmup", type=int, default=0,
+                   help="steps of each epoch left out of step_ms_median (0)")
+    p.add_argument("--rank", type=int, help="with --master: this process is rank R of --ranks "
+                   "(one process per host, started by the caller on each host)")
+    p.add_argument("--master", help="HOST:PORT of rank 0 for a job across hosts (with --rank)")
     args = p.parse_args()
+    try:
+        args.hidden = [int(w) for w in str(args.hidden).split(",")]
+    except ValueError:
+        p.error(f"--hidden: expected widths like 256 or 1024,1024, got '{args.hidden}'")
+    if (args.rank is None) != (args.master is None):
+        p.error("--rank and --master go together")
     if args.ranks < 1 or args.threads < 1 or args.epochs < 1 or args.batch < 1:
         p.error("--ranks, --threads, --epochs and --batch must be >= 1")
     try:
@@ -168,6 +198,9 @@ def main():
 
     if args.ranks == 1:
         train(0, 1, args, arrays, 0, None)
+        return
+    if args.master:  # one rank of a job across hosts; rank 0 prints
+        train(args.rank, args.ranks, args, arrays, 0, None)
         return
     ctx = mp.get_context("spawn")
     queue = ctx.SimpleQueue()

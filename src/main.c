@@ -211,7 +211,9 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
         report_error(st, 0, 1);
         return sb_status_exit_code(st);
     }
-    if (ops->uses_mpi) sb_launcher_yield_if_oversubscribed(&launch);
+    /* Full links (btl_tcp_links) and yielding when oversubscribed, unless
+     * the user chose: before MPI_Init, which reads them. */
+    if (ops->uses_mpi) sb_launcher_tune_transport(&launch);
 
     /* A rank of a job stratbench watches: dies with its launcher, says it
      * started (harness/control.h). */

@@ -27,6 +27,7 @@
 #include "core/clock.h"
 #include "core/stats.h"
 #include "strategies/buckets.h"
+#include "strategies/grad_sync.h"
 #include "strategies/replica.h"
 
 struct ddp {
@@ -39,6 +40,7 @@ struct ddp {
     sb_status cb_status;         /* first error inside the ready callback */
     double *hidden_ms;           /* (n_hidden) comm - comm_exposed per step (host-timed) */
     size_t n_hidden, cap_hidden;
+    struct sb_grad_sync *sync;   /* --grad-compression / --local-sgd (cpu; NULL on GPUs) */
 };
 
 /* ddp's own flags (cfg->strategy_opts). */
@@ -70,6 +72,7 @@ static void ddp_destroy(struct sb_strategy *s)
     sb_replica_destroy(d->replica);
     sb_comm_destroy(d->comm);
     sb_bucket_plan_free(&d->plan);
+    sb_grad_sync_destroy(d->sync);
     free(d->req);
     free(d->pending);
     free(d->hidden_ms);
@@ -96,6 +99,12 @@ static sb_status ddp_init(struct sb_strategy *s)
     d->req = calloc((size_t)d->plan.n, sizeof *d->req);
     d->pending = calloc((size_t)d->plan.n, sizeof *d->pending);
     if (!d->req || !d->pending) return sb_error(SB_ERR_NOMEM, "ddp: out of memory");
+    const struct sb_config *cfg = s->env->cfg;
+    long steps = (long)cfg->epochs * (s->env->data->train.n / sb_config_global_batch(cfg));
+    if (cfg->max_steps && cfg->max_steps < steps) steps = cfg->max_steps;
+    if (s->env->be->host_memory || strcmp(cfg->grad_compression, "none") != 0)
+        SB_TRY(sb_grad_sync_create(cfg, m, d->comm, s->env->be->host_memory, steps - 1,
+                                   &d->sync));
     return sb_comm_broadcast(d->comm, m->params, m->n_params, 0);
 }
 
@@ -169,24 +178,45 @@ static sb_status record_hidden(struct ddp *d, double hidden_ms)
 static sb_status ddp_step(struct sb_strategy *s, long step, const int32_t *global_idx,
                           struct sb_step_result *out)
 {
-    (void)step;
     struct ddp *d = s->impl;
     const struct sb_config *cfg = s->env->cfg;
     struct sb_model *m = d->replica->model;
     int rank = d->comm->rank;
+    const int32_t *mine = global_idx + (size_t)rank * cfg->batch;
     for (int i = 0; i < d->plan.n; i++) d->pending[i] = d->plan.buckets[i].count;
     d->launched = 0;
     d->cb_status = SB_OK;
 
-    SB_TRY(sb_replica_gradients(d->replica, global_idx + (size_t)rank * cfg->batch,
-                                cfg->batch, sb_config_global_batch(cfg),
-                                overlaps(s) ? on_ready : NULL, d, out));
+    if (d->sync && sb_grad_sync_local(d->sync, step)) {
+        /* Local SGD: this replica's own mean gradient, its own step, and
+         * every H steps the models averaged (strategies/grad_sync.h). */
+        SB_TRY(sb_replica_gradients(d->replica, mine, cfg->batch, cfg->batch, NULL, NULL, out));
+        SB_TRY(sb_replica_update(d->replica, m->grads, out));
+        return sb_grad_sync_after_local_update(d->sync, step, m->params, out);
+    }
+    if (d->sync && sb_grad_sync_hooked(d->sync, step)) {
+        /* Compressed: after backward, through the hook (no overlap). */
+        SB_TRY(sb_replica_gradients(d->replica, mine, cfg->batch, sb_config_global_batch(cfg),
+                                    NULL, NULL, out));
+        SB_TRY(sb_grad_sync_gradients(d->sync, step, m->grads, out));
+        return sb_replica_update(d->replica, m->grads, out);
+    }
+    /* A step that measures the error against the exact average needs every
+     * local gradient before its buckets start. */
+    int measure = d->sync && sb_grad_sync_measure_due(d->sync, step);
+    SB_TRY(sb_replica_gradients(d->replica, mine, cfg->batch, sb_config_global_batch(cfg),
+                                overlaps(s) && !measure ? on_ready : NULL, d, out));
     double t_backward_end = sb_now_s();
     SB_TRY(d->cb_status);
+    if (measure) SB_TRY(sb_grad_sync_reference(d->sync, m->grads));
     /* Buckets not started during backward (all of them without overlap). */
     for (int i = 0; i < d->plan.n; i++) d->pending[i] = 0;
     SB_TRY(launch_ready(d));
     for (int i = 0; i < d->plan.n; i++) SB_TRY(sb_comm_wait(d->comm, &d->req[i]));
+    if (d->sync) {
+        if (measure) sb_grad_sync_compare(d->sync, m->grads);
+        sb_grad_sync_count_plain(d->sync);
+    }
 
     if (d->replica->device_comm) return sb_replica_update(d->replica, m->grads, out);
     double total_s, exposed_s, hidden_s;
@@ -203,6 +233,12 @@ static sb_status ddp_evaluate(struct sb_strategy *s, double *accuracy)
     struct ddp *d = s->impl;
     int n = s->env->data->test.n, first, count;
     sb_split_range(n, d->comm->size, d->comm->rank, &first, &count);
+    if (d->sync && !sb_grad_sync_in_sync(d->sync)) {
+        /* Local SGD between averagings: the replicas differ, so rank 0
+         * scores its own model on the whole test set. */
+        first = 0;
+        count = d->comm->rank == 0 ? n : 0;
+    }
     long correct = 0;
     SB_TRY(sb_replica_evaluate(d->replica, first, count, &correct));
     double total = (double)correct;
@@ -225,6 +261,7 @@ static void ddp_describe(const struct sb_strategy *s, long measured_steps,
     for (int i = 0; i < k; i++) bytes[i] = (double)d->plan.buckets[i].count * sizeof(float);
     sb_details_add(det, "bucket_bytes", 1, bytes, k);
     sb_details_add_bool(det, "overlap", overlaps(s));
+    if (d->sync) sb_grad_sync_describe(d->sync, d->comm, measured_steps, det);
     struct sb_summary sum;
     /* The harness's measured steps are the last measured_steps steps. */
     size_t n = measured_steps < (long)d->n_hidden ? (size_t)measured_steps : d->n_hidden;
@@ -293,9 +330,23 @@ static void model_row(const struct sb_comm_model_query *q, enum sb_allreduce_alg
              overlap ? "overlap bound" : "no overlap");
 }
 
+/* The comm key wire_bytes_per_step that the run's describe stated
+ * (strategies/grad_sync.h), or 0. */
+static double wire_bytes_stated(const struct sb_strategy_details *d)
+{
+    for (int i = 0; d && i < d->n_comm && i < SB_DETAILS_MAX; i++)
+        if (strcmp(d->comm[i].key, "wire_bytes_per_step") == 0 && isfinite(d->comm[i].value))
+            return d->comm[i].value;
+    return 0.0;
+}
+
 /* The run: its buckets, each by --allreduce's algorithm (auto: by size;
  * mpi: Open MPI's binomial reduce + broadcast). predict: --allreduce auto
- * and mpi. Both bounded by the overlap with backward (sb_cost_ddp_exposed_s). */
+ * and mpi. Both bounded by the overlap with backward (sb_cost_ddp_exposed_s).
+ * The run's row uses the wire bytes of --grad-compression (fp16/bf16: half
+ * of each bucket; powersgd: the stated wire bytes per step as three
+ * all-reduces), which run after backward, and local SGD's one all-reduce
+ * of the parameters every H steps (per step: 1/H of it). */
 static int ddp_comm_model(const struct sb_comm_model_query *q, struct sb_comm_model_row *rows,
                           int cap)
 {
@@ -305,7 +356,24 @@ static int ddp_comm_model(const struct sb_comm_model_query *q, struct sb_comm_mo
         enum sb_allreduce_algo a = SB_ALLREDUCE_AUTO;
         if (q->cfg->allreduce[0]) sb_allreduce_algo_parse(q->cfg->allreduce, &a);
         if (cap < 1) return 0;
-        model_row(q, a, bytes, nb, opts(q->cfg)->overlap, &rows[0]);
+        int overlap = opts(q->cfg)->overlap, local_h = q->cfg->local_sgd;
+        double wire = wire_bytes_stated(q->details);
+        if (strcmp(q->cfg->grad_compression, "fp16") == 0 ||
+            strcmp(q->cfg->grad_compression, "bf16") == 0) {
+            for (int b = 0; b < nb; b++) bytes[b] /= 2; /* the 16-bit wire */
+            overlap = 0;
+        } else if (strcmp(q->cfg->grad_compression, "powersgd") == 0 && wire > 0) {
+            /* Three all-reduces (uncompressed tensors, P, Q) of the wire's bytes,
+             * modelled as equal thirds, after backward. */
+            nb = 3;
+            for (int b = 0; b < nb; b++) bytes[b] = wire / 3;
+            overlap = 0;
+        }
+        model_row(q, a, bytes, nb, local_h > 0 ? 0 : overlap, &rows[0]);
+        if (local_h > 0) { /* one all-reduce of the parameters every H steps */
+            rows[0].comm_s /= local_h;
+            rows[0].exposed_s /= local_h;
+        }
         return 1;
     }
     const enum sb_allreduce_algo algos[] = {SB_ALLREDUCE_AUTO, SB_ALLREDUCE_LIBRARY};
@@ -315,18 +383,31 @@ static int ddp_comm_model(const struct sb_comm_model_query *q, struct sb_comm_mo
     return k;
 }
 
-/* One replica per rank. */
+/* One replica per rank; none to compare after a local SGD step that did
+ * not average (the replicas differ by design until the next averaging). */
 static float *ddp_replica_params(struct sb_strategy *s, int i, int *n)
 {
     struct ddp *d = s->impl;
-    *n = 1;
+    *n = d->sync && !sb_grad_sync_in_sync(d->sync) ? 0 : 1;
+    if (*n == 0) return NULL;
     return i == 0 ? d->replica->model->params : NULL;
+}
+
+/* The communicator's counters and the hook's logical bytes. */
+static void ddp_reset_comm_counters(struct sb_strategy *s)
+{
+    struct ddp *d = s->impl;
+    sb_comm_reset_counters(d->comm);
+    if (d->sync) sb_grad_sync_reset(d->sync);
 }
 
 const struct sb_strategy_ops sb_strategy_ddp = {
     .name = "ddp",
     .summary = "one MPI rank per replica, bucketed all-reduce overlapping backward (PyTorch DDP)",
     .uses_mpi = 1,
+    .grad_sync = 1,
+    .comm_keys = sb_grad_sync_comm_keys,
+    .reset_comm_counters = ddp_reset_comm_counters,
     .options = ddp_options,
     .options_size = sizeof(struct ddp_opts),
     .processes = ddp_processes,

@@ -84,6 +84,8 @@ struct sb_strategy_ops {
     int max_replicas;     /* 0 = any; 1 for a strategy of one replica */
     int baseline;         /* the reference of speedup and efficiency (sweep) */
     int cuda_graph;       /* --cuda-graph: can replay its step as a CUDA graph */
+    int grad_sync;        /* takes --grad-compression and --local-sgd
+                           * (strategies/grad_sync.h) */
     /* Its own flags (NULL-terminated; NULL = none) and the size of the
      * options struct they fill (at most SB_STRATEGY_OPTS_BYTES). */
     const struct sb_strategy_option *options;

@@ -23,6 +23,8 @@ enum {
     OPT_REPORT, OPT_TARGET, OPT_MAX_STEPS, OPT_WARMUP, OPT_SAVE_PARAMS, OPT_THREADS,
     OPT_EVAL_BATCH, OPT_TRACE, OPT_COMM, OPT_ALLREDUCE, OPT_PROBE_LINKS, OPT_NO_PROBE_LINKS,
     OPT_CUDA_GRAPH, OPT_CHECK_EVERY, OPT_MLLOG, OPT_TIMEOUT, OPT_OPTIMIZER,
+    OPT_GRAD_COMPRESSION, OPT_POWERSGD_RANK, OPT_POWERSGD_START, OPT_LOCAL_SGD,
+    OPT_LOCAL_SGD_WARMUP,
     OPT_STRATEGY_FLAG = 512, /* + index into strategy_flags[] */
 };
 
@@ -58,6 +60,11 @@ static const struct option common_options[] = {
     {"check-every", required_argument, NULL, OPT_CHECK_EVERY},
     {"mllog", required_argument, NULL, OPT_MLLOG},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"grad-compression", required_argument, NULL, OPT_GRAD_COMPRESSION},
+    {"powersgd-rank", required_argument, NULL, OPT_POWERSGD_RANK},
+    {"powersgd-start", required_argument, NULL, OPT_POWERSGD_START},
+    {"local-sgd", required_argument, NULL, OPT_LOCAL_SGD},
+    {"local-sgd-warmup", required_argument, NULL, OPT_LOCAL_SGD_WARMUP},
     {"help", no_argument, NULL, 'h'},
 };
 #define N_COMMON ((int)(sizeof common_options / sizeof common_options[0]))
@@ -112,6 +119,9 @@ void sb_train_opts_defaults(struct sb_train_opts *opts)
     c->probe_links = 1;
     sb_strategy_options_defaults(sb_strategy_find(c->strategy), c);
     c->timeout_s = 60.0; /* Horovod's stall check also warns after 60 s */
+    strcpy(c->grad_compression, "none");
+    c->powersgd_rank = 2; /* PyTorch's PowerSGDState default matrix_approximation_rank is 1;
+                           * Vogels et al. report rank 2 reaching full accuracy */
 }
 
 void sb_train_opts_usage(FILE *out)
@@ -170,13 +180,22 @@ void sb_train_opts_usage(FILE *out)
             "  --timeout SECONDS      %-10g watchdog: an exchange not done this long after it\n"
             "                                    starts ends the job, naming who did not arrive\n"
             "                                    (0 = off; docs/faults.md)\n"
+            "  --grad-compression M   %-10s none | fp16 | bf16 (16-bit wire, fp32 sums) |\n"
+            "                                    powersgd (low-rank, error feedback); ddp on cpu\n"
+            "                                    (docs/compression.md)\n"
+            "  --powersgd-rank R      %-10d rank of PowerSGD's factors P and Q\n"
+            "  --powersgd-start N     %-10s plain all-reduce for the first N steps\n"
+            "  --local-sgd H          %-10s replicas step alone and average the models every\n"
+            "                                    H steps (0 = off; PostLocalSGD)\n"
+            "  --local-sgd-warmup N   %-10s synchronous steps before local SGD starts\n"
             "  -h, --help             this text\n"
             "\n"
             "strategy flags (each taken only by the strategies named):\n",
             c->strategy, sb_strategy_names_joined(" | "), c->workload, sb_workload_names(),
             "auto", "auto", c->hidden[0], c->replicas, c->epochs, c->batch, "sgd", c->lr,
             SB_LR_DEFAULT_ADAM, c->momentum, "none", (unsigned long long)c->seed, c->target_accuracy, "0",
-            c->warmup_steps, "0", c->eval_batch, c->allreduce, c->timeout_s);
+            c->warmup_steps, "0", c->eval_batch, c->allreduce, c->timeout_s,
+            c->grad_compression, c->powersgd_rank, "0", "0", "0");
     sb_strategy_options_usage(out);
 }
 
@@ -334,6 +353,19 @@ static sb_status parse_one(struct sb_train_opts *o, int opt, const char *arg)
     case OPT_CUDA_GRAPH: c->cuda_graph = 1; return SB_OK;
     case OPT_MLLOG: return parse_path("mllog", arg, c->mllog_path);
     case OPT_TIMEOUT: return parse_double("timeout", arg, 0.0, 86400.0, &c->timeout_s);
+    case OPT_GRAD_COMPRESSION:
+        if (strcmp(arg, "none") && strcmp(arg, "fp16") && strcmp(arg, "bf16") &&
+            strcmp(arg, "powersgd"))
+            return sb_error(SB_ERR_USAGE, "--grad-compression: expected none, fp16, bf16 or "
+                            "powersgd, got '%s'", arg);
+        strcpy(c->grad_compression, arg);
+        return SB_OK;
+    case OPT_POWERSGD_RANK: return parse_int("powersgd-rank", arg, 1, 1024, &c->powersgd_rank);
+    case OPT_POWERSGD_START:
+        return parse_long("powersgd-start", arg, 0, LONG_MAX, &c->powersgd_start);
+    case OPT_LOCAL_SGD: return parse_int("local-sgd", arg, 0, 1000000, &c->local_sgd);
+    case OPT_LOCAL_SGD_WARMUP:
+        return parse_long("local-sgd-warmup", arg, 0, LONG_MAX, &c->local_sgd_warmup);
     }
     return sb_error(SB_ERR_INTERNAL, "unhandled option %d", opt);
 }
@@ -383,6 +415,33 @@ static sb_status validate_device(struct sb_config *c)
 #endif
 }
 
+/* --grad-compression and --local-sgd: only strategies whose ops set
+ * grad_sync, on cpu, one of the two at a time. */
+static sb_status validate_grad_sync(const struct sb_config *c, const struct sb_strategy_ops *s)
+{
+    int compress = strcmp(c->grad_compression, "none") != 0;
+    const char *flag = compress ? "--grad-compression" : "--local-sgd";
+    if (!compress && c->local_sgd == 0) return SB_OK;
+    if (compress && c->local_sgd > 0)
+        return sb_error(SB_ERR_USAGE, "--grad-compression %s: not with --local-sgd (choose one "
+                        "way to cut the traffic)", c->grad_compression);
+    if (!s->grad_sync) {
+        char able[256] = "";
+        for (int i = 0, len = 0; i < sb_strategy_count() && len < (int)sizeof able; i++)
+            if (sb_strategy_at(i)->grad_sync)
+                len += snprintf(able + len, sizeof able - (size_t)len, "%s%s", len ? ", " : "",
+                                sb_strategy_at(i)->name);
+        return sb_error(SB_ERR_USAGE, "%s: only --strategy %s so far (got %s)", flag, able,
+                        c->strategy);
+    }
+    int half = strcmp(c->grad_compression, "fp16") == 0 || strcmp(c->grad_compression, "bf16") == 0;
+    if (strcmp(c->device, "cpu") != 0 && !(half && strcmp(c->comm, "nccl") == 0))
+        return sb_error(SB_ERR_USAGE, "%s%s%s: on --device cpu only (on GPUs: fp16 and bf16 "
+                        "with --comm nccl; docs/compression.md)", flag, compress ? " " : "",
+                        compress ? c->grad_compression : "");
+    return SB_OK;
+}
+
 /* Checks that need several flags together. */
 static sb_status validate(struct sb_train_opts *o)
 {
@@ -403,6 +462,7 @@ static sb_status validate(struct sb_train_opts *o)
         return sb_error(SB_ERR_USAGE, "--allreduce %s: only strategies of MPI ranks on --device "
                         "cpu choose their all-reduce (NCCL and threads use their own)",
                         c->allreduce);
+    SB_TRY(validate_grad_sync(c, s));
     if (c->cuda_graph && !s->cuda_graph) {
         char able[256] = "";
         for (int i = 0, len = 0; i < sb_strategy_count() && len < (int)sizeof able; i++)

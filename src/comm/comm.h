@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "comm/allreduce_algo.h"
+#include "core/half.h"
 #include "core/status.h"
 
 /* Kinds of traffic, as the report names them. */
@@ -114,6 +115,14 @@ struct sb_comm_ops {
      * *out, ranked by key (ties by rank); color < 0: the members that share
      * memory with this one (one host). */
     sb_status (*split)(struct sb_comm *c, int color, int key, struct sb_comm **out);
+    /* Optional (NULL: sb_comm_allreduce16 fails with SB_ERR_USAGE).
+     * Blocking all-reduce (sum, in place) of buf (n floats) whose wire
+     * carries 16-bit values in `fmt` while every addition is in fp32 (sum
+     * in fp32, round once per hop; "mpi": src/comm/mpi_allreduce16.h).
+     * Every rank ends with the same values. *convert_s (may be NULL) gains
+     * the seconds spent converting (the compress/decompress phase). */
+    sb_status (*allreduce16)(struct sb_comm *c, enum sb_half_format fmt, float *buf, size_t n,
+                             double *convert_s);
 };
 
 struct sb_comm {
@@ -198,6 +207,16 @@ sb_status sb_comm_ireduce_scatter(struct sb_comm *c, const float *send, float *r
                                   const size_t *counts, struct sb_comm_request *req);
 sb_status sb_comm_iallgather(struct sb_comm *c, const float *send, float *recv,
                              const size_t *counts, struct sb_comm_request *req);
+
+/* Counted 16-bit all-reduce (the op allreduce16; src/comm/compressed.c):
+ * one all-reduce call of 2n bytes (the wire's message size: half of the
+ * fp32 all-reduce's 4n) and its seconds in c->counters[SB_COMM_ALLREDUCE],
+ * recorded in the flight recorder like the other calls. Errors:
+ * SB_ERR_USAGE when the communicator lacks the op; those of the op.
+ * *convert_s (may be NULL) gains the op's conversion seconds (also
+ * counted in the call's seconds). */
+sb_status sb_comm_allreduce16(struct sb_comm *c, enum sb_half_format fmt, float *buf, size_t n,
+                              double *convert_s);
 
 /* Collective over c: the members with the same color (>= 0) form a new
  * communicator *out, ranked by key; color < 0: the members that share

@@ -10,6 +10,7 @@
 
 #include "comm/comm.h"
 #include "comm/mpi_allreduce.h"
+#include "comm/mpi_allreduce16.h"
 #include "comm/mpi_wait.h"
 
 /* The communicator's state: a duplicate of the caller's MPI communicator,
@@ -410,6 +411,15 @@ static void mpi_destroy(struct sb_comm *c)
     free(c);
 }
 
+/* The 16-bit ring (mpi_allreduce16.h) on the next all-reduce tag. */
+static sb_status mpi_allreduce16(struct sb_comm *c, enum sb_half_format fmt, float *buf,
+                                 size_t n, double *convert_s)
+{
+    struct mpi_impl *m = c->impl;
+    int tag = 1 + (int)(m->seq++ % 32767u);
+    return sb_ar16_ring(m->comm, fmt, buf, n, tag, convert_s);
+}
+
 static const struct sb_comm_ops mpi_ops = {
     .name = "mpi",
     .allreduce = mpi_allreduce,
@@ -427,6 +437,7 @@ static const struct sb_comm_ops mpi_ops = {
     .isend = mpi_isend,
     .irecv = mpi_irecv,
     .split = mpi_split,
+    .allreduce16 = mpi_allreduce16,
 };
 
 /* A communicator owning MPI communicator h (freed with it, or at once on

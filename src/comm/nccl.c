@@ -50,6 +50,7 @@
 #include "backend/cuda.h"
 #include "backend/cuda_check.h"
 #include "comm/comm.h"
+#include "comm/nccl_half.h"
 
 /* Events for one NCCL call, from the member's pool (created at set-up;
  * nothing is created or allocated per call once the pool is large enough
@@ -186,6 +187,28 @@ static sb_status ensure_scratch(struct nccl_impl *m, size_t bytes, cudaStream_t 
     SB_TRY(SB_CUDA_CHECK(cudaMalloc(&m->scratch, bytes), SB_ERR_COMM));
     m->scratch_bytes = bytes;
     return SB_CUDA_CHECK(cudaMemsetAsync(m->scratch, 0, bytes, s), SB_ERR_COMM);
+}
+
+/* The 16-bit all-reduce (comm.h, allreduce16): buf (n floats, device)
+ * converted into the scratch as fp16/bf16, ncclAllReduce with
+ * ncclFloat16/ncclBfloat16 (NCCL adds two 16-bit values and rounds once
+ * per hop, which equals adding in fp32 and rounding), converted back; all
+ * on the calling thread's stream, no wait. The conversions are kernels in
+ * the stream's order: their time is not split out (convert_s untouched). */
+static sb_status nccl_allreduce16(struct sb_comm *c, enum sb_half_format fmt, float *buf,
+                                  size_t n, double *convert_s)
+{
+    (void)convert_s;
+    cudaStream_t s;
+    SB_TRY(stream_of(c, &s));
+    struct nccl_impl *m = impl(c);
+    SB_TRY(ensure_scratch(m, (n ? n : 1) * sizeof(uint16_t), s));
+    uint16_t *h = m->scratch;
+    int bf16 = fmt == SB_HALF_BF16;
+    SB_TRY(SB_CUDA_CHECK((cudaError_t)sb_nccl_half_encode(buf, h, n, bf16, s), SB_ERR_COMM));
+    TIMED(c, s, ncclAllReduce(h, h, n, bf16 ? ncclBfloat16 : ncclFloat16, ncclSum, m->comm, s),
+          "ncclAllReduce (16-bit)");
+    return SB_CUDA_CHECK((cudaError_t)sb_nccl_half_decode(h, buf, n, bf16, s), SB_ERR_COMM);
 }
 
 /* buf is host memory (metrics, once per epoch): staged through device
@@ -336,6 +359,7 @@ static const struct sb_comm_ops nccl_ops = {
     .iallreduce = nccl_iallreduce,
     .test = nccl_test,
     .wait = nccl_wait,
+    .allreduce16 = nccl_allreduce16,
 };
 
 /* A member with no NCCL communicator yet, with its communication stream

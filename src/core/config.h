@@ -64,6 +64,13 @@ struct sb_config {
     char mllog_path[PATH_MAX];   /* "" = no :::MLLOG file (report/mllog.h) */
     double timeout_s;            /* watchdog: an exchange not complete this many
                                   * seconds after issue ends the job; 0 = off */
+    /* Cheaper gradient synchronisation (strategies/grad_sync.h; strategies
+     * whose ops set grad_sync): */
+    char grad_compression[SB_NAME_MAX]; /* --grad-compression none | fp16 | bf16 | powersgd */
+    int powersgd_rank;           /* --powersgd-rank r: rank of PowerSGD's factors (2) */
+    long powersgd_start;         /* --powersgd-start N: plain all-reduce for the first N steps */
+    int local_sgd;               /* --local-sgd H: average the models every H steps; 0 = off */
+    long local_sgd_warmup;       /* --local-sgd-warmup N: synchronous steps before local SGD */
 };
 
 /* Learning rate actually used by the optimizer: lr, times replicas under

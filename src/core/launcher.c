@@ -123,3 +123,32 @@ int sb_launcher_yield_if_oversubscribed(const struct sb_launcher *l)
     if (l->local_tasks <= cpus) return 0;
     return setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0) == 0;
 }
+
+static struct sb_mca_choice choices[SB_MCA_CHOICES] = {{.name = "btl_tcp_links"},
+                                                       {.name = "mpi_yield_when_idle"}};
+
+/* Reads every choice's value from the environment (by_stratbench kept). */
+static void read_choices(void)
+{
+    for (int i = 0; i < SB_MCA_CHOICES; i++) {
+        char var[64];
+        snprintf(var, sizeof var, "OMPI_MCA_%s", choices[i].name);
+        const char *v = getenv(var);
+        snprintf(choices[i].value, sizeof choices[i].value, "%s", v ? v : "");
+    }
+}
+
+void sb_launcher_tune_transport(const struct sb_launcher *l)
+{
+    choices[0].by_stratbench = l->kind != SB_LAUNCHER_NONE && l->tasks > 1 &&
+                               !getenv("OMPI_MCA_btl_tcp_links") &&
+                               setenv("OMPI_MCA_btl_tcp_links", SB_TCP_LINKS, 0) == 0;
+    choices[1].by_stratbench = sb_launcher_yield_if_oversubscribed(l);
+    read_choices();
+}
+
+const struct sb_mca_choice *sb_launcher_transport(void)
+{
+    read_choices();
+    return choices;
+}

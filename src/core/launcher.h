@@ -57,6 +57,42 @@ sb_status sb_launcher_check(const struct sb_launcher *l, int uses_mpi, const cha
  * 10-13 s instead of ~1 s). Call before MPI_Init. Returns 1 when it set it. */
 int sb_launcher_yield_if_oversubscribed(const struct sb_launcher *l);
 
+/* The Open MPI settings (MCA variables) that the job's transport runs with
+ * and who chose them: `value` is the variable's text in this process's
+ * environment ("" when unset); `by_stratbench` is 1 when
+ * sb_launcher_tune_transport set it, 0 when it was the user's (or unset). */
+struct sb_mca_choice {
+    const char *name;   /* MCA name without the OMPI_MCA_ prefix, e.g. "btl_tcp_links" */
+    char value[32];
+    int by_stratbench;
+};
+
+/* What stratbench chooses, in this order: btl_tcp_links, mpi_yield_when_idle. */
+#define SB_MCA_CHOICES 2
+
+/* Sets, before MPI_Init and only where the user has not, the Open MPI
+ * variables that a run needs to use its links fully, and records them for
+ * sb_launcher_transport:
+ *  - OMPI_MCA_btl_tcp_links=SB_TCP_LINKS (when the launcher started more than
+ *    one task): two TCP connections per pair of ranks on different hosts.
+ *    With Open MPI 4.1's one connection, two ranks sending to each other at
+ *    once (every step of a ring or recursive doubling) got about half the
+ *    link each way (docs/multinode.md: ring busbw 0.50x the link at 1 Gbit/s);
+ *    with two, 0.9-1.0x. Open MPI reads MCA variables from the environment
+ *    in MPI_Init, so this works under mpirun, srun and self-launch alike
+ *    (the ranks of a self-launch run this too).
+ *  - OMPI_MCA_mpi_yield_when_idle=1 when this node is oversubscribed
+ *    (sb_launcher_yield_if_oversubscribed).
+ * A plain process (no launcher) gets neither. Never fails. */
+void sb_launcher_tune_transport(const struct sb_launcher *l);
+
+/* TCP connections per pair of ranks that sb_launcher_tune_transport asks for. */
+#define SB_TCP_LINKS "2"
+
+/* The SB_MCA_CHOICES settings as this process runs with them (after
+ * sb_launcher_tune_transport; before it, each reads as the user's). */
+const struct sb_mca_choice *sb_launcher_transport(void);
+
 /* CPUs this process may run on (its affinity mask; online CPUs if unknown). */
 int sb_launcher_usable_cpus(void);
 

@@ -11,6 +11,8 @@ enum sb_phase {
     SB_PHASE_COMM_EXPOSED, /* communication not overlapped with compute */
     SB_PHASE_OPTIMIZER,
     SB_PHASE_WAIT,         /* idle at a synchronisation point */
+    SB_PHASE_COMPRESS,     /* gradient compression and decompression (--grad-compression):
+                            * conversions, PowerSGD's products; not part of comm */
     SB_PHASE_COUNT
 };
 

@@ -23,6 +23,7 @@
 #include "harness/rank_stats.h"
 #include "harness/run_noise.h"
 #include "harness/run_warnings.h"
+#include "harness/straggler.h"
 #include "strategies/central.h"
 #include "report/mllog.h"
 #include "report/report.h"
@@ -92,6 +93,7 @@ struct loop {
     int wrote_mllog;     /* this run wrote --mllog (likewise) */
     struct sb_noise_sample noise_start, noise_end;
     struct sb_mllog *ml;  /* --mllog events (rank 0; a no-op otherwise) */
+    double slow_ms;       /* STRATBENCH_TEST_SLOW_RANK: extra compute of this rank per step */
 };
 
 /* Sums the epoch's loss across ranks (every rank gets the same sums, so all
@@ -121,6 +123,7 @@ static sb_status reduce_loss(struct loop *L, double loss[2], long bad_step)
     return sb_error(SB_ERR_DIVERGED, "training diverged at step %ld: loss is %s; lower --lr",
                     first, isnan(loss[0]) ? "nan" : "infinite");
 }
+
 
 /* Runs every epoch, filling rec->epochs and the timings. */
 static sb_status train_epochs(struct loop *L)
@@ -156,8 +159,11 @@ static sb_status train_epochs(struct loop *L)
             memset(&r, 0, sizeof r);
             sb_nvtx_push("step", SB_NVTX_STEP, (uint64_t)step);
             double s0 = sb_now_s();
+            if (L->slow_ms > 0.0) sb_slow_rank_delay(s0, L->slow_ms);
+            double slow_ms = 1e3 * (sb_now_s() - s0);
             sb_status st = L->s->ops->step(L->s, step, L->perm + (size_t)i * global, &r);
             double step_ms = 1e3 * (sb_now_s() - s0);
+            if (L->slow_ms > 0.0) r.phase_ms[SB_PHASE_DATA] += slow_ms;
             sb_nvtx_pop();
             if (st) {
                 sb_nvtx_pop();
@@ -281,6 +287,7 @@ static sb_status cross_rank_stats(struct loop *L)
                    sb_rank_timings_at(&all, 0, SB_RANK_FIELD_PHASE(SB_PHASE_WAIT)),
                    all.n_steps * sizeof(double));
         if (!st) st = sb_rank_timings_spread(&all, &L->rec->step_by_rank, L->rec->phases_by_rank);
+        if (!st) st = sb_stragglers(&all, L->t.step_ms, L->t.n, &L->rec->stragglers);
     }
     sb_rank_timings_free(&all);
     SB_TRY(st);
@@ -438,6 +445,7 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
     L.loss_sums = calloc((size_t)job->size + 2, sizeof *L.loss_sums);
     if (!st && (!rec.epochs || !L.perm || !L.loss_sums))
         st = sb_error(SB_ERR_NOMEM, "harness: out of memory");
+    if (!st) st = sb_slow_rank_hook(job->rank, job->size, &L.slow_ms);
     if (!st && tracing) st = sb_trace_start(mpi_world, job->rank, job->size, 0);
     if (!st) st = ops->init(&s);
     /* After init (connections made by the broadcast), before any step. */
@@ -511,6 +519,7 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
     sb_mllog_free(&ml);
     free(rec.epochs);
     free((void *)rec.noise_by_rank);
+    sb_straggler_free(&rec.stragglers);
     free((void *)rec.memory);
     free(L.perm);
     free(L.loss_sums);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "data/mnist.h"
+#include "strategies/strategy.h"
 #include "workloads/estimate.h"
 
 void sb_mem_estimate(const struct sb_config *cfg, int processes, struct sb_mem_estimate *out)
@@ -14,7 +15,11 @@ void sb_mem_estimate(const struct sb_config *cfg, int processes, struct sb_mem_e
     int max_batch = cfg->batch > cfg->eval_batch ? cfg->batch : cfg->eval_batch;
     struct sb_model_size m = sb_workload_size(cfg, max_batch);
     out->n_params = m.n_params;
-    out->state_bytes = 3.0 * m.n_params * sizeof(float);
+    /* The strategy's model-state formula (the memory ledger's: its
+     * optimizer, its sharding), the largest of its ranks. */
+    const struct sb_strategy_ops *ops = sb_strategy_find(cfg->strategy);
+    out->state_bytes = ops ? sb_strategy_model_state_bytes(ops, cfg, m.n_params)
+                           : 3.0 * m.n_params * sizeof(float);
     out->activation_bytes = m.activation_bytes +
                             (double)max_batch * (SB_MNIST_SIDE * SB_MNIST_SIDE * sizeof(float) + 1);
     out->replicas = (cfg->replicas + processes - 1) / processes;
@@ -78,10 +83,10 @@ sb_status sb_mem_check(const struct sb_config *cfg, int processes, int local_pro
     double need = e.process_bytes * (local_processes > 0 ? local_processes : 1);
     if (avail <= 0 || need <= avail) return SB_OK;
     return sb_error(SB_ERR_USAGE, "memory: the run needs an estimated %.1f GB on this host (%d "
-                    "process%s x %.2f GB: %d replica%s x (%.3g parameters x 3 x 4 B + %.2f GB "
-                    "activations) + %.2f GB data) but %.1f GB are available (%s); choose a "
+                    "process%s x %.2f GB: %d replica%s x (%.3g parameters: %.2f GB model state + "
+                    "%.2f GB activations) + %.2f GB data) but %.1f GB are available (%s); choose a "
                     "smaller --hidden or --batch, or fewer --replicas", need / 1e9,
                     local_processes, local_processes == 1 ? "" : "es", e.process_bytes / 1e9,
-                    e.replicas, e.replicas == 1 ? "" : "s", e.n_params,
+                    e.replicas, e.replicas == 1 ? "" : "s", e.n_params, e.state_bytes / 1e9,
                     e.activation_bytes / 1e9, e.data_bytes / 1e9, avail / 1e9, source);
 }

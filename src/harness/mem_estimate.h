@@ -17,7 +17,7 @@
 
 struct sb_mem_estimate {
     double n_params;          /* parameters of one replica's model */
-    double state_bytes;       /* per replica: parameters, gradients, momentum (3 x 4 B each) */
+    double state_bytes;       /* per replica: parameters, gradients, optimizer state */
     double activation_bytes;  /* per replica: activations, their gradients, batch buffers */
     int replicas;             /* replicas in one process */
     double data_bytes;        /* per process: the MNIST pixels and labels (uint8) */
@@ -27,8 +27,10 @@ struct sb_mem_estimate {
 /* Estimates one process of a run of cfg whose strategy starts `processes`
  * processes: replicas per process = ceil(cfg->replicas / processes) (all
  * of mirrored's replicas are in its one process; ddp has one each; central's
- * servers hold one model). Formulas: state 3 x n_params x 4 B (SGD with
- * momentum keeps one buffer the size of the parameters: strategies/replica.c);
+ * servers hold one model). Formulas: state = the strategy's model-state
+ * bytes of its largest rank (sb_strategy_model_state_bytes: fp32
+ * parameters, gradients and SGD's 1 or Adam's 2 optimizer floats per
+ * parameter, sharded where the strategy shards them; docs/zero.md);
  * activations from workloads/estimate.h for max(--batch, --eval-batch)
  * samples plus the (batch, 784) float input buffer. */
 void sb_mem_estimate(const struct sb_config *cfg, int processes, struct sb_mem_estimate *out);

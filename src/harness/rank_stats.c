@@ -130,3 +130,88 @@ sb_status sb_rank_timings_spread(const struct sb_rank_timings *t, struct sb_rank
     free(medians);
     return st;
 }
+
+void sb_straggler_free(struct sb_straggler *s)
+{
+    free(s->by_rank);
+    free(s->hosts);
+    memset(s, 0, sizeof *s);
+}
+
+/* The median of v[0..n) (n >= 1). */
+static double median_of(const double *v, size_t n)
+{
+    struct sb_summary s;
+    return sb_summarize(v, n, &s) == SB_OK ? s.median : 0.0;
+}
+
+/* compute[r * n_steps + s]: rank r's compute at step s. */
+static void fill_compute(const struct sb_rank_timings *t, double *compute)
+{
+    double phases[SB_PHASE_COUNT];
+    for (int r = 0; r < t->n_ranks; r++)
+        for (size_t s = 0; s < t->n_steps; s++) {
+            for (int p = 0; p < SB_PHASE_COUNT; p++)
+                phases[p] = sb_rank_timings_at(t, r, SB_RANK_FIELD_PHASE(p))[s];
+            compute[(size_t)r * t->n_steps + s] = sb_phase_compute_ms(phases);
+        }
+}
+
+sb_status sb_rank_timings_straggler(const struct sb_rank_timings *t, struct sb_straggler *out)
+{
+    memset(out, 0, sizeof *out);
+    if (t->n_ranks <= 1 || t->n_steps == 0) return SB_OK;
+    size_t n = t->n_steps;
+    double *compute = malloc((size_t)t->n_ranks * n * sizeof *compute);
+    double *scratch = malloc(n * sizeof *scratch);
+    double *excess = malloc(n * sizeof *excess);
+    out->by_rank = calloc((size_t)t->n_ranks, sizeof *out->by_rank);
+    if (!compute || !scratch || !excess || !out->by_rank) {
+        free(compute);
+        free(scratch);
+        free(excess);
+        sb_straggler_free(out);
+        return sb_error(SB_ERR_NOMEM, "rank timings: out of memory");
+    }
+    fill_compute(t, compute);
+    out->ranks = t->n_ranks;
+    for (int r = 0; r < t->n_ranks; r++) {
+        struct sb_rank_load *l = &out->by_rank[r];
+        const double *wait = sb_rank_timings_at(t, r, SB_RANK_FIELD_PHASE(SB_PHASE_WAIT));
+        double csum = 0.0, wsum = 0.0;
+        for (size_t s = 0; s < n; s++) {
+            csum += compute[(size_t)r * n + s];
+            wsum += wait[s];
+        }
+        l->compute_mean = csum / (double)n;
+        l->wait_mean = wsum / (double)n;
+        memcpy(scratch, compute + (size_t)r * n, n * sizeof *scratch);
+        l->compute_median = median_of(scratch, n);
+        memcpy(scratch, wait, n * sizeof *scratch);
+        l->wait_median = median_of(scratch, n);
+        if (r == 0 || l->compute_median > out->by_rank[out->rank].compute_median) out->rank = r;
+    }
+    int k = out->rank;
+    size_t slowest = 0;
+    for (size_t s = 0; s < n; s++) {
+        double others = -1.0, sum = 0.0;
+        for (int q = 0; q < t->n_ranks; q++) {
+            if (q == k) continue;
+            sum += compute[(size_t)q * n + s];
+            if (compute[(size_t)q * n + s] > others) others = compute[(size_t)q * n + s];
+        }
+        double mine = compute[(size_t)k * n + s];
+        /* k the slowest: every other rank q waits mine - compute_q for it */
+        excess[s] = mine > others ? mine - sum / (t->n_ranks - 1) : 0.0;
+        scratch[s] = others;
+        slowest += mine > others;
+    }
+    out->cost_ms = median_of(excess, n);
+    out->others_compute_ms = median_of(scratch, n);
+    out->compute_ms = out->by_rank[k].compute_median;
+    out->slowest_fraction = (double)slowest / (double)n;
+    free(compute);
+    free(scratch);
+    free(excess);
+    return SB_OK;
+}

@@ -57,6 +57,24 @@ sb_status sb_rank_timings_fill_wait(struct sb_rank_timings *t);
 sb_status sb_rank_timings_spread(const struct sb_rank_timings *t, struct sb_rank_spread *step,
                                  struct sb_rank_spread phases[SB_PHASE_COUNT]);
 
+/* The straggler of t (after sb_rank_timings_fill_wait): per rank its
+ * compute and wait per step (struct sb_rank_load), the slowest rank (largest
+ * median compute) and its cost (struct sb_straggler in report/report.h),
+ * into *out; out->hosts is left NULL for the caller. One rank or no steps:
+ * out->ranks = 0. The cost is the time the other ranks wait for k per step,
+ * averaged over them (HTA's straggler view: the other ranks' idle time
+ * before the collective; DeepSpeed's comms logger measures a collective's
+ * "straggler effect" likewise as each rank's time in it above the fastest
+ * rank's): compute_k - mean over q != k of compute_q in a step where k is
+ * the slowest, 0 in a step where it is not; the median over steps keeps a
+ * rank that is slowest only by chance, in half of the steps or fewer, near
+ * 0. What removing k's extra compute would save is smaller at n > 2:
+ * compute_ms - others_compute_ms. Errors: SB_ERR_NOMEM. */
+sb_status sb_rank_timings_straggler(const struct sb_rank_timings *t, struct sb_straggler *out);
+
+/* Frees what sb_rank_timings_straggler allocated; safe on a zeroed struct. */
+void sb_straggler_free(struct sb_straggler *s);
+
 /* Frees t->ms; safe on an empty struct. */
 void sb_rank_timings_free(struct sb_rank_timings *t);
 

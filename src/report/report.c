@@ -86,6 +86,12 @@ static void add_config(cJSON *root, const struct sb_run_record *rec, int *fail)
     if (!cJSON_AddBoolToObject(o, "cuda_graph", c->cuda_graph)) *fail = 1;
     sb_json_add_str_or_null(o, "mllog", c->mllog_path, fail);
     sb_json_add_num(o, "timeout_s", c->timeout_s, fail);
+    sb_json_add_str(o, "grad_compression", c->grad_compression[0] ? c->grad_compression : "none",
+                    fail);
+    sb_json_add_num(o, "powersgd_rank", c->powersgd_rank, fail);
+    sb_json_add_num(o, "powersgd_start", (double)c->powersgd_start, fail);
+    sb_json_add_num(o, "local_sgd", c->local_sgd, fail);
+    sb_json_add_num(o, "local_sgd_warmup", (double)c->local_sgd_warmup, fail);
 }
 
 /* "strategy_details": the numbers a strategy states about itself (bucket
@@ -288,6 +294,39 @@ static void add_noise(cJSON *root, const struct sb_run_record *rec, int *fail)
     }
 }
 
+/* "stragglers": the slowest rank, its host and cost, and every rank's
+ * compute and wait per step (struct sb_straggler); slowest fields null with
+ * one rank, by_rank then empty. */
+static void add_stragglers(cJSON *root, const struct sb_run_record *rec, int *fail)
+{
+    const struct sb_straggler *g = &rec->stragglers;
+    cJSON *o = sb_json_add_obj(root, "stragglers", fail);
+    if (!o) return;
+    int any = g->ranks > 0;
+    sb_json_add_num(o, "rank", any ? g->rank : NAN, fail);
+    if (!(any && g->hosts ? cJSON_AddStringToObject(o, "host", g->hosts[g->rank])
+                          : cJSON_AddNullToObject(o, "host")))
+        *fail = 1;
+    sb_json_add_num(o, "cost_ms", any ? g->cost_ms : NAN, fail);
+    sb_json_add_num(o, "slowest_fraction", any ? g->slowest_fraction : NAN, fail);
+    sb_json_add_num(o, "compute_ms", any ? g->compute_ms : NAN, fail);
+    sb_json_add_num(o, "others_compute_ms", any ? g->others_compute_ms : NAN, fail);
+    cJSON *arr = sb_json_add_arr(o, "by_rank", fail);
+    for (int r = 0; arr && r < g->ranks; r++) {
+        const struct sb_rank_load *l = &g->by_rank[r];
+        cJSON *x = cJSON_CreateObject();
+        sb_json_add_num(x, "rank", r, fail);
+        if (x && !(g->hosts ? cJSON_AddStringToObject(x, "host", g->hosts[r])
+                            : cJSON_AddNullToObject(x, "host")))
+            *fail = 1;
+        sb_json_add_num(x, "compute_ms_median", l->compute_median, fail);
+        sb_json_add_num(x, "compute_ms_mean", l->compute_mean, fail);
+        sb_json_add_num(x, "wait_ms_median", l->wait_median, fail);
+        sb_json_add_num(x, "wait_ms_mean", l->wait_mean, fail);
+        sb_json_append(arr, x, fail);
+    }
+}
+
 double sb_samples_per_s(double samples, double wall_s)
 {
     return wall_s > 0 ? samples / wall_s : 0.0;
@@ -342,6 +381,7 @@ static sb_status build_report(const struct sb_run_record *rec, cJSON **out)
     for (int i = 0; warnings && i < rec->n_warnings; i++)
         sb_json_append(warnings, cJSON_CreateString(rec->warnings[i]), &fail);
     add_replica_check(root, rec, &fail);
+    add_stragglers(root, rec, &fail);
     st = add_summary(root, "step_ms", rec->step_ms, rec->n_measured, 1, &fail);
     if (st != SB_OK) goto done;
     cJSON *phases = sb_json_add_obj(root, "phases_ms", &fail);

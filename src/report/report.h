@@ -18,7 +18,7 @@
 #include "core/phase.h"
 #include "core/status.h"
 
-#define SB_REPORT_SCHEMA_VERSION "1.8"
+#define SB_REPORT_SCHEMA_VERSION "1.9"
 
 /* Most warnings a report records (sb_run_record.warnings). */
 #define SB_REPORT_MAX_WARNINGS 4
@@ -57,6 +57,31 @@ struct sb_consistency {
     double max_abs_diff; /* largest |param - replica 0's| any check measured */
     int worst_replica;   /* the replica of max_abs_diff; -1: none differed */
     double tolerance;    /* the bound of the last check that compared values; NaN: none */
+};
+
+/* One rank's load per measured step (harness/rank_stats.h), ms: compute
+ * (data + h2d + forward + backward) and wait (idle at the step's
+ * synchronisation point for slower ranks: max over ranks of compute minus
+ * its own), as the median and the mean over the steps. */
+struct sb_rank_load {
+    double compute_median, compute_mean;
+    double wait_median, wait_mean;
+};
+
+/* The straggler of a run (harness/rank_stats.h, sb_rank_timings_straggler).
+ * The slowest rank k is the one with the largest median compute; its cost
+ * is the time the other ranks wait for it per step: the median over steps
+ * of compute_k - mean over q != k of compute_q where k is the slowest, 0
+ * where it is not, ms. ranks == 0: not computed (one rank). */
+struct sb_straggler {
+    int ranks;
+    int rank;                   /* k */
+    double cost_ms;
+    double slowest_fraction;    /* share of the steps in which k was the slowest */
+    double compute_ms;          /* k's median compute */
+    double others_compute_ms;   /* median over steps of max over q != k of compute_q */
+    struct sb_rank_load *by_rank; /* ranks entries, rank order (owned) */
+    const char **hosts;         /* ranks entries: each rank's host (not owned strings) */
 };
 
 struct sb_run_record {
@@ -114,6 +139,9 @@ struct sb_run_record {
     /* Per rank (world_size entries, rank order), over training: involuntary
      * context switches and CPU steal (harness/run_noise.h); NULL: none. */
     const struct sb_rank_noise *noise_by_rank;
+
+    /* The slowest rank and what it costs the others (MPI strategies). */
+    struct sb_straggler stragglers;
 
     struct sb_consistency replica_check; /* after training (and every --check-every) */
 

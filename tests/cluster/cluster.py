@@ -72,6 +72,11 @@ class Cluster:
         reap_orphans()
         letter = "abcdefghijklmnopqrstuvwxyz"[_made[0] % 26]
         _made[0] += 1
+        # A user who was given a prefix of their own (several people on one
+        # machine) sets STRATBENCH_CLUSTER_PREFIX: its clusters only.
+        own = os.environ.get("STRATBENCH_CLUSTER_PREFIX", "")
+        if own:
+            return cls(own[:7] + letter)
         return cls(TEST_PREFIX + _base36(os.getpid()) + letter)
 
     def _sh(self, *args, timeout=60, check=True):

@@ -13,7 +13,8 @@
 #   cluster.sh [-p PREFIX] mpirun        print the launcher words for STRATBENCH_MPIRUN
 #   cluster.sh [-p PREFIX] hostfile      print the path of the Open MPI hostfile
 #   cluster.sh [-p PREFIX] shape RATE    limit every link to RATE each way (tc units:
-#                                        100mbit, 1gbit), tbf, burst max(64 KiB, RATE x 4 ms)
+#                                        100mbit, 1gbit): tbf at RATE less Ethernet's wire
+#                                        overhead, burst max(64 KiB, RATE x 2 ms)
 #   cluster.sh [-p PREFIX] unshape       remove the rate limits
 #   cluster.sh [-p PREFIX] bytes         per host "HOST rx_bytes tx_bytes" (the host's view)
 #   cluster.sh [-p PREFIX] status        hosts, addresses, qdiscs
@@ -157,48 +158,63 @@ cmd_exec() {
 }
 
 # The launcher for stratbench's self-launch (STRATBENCH_MPIRUN, split on
-# spaces) or for a plain mpirun started inside the first host.
-#  - the hostfile maps rank r to host r mod N;
-#  - the rsh agent enters the other hosts' namespaces;
-#  - --bind-to none: every simulated host would bind its first rank to core 0;
-#  - mpi_yield_when_idle: ranks outnumber the cores of this machine, so a rank
-#    waiting for a message must yield the core to the one it waits for;
-#  - TCP between hosts over eth0 only (every host has one rank: no shared memory);
-#  - btl_tcp_links 2: two sockets per pair of ranks. With Open MPI 4.1's one
-#    socket, a pair sending to each other at once (a ring's or recursive
-#    doubling's exchange) got half the link each way after the first few MB
-#    (15 MB each way at 100 Mbit/s: 1.29 s, then 2.5 s; two sockets: 1.26-1.29 s
-#    every time), so ddp's ring at n = 2 ran at 2M/B instead of M/B.
+# spaces) or for a plain mpirun started inside the first host. Only what a
+# real cluster needs or what simulating it on one machine needs; nothing that
+# tunes stratbench (it chooses its own transport settings, e.g. two TCP
+# connections per pair of ranks, and records them in the report's
+# environment.mpi_transport):
+#  - --hostfile: the hosts, rank r on host r mod N (as on a real cluster);
+#  - plm_rsh_agent: how mpirun reaches the other hosts (ssh on a real cluster,
+#    here the agent that enters their namespaces);
+#  - btl_tcp_if_include / oob_tcp_if_include eth0: the interface the hosts
+#    reach each other on (a real cluster names its fabric's likewise; here it
+#    keeps Open MPI off lo and the machine's own interfaces);
+#  - --bind-to none: simulation only. Every simulated host would bind its
+#    first rank to core 0 of the same machine;
+#  - mpi_yield_when_idle 1: simulation only. The hosts share this machine's
+#    cores, so a rank waiting for a message must yield the core to the one it
+#    waits for (one rank per host: stratbench cannot see it oversubscribes).
 cmd_mpirun() {
     require_up
     echo "mpirun --hostfile $state/hostfile --mca plm_rsh_agent $here/agent" \
-        "--bind-to none --mca mpi_yield_when_idle 1" \
-        "--mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 --mca btl_tcp_links 2"
+        "--mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0" \
+        "--bind-to none --mca mpi_yield_when_idle 1"
 }
 
 # tbf on both ends of every link: the root-side veth's egress limits what the
-# host receives, the host's eth0 egress what it sends. The burst is 64 KiB at
-# least (a TSO segment must fit) and RATE x 4 ms (the bytes of one timer tick
-# at HZ=250, as tc-tbf(8) advises): with 64 KiB at 1 Gbit/s (0.5 ms of tokens)
-# two ranks sending to each other at once got 430-610 Mbit/s each way, with
-# 500 KiB 900-970 (7.5 and 30 MB each way). A 4 MiB queue so that TCP, not
-# drops, paces the sender.
+# host receives, the host's eth0 egress what it sends. Honest to a real
+# Ethernet link of RATE (tests/cluster/test_shaping.py holds every transfer of
+# 1 s or more to <= 1.02x RATE; docs/multinode.md has the figures):
+#  - tbf counts a frame from its Ethernet header (with TSO, every segment's
+#    headers); a real link also spends 24 bytes per frame (preamble,
+#    delimiter, FCS, inter-frame gap), 1.6% of a full 1514-byte frame. So tbf
+#    gets RATE x 1514/1538: full frames then pass at the real link's pace.
+#    (A size table, `stab overhead 24`, would add the 24 bytes once per TSO
+#    super-packet instead of per frame: measured 1.04-1.06x RATE);
+#  - burst max(64 KiB, RATE x 2 ms): a TSO segment must fit, and TCP needs
+#    room for a window's worth of tokens, but every byte of burst lets a
+#    short transfer beat the rate (1 Gbit/s, 0.1 s one way: 4 ms gave
+#    1.03x, 2 ms <= 1.014x; 2 s both ways at once: 1 ms gave 0.94-0.98x,
+#    2 ms 0.97-0.99x). A peak-rate bucket (tbf peakrate, to drain the burst
+#    at the link's pace) cost 20-40% of the rate both ways at 1 Gbit/s here;
+#  - a 4 MiB queue, so that TCP, not drops, paces the sender.
 cmd_shape() {
     need_root
     require_up
     local rate="${1:?shape: which rate? e.g. 1gbit, 100mbit}"
     [[ "$rate" =~ ^[0-9]+(\.[0-9]+)?(bit|kbit|mbit|gbit)$ ]] ||
         die "shape: rate '$rate': expected e.g. 100mbit or 1gbit"
-    local burst
-    burst=$(echo "$rate" | awk '{
+    local tbf_rate burst
+    read -r tbf_rate burst < <(echo "$rate" | awk '{
         n = $0 + 0; u = substr($0, length(n "") + 1)
         m = u == "kbit" ? 1e3 : u == "mbit" ? 1e6 : u == "gbit" ? 1e9 : 1
-        b = n * m / 8 * 0.004; if (b < 65536) b = 65536; printf "%d", b }')
-    local h i
+        r = n * m * 1514 / 1538; b = n * m / 8 * 0.002; if (b < 65536) b = 65536
+        printf "%dbit %d\n", r, b }')
+    local h i tbf=(tbf rate "$tbf_rate" burst "$burst" limit 4mb)
     for h in $(hosts); do
         i=$(host_index "$h")
-        tc qdisc replace dev "${prefix}v$i" root tbf rate "$rate" burst "$burst" limit 4mb
-        tc -n "$h" qdisc replace dev eth0 root tbf rate "$rate" burst "$burst" limit 4mb
+        tc qdisc replace dev "${prefix}v$i" root "${tbf[@]}"
+        tc -n "$h" qdisc replace dev eth0 root "${tbf[@]}"
     done
     echo "$rate" >"$state/rate"
 }

@@ -223,5 +223,6 @@ def test_model_larger_than_memory_is_refused_with_the_figure(strategy, replicas,
     assert proc.returncode == 2, proc.stderr
     (line,) = lines(proc.stderr)
     assert line.startswith("stratbench: memory: the run needs an estimated "), line
-    assert "8.64e+09 parameters x 3 x 4 B" in line and "GB are available" in line, line
+    # model state: parameters, gradients, SGD momentum: 3 x 4 B per parameter
+    assert "8.64e+09 parameters: 103.71 GB model state" in line and "GB are available" in line, line
     assert list(tmp_path.iterdir()) == []

@@ -14,7 +14,8 @@ import conftest
 from conftest import validate_report
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
-PHASES = ("data", "h2d", "forward", "backward", "comm", "comm_exposed", "optimizer", "wait")
+PHASES = ("data", "h2d", "forward", "backward", "comm", "comm_exposed", "optimizer", "wait",
+          "compress")
 STEPS = 23        # --max-steps
 WARMUP = 4        # --warmup-steps: 19 measured steps, an odd count (see wait below)
 

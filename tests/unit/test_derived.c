@@ -97,6 +97,56 @@ static void test_fill_wait(void **state)
 }
 
 /* Per-rank medians, then min / median / max / skew / slowest across ranks. */
+/* The straggler (rank_stats.h): the rank with the largest median compute,
+ * its cost the median over steps of the others' mean wait for it (0 in a
+ * step where it is not the slowest), per rank compute and wait; a rank
+ * slowest only by chance costs little. Worked by hand. */
+static void test_straggler(void **state)
+{
+    (void)state;
+    double ms[3 * SB_RANK_FIELDS * 4] = {0};
+    struct sb_rank_timings t = {.n_ranks = 3, .n_steps = 4, .ms = ms};
+    /* compute per step: rank 0 {5,6,5,7}, rank 1 {45,46,44,8}, rank 2 {6,5,7,6} */
+    const double c[3][4] = {{5, 6, 5, 7}, {45, 46, 44, 8}, {6, 5, 7, 6}};
+    for (int r = 0; r < 3; r++)
+        for (size_t s = 0; s < 4; s++) set_step(&t, r, s, 0, c[r][s], 0, 50);
+    assert_int_equal(sb_rank_timings_fill_wait(&t), SB_OK);
+    struct sb_straggler g;
+    assert_int_equal(sb_rank_timings_straggler(&t, &g), SB_OK);
+    assert_int_equal(g.ranks, 3);
+    assert_int_equal(g.rank, 1);
+    /* 45 - 5.5, 46 - 5.5, 44 - 6, 8 - 6.5 = 39.5, 40.5, 38, 1.5 -> median 38.75 */
+    assert_near(g.cost_ms, 38.75, EPS);
+    assert_near(g.slowest_fraction, 1.0, EPS);
+    assert_near(g.compute_ms, 44.5, EPS);
+    assert_near(g.others_compute_ms, 6.5, EPS); /* max of others: 6, 6, 7, 7 */
+    assert_near(g.by_rank[1].wait_median, 0, EPS);
+    assert_near(g.by_rank[0].wait_median, 39.5, EPS); /* waits 40, 40, 39, 1 */
+    assert_near(g.by_rank[2].compute_mean, 6, EPS);
+    sb_straggler_free(&g);
+
+    /* Two ranks taking turns: the larger median is rank 1's but it is the
+     * slowest only in half the steps: its cost is small. */
+    double ms2[2 * SB_RANK_FIELDS * 4] = {0};
+    struct sb_rank_timings u = {.n_ranks = 2, .n_steps = 4, .ms = ms2};
+    const double d[2][4] = {{5, 7, 5, 7}, {6, 6.5, 8, 6.5}};
+    for (int r = 0; r < 2; r++)
+        for (size_t s = 0; s < 4; s++) set_step(&u, r, s, 0, d[r][s], 0, 10);
+    assert_int_equal(sb_rank_timings_fill_wait(&u), SB_OK);
+    assert_int_equal(sb_rank_timings_straggler(&u, &g), SB_OK);
+    assert_int_equal(g.rank, 1);
+    assert_near(g.cost_ms, 0.5, EPS); /* excess 1, 0, 3, 0 -> median 0.5 */
+    assert_near(g.slowest_fraction, 0.5, EPS);
+    sb_straggler_free(&g);
+
+    /* One rank: none. */
+    double one[SB_RANK_FIELDS] = {0};
+    struct sb_rank_timings t1 = {.n_ranks = 1, .n_steps = 1, .ms = one};
+    assert_int_equal(sb_rank_timings_straggler(&t1, &g), SB_OK);
+    assert_int_equal(g.ranks, 0);
+    assert_null(g.by_rank);
+}
+
 static void test_spread(void **state)
 {
     (void)state;
@@ -326,6 +376,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_compute_and_wait),
         cmocka_unit_test(test_fill_wait),
+        cmocka_unit_test(test_straggler),
         cmocka_unit_test(test_spread),
         cmocka_unit_test(test_bucket_comm_times),
         cmocka_unit_test(test_bandwidths),

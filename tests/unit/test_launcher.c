@@ -17,7 +17,8 @@ static const char *const VARS[] = {
     "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
     "SLURM_STEP_ID", "SLURM_STEPID", "SLURM_STEP_NUM_TASKS", "SLURM_PROCID", "SLURM_NODEID",
     "SLURM_STEP_TASKS_PER_NODE", "SLURM_CPUS_ON_NODE", "SLURM_JOB_ID", "SLURM_NTASKS",
-    "PMIX_RANK", "PMI_RANK", "PMI_SIZE", SB_LAUNCHED_ENV, "OMPI_MCA_mpi_yield_when_idle"};
+    "PMIX_RANK", "PMI_RANK", "PMI_SIZE", SB_LAUNCHED_ENV, "OMPI_MCA_mpi_yield_when_idle",
+    "OMPI_MCA_btl_tcp_links"};
 
 static int clear(void **state)
 {
@@ -142,6 +143,42 @@ static void test_yield_when_oversubscribed(void **state)
     assert_string_equal(getenv("OMPI_MCA_mpi_yield_when_idle"), "0");
 }
 
+/* Full links by default: a launched job of several tasks gets two TCP
+ * connections per pair of ranks, recorded as stratbench's choice; the
+ * user's own value is kept and recorded as the user's; a plain process and a
+ * one-task job get nothing. */
+static void test_tcp_links_by_default(void **state)
+{
+    (void)state;
+    struct sb_launcher l;
+    sb_launcher_detect(&l);
+    sb_launcher_tune_transport(&l); /* plain process */
+    assert_null(getenv("OMPI_MCA_btl_tcp_links"));
+    assert_string_equal(sb_launcher_transport()[0].name, "btl_tcp_links");
+    assert_string_equal(sb_launcher_transport()[0].value, "");
+
+    setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+    setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "1", 1);
+    sb_launcher_detect(&l);
+    sb_launcher_tune_transport(&l);
+    assert_string_equal(getenv("OMPI_MCA_btl_tcp_links"), SB_TCP_LINKS);
+    assert_string_equal(sb_launcher_transport()[0].value, SB_TCP_LINKS);
+    assert_int_equal(sb_launcher_transport()[0].by_stratbench, 1);
+
+    setenv("OMPI_MCA_btl_tcp_links", "4", 1); /* the user's own setting wins */
+    sb_launcher_tune_transport(&l);
+    assert_string_equal(getenv("OMPI_MCA_btl_tcp_links"), "4");
+    assert_string_equal(sb_launcher_transport()[0].value, "4");
+    assert_int_equal(sb_launcher_transport()[0].by_stratbench, 0);
+
+    unsetenv("OMPI_MCA_btl_tcp_links");
+    setenv("OMPI_COMM_WORLD_SIZE", "1", 1); /* one rank: no links to use */
+    sb_launcher_detect(&l);
+    sb_launcher_tune_transport(&l);
+    assert_null(getenv("OMPI_MCA_btl_tcp_links"));
+    assert_int_equal(sb_launcher_transport()[0].by_stratbench, 0);
+}
+
 static void test_malformed_variables_read_as_unset(void **state)
 {
     (void)state;
@@ -162,6 +199,7 @@ int main(void)
         cmocka_unit_test_setup(test_srun_without_pmix_is_refused, clear),
         cmocka_unit_test_setup(test_sbatch_script_is_no_step, clear),
         cmocka_unit_test_setup(test_yield_when_oversubscribed, clear),
+        cmocka_unit_test_setup(test_tcp_links_by_default, clear),
         cmocka_unit_test_setup(test_malformed_variables_read_as_unset, clear),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -218,7 +218,8 @@ static void test_keys_and_values(void **state)
         "config", "environment", "model", "epochs", "final_test_accuracy",
         "time_to_accuracy_s", "target_accuracy", "train_s",
         "steps_total", "steps_measured", "samples_trained", "samples_per_s",
-        "noise_by_rank", "warnings", "replicas_consistent", "replica_check", "step_ms", "phases_ms", "step_ms_by_rank",
+        "noise_by_rank", "warnings", "replicas_consistent", "replica_check", "stragglers", "step_ms",
+        "phases_ms", "step_ms_by_rank",
         "phases_by_rank_ms", "comm",
         "strategy_details", "peak_rss_bytes", "memory"};
     const cJSON *item = root->child;

@@ -1,0 +1,33 @@
+/* A ring all-reduce whose wire carries 16-bit values (fp16 or bf16) while
+ * every addition is done in fp32, for the "mpi" communicator
+ * (src/comm/mpi.c, op allreduce16). MPI has no bf16 type and Open MPI's
+ * MPI_SUM on 16-bit data would add in 16 bits, so the messages are
+ * MPI_UINT16_T and the reduction is ours. */
+#ifndef SB_MPI_ALLREDUCE16_H
+#define SB_MPI_ALLREDUCE16_H
+
+#include <mpi.h>
+#include <stddef.h>
+
+#include "core/half.h"
+#include "core/status.h"
+
+/* All-reduce (sum, in place) of buf (n floats) over comm with the wire in
+ * `fmt`, blocking. The ring of Patarasuk & Yuan (2009) with chunk c of
+ * n/p floats (one more for c < n mod p), as in mpi_allreduce.h:
+ * reduce-scatter step s sends chunk (r-s) mod p to rank r+1 rounded to
+ * 16 bits and adds chunk (r-s-1) mod p from rank r-1 into buf in fp32
+ * (sum in fp32, round once per hop); the owner of a reduced chunk rounds
+ * it once more and the all-gather passes the 16-bit chunks on. Every rank
+ * ends with bit-identical values (each decodes the same 16-bit words), each
+ * within the 16-bit rounding of the fp32 sum. Each rank sends 2(p-1)/p x n
+ * 16-bit words: half of the fp32 ring's bytes. `tag` (1..32767) as in
+ * sb_ar_start; waits through sb_mpi_wait (the watchdog's deadline).
+ * *convert_s (may be NULL) gains the seconds spent converting between
+ * fp32 and 16 bits (the compress/decompress phase).
+ * Errors: SB_ERR_NOMEM; SB_ERR_COMM with MPI's message or the watchdog's
+ * line; SB_ERR_USAGE for a chunk of 2^31 floats or more. */
+sb_status sb_ar16_ring(MPI_Comm comm, enum sb_half_format fmt, float *buf, size_t n, int tag,
+                       double *convert_s);
+
+#endif

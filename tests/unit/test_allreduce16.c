@@ -1,0 +1,193 @@
+/* Tests the 16-bit wire formats (src/core/half.c) and the 16-bit ring
+ * all-reduce with fp32 accumulation (src/comm/mpi_allreduce16.c) through
+ * the "mpi" communicator.
+ *
+ * In the parent process: fp16 and bf16 round to nearest even (ties,
+ * subnormals, overflow, every fp16 pattern round-trips), and fp32
+ * accumulation of 16-bit values keeps what fp16 accumulation loses:
+ * 2048 values of 2^-12 added onto 1.0 give 1.5 in fp32 but stay 1.0 when
+ * every partial sum is rounded to fp16. Then, under `mpirun -n p` for
+ * p = 2, 3 (and 1 as a singleton): the ring's result is bit-identical on
+ * every rank, exact for sums that fp16/bf16 represent, within one
+ * rounding per hop of the fp32 sum otherwise, and counted as 2 bytes per
+ * value (half of the fp32 all-reduce's 4). Exit 0 pass, 1 fail, 77 skip
+ * (no mpirun). */
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm.h"
+#include "core/half.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                      \
+    do {                                                                      \
+        if (!(cond)) {                                                        \
+            fprintf(stderr, __VA_ARGS__);                                     \
+            fprintf(stderr, "\n");                                            \
+            failures++;                                                       \
+        }                                                                     \
+    } while (0)
+
+static void check_conversions(void)
+{
+    /* fp16: 1 + 2^-11 is a tie between 1 and 1 + 2^-10: to even (1). */
+    CHECK(sb_f32_to_fp16(1.0f) == 0x3c00, "fp16(1)");
+    CHECK(sb_f32_to_fp16(1.0f + 0x1p-11f) == 0x3c00, "fp16 tie to even (down)");
+    CHECK(sb_f32_to_fp16(1.0f + 3 * 0x1p-11f) == 0x3c02, "fp16 tie to even (up)");
+    CHECK(sb_f32_to_fp16(1.0f + 0x1p-11f + 0x1p-20f) == 0x3c01, "fp16 above the tie");
+    CHECK(sb_f32_to_fp16(65504.0f) == 0x7bff, "fp16 max");
+    CHECK(sb_f32_to_fp16(65520.0f) == 0x7c00, "fp16 overflow to infinity");
+    CHECK(sb_f32_to_fp16(0x1p-24f) == 0x0001, "fp16 smallest subnormal");
+    CHECK(sb_f32_to_fp16(0x1p-25f) == 0x0000, "fp16 half the smallest subnormal: tie to 0");
+    CHECK(sb_f32_to_fp16(-2.0f) == 0xc000, "fp16(-2)");
+    int bad = 0;
+    for (unsigned h = 0; h < 65536; h++) {
+        float x = sb_fp16_to_f32((uint16_t)h);
+        if (!isnan(x) && sb_f32_to_fp16(x) != h) bad++;
+    }
+    CHECK(bad == 0, "fp16: %d patterns do not round-trip", bad);
+    /* The bulk paths (F16C 8 at a time where the CPU has it) agree with the
+     * scalar conversion, ties and subnormals included. */
+    enum { N = 4099 };
+    static float x[N], back[N];
+    static uint16_t h[N];
+    for (int i = 0; i < N; i++)
+        x[i] = (i % 3 ? 1.0f : -1.0f) * ldexpf(1.0f + (float)(i % 2048) / 2048.0f, i % 40 - 30);
+    for (int f = 0; f < 2; f++) {
+        enum sb_half_format fmt = f ? SB_HALF_BF16 : SB_HALF_FP16;
+        sb_half_encode(fmt, x, h, N);
+        sb_half_decode(fmt, h, back, N);
+        int mism = 0;
+        for (int i = 0; i < N; i++) {
+            uint16_t one = f ? sb_f32_to_bf16(x[i]) : sb_f32_to_fp16(x[i]);
+            float dec = f ? sb_bf16_to_f32(one) : sb_fp16_to_f32(one);
+            if (h[i] != one || back[i] != dec) mism++;
+        }
+        CHECK(mism == 0, "%s: %d bulk conversions differ from the scalar ones", f ? "bf16" : "fp16",
+              mism);
+    }
+    /* bf16: 1 + 2^-8 is a tie between 1 and 1 + 2^-7. */
+    CHECK(sb_f32_to_bf16(1.0f) == 0x3f80, "bf16(1)");
+    CHECK(sb_f32_to_bf16(1.0f + 0x1p-8f) == 0x3f80, "bf16 tie to even (down)");
+    CHECK(sb_f32_to_bf16(1.0f + 3 * 0x1p-8f) == 0x3f82, "bf16 tie to even (up)");
+    CHECK(sb_bf16_to_f32(0x3f81) == 1.0f + 0x1p-7f, "bf16 decode");
+    CHECK(isnan(sb_bf16_to_f32(sb_f32_to_bf16(NAN))), "bf16 NaN stays NaN");
+}
+
+/* Many small values onto a large one: fp32 accumulation of the 16-bit
+ * words keeps them; rounding every partial sum to fp16 loses them all. */
+static void check_accumulation(void)
+{
+    enum { K = 2048 };
+    uint16_t small = sb_f32_to_fp16(0x1p-12f); /* exact in fp16 */
+    float acc32 = 1.0f;
+    uint16_t acc16 = sb_f32_to_fp16(1.0f);
+    for (int k = 0; k < K; k++) {
+        sb_half_accumulate(SB_HALF_FP16, &acc32, &small, 1);
+        acc16 = sb_f32_to_fp16(sb_fp16_to_f32(acc16) + sb_fp16_to_f32(small));
+    }
+    CHECK(acc32 == 1.5f, "fp32 accumulation: %g, want 1.5", acc32);
+    CHECK(sb_fp16_to_f32(acc16) == 1.0f, "fp16 accumulation: %g (expected to lose them: 1)",
+          sb_fp16_to_f32(acc16));
+    CHECK(sb_fp16_to_f32(sb_f32_to_fp16(acc32)) == 1.5f, "one rounding at the end keeps 1.5");
+}
+
+static const size_t sizes[] = {0, 1, 2, 3, 5, 64, 1000, 12345};
+#define N_SIZES (sizeof sizes / sizeof sizes[0])
+
+static void check_ring(struct sb_comm *c, enum sb_half_format fmt, size_t n)
+{
+    int p = c->size, rank = c->rank;
+    const char *name = fmt == SB_HALF_BF16 ? "bf16" : "fp16";
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    float *all = malloc((n ? n : 1) * (size_t)p * sizeof *all);
+    /* Exact: small integers, whose sums every format holds. */
+    for (size_t i = 0; i < n; i++) x[i] = (float)((rank + 1) * (int)(i % 7 + 1));
+    sb_comm_reset_counters(c);
+    CHECK(sb_comm_allreduce16(c, fmt, x, n, NULL) == SB_OK, "%s n=%zu p=%d failed", name, n, p);
+    CHECK(c->counters[SB_COMM_ALLREDUCE].calls == 1, "%s: one call counted", name);
+    CHECK(c->counters[SB_COMM_ALLREDUCE].bytes == 2.0 * (double)n,
+          "%s n=%zu: %g bytes counted, want 2n", name, n, c->counters[SB_COMM_ALLREDUCE].bytes);
+    for (size_t i = 0; i < n; i++) {
+        float want = (float)((int)(i % 7 + 1) * p * (p + 1) / 2);
+        if (x[i] != want) {
+            CHECK(0, "%s n=%zu p=%d: x[%zu] = %g, want %g", name, n, p, i, x[i], want);
+            break;
+        }
+    }
+    /* Fractional: within one rounding per hop of the sum; bit-identical. */
+    double tol = fmt == SB_HALF_BF16 ? 0x1p-8 : 0x1p-11; /* half an ulp, relative */
+    for (size_t i = 0; i < n; i++) x[i] = 0.1f * (float)(rank + 1) + 1e-3f * (float)(i % 101);
+    CHECK(sb_comm_allreduce16(c, fmt, x, n, NULL) == SB_OK, "%s fraction failed", name);
+    for (size_t i = 0; i < n; i++) {
+        double want = 0.0;
+        for (int r = 0; r < p; r++) want += 0.1f * (float)(r + 1) + 1e-3f * (float)(i % 101);
+        if (fabs(x[i] - want) > (double)(p + 1) * tol * fabs(want)) {
+            CHECK(0, "%s n=%zu p=%d: x[%zu] = %.8g, want %.8g", name, n, p, i, x[i], want);
+            break;
+        }
+    }
+    MPI_Allgather(x, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, MPI_COMM_WORLD);
+    for (int r = 1; r < p && n; r++)
+        CHECK(memcmp(all, all + (size_t)r * n, n * sizeof *all) == 0,
+              "%s n=%zu: rank %d differs from rank 0", name, n, r);
+    free(x);
+    free(all);
+}
+
+static int run_ranks(void)
+{
+    MPI_Init(NULL, NULL);
+    MPI_Comm world = MPI_COMM_WORLD;
+    struct sb_comm *c = NULL;
+    if (sb_comm_mpi_create(&world, &c)) {
+        fprintf(stderr, "cannot create the communicator\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    for (size_t k = 0; k < N_SIZES; k++) {
+        check_ring(c, SB_HALF_FP16, sizes[k]);
+        check_ring(c, SB_HALF_BF16, sizes[k]);
+    }
+    /* The fp32 all-reduce of the same buffer counts twice the bytes. */
+    float y[1000] = {0};
+    sb_comm_reset_counters(c);
+    CHECK(sb_comm_allreduce(c, y, 1000) == SB_OK, "fp32 all-reduce failed");
+    CHECK(c->counters[SB_COMM_ALLREDUCE].bytes == 4000.0, "fp32: 4 bytes a value");
+    int total = 0;
+    MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    sb_comm_destroy(c);
+    MPI_Finalize();
+    return total ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    if (getenv("OMPI_COMM_WORLD_SIZE")) return run_ranks();
+    check_conversions();
+    check_accumulation();
+    if (failures) return 1;
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+    setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
+    if (system("command -v mpirun > /dev/null 2>&1") != 0) {
+        printf("mpirun not found\n");
+        return 77;
+    }
+    int failed = 0;
+    char cmd[4096];
+    for (int p = 1; p <= 3; p++) {
+        snprintf(cmd, sizeof cmd, "timeout 120 mpirun -n %d --oversubscribe --bind-to none '%s'", p,
+                 argv[0]);
+        int rc = system(cmd);
+        if (rc != 0) {
+            printf("p=%d: mpirun exited with %d\n", p, rc);
+            failed = 1;
+        }
+    }
+    return failed;
+}
