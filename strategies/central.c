@@ -30,7 +30,7 @@ static const struct sb_strategy_option central_options[] = {
      1, "step barrier, the same update as single (default)"},
     {"async", NULL, SB_OPTION_SWITCH, offsetof(struct central_opts, async), 0, 0, 0, 1,
      "async", 1, "no step barrier: each push applied at once (stale)"},
-    {NULL},
+    {0},
 };
 
 static const char *const central_comm_keys[] = {"server_link_bytes_per_step", NULL};

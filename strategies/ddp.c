@@ -60,7 +60,7 @@ static const struct sb_strategy_option ddp_options[] = {
      0, "bucket_mb", 0, "gradient bucket size in MiB"},
     {"no-overlap", NULL, SB_OPTION_SWITCH, offsetof(struct ddp_opts, overlap), 0, 0, 1, 0,
      "overlap", 1, "all-reduce after backward instead of during it"},
-    {NULL},
+    {0},
 };
 
 static int ddp_processes(const struct sb_config *cfg) { return cfg->replicas; }

@@ -57,7 +57,7 @@ static const struct sb_strategy_option zero_options[] = {
      0, "bucket_mb", 0, "gradient bucket size in MiB"},
     {"no-overlap", NULL, SB_OPTION_SWITCH, offsetof(struct zero_opts, overlap), 0, 0, 1, 0,
      "overlap", 1, "all-reduce after backward instead of during it"},
-    {NULL},
+    {0},
 };
 
 static const char *const zero_comm_keys[] = {"sent_bytes_per_rank_per_step",

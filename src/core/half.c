@@ -9,6 +9,7 @@
 #elif defined(__x86_64__) && defined(__GNUC__)
 /* Not built for F16C: its vector paths are compiled for it anyway and
  * chosen at run time when the CPU has it (every x86-64 since 2012). */
+#include <cpuid.h>
 #include <immintrin.h>
 #define F16C_RUNTIME 1
 #define F16C_TARGET __attribute__((target("avx,f16c")))
@@ -62,14 +63,25 @@ F16C_TARGET static size_t accumulate8(float *acc, const uint16_t *h, size_t n)
 }
 
 /* Whether the vector paths may run: always when built for F16C, else when
- * the CPU says it has F16C and AVX. */
+ * the CPU says it has F16C and AVX (CPUID leaf 1, ECX bits 29 and 28) and
+ * the OS saves the YMM registers (OSXSAVE, ECX bit 27, and XCR0 bits 1-2;
+ * Intel SDM vol. 1, 14.3). CPUID directly: clang 14's
+ * __builtin_cpu_supports does not know "f16c". */
 static int have_f16c(void)
 {
 #ifdef F16C_ALWAYS
     return 1;
 #else
     static int known = -1;
-    if (known < 0) known = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+    if (known < 0) {
+        unsigned a, b, c, d;
+        known = 0;
+        if (__get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1) && (c >> 28 & 1) && (c >> 27 & 1)) {
+            unsigned lo, hi;
+            __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+            known = (lo & 6u) == 6u;
+        }
+    }
     return known;
 #endif
 }
