@@ -170,7 +170,12 @@ HOST = socket.gethostname()
 @pytest.mark.parametrize("launch", ["self", "mpirun"])
 def test_stopped_ddp_rank_ends_the_job_naming_it(launch, stratbench, mnist_dir, tmp_path):
     report = tmp_path / "r.json"
-    flags = ["--strategy", "ddp", "--replicas", "2", "--timeout", TIMEOUT, "--report", report]
+    # The wide mlp (7.45 MB of gradients a step): its epoch takes many seconds, so the
+    # stop (1 s into training) lands in a step's all-reduce. With the default mlp a quiet
+    # machine's first epoch ends about 1 s in, and the stop could land in the end-of-epoch
+    # metrics sums instead (the job still ends, naming the rank, but as a "metrics" call).
+    flags = ["--strategy", "ddp", "--replicas", "2", "--hidden", "1024,1024",
+             "--timeout", TIMEOUT, "--report", report]
     args = self_launched(stratbench, mnist_dir, *flags) if launch == "self" else \
         under_mpirun(stratbench, mnist_dir, 2, *flags)
     job = Job(args, tmp_path)
