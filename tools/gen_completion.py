@@ -17,6 +17,8 @@ import shlex
 import subprocess
 import sys
 
+from help_text import commands  # tools/help_text.py: shared with the other generator
+
 # Flags whose values the help text gives in prose rather than as "a | b" lists.
 PROSE_VALUES = {
     "--format": ["text", "markdown", "json", "github"],
@@ -33,19 +35,6 @@ def output(program, *args):
     if p.returncode != 0:
         raise SystemExit(f"gen_completion.py: {program} {' '.join(args)} exited {p.returncode}")
     return p.stdout
-
-
-def commands(main_help):
-    """The command names under "commands:" in `stratbench --help`."""
-    names, inside = [], False
-    for line in main_help.splitlines():
-        if line.strip() == "commands:":
-            inside = True
-        elif inside and not line.strip():
-            break
-        elif inside:
-            names.append(line.split()[0])
-    return names
 
 
 def flags_of(text):

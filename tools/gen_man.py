@@ -14,6 +14,8 @@ import subprocess
 import sys
 import time
 
+from help_text import commands  # tools/help_text.py: shared with the other generator
+
 
 def help_text(program, *args):
     """stdout of `program args` (exit status 0 expected); raises on failure."""
@@ -23,19 +25,6 @@ def help_text(program, *args):
         raise SystemExit(f"gen_man.py: {program} {' '.join(args)} exited {p.returncode}: "
                          f"{p.stderr.strip()}")
     return p.stdout
-
-
-def commands(main_help):
-    """The command names under the "commands:" heading of `stratbench --help`."""
-    names, inside = [], False
-    for line in main_help.splitlines():
-        if line.strip() == "commands:":
-            inside = True
-        elif inside and not line.strip():
-            break
-        elif inside:
-            names.append(line.split()[0])
-    return names
 
 
 def roff(text):
