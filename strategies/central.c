@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "core/clock.h"
-#include "strategies/central.h"
+#include "strategies/shared/central.h"
 
 _Static_assert(sizeof(struct central_opts) <= SB_STRATEGY_OPTS_BYTES, "central options");
 

@@ -3,7 +3,7 @@
  * the global batch; the gradients are summed with all-reduces, so every rank
  * applies the same mean gradient and the replicas stay identical.
  *
- * Gradients travel in buckets (strategies/buckets.h, --bucket-mb). With
+ * Gradients travel in buckets (strategies/shared/buckets.h, --bucket-mb). With
  * overlap (the default) a bucket's non-blocking all-reduce starts as soon as
  * backward has made its last layer ready, and every later ready callback
  * polls the buckets in flight, because Open MPI advances a non-blocking
@@ -26,9 +26,9 @@
 #include "comm/cost_model.h"
 #include "core/clock.h"
 #include "core/stats.h"
-#include "strategies/buckets.h"
-#include "strategies/grad_sync.h"
-#include "strategies/replica.h"
+#include "strategies/shared/buckets.h"
+#include "strategies/shared/grad_sync.h"
+#include "strategies/shared/replica.h"
 
 struct ddp {
     struct sb_replica *replica;
@@ -190,7 +190,7 @@ static sb_status ddp_step(struct sb_strategy *s, long step, const int32_t *globa
 
     if (d->sync && sb_grad_sync_local(d->sync, step)) {
         /* Local SGD: this replica's own mean gradient, its own step, and
-         * every H steps the models averaged (strategies/grad_sync.h). */
+         * every H steps the models averaged (strategies/shared/grad_sync.h). */
         SB_TRY(sb_replica_gradients(d->replica, mine, cfg->batch, cfg->batch, NULL, NULL, out));
         SB_TRY(sb_replica_update(d->replica, m->grads, out));
         return sb_grad_sync_after_local_update(d->sync, step, m->params, out);
@@ -332,7 +332,7 @@ static void model_row(const struct sb_comm_model_query *q, enum sb_allreduce_alg
 }
 
 /* The comm key wire_bytes_per_step that the run's describe stated
- * (strategies/grad_sync.h), or 0. */
+ * (strategies/shared/grad_sync.h), or 0. */
 static double wire_bytes_stated(const struct sb_strategy_details *d)
 {
     for (int i = 0; d && i < d->n_comm && i < SB_DETAILS_MAX; i++)
@@ -397,7 +397,7 @@ static float *ddp_replica_params(struct sb_strategy *s, int i, int *n)
 }
 
 /* The strategy's own counters beside its communicators': the hook's
- * logical bytes (strategies/grad_sync.h), zeroed at the end of warm-up. */
+ * logical bytes (strategies/shared/grad_sync.h), zeroed at the end of warm-up. */
 static void ddp_reset_counters(struct sb_strategy *s)
 {
     struct ddp *d = s->impl;

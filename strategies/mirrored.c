@@ -25,7 +25,7 @@
 #include "comm/watchdog.h"
 #include "core/clock.h"
 #include "core/test_fault.h"
-#include "strategies/mirrored.h"
+#include "strategies/shared/mirrored.h"
 
 /* One replica's share of a job. Collectives are always entered, even after
  * a local failure, so that no replica is left waiting at a barrier. */

@@ -2,7 +2,7 @@
  * baseline for speedup and efficiency. */
 #include <stdlib.h>
 
-#include "strategies/replica.h"
+#include "strategies/shared/replica.h"
 
 static int single_processes(const struct sb_config *cfg)
 {

@@ -91,7 +91,7 @@ struct sb_strategy {
     const struct sb_strategy_ops *ops;
     const struct sb_strategy_env *env;
     void *impl;
-    /* Set by init, used by the shared defaults (strategies/common.c) for
+    /* Set by init, used by the shared defaults (strategies/shared/common.c) for
      * the ops a strategy leaves NULL: */
     struct sb_replica *replica; /* this process's (first) replica */
     /* The communicators the report counts, summed (comms[0]'s size is the
@@ -115,7 +115,7 @@ struct sb_strategy_ops {
      * to it and refuses another); SB_ALLREDUCE_AUTO: --allreduce's. */
     enum sb_allreduce_algo allreduce;
     int grad_sync;        /* takes --grad-compression and --local-sgd
-                           * (strategies/grad_sync.h) */
+                           * (strategies/shared/grad_sync.h) */
     /* Its own flags (NULL-terminated; NULL = none) and the size of the
      * options struct they fill (at most SB_STRATEGY_OPTS_BYTES). */
     const struct sb_strategy_option *options;
@@ -212,7 +212,7 @@ const char *sb_strategy_names(void);
 int sb_strategy_count(void);
 const struct sb_strategy_ops *sb_strategy_at(int i);
 
-/* --- calls the harness makes (strategies/common.c): the op, or the
+/* --- calls the harness makes (strategies/shared/common.c): the op, or the
  * shared default where the strategy leaves it NULL --- */
 
 /* Number of parameters of the model (s->replica's). */
@@ -260,7 +260,7 @@ int sb_strategy_memory(const struct sb_strategy *s, struct sb_memory_entry *out,
 void sb_memory_entry_of_replica(const struct sb_strategy *s, const struct sb_replica *r,
                                 int replica, struct sb_memory_entry *out);
 
-/* --- the strategies' own flags (strategies/options.c) --- */
+/* --- the strategies' own flags (strategies/shared/options.c) --- */
 
 /* The value of option `o` in cfg's strategy options. */
 double sb_strategy_option_get(const struct sb_config *cfg, const struct sb_strategy_option *o);

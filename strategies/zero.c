@@ -33,9 +33,9 @@
 
 #include "comm/cost_model.h"
 #include "core/clock.h"
-#include "strategies/buckets.h"
-#include "strategies/optimizer.h"
-#include "strategies/replica.h"
+#include "strategies/shared/buckets.h"
+#include "strategies/shared/optimizer.h"
+#include "strategies/shared/replica.h"
 
 /* zero's own flags (cfg->strategy_opts). */
 struct zero_opts {

@@ -19,7 +19,7 @@ struct sb_backend_ops {
     /* 1 when backend memory is host memory (cpu): replicas read the data
      * set where it was loaded and time phases with host clocks. 0 for a
      * device (cuda): each replica uploads the data set once and steps on
-     * the device path (strategies/replica_device.c). */
+     * the device path (strategies/shared/replica_device.c). */
     int host_memory;
     /* Sets how many host threads one op of this process may use (cpu: the
      * BLAS threads, n >= 1). NULL where ops do not run on host threads. */
@@ -75,7 +75,7 @@ struct sb_backend_ops {
      * single-tensor path): m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
      * p -= step_size * m / (sqrt(v) / bc2_sqrt + eps), where for step t >= 1
      * step_size = lr / (1 - b1^t) and bc2_sqrt = sqrt(1 - b2^t), the bias
-     * corrections, computed by the caller (strategies/optimizer.c). m and v
+     * corrections, computed by the caller (strategies/shared/optimizer.c). m and v
      * are the first and second moments (n floats each). */
     void (*adam)(float *p, float *m, float *v, const float *g, size_t n, float b1,
                  float b2, float eps, float step_size, float bc2_sqrt);

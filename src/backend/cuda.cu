@@ -6,7 +6,7 @@
  * its loss to a sum in device memory, so a training step never waits.
  * Ops that cannot return a status record the first failure of the thread
  * (sb_cuda_fail); check() (no wait) and sync() report it, and replicas call
- * check() twice per step (strategies/replica.c).
+ * check() twice per step (strategies/shared/replica.c).
  *
  * Row-major on a column-major library: a row-major (r, c) matrix is the
  * column-major (c, r) matrix of its transpose, so C = op(A) op(B) in

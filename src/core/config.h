@@ -80,7 +80,7 @@ struct sb_config {
     const struct sb_strategy_ops *strategy_ops;
     const struct sb_backend_ops *backend;
     const struct sb_comm_entry *comm_entry;
-    /* Cheaper gradient synchronisation (strategies/grad_sync.h; strategies
+    /* Cheaper gradient synchronisation (strategies/shared/grad_sync.h; strategies
      * whose ops set grad_sync): */
     char grad_compression[SB_NAME_MAX]; /* --grad-compression none | fp16 | bf16 | powersgd */
     int powersgd_rank;           /* --powersgd-rank r: rank of PowerSGD's factors (2) */

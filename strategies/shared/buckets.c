@@ -1,5 +1,5 @@
 /* Gradient bucket planning for ddp; see buckets.h. */
-#include "strategies/buckets.h"
+#include "strategies/shared/buckets.h"
 
 #include "comm/comm.h"
 

@@ -11,8 +11,8 @@
 #define SB_CENTRAL_H
 
 #include "comm/cost_model.h"
-#include "strategies/optimizer.h"
-#include "strategies/replica.h"
+#include "strategies/shared/optimizer.h"
+#include "strategies/shared/replica.h"
 
 /* central's own flags (cfg->strategy_opts). */
 struct central_opts {

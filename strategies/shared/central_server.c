@@ -6,7 +6,7 @@
 
 #include "core/clock.h"
 #include "core/nvtx.h"
-#include "strategies/central.h"
+#include "strategies/shared/central.h"
 
 void sb_central_shard(const struct central *c, int k, int *first, int *count)
 {

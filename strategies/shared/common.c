@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "strategies/optimizer.h"
-#include "strategies/replica.h"
+#include "strategies/shared/optimizer.h"
+#include "strategies/shared/replica.h"
 
 size_t sb_strategy_n_params(const struct sb_strategy *s) { return s->replica->model->n_params; }
 

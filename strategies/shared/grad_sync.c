@@ -1,5 +1,5 @@
 /* Gradient compression and local SGD behind one hook; see grad_sync.h. */
-#include "strategies/grad_sync.h"
+#include "strategies/shared/grad_sync.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -7,7 +7,7 @@
 
 #include "core/clock.h"
 #include "core/half.h"
-#include "strategies/powersgd.h"
+#include "strategies/shared/powersgd.h"
 
 enum mode { MODE_NONE = 0, MODE_FP16, MODE_BF16, MODE_POWERSGD };
 

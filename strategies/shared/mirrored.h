@@ -7,7 +7,7 @@
 #include <pthread.h>
 
 #include "core/barrier.h"
-#include "strategies/replica.h"
+#include "strategies/shared/replica.h"
 
 enum job { JOB_CREATE, JOB_BROADCAST, JOB_STEP, JOB_EVALUATE, JOB_EXIT };
 

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "backend/cuda.h"
-#include "strategies/mirrored.h"
+#include "strategies/shared/mirrored.h"
 
 sb_status sb_mirrored_create_comms(struct mirrored *mr)
 {

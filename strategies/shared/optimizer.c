@@ -1,5 +1,5 @@
 /* SGD with momentum and Adam over backend memory; see optimizer.h. */
-#include "strategies/optimizer.h"
+#include "strategies/shared/optimizer.h"
 
 #include <math.h>
 #include <string.h>

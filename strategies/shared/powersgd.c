@@ -1,5 +1,5 @@
 /* PowerSGD; see powersgd.h. */
-#include "strategies/powersgd.h"
+#include "strategies/shared/powersgd.h"
 
 #include <cblas.h>
 #include <math.h>

@@ -4,7 +4,7 @@
  * step per training step with a warm start, error feedback, rank r.
  *
  * Per step, with g the local gradient (n_params floats, scaled so that the
- * sum over replicas is the mean gradient, strategies/replica.h):
+ * sum over replicas is the mean gradient, strategies/shared/replica.h):
  *   M = g + e                     (error feedback, per matrix)
  *   P = M Q                       (m x r; Q (n x r) kept from the last step)
  *   all-reduce P (sum), orthogonalize P's columns (Gram-Schmidt)

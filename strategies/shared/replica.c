@@ -1,5 +1,5 @@
 /* One data-parallel replica; see replica.h. */
-#include "strategies/replica.h"
+#include "strategies/shared/replica.h"
 
 #include <stdlib.h>
 
@@ -7,7 +7,7 @@
 #include "core/clock.h"
 #include "core/nvtx.h"
 #include "data/sampler.h"
-#include "strategies/replica_device.h"
+#include "strategies/shared/replica_device.h"
 
 void sb_replica_destroy(struct sb_replica *r)
 {

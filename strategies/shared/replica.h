@@ -5,7 +5,7 @@
 #ifndef SB_REPLICA_H
 #define SB_REPLICA_H
 
-#include "strategies/optimizer.h"
+#include "strategies/shared/optimizer.h"
 #include "strategies/strategy.h"
 
 struct sb_cuda_timer;
@@ -23,7 +23,7 @@ struct sb_replica {
     uint8_t *dev_train_pixels, *dev_train_labels; /* (60000, 784), (60000) */
     uint8_t *dev_test_pixels, *dev_test_labels;   /* (10000, 784), (10000) */
     int32_t *dev_idx;                             /* (max_batch) */
-    /* Device backends only: the graph-ready step (strategies/replica_device.c).
+    /* Device backends only: the graph-ready step (strategies/shared/replica_device.c).
      * The epoch's permutation is uploaded once per epoch; a step's indices
      * are taken from it on the device at *dev_pos, which the step advances
      * by the global batch, so a step copies nothing from the host. */
@@ -70,7 +70,7 @@ sb_status sb_replica_create(const struct sb_strategy_env *env, int with_optimize
  * recorded errors after forward (be->check, no wait), so a failed kernel or
  * library call ends the step with SB_ERR_DEVICE.
  * Timing: on cpu, host clocks around each phase of this step. On a device
- * backend (strategies/replica_device.c), CUDA events on the stream
+ * backend (strategies/shared/replica_device.c), CUDA events on the stream
  * (r->timer); the phases added to res are the PREVIOUS step's (data,
  * forward, backward, optimizer, and comm if r->device_comm), read here
  * after this step's work is enqueued, waiting only while the device has not

@@ -27,7 +27,7 @@
 #include "backend/cuda.h"
 #include "core/nvtx.h"
 #include "data/sampler.h"
-#include "strategies/replica_device.h"
+#include "strategies/shared/replica_device.h"
 
 /* Phase timer marks of a device step (struct sb_replica.timer). */
 enum {

@@ -1,11 +1,11 @@
-/* The device path of a replica's step (strategies/replica_device.c), used by
- * strategies/replica.c when the backend keeps its memory on a device
+/* The device path of a replica's step (strategies/shared/replica_device.c), used by
+ * strategies/shared/replica.c when the backend keeps its memory on a device
  * (backend.h, host_memory 0: cuda). Internal to the replica;
  * strategies call the functions of replica.h. */
 #ifndef SB_REPLICA_DEVICE_H
 #define SB_REPLICA_DEVICE_H
 
-#include "strategies/replica.h"
+#include "strategies/shared/replica.h"
 
 /* Counts the step and reads the loss sum when due (replica.c; shared by
  * both paths): on the epoch's last step or the --max-steps step. */

@@ -1,4 +1,4 @@
-"""Cheaper gradient synchronisation (strategies/grad_sync.h, docs/compression.md) at 2 and
+"""Cheaper gradient synchronisation (strategies/shared/grad_sync.h, docs/compression.md) at 2 and
 3 ranks on one host: fp16/bf16 wire bytes exactly half of fp32's, PowerSGD's ratio equal
 to sum(mn) / sum((m+n)r) over the matrices it compresses (and the wire bytes equal to
 its P, Q and uncompressed tensors), local SGD's all-reduce count and identical replicas

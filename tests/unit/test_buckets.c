@@ -1,4 +1,4 @@
-/* Unit tests for ddp's bucket planning (strategies/buckets.c): buckets are
+/* Unit tests for ddp's bucket planning (strategies/shared/buckets.c): buckets are
  * contiguous ranges that tile the whole gradient buffer from its end
  * backwards (launch order = reverse layer order), never split a layer, stay
  * within the cap unless one layer alone exceeds it, and close exactly when
@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "strategies/buckets.h"
+#include "strategies/shared/buckets.h"
 
 #define MIB 1048576.0
 

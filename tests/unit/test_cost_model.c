@@ -1,7 +1,7 @@
 /* Unit tests for the α–β cost model (src/comm/cost_model.c), the auto
  * rule of --allreduce (src/comm/allreduce_algo.c) and the strategies' own
  * formulas (central's in strategies/central.c, the buckets' overlap bound
- * in strategies/buckets.c): each formula against an
+ * in strategies/shared/buckets.c): each formula against an
  * answer worked by hand on a link of α = 100 µs, B = 100 MB/s, M = 8 MB
  * (one message of M: 0.0801 s). */
 #include <setjmp.h>
@@ -12,8 +12,8 @@
 
 #include "comm/allreduce_algo.h"
 #include "comm/cost_model.h"
-#include "strategies/buckets.h"
-#include "strategies/central.h"
+#include "strategies/shared/buckets.h"
+#include "strategies/shared/central.h"
 
 #define M 8e6
 static const struct sb_link link = {1e-4, 1e8, 0.0};

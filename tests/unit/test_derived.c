@@ -26,7 +26,7 @@
 #include "harness/rank_stats.h"
 #include "harness/run_noise.h"
 #include "report/report.h"
-#include "strategies/buckets.h"
+#include "strategies/shared/buckets.h"
 
 /* cmocka's assert_float_equal compares floats (and casts its unparenthesised
  * arguments); these numbers are doubles. */

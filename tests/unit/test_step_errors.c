@@ -1,5 +1,5 @@
 /* How a device failure and the training loss travel through a step
- * (strategies/replica.c), on a fake backend: the cpu backend with a
+ * (strategies/shared/replica.c), on a fake backend: the cpu backend with a
  * check() that fails on a chosen call and a download() that can fail.
  * No GPU needed; the cuda backend's own check() (recorded launch and
  * library errors, cudaStreamQuery) is exercised on a GPU by
@@ -22,7 +22,7 @@
 
 #include "backend/backend.h"
 #include "core/config.h"
-#include "strategies/replica.h"
+#include "strategies/shared/replica.h"
 #include "strategies/strategy.h"
 
 #define TRAIN_N 256
