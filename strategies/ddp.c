@@ -94,7 +94,7 @@ static sb_status ddp_init(struct sb_strategy *s)
     /* On GPUs the host clocks below see issue times (the nccl wait does not
      * block the host), so comm is the compute stream's span from the end of
      * backward to the optimizer, timed by events (replica.h). */
-    d->replica->device_comm = d->replica->timer != NULL;
+    d->replica->device_comm = sb_replica_on_device(d->replica);
     struct sb_model *m = d->replica->model;
     SB_TRY(sb_bucket_plan_create(m->tensors, m->n_tensors, opts(s->env->cfg)->bucket_mb, &d->plan));
     d->req = calloc((size_t)d->plan.n, sizeof *d->req);

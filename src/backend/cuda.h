@@ -113,19 +113,35 @@ void sb_cuda_event_destroy(void *event);
  * reads new indices on every replay. Two kernels on the thread's stream;
  * failures are recorded for check(). */
 void sb_cuda_take_batch(int32_t *idx, const int32_t *perm, int32_t *pos, int n, int stride);
-/* Starts capturing the work this thread enqueues on its stream into a CUDA
- * graph (cudaStreamBeginCapture, thread-local mode): nothing runs until the
- * graph is launched. Errors: SB_ERR_DEVICE. */
-sb_status sb_cuda_capture_begin(void);
-/* Ends the capture and instantiates the graph (a cudaGraphExec_t as void *)
- * into *graph_exec. Errors: SB_ERR_DEVICE (e.g. a call that capture does
- * not allow was made, which invalidates it). */
-sb_status sb_cuda_capture_end(void **graph_exec);
-/* Launches the graph on the thread's stream (no wait). Errors:
- * SB_ERR_DEVICE. */
-sb_status sb_cuda_graph_launch(void *graph_exec);
-/* Safe on NULL. */
-void sb_cuda_graph_destroy(void *graph_exec);
+
+/* --- --cuda-graph: one step captured once, then replayed -----------------
+ * A step graph owns the capture's state: whether a capture is open on the
+ * owner thread's stream and, once one has ended, the executable graph
+ * (cudaGraphExec_t). Its caller enqueues a step between begin and end as
+ * it would run it (nothing runs until the graph is launched), then
+ * launches the graph for that step and every later one.
+ * create: Errors: SB_ERR_NOMEM. destroy: safe on NULL; ends an open
+ * capture first. */
+struct sb_cuda_step_graph;
+sb_status sb_cuda_step_graph_create(struct sb_cuda_step_graph **out);
+void sb_cuda_step_graph_destroy(struct sb_cuda_step_graph *g);
+/* 1 once a capture has ended and been instantiated: launch it. */
+int sb_cuda_step_graph_ready(const struct sb_cuda_step_graph *g);
+/* 1 between begin and end (or abort): work enqueued now is recorded, not run. */
+int sb_cuda_step_graph_capturing(const struct sb_cuda_step_graph *g);
+/* Starts capturing the work this thread enqueues on its stream
+ * (cudaStreamBeginCapture, thread-local mode). Errors: SB_ERR_DEVICE. */
+sb_status sb_cuda_step_graph_begin(struct sb_cuda_step_graph *g);
+/* Ends the capture and instantiates the graph. Errors: SB_ERR_DEVICE
+ * (e.g. a call that capture does not allow was made, which invalidates
+ * it); the capture is closed either way. */
+sb_status sb_cuda_step_graph_end(struct sb_cuda_step_graph *g);
+/* Ends the capture and drops what it recorded, leaving the stream usable
+ * for an error path. */
+void sb_cuda_step_graph_abort(struct sb_cuda_step_graph *g);
+/* Launches the instantiated graph on the thread's stream (no wait).
+ * Errors: SB_ERR_DEVICE. */
+sb_status sb_cuda_step_graph_launch(struct sb_cuda_step_graph *g);
 
 /* --- phase timer: CUDA events on the thread's stream ---------------------
  * Host clocks around asynchronous launches measure launch time, so device

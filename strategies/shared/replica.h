@@ -8,7 +8,8 @@
 #include "strategies/shared/optimizer.h"
 #include "strategies/strategy.h"
 
-struct sb_cuda_timer;
+struct sb_replica_path;   /* how a step runs: host or device (replica_path.h) */
+struct sb_replica_device; /* the device path's state (replica_device.c) */
 
 struct sb_replica {
     const struct sb_strategy_env *env;
@@ -17,37 +18,25 @@ struct sb_replica {
     float *x;          /* (max_batch, in_dim) batch images, backend memory */
     uint8_t *y;        /* (max_batch) batch labels, backend memory */
     int32_t *eval_idx; /* (eval_batch) scratch indices for evaluation */
-    /* Device backends only (all NULL on cpu, whose memory is host memory):
-     * the train and test splits uploaded once at create, raw uint8, and the
-     * current batch's indices, so a step copies n int32 instead of n images. */
-    uint8_t *dev_train_pixels, *dev_train_labels; /* (60000, 784), (60000) */
-    uint8_t *dev_test_pixels, *dev_test_labels;   /* (10000, 784), (10000) */
-    int32_t *dev_idx;                             /* (max_batch) */
-    /* Device backends only: the graph-ready step (strategies/shared/replica_device.c).
-     * The epoch's permutation is uploaded once per epoch; a step's indices
-     * are taken from it on the device at *dev_pos, which the step advances
-     * by the global batch, so a step copies nothing from the host. */
-    int32_t *dev_perm;            /* (train.n) this epoch's permutation */
-    int32_t *dev_pos;             /* (1) where this replica's next slice starts */
-    int32_t *host_perm, *host_inv; /* (train.n) host copies: the permutation, its inverse */
-    int perm_epoch;               /* epoch that dev_perm holds; 0 = none yet */
-    long next_pos;                /* *dev_pos as the host expects it at the next step */
-    void *graph;                  /* --cuda-graph: the captured step (cudaGraphExec_t) */
-    int capturing;                /* this step is being captured */
-    int replayed;                 /* this step ran as a graph launch: update has nothing to do */
-    /* Device backends only: CUDA events timing the phases on the stream
-     * (NULL on cpu, which keeps host clocks). With device_comm set by the
-     * strategy, the span from the end of backward to the start of the
-     * optimizer is reported as comm (total and exposed): the strategy's
-     * gradient synchronisation as the compute stream sees it. */
-    struct sb_cuda_timer *timer;
+    /* The step's path, chosen once at create from the backend's
+     * host_memory: host clocks on host memory, the graph-ready device step
+     * otherwise. */
+    const struct sb_replica_path *path;
+    /* Device path only (NULL on host memory): the data set in device
+     * memory, the epoch's permutation, the phase timer, the --cuda-graph
+     * step graph. */
+    struct sb_replica_device *dev;
+    /* Set by a strategy whose synchronisation runs on the device stream
+     * (only where sb_replica_on_device): the span from the end of backward
+     * to the start of the optimizer is reported as comm (total and
+     * exposed), the synchronisation as the compute stream sees it. */
     int device_comm;
     /* The training loss, summed in backend memory by every forward (one
      * double: on a GPU it stays on the device) and read into the step
      * result once per epoch: on the epoch's last step, or on the step that
      * reaches --max-steps (sb_replica_gradients). */
     double *loss_acc;
-    long steps;          /* sb_replica_gradients calls so far */
+    long steps;          /* steps that ran so far */
     int steps_per_epoch; /* of the global batch */
     int max_batch;
 };
@@ -69,9 +58,9 @@ sb_status sb_replica_create(const struct sb_strategy_env *env, int with_optimize
  * NULL) is called as layers' gradients become final. Checks the backend's
  * recorded errors after forward (be->check, no wait), so a failed kernel or
  * library call ends the step with SB_ERR_DEVICE.
- * Timing: on cpu, host clocks around each phase of this step. On a device
- * backend (strategies/shared/replica_device.c), CUDA events on the stream
- * (r->timer); the phases added to res are the PREVIOUS step's (data,
+ * Timing: on the host path (replica_host.c), host clocks around each
+ * phase of this step. On the device path (replica_device.c), CUDA events
+ * on the stream; the phases added to res are the PREVIOUS step's (data,
  * forward, backward, optimizer, and comm if r->device_comm), read here
  * after this step's work is enqueued, waiting only while the device has not
  * finished that previous step; the first step adds none, the last step's
@@ -81,6 +70,10 @@ sb_status sb_replica_create(const struct sb_strategy_env *env, int with_optimize
 sb_status sb_replica_gradients(struct sb_replica *r, const int32_t *idx, int n,
                                int global_batch, sb_grad_ready_fn ready, void *ctx,
                                struct sb_step_result *res);
+
+/* 1 when the replica steps on the device path (phases timed by device
+ * events, replica_path.h), 0 on the host path. */
+int sb_replica_on_device(const struct sb_replica *r);
 
 /* Applies cfg's optimizer (r->opt) using `grads` (n_params, backend memory; the
  * model's own gradient buffer or an aggregate), timed as the optimizer

@@ -1,6 +1,8 @@
-/* The device path of a replica's step (cuda): graph-ready, and with
- * --cuda-graph captured once and replayed. See replica_device.h, and
- * docs/gpu.md ("Graph-ready step").
+/* The device path of a replica's step (cuda; replica_path.h): the data
+ * set uploaded once, graph-ready steps, phases timed by CUDA events, and
+ * with --cuda-graph the step captured once and replayed (the capture's
+ * state is the backend's struct sb_cuda_step_graph). See docs/gpu.md
+ * ("Graph-ready step").
  *
  * Graph-ready means: inside a step the host neither waits for the device
  * nor copies to it nor allocates. The epoch's permutation goes to the
@@ -27,9 +29,29 @@
 #include "backend/cuda.h"
 #include "core/nvtx.h"
 #include "data/sampler.h"
-#include "strategies/shared/replica_device.h"
+#include "strategies/shared/replica_path.h"
 
-/* Phase timer marks of a device step (struct sb_replica.timer). */
+/* The device path's state (struct sb_replica.dev). */
+struct sb_replica_device {
+    /* The train and test splits uploaded once at create, raw uint8, and the
+     * current batch's indices, so a step copies nothing from the host. */
+    uint8_t *train_pixels, *train_labels; /* (60000, 784), (60000) */
+    uint8_t *test_pixels, *test_labels;   /* (10000, 784), (10000) */
+    int32_t *idx;                         /* (max_batch) */
+    /* The epoch's permutation is uploaded once per epoch; a step's indices
+     * are taken from it on the device at *pos, which the step advances by
+     * the global batch. */
+    int32_t *perm;                 /* (train.n) this epoch's permutation */
+    int32_t *pos;                  /* (1) where this replica's next slice starts */
+    int32_t *host_perm, *host_inv; /* (train.n) host copies: the permutation, its inverse */
+    int perm_epoch;                /* epoch that perm holds; 0 = none yet */
+    long next_pos;                 /* *pos as the host expects it at the next step */
+    struct sb_cuda_timer *timer;   /* the phases' events on the stream */
+    struct sb_cuda_step_graph *graph; /* --cuda-graph: the captured step */
+    int replayed; /* this step ran as a graph launch: update has nothing to do */
+};
+
+/* Phase timer marks of a device step (struct sb_replica_device.timer). */
 enum {
     MARK_START = 0,   /* before the batch is taken */
     MARK_DATA_END,    /* batch indices taken, images gathered and normalised */
@@ -39,115 +61,175 @@ enum {
     MARK_OPT_END
 };
 
-sb_status sb_replica_device_init(struct sb_replica *r)
+/* Copies one split (pixels and labels) into device memory. */
+static sb_status upload_split(const struct sb_backend_ops *be, const struct sb_split *sp,
+                              uint8_t **pixels, uint8_t **labels)
+{
+    size_t px = (size_t)sp->n * (size_t)sp->rows * (size_t)sp->cols;
+    SB_TRY(be->alloc((void **)pixels, px));
+    SB_TRY(be->upload(*pixels, sp->pixels, px));
+    SB_TRY(be->alloc((void **)labels, (size_t)sp->n));
+    return be->upload(*labels, sp->labels, (size_t)sp->n);
+}
+
+/* The data set lives in device memory for the whole run (55 MB for MNIST
+ * per replica), so a step uploads nothing; then the reduction scratch,
+ * permutation buffers, position, phase timer and step graph. */
+static sb_status init(struct sb_replica *r)
 {
     const struct sb_backend_ops *be = r->env->be;
-    size_t n = (size_t)r->env->data->train.n;
+    const struct sb_mnist *data = r->env->data;
+    struct sb_replica_device *d = calloc(1, sizeof *d);
+    if (!d) return sb_error(SB_ERR_NOMEM, "replica: out of memory");
+    r->dev = d;
+    SB_TRY(upload_split(be, &data->train, &d->train_pixels, &d->train_labels));
+    SB_TRY(upload_split(be, &data->test, &d->test_pixels, &d->test_labels));
+    SB_TRY(be->alloc((void **)&d->idx, (size_t)r->max_batch * sizeof *d->idx));
+    SB_TRY(be->sync());
+    size_t n = (size_t)data->train.n;
     SB_TRY(sb_cuda_reserve_rows((size_t)r->max_batch));
-    SB_TRY(be->alloc((void **)&r->dev_perm, n * sizeof *r->dev_perm));
-    SB_TRY(be->alloc((void **)&r->dev_pos, sizeof *r->dev_pos));
-    r->host_perm = malloc(n * sizeof *r->host_perm);
-    r->host_inv = malloc(n * sizeof *r->host_inv);
-    if (!r->host_perm || !r->host_inv) return sb_error(SB_ERR_NOMEM, "replica: out of memory");
-    return sb_cuda_timer_create(&r->timer);
+    SB_TRY(be->alloc((void **)&d->perm, n * sizeof *d->perm));
+    SB_TRY(be->alloc((void **)&d->pos, sizeof *d->pos));
+    d->host_perm = malloc(n * sizeof *d->host_perm);
+    d->host_inv = malloc(n * sizeof *d->host_inv);
+    if (!d->host_perm || !d->host_inv) return sb_error(SB_ERR_NOMEM, "replica: out of memory");
+    SB_TRY(sb_cuda_timer_create(&d->timer));
+    return sb_cuda_step_graph_create(&d->graph);
 }
 
-void sb_replica_device_free(struct sb_replica *r)
+static void release(struct sb_replica *r)
 {
+    struct sb_replica_device *d = r->dev;
+    if (!d) return;
     const struct sb_backend_ops *be = r->env->be;
-    sb_cuda_graph_destroy(r->graph);
-    be->free(r->dev_perm);
-    be->free(r->dev_pos);
-    free(r->host_perm);
-    free(r->host_inv);
-    sb_cuda_timer_destroy(r->timer);
+    sb_cuda_step_graph_destroy(d->graph);
+    be->free(d->train_pixels);
+    be->free(d->train_labels);
+    be->free(d->test_pixels);
+    be->free(d->test_labels);
+    be->free(d->idx);
+    be->free(d->perm);
+    be->free(d->pos);
+    free(d->host_perm);
+    free(d->host_inv);
+    sb_cuda_timer_destroy(d->timer);
+    free(d);
+    r->dev = NULL;
 }
 
-/* Makes dev_perm hold the permutation of the epoch this step belongs to
+/* Makes d->perm hold the permutation of the epoch this step belongs to
  * (computed here from the seed, as the harness does: sampler.h; uploaded at
- * the epoch's first step) and *dev_pos the start of idx's slice in it. The
+ * the epoch's first step) and *d->pos the start of idx's slice in it. The
  * host knows where the slice is from the inverse permutation and checks
- * that idx[0..n) is that contiguous slice; *dev_pos is written only when it
+ * that idx[0..n) is that contiguous slice; *d->pos is written only when it
  * is not where the previous step's advance left it (an epoch's first step).
  * Errors: SB_ERR_INTERNAL if idx is not a slice of the epoch's permutation;
  * the upload's. */
 static sb_status place_batch(struct sb_replica *r, const int32_t *idx, int n, int global_batch)
 {
     const struct sb_backend_ops *be = r->env->be;
+    struct sb_replica_device *d = r->dev;
     int total = r->env->data->train.n;
     int epoch = (int)(r->steps / r->steps_per_epoch) + 1;
-    if (epoch != r->perm_epoch) {
-        sb_epoch_permutation(r->env->cfg->seed, epoch, r->host_perm, total);
-        for (int i = 0; i < total; i++) r->host_inv[r->host_perm[i]] = i;
+    if (epoch != d->perm_epoch) {
+        sb_epoch_permutation(r->env->cfg->seed, epoch, d->host_perm, total);
+        for (int i = 0; i < total; i++) d->host_inv[d->host_perm[i]] = i;
         /* Pageable source: the copy is staged before this returns (and
          * waits for the stream first): once per epoch. */
-        SB_TRY(be->upload(r->dev_perm, r->host_perm, (size_t)total * sizeof *r->host_perm));
-        r->perm_epoch = epoch;
-        r->next_pos = -1;
+        SB_TRY(be->upload(d->perm, d->host_perm, (size_t)total * sizeof *d->host_perm));
+        d->perm_epoch = epoch;
+        d->next_pos = -1;
     }
     if (n <= 0 || idx[0] < 0 || idx[0] >= total)
         return sb_error(SB_ERR_INTERNAL, "replica: batch of %d indices starting at %d", n,
                         n > 0 ? idx[0] : -1);
-    long pos = r->host_inv[idx[0]];
+    long pos = d->host_inv[idx[0]];
     for (int k = 0; k < n; k++)
-        if (pos + k >= total || r->host_perm[pos + k] != idx[k])
+        if (pos + k >= total || d->host_perm[pos + k] != idx[k])
             return sb_error(SB_ERR_INTERNAL, "replica: the step's indices are not a slice of "
                             "epoch %d's permutation (sampler.h)", epoch);
-    if (pos != r->next_pos) {
+    if (pos != d->next_pos) {
         int32_t p = (int32_t)pos;
-        SB_TRY(be->upload(r->dev_pos, &p, sizeof p));
+        SB_TRY(be->upload(d->pos, &p, sizeof p));
     }
-    r->next_pos = pos + global_batch;
+    d->next_pos = pos + global_batch;
     return SB_OK;
 }
 
 /* Adds the previous step's device time from mark a to mark b to phase p
  * (nothing when that step did not record both marks). */
-static sb_status add_previous(struct sb_replica *r, int a, int b, enum sb_phase p,
+static sb_status add_previous(struct sb_replica_device *d, int a, int b, enum sb_phase p,
                               struct sb_step_result *res)
 {
     double ms = -1.0;
-    SB_TRY(sb_cuda_timer_previous_ms(r->timer, a, b, &ms));
+    SB_TRY(sb_cuda_timer_previous_ms(d->timer, a, b, &ms));
     if (ms >= 0.0 && res) res->phase_ms[p] += ms;
     return SB_OK;
 }
 
 /* Records mark `mark` unless this step is being captured (a record inside
  * the graph would replay into the same event every step). */
-static sb_status mark(struct sb_replica *r, int mark)
+static sb_status mark(struct sb_replica_device *d, int mark)
 {
-    return r->capturing ? SB_OK : sb_cuda_timer_mark(r->timer, mark);
+    return sb_cuda_step_graph_capturing(d->graph) ? SB_OK : sb_cuda_timer_mark(d->timer, mark);
+}
+
+/* Launches the captured step, the marks around the launch timing it as a
+ * whole (the graph's phases are not split: docs/gpu.md). */
+static sb_status launch(struct sb_replica *r)
+{
+    struct sb_replica_device *d = r->dev;
+    SB_TRY(sb_cuda_timer_mark(d->timer, MARK_START));
+    SB_TRY(sb_cuda_step_graph_launch(d->graph));
+    SB_TRY(sb_cuda_timer_mark(d->timer, MARK_OPT_END));
+    return r->env->be->check();
 }
 
 /* A replayed step: the graph does everything from taking the batch to the
- * optimizer; the marks around the launch time it as a whole. */
-static sb_status replay(struct sb_replica *r, int n, struct sb_step_result *res)
+ * optimizer. */
+static sb_status replay(struct sb_replica *r)
 {
-    SB_TRY(sb_cuda_timer_mark(r->timer, MARK_START));
-    SB_TRY(sb_cuda_graph_launch(r->graph));
-    SB_TRY(sb_cuda_timer_mark(r->timer, MARK_OPT_END));
-    SB_TRY(r->env->be->check());
-    /* Read only to wait while the device is more than a step behind (the
-     * graph's phases are not split: docs/gpu.md). */
-    SB_TRY(add_previous(r, MARK_START, MARK_OPT_END, SB_PHASE_COUNT, NULL));
-    r->replayed = 1;
-    res->samples += n;
-    return sb_replica_count_step(r, res);
+    SB_TRY(launch(r));
+    /* Read only to wait while the device is more than a step behind. */
+    SB_TRY(add_previous(r->dev, MARK_START, MARK_OPT_END, SB_PHASE_COUNT, NULL));
+    r->dev->replayed = 1;
+    return SB_OK;
 }
 
-static sb_status gradients(struct sb_replica *r, int n, int global_batch,
-                           sb_grad_ready_fn ready, void *ctx, struct sb_step_result *res)
+/* The previous step's marks: these reads wait only while the device has
+ * not finished the previous step, so the host runs at most one step ahead
+ * and never waits for the step it is issuing. */
+static sb_status add_previous_phases(struct sb_replica *r, struct sb_step_result *res)
+{
+    struct sb_replica_device *d = r->dev;
+    SB_TRY(add_previous(d, MARK_START, MARK_DATA_END, SB_PHASE_DATA, res));
+    SB_TRY(add_previous(d, MARK_DATA_END, MARK_FORWARD_END, SB_PHASE_FORWARD, res));
+    SB_TRY(add_previous(d, MARK_FORWARD_END, MARK_BACKWARD_END, SB_PHASE_BACKWARD, res));
+    SB_TRY(add_previous(d, MARK_OPT_START, MARK_OPT_END, SB_PHASE_OPTIMIZER, res));
+    if (r->device_comm) {
+        SB_TRY(add_previous(d, MARK_BACKWARD_END, MARK_OPT_START, SB_PHASE_COMM, res));
+        SB_TRY(add_previous(d, MARK_BACKWARD_END, MARK_OPT_START, SB_PHASE_COMM_EXPOSED, res));
+    }
+    return SB_OK;
+}
+
+/* Enqueues (or, while capturing, records) the data, forward and backward
+ * of one step, then reads the previous step's phases unless capturing. */
+static sb_status enqueue_gradients(struct sb_replica *r, int n, int global_batch,
+                                   sb_grad_ready_fn ready, void *ctx,
+                                   struct sb_step_result *res)
 {
     const struct sb_backend_ops *be = r->env->be;
     const struct sb_split *sp = &r->env->data->train;
+    struct sb_replica_device *d = r->dev;
     struct sb_model *m = r->model;
     sb_nvtx_push("data", SB_NVTX_DATA, 0);
-    sb_status st = mark(r, MARK_START);
+    sb_status st = mark(d, MARK_START);
     if (!st) {
-        sb_cuda_take_batch(r->dev_idx, r->dev_perm, r->dev_pos, n, global_batch);
-        be->gather(r->x, r->y, r->dev_train_pixels, r->dev_train_labels, r->dev_idx, n,
+        sb_cuda_take_batch(d->idx, d->perm, d->pos, n, global_batch);
+        be->gather(r->x, r->y, d->train_pixels, d->train_labels, d->idx, n,
                    sp->rows * sp->cols);
-        st = mark(r, MARK_DATA_END);
+        st = mark(d, MARK_DATA_END);
     }
     sb_nvtx_pop();
     if (st) return st;
@@ -155,82 +237,89 @@ static sb_status gradients(struct sb_replica *r, int n, int global_batch,
     sb_nvtx_push("forward", SB_NVTX_FORWARD, 0);
     st = m->ops->forward(m, r->x, r->y, n, 1.0f / (float)global_batch, r->loss_acc);
     if (!st) st = be->check();
-    if (!st) st = mark(r, MARK_FORWARD_END);
+    if (!st) st = mark(d, MARK_FORWARD_END);
     sb_nvtx_pop();
     if (st) return st;
 
     sb_nvtx_push("backward", SB_NVTX_BACKWARD, 0);
     st = m->ops->backward(m, ready, ctx);
-    if (!st) st = mark(r, MARK_BACKWARD_END);
+    if (!st) st = mark(d, MARK_BACKWARD_END);
     sb_nvtx_pop();
-    if (st || r->capturing) return st;
+    if (st || sb_cuda_step_graph_capturing(d->graph)) return st;
+    return add_previous_phases(r, res);
+}
 
-    /* The previous step's marks: these reads wait only while the device
-     * has not finished the previous step, so the host runs at most one step
-     * ahead and never waits for the step it is issuing. */
-    SB_TRY(add_previous(r, MARK_START, MARK_DATA_END, SB_PHASE_DATA, res));
-    SB_TRY(add_previous(r, MARK_DATA_END, MARK_FORWARD_END, SB_PHASE_FORWARD, res));
-    SB_TRY(add_previous(r, MARK_FORWARD_END, MARK_BACKWARD_END, SB_PHASE_BACKWARD, res));
-    SB_TRY(add_previous(r, MARK_OPT_START, MARK_OPT_END, SB_PHASE_OPTIMIZER, res));
-    if (r->device_comm) {
-        SB_TRY(add_previous(r, MARK_BACKWARD_END, MARK_OPT_START, SB_PHASE_COMM, res));
-        SB_TRY(add_previous(r, MARK_BACKWARD_END, MARK_OPT_START, SB_PHASE_COMM_EXPOSED, res));
+static sb_status gradients(struct sb_replica *r, const int32_t *idx, int n, int global_batch,
+                           sb_grad_ready_fn ready, void *ctx, struct sb_step_result *res,
+                           int *ran)
+{
+    struct sb_replica_device *d = r->dev;
+    *ran = 0;
+    sb_cuda_timer_begin_step(d->timer);
+    SB_TRY(place_batch(r, idx, n, global_batch));
+    if (sb_cuda_step_graph_ready(d->graph)) {
+        SB_TRY(replay(r));
+        *ran = 1;
+        return SB_OK;
     }
+    if (r->env->cfg->cuda_graph && r->steps >= 1) /* capture this step */
+        SB_TRY(sb_cuda_step_graph_begin(d->graph));
+    sb_status st = enqueue_gradients(r, n, global_batch, ready, ctx, res);
+    if (st && sb_cuda_step_graph_capturing(d->graph)) /* leave the stream usable */
+        sb_cuda_step_graph_abort(d->graph);
+    SB_TRY(st);
+    /* A captured step has not run yet: it runs at the end of update. */
+    *ran = !sb_cuda_step_graph_capturing(d->graph);
     return SB_OK;
 }
 
-sb_status sb_replica_device_gradients(struct sb_replica *r, const int32_t *idx, int n,
-                                      int global_batch, sb_grad_ready_fn ready, void *ctx,
-                                      struct sb_step_result *res)
+static sb_status update(struct sb_replica *r, const float *grads, struct sb_step_result *res,
+                        int *ran)
 {
-    sb_cuda_timer_begin_step(r->timer);
-    SB_TRY(place_batch(r, idx, n, global_batch));
-    if (r->graph) return replay(r, n, res);
-    if (r->env->cfg->cuda_graph && r->steps >= 1) { /* capture this step */
-        SB_TRY(sb_cuda_capture_begin());
-        r->capturing = 1;
-    }
-    sb_status st = gradients(r, n, global_batch, ready, ctx, res);
-    if (st && r->capturing) { /* leave the stream usable for the error path */
-        void *g = NULL;
-        sb_cuda_capture_end(&g);
-        sb_cuda_graph_destroy(g);
-        r->capturing = 0;
-    }
-    SB_TRY(st);
-    res->samples += n;
-    /* A captured step has not run yet: counted (and its loss read, when
-     * due) after its launch, in sb_replica_device_update. */
-    return r->capturing ? SB_OK : sb_replica_count_step(r, res);
-}
-
-sb_status sb_replica_device_update(struct sb_replica *r, const float *grads,
-                                   struct sb_step_result *res)
-{
+    (void)res; /* the device's phases are read at the next step */
     const struct sb_backend_ops *be = r->env->be;
-    if (r->replayed) { /* the graph's last kernels were this optimizer step */
-        r->replayed = 0;
+    struct sb_replica_device *d = r->dev;
+    *ran = 0;
+    if (d->replayed) { /* the graph's last kernels were this optimizer step */
+        d->replayed = 0;
         return SB_OK;
     }
     sb_nvtx_push("optimizer", SB_NVTX_OPTIMIZER, 0);
-    sb_status st = mark(r, MARK_OPT_START);
+    sb_status st = mark(d, MARK_OPT_START);
     if (!st) {
         sb_optimizer_step(&r->opt, r->model->params, grads);
-        st = mark(r, MARK_OPT_END);
+        st = mark(d, MARK_OPT_END);
     }
     if (!st) st = be->check();
     sb_nvtx_pop();
-    if (st || !r->capturing) return st;
+    if (st || !sb_cuda_step_graph_capturing(d->graph)) return st;
     /* The end of the captured step: instantiate the graph, then run it for
      * this step, timed as a replayed step is. */
-    r->capturing = 0;
-    SB_TRY(sb_cuda_capture_end(&r->graph));
+    SB_TRY(sb_cuda_step_graph_end(d->graph));
     SB_TRY(be->check());
-    SB_TRY(sb_cuda_timer_mark(r->timer, MARK_START));
-    SB_TRY(sb_cuda_graph_launch(r->graph));
-    SB_TRY(sb_cuda_timer_mark(r->timer, MARK_OPT_END));
-    SB_TRY(be->check());
-    return sb_replica_count_step(r, res);
+    SB_TRY(launch(r));
+    *ran = 1;
+    return SB_OK;
 }
+
+/* n int32 (256 bytes for batch 64), asynchronous on the replica's stream. */
+static sb_status gather_test(struct sb_replica *r, const int32_t *idx, int n)
+{
+    const struct sb_backend_ops *be = r->env->be;
+    const struct sb_split *sp = &r->env->data->test;
+    struct sb_replica_device *d = r->dev;
+    SB_TRY(be->upload(d->idx, idx, (size_t)n * sizeof *idx));
+    be->gather(r->x, r->y, d->test_pixels, d->test_labels, d->idx, n, sp->rows * sp->cols);
+    return SB_OK;
+}
+
+const struct sb_replica_path sb_replica_device_path = {
+    .on_device = 1,
+    .init = init,
+    .release = release,
+    .gradients = gradients,
+    .update = update,
+    .gather_test = gather_test,
+};
 
 #endif /* SB_HAVE_CUDA */
