@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "backend/backend.h"
+#include "backend/placement.h"
 #include "comm/comm.h"
 #include "comm/cost_model.h"
 #include "core/config.h"
@@ -36,7 +37,9 @@ struct sb_strategy_env {
     const struct sb_mnist *data;
     const struct sb_backend_ops *be;
     const struct sb_workload_ops *workload;
-    int local_rank;         /* rank among this node's processes (GPU choice) */
+    /* Where this process's replicas run (backend/placement.h), decided by
+     * the harness before init: the one placement of the job. */
+    const struct sb_placement *placement;
     const void *mpi_world;  /* MPI_Comm * of the world, NULL without MPI */
 };
 
@@ -214,6 +217,16 @@ const struct sb_strategy_ops *sb_strategy_at(int i);
 
 /* --- calls the harness makes (strategies/shared/common.c): the op, or the
  * shared default where the strategy leaves it NULL --- */
+
+/* The job's placement for this process (backend/placement.h), asked once
+ * by the harness before init and handed to the strategy as
+ * env->placement: the replicas this process runs (1 for a strategy whose
+ * ranks each run one, uses_mpi; cfg->replicas threads otherwise), the
+ * backend's memory, the communicator's GPU-per-member need, the visible
+ * GPUs and where this process sits on its host. Errors: those of
+ * sb_placement_decide; free *out with sb_placement_free. */
+sb_status sb_strategy_place(const struct sb_strategy_ops *ops, const struct sb_config *cfg,
+                            int local_rank, int local_size, struct sb_placement *out);
 
 /* Number of parameters of the model (s->replica's). */
 size_t sb_strategy_n_params(const struct sb_strategy *s);

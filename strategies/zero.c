@@ -306,7 +306,7 @@ static sb_status zero_init(struct sb_strategy *s)
     const struct sb_config *cfg = s->env->cfg;
     const struct sb_backend_ops *be = s->env->be;
     z->stage = opts(cfg)->stage;
-    SB_TRY(sb_comm_world_create(cfg, s->env->mpi_world, s->env->local_rank, &z->comm));
+    SB_TRY(sb_comm_world_create(cfg, s->env->mpi_world, s->env->placement->device[0], &z->comm));
     z->size = z->comm->size;
     z->rank = z->comm->rank;
     /* A duplicate for traffic that is no training step's (every rank). */

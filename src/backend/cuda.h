@@ -4,9 +4,10 @@
  * Every thread that runs backend ops on a GPU owns one CUDA stream and one
  * cuBLAS handle (thread-local): the backend ops take no stream argument and
  * enqueue on the calling thread's stream. Call sb_cuda_set_device() once on
- * each thread before its first op (mirrored: in each replica thread; ddp:
- * with the local rank); a thread that never calls it gets device 0 on its
- * first op. The functions below exist in every build: without CUDA,
+ * each thread before its first op, with the device the job's placement
+ * gives it (backend/placement.h; mirrored: in each replica thread; ddp,
+ * central, zero: through the communicator registry); a thread that never
+ * calls it gets device 0 on its first op (single, placed on GPU 0). The functions below exist in every build: without CUDA,
  * sb_cuda_device_count() returns 0 and the others return SB_ERR_DEVICE. */
 #ifndef SB_CUDA_H
 #define SB_CUDA_H
@@ -43,15 +44,13 @@ struct sb_cuda_versions {
 };
 void sb_cuda_versions(struct sb_cuda_versions *v);
 
-/* Checks that `ranks_on_host` GPU processes of one host can each hold their
- * own GPU when the communicator needs a GPU per member (gpu_per_rank: nccl,
- * sb_comm_entry.gpu_per_member) and the host has `devices` visible GPUs.
- * NCCL refuses two ranks of one communicator on one GPU (ncclCommInitRank:
- * "Duplicate GPU detected"), so it needs 1 <= ranks_on_host <= devices;
- * "mpi" (staged through host memory, gpu_per_rank 0) lets ranks share a
- * GPU. Pure (no CUDA call; exists in every build), so tests
- * pass fake counts. Errors: SB_ERR_USAGE naming --comm mpi.
- * (src/backend/cuda_placement.c) */
+/* The placement rule (backend/placement.h, sb_placement_decide) asked
+ * only whether `ranks_on_host` GPU processes, one replica each, fit a host
+ * of `devices` visible GPUs when the communicator needs a GPU per member
+ * (gpu_per_rank: nccl); always SB_OK for "mpi" (staged: ranks may share a
+ * GPU). The early check of a job, before its data are loaded. Pure (no
+ * CUDA call; exists in every build). Errors: SB_ERR_USAGE naming --comm
+ * mpi. (src/backend/placement.c) */
 sb_status sb_cuda_check_rank_placement(int gpu_per_rank, int ranks_on_host, int devices);
 
 /* Destroys the calling thread's stream, cuBLAS handle and scratch buffers

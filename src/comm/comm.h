@@ -365,16 +365,16 @@ struct sb_config;
  *
  * The communicator a multi-process strategy should use for `cfg`, over the
  * ranks of `mpi_comm`: "mpi" when cfg->device is cpu (its allreduce_algo
- * from cfg->allreduce, --allreduce); on cuda, first makes
- * GPU local_rank % (visible devices) current for this thread
- * (sb_cuda_set_device), then "nccl" for cfg->comm "nccl", or "staged" over
- * "mpi" for cfg->comm "mpi" (device buffers through pinned host memory).
+ * from cfg->allreduce, --allreduce); on cuda, first makes GPU `device`
+ * (this rank's, from the job's placement: backend/placement.h) current for
+ * this thread (sb_cuda_set_device), then "nccl" for cfg->comm "nccl", or
+ * "staged" over "mpi" for cfg->comm "mpi" (device buffers through pinned
+ * host memory); `device` is ignored on cpu.
  * Collective over mpi_comm: every rank reaches the same branch.
- * Errors: SB_ERR_USAGE when the build lacks CUDA or NCCL for the choice or
- * no device is visible; otherwise those of the create functions.
- * (src/comm/factory.c) */
-sb_status sb_comm_world_create(const struct sb_config *cfg, const void *mpi_comm,
-                               int local_rank, struct sb_comm **out);
+ * Errors: SB_ERR_USAGE when the build lacks CUDA or NCCL for the choice;
+ * otherwise those of the create functions. (src/comm/factory.c) */
+sb_status sb_comm_world_create(const struct sb_config *cfg, const void *mpi_comm, int device,
+                               struct sb_comm **out);
 
 /* The communicators between the n replica threads of one process
  * (mirrored), from the same registry: on cpu "local" members over a new

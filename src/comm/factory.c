@@ -114,8 +114,8 @@ static sb_status find_gpu_entry(const struct sb_config *cfg, const struct sb_com
 #endif
 }
 
-sb_status sb_comm_world_create(const struct sb_config *cfg, const void *mpi_comm,
-                               int local_rank, struct sb_comm **out)
+sb_status sb_comm_world_create(const struct sb_config *cfg, const void *mpi_comm, int device,
+                               struct sb_comm **out)
 {
     *out = NULL;
     if (cfg->backend->host_memory) {
@@ -144,11 +144,7 @@ sb_status sb_comm_world_create(const struct sb_config *cfg, const void *mpi_comm
     }
     const struct sb_comm_entry *e = NULL;
     SB_TRY(find_gpu_entry(cfg, &e));
-    int count = sb_cuda_device_count();
-    if (count == 0)
-        return sb_error(SB_ERR_USAGE, "--device cuda: no CUDA device is visible to local "
-                        "rank %d", local_rank);
-    return e->ranks(mpi_comm, local_rank % count, out);
+    return e->ranks(mpi_comm, device, out);
 }
 
 sb_status sb_comm_threads_create(const struct sb_config *cfg, int n, const int *devices,

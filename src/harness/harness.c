@@ -398,12 +398,13 @@ static void remove_outputs(const struct loop *L)
 sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *data,
                            struct sb_job *job, int argc, char **argv)
 {
+    struct sb_placement placement = {0};
     struct sb_strategy_env env = {
         .cfg = cfg,
         .data = data,
         .be = cfg->backend,
         .workload = sb_workload_find(cfg->workload),
-        .local_rank = job->local_rank,
+        .placement = &placement,
         .mpi_world = job->world,
     };
     const struct sb_strategy_ops *ops = cfg->strategy_ops;
@@ -440,6 +441,7 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
         st = sb_error(SB_ERR_NOMEM, "harness: out of memory");
     if (!st) st = sb_slow_rank_hook(job->rank, job->size, &L.slow_ms);
     if (!st && tracing) st = sb_trace_start(mpi_world, job->rank, job->size, 0);
+    if (!st) st = sb_strategy_place(ops, cfg, job->local_rank, job->local_size, &placement);
     if (!st) st = ops->init(&s);
     /* After init (connections made by the broadcast), before any step. */
     if (!st && job->mpi && job->size > 1 && cfg->probe_links && ops->uses_mpi) {
@@ -516,5 +518,6 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
     free((void *)rec.memory);
     free(L.perm);
     free(L.loss_sums);
+    sb_placement_free(&placement);
     return st;
 }

@@ -4,8 +4,24 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backend/cuda.h"
 #include "strategies/shared/optimizer.h"
 #include "strategies/shared/replica.h"
+
+sb_status sb_strategy_place(const struct sb_strategy_ops *ops, const struct sb_config *cfg,
+                            int local_rank, int local_size, struct sb_placement *out)
+{
+    int host = cfg->backend->host_memory;
+    struct sb_placement_request q = {
+        .host_memory = host,
+        .gpu_per_member = cfg->comm_entry && cfg->comm_entry->gpu_per_member,
+        .devices = host ? 0 : sb_cuda_device_count(),
+        .local_rank = local_rank,
+        .local_size = local_size,
+        .replicas = ops->uses_mpi ? 1 : cfg->replicas,
+    };
+    return sb_placement_decide(&q, out);
+}
 
 size_t sb_strategy_n_params(const struct sb_strategy *s) { return s->replica->model->n_params; }
 

@@ -1,5 +1,5 @@
 /* Internal to strategy "mirrored" (mirrored.c: threads and jobs;
- * mirrored_device.c: placement, communicators and the device-side
+ * mirrored_device.c: the placement's devices, communicators and the device-side
  * reduction). Not a public interface. */
 #ifndef SB_MIRRORED_H
 #define SB_MIRRORED_H
@@ -42,14 +42,15 @@ struct mirrored {
     double *compute_ms;         /* (n) each replica's compute time this step, for wait */
 };
 
-/* Chooses each member's device (cuda: replica r on GPU r % count) and
- * creates the communicators from the registry (sb_comm_threads_create; on
+/* Takes each member's device from the job's placement (env->placement,
+ * backend/placement.h: replica r on GPU r % count on cuda, shared_gpu when
+ * several share a host's one GPU under nccl) and creates the communicators from the registry (sb_comm_threads_create; on
  * the calling thread; nothing here touches a GPU except ncclCommInitAll):
  * cpu: "local"; cuda + --comm mpi: "staged" over "local"; cuda + --comm
  * nccl: ncclCommInitAll over distinct GPUs, or, when every replica lands on
  * one GPU, none (mr->on_device = 1: the device-side reduction). Errors:
- * SB_ERR_USAGE for several replicas on each of several GPUs with --comm
- * nccl; those of sb_comm_threads_create. */
+ * SB_ERR_INTERNAL when the placement has another replica count; those of
+ * sb_comm_threads_create. */
 sb_status sb_mirrored_create_comms(struct mirrored *mr);
 
 /* On the member's own thread: selects its GPU (cuda), creates its replica

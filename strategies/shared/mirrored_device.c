@@ -1,5 +1,5 @@
-/* Strategy "mirrored": where replicas live and how they talk: devices,
- * communicators and the device-side reduction of replicas sharing one GPU
+/* Strategy "mirrored": where replicas live (the job's placement) and how
+ * they talk: communicators and the device-side reduction of replicas sharing one GPU
  * (ReductionToOneDevice, as TensorFlow's logical devices reduce). See
  * mirrored.h. */
 #include <stdlib.h>
@@ -11,20 +11,14 @@
 sb_status sb_mirrored_create_comms(struct mirrored *mr)
 {
     const struct sb_config *cfg = mr->env->cfg;
-    if (!mr->env->be->host_memory) { /* placement: replica r on GPU r % count */
-        int count = sb_cuda_device_count();
-        if (count == 0) return sb_error(SB_ERR_USAGE, "--device cuda: no CUDA device is visible");
-        for (int i = 0; i < mr->n; i++) mr->members[i].device = i % count;
-        if (cfg->comm_entry->gpu_per_member) {
-            if (mr->n > 1 && count == 1) { /* every replica on GPU 0: reduced on the device */
-                mr->on_device = 1;
-                return SB_OK;
-            }
-            if (mr->n > count)
-                return sb_error(SB_ERR_USAGE, "--replicas %d on %d GPUs with --comm nccl: use "
-                                "at most %d replicas, one GPU (CUDA_VISIBLE_DEVICES=0), or "
-                                "--comm mpi", mr->n, count, count);
-        }
+    const struct sb_placement *p = mr->env->placement; /* the harness's: replica i on device[i] */
+    if (p->replicas != mr->n)
+        return sb_error(SB_ERR_INTERNAL, "mirrored: %d replicas placed, %d run", p->replicas,
+                        mr->n);
+    for (int i = 0; i < mr->n; i++) mr->members[i].device = p->device[i];
+    if (p->shared_gpu) { /* every replica on the host's one GPU: reduced on the device */
+        mr->on_device = 1;
+        return SB_OK;
     }
     size_t members = mr->n > 0 ? (size_t)mr->n : 1;
     int *devices = malloc(members * sizeof *devices);
