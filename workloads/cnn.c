@@ -84,14 +84,10 @@ static sb_status cnn_alloc_counted(const struct sb_backend_ops *be, void *ptr, s
 }
 #define cnn_alloc(be, ptr, count) cnn_alloc_counted(be, ptr, count, &act_bytes)
 
-static sb_status cnn_create(const struct sb_config *cfg, const struct sb_backend_ops *be,
-                            int max_batch, struct sb_model **out)
+/* An empty model of this workload: m, its struct cnn and room for the
+ * layout table. Errors: SB_ERR_NOMEM. */
+static sb_status cnn_new(const struct sb_backend_ops *be, int max_batch, struct sb_model **out)
 {
-    *out = NULL;
-    if (!be->im2col || !be->col2im || !be->transpose_batched || !be->maxpool2_forward ||
-        !be->maxpool2_backward)
-        return sb_error(SB_ERR_USAGE, "--workload cnn: backend '%s' lacks the convolution ops",
-                        be->name);
     struct sb_model *m = calloc(1, sizeof *m);
     struct cnn *p = calloc(1, sizeof *p);
     struct sb_tensor_desc *tensors = calloc(CNN_TENSORS, sizeof *tensors);
@@ -107,12 +103,19 @@ static sb_status cnn_create(const struct sb_config *cfg, const struct sb_backend
     m->in_dim = CNN_SIDE * CNN_SIDE;
     m->n_classes = SB_MNIST_CLASSES;
     m->max_batch = max_batch;
+    *out = m;
+    return SB_OK;
+}
 
-    /* Shapes and the layout table, in buffer (= layer) order. */
+/* Shapes and the layout table, in buffer (= layer) order: the two conv
+ * blocks, then fc1..fc3; sets m->n_params and fan_in[layer] (CNN_TENSORS /
+ * 2 entries) for the init. */
+static void cnn_layout(struct sb_model *m, int *fan_in)
+{
+    struct cnn *p = m->impl;
     static const int channels[CNN_CONVS + 1] = {1, 6, 16};
     static const char *const names[2 * CNN_CONVS] = {"conv1.weight", "conv1.bias",
                                                      "conv2.weight", "conv2.bias"};
-    int fan_in[CNN_TENSORS / 2];
     size_t off = 0;
     int side = CNN_SIDE;
     for (int l = 0; l < CNN_CONVS; l++) {
@@ -135,45 +138,60 @@ static sb_status cnn_create(const struct sb_config *cfg, const struct sb_backend
     for (int l = 0; l < CNN_DENSE; l++) fan_in[CNN_CONVS + l] = d->dim[l];
     sb_dense_layout(d, m, 1, &off); /* fc1..fc3 */
     m->n_params = off;
+}
 
-    sb_status st;
+/* Parameters, gradients and every activation and scratch buffer for
+ * batches of up to max_batch, sized from the layout; sets
+ * m->activation_bytes. Errors: SB_ERR_NOMEM (what was allocated stays for
+ * cnn_destroy). */
+static sb_status cnn_alloc_buffers(struct sb_model *m, int max_batch, const int *fan_in)
+{
+    const struct sb_backend_ops *be = m->be;
+    struct cnn *p = m->impl;
     size_t b = (size_t)max_batch, nhwc_max = 0, dcols = 0, act_bytes = 0;
-    if ((st = cnn_alloc_counted(be, &m->params, off, NULL)) ||
-        (st = cnn_alloc_counted(be, &m->grads, off, NULL)))
-        goto fail;
+    SB_TRY(cnn_alloc_counted(be, &m->params, m->n_params, NULL));
+    SB_TRY(cnn_alloc_counted(be, &m->grads, m->n_params, NULL));
     for (int l = 0; l < CNN_CONVS; l++) {
         struct cnn_conv *cv = &p->conv[l];
         size_t positions = b * cv->oh * cv->ow, act = positions * cv->c_out;
         size_t pooled = b * cv->c_out * (cv->oh / 2) * (cv->ow / 2);
-        if ((st = cnn_alloc(be, &cv->cols, positions * fan_in[l])) ||
-            (st = cnn_alloc(be, &cv->act, act)) || (st = cnn_alloc(be, &cv->pooled, pooled)) ||
-            (st = cnn_alloc(be, &cv->argmax, pooled)) ||
-            (st = cnn_alloc(be, &cv->dpooled, pooled)))
-            goto fail;
+        SB_TRY(cnn_alloc(be, &cv->cols, positions * fan_in[l]));
+        SB_TRY(cnn_alloc(be, &cv->act, act));
+        SB_TRY(cnn_alloc(be, &cv->pooled, pooled));
+        SB_TRY(cnn_alloc(be, &cv->argmax, pooled));
+        SB_TRY(cnn_alloc(be, &cv->dpooled, pooled));
         if (act > nhwc_max) nhwc_max = act;
         if (l > 0 && positions * fan_in[l] > dcols) dcols = positions * fan_in[l];
     }
-    if ((st = sb_dense_alloc(d, be, max_batch)) || (st = cnn_alloc(be, &p->nhwc, nhwc_max)) ||
-        (st = cnn_alloc(be, &p->dact, nhwc_max)) || (st = cnn_alloc(be, &p->dcols, dcols)))
-        goto fail;
+    SB_TRY(sb_dense_alloc(&p->dense, be, max_batch));
+    SB_TRY(cnn_alloc(be, &p->nhwc, nhwc_max));
+    SB_TRY(cnn_alloc(be, &p->dact, nhwc_max));
+    SB_TRY(cnn_alloc(be, &p->dcols, dcols));
     m->activation_bytes = act_bytes + p->dense.alloc_bytes;
+    return SB_OK;
+}
 
-    /* Host memory backends are initialised in place (no second copy). */
-    float *host = be->host_memory ? m->params : malloc(off * sizeof *host);
-    if (!host) {
-        st = sb_error(SB_ERR_NOMEM, "cnn: out of memory");
-        goto fail;
+static sb_status cnn_create(const struct sb_config *cfg, const struct sb_backend_ops *be,
+                            int max_batch, struct sb_model **out)
+{
+    *out = NULL;
+    if (!be->im2col || !be->col2im || !be->transpose_batched || !be->maxpool2_forward ||
+        !be->maxpool2_backward)
+        return sb_error(SB_ERR_USAGE, "--workload cnn: backend '%s' lacks the convolution ops",
+                        be->name);
+    struct sb_model *m = NULL;
+    SB_TRY(cnn_new(be, max_batch, &m));
+    int fan_in[CNN_TENSORS / 2];
+    cnn_layout(m, fan_in);
+    sb_status st = cnn_alloc_buffers(m, max_batch, fan_in);
+    if (!st) st = sb_model_init_params(m, fan_in, cfg->seed, "cnn");
+    if (st) {
+        cnn_destroy(m);
+        return st;
     }
-    sb_init_kaiming_uniform(m, fan_in, cfg->seed, host);
-    st = be->host_memory ? SB_OK : be->upload(m->params, host, off * sizeof *host);
-    if (host != m->params) free(host);
-    if (st) goto fail;
     m->ops = &sb_workload_cnn;
     *out = m;
     return SB_OK;
-fail:
-    cnn_destroy(m);
-    return st;
 }
 
 /* Runs every layer on x (n, 1, 28, 28) and leaves the logits in act[3]. */

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "core/rng.h"
 
@@ -27,6 +28,19 @@ void sb_init_kaiming_uniform(const struct sb_model *m, const int *fan_in, uint64
         for (size_t i = 0; i < m->tensors[t].count; i++)
             x[i] = (float)((2.0 * sb_rng_uniform(&rng) - 1.0) * bound);
     }
+}
+
+sb_status sb_model_init_params(struct sb_model *m, const int *fan_in, uint64_t seed,
+                               const char *workload)
+{
+    const struct sb_backend_ops *be = m->be;
+    size_t n = m->n_params;
+    float *host = be->host_memory ? m->params : malloc(n * sizeof *host);
+    if (!host) return sb_error(SB_ERR_NOMEM, "%s: out of memory", workload);
+    sb_init_kaiming_uniform(m, fan_in, seed, host);
+    sb_status st = be->host_memory ? SB_OK : be->upload(m->params, host, n * sizeof *host);
+    if (host != m->params) free(host);
+    return st;
 }
 
 void sb_dense_layout(struct sb_dense *d, struct sb_model *m, int first, size_t *off)

@@ -38,6 +38,14 @@ size_t sb_model_add_tensor(struct sb_model *m, const char *name, size_t count, s
 void sb_init_kaiming_uniform(const struct sb_model *m, const int *fan_in, uint64_t seed,
                              float *host);
 
+/* Initialises m->params (m->n_params floats in m->be's memory, layout table
+ * complete) with sb_init_kaiming_uniform: in place on a host-memory
+ * backend (no second copy of the model at the process's peak), else in a
+ * host copy uploaded once. Errors: SB_ERR_NOMEM naming `workload`; the
+ * upload's. */
+sb_status sb_model_init_params(struct sb_model *m, const int *fan_in, uint64_t seed,
+                               const char *workload);
+
 /* Adds layers fc<first>.weight/bias ... to m's layout table for the widths
  * d->dim[0..n_layers] (set by the caller), recording their offsets. */
 void sb_dense_layout(struct sb_dense *d, struct sb_model *m, int first, size_t *off);

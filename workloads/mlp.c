@@ -65,14 +65,8 @@ static sb_status mlp_create(const struct sb_config *cfg,
         goto fail;
     m->activation_bytes = d->alloc_bytes;
 
-    /* Host memory backends are initialised in place (no second copy of
-     * the model at the process's peak). */
-    float *host = be->host_memory ? m->params : malloc(off * sizeof *host);
-    if (!host) goto nomem;
-    sb_init_kaiming_uniform(m, d->dim, cfg->seed, host); /* fan_in of layer l = dim[l] */
-    st = be->host_memory ? SB_OK : be->upload(m->params, host, off * sizeof *host);
-    if (host != m->params) free(host);
-    if (st) goto fail;
+    /* fan_in of layer l = dim[l] */
+    if ((st = sb_model_init_params(m, d->dim, cfg->seed, "mlp"))) goto fail;
     m->ops = &sb_workload_mlp;
     *out = m;
     return SB_OK;
