@@ -6,6 +6,10 @@ checked on the source text so that CI holds them (no build needed, well under a 
 2. No C file outside the registries and the command line compares a strategy, device or
    communicator name: the CLI resolves each name once (cfg->strategy_ops, cfg->backend,
    cfg->comm_entry) and the layers above ask those entries.
+3. strategies/ shows one file per strategy (plus the interface strategy.h and the
+   registry); what strategies are built from is in strategies/shared/, which includes no
+   strategy's file; above the strategies layer only the interface strategies/strategy.h
+   is included.
 """
 
 import pathlib
@@ -123,3 +127,41 @@ def test_no_name_comparisons_outside_registries(rule):
     assert not wrong, ("names compared outside the registries and src/cli (ask the "
                        "entry cfg->strategy_ops / backend / comm_entry instead):\n"
                        + "\n".join(wrong))
+
+
+STRATEGY_INTERFACE = "strategies/strategy.h"
+SHARED = "strategies/shared/"
+
+
+def test_strategies_folder_is_one_file_per_strategy():
+    wrong = []
+    for path in sorted((ROOT / "strategies").iterdir()):
+        rel = path.relative_to(ROOT).as_posix()
+        if path.is_dir():
+            if rel + "/" != SHARED:
+                wrong.append(f"{rel}/: only {SHARED} may sit beside the strategies")
+        elif rel in (STRATEGY_INTERFACE, "strategies/registry.c"):
+            continue
+        elif path.suffix != ".c" or not re.search(
+                r"const struct sb_strategy_ops sb_strategy_" + path.stem + r"\b",
+                path.read_text(errors="replace")):
+            wrong.append(f"{rel}: not a strategy (a strategy file defines "
+                         f"sb_strategy_{path.stem}); shared machinery goes to {SHARED}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_shared_machinery_and_the_layers_above_see_only_the_interface():
+    wrong = []
+    for path in sources():
+        rel = path.relative_to(ROOT).as_posix()
+        mine = folder_of(rel)
+        for target in INCLUDE.findall(path.read_text(errors="replace")):
+            if not target.startswith("strategies/") or target == STRATEGY_INTERFACE:
+                continue
+            if rel.startswith(SHARED) and not target.startswith(SHARED):
+                wrong.append(f"{rel} includes {target}: shared machinery includes no "
+                             f"strategy's file")
+            elif mine != "strategies" and LAYERS[mine] > LAYERS["strategies"]:
+                wrong.append(f"{rel} includes {target}: above the strategies only "
+                             f"{STRATEGY_INTERFACE} is seen")
+    assert not wrong, "\n".join(wrong)
