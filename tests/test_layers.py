@@ -165,3 +165,23 @@ def test_shared_machinery_and_the_layers_above_see_only_the_interface():
                 wrong.append(f"{rel} includes {target}: above the strategies only "
                              f"{STRATEGY_INTERFACE} is seen")
     assert not wrong, "\n".join(wrong)
+
+
+def test_only_the_placement_rule_places_replicas():
+    """A device is computed from a rank or a replica index in one place only
+    (src/backend/placement.c, sb_placement_decide); strategies and communicators read
+    env->placement."""
+    placement = "src/backend/placement.c"
+    word = re.compile(r"\b(local_rank|device|devices|device_count|sb_cuda_device_count|gpu)\b",
+                      re.I)
+    wrong = []
+    for path in sources():
+        rel = path.relative_to(ROOT).as_posix()
+        if rel == placement:
+            continue
+        for lineno, line in enumerate(code_of(path).splitlines(), 1):
+            code = re.sub(r'"(\\.|[^"\\])*"', '""', line)  # strings: printf formats
+            if "%" in code and word.search(code):
+                wrong.append(f"{rel}:{lineno}: {line.strip()}")
+    assert not wrong, (f"a device computed outside {placement} (read env->placement):\n"
+                       + "\n".join(wrong))
