@@ -136,7 +136,7 @@ sb_status sb_cuda_step_graph_begin(struct sb_cuda_step_graph *g);
  * it); the capture is closed either way. */
 sb_status sb_cuda_step_graph_end(struct sb_cuda_step_graph *g);
 /* Ends the capture and drops what it recorded, leaving the stream usable
- * for an error path. */
+ * for an error path; the error message already recorded (sb_error) stays. */
 void sb_cuda_step_graph_abort(struct sb_cuda_step_graph *g);
 /* Launches the instantiated graph on the thread's stream (no wait).
  * Errors: SB_ERR_DEVICE. */

@@ -6,6 +6,7 @@
  * the declarations in cuda.h and docs/gpu.md ("Graph-ready step"). */
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 extern "C" {
@@ -102,8 +103,12 @@ extern "C" sb_status sb_cuda_step_graph_end(struct sb_cuda_step_graph *g)
 
 extern "C" void sb_cuda_step_graph_abort(struct sb_cuda_step_graph *g)
 {
+    /* The failure that ended the step stays the one reported, even when
+     * ending the (then invalid) capture fails too. */
+    char kept[1024];
+    snprintf(kept, sizeof kept, "%s", sb_error_message());
     cudaGraph_t graph = NULL;
-    (void)end_capture(g, &graph);
+    if (end_capture(g, &graph)) sb_error_set_message(kept);
     if (graph) cudaGraphDestroy(graph);
 }
 
