@@ -5,38 +5,42 @@ For each link rate, on the one-machine cluster (tests/cluster: hosts as network
 namespaces, one rank per host, links shaped by tbf):
 
  1. calibrate: one 2-host ddp run (the report gives compute per step, the probed
-    link and the all-reduce time it measured);
- 2. predict: `stratbench predict REPORT --replicas 4,8 --latency A --json`, with A the
-    per-message overhead the calibration run showed (below);
- 3. measure: ddp (auto all-reduce), central --servers 1 and central --servers n at 4
-    and 8 replicas (one rank per host: n, n + 1 and 2n hosts);
+    α and the step its all-reduce made);
+ 2. predict: `stratbench predict REPORT --replicas 4,8 --latency α --bandwidth B
+    --json`, with B the link the calibration's all-reduce showed (below);
+ 3. measure: ddp (auto all-reduce), central --servers 1, central --servers n and zero
+    stages 1, 2, 3 at 4 and 8 replicas (one rank per host: n, n + 1, 2n and n hosts);
 
 then writes predicted against measured step time (median of rank 0's measured steps)
 as results.json, a markdown table (table.md) and a chart (predict_scale.png/.svg).
 
     sudo bench/predict_scale.py [--out DIR] [--rates 100mbit,1gbit] [--replicas 4,8]
                                 [--hidden 1024,1024] [--steps 8] [--warmup 3]
-                                [--strategies ddp,central1,centraln] [--prefix sbp]
+                                [--strategies ddp,central1,centraln,zero1,zero2,zero3]
+                                [--prefix sbp]
+    bench/predict_scale.py --replot RESULTS.json          # redraw
+    bench/predict_scale.py --repredict RESULTS.json --out DIR   # this build's model
+                                                        # on stored points (no root)
 
 Two corrections turn the α–β model of a 2-host run into a prediction for this
 machine's n hosts (docs/cost-model.md, "Predictions at scale"):
 
- - Per-message overhead. The probe's α is a 1-byte round trip; an all-reduce step of
-   megabytes also pays TCP's ramp, the rank's wake-up (`mpi_yield_when_idle`) and the
-   reduction's start. The 2-host ring sends 2 messages a step, so the overhead per
-   message is A = α + (measured − predicted comm) / 2, clamped to ≥ 0, passed as
-   `--latency A`: a ring of n ranks pays it 2(n − 1) times, central's push and pull
-   twice.
+ - The link from the all-reduce. The probe's B is a 1 MiB ping-pong; the 2-host ring
+   sends 2 messages of M/2 a step, step = compute + 2(α + M/(2B)), so B = M / (step −
+   compute − 2α): what a step's all-reduce of M bytes really gets, TCP's ramp, the
+   ranks' wake-ups and the reduction included; passed as `--bandwidth B` with the
+   probe's α. It needs an all-reduce the link dominates (MBs, not kBs).
  - Oversubscribed compute. The hosts share this machine's C cores (os.cpu_count()),
    and the w workers of a step compute at once, so a step's compute takes
    max(1, w / C) / max(1, 2 / C) times the 2-host run's; predict holds compute
    constant (weak scaling on a real cluster: one host per rank), so the difference
-   is added here. A real cluster needs neither the second correction nor this
-   script's cluster.
+   is added here. A real cluster needs neither this correction nor this script's
+   cluster.
 
 Needs root (network namespaces) and a build (build/stratbench). A run of 8 steps at
-100 Mbit/s with the wide MLP takes ~1 s a step for ddp and ~10 s a step for central
---servers 1 at 8 replicas; the whole bench about 6 minutes on a quiet 2-core machine.
+100 Mbit/s with the wide MLP takes ~1 s a step for ddp, ~2-4 s for zero and ~10 s for
+central --servers 1 at 8 replicas, and ~8 s to start, probe and evaluate: the
+ddp/central part about 5 minutes on a quiet 2-core machine, the zero part about 5.
 """
 
 import argparse
@@ -44,7 +48,6 @@ import datetime
 import json
 import os
 import pathlib
-import statistics
 import subprocess
 import sys
 
