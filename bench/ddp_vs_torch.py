@@ -10,6 +10,14 @@ of gradients), per-rank batch 64, one thread per rank, the same steps; each side
 figure is rank 0's median step after the warm-up steps (stratbench: the report's
 step_ms.median; torch: step_ms_median). Prints a table and writes results.json.
 
+Beside the ratio it prints what the link allows (docs/multinode.md, "ddp against
+PyTorch DDP: what the link allows"): a 2-rank all-reduce must move the whole gradient
+M across the link each way at least once (Patarasuk & Yuan 2009: 2(n-1)/n M per rank),
+so no step is shorter than M / (the link's TCP payload rate, rate x 1448/1538) plus
+the compute no overlap hides; `bound_ms` is that link time plus stratbench's own
+compute (data + h2d + forward + backward + optimizer, slowest rank: ddp's one 25 MiB
+bucket hides none of it), and `best_ratio` = bound_ms / torch's step.
+
     sudo /usr/bin/python3 bench/ddp_vs_torch.py [--rates 100mbit,1gbit] [--steps 20]
                                                 [--warmup 5] [--repeats 2] [--prefix sbt]
 
@@ -48,7 +56,8 @@ def parse_args():
     return a
 
 
-def stratbench_step_ms(c, a, tmp):
+def stratbench_run(c, a, tmp):
+    """One stratbench ddp run on the 2 hosts; its report (dict)."""
     report = pathlib.Path(tmp) / "ddp.json"
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     proc = c.stratbench(a.build / "stratbench", "train", "--data", a.data, "--device", "cpu",
@@ -57,8 +66,24 @@ def stratbench_step_ms(c, a, tmp):
                         "--report", report, env=env, timeout=900)
     if proc.returncode != 0:
         raise RuntimeError(f"stratbench: exit {proc.returncode}\n{proc.stdout}{proc.stderr}")
-    r = json.loads(report.read_text())
-    return r["step_ms"]["median"], r["environment"]["mpi_transport"]["btl_tcp_links"]
+    return json.loads(report.read_text())
+
+
+# TCP payload per Ethernet frame of a 1500-byte MTU with timestamps, and the frame's
+# bytes on the wire (header, FCS, preamble, gap): tests/cluster/test_shaping.py.
+PAYLOAD, WIRE_FRAME = 1448, 1538
+RATE_BITS = {"100mbit": 100e6, "1gbit": 1e9, "10gbit": 10e9}
+
+
+def bound_ms(report, rate):
+    """The shortest step the link allows stratbench's run: M at the payload rate plus
+    its compute (the slowest rank's median phases), ms; None for an unknown rate."""
+    if rate not in RATE_BITS:
+        return None
+    payload_Bps = RATE_BITS[rate] / 8 * PAYLOAD / WIRE_FRAME
+    phases = report["phases_by_rank_ms"]
+    compute = sum(phases[ph]["max"] for ph in ("data", "h2d", "forward", "backward", "optimizer"))
+    return 1e3 * report["model"]["param_bytes"] / payload_Bps + compute
 
 
 def torch_step_ms(c, a, port):
@@ -87,14 +112,18 @@ def main():
             for rate in a.rates.split(","):
                 c.shape(rate)
                 for rep in range(a.repeats):
-                    sb, links = stratbench_step_ms(c, a, tmp)
+                    r = stratbench_run(c, a, tmp)
+                    sb, bound = r["step_ms"]["median"], bound_ms(r, rate)
                     th = torch_step_ms(c, a, 29500 + rep)
                     rows.append({"rate": rate, "repeat": rep, "stratbench_step_ms": sb,
-                                 "torch_step_ms": th, "ratio": sb / th, "btl_tcp_links": links,
+                                 "torch_step_ms": th, "ratio": sb / th, "bound_ms": bound,
+                                 "best_ratio": bound / th if bound else None,
+                                 "btl_tcp_links": r["environment"]["mpi_transport"]["btl_tcp_links"],
                                  "load_average_1min": round(os.getloadavg()[0], 2)})
+                    best = f", link bound {bound:.1f} ms: best ratio {bound / th:.3f}" if bound else ""
                     print(f"{rate:>8} #{rep}: stratbench ddp {sb:8.1f} ms, torch DDP gloo "
-                          f"{th:8.1f} ms, ratio {sb / th:.3f} (load {rows[-1]['load_average_1min']})",
-                          flush=True)
+                          f"{th:8.1f} ms, ratio {sb / th:.3f}{best} "
+                          f"(load {rows[-1]['load_average_1min']})", flush=True)
     finally:
         c.down()
     for rate in dict.fromkeys(r["rate"] for r in rows):

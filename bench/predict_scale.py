@@ -5,38 +5,42 @@ For each link rate, on the one-machine cluster (tests/cluster: hosts as network
 namespaces, one rank per host, links shaped by tbf):
 
  1. calibrate: one 2-host ddp run (the report gives compute per step, the probed
-    link and the all-reduce time it measured);
- 2. predict: `stratbench predict REPORT --replicas 4,8 --latency A --json`, with A the
-    per-message overhead the calibration run showed (below);
- 3. measure: ddp (auto all-reduce), central --servers 1 and central --servers n at 4
-    and 8 replicas (one rank per host: n, n + 1 and 2n hosts);
+    α and the step its all-reduce made);
+ 2. predict: `stratbench predict REPORT --replicas 4,8 --latency α --bandwidth B
+    --json`, with B the link the calibration's all-reduce showed (below);
+ 3. measure: ddp (auto all-reduce), central --servers 1, central --servers n and zero
+    stages 1, 2, 3 at 4 and 8 replicas (one rank per host: n, n + 1, 2n and n hosts);
 
 then writes predicted against measured step time (median of rank 0's measured steps)
 as results.json, a markdown table (table.md) and a chart (predict_scale.png/.svg).
 
     sudo bench/predict_scale.py [--out DIR] [--rates 100mbit,1gbit] [--replicas 4,8]
                                 [--hidden 1024,1024] [--steps 8] [--warmup 3]
-                                [--strategies ddp,central1,centraln] [--prefix sbp]
+                                [--strategies ddp,central1,centraln,zero1,zero2,zero3]
+                                [--prefix sbp]
+    bench/predict_scale.py --replot RESULTS.json          # redraw
+    bench/predict_scale.py --repredict RESULTS.json --out DIR   # this build's model
+                                                        # on stored points (no root)
 
 Two corrections turn the α–β model of a 2-host run into a prediction for this
 machine's n hosts (docs/cost-model.md, "Predictions at scale"):
 
- - Per-message overhead. The probe's α is a 1-byte round trip; an all-reduce step of
-   megabytes also pays TCP's ramp, the rank's wake-up (`mpi_yield_when_idle`) and the
-   reduction's start. The 2-host ring sends 2 messages a step, so the overhead per
-   message is A = α + (measured − predicted comm) / 2, clamped to ≥ 0, passed as
-   `--latency A`: a ring of n ranks pays it 2(n − 1) times, central's push and pull
-   twice.
+ - The link from the all-reduce. The probe's B is a 1 MiB ping-pong; the 2-host ring
+   sends 2 messages of M/2 a step, step = compute + 2(α + M/(2B)), so B = M / (step −
+   compute − 2α): what a step's all-reduce of M bytes really gets, TCP's ramp, the
+   ranks' wake-ups and the reduction included; passed as `--bandwidth B` with the
+   probe's α. It needs an all-reduce the link dominates (MBs, not kBs).
  - Oversubscribed compute. The hosts share this machine's C cores (os.cpu_count()),
    and the w workers of a step compute at once, so a step's compute takes
    max(1, w / C) / max(1, 2 / C) times the 2-host run's; predict holds compute
    constant (weak scaling on a real cluster: one host per rank), so the difference
-   is added here. A real cluster needs neither the second correction nor this
-   script's cluster.
+   is added here. A real cluster needs neither this correction nor this script's
+   cluster.
 
 Needs root (network namespaces) and a build (build/stratbench). A run of 8 steps at
-100 Mbit/s with the wide MLP takes ~1 s a step for ddp and ~10 s a step for central
---servers 1 at 8 replicas; the whole bench about 6 minutes on a quiet 2-core machine.
+100 Mbit/s with the wide MLP takes ~1 s a step for ddp, ~2-4 s for zero and ~10 s for
+central --servers 1 at 8 replicas, and ~8 s to start, probe and evaluate: the
+ddp/central part about 5 minutes on a quiet 2-core machine, the zero part about 5.
 """
 
 import argparse
@@ -44,7 +48,6 @@ import datetime
 import json
 import os
 import pathlib
-import statistics
 import subprocess
 import sys
 
@@ -65,6 +68,12 @@ STRATEGIES = {
                  lambda n: 2 * n,
                  lambda row, n: row["strategy"] == "central" and row["servers"] == n),
 }
+for _stage in (1, 2, 3):
+    STRATEGIES[f"zero{_stage}"] = (
+        f"zero stage {_stage}",
+        lambda n, s=_stage: ["--strategy", "zero", "--zero-stage", str(s), "--replicas", str(n)],
+        lambda n: n,
+        lambda row, n, s=_stage: row["strategy"] == "zero" and row["algorithm"] == f"stage-{s}")
 
 
 def parse_args(argv=None):
@@ -79,11 +88,15 @@ def parse_args(argv=None):
     p.add_argument("--hidden", default="1024,1024")
     p.add_argument("--steps", type=int, default=8, help="steps per run (--max-steps)")
     p.add_argument("--warmup", type=int, default=3, help="steps left out of step_ms")
-    p.add_argument("--strategies", default=",".join(STRATEGIES))
+    p.add_argument("--strategies", default=",".join(STRATEGIES),
+                   help="which to measure (default: all: " + ",".join(STRATEGIES) + ")")
     p.add_argument("--cores", type=int, default=os.cpu_count() or 1,
                    help="cores the cluster's hosts share (default: this machine's)")
     p.add_argument("--prefix", default="sbp", help="cluster prefix (tests/cluster/cluster.sh)")
     p.add_argument("--replot", type=pathlib.Path, help="only redraw from a results.json")
+    p.add_argument("--repredict", type=pathlib.Path,
+                   help="predict a results.json's points again with this build's model, from "
+                        "its stored calibrations (no cluster, no root), into --out")
     a = p.parse_args(argv)
     a.rates = a.rates.split(",")
     a.replicas = [int(n) for n in a.replicas.split(",")]
@@ -109,13 +122,20 @@ def train(c, exe, data, hidden, flags, steps, warmup, report):
     return json.loads(pathlib.Path(report).read_text())
 
 
-def message_overhead_s(calibration):
-    """A: the per-message overhead the 2-host ddp run showed beyond the α–β
-    formula (its comm.model: 2 messages per step at n = 2), in seconds, >= 0."""
+def link_calibration(calibration, compute_ms):
+    """(α, B): the link the 2-host ddp run's own all-reduce shows. α is the probe's
+    (a 1-byte round trip, halved); B is what makes the α–β ring reproduce the run's
+    step: at n = 2 the ring sends 2 messages of M/2, so step = compute + 2(α + M/(2B))
+    and B = M / (step − compute − 2α), in bytes/s. It holds what a step's all-reduce
+    pays beyond the link's payload rate (TCP's ramp, wake-ups, the reduction), which
+    the probe's 1 MiB ping-pong does not see."""
     m = calibration["comm"]["model"]
-    messages = 2 * (m["ranks"] - 1)
-    extra_s = 1e-3 * (m["measured_comm_ms"] - m["predicted_comm_ms"]) / messages
-    return max(0.0, m["alpha_s"] + extra_s)
+    alpha = m["alpha_s"]
+    comm_s = 1e-3 * (calibration["step_ms"]["median"] - compute_ms) - 2 * alpha
+    if comm_s <= 0:
+        raise RuntimeError("calibration: the 2-host step is no longer than its compute; "
+                           "no link time to calibrate from")
+    return alpha, calibration["model"]["param_bytes"] / comm_s
 
 
 def compute_scale(workers, calib_workers, cores):
@@ -124,14 +144,27 @@ def compute_scale(workers, calib_workers, cores):
     return max(1.0, workers / cores) / max(1.0, calib_workers / cores)
 
 
-def predict(exe, report, replicas, latency_s):
-    """`stratbench predict --json` rows for the replica counts."""
-    proc = subprocess.run([str(exe), "predict", str(report), "--replicas",
-                           ",".join(map(str, replicas)), "--latency", f"{latency_s * 1e6:.3f}us",
-                           "--json"], capture_output=True, text=True, timeout=60)
+def predict(exe, report, replicas, latency_s=None, bandwidth_Bps=None):
+    """`stratbench predict --json` rows for the replica counts (the report's probed
+    link, or the given one)."""
+    args = [str(exe), "predict", str(report), "--replicas", ",".join(map(str, replicas)),
+            "--json"]
+    if latency_s is not None:
+        args += ["--latency", f"{latency_s * 1e6:.3f}us"]
+    if bandwidth_Bps is not None:
+        args += ["--bandwidth", f"{bandwidth_Bps:.0f}B/s"]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=60)
     if proc.returncode != 0:
         raise RuntimeError(f"predict: exit {proc.returncode}\n{proc.stderr}")
     return json.loads(proc.stdout)
+
+
+def calibrate(exe, cal_path, cal, replicas):
+    """predict's JSON for `replicas` on the link the calibration run shows
+    (link_calibration), and that link as (α, B)."""
+    compute_ms = predict(exe, cal_path, [2])["compute_ms"]
+    alpha, bandwidth = link_calibration(cal, compute_ms)
+    return predict(exe, cal_path, replicas, alpha, bandwidth), alpha, bandwidth
 
 
 def predicted_step_ms(pred, strategy, n, cores):
@@ -160,15 +193,17 @@ def measure(a):
             cal_path = a.out / "reports" / f"calibrate_{rate}.json"
             cal = train(c, exe, a.data, a.hidden, STRATEGIES["ddp"][1](2), a.steps, a.warmup,
                         cal_path)
-            lat = message_overhead_s(cal)
-            pred = predict(exe, cal_path, a.replicas, lat)
+            pred, alpha, bandwidth = calibrate(exe, cal_path, cal, a.replicas)
             calibrations[rate] = {"report": str(cal_path.relative_to(a.out)),
                                   "step_ms": cal["step_ms"]["median"],
                                   "alpha_probe_s": cal["comm"]["model"]["alpha_s"],
-                                  "bandwidth_Bps": cal["comm"]["model"]["bandwidth_Bps"],
-                                  "message_overhead_s": lat, "compute_ms": pred["compute_ms"]}
+                                  "bandwidth_probe_Bps": cal["comm"]["model"]["bandwidth_Bps"],
+                                  "bandwidth_Bps": bandwidth, "compute_ms": pred["compute_ms"],
+                                  "param_bytes": cal["model"]["param_bytes"]}
             print(f"{rate}: calibration step {cal['step_ms']['median']:.1f} ms, compute "
-                  f"{pred['compute_ms']:.1f} ms, per-message overhead {1e3 * lat:.2f} ms", flush=True)
+                  f"{pred['compute_ms']:.1f} ms, link {8e-9 * bandwidth:.4f} Gbit/s from the "
+                  f"all-reduce (probe {8e-9 * cal['comm']['model']['bandwidth_Bps']:.4f})",
+                  flush=True)
             for s in a.strategies:
                 for n in a.replicas:
                     path = a.out / "reports" / f"{s}_{n}_{rate}.json"
@@ -231,11 +266,53 @@ def draw(res, out):
         fig.savefig(out / f"predict_scale.{ext}", dpi=110)
 
 
+def repredict(res, exe, tmp):
+    """Predictions of `res`'s points again with this build's model, from the stored
+    calibrations (step, compute, probed α, parameter bytes): a minimal report per rate
+    holds what predict reads (one bucket of M, all compute in one phase, batch 64: the
+    figures the calibration run gave), so only the model changes. Returns res with
+    predicted_step_ms and predicted_over_measured replaced."""
+    rows = []
+    for rate, cal in res["calibrations"].items():
+        bytes_ = cal.get("param_bytes", PARAM_BYTES.get(res["hidden"]))
+        report = {"schema_version": "1.9", "strategy": "ddp", "replicas": 2, "world_size": 2,
+                  "config": {"batch": 64, "overlap": True}, "model": {"param_bytes": bytes_},
+                  "phases_ms": {ph: {"median": cal["compute_ms"] if ph == "forward" else 0.0}
+                                for ph in ("data", "h2d", "forward", "backward", "optimizer")},
+                  "strategy_details": {"bucket_bytes": [bytes_]},
+                  "step_ms": {"median": cal["step_ms"]},
+                  "comm": {"model": {"alpha_s": cal["alpha_probe_s"],
+                                     "bandwidth_Bps": cal.get("bandwidth_probe_Bps",
+                                                              cal["bandwidth_Bps"])}}}
+        path = tmp / f"calibrate_{rate}.json"
+        path.write_text(json.dumps(report))
+        replicas = sorted({r["replicas"] for r in res["rows"] if r["rate"] == rate})
+        pred, alpha, bandwidth = calibrate(exe, path, report, replicas)
+        cal.update(bandwidth_Bps=bandwidth, repredicted=True)
+        for r in res["rows"]:
+            if r["rate"] == rate and r["strategy"] in STRATEGIES:
+                p = predicted_step_ms(pred, r["strategy"], r["replicas"], res["cores"])
+                rows.append(dict(r, predicted_step_ms=p,
+                                 predicted_over_measured=p / r["measured_step_ms"]))
+    return dict(res, rows=rows, repredicted_utc=datetime.datetime.utcnow().strftime(
+        "%Y-%m-%dT%H:%M:%SZ"))
+
+
+# M of the MLPs the bench's results name (784-H...-10, fp32), for results.json files
+# written before they stored it.
+PARAM_BYTES = {"1024,1024": 4 * (784 * 1024 + 1024 + 1024 * 1024 + 1024 + 1024 * 10 + 10)}
+
+
 def main():
     a = parse_args()
-    if a.replot:
-        res = json.loads(a.replot.read_text())
-        out = a.replot.parent
+    if a.replot or a.repredict:
+        src = a.replot or a.repredict
+        res = json.loads(src.read_text())
+        out = a.out if a.repredict else src.parent
+        if a.repredict:
+            out.mkdir(parents=True, exist_ok=True)
+            res = repredict(res, a.build / "stratbench", out)
+            (out / "results.json").write_text(json.dumps(res, indent=1) + "\n")
     else:
         res = measure(a)
         out = a.out

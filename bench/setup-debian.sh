@@ -9,6 +9,11 @@
 # headless Chromium (chromium: renders plot.py's index.html).
 # Uses sudo when not root. The CUDA toolkit is optional and not installed here
 # (see docs/gpu.md).
+#   bench/setup-debian.sh           what the build, the tests and the charts need
+#   bench/setup-debian.sh --bench   also PyTorch (python3-torch and its libraries:
+#                                   large) for the PyTorch references of bench/
+#                                   (torch_reference.py, ddp_vs_torch.py: run them with
+#                                   /usr/bin/python3, the interpreter Debian's package is for)
 set -euo pipefail
 
 sudo=""
@@ -21,3 +26,6 @@ $sudo apt-get install -y -qq --no-install-recommends \
     python3-pytest python3-jsonschema python3-numpy python3-scipy python3-matplotlib \
     clang libclang-rt-14-dev dataset-fashion-mnist \
     slurmctld slurmd slurm-client munge chromium
+if [ "${1:-}" = "--bench" ]; then
+    $sudo apt-get install -y -qq --no-install-recommends python3-torch
+fi

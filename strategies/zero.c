@@ -566,29 +566,32 @@ static void zero_describe(const struct sb_strategy *s, long measured_steps,
     sb_details_add(d, "shard_params", 0, &v, 1);
 }
 
-/* One row of the α–β model: `stage`'s collectives over u units, each a
- * ring reduce-scatter or all-gather of its unit, (n-1)(α + M_u/(nB)):
- * k (n-1)(u α + M/(nB)) per step, k = 2 (stages 1-2) or 3 (stage 3).
- * Overlap (stage 2's reduce-scatters during backward, stage 3's prefetch)
- * is not modelled: exposed = comm (NaN). */
+/* One row of the α–β model: `stage`'s collectives as Open MPI's libnbc runs
+ * them (src/comm/cost_model.h), per unit of M/u bytes, summed over u units:
+ * a reduce-scatter (binomial reduce to rank 0, then rank 0's scatter) and
+ * one all-gather (stages 1-2) or two (stage 3):
+ * (ceil(lg n) + 1 + g)(u α) + (ceil(lg n) + (1 + g)(n-1)/n) M/B, g the
+ * gathers. Overlap (stage 2's reduce-scatters during backward, stage 3's
+ * prefetch) is not modelled: exposed = comm (NaN). */
 static void model_row(const struct sb_comm_model_query *q, int stage, int units,
                       struct sb_comm_model_row *row)
 {
     static const char *const variants[] = {"", "stage-1", "stage-2", "stage-3"};
-    int n = q->replicas, k = stage == 3 ? 3 : 2;
-    double comm = n > 1 ? k * (n - 1) * (units * q->link.alpha_s +
-                                         q->bytes / ((double)n * q->link.bandwidth_Bps))
-                        : 0.0;
+    int n = q->replicas, gathers = stage == 3 ? 2 : 1;
+    double unit = q->bytes / units;
+    double comm = units * (sb_cost_reduce_scatter_s(&q->link, n, unit) +
+                           gathers * sb_cost_allgather_s(&q->link, n, unit));
     *row = (struct sb_comm_model_row){
         .variant = variants[stage],
-        .formula_name = k == 3 ? "zero-3" : "zero-2",
-        .formula = k == 3 ? "3(n-1)(u alpha + M/(n B))" : "2(n-1)(u alpha + M/(n B))",
+        .formula_name = gathers == 2 ? "zero-3" : "zero-2",
+        .formula = gathers == 2 ? "(ceil(lg n) + 3) u alpha + (ceil(lg n) + 3(n-1)/n) M/B"
+                                : "(ceil(lg n) + 2) u alpha + (ceil(lg n) + 2(n-1)/n) M/B",
         .comm_s = comm,
         .exposed_s = NAN,
     };
     snprintf(row->legend, sizeof row->legend,
-             "zero k(n-1)(u a + M/(nB)): k = 2 reduce-scatter + all-gather (stages 1-2), "
-             "3 with stage 3's second gather; u = %d unit%s; overlap not modelled;", units,
+             "zero (libnbc) reduce-scatter lg n (a + M/B) + a + (n-1)M/(nB), all-gather "
+             "a + (n-1)M/(nB), x2 in stage 3; u = %d unit%s; no overlap;", units,
              units == 1 ? "" : "s");
 }
 

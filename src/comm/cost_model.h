@@ -68,6 +68,21 @@ double sb_cost_recursive_doubling_s(const struct sb_link *l, int p, double bytes
  * --mca coll_libnbc_iallreduce_algorithm 1, took 73 ms). 0 for p <= 1. */
 double sb_cost_binomial_allreduce_s(const struct sb_link *l, int p, double bytes);
 
+/* MPI_Ireduce_scatter of M bytes (the whole buffer; each rank keeps about
+ * M/p) over p ranks as Open MPI 4.1's libnbc runs it (coll/libnbc,
+ * nbc_ireduce_scatter.c: "binomial reduce to rank 0 followed by a linear
+ * scatter"): ceil(lg p) rounds in which a rank receives the whole buffer
+ * from its partner and reduces it, then rank 0 sends every other rank its
+ * block at once, (p-1)/p M through rank 0's link:
+ * ceil(lg p)(α + M/B + Mγ) + α + (p-1)M/(pB). 0 for p <= 1. */
+double sb_cost_reduce_scatter_s(const struct sb_link *l, int p, double bytes);
+
+/* MPI_Iallgatherv of M bytes (every rank contributes its block of about
+ * M/p) over p ranks as libnbc runs it (nbc_iallgatherv.c: every rank sends
+ * its block to the p-1 others and receives theirs, all posted at once), on
+ * full-duplex links through a switch: α + (p-1)M/(pB). 0 for p <= 1. */
+double sb_cost_allgather_s(const struct sb_link *l, int p, double bytes);
+
 /* One all-reduce of `bytes` over p ranks by algorithm `a` (RING,
  * RECURSIVE_DOUBLING, or LIBRARY as the binomial reduce + broadcast that
  * Open MPI's libnbc runs; the caller resolves AUTO, e.g. with

@@ -2,7 +2,12 @@
 method, docs/cost-model.md "Predictions at scale"): ddp with the wide MLP (7.45 MB of
 gradients) on 100 Mbit/s links of the one-machine cluster, predicted step time within
 ±15% of the measured one. Root only; ~40 s. The bench measures 4 and 8 hosts, 100
-Mbit/s and 1 Gbit/s, and central too."""
+Mbit/s and 1 Gbit/s, and central and zero too.
+
+Robust to a loaded machine as far as it honestly can be: the link comes from the
+calibration run's own all-reduce (the 1 MiB probe misreads the link when ranks wait
+for a CPU), both runs leave out 4 warm-up steps and take the median of 8, and at 100
+Mbit/s the link time (~1 s a step) dwarfs the compute that load inflates."""
 
 import importlib.util
 import os
@@ -14,17 +19,21 @@ ps = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(ps)
 
 TOLERANCE = 0.15
+STEPS, WARMUP = 12, 4
 
 
 def test_ddp_at_4_hosts_within_15_percent(cluster, stratbench, mnist_dir, tmp_path):
     c = cluster(4)
     c.shape("100mbit")
     cal_path = tmp_path / "calibrate.json"
-    cal = ps.train(c, stratbench, mnist_dir, "1024,1024", ps.STRATEGIES["ddp"][1](2), 8, 3, cal_path)
-    pred = ps.predict(stratbench, cal_path, [4], ps.message_overhead_s(cal))
+    cal = ps.train(c, stratbench, mnist_dir, "1024,1024", ps.STRATEGIES["ddp"][1](2), STEPS,
+                   WARMUP, cal_path)
+    pred, alpha, bandwidth = ps.calibrate(stratbench, cal_path, cal, [4])
     predicted = ps.predicted_step_ms(pred, "ddp", 4, os.cpu_count() or 1)
-    r = ps.train(c, stratbench, mnist_dir, "1024,1024", ps.STRATEGIES["ddp"][1](4), 8, 3,
-                 tmp_path / "ddp4.json")
+    r = ps.train(c, stratbench, mnist_dir, "1024,1024", ps.STRATEGIES["ddp"][1](4), STEPS,
+                 WARMUP, tmp_path / "ddp4.json")
     measured = r["step_ms"]["median"]
-    print(f"4 hosts: predicted {predicted:.1f} ms, measured {measured:.1f} ms")
+    print(f"4 hosts: predicted {predicted:.1f} ms, measured {measured:.1f} ms "
+          f"(link {8e-6 * bandwidth:.1f} Mbit/s from the 2-host all-reduce, load "
+          f"{os.getloadavg()[0]:.1f})")
     assert abs(predicted / measured - 1) <= TOLERANCE, (predicted, measured, pred["compute_ms"])

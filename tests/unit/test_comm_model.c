@@ -141,7 +141,7 @@ static void test_ddp_run_row(void **state)
     assert_float_equal(r[0].comm_s, 6 * (1e-4 + 0.02), EPS);
 }
 
-/* central: 2(α + max(M/B, nM/(kB))), rank 0's link with --servers 0. */
+/* central: 2α + max(2M/B, 1.8 nM/(kB)), rank 0's link with --servers 0. */
 static void test_central_rows(void **state)
 {
     (void)state;
@@ -152,15 +152,17 @@ static void test_central_rows(void **state)
     assert_int_equal(r[0].servers, 1);
     assert_string_equal(r[0].variant, "push-pull");
     assert_string_equal(r[0].formula_name, "central");
-    assert_float_equal(r[0].comm_s, 2 * (1e-4 + 0.64), EPS);
+    assert_float_equal(r[0].comm_s, 2e-4 + 1.8 * 0.64, EPS);
     assert_true(isnan(r[0].exposed_s));
     assert_int_equal(r[1].servers, 8);
-    assert_float_equal(r[1].comm_s, 2 * (1e-4 + 0.08), EPS);
-    assert_string_equal(r[0].legend, "central 2(a + max(M/B, nM/(kB))) (BytePS), no overlap;");
+    assert_float_equal(r[1].comm_s, 2e-4 + 0.16, EPS); /* the worker's link bounds */
+    assert_string_equal(r[0].legend, "central 2a + max(2M/B, (2 - 0.2) nM/(kB)) (BytePS; a "
+                        "server's receive and send overlap 0.2 of a direction), no overlap "
+                        "with compute;");
     q.replicas = 1;
     assert_int_equal(model("central", &q, r), 1);
     assert_int_equal(r[0].servers, 1);
-    assert_float_equal(r[0].comm_s, 2 * (1e-4 + 0.08), EPS);
+    assert_float_equal(r[0].comm_s, 2e-4 + 0.16, EPS);
     /* The run: its --servers. */
     struct sb_config cfg = config_of("central", 3);
     q = (struct sb_comm_model_query){.link = link, .replicas = 3, .bytes = M, .cfg = &cfg};
@@ -175,8 +177,37 @@ static void test_central_rows(void **state)
     assert_int_equal(model("central", &q, r), 1);
     assert_int_equal(r[0].servers, 2);
     assert_string_equal(r[0].formula_name, "central");
-    assert_string_equal(r[0].formula, "2(alpha + max(M/B, n M/(k B)))");
-    assert_float_equal(r[0].comm_s, 2 * (1e-4 + 0.12), EPS);
+    assert_string_equal(r[0].formula, "2 alpha + max(2 M/B, (2 - 0.2) n M/(k B))");
+    assert_float_equal(r[0].comm_s, 2e-4 + 1.8 * 0.12, EPS);
+}
+
+/* zero: libnbc's reduce-scatter (binomial reduce + linear scatter) and one
+ * all-gather (stages 1-2) or two (stage 3) per unit. At n = 4, one unit of
+ * M: reduce-scatter 2(α + M/B) + α + 3M/(4B), all-gather α + 3M/(4B). */
+static void test_zero_rows(void **state)
+{
+    (void)state;
+    struct sb_comm_model_row r[8];
+    struct sb_comm_model_query q = {.link = link, .replicas = 4, .bytes = M, .overlap = 1};
+    assert_int_equal(model("zero", &q, r), 3); /* predict: stages 1, 2, 3 */
+    double rs = 2 * 0.0801 + 1e-4 + 0.06, ag = 1e-4 + 0.06;
+    assert_string_equal(r[0].variant, "stage-1");
+    assert_string_equal(r[0].formula_name, "zero-2");
+    assert_float_equal(r[0].comm_s, rs + ag, EPS);
+    assert_float_equal(r[1].comm_s, rs + ag, EPS);
+    assert_string_equal(r[2].variant, "stage-3");
+    assert_string_equal(r[2].formula_name, "zero-3");
+    assert_float_equal(r[2].comm_s, rs + 2 * ag, EPS);
+    assert_true(isnan(r[2].exposed_s));
+    /* two units of M/2: each α paid twice, the bytes the same */
+    double halves[] = {M / 2, M / 2};
+    q.bucket_bytes = halves;
+    q.n_buckets = 2;
+    assert_int_equal(model("zero", &q, r), 3);
+    assert_float_equal(r[0].comm_s, rs + ag + 4e-4, EPS);
+    q.replicas = 1;
+    assert_int_equal(model("zero", &q, r), 3);
+    assert_float_equal(r[2].comm_s, 0.0, EPS);
 }
 
 /* Which strategies state a model and take --cuda-graph (the CLI asks the
@@ -200,6 +231,7 @@ int main(void)
         cmocka_unit_test(test_ddp_predict_rows),
         cmocka_unit_test(test_ddp_run_row),
         cmocka_unit_test(test_central_rows),
+        cmocka_unit_test(test_zero_rows),
         cmocka_unit_test(test_capabilities),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

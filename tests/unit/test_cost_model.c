@@ -67,15 +67,34 @@ static void test_binomial(void **state)
 static void test_central(void **state)
 {
     (void)state;
-    /* k dedicated servers: 2 (α + max(M/B, nM/(kB))) */
-    assert_float_equal(sb_central_cost_s(&link, 2, 1, M), 2 * (1e-4 + 0.16), EPS);
-    assert_float_equal(sb_central_cost_s(&link, 2, 2, M), 2 * (1e-4 + 0.08), EPS);
-    assert_float_equal(sb_central_cost_s(&link, 2, 4, M), 2 * (1e-4 + 0.08), EPS);
-    assert_float_equal(sb_central_cost_s(&link, 8, 2, M), 2 * (1e-4 + 0.32), EPS);
+    /* k dedicated servers: 2α + max(2M/B, 1.8 nM/(kB)) (the server's two
+     * directions overlap 0.2 of one; a worker's cannot) */
+    assert_float_equal(sb_central_cost_s(&link, 2, 1, M), 2e-4 + 1.8 * 0.16, EPS);
+    assert_float_equal(sb_central_cost_s(&link, 2, 2, M), 2e-4 + 0.16, EPS);
+    assert_float_equal(sb_central_cost_s(&link, 2, 4, M), 2e-4 + 0.16, EPS);
+    assert_float_equal(sb_central_cost_s(&link, 8, 2, M), 2e-4 + 1.8 * 0.32, EPS);
+    assert_float_equal(sb_central_cost_s(&link, 1, 1, M), 2e-4 + 0.16, EPS);
     /* rank 0 serves and trains: n - 1 gradients cross its link */
     assert_float_equal(sb_central_cost_s(&link, 3, 0, M), 2 * (1e-4 + 0.16), EPS);
     assert_float_equal(sb_central_cost_s(&link, 2, 0, M), 2 * (1e-4 + 0.08), EPS);
     assert_float_equal(sb_central_cost_s(&link, 1, 0, M), 0.0, EPS);
+}
+
+/* libnbc's reduce-scatter (binomial reduce to rank 0, linear scatter) and
+ * all-gather (linear). */
+static void test_reduce_scatter_allgather(void **state)
+{
+    (void)state;
+    assert_float_equal(sb_cost_reduce_scatter_s(&link, 1, M), 0.0, EPS);
+    /* 1 round of M, then M/2 to rank 1 */
+    assert_float_equal(sb_cost_reduce_scatter_s(&link, 2, M), 0.0801 + 1e-4 + 0.04, EPS);
+    /* 3 rounds (ceil(lg 5)), then 4/5 of M from rank 0 */
+    assert_float_equal(sb_cost_reduce_scatter_s(&link, 5, M), 3 * 0.0801 + 1e-4 + 0.064, EPS);
+    const struct sb_link g = {1e-4, 1e8, 1e-9}; /* γ: 8 ms per round's reduction */
+    assert_float_equal(sb_cost_reduce_scatter_s(&g, 4, M), 2 * (0.0801 + 0.008) + 1e-4 + 0.06,
+                       EPS);
+    assert_float_equal(sb_cost_allgather_s(&link, 1, M), 0.0, EPS);
+    assert_float_equal(sb_cost_allgather_s(&link, 4, M), 1e-4 + 0.06, EPS);
 }
 
 static void test_ddp_exposed(void **state)
@@ -158,7 +177,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_message),       cmocka_unit_test(test_ring),
         cmocka_unit_test(test_recursive_doubling), cmocka_unit_test(test_binomial),
-        cmocka_unit_test(test_central),       cmocka_unit_test(test_ddp_exposed),
+        cmocka_unit_test(test_central),
+        cmocka_unit_test(test_reduce_scatter_allgather),       cmocka_unit_test(test_ddp_exposed),
         cmocka_unit_test(test_auto_rule),     cmocka_unit_test(test_names),
         cmocka_unit_test(test_hierarchical),
     };
