@@ -18,12 +18,12 @@
 #include "cli/train_opts.h"
 #include "comm/watchdog.h"
 #include "core/interrupt.h"
-#include "core/launcher.h"
+#include "job/launcher.h"
 #include "core/test_fault.h"
 #include "data/mnist.h"
-#include "harness/control.h"
+#include "job/control.h"
 #include "harness/harness.h"
-#include "harness/job.h"
+#include "job/job.h"
 #include "harness/mem_estimate.h"
 #include "report/flight_report.h"
 #include "strategies/strategy.h"
@@ -216,7 +216,7 @@ static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
     if (ops->uses_mpi) sb_launcher_tune_transport(&launch);
 
     /* A rank of a job stratbench watches: dies with its launcher, says it
-     * started (harness/control.h). */
+     * started (job/control.h). */
     if (ops->uses_mpi) {
         sb_control_started(launch.task_rank);
         sb_test_fault_stop("stop-startup", launch.task_rank);

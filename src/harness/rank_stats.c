@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "core/stats.h"
-#include "harness/gather.h"
+#include "job/gather.h"
 
 void sb_rank_timings_free(struct sb_rank_timings *t)
 {

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "harness/gather.h"
+#include "job/gather.h"
 
 int sb_proc_stat_cpu_parse(const char *line, double *steal, double *total)
 {

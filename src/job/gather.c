@@ -1,5 +1,5 @@
 /* Gather of variable-sized blocks to rank 0; see gather.h. */
-#include "harness/gather.h"
+#include "job/gather.h"
 
 #include <limits.h>
 #include <mpi.h>

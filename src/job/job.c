@@ -1,7 +1,7 @@
 /* MPI job lifetime and self-launch; see job.h. */
-#include "harness/job.h"
-#include "harness/control.h"
-#include "harness/launch_watch.h"
+#include "job/job.h"
+#include "job/control.h"
+#include "job/launch_watch.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -12,7 +12,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "core/launcher.h"
+#include "job/launcher.h"
 
 static MPI_Comm world_comm = MPI_COMM_NULL;
 
@@ -177,7 +177,7 @@ sb_status sb_job_relaunch_under_mpirun(int np, int argc, char **argv,
     args[k++] = "--oversubscribe";
     args[k++] = "-x";
     args[k++] = SB_LAUNCHED_ENV;
-    args[k++] = "-x"; /* the ranks' control lines to the watcher (harness/control.h) */
+    args[k++] = "-x"; /* the ranks' control lines to the watcher (job/control.h) */
     args[k++] = SB_CONTROL_ENV;
     if (np == 1) {
         /* Open MPI binds a lone rank to one core, leaving the others idle

@@ -8,7 +8,7 @@
 #define SB_JOB_H
 
 #include "core/status.h"
-#include "harness/launch_watch.h"
+#include "job/launch_watch.h"
 
 struct sb_job {
     int mpi;          /* MPI initialised by us */
@@ -26,7 +26,7 @@ struct sb_job {
 int sb_job_under_launcher(void);
 
 /* The launcher's world size and this process's rank in it, for Slurm as
- * well as mpirun: core/launcher.h (sb_launcher_detect). */
+ * well as mpirun: job/launcher.h (sb_launcher_detect). */
 
 /* Starts the job: with use_mpi, MPI_Init_thread (FUNNELED: only the main
  * thread calls MPI), ranks, node-local ranks from
@@ -49,7 +49,7 @@ void sb_job_abort(struct sb_job *job, int code);
 void sb_job_finish(struct sb_job *job);
 
 /* Runs `mpirun -np <np> <this program> <argv[1..]>` as a watched child
- * (harness/launch_watch.h), so a user's `stratbench train --strategy ddp
+ * (job/launch_watch.h), so a user's `stratbench train --strategy ddp
  * --replicas 4` runs as the MPI job it needs, as torchrun or horovodrun
  * would, and sets *exit_code to the status to exit with once it ends.
  * Sets what Open MPI needs on a workstation or container unless the user

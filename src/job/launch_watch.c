@@ -1,5 +1,5 @@
 /* mpirun as a watched child; see launch_watch.h. */
-#include "harness/launch_watch.h"
+#include "job/launch_watch.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -17,8 +17,8 @@
 
 #include "core/clock.h"
 #include "core/interrupt.h"
-#include "harness/control.h"
-#include "harness/launch_progress.h"
+#include "job/control.h"
+#include "job/launch_progress.h"
 
 /* Seconds after forwarding SIGTERM before mpirun and its ranks get SIGKILL. */
 #define KILL_AFTER_S 3.0

@@ -1,5 +1,5 @@
 /* Link probe by ping-pong; see probe.h. */
-#include "harness/probe.h"
+#include "job/probe.h"
 
 #include <mpi.h>
 #include <stdlib.h>

@@ -16,7 +16,7 @@
 #include "backend/backend.h"
 #include "backend/cuda.h"
 #include "core/build_info.h"
-#include "core/launcher.h"
+#include "job/launcher.h"
 
 #define UNKNOWN "unknown"
 
@@ -208,7 +208,7 @@ static void mpi_cvar(const char *name, char *out, size_t cap)
 }
 
 /* "mpi_transport": per Open MPI variable that stratbench may choose
- * (core/launcher.h), {value, set_by, in_effect}: the environment's value
+ * (job/launcher.h), {value, set_by, in_effect}: the environment's value
  * (null when unset), "stratbench" or "user" (or "none" when unset), and
  * what MPI runs with (MPI_T; null without MPI or where MPI does not say). */
 static void add_transport(cJSON *env, int *fail)

@@ -15,7 +15,7 @@
 #include "core/atomic_file.h"
 #include "core/clock.h"
 #include "core/nvtx.h"
-#include "harness/gather.h"
+#include "job/gather.h"
 
 #define MAX_DEPTH 32
 #define NAME_LEN 24
