@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <mpi.h>
+#include "job/job_mpi.h"
 
 uint64_t sb_params_hash(const float *x, size_t n)
 {
@@ -76,14 +76,6 @@ struct job_view {
     MPI_Comm comm;
 };
 
-static sb_status comm_error(const char *what, int rc)
-{
-    char msg[MPI_MAX_ERROR_STRING] = "";
-    int len = 0;
-    MPI_Error_string(rc, msg, &len);
-    return sb_error(SB_ERR_COMM, "replica check: %s failed: %s", what, msg);
-}
-
 /* counts[size] = every process's n_local (-1: it failed locally). */
 static sb_status gather_counts(const struct job_view *j, int mine, int *counts)
 {
@@ -91,15 +83,14 @@ static sb_status gather_counts(const struct job_view *j, int mine, int *counts)
         counts[0] = mine;
         return SB_OK;
     }
-    int rc = MPI_Allgather(&mine, 1, MPI_INT, counts, 1, MPI_INT, j->comm);
-    return rc == MPI_SUCCESS ? SB_OK : comm_error("MPI_Allgather", rc);
+    return SB_MPI_CHECK(MPI_Allgather(&mine, 1, MPI_INT, counts, 1, MPI_INT, j->comm));
 }
 
 sb_status sb_consistency_check(struct sb_strategy *s, const struct sb_job *job, long step,
                                struct sb_consistency *acc)
 {
     struct job_view j = {.mpi = job->mpi && job->size > 1, .rank = job->rank, .size = job->size};
-    if (j.mpi) j.comm = *(const MPI_Comm *)job->world;
+    if (j.mpi) j.comm = sb_job_comm(job);
     else j.size = 1, j.rank = 0;
     if (acc->checks++ == 0) {
         acc->checksums_equal = 1;
@@ -142,9 +133,8 @@ sb_status sb_consistency_check(struct sb_strategy *s, const struct sb_job *job, 
         st = sb_error(SB_ERR_NOMEM, "replica check: out of memory");
     if (!st && total > 0) {
         if (j.mpi) {
-            int rc = MPI_Allgatherv(hash, n_local, MPI_UINT64_T, all_hash, counts, offsets,
-                                    MPI_UINT64_T, j.comm);
-            if (rc != MPI_SUCCESS) st = comm_error("MPI_Allgatherv", rc);
+            st = SB_MPI_CHECK(MPI_Allgatherv(hash, n_local, MPI_UINT64_T, all_hash, counts,
+                                             offsets, MPI_UINT64_T, j.comm));
         } else {
             memcpy(all_hash, hash, (size_t)n_local * sizeof *hash);
         }
@@ -158,8 +148,7 @@ sb_status sb_consistency_check(struct sb_strategy *s, const struct sb_job *job, 
         while (counts[owner] == 0) owner++;
         if (j.rank == owner) memcpy(ref, host, n_params * sizeof *ref);
         if (j.mpi) {
-            int rc = MPI_Bcast(ref, (int)n_params, MPI_FLOAT, owner, j.comm);
-            if (rc != MPI_SUCCESS) st = comm_error("MPI_Bcast", rc);
+            st = SB_MPI_CHECK(MPI_Bcast(ref, (int)n_params, MPI_FLOAT, owner, j.comm));
         }
         double max_ref = 0.0;
         for (size_t k = 0; !st && k < n_params; k++)
@@ -175,8 +164,8 @@ sb_status sb_consistency_check(struct sb_strategy *s, const struct sb_job *job, 
         }
         worst = mine;
         if (!st && j.mpi) {
-            int rc = MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE_INT, MPI_MAXLOC, j.comm);
-            if (rc != MPI_SUCCESS) st = comm_error("MPI_Allreduce", rc);
+            st = SB_MPI_CHECK(MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE_INT, MPI_MAXLOC,
+                                            j.comm));
         }
         if (!st) {
             acc->tolerance = sb_consistency_tolerance(max_ref);

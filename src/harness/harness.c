@@ -257,8 +257,8 @@ static sb_status gather_memory(struct loop *L)
     }
     char *bytes = NULL;
     long long *counts = NULL;
-    SB_TRY(sb_gather_bytes_to_root(job->world, job->rank, job->size, mine,
-                                   (long long)((size_t)k * sizeof *mine), &bytes, &counts));
+    SB_TRY(sb_gather_bytes_to_root(job, mine, (long long)((size_t)k * sizeof *mine), &bytes,
+                                   &counts));
     if (job->rank == 0) {
         long long total = 0;
         for (int r = 0; r < job->size; r++) total += counts[r];
@@ -276,8 +276,7 @@ static sb_status cross_rank_stats(struct loop *L)
 {
     struct sb_job *job = L->job;
     struct sb_rank_timings all;
-    SB_TRY(sb_rank_timings_gather(job->mpi ? job->world : NULL, job->rank, job->size,
-                                  L->t.step_ms, L->t.phase_ms, L->t.n, &all));
+    SB_TRY(sb_rank_timings_gather(job, L->t.step_ms, L->t.phase_ms, L->t.n, &all));
     sb_status st = SB_OK;
     if (job->rank == 0) {
         st = sb_rank_timings_fill_wait(&all);
@@ -293,7 +292,7 @@ static sb_status cross_rank_stats(struct loop *L)
     struct sb_rank_noise mine;
     sb_noise_delta(&L->noise_start, &L->noise_end, (double)sysconf(_SC_CLK_TCK), &mine);
     struct sb_rank_noise *noise = NULL;
-    SB_TRY(sb_rank_noise_gather(job->mpi ? job->world : NULL, job->rank, job->size, &mine, &noise));
+    SB_TRY(sb_rank_noise_gather(job, &mine, &noise));
     L->rec->noise_by_rank = noise;
     return gather_memory(L);
 }
@@ -404,7 +403,7 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
         .be = cfg->backend,
         .workload = sb_workload_find(cfg->workload),
         .local_rank = job->local_rank,
-        .mpi_world = job->world,
+        .mpi_world = sb_job_world(job),
     };
     const struct sb_strategy_ops *ops = cfg->strategy_ops;
     if (!env.be || !env.workload || !ops)
@@ -426,7 +425,6 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
     rec.global_batch = sb_config_global_batch(cfg);
     rec.effective_lr = sb_config_effective_lr(cfg);
     sb_utc_now(rec.start_utc);
-    const void *mpi_world = job->mpi ? job->world : NULL;
     int tracing = cfg->trace_path[0] != '\0';
 
     int steps_per_epoch = sb_steps_per_epoch(data->train.n, rec.global_batch);
@@ -439,11 +437,11 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
     if (!st && (!rec.epochs || !L.perm || !L.loss_sums))
         st = sb_error(SB_ERR_NOMEM, "harness: out of memory");
     if (!st) st = sb_slow_rank_hook(job->rank, job->size, &L.slow_ms);
-    if (!st && tracing) st = sb_trace_start(mpi_world, job->rank, job->size, 0);
+    if (!st && tracing) st = sb_trace_start(job, 0);
     if (!st) st = ops->init(&s);
     /* After init (connections made by the broadcast), before any step. */
     if (!st && job->mpi && job->size > 1 && cfg->probe_links && ops->uses_mpi) {
-        st = sb_probe_links(job->world, &rec.link);
+        st = sb_probe_links(job, &rec.link);
         if (!st && job->rank == 0 && rec.link.done) {
             printf("links: latency %.1f us, bandwidth %.3f Gbit/s (probed %d %s link%s in "
                    "%.0f ms)\n", 1e6 * rec.link.alpha_s, 8e-9 * rec.link.bandwidth_Bps,
@@ -499,7 +497,7 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
     /* After destroy: replica threads have joined, their spans are final. */
     if (!st && tracing) {
         sb_trace_set_process_label(trace_label(cfg, job->rank));
-        st = sb_trace_write(cfg->trace_path, mpi_world, job->rank, job->size);
+        st = sb_trace_write(cfg->trace_path, job);
         if (!st && job->rank == 0 && sb_trace_truncated())
             printf("trace %s (truncated: a thread reached %d events or the step limit; later "
                    "spans are missing, otherData.truncated is true)\n", cfg->trace_path,

@@ -1,22 +1,28 @@
-/* Gather of variable-sized blocks to rank 0; see gather.h. */
+/* The job's collectives for bookkeeping; see gather.h. */
 #include "job/gather.h"
 
 #include <limits.h>
-#include <mpi.h>
 #include <stdlib.h>
 
-sb_status sb_gather_bytes_to_root(const void *mpi_world, int rank, int size, const void *mine,
-                                  long long bytes, char **all, long long **counts)
+#include "core/clock.h"
+#include "job/job_mpi.h"
+
+#define TAG_CLOCK 7301 /* the clock ping-pong's messages on the world */
+
+sb_status sb_gather_bytes_to_root(const struct sb_job *job, const void *mine, long long bytes,
+                                  char **all, long long **counts)
 {
-    MPI_Comm comm = *(const MPI_Comm *)mpi_world;
+    MPI_Comm comm = sb_job_comm(job);
+    int rank = job->rank, size = job->size;
     *all = NULL;
     *counts = NULL;
     long long *n = malloc((size_t)size * sizeof *n);
     long long mine_n = n ? bytes : -1;
-    if (MPI_Allgather(&mine_n, 1, MPI_LONG_LONG, n ? n : &mine_n, 1, MPI_LONG_LONG, comm) !=
-        MPI_SUCCESS) {
+    sb_status st = SB_MPI_CHECK(
+        MPI_Allgather(&mine_n, 1, MPI_LONG_LONG, n ? n : &mine_n, 1, MPI_LONG_LONG, comm));
+    if (st) {
         free(n);
-        return sb_error(SB_ERR_COMM, "gather: MPI_Allgather of sizes failed");
+        return st;
     }
     if (!n) return sb_error(SB_ERR_NOMEM, "gather: out of memory");
     long long total = 0;
@@ -46,14 +52,10 @@ sb_status sb_gather_bytes_to_root(const void *mpi_world, int rank, int size, con
         }
     }
     /* Rank 0 says whether it could allocate before anyone sends. */
-    sb_status st = SB_OK;
-    if (MPI_Bcast(&ok, 1, MPI_INT, 0, comm) != MPI_SUCCESS)
-        st = sb_error(SB_ERR_COMM, "gather: MPI_Bcast failed");
-    else if (!ok)
-        st = sb_error(SB_ERR_NOMEM, "gather: rank 0 out of memory");
-    else if (MPI_Gatherv(mine, (int)bytes, MPI_BYTE, buf, cnt, disp, MPI_BYTE, 0, comm) !=
-             MPI_SUCCESS)
-        st = sb_error(SB_ERR_COMM, "gather: MPI_Gatherv failed");
+    st = SB_MPI_CHECK(MPI_Bcast(&ok, 1, MPI_INT, 0, comm));
+    if (!st && !ok) st = sb_error(SB_ERR_NOMEM, "gather: rank 0 out of memory");
+    if (!st)
+        st = SB_MPI_CHECK(MPI_Gatherv(mine, (int)bytes, MPI_BYTE, buf, cnt, disp, MPI_BYTE, 0, comm));
     free(cnt);
     free(disp);
     if (st || rank != 0) {
@@ -64,4 +66,53 @@ sb_status sb_gather_bytes_to_root(const void *mpi_world, int rank, int size, con
     *all = buf;
     *counts = n;
     return SB_OK;
+}
+
+sb_status sb_job_max_int(const struct sb_job *job, int *v)
+{
+    if (!job->mpi || job->size <= 1) return SB_OK;
+    return SB_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 1, MPI_INT, MPI_MAX, sb_job_comm(job)));
+}
+
+sb_status sb_job_max_double(const struct sb_job *job, double *v)
+{
+    if (!job->mpi || job->size <= 1) return SB_OK;
+    return SB_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 1, MPI_DOUBLE, MPI_MAX, sb_job_comm(job)));
+}
+
+/* Rank 0's side of the clock ping-pong: answers every round of every rank. */
+static sb_status answer_clock_pings(MPI_Comm comm, int size, int rounds)
+{
+    for (int r = 1; r < size; r++)
+        for (int i = 0; i < rounds; i++) {
+            char ping;
+            SB_TRY(SB_MPI_CHECK(MPI_Recv(&ping, 1, MPI_CHAR, r, TAG_CLOCK, comm,
+                                         MPI_STATUS_IGNORE)));
+            double t0 = sb_now_s();
+            SB_TRY(SB_MPI_CHECK(MPI_Send(&t0, 1, MPI_DOUBLE, r, TAG_CLOCK, comm)));
+        }
+    return SB_OK;
+}
+
+sb_status sb_job_clock_offset(const struct sb_job *job, int rounds, double *offset_s,
+                              double *error_s)
+{
+    *offset_s = *error_s = 0.0;
+    if (!job->mpi || job->size <= 1) return SB_OK;
+    MPI_Comm comm = sb_job_comm(job);
+    if (job->rank == 0) SB_TRY(answer_clock_pings(comm, job->size, rounds));
+    double best_rtt = 0.0;
+    for (int i = 0; i < rounds && job->rank != 0; i++) {
+        char ping = 0;
+        double t0 = 0.0, t1 = sb_now_s();
+        SB_TRY(SB_MPI_CHECK(MPI_Send(&ping, 1, MPI_CHAR, 0, TAG_CLOCK, comm)));
+        SB_TRY(SB_MPI_CHECK(MPI_Recv(&t0, 1, MPI_DOUBLE, 0, TAG_CLOCK, comm, MPI_STATUS_IGNORE)));
+        double t2 = sb_now_s();
+        if (i == 0 || t2 - t1 < best_rtt) {
+            best_rtt = t2 - t1;
+            *offset_s = 0.5 * (t1 + t2) - t0;
+        }
+    }
+    *error_s = 0.5 * best_rtt;
+    return sb_job_max_double(job, error_s);
 }

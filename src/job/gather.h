@@ -1,20 +1,40 @@
-/* The job layer's gather: variable-sized blocks from every rank of the MPI
- * job to rank 0, used by the cross-rank step statistics (rank_stats.c) and
- * the --trace merge (src/trace). Part of the job layer with job.c: it
- * depends on MPI and src/core only. */
+/* The job layer's collectives for bookkeeping (not training traffic, not
+ * counted, not under the watchdog): variable-sized blocks from every rank of
+ * the job to rank 0, used by the cross-rank step statistics (rank_stats.c),
+ * the noise record and the --trace merge (src/trace), and the maximum of a
+ * value over the ranks. Every function takes the job (job/job.h) and is
+ * collective over it; a job without MPI or of one rank needs no exchange.
+ * Part of the job layer with job.c: it depends on MPI and src/core only. */
 #ifndef SB_GATHER_H
 #define SB_GATHER_H
 
 #include "core/status.h"
+#include "job/job.h"
 
-/* Gathers `bytes` bytes of `mine` from every rank to rank 0 of mpi_world
- * (an MPI_Comm *), safely: a rank whose local preparation failed passes
+/* Gathers `bytes` bytes of `mine` from every rank to rank 0 of the job,
+ * safely: a rank whose local preparation failed passes
  * bytes < 0, and then every rank returns an error instead of leaving rank 0
  * waiting. On rank 0, *all (malloc'd, caller frees) holds the blocks in
  * rank order and counts[r] (malloc'd, size entries) their sizes; NULL on
  * other ranks. Collective. Errors: SB_ERR_COMM (an MPI call failed, another
  * rank failed, or the total exceeds 2 GiB), SB_ERR_NOMEM. */
-sb_status sb_gather_bytes_to_root(const void *mpi_world, int rank, int size, const void *mine,
-                                  long long bytes, char **all, long long **counts);
+sb_status sb_gather_bytes_to_root(const struct sb_job *job, const void *mine, long long bytes,
+                                  char **all, long long **counts);
+
+/* Replaces *v by its largest value over the job's ranks. Errors:
+ * SB_ERR_COMM naming file:line (*v keeps this rank's value). */
+sb_status sb_job_max_int(const struct sb_job *job, int *v);
+sb_status sb_job_max_double(const struct sb_job *job, double *v);
+
+/* Cristian's method against rank 0 (Cristian 1989): rank r sends at t1,
+ * rank 0 answers with its clock t0, rank r receives at t2; rank 0's clock
+ * read t0 near the midpoint, so offset = (t1 + t2) / 2 - t0, taken from the
+ * round with the shortest round trip of `rounds`, whose half bounds the
+ * error. Clocks: sb_now_s (core/clock.h), seconds. Sets *offset_s (this
+ * rank's clock minus rank 0's; 0 on rank 0) and *error_s (the largest bound
+ * over the ranks, the same on every rank). Errors: SB_ERR_COMM naming
+ * file:line. */
+sb_status sb_job_clock_offset(const struct sb_job *job, int rounds, double *offset_s,
+                              double *error_s);
 
 #endif

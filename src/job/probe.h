@@ -20,6 +20,7 @@
 #define SB_PROBE_H
 
 #include "core/status.h"
+#include "job/job.h"
 
 /* What --probe-links measured (sb_probe_links), as the report carries it
  * (the report's comm.model reads its α and B as the link of the α–β
@@ -33,10 +34,10 @@ struct sb_link_probe {
     double seconds;        /* wall time the probe took */
 };
 
-/* Probes the links of `mpi_world` (an MPI_Comm *; collective over it) into
- * *out (every rank gets rank 0's result). A world of one rank is not
- * probed (out->done = 0). Errors: SB_ERR_COMM with MPI's message,
- * SB_ERR_NOMEM. */
-sb_status sb_probe_links(const void *mpi_world, struct sb_link_probe *out);
+/* Probes the links of the job (collective over it) into *out (every rank
+ * gets rank 0's result). A job without MPI or of one rank is not probed
+ * (out->done = 0). Errors: SB_ERR_COMM naming the MPI call, file:line and
+ * MPI's message; SB_ERR_NOMEM. */
+sb_status sb_probe_links(const struct sb_job *job, struct sb_link_probe *out);
 
 #endif
