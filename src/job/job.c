@@ -106,26 +106,33 @@ static sb_status status_of_code(int code)
     return code == 2 ? SB_ERR_USAGE : code == 130 ? SB_ERR_INTERRUPTED : SB_ERR_COMM;
 }
 
-sb_status sb_job_agree(const struct sb_job *job, sb_status local, const char *what,
-                       int *first_failed)
+sb_status sb_job_agree_on(MPI_Comm comm, sb_status local, const char *what, int *first_failed)
 {
-    int code = sb_status_exit_code(local), failed = local ? job->rank : -1;
+    int rank = 0;
+    SB_TRY(SB_MPI_CHECK(MPI_Comm_rank(comm, &rank)));
+    int code = sb_status_exit_code(local), failed = local ? rank : -1;
     if (first_failed) *first_failed = failed;
-    if (job->mpi) {
-        char message[512];
-        snprintf(message, sizeof message, "%s", local ? sb_error_message() : "");
-        int in[2] = {code, local ? -job->rank : INT_MIN}, out[2];
-        /* MAX of the code and of -rank (so the lowest failed rank wins). */
-        SB_TRY(SB_MPI_CHECK(MPI_Allreduce(in, out, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD)));
-        code = out[0];
-        failed = code ? -out[1] : -1;
-        if (local) sb_error_set_message(message);
-    }
+    char message[512];
+    snprintf(message, sizeof message, "%s", local ? sb_error_message() : "");
+    int in[2] = {code, local ? -rank : INT_MIN}, out[2];
+    /* MAX of the code and of -rank (so the lowest failed rank wins). */
+    SB_TRY(SB_MPI_CHECK(MPI_Allreduce(in, out, 2, MPI_INT, MPI_MAX, comm)));
+    code = out[0];
+    failed = code ? -out[1] : -1;
+    if (local) sb_error_set_message(message);
     if (first_failed) *first_failed = failed;
     if (!code) return SB_OK;
     if (local && sb_status_exit_code(local) == code) return local;
     if (local) return status_of_code(code); /* this rank's message kept */
     return sb_error(status_of_code(code), "rank %d failed %s (see its message)", failed, what);
+}
+
+sb_status sb_job_agree(const struct sb_job *job, sb_status local, const char *what,
+                       int *first_failed)
+{
+    if (job->mpi) return sb_job_agree_on(MPI_COMM_WORLD, local, what, first_failed);
+    if (first_failed) *first_failed = local ? 0 : -1;
+    return local;
 }
 
 void sb_job_abort(struct sb_job *job, int code)

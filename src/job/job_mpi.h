@@ -45,4 +45,11 @@ static inline sb_status sb_mpi_check_at(int rc, const char *what, int call_text,
  * MPI, MPI_COMM_NULL for a job without MPI (job->mpi 0) or a NULL job. */
 MPI_Comm sb_job_comm(const struct sb_job *job);
 
+/* sb_job_agree (job/job.h) over the ranks of `comm` instead of the job's
+ * world, for a set-up step of a communicator built over some of them (e.g.
+ * the GPU selection of the staged communicator, src/comm/factory.c); ranks
+ * in *first_failed are ranks of comm. The one agreement rule of the suite:
+ * the same returns and errors as sb_job_agree. */
+sb_status sb_job_agree_on(MPI_Comm comm, sb_status local, const char *what, int *first_failed);
+
 #endif
