@@ -6,6 +6,9 @@ checked on the source text so that CI holds them (no build needed, well under a 
 2. No C file outside the registries and the command line compares a strategy, device or
    communicator name: the CLI resolves each name once (cfg->strategy_ops, cfg->backend,
    cfg->comm_entry) and the layers above ask those entries.
+3. MPI is called only by the job layer (src/job) and the communicators (src/comm): every
+   other file talks about the job through struct sb_job (job/job.h) and its functions,
+   so only those two folders include <mpi.h> or job/job_mpi.h.
 """
 
 import pathlib
@@ -36,6 +39,8 @@ NAMES = ("single", "mirrored", "ddp", "central", "hierarchical",  # strategies
          "cpu", "cuda",                                            # devices
          "mpi", "nccl", "local", "staged")                        # communicators
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+MPI_INCLUDE = re.compile(r'^\s*#\s*include\s+(<mpi\.h>|"job/job_mpi\.h")', re.M)
+MPI_FOLDERS = ("src/job/", "src/comm/")
 
 
 def sources():
@@ -120,3 +125,12 @@ def test_no_name_comparisons_outside_registries(rule):
     assert not wrong, ("names compared outside the registries and src/cli (ask the "
                        "entry cfg->strategy_ops / backend / comm_entry instead):\n"
                        + "\n".join(wrong))
+
+
+def test_only_job_and_comm_call_mpi():
+    wrong = [f"{path.relative_to(ROOT).as_posix()} includes {m}"
+             for path in sources()
+             if not path.relative_to(ROOT).as_posix().startswith(MPI_FOLDERS)
+             for m in MPI_INCLUDE.findall(path.read_text(errors="replace"))]
+    assert not wrong, ("MPI outside src/job and src/comm (use struct sb_job and the job "
+                       "layer's functions, job/job.h, job/gather.h):\n" + "\n".join(wrong))

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "job/job_mpi.h"
+#include "job/gather.h"
 
 uint64_t sb_params_hash(const float *x, size_t n)
 {
@@ -78,8 +78,8 @@ static sb_status read_local(struct sb_strategy *s, int n_local, size_t n_params,
  * reference replica's parameters. */
 struct check {
     struct sb_strategy *s;
-    int mpi, rank, size;
-    MPI_Comm comm;
+    const struct sb_job *job;
+    int rank, size;
     int n_local, total;
     size_t n_params;
     int *counts, *offsets;
@@ -87,15 +87,6 @@ struct check {
     uint64_t *hash, *all_hash;
 };
 
-/* counts[size] = every process's n_local (-1: it failed locally). */
-static sb_status gather_counts(struct check *c, int mine)
-{
-    if (!c->mpi) {
-        c->counts[0] = mine;
-        return SB_OK;
-    }
-    return SB_MPI_CHECK(MPI_Allgather(&mine, 1, MPI_INT, c->counts, 1, MPI_INT, c->comm));
-}
 
 /* The buffers of the check; SB_ERR_NOMEM is this process's local outcome
  * (agreed on by exchange_counts before anyone waits for it). */
@@ -125,7 +116,8 @@ static void check_free(struct check *c)
  * outcome: a process that failed makes every process return an error. */
 static sb_status exchange_counts(struct check *c, sb_status local)
 {
-    SB_TRY(gather_counts(c, local ? -1 : c->n_local));
+    /* counts[size] = every process's n_local (-1: it failed locally). */
+    SB_TRY(sb_job_allgather_int(c->job, local ? -1 : c->n_local, c->counts));
     int failed = 0;
     c->total = 0;
     for (int r = 0; r < c->size; r++) {
@@ -147,7 +139,7 @@ static sb_status read_replicas(struct check *c)
     int first = c->offsets[c->rank];
     if (target >= first && target < first + c->n_local) local = corrupt(c->s, (int)(target - first));
     if (!local) local = read_local(c->s, c->n_local, c->n_params, c->host, c->hash);
-    SB_TRY(gather_counts(c, local ? -1 : c->n_local));
+    SB_TRY(sb_job_allgather_int(c->job, local ? -1 : c->n_local, c->counts));
     for (int r = 0; r < c->size; r++)
         if (c->counts[r] < 0)
             return local ? local : sb_error(SB_ERR_COMM, "replica check: rank %d failed", r);
@@ -160,12 +152,8 @@ static sb_status gather_hashes(struct check *c)
     if (c->total <= 0) return SB_OK;
     if (!(c->all_hash = malloc((size_t)c->total * sizeof *c->all_hash)))
         return sb_error(SB_ERR_NOMEM, "replica check: out of memory");
-    if (!c->mpi) {
-        memcpy(c->all_hash, c->hash, (size_t)c->n_local * sizeof *c->hash);
-        return SB_OK;
-    }
-    return SB_MPI_CHECK(MPI_Allgatherv(c->hash, c->n_local, MPI_UINT64_T, c->all_hash, c->counts,
-                                       c->offsets, MPI_UINT64_T, c->comm));
+    return sb_job_allgatherv_u64(c->job, c->hash, c->n_local, c->all_hash, c->counts,
+                                 c->offsets);
 }
 
 /* Hashes differ: the largest |difference| of any replica from the first
@@ -178,23 +166,22 @@ static sb_status measure_divergence(struct check *c, long step, struct sb_consis
     int owner = 0;
     while (c->counts[owner] == 0) owner++;
     if (c->rank == owner) memcpy(c->ref, c->host, c->n_params * sizeof *c->ref);
-    if (c->mpi) SB_TRY(SB_MPI_CHECK(MPI_Bcast(c->ref, (int)c->n_params, MPI_FLOAT, owner, c->comm)));
+    SB_TRY(sb_job_bcast_floats(c->job, c->ref, c->n_params, owner));
     double max_ref = 0.0;
     for (size_t k = 0; k < c->n_params; k++)
         if (fabs(c->ref[k]) > max_ref) max_ref = fabs(c->ref[k]);
+    /* This process's worst replica, then the worst of all (MPI_MAXLOC). */
     struct {
         double diff;
         int replica;
-    } mine = {0.0, -1}, worst;
+    } worst = {0.0, -1};
     int first = c->offsets[c->rank];
     for (int i = 0; i < c->n_local; i++) {
         if (c->all_hash[first + i] == c->all_hash[0]) continue;
         double d = sb_params_max_abs_diff(c->host + (size_t)i * c->n_params, c->ref, c->n_params);
-        if (mine.replica < 0 || d > mine.diff) mine.diff = d, mine.replica = first + i;
+        if (worst.replica < 0 || d > worst.diff) worst.diff = d, worst.replica = first + i;
     }
-    worst = mine;
-    if (c->mpi)
-        SB_TRY(SB_MPI_CHECK(MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE_INT, MPI_MAXLOC, c->comm)));
+    SB_TRY(sb_job_max_loc(c->job, &worst.diff, &worst.replica));
     acc->tolerance = sb_consistency_tolerance(max_ref);
     if (worst.diff > acc->max_abs_diff || acc->worst_replica < 0) {
         acc->max_abs_diff = worst.diff;
@@ -211,12 +198,7 @@ static sb_status measure_divergence(struct check *c, long step, struct sb_consis
 sb_status sb_consistency_check(struct sb_strategy *s, const struct sb_job *job, long step,
                                struct sb_consistency *acc)
 {
-    struct check c = {.s = s, .mpi = job->mpi && job->size > 1, .rank = 0, .size = 1};
-    if (c.mpi) {
-        c.comm = sb_job_comm(job);
-        c.rank = job->rank;
-        c.size = job->size;
-    }
+    struct check c = {.s = s, .job = job, .rank = job->rank, .size = job->size};
     if (acc->checks++ == 0) {
         acc->checksums_equal = 1;
         acc->worst_replica = -1;

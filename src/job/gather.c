@@ -3,6 +3,7 @@
 
 #include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/clock.h"
 #include "job/job_mpi.h"
@@ -78,6 +79,47 @@ sb_status sb_job_max_double(const struct sb_job *job, double *v)
 {
     if (!job->mpi || job->size <= 1) return SB_OK;
     return SB_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 1, MPI_DOUBLE, MPI_MAX, sb_job_comm(job)));
+}
+
+sb_status sb_job_allgather_int(const struct sb_job *job, int mine, int *all)
+{
+    if (!job->mpi || job->size <= 1) {
+        all[0] = mine;
+        return SB_OK;
+    }
+    return SB_MPI_CHECK(MPI_Allgather(&mine, 1, MPI_INT, all, 1, MPI_INT, sb_job_comm(job)));
+}
+
+sb_status sb_job_allgatherv_u64(const struct sb_job *job, const uint64_t *mine, int n,
+                                uint64_t *all, const int *counts, const int *offsets)
+{
+    if (!job->mpi || job->size <= 1) {
+        memcpy(all, mine, (size_t)n * sizeof *mine);
+        return SB_OK;
+    }
+    return SB_MPI_CHECK(MPI_Allgatherv(mine, n, MPI_UINT64_T, all, counts, offsets, MPI_UINT64_T,
+                                       sb_job_comm(job)));
+}
+
+sb_status sb_job_bcast_floats(const struct sb_job *job, float *buf, size_t n, int root)
+{
+    if (!job->mpi || job->size <= 1) return SB_OK;
+    if (n > INT_MAX) return sb_error(SB_ERR_USAGE, "broadcast of %zu floats: over MPI's int count", n);
+    return SB_MPI_CHECK(MPI_Bcast(buf, (int)n, MPI_FLOAT, root, sb_job_comm(job)));
+}
+
+sb_status sb_job_max_loc(const struct sb_job *job, double *value, int *loc)
+{
+    if (!job->mpi || job->size <= 1) return SB_OK;
+    struct {
+        double value;
+        int loc;
+    } mine = {*value, *loc}, best;
+    SB_TRY(SB_MPI_CHECK(MPI_Allreduce(&mine, &best, 1, MPI_DOUBLE_INT, MPI_MAXLOC,
+                                      sb_job_comm(job))));
+    *value = best.value;
+    *loc = best.loc;
+    return SB_OK;
 }
 
 /* Rank 0's side of the clock ping-pong: answers every round of every rank. */

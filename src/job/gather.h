@@ -8,6 +8,9 @@
 #ifndef SB_GATHER_H
 #define SB_GATHER_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "core/status.h"
 #include "job/job.h"
 
@@ -25,6 +28,25 @@ sb_status sb_gather_bytes_to_root(const struct sb_job *job, const void *mine, lo
  * SB_ERR_COMM naming file:line (*v keeps this rank's value). */
 sb_status sb_job_max_int(const struct sb_job *job, int *v);
 sb_status sb_job_max_double(const struct sb_job *job, double *v);
+
+/* Every rank's `mine` in all[rank] (all: job->size ints). Errors:
+ * SB_ERR_COMM naming file:line. */
+sb_status sb_job_allgather_int(const struct sb_job *job, int mine, int *all);
+
+/* Every rank's n (= counts[rank]) 64-bit words of `mine` into all, rank r's
+ * at offsets[r] (counts and offsets: job->size entries, the same on every
+ * rank). Errors: SB_ERR_COMM naming file:line. */
+sb_status sb_job_allgatherv_u64(const struct sb_job *job, const uint64_t *mine, int n,
+                                uint64_t *all, const int *counts, const int *offsets);
+
+/* buf[n] of rank `root` to every rank. Errors: SB_ERR_COMM naming
+ * file:line, or SB_ERR_USAGE when n exceeds MPI's int count. */
+sb_status sb_job_bcast_floats(const struct sb_job *job, float *buf, size_t n, int root);
+
+/* The largest *value over the ranks and the *loc that came with it (the
+ * lowest loc among equal values: MPI_MAXLOC), on every rank. Errors:
+ * SB_ERR_COMM naming file:line. */
+sb_status sb_job_max_loc(const struct sb_job *job, double *value, int *loc);
 
 /* Cristian's method against rank 0 (Cristian 1989): rank r sends at t1,
  * rank 0 answers with its clock t0, rank r receives at t2; rank 0's clock

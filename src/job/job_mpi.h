@@ -1,5 +1,6 @@
 /* The MPI side of the job, for the files that call MPI themselves (src/job,
- * the mpi communicator and watchdog in src/comm, the replica check): the
+ * the mpi communicator and watchdog in src/comm; tests/test_layers.py holds
+ * that no other folder includes it or mpi.h): the
  * job's world as an MPI_Comm, and one way to turn an MPI error code into a
  * status. Every other file talks about the job through job/job.h's typed
  * handle (struct sb_job *) and needs no mpi.h.
