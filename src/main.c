@@ -1,7 +1,8 @@
 /* stratbench: benchmark distributed data-parallel training strategies.
  *
- * The command line: `stratbench train | sweep | compare | info`. Only this file decides how
- * the process (and the MPI job) ends: every other layer returns a status. */
+ * The command line: `stratbench train | sweep | compare | predict | info`, dispatched to
+ * src/cli. Only this file ends the process and the MPI job: every other layer returns a
+ * status, and `train` an outcome (cli/train.h) that end_train carries out. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,6 +17,9 @@
 #include "cli/sweep.h"
 #include "cli/train.h"
 #include "cli/train_opts.h"
+#include "comm/watchdog.h"
+#include "job/control.h"
+#include "job/job.h"
 #include "strategies/strategy.h"
 
 static void usage(FILE *out)
@@ -65,13 +69,25 @@ const char *__lsan_default_options(void)
 }
 #endif
 
-/* `stratbench train` (cli/train.h) runs the job and says how to end it;
- * ending it is main's alone. */
+/* Ends a `train` run as its outcome says: the whole MPI job with MPI_Abort
+ * (a failure or fault on a rank; returns only without MPI), the watchdog
+ * after that where it still runs, MPI_Finalize of a started job, and the
+ * watcher's "finished" line (job/control.h). Returns the exit status. */
+static int end_train(struct sb_train_outcome *out)
+{
+    if (out->abort) sb_job_abort(&out->job, out->code);
+    if (out->stop_watchdog) sb_watchdog_stop();
+    if (out->finish) sb_job_finish(&out->job);
+    if (out->control_rank >= 0) sb_control_finished(out->control_rank);
+    return out->code;
+}
+
+/* `stratbench train` (cli/train.c) runs the job and says how to end it. */
 static int cmd_train(int argc, char **argv, int full_argc, char **full_argv)
 {
     struct sb_train_outcome out;
     sb_train_main(argc, argv, full_argc, full_argv, &out);
-    return sb_train_end(&out);
+    return end_train(&out);
 }
 
 /* The exit status after a command returned `code`: standard output that

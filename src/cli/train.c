@@ -1,6 +1,6 @@
 /* `stratbench train`: from the parsed flags to the end of the job; see
  * train.h. The run's stages each return a status; one place (the outcome)
- * says how the job ends, and main ends it (sb_train_end). */
+ * says how the job ends, and main ends it (src/main.c: end_train). */
 #include "cli/train.h"
 
 #include <limits.h>
@@ -267,13 +267,4 @@ void sb_train_main(int argc, char **argv, int full_argc, char **full_argv,
         return;
     }
     train_rank(cfg, &data, full_argc, full_argv, out);
-}
-
-int sb_train_end(struct sb_train_outcome *out)
-{
-    if (out->abort) sb_job_abort(&out->job, out->code);
-    if (out->stop_watchdog) sb_watchdog_stop();
-    if (out->finish) sb_job_finish(&out->job);
-    if (out->control_rank >= 0) sb_control_finished(out->control_rank);
-    return out->code;
 }

@@ -7,8 +7,8 @@
 
 /* How `train` asks main to end: the exit status, and whether the whole MPI
  * job must be ended with it (MPI_Abort: a failure or fault on a rank) or
- * MPI finalised normally. main does the ending (sb_train_end), so that only
- * main ends the job. */
+ * MPI finalised normally. src/main.c does the ending (end_train), so that
+ * only main ends the job. */
 struct sb_train_outcome {
     int code;            /* the process's exit status */
     int abort;           /* 1: end every rank of the job (sb_job_abort) */
@@ -27,10 +27,5 @@ struct sb_train_outcome {
  * the process or the job itself. */
 void sb_train_main(int argc, char **argv, int full_argc, char **full_argv,
                    struct sb_train_outcome *out);
-
-/* Ends the run as *out says: MPI_Abort of the whole job where asked, else
- * MPI_Finalize (and the watcher's "finished" line). Returns out->code. Only
- * main calls it. */
-int sb_train_end(struct sb_train_outcome *out);
 
 #endif
