@@ -379,64 +379,71 @@ static sb_status print_json(cJSON *doc, int fail)
 }
 
 /* Prints the verdicts in o->format. Errors: SB_ERR_NOMEM (json, github). */
-static sb_status print_results(const struct opts *o, const struct result *r, int nr,
-                          const struct side *b, const struct side *n)
+/* --format github: the benchmark-action list, one {name, unit, value} per
+ * point (the new side's median). */
+static sb_status print_github(const struct opts *o, const struct result *r, int nr)
 {
-    const char *unit = METRIC_UNIT[o->metric];
-    const char *metric = METRIC_NAME[o->metric];
-    const char *better = o->larger_better ? "larger is better" : "smaller is better";
-    int any_no_test = 0, any_low_power = 0, regressions = 0;
+    int fail = 0;
+    cJSON *list = cJSON_CreateArray();
     for (int i = 0; i < nr; i++) {
-        any_no_test |= isnan(r[i].p);
-        any_low_power |= r[i].low_power;
-        regressions += r[i].verdict == REGRESSION;
+        cJSON *x = cJSON_CreateObject();
+        sb_json_add_str(x, "name", r[i].n->label, &fail);
+        sb_json_add_str(x, "unit", METRIC_UNIT[o->metric], &fail);
+        sb_json_add_num(x, "value", r[i].new_med, &fail);
+        sb_json_append(list, x, &fail);
     }
-    if (strcmp(o->format, "github") == 0) {
-        int fail = 0;
-        cJSON *list = cJSON_CreateArray();
-        for (int i = 0; i < nr; i++) {
-            cJSON *x = cJSON_CreateObject();
-            sb_json_add_str(x, "name", r[i].n->label, &fail);
-            sb_json_add_str(x, "unit", unit, &fail);
-            sb_json_add_num(x, "value", r[i].new_med, &fail);
-            sb_json_append(list, x, &fail);
-        }
-        return print_json(list, fail || !list);
-    }
-    if (strcmp(o->format, "json") == 0) {
-        int fail = 0;
-        cJSON *doc = cJSON_CreateObject(), *pts;
-        sb_json_add_str(doc, "schema_version", COMPARE_SCHEMA_VERSION, &fail);
-        sb_json_add_str(doc, "kind", "stratbench-compare", &fail);
-        sb_json_add_str(doc, "base", b->path, &fail);
-        sb_json_add_str(doc, "new", n->path, &fail);
-        sb_json_add_str(doc, "metric", metric, &fail);
-        sb_json_add_str(doc, "unit", unit, &fail);
-        sb_json_add_item(doc, "larger_is_better", cJSON_CreateBool(o->larger_better), &fail);
-        sb_json_add_num(doc, "alpha", o->alpha, &fail);
-        sb_json_add_num(doc, "threshold", o->threshold, &fail);
-        sb_json_add_num(doc, "regressions", regressions, &fail);
-        pts = sb_json_add_arr(doc, "points", &fail);
-        for (int i = 0; i < nr; i++) {
-            cJSON *x = cJSON_CreateObject();
-            sb_json_add_str(x, "name", r[i].n->label, &fail);
-            sb_json_add_num(x, "base_median", r[i].base_med, &fail);
-            sb_json_add_num(x, "new_median", r[i].new_med, &fail);
-            sb_json_add_num(x, "base_step_ms_median", r[i].base_step[0], &fail);
-            sb_json_add_num(x, "base_step_ms_p95", r[i].base_step[1], &fail);
-            sb_json_add_num(x, "new_step_ms_median", r[i].new_step[0], &fail);
-            sb_json_add_num(x, "new_step_ms_p95", r[i].new_step[1], &fail);
-            sb_json_add_num(x, "change", isfinite(r[i].change) ? r[i].change : 0, &fail);
-            sb_json_add_num(x, "p_value", r[i].p, &fail); /* null when NaN: no rank test */
-            sb_json_add_str(x, "test", isnan(r[i].p) ? "threshold-only" : "mann-whitney-u", &fail);
-            sb_json_add_num(x, "base_repeats", r[i].b->n, &fail);
-            sb_json_add_num(x, "new_repeats", r[i].n->n, &fail);
-            sb_json_add_str(x, "verdict", r[i].verdict == REGRESSION ? "regression"
-                                          : VERDICT[r[i].verdict], &fail);
-            sb_json_append(pts, x, &fail);
-        }
-        return print_json(doc, fail || !doc);
-    }
+    return print_json(list, fail || !list);
+}
+
+/* One point of --format json. */
+static cJSON *json_point(const struct result *r, int *fail)
+{
+    cJSON *x = cJSON_CreateObject();
+    sb_json_add_str(x, "name", r->n->label, fail);
+    sb_json_add_num(x, "base_median", r->base_med, fail);
+    sb_json_add_num(x, "new_median", r->new_med, fail);
+    sb_json_add_num(x, "base_step_ms_median", r->base_step[0], fail);
+    sb_json_add_num(x, "base_step_ms_p95", r->base_step[1], fail);
+    sb_json_add_num(x, "new_step_ms_median", r->new_step[0], fail);
+    sb_json_add_num(x, "new_step_ms_p95", r->new_step[1], fail);
+    sb_json_add_num(x, "change", isfinite(r->change) ? r->change : 0, fail);
+    sb_json_add_num(x, "p_value", r->p, fail); /* null when NaN: no rank test */
+    sb_json_add_str(x, "test", isnan(r->p) ? "threshold-only" : "mann-whitney-u", fail);
+    sb_json_add_num(x, "base_repeats", r->b->n, fail);
+    sb_json_add_num(x, "new_repeats", r->n->n, fail);
+    sb_json_add_str(x, "verdict", r->verdict == REGRESSION ? "regression" : VERDICT[r->verdict],
+                    fail);
+    return x;
+}
+
+/* --format json: the verdict document (reports/compare.schema.json). */
+static sb_status print_verdict_json(const struct opts *o, const struct result *r, int nr,
+                                    const struct side *b, const struct side *n, int regressions)
+{
+    int fail = 0;
+    cJSON *doc = cJSON_CreateObject(), *pts;
+    sb_json_add_str(doc, "schema_version", COMPARE_SCHEMA_VERSION, &fail);
+    sb_json_add_str(doc, "kind", "stratbench-compare", &fail);
+    sb_json_add_str(doc, "base", b->path, &fail);
+    sb_json_add_str(doc, "new", n->path, &fail);
+    sb_json_add_str(doc, "metric", METRIC_NAME[o->metric], &fail);
+    sb_json_add_str(doc, "unit", METRIC_UNIT[o->metric], &fail);
+    sb_json_add_item(doc, "larger_is_better", cJSON_CreateBool(o->larger_better), &fail);
+    sb_json_add_num(doc, "alpha", o->alpha, &fail);
+    sb_json_add_num(doc, "threshold", o->threshold, &fail);
+    sb_json_add_num(doc, "regressions", regressions, &fail);
+    pts = sb_json_add_arr(doc, "points", &fail);
+    for (int i = 0; i < nr; i++) sb_json_append(pts, json_point(&r[i], &fail), &fail);
+    return print_json(doc, fail || !doc);
+}
+
+/* The text table (default, '#' before every non-data line) or --format
+ * markdown, with the notes and the count of regressions. */
+static void print_table(const struct opts *o, const struct result *r, int nr, int regressions,
+                        int any_no_test, int any_low_power)
+{
+    const char *unit = METRIC_UNIT[o->metric], *metric = METRIC_NAME[o->metric];
+    const char *better = o->larger_better ? "larger is better" : "smaller is better";
     int md = strcmp(o->format, "markdown") == 0;
     if (md)
         printf("### stratbench compare: %s (%s, %s)\n\n| point | base | new | change | p | verdict "
@@ -467,6 +474,21 @@ static sb_status print_results(const struct opts *o, const struct result *r, int
                "at 0.05): such points are never called regressions\n", pre, o->alpha);
     printf("%s%d regression%s in %d matched point%s\n", pre, regressions, regressions == 1 ? "" : "s",
            nr, nr == 1 ? "" : "s");
+}
+
+/* Prints the results in --format text, markdown, json or github. */
+static sb_status print_results(const struct opts *o, const struct result *r, int nr,
+                               const struct side *b, const struct side *n)
+{
+    int any_no_test = 0, any_low_power = 0, regressions = 0;
+    for (int i = 0; i < nr; i++) {
+        any_no_test |= isnan(r[i].p);
+        any_low_power |= r[i].low_power;
+        regressions += r[i].verdict == REGRESSION;
+    }
+    if (strcmp(o->format, "github") == 0) return print_github(o, r, nr);
+    if (strcmp(o->format, "json") == 0) return print_verdict_json(o, r, nr, b, n, regressions);
+    print_table(o, r, nr, regressions, any_no_test, any_low_power);
     return SB_OK;
 }
 

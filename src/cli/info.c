@@ -6,13 +6,13 @@
 #include <string.h>
 
 #include <cjson/cJSON.h>
-#include <mpi.h>
 
 #include "backend/backend.h"
 #include "backend/cuda.h"
 #include "cli/suggest.h"
 #include "core/build_info.h"
 #include "data/mnist.h"
+#include "job/mpi_info.h"
 #include "strategies/strategy.h"
 #include "workloads/workload.h"
 
@@ -30,17 +30,13 @@ void sb_info_version(FILE *out)
     fprintf(out, "backends: %s; communicators: %s\n", sb_build_backends(), sb_build_comms());
 }
 
-/* The first line of MPI_Get_library_version (callable before MPI_Init). */
+/* The first line of MPI_Get_library_version up to its first comma
+ * (job/mpi_info.h), "unknown" when MPI says nothing. */
 static void mpi_runtime(char *out, size_t cap)
 {
-    char buf[MPI_MAX_LIBRARY_VERSION_STRING] = "";
-    int len = 0;
-    snprintf(out, cap, "unknown");
-    if (MPI_Get_library_version(buf, &len) != MPI_SUCCESS) return;
-    buf[len > 0 && len < (int)sizeof buf ? len : 0] = '\0';
-    char *cut = strpbrk(buf, ",\n");
-    if (cut) *cut = '\0';
-    if (buf[0]) snprintf(out, cap, "%s", buf);
+    sb_job_mpi_library(out, cap);
+    out[strcspn(out, ",")] = '\0';
+    if (!out[0]) snprintf(out, cap, "unknown");
 }
 
 /* What runs now (libraries loaded, GPUs visible), beside what was built. */

@@ -274,14 +274,6 @@ int sb_comm_overlaps(const struct sb_comm *c);
  * flight recorder as "metrics"). */
 sb_status sb_comm_allreduce_f64(struct sb_comm *c, double *buf, size_t n);
 
-/* Agrees on a set-up step that each rank did on its own: every rank of c
- * passes its `local` status (collective over c, uncounted). Returns local
- * when it failed (its message kept), SB_ERR_COMM "another rank failed
- * <what>" when only another rank failed, else SB_OK; so every rank returns
- * an error together and none is left waiting in a later collective.
- * (src/comm/agree.c) */
-sb_status sb_comm_agree(struct sb_comm *c, sb_status local, const char *what);
-
 /* Report name of the algorithm `a` as run by communicator c: the
  * algorithm's name, or the communicator's ("mpi", "nccl", ...) for
  * SB_ALLREDUCE_LIBRARY. */

@@ -35,17 +35,6 @@ struct sb_link {
     double gamma_s_per_byte; /* reduction arithmetic γ, s per byte (0 = ignore) */
 };
 
-/* What --probe-links measured (src/harness/probe.h), as the report carries
- * it. */
-struct sb_link_probe {
-    int done;              /* 1 once probed (0: not probed; the rest is 0) */
-    double alpha_s;        /* one-way latency of a small message, s */
-    double bandwidth_Bps;  /* payload bytes per second of the slowest link */
-    int peers;             /* links probed (one per other host, or 1) */
-    int cross_host;        /* 1 if the probed links cross hosts */
-    double seconds;        /* wall time the probe took */
-};
-
 /* One message of `bytes`: α + bytes / B (Hockney). */
 double sb_cost_message_s(const struct sb_link *l, double bytes);
 

@@ -10,6 +10,9 @@
 #include "backend/cuda.h"
 #include "comm/comm.h"
 #include "core/config.h"
+#ifdef SB_HAVE_CUDA
+#include "job/job_mpi.h" /* sb_job_agree_on: the staged communicator's GPU set-up */
+#endif
 
 
 /* n "local" members over one new shared-memory group. */
@@ -30,7 +33,7 @@ static sb_status staged_ranks(const void *mpi_comm, int device, struct sb_comm *
     sb_status local = sb_cuda_set_device(device);
     struct sb_comm *inner = NULL;
     SB_TRY(sb_comm_mpi_create(mpi_comm, &inner));
-    sb_status st = sb_comm_agree(inner, local, "its GPU set-up");
+    sb_status st = sb_job_agree_on(*(const MPI_Comm *)mpi_comm, local, "its GPU set-up", NULL);
     if (st) {
         sb_comm_destroy(inner);
         return st;

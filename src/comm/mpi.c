@@ -14,6 +14,7 @@
 #include "comm/mpi_hier.h"
 #include "comm/mpi_allreduce16.h"
 #include "comm/mpi_wait.h"
+#include "job/job_mpi.h"
 
 /* The communicator's state: a duplicate of the caller's MPI communicator,
  * the sequence number of the next stratbench all-reduce (its message tag)
@@ -24,15 +25,6 @@ struct mpi_impl {
     struct sb_ar_pool pool;
     struct sb_hier *hier; /* the host grouping; NULL: none */
 };
-
-static sb_status mpi_check(int rc, const char *what)
-{
-    if (rc == MPI_SUCCESS) return SB_OK;
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    MPI_Error_string(rc, msg, &len);
-    return sb_error(SB_ERR_COMM, "%s: %s", what, msg);
-}
 
 static MPI_Comm handle(struct sb_comm *c) { return ((struct mpi_impl *)c->impl)->comm; }
 
@@ -66,8 +58,8 @@ static sb_status mpi_allreduce(struct sb_comm *c, float *buf, size_t n)
     sb_status st = SB_OK;
     for (size_t o = 0; o < n && !st; o += MPI_CHUNK, k++) {
         int m = (int)(n - o < MPI_CHUNK ? n - o : MPI_CHUNK);
-        st = mpi_check(MPI_Iallreduce(MPI_IN_PLACE, buf + o, m, MPI_FLOAT, MPI_SUM, handle(c),
-                                      &r[k]), "MPI_Iallreduce");
+        st = SB_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf + o, m, MPI_FLOAT, MPI_SUM, handle(c),
+                                      &r[k]));
         if (st) k--;
     }
     sb_status wst = sb_mpi_wait(r, k, MPI_STATUSES_IGNORE, "MPI_Iallreduce");
@@ -84,8 +76,8 @@ static sb_status mpi_allreduce_f64(struct sb_comm *c, double *buf, size_t n)
     if (!copy) return sb_error(SB_ERR_NOMEM, "MPI_Iallreduce: out of memory");
     memcpy(copy, buf, n * sizeof *copy);
     MPI_Request r;
-    sb_status st = mpi_check(MPI_Iallreduce(MPI_IN_PLACE, copy, (int)n, MPI_DOUBLE, MPI_SUM,
-                                            handle(c), &r), "MPI_Iallreduce");
+    sb_status st = SB_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, copy, (int)n, MPI_DOUBLE, MPI_SUM,
+                                            handle(c), &r));
     if (st) {
         free(copy);
         return st;
@@ -105,7 +97,7 @@ static sb_status mpi_broadcast(struct sb_comm *c, float *buf, size_t n, int root
     sb_status st = SB_OK;
     for (size_t o = 0; o < n && !st; o += MPI_CHUNK, k++) {
         int m = (int)(n - o < MPI_CHUNK ? n - o : MPI_CHUNK);
-        st = mpi_check(MPI_Ibcast(buf + o, m, MPI_FLOAT, root, handle(c), &r[k]), "MPI_Ibcast");
+        st = SB_MPI_CHECK(MPI_Ibcast(buf + o, m, MPI_FLOAT, root, handle(c), &r[k]));
         if (st) k--;
     }
     sb_status wst = sb_mpi_wait(r, k, MPI_STATUSES_IGNORE, "MPI_Ibcast");
@@ -123,8 +115,7 @@ static sb_status mpi_send(struct sb_comm *c, const float *buf, size_t n, int pee
     sb_status st = SB_OK;
     for (size_t o = 0; o < n && !st; o += MPI_CHUNK, k++) {
         int m = (int)(n - o < MPI_CHUNK ? n - o : MPI_CHUNK);
-        st = mpi_check(MPI_Isend(buf + o, m, MPI_FLOAT, peer, 0, handle(c), &r[k]),
-                       "MPI_Isend");
+        st = SB_MPI_CHECK(MPI_Isend(buf + o, m, MPI_FLOAT, peer, 0, handle(c), &r[k]));
         if (st) k--;
     }
     sb_status wst = sb_mpi_wait(r, k, MPI_STATUSES_IGNORE, "MPI_Isend");
@@ -142,8 +133,7 @@ static sb_status mpi_recv(struct sb_comm *c, float *buf, size_t n, int peer,
     sb_status st = SB_OK;
     for (size_t o = 0; o < n && !st; o += MPI_CHUNK, k++) {
         int m = (int)(n - o < MPI_CHUNK ? n - o : MPI_CHUNK);
-        st = mpi_check(MPI_Irecv(buf + o, m, MPI_FLOAT, peer, 0, handle(c), &r[k]),
-                       "MPI_Irecv");
+        st = SB_MPI_CHECK(MPI_Irecv(buf + o, m, MPI_FLOAT, peer, 0, handle(c), &r[k]));
         if (st) k--;
     }
     sb_status wst = sb_mpi_wait(r, k, MPI_STATUSES_IGNORE, "MPI_Irecv");
@@ -162,8 +152,7 @@ static sb_status mpi_recv_any(struct sb_comm *c, float *buf, size_t n, int *peer
         int k = (int)(n - o < MPI_CHUNK ? n - o : MPI_CHUNK);
         MPI_Request r;
         MPI_Status status;
-        SB_TRY(mpi_check(MPI_Irecv(buf + o, k, MPI_FLOAT, source, 0, handle(c), &r),
-                         "MPI_Irecv"));
+        SB_TRY(SB_MPI_CHECK(MPI_Irecv(buf + o, k, MPI_FLOAT, source, 0, handle(c), &r)));
         SB_TRY(sb_mpi_wait(&r, 1, &status, "MPI_Irecv"));
         source = status.MPI_SOURCE;
         if (n == 0) break;
@@ -191,9 +180,8 @@ static sb_status library_iallreduce(struct sb_comm *c, float *buf, size_t n,
     if (!p) return sb_error(SB_ERR_NOMEM, "MPI_Iallreduce: out of memory");
     for (size_t o = 0; o < n; o += MPI_CHUNK) {
         int k = (int)(n - o < MPI_CHUNK ? n - o : MPI_CHUNK);
-        sb_status st = mpi_check(MPI_Iallreduce(MPI_IN_PLACE, buf + o, k, MPI_FLOAT,
-                                                MPI_SUM, handle(c), &p->req[p->n]),
-                                 "MPI_Iallreduce");
+        sb_status st = SB_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf + o, k, MPI_FLOAT,
+                                                MPI_SUM, handle(c), &p->req[p->n]));
         if (st) { /* requests already started cannot be cancelled: finish them */
             MPI_Waitall(p->n, p->req, MPI_STATUSES_IGNORE);
             free(p);
@@ -278,7 +266,7 @@ static sb_status mpi_progress(struct sb_comm *c, struct sb_comm_request *req, in
                            p->what ? p->what : "MPI_Iallreduce"));
         *done = 1;
     } else {
-        SB_TRY(mpi_check(MPI_Testall(p->n, p->req, done, MPI_STATUSES_IGNORE), "MPI_Testall"));
+        SB_TRY(SB_MPI_CHECK(MPI_Testall(p->n, p->req, done, MPI_STATUSES_IGNORE)));
     }
     if (*done) {
         free(p);
@@ -338,9 +326,8 @@ static sb_status mpi_ireduce_scatter(struct sb_comm *c, const float *send, float
     if (!p) return sb_error(SB_ERR_NOMEM, "MPI_Ireduce_scatter: out of memory");
     sb_status st = int_counts(counts, c->size, cnt, disp);
     if (!st)
-        st = mpi_check(MPI_Ireduce_scatter(send, recv, cnt, MPI_FLOAT, MPI_SUM, handle(c),
-                                           &p->req[0]),
-                       "MPI_Ireduce_scatter");
+        st = SB_MPI_CHECK(MPI_Ireduce_scatter(send, recv, cnt, MPI_FLOAT, MPI_SUM, handle(c),
+                                           &p->req[0]));
     if (st) {
         free(p);
         return st;
@@ -357,9 +344,8 @@ static sb_status mpi_iallgather(struct sb_comm *c, const float *send, float *rec
     if (!p) return sb_error(SB_ERR_NOMEM, "MPI_Iallgatherv: out of memory");
     sb_status st = int_counts(counts, c->size, cnt, disp);
     if (!st)
-        st = mpi_check(MPI_Iallgatherv(send, cnt[c->rank], MPI_FLOAT, recv, cnt, disp,
-                                       MPI_FLOAT, handle(c), &p->req[0]),
-                       "MPI_Iallgatherv");
+        st = SB_MPI_CHECK(MPI_Iallgatherv(send, cnt[c->rank], MPI_FLOAT, recv, cnt, disp,
+                                       MPI_FLOAT, handle(c), &p->req[0]));
     if (st) {
         free(p);
         return st;
@@ -384,7 +370,7 @@ static sb_status p2p_start(struct sb_comm *c, const float *send, float *recv, si
         int k = (int)(n - o < MPI_CHUNK ? n - o : MPI_CHUNK);
         int rc = send ? MPI_Isend(send + o, k, MPI_FLOAT, peer, 0, handle(c), &p->req[p->n])
                       : MPI_Irecv(recv + o, k, MPI_FLOAT, peer, 0, handle(c), &p->req[p->n]);
-        sb_status st = mpi_check(rc, what);
+        sb_status st = SB_MPI_CHECK_RC(rc, what);
         if (st) { /* requests already started: finish them, within the deadline */
             (void)sb_mpi_wait(p->req, p->n, MPI_STATUSES_IGNORE, what);
             free(p);
@@ -421,10 +407,9 @@ static sb_status wrap(MPI_Comm h, struct sb_comm **out);
 static sb_status mpi_split(struct sb_comm *c, int color, int key, struct sb_comm **out)
 {
     MPI_Comm h;
-    SB_TRY(color < 0 ? mpi_check(MPI_Comm_split_type(handle(c), MPI_COMM_TYPE_SHARED, key,
-                                                     MPI_INFO_NULL, &h),
-                                 "MPI_Comm_split_type")
-                     : mpi_check(MPI_Comm_split(handle(c), color, key, &h), "MPI_Comm_split"));
+    SB_TRY(color < 0 ? SB_MPI_CHECK(MPI_Comm_split_type(handle(c), MPI_COMM_TYPE_SHARED, key,
+                                                     MPI_INFO_NULL, &h))
+                     : SB_MPI_CHECK(MPI_Comm_split(handle(c), color, key, &h)));
     return wrap(h, out);
 }
 
@@ -497,7 +482,7 @@ sb_status sb_comm_mpi_create(const void *mpi_comm, struct sb_comm **out)
 {
     *out = NULL;
     MPI_Comm h;
-    SB_TRY(mpi_check(MPI_Comm_dup(*(const MPI_Comm *)mpi_comm, &h), "MPI_Comm_dup"));
+    SB_TRY(SB_MPI_CHECK(MPI_Comm_dup(*(const MPI_Comm *)mpi_comm, &h)));
     return wrap(h, out);
 }
 

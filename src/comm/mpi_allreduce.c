@@ -2,6 +2,7 @@
  * messages; see mpi_allreduce.h. */
 #include "comm/mpi_allreduce.h"
 #include "comm/mpi_wait.h"
+#include "job/job_mpi.h"
 
 #include <stdlib.h>
 
@@ -40,15 +41,6 @@ struct sb_ar_op {
      * this rank's index among the p' (-1: folded into a partner) */
     int p2, rem, vrank;
 };
-
-static sb_status check(int rc, const char *what)
-{
-    if (rc == MPI_SUCCESS) return SB_OK;
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    MPI_Error_string(rc, msg, &len);
-    return sb_error(SB_ERR_COMM, "all-reduce: %s: %s", what, msg);
-}
 
 /* Ring chunk c of n floats over p: offset and count (uneven: the first
  * n mod p chunks have one more). */
@@ -150,7 +142,7 @@ static sb_status post(struct sb_ar_op *o, float *p, size_t count, int peer, int 
         MPI_Request *rq = &o->req[o->n_req];
         int rc = send ? MPI_Isend(p + off, k, MPI_FLOAT, peer, o->tag, o->comm, rq)
                       : MPI_Irecv(p + off, k, MPI_FLOAT, peer, o->tag, o->comm, rq);
-        SB_TRY(check(rc, send ? "MPI_Isend" : "MPI_Irecv"));
+        SB_TRY(SB_MPI_CHECK_RC(rc, send ? "all-reduce: MPI_Isend" : "all-reduce: MPI_Irecv"));
         o->n_req++;
     }
     return SB_OK;
@@ -217,8 +209,8 @@ sb_status sb_ar_start(MPI_Comm comm, enum sb_allreduce_algo algo, float *buf, si
 {
     *out = NULL;
     int p = 1, rank = 0;
-    SB_TRY(check(MPI_Comm_size(comm, &p), "MPI_Comm_size"));
-    SB_TRY(check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank"));
+    SB_TRY(SB_MPI_CHECK(MPI_Comm_size(comm, &p)));
+    SB_TRY(SB_MPI_CHECK(MPI_Comm_rank(comm, &rank)));
     int ring = algo == SB_ALLREDUCE_RING;
     if (!ring && algo != SB_ALLREDUCE_RECURSIVE_DOUBLING)
         return sb_error(SB_ERR_INTERNAL, "all-reduce: algorithm %s has no schedule",
@@ -276,8 +268,7 @@ sb_status sb_ar_progress(struct sb_ar_op *o, int block, int *done)
             if (block)
                 SB_TRY(sb_mpi_wait(o->req, o->n_req, MPI_STATUSES_IGNORE, "all-reduce step"));
             else
-                SB_TRY(check(MPI_Testall(o->n_req, o->req, &flag, MPI_STATUSES_IGNORE),
-                             "MPI_Testall"));
+                SB_TRY(SB_MPI_CHECK(MPI_Testall(o->n_req, o->req, &flag, MPI_STATUSES_IGNORE)));
             if (!flag) return SB_OK;
         }
         finish_step(o);

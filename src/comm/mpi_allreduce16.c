@@ -8,6 +8,7 @@
 
 #include "comm/mpi_wait.h"
 #include "core/clock.h"
+#include "job/job_mpi.h"
 
 /* Chunk c of n floats over p ranks: [*off, *off + *len). */
 static void chunk(size_t n, int p, int c, size_t *off, size_t *len)
@@ -19,25 +20,14 @@ static void chunk(size_t n, int p, int c, size_t *off, size_t *len)
 
 static int mod(int a, int p) { return ((a % p) + p) % p; }
 
-static sb_status check(int rc, const char *what)
-{
-    if (rc == MPI_SUCCESS) return SB_OK;
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    MPI_Error_string(rc, msg, &len);
-    return sb_error(SB_ERR_COMM, "%s: %s", what, msg);
-}
-
 /* Sends send_len words from `send` to `to` and receives recv_len words
  * into `recv` from `from`, both on `tag`, and waits for both. */
 static sb_status exchange(MPI_Comm comm, const uint16_t *send, size_t send_len, int to,
                           uint16_t *recv, size_t recv_len, int from, int tag)
 {
     MPI_Request r[2];
-    SB_TRY(check(MPI_Irecv(recv, (int)recv_len, MPI_UINT16_T, from, tag, comm, &r[0]),
-                 "MPI_Irecv"));
-    sb_status st = check(MPI_Isend(send, (int)send_len, MPI_UINT16_T, to, tag, comm, &r[1]),
-                         "MPI_Isend");
+    SB_TRY(SB_MPI_CHECK(MPI_Irecv(recv, (int)recv_len, MPI_UINT16_T, from, tag, comm, &r[0])));
+    sb_status st = SB_MPI_CHECK(MPI_Isend(send, (int)send_len, MPI_UINT16_T, to, tag, comm, &r[1]));
     if (st) {
         MPI_Cancel(&r[0]);
         MPI_Request_free(&r[0]);

@@ -10,6 +10,7 @@
 #include "comm/mpi_wait.h"
 #include "core/clock.h"
 #include "core/interrupt.h"
+#include "job/job_mpi.h"
 
 enum { TAG_QUERY = 7101, TAG_REPLY = 7102 };
 
@@ -53,16 +54,14 @@ static void set_host_pid_single(void)
     wd.size = 1;
 }
 
-sb_status sb_watchdog_start(const void *mpi_world)
+sb_status sb_watchdog_start(const struct sb_job *job)
 {
     if (wd.started) return SB_OK;
     wd.started = 1;
     set_host_pid_single();
     (void)sb_flight_epoch_s();
-    if (!mpi_world) return SB_OK;
-    MPI_Comm world = *(const MPI_Comm *)mpi_world;
-    if (MPI_Comm_dup(world, &wd.side) != MPI_SUCCESS)
-        return sb_error(SB_ERR_COMM, "watchdog: MPI_Comm_dup failed");
+    if (!job || !job->mpi) return SB_OK;
+    SB_TRY(SB_MPI_CHECK(MPI_Comm_dup(sb_job_comm(job), &wd.side)));
     MPI_Comm_set_errhandler(wd.side, MPI_ERRORS_RETURN);
     MPI_Comm_rank(wd.side, &wd.rank);
     MPI_Comm_size(wd.side, &wd.size);
@@ -76,15 +75,12 @@ sb_status sb_watchdog_start(const void *mpi_world)
     if (!wd.hosts || !wd.pids || !wd.reply_out || !wd.reply_req)
         return sb_error(SB_ERR_NOMEM, "watchdog: out of memory");
     for (int r = 0; r < wd.size; r++) wd.reply_req[r] = MPI_REQUEST_NULL;
-    if (MPI_Allgather(mine, SB_WATCHDOG_HOST_MAX, MPI_CHAR, wd.hosts, SB_WATCHDOG_HOST_MAX,
-                      MPI_CHAR, wd.side) != MPI_SUCCESS ||
-        MPI_Allgather(&pid, 1, MPI_INT, wd.pids, 1, MPI_INT, wd.side) != MPI_SUCCESS)
-        return sb_error(SB_ERR_COMM, "watchdog: MPI_Allgather of host names failed");
+    SB_TRY(SB_MPI_CHECK(MPI_Allgather(mine, SB_WATCHDOG_HOST_MAX, MPI_CHAR, wd.hosts,
+                                      SB_WATCHDOG_HOST_MAX, MPI_CHAR, wd.side)));
+    SB_TRY(SB_MPI_CHECK(MPI_Allgather(&pid, 1, MPI_INT, wd.pids, 1, MPI_INT, wd.side)));
     wd.lowest_query = wd.size;
-    if (MPI_Irecv(wd.query_in, 4, MPI_INT32_T, MPI_ANY_SOURCE, TAG_QUERY, wd.side,
-                  &wd.query_req) != MPI_SUCCESS)
-        return sb_error(SB_ERR_COMM, "watchdog: MPI_Irecv failed");
-    return SB_OK;
+    return SB_MPI_CHECK(MPI_Irecv(wd.query_in, 4, MPI_INT32_T, MPI_ANY_SOURCE, TAG_QUERY, wd.side,
+                                  &wd.query_req));
 }
 
 void sb_watchdog_set_timeout(double timeout_s) { wd.timeout_s = timeout_s; }
@@ -330,12 +326,9 @@ sb_status sb_mpi_wait(MPI_Request *reqs, int n, MPI_Status *statuses, const char
         int done = 0;
         int rc = MPI_Testall(n, reqs, &done, statuses);
         if (rc != MPI_SUCCESS) {
-            char msg[MPI_MAX_ERROR_STRING];
-            int len = 0;
-            MPI_Error_string(rc, msg, &len);
             if (call) call->state = SB_FLIGHT_FAILED;
             wd.abandoned = 1;
-            return sb_error(SB_ERR_COMM, "%s: %s", what, msg);
+            return SB_MPI_CHECK_RC(rc, what);
         }
         if (done) return SB_OK;
         double t = sb_now_s();

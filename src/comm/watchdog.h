@@ -21,6 +21,7 @@
 
 #include "comm/flight.h"
 #include "core/status.h"
+#include "job/job.h"
 
 #define SB_WATCHDOG_HOST_MAX 64
 
@@ -55,10 +56,11 @@ struct sb_fault {
     struct sb_fault_rank *ranks; /* (world_size) by rank */
 };
 
-/* Starts the watchdog. mpi_world: an MPI_Comm * (collective over it:
- * duplicates it for the side channel and gathers every rank's host and pid),
- * or NULL for a job of one process. Errors: SB_ERR_COMM, SB_ERR_NOMEM. */
-sb_status sb_watchdog_start(const void *mpi_world);
+/* Starts the watchdog for the job (job/job.h): with MPI, collective over the
+ * job's world (duplicates it for the side channel and gathers every rank's
+ * host and pid); a job without MPI (or NULL) is one process. Errors:
+ * SB_ERR_COMM naming the MPI call and file:line, SB_ERR_NOMEM. */
+sb_status sb_watchdog_start(const struct sb_job *job);
 
 /* Sets the deadline of every exchange: seconds after issue (0 = none). */
 void sb_watchdog_set_timeout(double timeout_s);

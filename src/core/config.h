@@ -35,10 +35,11 @@ enum sb_optimizer_kind { SB_OPTIMIZER_SGD = 0, SB_OPTIMIZER_ADAM };
 
 struct sb_config {
     char strategy[SB_NAME_MAX];  /* a name in strategies/registry.c */
-    char workload[SB_NAME_MAX];  /* mlp (| cnn) */
-    char device[SB_NAME_MAX];    /* cpu (| cuda) */
-    char comm[SB_NAME_MAX];      /* ddp/central/mirrored on cuda: nccl | mpi (host-staged);
-                                  * always mpi on cpu */
+    char workload[SB_NAME_MAX];  /* a name in workloads/registry.c: mlp | cnn */
+    char device[SB_NAME_MAX];    /* a name in src/backend/registry.c: cpu | cuda */
+    char comm[SB_NAME_MAX];      /* --comm, a name in src/comm/factory.c: on cuda nccl |
+                                  * mpi (host-staged), for ranks and replica threads alike;
+                                  * on cpu ranks use mpi and replica threads local */
     int hidden[SB_MAX_HIDDEN];   /* hidden layer widths of the mlp */
     int n_hidden;
     int replicas;                /* data-parallel replicas (workers) */

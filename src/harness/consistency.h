@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "core/status.h"
-#include "harness/job.h"
+#include "job/job.h"
 #include "report/report.h"
 #include "strategies/strategy.h"
 

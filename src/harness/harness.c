@@ -18,8 +18,8 @@
 #include "core/stats.h"
 #include "data/sampler.h"
 #include "harness/consistency.h"
-#include "harness/gather.h"
-#include "harness/probe.h"
+#include "job/gather.h"
+#include "job/probe.h"
 #include "harness/rank_stats.h"
 #include "harness/run_noise.h"
 #include "harness/run_warnings.h"
@@ -124,15 +124,112 @@ static sb_status reduce_loss(struct loop *L, double loss[2], long bad_step)
 }
 
 
+/* One step of the loop: the warm-up's end (the counters until then kept
+ * apart, so the report shows the initial broadcast), the interrupt check,
+ * the test-only slow rank (STRATBENCH_TEST_SLOW_RANK, counted as data
+ * time) and the strategy's step on `batch`, timed: *step_ms its wall
+ * time. */
+static sb_status timed_step(struct loop *L, long step, const int32_t *batch,
+                            struct sb_step_result *r, double *step_ms)
+{
+    if (step == L->cfg->warmup_steps) {
+        int ranks;
+        sb_strategy_comm_counters(L->s, L->rec->comm_before, &ranks);
+        sb_strategy_reset_comm_counters(L->s);
+    }
+    if (sb_interrupted()) return sb_error(SB_ERR_INTERRUPTED, "interrupted");
+    sb_flight_set_step(step);
+    memset(r, 0, sizeof *r);
+    sb_nvtx_push("step", SB_NVTX_STEP, (uint64_t)step);
+    double s0 = sb_now_s();
+    if (L->slow_ms > 0.0) sb_slow_rank_delay(s0, L->slow_ms);
+    double slow_ms = 1e3 * (sb_now_s() - s0);
+    sb_status st = L->s->ops->step(L->s, step, batch, r);
+    *step_ms = 1e3 * (sb_now_s() - s0);
+    if (L->slow_ms > 0.0) r->phase_ms[SB_PHASE_DATA] += slow_ms;
+    sb_nvtx_pop();
+    return st;
+}
+
+/* The steps of one epoch from *step (advanced), ending at --max-steps,
+ * with the --check-every replica checks (not training: their time is taken
+ * out of the epoch's). Adds to loss[0..1] (loss sum, samples), sets
+ * *bad_step to this rank's first step whose loss was not finite (if
+ * none yet) and *seconds to the epoch's training time. */
+static sb_status epoch_steps(struct loop *L, long *step, double loss[2], long *bad_step,
+                             double *seconds)
+{
+    const struct sb_config *cfg = L->cfg;
+    int global = sb_config_global_batch(cfg);
+    int steps_per_epoch = sb_steps_per_epoch(L->data->train.n, global);
+    double t0 = sb_now_s();
+    for (int i = 0; i < steps_per_epoch; i++, (*step)++) {
+        long s = *step;
+        if (cfg->max_steps && s >= cfg->max_steps) break;
+        struct sb_step_result r;
+        double step_ms = 0.0;
+        SB_TRY(timed_step(L, s, L->perm + (size_t)i * global, &r, &step_ms));
+        if (s >= cfg->warmup_steps) timings_add(&L->t, step_ms, &r);
+        if (*bad_step < 0 && !isfinite(r.loss_sum)) *bad_step = s;
+        loss[0] += r.loss_sum;
+        loss[1] += (double)r.samples;
+        if (cfg->check_every && (s + 1) % cfg->check_every == 0) {
+            double c0 = sb_now_s();
+            sb_status cst = sb_consistency_check(L->s, L->job, s + 1, &L->rec->replica_check);
+            t0 += sb_now_s() - c0;
+            SB_TRY(cst);
+        }
+    }
+    *seconds = sb_now_s() - t0;
+    return SB_OK;
+}
+
+/* Evaluates after epoch `epoch` and records it (rec->epochs, the totals,
+ * time to accuracy: MLPerf's time-to-train, wall time from t_start until
+ * the quality target is first met, evaluations included); rank 0 prints
+ * the epoch's line. loss[0..1]: the summed loss and samples of every rank;
+ * seconds: the epoch's training time. */
+static sb_status evaluate_epoch(struct loop *L, int epoch, const double loss[2], double seconds,
+                                double t_start)
+{
+    const struct sb_config *cfg = L->cfg;
+    struct sb_run_record *rec = L->rec;
+    SB_MLLOG_EVAL_START(L->ml, epoch);
+    double e0 = sb_now_s();
+    sb_nvtx_push("evaluate", SB_NVTX_EVAL, (uint64_t)epoch);
+    double accuracy = 0.0;
+    sb_status st = L->s->ops->evaluate(L->s, &accuracy);
+    sb_nvtx_pop();
+    if (st) return st;
+    double e1 = sb_now_s();
+    SB_MLLOG_EVAL_STOP(L->ml, epoch, accuracy);
+
+    struct sb_epoch_record *e = &rec->epochs[rec->n_epochs++];
+    e->epoch = epoch;
+    e->train_loss = loss[1] > 0 ? loss[0] / loss[1] : 0.0;
+    e->test_accuracy = accuracy;
+    e->seconds = seconds;
+    e->eval_seconds = e1 - e0;
+    e->samples_per_s = sb_samples_per_s(loss[1], seconds);
+    rec->train_seconds += seconds;
+    rec->samples_trained += loss[1];
+    if (rec->time_to_accuracy_s < 0 && accuracy >= cfg->target_accuracy)
+        rec->time_to_accuracy_s = e1 - t_start;
+    if (L->job->rank == 0) {
+        printf("epoch %3d/%d  train_loss %.4f  test_accuracy %6.2f%%  %7.2f s  "
+               "%9.0f samples/s\n",
+               epoch, cfg->epochs, e->train_loss, 100.0 * accuracy, seconds, e->samples_per_s);
+        fflush(stdout);
+    }
+    return SB_OK;
+}
+
 /* Runs every epoch, filling rec->epochs and the timings. */
 static sb_status train_epochs(struct loop *L)
 {
     const struct sb_config *cfg = L->cfg;
     struct sb_run_record *rec = L->rec;
-    int global = sb_config_global_batch(cfg);
-    int steps_per_epoch = sb_steps_per_epoch(L->data->train.n, global);
     long step = 0;
-    int rank0 = L->job->rank == 0;
     double t_start = sb_now_s();
     rec->time_to_accuracy_s = -1.0;
     sb_noise_sample_now(&L->noise_start);
@@ -140,88 +237,17 @@ static sb_status train_epochs(struct loop *L)
     for (int epoch = 1; epoch <= cfg->epochs; epoch++) {
         sb_nvtx_push("epoch", SB_NVTX_EPOCH, (uint64_t)epoch);
         sb_epoch_permutation(cfg->seed, epoch, L->perm, L->data->train.n);
-        double loss[2] = {0.0, 0.0}; /* loss sum, samples */
-        long bad_step = -1;          /* first step of this rank with a non-finite loss */
+        double loss[2] = {0.0, 0.0}, seconds = 0.0; /* loss sum, samples */
+        long bad_step = -1; /* first step of this rank with a non-finite loss */
         SB_MLLOG_EPOCH_START(L->ml, epoch);
-        double t0 = sb_now_s();
-        for (int i = 0; i < steps_per_epoch; i++, step++) {
-            if (cfg->max_steps && step >= cfg->max_steps) break;
-            if (step == cfg->warmup_steps) {
-                /* Kept apart so the report shows the initial broadcast. */
-                int ranks;
-                sb_strategy_comm_counters(L->s, rec->comm_before, &ranks);
-                sb_strategy_reset_comm_counters(L->s);
-            }
-            if (sb_interrupted()) return sb_error(SB_ERR_INTERRUPTED, "interrupted");
-            sb_flight_set_step(step);
-            struct sb_step_result r;
-            memset(&r, 0, sizeof r);
-            sb_nvtx_push("step", SB_NVTX_STEP, (uint64_t)step);
-            double s0 = sb_now_s();
-            if (L->slow_ms > 0.0) sb_slow_rank_delay(s0, L->slow_ms);
-            double slow_ms = 1e3 * (sb_now_s() - s0);
-            sb_status st = L->s->ops->step(L->s, step, L->perm + (size_t)i * global, &r);
-            double step_ms = 1e3 * (sb_now_s() - s0);
-            if (L->slow_ms > 0.0) r.phase_ms[SB_PHASE_DATA] += slow_ms;
-            sb_nvtx_pop();
-            if (st) {
-                sb_nvtx_pop();
-                return st;
-            }
-            if (step >= cfg->warmup_steps) timings_add(&L->t, step_ms, &r);
-            if (bad_step < 0 && !isfinite(r.loss_sum)) bad_step = step;
-            loss[0] += r.loss_sum;
-            loss[1] += (double)r.samples;
-            if (cfg->check_every && (step + 1) % cfg->check_every == 0) {
-                /* Not training: its time is taken out of the epoch's. */
-                double c0 = sb_now_s();
-                sb_status cst = sb_consistency_check(L->s, L->job, step + 1, &rec->replica_check);
-                t0 += sb_now_s() - c0;
-                if (cst) {
-                    sb_nvtx_pop(); /* the epoch's range */
-                    return cst;
-                }
-            }
+        sb_status st = epoch_steps(L, &step, loss, &bad_step, &seconds);
+        if (!st) {
+            SB_MLLOG_EPOCH_STOP(L->ml, epoch);
+            st = reduce_loss(L, loss, bad_step);
         }
-        double seconds = sb_now_s() - t0;
-        SB_MLLOG_EPOCH_STOP(L->ml, epoch);
-        sb_status lst = reduce_loss(L, loss, bad_step);
-        if (lst) {
-            sb_nvtx_pop();
-            return lst;
-        }
-
-        SB_MLLOG_EVAL_START(L->ml, epoch);
-        double e0 = sb_now_s();
-        sb_nvtx_push("evaluate", SB_NVTX_EVAL, (uint64_t)epoch);
-        double accuracy = 0.0;
-        sb_status st = L->s->ops->evaluate(L->s, &accuracy);
-        sb_nvtx_pop();
-        sb_nvtx_pop();
+        if (!st) st = evaluate_epoch(L, epoch, loss, seconds, t_start);
+        sb_nvtx_pop(); /* the epoch's range */
         if (st) return st;
-        double e1 = sb_now_s();
-        SB_MLLOG_EVAL_STOP(L->ml, epoch, accuracy);
-
-        struct sb_epoch_record *e = &rec->epochs[rec->n_epochs++];
-        e->epoch = epoch;
-        e->train_loss = loss[1] > 0 ? loss[0] / loss[1] : 0.0;
-        e->test_accuracy = accuracy;
-        e->seconds = seconds;
-        e->eval_seconds = e1 - e0;
-        e->samples_per_s = sb_samples_per_s(loss[1], seconds);
-        rec->train_seconds += seconds;
-        rec->samples_trained += loss[1];
-        /* MLPerf time-to-train: wall time from the start of training until
-         * the quality target is first met, evaluations included. */
-        if (rec->time_to_accuracy_s < 0 && accuracy >= cfg->target_accuracy)
-            rec->time_to_accuracy_s = e1 - t_start;
-        if (rank0) {
-            printf("epoch %3d/%d  train_loss %.4f  test_accuracy %6.2f%%  %7.2f s  "
-                   "%9.0f samples/s\n",
-                   epoch, cfg->epochs, e->train_loss, 100.0 * accuracy, seconds,
-                   e->samples_per_s);
-            fflush(stdout);
-        }
         if (cfg->max_steps && step >= cfg->max_steps) break;
     }
     sb_noise_sample_now(&L->noise_end);
@@ -257,8 +283,8 @@ static sb_status gather_memory(struct loop *L)
     }
     char *bytes = NULL;
     long long *counts = NULL;
-    SB_TRY(sb_gather_bytes_to_root(job->world, job->rank, job->size, mine,
-                                   (long long)((size_t)k * sizeof *mine), &bytes, &counts));
+    SB_TRY(sb_gather_bytes_to_root(job, mine, (long long)((size_t)k * sizeof *mine), &bytes,
+                                   &counts));
     if (job->rank == 0) {
         long long total = 0;
         for (int r = 0; r < job->size; r++) total += counts[r];
@@ -276,8 +302,7 @@ static sb_status cross_rank_stats(struct loop *L)
 {
     struct sb_job *job = L->job;
     struct sb_rank_timings all;
-    SB_TRY(sb_rank_timings_gather(job->mpi ? job->world : NULL, job->rank, job->size,
-                                  L->t.step_ms, L->t.phase_ms, L->t.n, &all));
+    SB_TRY(sb_rank_timings_gather(job, L->t.step_ms, L->t.phase_ms, L->t.n, &all));
     sb_status st = SB_OK;
     if (job->rank == 0) {
         st = sb_rank_timings_fill_wait(&all);
@@ -293,7 +318,7 @@ static sb_status cross_rank_stats(struct loop *L)
     struct sb_rank_noise mine;
     sb_noise_delta(&L->noise_start, &L->noise_end, (double)sysconf(_SC_CLK_TCK), &mine);
     struct sb_rank_noise *noise = NULL;
-    SB_TRY(sb_rank_noise_gather(job->mpi ? job->world : NULL, job->rank, job->size, &mine, &noise));
+    SB_TRY(sb_rank_noise_gather(job, &mine, &noise));
     L->rec->noise_by_rank = noise;
     return gather_memory(L);
 }
@@ -395,6 +420,132 @@ static void remove_outputs(const struct loop *L)
     if (L->wrote_mllog) unlink(L->cfg->mllog_path);
 }
 
+/* The record's fields known before training: the configuration, the
+ * command line, the job's size and hosts, the global batch, the effective
+ * learning rate and the start time (UTC). */
+static void record_start(struct sb_run_record *rec, const struct sb_config *cfg,
+                         const struct sb_job *job, int argc, char **argv)
+{
+    rec->cfg = cfg;
+    rec->argc = argc;
+    rec->argv = argv;
+    rec->world_size = job->size;
+    rec->hosts = job->hosts;
+    rec->n_hosts = job->n_hosts;
+    rec->global_batch = sb_config_global_batch(cfg);
+    rec->effective_lr = sb_config_effective_lr(cfg);
+    sb_utc_now(rec->start_utc);
+}
+
+/* The loop's buffers: the timings of the measured steps (total minus the
+ * warm-up), the epoch records, the data order and the loss sums. */
+static sb_status loop_alloc(struct loop *L, long total)
+{
+    const struct sb_config *cfg = L->cfg;
+    sb_status st = timings_alloc(&L->t, total > cfg->warmup_steps
+                                            ? (size_t)(total - cfg->warmup_steps) : 0);
+    L->rec->epochs = calloc((size_t)cfg->epochs, sizeof *L->rec->epochs);
+    L->perm = malloc((size_t)L->data->train.n * sizeof *L->perm);
+    L->loss_sums = calloc((size_t)L->job->size + 2, sizeof *L->loss_sums);
+    if (!st && (!L->rec->epochs || !L->perm || !L->loss_sums))
+        st = sb_error(SB_ERR_NOMEM, "harness: out of memory");
+    return st;
+}
+
+/* Frees what loop_alloc and the run's gathers made. */
+static void loop_free(struct loop *L)
+{
+    timings_free(&L->t);
+    free(L->rec->epochs);
+    free((void *)L->rec->noise_by_rank);
+    sb_straggler_free(&L->rec->stragglers);
+    free((void *)L->rec->memory);
+    free(L->perm);
+    free(L->loss_sums);
+}
+
+/* --probe-links, after init (connections made by the broadcast) and before
+ * any step: the links' α and B into rec->link (job/probe.h); rank 0 prints
+ * them. A job of one rank, or a strategy without ranks, is not probed. */
+static sb_status probe_links(struct loop *L)
+{
+    const struct sb_job *job = L->job;
+    struct sb_run_record *rec = L->rec;
+    if (!(job->mpi && job->size > 1 && L->cfg->probe_links && L->s->ops->uses_mpi)) return SB_OK;
+    SB_TRY(sb_probe_links(job, &rec->link));
+    if (job->rank == 0 && rec->link.done) {
+        printf("links: latency %.1f us, bandwidth %.3f Gbit/s (probed %d %s link%s in "
+               "%.0f ms)\n", 1e6 * rec->link.alpha_s, 8e-9 * rec->link.bandwidth_Bps,
+               rec->link.peers, rec->link.cross_host ? "cross-host" : "local",
+               rec->link.peers == 1 ? "" : "s", 1e3 * rec->link.seconds);
+        fflush(stdout);
+    }
+    return SB_OK;
+}
+
+/* Trains the initialised strategy: rank 0 prints the run's line, every
+ * epoch runs, and the run ends with the replica consistency check
+ * (collective). */
+static sb_status run_training(struct loop *L, int steps_per_epoch)
+{
+    const struct sb_config *cfg = L->cfg;
+    struct sb_run_record *rec = L->rec;
+    rec->n_params = sb_strategy_n_params(L->s);
+    /* What the strategy settled on (mirrored uses one per replica thread). */
+    rec->blas_threads = sb_backend_cpu_threads();
+    if (L->job->rank == 0) {
+        printf("stratbench: %s, %s (%zu parameters), %d replica%s, global batch %d, "
+               "lr %g, %d steps/epoch, %d process%s\n",
+               cfg->strategy, cfg->workload, rec->n_params, cfg->replicas,
+               cfg->replicas == 1 ? "" : "s", rec->global_batch, rec->effective_lr,
+               steps_per_epoch, L->job->size, L->job->size == 1 ? "" : "es");
+        fflush(stdout);
+    }
+    SB_MLLOG_RUN_START(L->ml);
+    SB_TRY(train_epochs(L));
+    SB_TRY(sb_consistency_check(L->s, L->job, rec->steps_total, &rec->replica_check));
+    SB_MLLOG_RUN_STOP(L->ml, rec->time_to_accuracy_s >= 0);
+    return SB_OK;
+}
+
+/* Rank 0's outputs after training: the run's warnings, the report, --mllog
+ * and the final line. */
+static sb_status rank0_outputs(struct loop *L)
+{
+    const struct sb_config *cfg = L->cfg;
+    const struct sb_run_record *rec = L->rec;
+    warn_if_misleading(L, L->job);
+    SB_TRY(write_outputs(L));
+    if (cfg->mllog_path[0]) {
+        SB_TRY(sb_mllog_write(L->ml, cfg->mllog_path));
+        L->wrote_mllog = 1;
+    }
+    printf("final test_accuracy %.2f%%, time to %.2f%%: ", 100.0 * rec->final_test_accuracy,
+           100.0 * cfg->target_accuracy);
+    if (rec->time_to_accuracy_s >= 0) printf("%.2f s", rec->time_to_accuracy_s);
+    else printf("not reached");
+    if (cfg->report_path[0]) printf(", report %s", cfg->report_path);
+    printf("\n");
+    return SB_OK;
+}
+
+/* --trace: every rank's spans to rank 0's file, after the strategy is
+ * destroyed (its replica threads have joined, their spans are final). */
+static sb_status write_trace(struct loop *L)
+{
+    const struct sb_config *cfg = L->cfg;
+    int rank0 = L->job->rank == 0;
+    sb_trace_set_process_label(trace_label(cfg, L->job->rank));
+    SB_TRY(sb_trace_write(cfg->trace_path, L->job));
+    if (rank0 && sb_trace_truncated())
+        printf("trace %s (truncated: a thread reached %d events or the step limit; later "
+               "spans are missing, otherData.truncated is true)\n", cfg->trace_path,
+               SB_TRACE_MAX_EVENTS_PER_THREAD);
+    else if (rank0)
+        printf("trace %s\n", cfg->trace_path);
+    return SB_OK;
+}
+
 sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *data,
                            struct sb_job *job, int argc, char **argv)
 {
@@ -405,7 +556,7 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
         .be = cfg->backend,
         .workload = sb_workload_find(cfg->workload),
         .placement = &placement,
-        .mpi_world = job->world,
+        .mpi_world = sb_job_world(job),
     };
     const struct sb_strategy_ops *ops = cfg->strategy_ops;
     if (!env.be || !env.workload || !ops)
@@ -418,106 +569,37 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
     sb_mllog_init(&ml, job->rank == 0 && cfg->mllog_path[0]);
     SB_MLLOG_INIT(&ml, cfg, job->size, data->train.n, data->test.n);
     struct loop L = {.cfg = cfg, .data = data, .job = job, .s = &s, .rec = &rec, .ml = &ml};
-    rec.cfg = cfg;
-    rec.argc = argc;
-    rec.argv = argv;
-    rec.world_size = job->size;
-    rec.hosts = job->hosts;
-    rec.n_hosts = job->n_hosts;
-    rec.global_batch = sb_config_global_batch(cfg);
-    rec.effective_lr = sb_config_effective_lr(cfg);
-    sb_utc_now(rec.start_utc);
-    const void *mpi_world = job->mpi ? job->world : NULL;
+    record_start(&rec, cfg, job, argc, argv);
     int tracing = cfg->trace_path[0] != '\0';
 
     int steps_per_epoch = sb_steps_per_epoch(data->train.n, rec.global_batch);
     long total = (long)steps_per_epoch * cfg->epochs;
     if (cfg->max_steps && cfg->max_steps < total) total = cfg->max_steps;
-    sb_status st = timings_alloc(&L.t, total > cfg->warmup_steps ? (size_t)(total - cfg->warmup_steps) : 0);
-    rec.epochs = calloc((size_t)cfg->epochs, sizeof *rec.epochs);
-    L.perm = malloc((size_t)data->train.n * sizeof *L.perm);
-    L.loss_sums = calloc((size_t)job->size + 2, sizeof *L.loss_sums);
-    if (!st && (!rec.epochs || !L.perm || !L.loss_sums))
-        st = sb_error(SB_ERR_NOMEM, "harness: out of memory");
+    sb_status st = loop_alloc(&L, total);
     if (!st) st = sb_slow_rank_hook(job->rank, job->size, &L.slow_ms);
-    if (!st && tracing) st = sb_trace_start(mpi_world, job->rank, job->size, 0);
+    if (!st && tracing) st = sb_trace_start(job, 0);
     if (!st) st = sb_strategy_place(ops, cfg, job->local_rank, job->local_size, &placement);
     if (!st) st = ops->init(&s);
-    /* After init (connections made by the broadcast), before any step. */
-    if (!st && job->mpi && job->size > 1 && cfg->probe_links && ops->uses_mpi) {
-        st = sb_probe_links(job->world, &rec.link);
-        if (!st && job->rank == 0 && rec.link.done) {
-            printf("links: latency %.1f us, bandwidth %.3f Gbit/s (probed %d %s link%s in "
-                   "%.0f ms)\n", 1e6 * rec.link.alpha_s, 8e-9 * rec.link.bandwidth_Bps,
-                   rec.link.peers, rec.link.cross_host ? "cross-host" : "local",
-                   rec.link.peers == 1 ? "" : "s", 1e3 * rec.link.seconds);
-            fflush(stdout);
-        }
-    }
-    if (!st) {
-        rec.n_params = sb_strategy_n_params(&s);
-        /* What the strategy settled on (mirrored uses one per replica thread). */
-        rec.blas_threads = sb_backend_cpu_threads();
-        if (job->rank == 0) {
-            printf("stratbench: %s, %s (%zu parameters), %d replica%s, global batch %d, "
-                   "lr %g, %d steps/epoch, %d process%s\n",
-                   cfg->strategy, cfg->workload, rec.n_params, cfg->replicas,
-                   cfg->replicas == 1 ? "" : "s", rec.global_batch, rec.effective_lr,
-                   steps_per_epoch, job->size, job->size == 1 ? "" : "es");
-            fflush(stdout);
-        }
-        SB_MLLOG_RUN_START(&ml);
-        st = train_epochs(&L);
-        /* Every run ends with the replica consistency check (collective). */
-        if (!st) st = sb_consistency_check(&s, job, rec.steps_total, &rec.replica_check);
-        if (!st) SB_MLLOG_RUN_STOP(&ml, rec.time_to_accuracy_s >= 0);
-    }
+    if (!st) st = probe_links(&L);
+    if (!st) st = run_training(&L, steps_per_epoch);
     if (!st) st = cross_rank_stats(&L);
     if (!st) st = save_params(&L);
-    if (!st && job->rank == 0) {
-        warn_if_misleading(&L, job);
-        st = write_outputs(&L);
-        if (!st && cfg->mllog_path[0]) {
-            st = sb_mllog_write(&ml, cfg->mllog_path);
-            L.wrote_mllog = !st;
-        }
-        if (!st) {
-            printf("final test_accuracy %.2f%%, time to %.2f%%: ", 100.0 * rec.final_test_accuracy,
-                   100.0 * cfg->target_accuracy);
-            if (rec.time_to_accuracy_s >= 0) printf("%.2f s", rec.time_to_accuracy_s);
-            else printf("not reached");
-            if (cfg->report_path[0]) printf(", report %s", cfg->report_path);
-            printf("\n");
-        }
-    }
+    if (!st && job->rank == 0) st = rank0_outputs(&L);
     /* After a timeout or a signal MPI may still write buffers the strategy
      * owns: leave them allocated, the process is ending. */
     if (!sb_watchdog_abandoned()) {
         ops->destroy(&s);
         /* The GPU context this thread used (stream, cuBLAS handle, scratch):
-         * single, ddp and central run on this thread; a no-op on cpu. */
+         * every strategy but mirrored steps its replica on this thread
+         * (mirrored's replica threads release their own contexts,
+         * strategies/mirrored_device.c); a no-op on cpu. */
         sb_cuda_release_thread();
     }
-    /* After destroy: replica threads have joined, their spans are final. */
-    if (!st && tracing) {
-        sb_trace_set_process_label(trace_label(cfg, job->rank));
-        st = sb_trace_write(cfg->trace_path, mpi_world, job->rank, job->size);
-        if (!st && job->rank == 0 && sb_trace_truncated())
-            printf("trace %s (truncated: a thread reached %d events or the step limit; later "
-                   "spans are missing, otherData.truncated is true)\n", cfg->trace_path,
-                   SB_TRACE_MAX_EVENTS_PER_THREAD);
-        else if (!st && job->rank == 0) printf("trace %s\n", cfg->trace_path);
-    }
+    if (!st && tracing) st = write_trace(&L);
     sb_trace_stop();
     if (st) remove_outputs(&L);
-    timings_free(&L.t);
     sb_mllog_free(&ml);
-    free(rec.epochs);
-    free((void *)rec.noise_by_rank);
-    sb_straggler_free(&rec.stragglers);
-    free((void *)rec.memory);
-    free(L.perm);
-    free(L.loss_sums);
+    loop_free(&L);
     sb_placement_free(&placement);
     return st;
 }

@@ -7,7 +7,7 @@
 #include "core/config.h"
 #include "core/status.h"
 #include "data/mnist.h"
-#include "harness/job.h"
+#include "job/job.h"
 
 /* Trains cfg->workload under cfg->strategy on `data` within `job`, prints
  * one line per epoch on rank 0 and writes the report and parameters that

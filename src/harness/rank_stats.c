@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "core/stats.h"
-#include "harness/gather.h"
+#include "job/gather.h"
 
 void sb_rank_timings_free(struct sb_rank_timings *t)
 {
@@ -25,13 +25,13 @@ static double *pack_local(const double *step_ms, double *const phase_ms[SB_PHASE
     return b;
 }
 
-sb_status sb_rank_timings_gather(const void *mpi_world, int rank, int size,
-                                 const double *step_ms, double *const phase_ms[SB_PHASE_COUNT],
+sb_status sb_rank_timings_gather(const struct sb_job *job, const double *step_ms, double *const phase_ms[SB_PHASE_COUNT],
                                  size_t n, struct sb_rank_timings *out)
 {
     memset(out, 0, sizeof *out);
     double *mine = pack_local(step_ms, phase_ms, n);
-    if (!mpi_world || size <= 1) {
+    int rank = job ? job->rank : 0, size = job ? job->size : 1;
+    if (!job || !job->mpi || size <= 1) {
         if (!mine) return sb_error(SB_ERR_NOMEM, "rank timings: out of memory");
         out->n_ranks = 1;
         out->n_steps = n;
@@ -45,7 +45,7 @@ sb_status sb_rank_timings_gather(const void *mpi_world, int rank, int size,
     }
     char *all = NULL;
     long long *counts = NULL;
-    sb_status st = sb_gather_bytes_to_root(mpi_world, rank, size, mine, bytes, &all, &counts);
+    sb_status st = sb_gather_bytes_to_root(job, mine, bytes, &all, &counts);
     free(mine);
     if (st || rank != 0) return st;
 

@@ -12,6 +12,7 @@
 
 #include "core/phase.h"
 #include "core/status.h"
+#include "job/job.h"
 #include "report/report.h"
 
 /* Fields per rank and step: step_ms, then the SB_PHASE_COUNT phases. */
@@ -34,13 +35,12 @@ static inline double *sb_rank_timings_at(const struct sb_rank_timings *t, int r,
 }
 
 /* Collects this process's n measured steps (step_ms[n], phase_ms[p][n]; a
- * NULL phase reads as zeros) from every rank of mpi_world (an MPI_Comm *)
- * into *out on rank 0; other ranks get an empty *out. Without MPI
- * (mpi_world NULL) or with size 1, *out holds this process alone.
+ * NULL phase reads as zeros) from every rank of the job into *out on rank
+ * 0; other ranks get an empty *out. Without MPI (or a NULL job) or with one
+ * rank, *out holds this process alone.
  * Collective; a rank that fails locally makes every rank return an error
  * (no rank is left waiting). Errors: SB_ERR_NOMEM, SB_ERR_COMM. */
-sb_status sb_rank_timings_gather(const void *mpi_world, int rank, int size,
-                                 const double *step_ms, double *const phase_ms[SB_PHASE_COUNT],
+sb_status sb_rank_timings_gather(const struct sb_job *job, const double *step_ms, double *const phase_ms[SB_PHASE_COUNT],
                                  size_t n, struct sb_rank_timings *out);
 
 /* Fills every rank's "wait" phase from the compute times:

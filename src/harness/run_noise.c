@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "harness/gather.h"
+#include "job/gather.h"
 
 int sb_proc_stat_cpu_parse(const char *line, double *steal, double *total)
 {
@@ -52,19 +52,18 @@ void sb_noise_delta(const struct sb_noise_sample *start, const struct sb_noise_s
     out->cpu_steal_fraction = total > 0 ? steal / total : 0.0;
 }
 
-sb_status sb_rank_noise_gather(const void *mpi_world, int rank, int size,
-                               const struct sb_rank_noise *mine, struct sb_rank_noise **all)
+sb_status sb_rank_noise_gather(const struct sb_job *job, const struct sb_rank_noise *mine,
+                               struct sb_rank_noise **all)
 {
     *all = NULL;
-    if (!mpi_world || size <= 1) {
+    if (!job || !job->mpi || job->size <= 1) {
         if (!(*all = malloc(sizeof **all))) return sb_error(SB_ERR_NOMEM, "noise: out of memory");
         **all = *mine;
         return SB_OK;
     }
     char *bytes = NULL;
     long long *counts = NULL;
-    SB_TRY(sb_gather_bytes_to_root(mpi_world, rank, size, mine, (long long)sizeof *mine, &bytes,
-                                   &counts));
+    SB_TRY(sb_gather_bytes_to_root(job, mine, (long long)sizeof *mine, &bytes, &counts));
     free(counts);
     *all = (struct sb_rank_noise *)bytes; /* rank 0: size blocks of sizeof *mine */
     return SB_OK;

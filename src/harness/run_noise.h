@@ -7,6 +7,7 @@
 #define SB_RUN_NOISE_H
 
 #include "core/status.h"
+#include "job/job.h"
 #include "report/report.h" /* struct sb_rank_noise */
 
 /* Counters at one instant. */
@@ -32,11 +33,11 @@ int sb_proc_stat_cpu_parse(const char *line, double *steal, double *total);
 void sb_noise_delta(const struct sb_noise_sample *start, const struct sb_noise_sample *end,
                     double ticks_per_s, struct sb_rank_noise *out);
 
-/* Gathers every rank's `mine` to rank 0 of mpi_world (an MPI_Comm *; NULL
- * or size 1: this process alone): on rank 0 *all (malloc'd, size entries,
+/* Gathers every rank's `mine` to rank 0 of the job (without MPI, a NULL
+ * job or one rank: this process alone): on rank 0 *all (malloc'd, size entries,
  * caller frees) in rank order, NULL elsewhere. Collective.
  * Errors: SB_ERR_COMM, SB_ERR_NOMEM. */
-sb_status sb_rank_noise_gather(const void *mpi_world, int rank, int size,
-                               const struct sb_rank_noise *mine, struct sb_rank_noise **all);
+sb_status sb_rank_noise_gather(const struct sb_job *job, const struct sb_rank_noise *mine,
+                               struct sb_rank_noise **all);
 
 #endif

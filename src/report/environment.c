@@ -10,13 +10,13 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include <mpi.h>
 #include <zlib.h>
 
 #include "backend/backend.h"
 #include "backend/cuda.h"
 #include "core/build_info.h"
-#include "core/launcher.h"
+#include "job/launcher.h"
+#include "job/mpi_info.h"
 
 #define UNKNOWN "unknown"
 
@@ -62,19 +62,11 @@ static const char *compiler_version(void)
 #endif
 }
 
-/* First line of MPI_Get_library_version, trimmed. The MPI standard allows
- * this call before MPI_Init (and after MPI_Finalize). */
+/* First line of MPI_Get_library_version, trimmed (job/mpi_info.h). */
 static void mpi_version(char *out, size_t cap)
 {
-    char buf[MPI_MAX_LIBRARY_VERSION_STRING];
-    int len = 0;
-    snprintf(out, cap, "%s", UNKNOWN);
-    if (MPI_Get_library_version(buf, &len) != MPI_SUCCESS) return;
-    if (len < 0) len = 0;
-    if (len >= (int)sizeof buf) len = (int)sizeof buf - 1;
-    buf[len] = '\0';
-    char *nl = strchr(buf, '\n');
-    if (nl) *nl = '\0';
+    char buf[512];
+    sb_job_mpi_library(buf, sizeof buf);
     copy_trimmed(out, cap, buf);
     if (out[0] == '\0') snprintf(out, cap, "%s", UNKNOWN);
 }
@@ -165,50 +157,8 @@ static void add_launcher(cJSON *env, int *fail)
         *fail = 1;
 }
 
-/* The value of Open MPI's control variable `name` as this process runs with
- * it, read through the MPI tool interface (MPI_T, MPI 3.0 ch. 14) after
- * MPI_Init: proof that a setting reached MPI. "" when MPI is not
- * initialised, the variable is unknown or not an integer or boolean. */
-static void mpi_cvar(const char *name, char *out, size_t cap)
-{
-    out[0] = '\0';
-    int inited = 0, finalized = 0, provided = 0, n = 0;
-    MPI_Initialized(&inited);
-    MPI_Finalized(&finalized);
-    if (!inited || finalized || MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS)
-        return;
-    MPI_T_cvar_get_num(&n);
-    for (int i = 0; i < n && !out[0]; i++) {
-        char vname[256], desc[8];
-        int name_len = sizeof vname, desc_len = sizeof desc, verbosity, binding, scope;
-        MPI_Datatype type;
-        MPI_T_enum enumtype;
-        if (MPI_T_cvar_get_info(i, vname, &name_len, &verbosity, &type, &enumtype, desc, &desc_len,
-                                &binding, &scope) != MPI_SUCCESS ||
-            strcmp(vname, name) != 0 || (type != MPI_INT && type != MPI_UNSIGNED && type != MPI_C_BOOL))
-            continue;
-        MPI_T_cvar_handle h;
-        int count = 0;
-        if (MPI_T_cvar_handle_alloc(i, NULL, &h, &count) != MPI_SUCCESS) continue;
-        if (count == 1) {
-            if (type == MPI_INT) {
-                int v = 0;
-                if (MPI_T_cvar_read(h, &v) == MPI_SUCCESS) snprintf(out, cap, "%d", v);
-            } else if (type == MPI_C_BOOL) {
-                _Bool v = 0;
-                if (MPI_T_cvar_read(h, &v) == MPI_SUCCESS) snprintf(out, cap, "%d", (int)v);
-            } else {
-                unsigned v = 0;
-                if (MPI_T_cvar_read(h, &v) == MPI_SUCCESS) snprintf(out, cap, "%u", v);
-            }
-        }
-        MPI_T_cvar_handle_free(&h);
-    }
-    MPI_T_finalize();
-}
-
 /* "mpi_transport": per Open MPI variable that stratbench may choose
- * (core/launcher.h), {value, set_by, in_effect}: the environment's value
+ * (job/launcher.h), {value, set_by, in_effect}: the environment's value
  * (null when unset), "stratbench" or "user" (or "none" when unset), and
  * what MPI runs with (MPI_T; null without MPI or where MPI does not say). */
 static void add_transport(cJSON *env, int *fail)
@@ -222,7 +172,7 @@ static void add_transport(cJSON *env, int *fail)
     for (int i = 0; i < SB_MCA_CHOICES && !*fail; i++) {
         cJSON *o = cJSON_AddObjectToObject(t, c[i].name);
         char eff[32];
-        mpi_cvar(c[i].name, eff, sizeof eff);
+        sb_job_mpi_cvar(c[i].name, eff, sizeof eff);
         if (!o ||
             !(c[i].value[0] ? cJSON_AddStringToObject(o, "value", c[i].value)
                             : cJSON_AddNullToObject(o, "value")) ||

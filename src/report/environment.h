@@ -16,7 +16,7 @@
  * cJSON_Delete). Keys: stratbench_version, git_commit, git_dirty (boolean:
  * core/build_info.h), start_utc, hosts,
  * cpu_model, cpu_cores, compiler, mpi, blas, cjson, zlib, os, launcher,
- * launched_by, slurm_job_id (core/launcher.h), argv; with
+ * launched_by, slurm_job_id (job/launcher.h), argv; with
  * --device cuda also gpu_model, gpu_count, driver, cuda_runtime, cublas,
  * nccl and peak_device_memory_bytes (rank 0's process).
  * Information the system does not give is written as "unknown" (cpu_cores

@@ -17,6 +17,7 @@
 #include "core/memory.h"
 #include "core/phase.h"
 #include "core/status.h"
+#include "job/probe.h" /* struct sb_link_probe */
 
 #define SB_REPORT_SCHEMA_VERSION "1.9"
 

@@ -3,7 +3,6 @@
 #include "trace/trace.h"
 
 #include <limits.h>
-#include <mpi.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -15,12 +14,11 @@
 #include "core/atomic_file.h"
 #include "core/clock.h"
 #include "core/nvtx.h"
-#include "harness/gather.h"
+#include "job/gather.h"
 
 #define MAX_DEPTH 32
 #define NAME_LEN 24
 #define PINGPONG_ROUNDS 8
-#define TAG_CLOCK 7301
 
 enum payload_kind { PAYLOAD_NONE = 0, PAYLOAD_INDEX, PAYLOAD_BYTES };
 
@@ -148,57 +146,16 @@ void sb_trace_pop(void)
 /* How core/nvtx.c reaches the trace without depending on it. */
 static const struct sb_nvtx_hook nvtx_hook = {.push = sb_trace_push, .pop = sb_trace_pop};
 
-/* Cristian's method against rank 0: rank r sends at t1, rank 0 answers
- * with its clock t0, rank r receives at t2; then rank 0's clock read t0
- * near the midpoint (t1 + t2) / 2, so offset = (t1 + t2) / 2 - t0. The
- * round with the shortest round trip bounds the error by half of it; the
- * largest such bound over the ranks goes into the trace (otherData). */
-static sb_status measure_offset(MPI_Comm comm, int rank, int size)
-{
-    clock_offset_s = 0.0;
-    clock_error_s = 0.0;
-    if (rank == 0) {
-        for (int r = 1; r < size; r++)
-            for (int i = 0; i < PINGPONG_ROUNDS; i++) {
-                char ping;
-                if (MPI_Recv(&ping, 1, MPI_CHAR, r, TAG_CLOCK, comm, MPI_STATUS_IGNORE) !=
-                    MPI_SUCCESS)
-                    return sb_error(SB_ERR_COMM, "trace: clock ping-pong with rank %d failed", r);
-                double t0 = sb_now_s();
-                if (MPI_Send(&t0, 1, MPI_DOUBLE, r, TAG_CLOCK, comm) != MPI_SUCCESS)
-                    return sb_error(SB_ERR_COMM, "trace: clock ping-pong with rank %d failed", r);
-            }
-    }
-    double best_rtt = 0.0;
-    for (int i = 0; i < PINGPONG_ROUNDS && rank != 0; i++) {
-        char ping = 0;
-        double t0 = 0.0, t1 = sb_now_s();
-        if (MPI_Send(&ping, 1, MPI_CHAR, 0, TAG_CLOCK, comm) != MPI_SUCCESS ||
-            MPI_Recv(&t0, 1, MPI_DOUBLE, 0, TAG_CLOCK, comm, MPI_STATUS_IGNORE) != MPI_SUCCESS)
-            return sb_error(SB_ERR_COMM, "trace: clock ping-pong with rank 0 failed");
-        double t2 = sb_now_s();
-        if (i == 0 || t2 - t1 < best_rtt) {
-            best_rtt = t2 - t1;
-            clock_offset_s = 0.5 * (t1 + t2) - t0;
-        }
-    }
-    double bound = 0.5 * best_rtt;
-    if (MPI_Allreduce(&bound, &clock_error_s, 1, MPI_DOUBLE, MPI_MAX, comm) != MPI_SUCCESS)
-        return sb_error(SB_ERR_COMM, "trace: clock error all-reduce failed");
-    return SB_OK;
-}
-
-sb_status sb_trace_start(const void *mpi_world, int rank, int size, long max_steps)
+sb_status sb_trace_start(const struct sb_job *job, long max_steps)
 {
     sb_trace_stop();
     max_steps_cfg = max_steps > 0 ? max_steps : SB_TRACE_DEFAULT_MAX_STEPS;
     atomic_store(&steps_seen, 0);
     atomic_store(&full, 0);
     atomic_fetch_add(&generation, 1);
-    clock_offset_s = 0.0;
-    clock_error_s = 0.0;
-    if (mpi_world && size > 1)
-        SB_TRY(measure_offset(*(const MPI_Comm *)mpi_world, rank, size));
+    /* Cristian's method against rank 0; the largest error bound over the
+     * ranks goes into the trace (otherData). */
+    SB_TRY(sb_job_clock_offset(job, PINGPONG_ROUNDS, &clock_offset_s, &clock_error_s));
     origin_s = sb_now_s();
     if (!thread_buffer()) return sb_error(SB_ERR_NOMEM, "trace: out of memory");
     atomic_store(&active, 1);
@@ -349,7 +306,7 @@ static sb_status write_json(const char *path, const char *blocks, const long lon
     return st;
 }
 
-sb_status sb_trace_write(const char *path, const void *mpi_world, int rank, int size)
+sb_status sb_trace_write(const char *path, const struct sb_job *job)
 {
     size_t n = 0;
     int fail = 0;
@@ -359,7 +316,8 @@ sb_status sb_trace_write(const char *path, const void *mpi_world, int rank, int 
         sb_error(SB_ERR_NOMEM, "trace: out of memory");
         bytes = -1;
     }
-    if (!mpi_world || size <= 1) {
+    int rank = job->rank, size = job->size;
+    if (!job->mpi || size <= 1) {
         sb_status st = fail ? SB_ERR_NOMEM
                             : write_json(path, (const char *)mine, &bytes, process_label, 1);
         free(mine);
@@ -367,20 +325,18 @@ sb_status sb_trace_write(const char *path, const void *mpi_world, int rank, int 
     }
     /* A rank that truncated makes the whole trace say so. */
     int full_any = atomic_load(&full);
-    if (MPI_Allreduce(MPI_IN_PLACE, &full_any, 1, MPI_INT, MPI_MAX,
-                      *(const MPI_Comm *)mpi_world) != MPI_SUCCESS)
+    if (sb_job_max_int(job, &full_any) != SB_OK)
         full_any = atomic_load(&full); /* not fatal: only the flag is lost */
     atomic_store(&full, full_any);
     /* Every rank's track label, to rank 0 (not fatal: the labels are lost). */
-    char *labels = rank == 0 ? calloc((size_t)size, LABEL_LEN) : NULL;
-    if (MPI_Gather(process_label, LABEL_LEN, MPI_CHAR, labels, LABEL_LEN, MPI_CHAR, 0,
-                   *(const MPI_Comm *)mpi_world) != MPI_SUCCESS && labels) {
-        free(labels);
-        labels = NULL;
-    }
+    char *labels = NULL;
+    long long *label_counts = NULL;
+    if (sb_gather_bytes_to_root(job, process_label, LABEL_LEN, &labels, &label_counts) != SB_OK)
+        labels = NULL; /* gather frees what it made on failure */
+    free(label_counts);
     char *all = NULL;
     long long *counts = NULL;
-    sb_status st = sb_gather_bytes_to_root(mpi_world, rank, size, mine, bytes, &all, &counts);
+    sb_status st = sb_gather_bytes_to_root(job, mine, bytes, &all, &counts);
     free(mine);
     if (!st && rank == 0) st = write_json(path, all, counts, labels, size);
     free(labels);

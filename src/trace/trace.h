@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "core/status.h"
+#include "job/job.h"
 
 /* Steps recorded by default: spans opened after the step with this index
  * began are not recorded. */
@@ -26,11 +27,11 @@
 
 /* Starts recording on this process: registers the calling thread as
  * tid 0, records spans of at most `max_steps` steps (0 = the default),
- * and, when mpi_world (an MPI_Comm *) is not NULL and size > 1, measures
- * this rank's clock offset to rank 0. Collective over mpi_world in that
- * case; call it from the thread that calls MPI. Errors: SB_ERR_NOMEM,
- * SB_ERR_COMM (the ping-pong failed). */
-sb_status sb_trace_start(const void *mpi_world, int rank, int size, long max_steps);
+ * and, in a job of several ranks with MPI, measures this rank's clock
+ * offset to rank 0 (sb_job_clock_offset, job/gather.h). Collective over the
+ * job in that case; call it from the thread that calls MPI. Errors:
+ * SB_ERR_NOMEM, SB_ERR_COMM (the ping-pong failed). */
+sb_status sb_trace_start(const struct sb_job *job, long max_steps);
 
 /* Opens a span `name` (a string that outlives the trace, e.g. a literal)
  * of NVTX category `category` on the calling thread. payload is the step
@@ -47,11 +48,11 @@ int sb_trace_active(void);
  * JSON to `path` there, atomically (temp file + rename). pid = rank, tid =
  * thread (0 = the thread that called sb_trace_start; mirrored replicas'
  * threads follow in the order they first recorded), ts and dur in µs since
- * rank 0's sb_trace_start. Collective over mpi_world (NULL or size 1: this
- * process only). Call after every other recording thread has finished its
+ * rank 0's sb_trace_start. Collective over the job (without MPI or with
+ * one rank: this process only). Call after every other recording thread has finished its
  * spans (joined or idle behind a synchronisation). Errors: SB_ERR_NOMEM,
  * SB_ERR_COMM, SB_ERR_IO naming the path. */
-sb_status sb_trace_write(const char *path, const void *mpi_world, int rank, int size);
+sb_status sb_trace_write(const char *path, const struct sb_job *job);
 
 /* Names this process's track in the trace: "LABEL (rank N)" instead of
  * "rank N" (e.g. "server" for a central parameter server). At most 47

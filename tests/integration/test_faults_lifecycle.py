@@ -3,7 +3,7 @@ job ends with its launcher, a launcher that fails or starts nothing is a failure
 stratbench's one line, start-up and finalize are bounded by deadlines from --timeout, and
 a failed run leaves no report. Real processes, real signals; each test takes seconds.
 
-Two cases use the test-only hook STRATBENCH_TEST_FAULT (harness/control.h): a rank that
+Two cases use the test-only hook STRATBENCH_TEST_FAULT (job/control.h): a rank that
 stops itself before MPI_Init or before MPI_Finalize, windows too short to hit from outside
 reliably. The others send real signals to real processes, or use a stand-in launcher
 (a shell script given as STRATBENCH_MPIRUN) for Open MPI's own failure modes."""

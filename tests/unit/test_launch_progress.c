@@ -1,4 +1,4 @@
-/* Unit tests for the self-launch watcher's bookkeeping (src/harness/launch_progress.c):
+/* Unit tests for the self-launch watcher's bookkeeping (src/job/launch_progress.c):
  * the ranks' control lines, what is named when a deadline passes, and the outputs a
  * failed run removes (only those written since the launch). */
 #include <setjmp.h>
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "harness/launch_progress.h"
+#include "job/launch_progress.h"
 
 static void test_control_lines_and_what_is_missing(void **state)
 {

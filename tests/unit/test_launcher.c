@@ -1,4 +1,4 @@
-/* Unit tests for launcher detection (src/core/launcher.c): the environments
+/* Unit tests for launcher detection (src/job/launcher.c): the environments
  * mpirun, srun (with and without PMIx) and an sbatch script give, Slurm's
  * compressed tasks-per-node lists, the refusals, and when ranks are told to
  * yield. Each test sets the variables it needs on a cleared launcher set. */
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/launcher.h"
+#include "job/launcher.h"
 
 static const char *const VARS[] = {
     "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",

@@ -1,6 +1,6 @@
 /* The ranks' progress and the run's outputs, for the watcher; see
  * launch_progress.h. */
-#include "harness/launch_progress.h"
+#include "job/launch_progress.h"
 
 #include <stdio.h>
 #include <stdlib.h>

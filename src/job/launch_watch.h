@@ -17,7 +17,7 @@
  *   the MPI launcher mpirun (pid P) was killed by signal S (NAME)" or
  *   "... exited with status N", naming the ranks that had not finished,
  *   exit 1; its ranks die with it (control.h: PR_SET_PDEATHSIG);
- * - start-up: until every rank has joined (harness/control.h's lines), the
+ * - start-up: until every rank has joined (job/control.h's lines), the
  *   job gets 2 x --timeout + 10 s; finalize: from the first rank that is
  *   done until mpirun has ended, --timeout + 5 s. Past either deadline
  *   every process of the job gets SIGKILL and the line names what did not

@@ -1,5 +1,5 @@
 /* The self-launch control lines: how the ranks of a job that stratbench
- * launched itself tell the watching parent (harness/launch_watch.h) how far
+ * launched itself tell the watching parent (job/launch_watch.h) how far
  * they got, so that the parent can bound start-up and finalize with
  * deadlines and name what did not arrive (docs/faults.md).
  *

@@ -19,14 +19,25 @@
 #ifndef SB_PROBE_H
 #define SB_PROBE_H
 
-#include "comm/cost_model.h"
 #include "core/status.h"
+#include "job/job.h"
 
+/* What --probe-links measured (sb_probe_links), as the report carries it
+ * (the report's comm.model reads its α and B as the link of the α–β
+ * cost model, src/comm/cost_model.h). */
+struct sb_link_probe {
+    int done;              /* 1 once probed (0: not probed; the rest is 0) */
+    double alpha_s;        /* one-way latency of a small message, s */
+    double bandwidth_Bps;  /* payload bytes per second of the slowest link */
+    int peers;             /* links probed (one per other host, or 1) */
+    int cross_host;        /* 1 if the probed links cross hosts */
+    double seconds;        /* wall time the probe took */
+};
 
-/* Probes the links of `mpi_world` (an MPI_Comm *; collective over it) into
- * *out (every rank gets rank 0's result). A world of one rank is not
- * probed (out->done = 0). Errors: SB_ERR_COMM with MPI's message,
- * SB_ERR_NOMEM. */
-sb_status sb_probe_links(const void *mpi_world, struct sb_link_probe *out);
+/* Probes the links of the job (collective over it) into *out (every rank
+ * gets rank 0's result). A job without MPI or of one rank is not probed
+ * (out->done = 0). Errors: SB_ERR_COMM naming the MPI call, file:line and
+ * MPI's message; SB_ERR_NOMEM. */
+sb_status sb_probe_links(const struct sb_job *job, struct sb_link_probe *out);
 
 #endif

@@ -1,5 +1,5 @@
 /* mpirun as a watched child; see launch_watch.h. */
-#include "harness/launch_watch.h"
+#include "job/launch_watch.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -17,8 +17,8 @@
 
 #include "core/clock.h"
 #include "core/interrupt.h"
-#include "harness/control.h"
-#include "harness/launch_progress.h"
+#include "job/control.h"
+#include "job/launch_progress.h"
 
 /* Seconds after forwarding SIGTERM before mpirun and its ranks get SIGKILL. */
 #define KILL_AFTER_S 3.0
@@ -49,6 +49,16 @@ struct watch {
     int noise;         /* Open MPI internal lines dropped */
     char mpi_error[256]; /* the first ORTE_ERROR_LOG's text: mpirun is failing */
     char lost_host[128]; /* the host whose daemon mpirun lost */
+    /* mpirun as sb_launch_watch runs it (watch_job's state). */
+    pid_t child;
+    int np;
+    int err_fd, out_fd;  /* mpirun's stderr (read line by line) and stdout (passed on) */
+    int out_errno;       /* the first error writing our stdout (pass_stdout) */
+    char line[4096];     /* stderr's unfinished line */
+    size_t fill;
+    double launched_at, startup_s, finalize_s, forwarded_at;
+    int forwarded, killed, reaped, status;
+    char missed[1536];   /* set when a start-up or finalize deadline passed */
 };
 
 /* Open MPI's own messages: "[host:pid] ..." (ORTE_ERROR_LOG, PMIx errors,
@@ -254,16 +264,14 @@ static void end_job(pid_t child)
     kill(child, SIGKILL);
 }
 
-sb_status sb_launch_watch(char **args, const struct sb_watch_plan *plan, int *exit_code)
+/* Forks and execs mpirun (args) with its stderr and stdout on the given
+ * pipes; sets w->child. SB_ERR_USAGE naming the launcher when it cannot be
+ * started (exec's errno comes back over a close-on-exec pipe). */
+static sb_status start_child(char **args, int err_pipe[2], int out_pipe[2], struct watch *w)
 {
-    *exit_code = 1;
-    int err_pipe[2], out_pipe[2], exec_pipe[2];
-    if (pipe(err_pipe) != 0 || pipe(out_pipe) != 0 || pipe2(exec_pipe, O_CLOEXEC) != 0)
+    int exec_pipe[2];
+    if (pipe2(exec_pipe, O_CLOEXEC) != 0)
         return sb_error(SB_ERR_INTERNAL, "launch: pipe: %s", strerror(errno));
-    struct sb_output_snapshot before[16];
-    if (plan->n_outputs > 16) return sb_error(SB_ERR_INTERNAL, "launch: too many outputs");
-    sb_output_snapshot(plan->outputs, plan->n_outputs, before);
-    sb_interrupt_install();
     setenv(SB_CONTROL_ENV, "1", 1);
     fflush(stdout);
     fflush(stderr);
@@ -310,182 +318,247 @@ sb_status sb_launch_watch(char **args, const struct sb_watch_plan *plan, int *ex
                         "install openmpi-bin, or set STRATBENCH_MPIRUN)",
                         args[0], strerror(exec_errno));
     }
+    w->child = child;
+    w->err_fd = err_pipe[0];
+    w->out_fd = out_pipe[0];
+    return SB_OK;
+}
 
-    int np = plan->np > 0 ? plan->np : 1;
-    struct watch w = {.dead_rank = -1};
-    if (sb_rank_progress_init(&w.rp, np) != SB_OK) {
-        end_job(child);
-        waitpid(child, NULL, 0);
-        return sb_error(SB_ERR_NOMEM, "launch: out of memory");
+/* A signal to forward once (SIGTERM), a rank's abort that mpirun does not
+ * carry out, and SIGKILL for everything KILL_AFTER_S after forwarding. */
+static void forward_or_kill(struct watch *w)
+{
+    int sig = sb_interrupted();
+    /* A rank said it ends the job (MPI_Abort): if mpirun has not ended it
+     * soon after (a host cut off from the network keeps mpirun waiting for
+     * its daemon), end it from here. */
+    int abort_stuck = w->fatal_at && sb_now_s() - w->fatal_at > ABORT_WAIT_S;
+    if ((sig || abort_stuck) && !w->forwarded) {
+        kill(w->child, SIGTERM);
+        w->forwarded = 1;
+        w->forwarded_at = sb_now_s();
     }
-    double startup_s = startup_deadline_s(plan->timeout_s);
-    double finalize_s = finalize_deadline_s(plan->timeout_s);
-    double launched_at = sb_now_s();
-    char line[4096];
-    size_t fill = 0;
-    int forwarded = 0, killed = 0, status = 0, reaped = 0;
-    double forwarded_at = 0.0;
-    char missed[1536] = ""; /* set when a start-up or finalize deadline passed */
-    int fd = err_pipe[0], out_fd = out_pipe[0], out_errno = 0;
+    if (w->forwarded && !w->killed && sb_now_s() - w->forwarded_at > KILL_AFTER_S) {
+        end_job(w->child);
+        w->killed = 1;
+    }
+}
+
+/* Start-up and finalize deadlines: name what did not arrive (w->missed),
+ * end every process of the job at once (a stopped one cannot answer a
+ * SIGTERM). */
+static void check_deadlines(struct watch *w)
+{
+    if (w->killed || w->forwarded || w->fatal_at || w->missed[0]) return;
+    double now = sb_now_s();
+    char what[1024];
+    pid_t alive = w->reaped ? 0 : w->child;
+    if (w->startup_s > 0 && w->rp.n_joined < w->np && now - w->launched_at > w->startup_s) {
+        sb_rank_progress_describe(&w->rp, alive, 0, what, sizeof what);
+        snprintf(w->missed, sizeof w->missed, "start-up did not complete within %.0f s "
+                 "(2 x --timeout + 10): %s; the job was ended", w->startup_s, what);
+    } else if (w->finalize_s > 0 && w->rp.done_at && now - w->rp.done_at > w->finalize_s) {
+        sb_rank_progress_describe(&w->rp, alive, 1, what, sizeof what);
+        snprintf(w->missed, sizeof w->missed, "finalize did not complete within %.0f s "
+                 "(--timeout + 5) after the first rank was done: %s; the job was "
+                 "ended", w->finalize_s, what);
+    }
+    if (w->missed[0]) {
+        end_job(w->child);
+        w->killed = 1;
+    }
+}
+
+/* Reads what mpirun's stderr holds and takes each complete line. Returns
+ * 0 at EOF (mpirun and every rank closed stderr) or on a read error. */
+static int read_stderr(struct watch *w)
+{
+    ssize_t n = read(w->err_fd, w->line + w->fill, sizeof w->line - 1 - w->fill);
+    if (n < 0 && errno == EINTR) return 1;
+    if (n <= 0) return 0;
+    w->fill += (size_t)n;
+    w->line[w->fill] = '\0';
+    char *start = w->line, *nl;
+    while ((nl = strchr(start, '\n'))) {
+        char c = nl[1];
+        nl[1] = '\0';
+        take_line(w, start);
+        nl[1] = c;
+        start = nl + 1;
+    }
+    w->fill = strlen(start);
+    memmove(w->line, start, w->fill + 1);
+    if (w->fill == sizeof w->line - 1) { /* a line longer than the buffer */
+        take_line(w, w->line);
+        w->fill = 0;
+    }
+    return 1;
+}
+
+/* Watches mpirun until its stderr ends: forwards signals, keeps the
+ * deadlines, passes stdout on and takes stderr's lines; then drains
+ * stdout and reaps mpirun (w->status). */
+static void watch_job(struct watch *w)
+{
     for (;;) {
-        int sig = sb_interrupted();
-        if (sig && !forwarded) {
-            kill(child, SIGTERM);
-            forwarded = 1;
-            forwarded_at = sb_now_s();
-        }
-        /* A rank said it ends the job (MPI_Abort): if mpirun has not ended
-         * it soon after (a host cut off from the network keeps mpirun
-         * waiting for its daemon), end it from here. */
-        if (w.fatal_at && !forwarded && sb_now_s() - w.fatal_at > ABORT_WAIT_S) {
-            kill(child, SIGTERM);
-            forwarded = 1;
-            forwarded_at = sb_now_s();
-        }
-        if (forwarded && !killed && sb_now_s() - forwarded_at > KILL_AFTER_S) {
-            end_job(child);
-            killed = 1;
-        }
-        /* Start-up and finalize deadlines: name what did not arrive, end
-         * every process of the job at once (a stopped one cannot answer a
-         * SIGTERM). */
-        if (!killed && !forwarded && !w.fatal_at && !missed[0]) {
-            double now = sb_now_s();
-            char what[1024];
-            if (startup_s > 0 && w.rp.n_joined < np && now - launched_at > startup_s) {
-                sb_rank_progress_describe(&w.rp, reaped ? 0 : child, 0, what, sizeof what);
-                snprintf(missed, sizeof missed, "start-up did not complete within %.0f s "
-                         "(2 x --timeout + 10): %s; the job was ended", startup_s, what);
-            } else if (finalize_s > 0 && w.rp.done_at && now - w.rp.done_at > finalize_s) {
-                sb_rank_progress_describe(&w.rp, reaped ? 0 : child, 1, what, sizeof what);
-                snprintf(missed, sizeof missed, "finalize did not complete within %.0f s "
-                         "(--timeout + 5) after the first rank was done: %s; the job was "
-                         "ended", finalize_s, what);
-            }
-            if (missed[0]) {
-                end_job(child);
-                killed = 1;
-            }
-        }
-        struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = out_fd, .events = POLLIN}};
+        forward_or_kill(w);
+        check_deadlines(w);
+        struct pollfd p[2] = {{.fd = w->err_fd, .events = POLLIN},
+                              {.fd = w->out_fd, .events = POLLIN}};
         int r = poll(p, 2, 100);
         if (r < 0 && errno != EINTR) break;
-        if (r > 0 && p[1].revents) {
-            if (!pass_stdout(out_fd, &out_errno)) {
-                close(out_fd);
-                out_fd = -1;
-            }
+        if (r > 0 && p[1].revents && !pass_stdout(w->out_fd, &w->out_errno)) {
+            close(w->out_fd);
+            w->out_fd = -1;
         }
-        if (r > 0 && p[0].revents) {
-            ssize_t n = read(fd, line + fill, sizeof line - 1 - fill);
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) break; /* EOF: mpirun and every rank closed stderr */
-            fill += (size_t)n;
-            line[fill] = '\0';
-            char *start = line, *nl;
-            while ((nl = strchr(start, '\n'))) {
-                char c = nl[1];
-                nl[1] = '\0';
-                take_line(&w, start);
-                nl[1] = c;
-                start = nl + 1;
-            }
-            fill = strlen(start);
-            memmove(line, start, fill + 1);
-            if (fill == sizeof line - 1) { /* a line longer than the buffer */
-                take_line(&w, line);
-                fill = 0;
-            }
-        }
-        if (!reaped && waitpid(child, &status, WNOHANG) == child) reaped = 1;
-        if (reaped && r == 0) {
+        if (r > 0 && p[0].revents && !read_stderr(w)) break;
+        if (!w->reaped && waitpid(w->child, &w->status, WNOHANG) == w->child) w->reaped = 1;
+        if (w->reaped && r == 0) {
             /* mpirun is gone; a rank it left (killed mpirun) may hold the pipe. */
-            if (killed || forwarded) break;
-            if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-                end_job(child); /* nothing of the job may stay */
-                killed = 1;
+            if (w->killed || w->forwarded) break;
+            if (!WIFEXITED(w->status) || WEXITSTATUS(w->status) != 0) {
+                end_job(w->child); /* nothing of the job may stay */
+                w->killed = 1;
             }
         }
     }
-    if (fill) take_line(&w, line);
-    if (w.in_block) end_block(&w);
-    close(fd);
+    if (w->fill) take_line(w, w->line);
+    if (w->in_block) end_block(w);
+    close(w->err_fd);
     /* What is left of stdout (EOF once every holder has ended). */
-    if (out_fd >= 0) {
-        struct pollfd q = {.fd = out_fd, .events = POLLIN};
-        while (poll(&q, 1, 200) > 0 && pass_stdout(out_fd, &out_errno)) {}
-        close(out_fd);
+    if (w->out_fd >= 0) {
+        struct pollfd q = {.fd = w->out_fd, .events = POLLIN};
+        while (poll(&q, 1, 200) > 0 && pass_stdout(w->out_fd, &w->out_errno)) {}
+        close(w->out_fd);
     }
-    if (!reaped) waitpid(child, &status, 0);
+    if (!w->reaped) waitpid(w->child, &w->status, 0);
+}
 
-    const char *launcher = args[0];
-    int sig = sb_interrupted();
+/* verdict's second half: how mpirun itself ended, and the outputs. */
+static int verdict_of_exit(struct watch *w, const char *launcher,
+                           const struct sb_watch_plan *plan,
+                           const struct sb_output_snapshot *before)
+{
+    int status = w->status, done = w->rp.done_at > 0;
+    char what[1024];
+    if (WIFSIGNALED(status)) {
+        sb_rank_progress_describe(&w->rp, 0, done, what, sizeof what);
+        fprintf(stderr, "stratbench: the MPI launcher %s (pid %ld) was killed by signal %d "
+                "(%s); %s; the job was ended\n", launcher, (long)w->child, WTERMSIG(status),
+                sb_signal_name(WTERMSIG(status)), what);
+        return 1;
+    }
+    if (WEXITSTATUS(status) != 0) {
+        sb_rank_progress_describe(&w->rp, 0, done, what, sizeof what);
+        fprintf(stderr, "stratbench: the MPI launcher %s exited with status %d before the job "
+                "ended: %s%s\n", launcher, WEXITSTATUS(status), what,
+                w->noise ? " (Open MPI's own messages dropped)" : "");
+        return 1;
+    }
+    if (w->rp.n_finished < w->np) {
+        sb_rank_progress_describe(&w->rp, 0, done, what, sizeof what);
+        fprintf(stderr, "stratbench: the MPI launcher %s exited with status 0 but %s\n",
+                launcher, what);
+        return 1;
+    }
+    if (!sb_output_written(plan->outputs, plan->n_outputs, before, plan->report)) {
+        fprintf(stderr, "stratbench: every rank finished but the report %s was not written\n",
+                plan->report);
+        return 1;
+    }
+    if (w->len) fputs(w->lines, stderr);
+    return 0;
+}
+
+/* Prints the one line that says how a job that did not end cleanly ended
+ * (none for a clean end) and returns the exit status: 130 interrupted, 1 a
+ * failure, mpirun's own status after a rank's error line, 0 when every rank
+ * finished and the report was written. */
+static int verdict(struct watch *w, const char *launcher, const struct sb_watch_plan *plan,
+                   const struct sb_output_snapshot *before)
+{
+    int sig = sb_interrupted(), status = w->status, done = w->rp.done_at > 0;
     char what[1024];
     if (sig) {
         fprintf(stderr, "stratbench: interrupted (%s)%s%s\n", sb_signal_name(sig),
-                w.flight[0] ? "; " : "", w.flight);
-        *exit_code = 130;
-    } else if (w.dead_rank >= 0) {
+                w->flight[0] ? "; " : "", w->flight);
+        return 130;
+    }
+    if (w->dead_rank >= 0) {
         /* The ranks' own lines (mpirun ended them) would only say that. */
         fprintf(stderr, "stratbench: rank %d (host %s) was killed by signal %d (%s); the job "
-                "was ended\n", w.dead_rank, w.dead_host, w.dead_signal,
-                sb_signal_name(w.dead_signal));
-        *exit_code = 1;
-    } else if (missed[0]) {
-        fprintf(stderr, "stratbench: %s\n", missed);
-        *exit_code = 1;
-    } else if (w.lost_host[0]) {
+                "was ended\n", w->dead_rank, w->dead_host, w->dead_signal,
+                sb_signal_name(w->dead_signal));
+        return 1;
+    }
+    if (w->missed[0]) {
+        fprintf(stderr, "stratbench: %s\n", w->missed);
+        return 1;
+    }
+    if (w->lost_host[0]) {
         char ranks[512] = "";
-        sb_rank_progress_on_host(&w.rp, w.lost_host, ranks, sizeof ranks);
+        sb_rank_progress_on_host(&w->rp, w->lost_host, ranks, sizeof ranks);
         fprintf(stderr, "stratbench: the MPI launcher %s lost its daemon on host %s (orted "
                 "killed, or the network to it failed)%s%s; the job was ended\n", launcher,
-                w.lost_host, ranks[0] ? ": " : "", ranks);
-        *exit_code = 1;
-    } else if (w.mpi_error[0] && !w.len) {
-        sb_rank_progress_describe(&w.rp, 0, w.rp.done_at > 0, what, sizeof what);
-        fprintf(stderr, "stratbench: the MPI launcher %s failed (Open MPI: %s); %s; the job was "
-                "ended\n", launcher, w.mpi_error, what);
-        *exit_code = 1;
-    } else if (w.len && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-        /* A rank said what failed: its line is the one to read. */
-        fputs(w.lines, stderr);
-        *exit_code = WIFEXITED(status) && WEXITSTATUS(status) ? WEXITSTATUS(status) : 1;
-    } else if (WIFSIGNALED(status)) {
-        sb_rank_progress_describe(&w.rp, 0, w.rp.done_at > 0, what, sizeof what);
-        fprintf(stderr, "stratbench: the MPI launcher %s (pid %ld) was killed by signal %d "
-                "(%s); %s; the job was ended\n", launcher, (long)child, WTERMSIG(status),
-                sb_signal_name(WTERMSIG(status)), what);
-        *exit_code = 1;
-    } else if (WEXITSTATUS(status) != 0) {
-        sb_rank_progress_describe(&w.rp, 0, w.rp.done_at > 0, what, sizeof what);
-        fprintf(stderr, "stratbench: the MPI launcher %s exited with status %d before the job "
-                "ended: %s%s\n", launcher, WEXITSTATUS(status), what,
-                w.noise ? " (Open MPI's own messages dropped)" : "");
-        *exit_code = 1;
-    } else if (w.rp.n_finished < np) {
-        sb_rank_progress_describe(&w.rp, 0, w.rp.done_at > 0, what, sizeof what);
-        fprintf(stderr, "stratbench: the MPI launcher %s exited with status 0 but %s\n",
-                launcher, what);
-        *exit_code = 1;
-    } else if (!sb_output_written(plan->outputs, plan->n_outputs, before, plan->report)) {
-        fprintf(stderr, "stratbench: every rank finished but the report %s was not written\n",
-                plan->report);
-        *exit_code = 1;
-    } else {
-        if (w.len) fputs(w.lines, stderr);
-        *exit_code = 0;
+                w->lost_host, ranks[0] ? ": " : "", ranks);
+        return 1;
     }
+    if (w->mpi_error[0] && !w->len) {
+        sb_rank_progress_describe(&w->rp, 0, done, what, sizeof what);
+        fprintf(stderr, "stratbench: the MPI launcher %s failed (Open MPI: %s); %s; the job was "
+                "ended\n", launcher, w->mpi_error, what);
+        return 1;
+    }
+    if (w->len && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+        /* A rank said what failed: its line is the one to read. */
+        fputs(w->lines, stderr);
+        return WIFEXITED(status) && WEXITSTATUS(status) ? WEXITSTATUS(status) : 1;
+    }
+    return verdict_of_exit(w, launcher, plan, before);
+}
+
+sb_status sb_launch_watch(char **args, const struct sb_watch_plan *plan, int *exit_code)
+{
+    *exit_code = 1;
+    int err_pipe[2], out_pipe[2];
+    if (pipe(err_pipe) != 0 || pipe(out_pipe) != 0)
+        return sb_error(SB_ERR_INTERNAL, "launch: pipe: %s", strerror(errno));
+    struct sb_output_snapshot before[16];
+    if (plan->n_outputs > 16) return sb_error(SB_ERR_INTERNAL, "launch: too many outputs");
+    sb_output_snapshot(plan->outputs, plan->n_outputs, before);
+    sb_interrupt_install();
+    struct watch *w = calloc(1, sizeof *w);
+    if (!w) return sb_error(SB_ERR_NOMEM, "launch: out of memory");
+    w->dead_rank = -1;
+    sb_status st = start_child(args, err_pipe, out_pipe, w);
+    if (st) {
+        free(w);
+        return st;
+    }
+    w->np = plan->np > 0 ? plan->np : 1;
+    if (sb_rank_progress_init(&w->rp, w->np) != SB_OK) {
+        end_job(w->child);
+        waitpid(w->child, NULL, 0);
+        free(w);
+        return sb_error(SB_ERR_NOMEM, "launch: out of memory");
+    }
+    w->startup_s = startup_deadline_s(plan->timeout_s);
+    w->finalize_s = finalize_deadline_s(plan->timeout_s);
+    w->launched_at = sb_now_s();
+    watch_job(w);
+    *exit_code = verdict(w, args[0], plan, before);
     if (*exit_code != 0) sb_output_remove_written(plan->outputs, plan->n_outputs, before);
-    if (*exit_code == 0 && out_errno) {
+    if (*exit_code == 0 && w->out_errno) {
         /* The run is complete, its report kept; the lines on stdout were
          * lost (docs/faults.md: exit 1 for a failed stdout). */
         fprintf(stderr, "stratbench: standard output: %s (its lines were lost; the run "
-                "completed%s%s)\n", strerror(out_errno), plan->report[0] ? " and wrote " : "",
+                "completed%s%s)\n", strerror(w->out_errno), plan->report[0] ? " and wrote " : "",
                 plan->report);
         *exit_code = 1;
     }
-    free(w.lines);
-    free(w.block);
-    sb_rank_progress_free(&w.rp);
+    free(w->lines);
+    free(w->block);
+    sb_rank_progress_free(&w->rp);
+    free(w);
     return SB_OK;
 }

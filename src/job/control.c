@@ -1,5 +1,5 @@
 /* Control lines to the watching parent, the launcher tie; see control.h. */
-#include "harness/control.h"
+#include "job/control.h"
 
 #include <signal.h>
 #include <stdio.h>

@@ -1,25 +1,17 @@
 /* Link probe by ping-pong; see probe.h. */
-#include "harness/probe.h"
+#include "job/probe.h"
 
-#include <mpi.h>
+
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/clock.h"
+#include "job/job_mpi.h"
 
 #define ALPHA_TRIPS 20
 #define SIZE_SMALL (256 * 1024)
 #define SIZE_LARGE (1024 * 1024)
 #define BW_TRIES 3
-
-static sb_status check(int rc, const char *what)
-{
-    if (rc == MPI_SUCCESS) return SB_OK;
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    MPI_Error_string(rc, msg, &len);
-    return sb_error(SB_ERR_COMM, "link probe: %s: %s", what, msg);
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -35,13 +27,11 @@ static sb_status exchange(MPI_Comm comm, int me, int peer, char *buf, int bytes,
     char ack = 0;
     double t0 = sb_now_s();
     if (me == 0) {
-        SB_TRY(check(MPI_Send(buf, bytes, MPI_CHAR, peer, 1, comm), "MPI_Send"));
-        SB_TRY(check(MPI_Recv(&ack, 1, MPI_CHAR, peer, 2, comm, MPI_STATUS_IGNORE),
-                     "MPI_Recv"));
+        SB_TRY(SB_MPI_CHECK(MPI_Send(buf, bytes, MPI_CHAR, peer, 1, comm)));
+        SB_TRY(SB_MPI_CHECK(MPI_Recv(&ack, 1, MPI_CHAR, peer, 2, comm, MPI_STATUS_IGNORE)));
     } else {
-        SB_TRY(check(MPI_Recv(buf, bytes, MPI_CHAR, 0, 1, comm, MPI_STATUS_IGNORE),
-                     "MPI_Recv"));
-        SB_TRY(check(MPI_Send(&ack, 1, MPI_CHAR, 0, 2, comm), "MPI_Send"));
+        SB_TRY(SB_MPI_CHECK(MPI_Recv(buf, bytes, MPI_CHAR, 0, 1, comm, MPI_STATUS_IGNORE)));
+        SB_TRY(SB_MPI_CHECK(MPI_Send(&ack, 1, MPI_CHAR, 0, 2, comm)));
     }
     *rtt = sb_now_s() - t0;
     return SB_OK;
@@ -103,7 +93,7 @@ static sb_status probe_all(MPI_Comm comm, int rank, int size, const char *hosts,
     }
     free(buf);
     res[4] = sb_now_s() - t0;
-    if (!st) st = check(MPI_Bcast(res, 5, MPI_DOUBLE, 0, comm), "MPI_Bcast");
+    if (!st) st = SB_MPI_CHECK(MPI_Bcast(res, 5, MPI_DOUBLE, 0, comm));
     if (st) return st;
     out->done = res[2] > 0;
     out->alpha_s = res[0];
@@ -114,14 +104,13 @@ static sb_status probe_all(MPI_Comm comm, int rank, int size, const char *hosts,
     return SB_OK;
 }
 
-sb_status sb_probe_links(const void *mpi_world, struct sb_link_probe *out)
+sb_status sb_probe_links(const struct sb_job *job, struct sb_link_probe *out)
 {
     memset(out, 0, sizeof *out);
-    MPI_Comm world = *(const MPI_Comm *)mpi_world, comm;
-    int size = 1, rank = 0;
-    SB_TRY(check(MPI_Comm_size(world, &size), "MPI_Comm_size"));
-    if (size < 2) return SB_OK;
-    SB_TRY(check(MPI_Comm_dup(world, &comm), "MPI_Comm_dup"));
+    int size = job->size, rank = 0;
+    if (!job->mpi || size < 2) return SB_OK;
+    MPI_Comm world = sb_job_comm(job), comm;
+    SB_TRY(SB_MPI_CHECK(MPI_Comm_dup(world, &comm)));
     MPI_Comm_rank(comm, &rank);
     int len = MPI_MAX_PROCESSOR_NAME, n = 0;
     char name[MPI_MAX_PROCESSOR_NAME] = {0};
@@ -129,8 +118,7 @@ sb_status sb_probe_links(const void *mpi_world, struct sb_link_probe *out)
     char *hosts = calloc((size_t)size, (size_t)len);
     sb_status st = hosts ? SB_OK : sb_error(SB_ERR_NOMEM, "link probe: out of memory");
     if (!st)
-        st = check(MPI_Allgather(name, len, MPI_CHAR, hosts, len, MPI_CHAR, comm),
-                   "MPI_Allgather");
+        st = SB_MPI_CHECK(MPI_Allgather(name, len, MPI_CHAR, hosts, len, MPI_CHAR, comm));
     if (!st) st = probe_all(comm, rank, size, hosts, len, out);
     free(hosts);
     MPI_Comm_free(&comm);

@@ -1,5 +1,5 @@
 /* Self-launch as a Slurm job step: `srun -n N --mpi=pmix ...`; see job.h. */
-#include "harness/job.h"
+#include "job/job.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/launcher.h"
+#include "job/launcher.h"
 
 sb_status sb_job_relaunch_under_srun(int np, int argc, char **argv, const char *self)
 {

@@ -3,12 +3,18 @@
  * Wraps MPI's lifetime for the strategies that use it: initialisation,
  * world and node-local ranks, host names, agreement on a status after a
  * stage every rank runs, and ending the whole job on a failure (never one
- * rank alone, which would leave the others waiting). */
+ * rank alone, which would leave the others waiting).
+ *
+ * A struct sb_job is the typed handle of the job for every layer above:
+ * the gathers to rank 0 (job/gather.h), the link probe (job/probe.h), the
+ * trace, the statistics across ranks and the watchdog take it instead of an
+ * MPI communicator, and only the files that call MPI themselves reach the
+ * world communicator (job/job_mpi.h: sb_job_comm, SB_MPI_CHECK). */
 #ifndef SB_JOB_H
 #define SB_JOB_H
 
 #include "core/status.h"
-#include "harness/launch_watch.h"
+#include "job/launch_watch.h"
 
 struct sb_job {
     int mpi;          /* MPI initialised by us */
@@ -16,7 +22,6 @@ struct sb_job {
     int size;         /* world size (1 without MPI) */
     int local_rank;   /* rank among the processes of this node */
     int local_size;   /* processes of the job on this node */
-    void *world;      /* MPI_Comm * (MPI_COMM_WORLD) or NULL */
     char **hosts;     /* distinct host names, rank order of first sight */
     int n_hosts;
 };
@@ -26,7 +31,7 @@ struct sb_job {
 int sb_job_under_launcher(void);
 
 /* The launcher's world size and this process's rank in it, for Slurm as
- * well as mpirun: core/launcher.h (sb_launcher_detect). */
+ * well as mpirun: job/launcher.h (sb_launcher_detect). */
 
 /* Starts the job: with use_mpi, MPI_Init_thread (FUNNELED: only the main
  * thread calls MPI), ranks, node-local ranks from
@@ -35,11 +40,26 @@ int sb_job_under_launcher(void);
  * SB_ERR_COMM if MPI fails to start. */
 sb_status sb_job_init(struct sb_job *job, int *argc, char ***argv, int use_mpi);
 
-/* The largest of every rank's exit code for a stage all ranks ran, so that
- * all ranks take the same branch; `code` itself without MPI. Sets
- * *first_failed to the lowest rank whose code was non-zero (the one that
- * prints the error), or -1. On a failed reduction returns 1. */
-int sb_job_agree(struct sb_job *job, int code, int *first_failed);
+/* Agrees on a stage that every rank ran on its own (start-up checks, a
+ * communicator's set-up), so that all ranks take the same branch and none
+ * is left waiting in a later collective. Each rank passes its `local`
+ * status; collective over the job (without MPI: local itself). Returns
+ * SB_OK when no rank failed; else a status whose exit code
+ * (sb_status_exit_code) is the largest of every failed rank's: local
+ * itself where that is this rank's own (its message kept), otherwise
+ * SB_ERR_USAGE (2), SB_ERR_INTERRUPTED (130) or SB_ERR_COMM (1) with the
+ * line "rank R failed <what> (see its message)". *first_failed (may be
+ * NULL) is set to the lowest rank whose status failed, the one that
+ * prints its error, or -1. A failed reduction: SB_ERR_COMM naming
+ * file:line. */
+sb_status sb_job_agree(const struct sb_job *job, sb_status local, const char *what,
+                       int *first_failed);
+
+/* The world as the communicators' constructors take it
+ * (sb_comm_world_create: an MPI_Comm *, so that their headers need no
+ * mpi.h), NULL for a job without MPI. The strategies get it in their
+ * environment; every other layer passes the job itself. */
+const void *sb_job_world(const struct sb_job *job);
 
 /* Ends every process of the job with `code` (MPI_Abort when more than one
  * process runs); returns only without MPI. */
@@ -49,7 +69,7 @@ void sb_job_abort(struct sb_job *job, int code);
 void sb_job_finish(struct sb_job *job);
 
 /* Runs `mpirun -np <np> <this program> <argv[1..]>` as a watched child
- * (harness/launch_watch.h), so a user's `stratbench train --strategy ddp
+ * (job/launch_watch.h), so a user's `stratbench train --strategy ddp
  * --replicas 4` runs as the MPI job it needs, as torchrun or horovodrun
  * would, and sets *exit_code to the status to exit with once it ends.
  * Sets what Open MPI needs on a workstation or container unless the user

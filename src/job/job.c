@@ -1,20 +1,30 @@
 /* MPI job lifetime and self-launch; see job.h. */
-#include "harness/job.h"
-#include "harness/control.h"
-#include "harness/launch_watch.h"
+#include "job/job.h"
+#include "job/job_mpi.h"
+#include "job/control.h"
+#include "job/launch_watch.h"
 
 #include <errno.h>
 #include <limits.h>
-#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "core/launcher.h"
+#include "job/launcher.h"
 
-static MPI_Comm world_comm = MPI_COMM_NULL;
+static MPI_Comm world_comm = MPI_COMM_NULL; /* what sb_job_world points to */
+
+MPI_Comm sb_job_comm(const struct sb_job *job)
+{
+    return job && job->mpi ? MPI_COMM_WORLD : MPI_COMM_NULL;
+}
+
+const void *sb_job_world(const struct sb_job *job)
+{
+    return job && job->mpi ? &world_comm : NULL;
+}
 
 int sb_job_under_launcher(void)
 {
@@ -45,10 +55,11 @@ static sb_status gather_hosts(struct sb_job *job)
         free(all);
         return sb_error(SB_ERR_NOMEM, "job: out of memory");
     }
-    if (MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all, MPI_MAX_PROCESSOR_NAME,
-                      MPI_CHAR, world_comm) != MPI_SUCCESS) {
+    sb_status st = SB_MPI_CHECK(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all,
+                                              MPI_MAX_PROCESSOR_NAME, MPI_CHAR, MPI_COMM_WORLD));
+    if (st) {
         free(all);
-        return sb_error(SB_ERR_COMM, "MPI_Allgather of host names failed");
+        return st;
     }
     for (int r = 0; r < job->size; r++) {
         const char *h = all + (size_t)r * MPI_MAX_PROCESSOR_NAME;
@@ -77,28 +88,51 @@ sb_status sb_job_init(struct sb_job *job, int *argc, char ***argv, int use_mpi)
     /* Errors come back as codes, so they can be reported and the job ended
      * by main rather than by MPI's default handler. */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    job->world = &world_comm;
     MPI_Comm_rank(MPI_COMM_WORLD, &job->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &job->size);
     MPI_Comm node;
-    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, job->rank, MPI_INFO_NULL,
-                            &node) != MPI_SUCCESS)
-        return sb_error(SB_ERR_COMM, "MPI_Comm_split_type failed");
+    SB_TRY(SB_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, job->rank,
+                                            MPI_INFO_NULL, &node)));
     MPI_Comm_rank(node, &job->local_rank);
     MPI_Comm_size(node, &job->local_size);
     MPI_Comm_free(&node);
     return gather_hosts(job);
 }
 
-int sb_job_agree(struct sb_job *job, int code, int *first_failed)
+/* The status every rank returns for an agreed exit code it did not fail
+ * with itself. */
+static sb_status status_of_code(int code)
 {
-    *first_failed = code ? job->rank : -1;
-    if (!job->mpi) return code;
-    int in[2] = {code, code ? -job->rank : INT_MIN}, out[2];
+    return code == 2 ? SB_ERR_USAGE : code == 130 ? SB_ERR_INTERRUPTED : SB_ERR_COMM;
+}
+
+sb_status sb_job_agree_on(MPI_Comm comm, sb_status local, const char *what, int *first_failed)
+{
+    int rank = 0;
+    SB_TRY(SB_MPI_CHECK(MPI_Comm_rank(comm, &rank)));
+    int code = sb_status_exit_code(local), failed = local ? rank : -1;
+    if (first_failed) *first_failed = failed;
+    char message[512];
+    snprintf(message, sizeof message, "%s", local ? sb_error_message() : "");
+    int in[2] = {code, local ? -rank : INT_MIN}, out[2];
     /* MAX of the code and of -rank (so the lowest failed rank wins). */
-    if (MPI_Allreduce(in, out, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS) return 1;
-    *first_failed = out[0] ? -out[1] : -1;
-    return out[0];
+    SB_TRY(SB_MPI_CHECK(MPI_Allreduce(in, out, 2, MPI_INT, MPI_MAX, comm)));
+    code = out[0];
+    failed = code ? -out[1] : -1;
+    if (local) sb_error_set_message(message);
+    if (first_failed) *first_failed = failed;
+    if (!code) return SB_OK;
+    if (local && sb_status_exit_code(local) == code) return local;
+    if (local) return status_of_code(code); /* this rank's message kept */
+    return sb_error(status_of_code(code), "rank %d failed %s (see its message)", failed, what);
+}
+
+sb_status sb_job_agree(const struct sb_job *job, sb_status local, const char *what,
+                       int *first_failed)
+{
+    if (job->mpi) return sb_job_agree_on(MPI_COMM_WORLD, local, what, first_failed);
+    if (first_failed) *first_failed = local ? 0 : -1;
+    return local;
 }
 
 void sb_job_abort(struct sb_job *job, int code)
@@ -177,7 +211,7 @@ sb_status sb_job_relaunch_under_mpirun(int np, int argc, char **argv,
     args[k++] = "--oversubscribe";
     args[k++] = "-x";
     args[k++] = SB_LAUNCHED_ENV;
-    args[k++] = "-x"; /* the ranks' control lines to the watcher (harness/control.h) */
+    args[k++] = "-x"; /* the ranks' control lines to the watcher (job/control.h) */
     args[k++] = SB_CONTROL_ENV;
     if (np == 1) {
         /* Open MPI binds a lone rank to one core, leaving the others idle

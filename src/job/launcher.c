@@ -1,5 +1,5 @@
 /* Launcher detection from the environment; see launcher.h. */
-#include "core/launcher.h"
+#include "job/launcher.h"
 
 #include <limits.h>
 #include <sched.h>

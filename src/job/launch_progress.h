@@ -1,5 +1,5 @@
 /* For the self-launch watcher (launch_watch.h): how far each rank of the job
- * got, from its control lines (harness/control.h), and what to name when a
+ * got, from its control lines (job/control.h), and what to name when a
  * deadline passes; and the outputs a failed run must not leave behind. */
 #ifndef SB_LAUNCH_PROGRESS_H
 #define SB_LAUNCH_PROGRESS_H
