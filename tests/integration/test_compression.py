@@ -3,7 +3,9 @@
 to sum(mn) / sum((m+n)r) over the matrices it compresses (and the wire bytes equal to
 its P, Q and uncompressed tensors), local SGD's all-reduce count and identical replicas
 at every averaging step, --grad-compression none leaving the parameters byte-identical,
-bad flags rejected. The slow test trains the mlp to 97 % with PowerSGD."""
+bad flags rejected; the hierarchical all-reduce (4 ranks in hosts of 2) carries the
+16-bit wire too, and takes PowerSGD and local SGD. The slow test trains the mlp to 97 %
+with PowerSGD."""
 
 import pytest
 
@@ -17,9 +19,10 @@ SHAPES = {
 BIASES = {"mlp": [256, 10], "cnn": [6, 16, 120, 84, 10]}
 
 
-def ddp(stratbench, mnist_dir, tmp_path, tag, ranks, *flags, steps=12, warmup=0):
+def ddp(stratbench, mnist_dir, tmp_path, tag, ranks, *flags, steps=12, warmup=0,
+        strategy="ddp"):
     path = tmp_path / f"{tag}.json"
-    train(stratbench, mnist_dir, "--strategy", "ddp", "--replicas", ranks, "--batch", "32",
+    train(stratbench, mnist_dir, "--strategy", strategy, "--replicas", ranks, "--batch", "32",
           "--max-steps", steps, "--warmup-steps", warmup, "--threads", "1", "--report", path,
           *flags)
     return validate_report(path)
@@ -57,6 +60,43 @@ def test_half_precision_error_is_a_rounding(fmt, bound, stratbench, mnist_dir, t
     assert 0 < c["grad_rel_l2_error_max"] < 3 * bound
     plain = ddp(stratbench, mnist_dir, tmp_path, "none", 3, "--check-every", "4")["comm"]
     assert plain["grad_error_checks"] == 3 and plain["grad_rel_l2_error_max"] < 1e-6
+
+
+HIER = ["--allreduce", "hierarchical", "--ranks-per-host", "2", "--check-every", "4"]
+
+
+def test_hierarchical_halves_the_wire(stratbench, mnist_dir, tmp_path):
+    # 4 ranks in 2 hosts of 2: 16-bit reduce-scatter within the host, ring across,
+    # all-gather within; the error against the fp32 average stays a few roundings.
+    runs = {m: ddp(stratbench, mnist_dir, tmp_path, m, 4, "--grad-compression", m, *HIER)
+            for m in ("none", "bf16")}
+    none, half = runs["none"]["comm"], runs["bf16"]["comm"]
+    assert half["allreduce"]["calls"] == none["allreduce"]["calls"] == 12
+    assert half["allreduce"]["bytes"] * 2 == none["allreduce"]["bytes"]
+    assert half["wire_bytes_per_step"] * 2 == none["wire_bytes_per_step"]
+    algo = {m: runs[m]["comm"]["allreduce"]["algorithms"]["hierarchical"] for m in runs}
+    assert algo["bf16"]["calls"] == 12 and algo["bf16"]["bytes"] * 2 == algo["none"]["bytes"]
+    # Rank 0's stages: the whole buffer within the host, one of 2 shards across (rank 0
+    # carries the first shard in fp32 and the second in 16 bits: equal, n_params is even).
+    stages, plain = algo["bf16"]["stages"], algo["none"]["stages"]
+    assert runs["none"]["model"]["n_params"] % 2 == 0
+    assert {k: 2 * v["bytes"] for k, v in stages.items()} == {k: v["bytes"]
+                                                               for k, v in plain.items()}
+    assert runs["bf16"]["replicas_consistent"] is True
+    assert half["grad_error_checks"] == 3
+    # At most 1 + 1 + 1 roundings of half a bf16 ulp (within, across, the owner's).
+    assert 0 < half["grad_rel_l2_error_max"] < 3 * 2.0 ** -8
+
+
+@pytest.mark.parametrize("flags", [["--grad-compression", "fp16"],
+                                   ["--grad-compression", "powersgd"],
+                                   ["--local-sgd", "4", "--local-sgd-warmup", "4"]])
+def test_strategy_hierarchical_takes_the_flags(flags, stratbench, mnist_dir, tmp_path):
+    r = ddp(stratbench, mnist_dir, tmp_path, "h", 4, "--ranks-per-host", "2", *flags,
+            strategy="hierarchical")
+    assert r["config"]["allreduce"] == "hierarchical"
+    assert r["replicas_consistent"] is True
+    assert r["comm"]["allreduce"]["algorithms"]["hierarchical"]["calls"] > 0
 
 
 @pytest.mark.parametrize("workload,rank", [("mlp", 2), ("cnn", 2), ("mlp", 1), ("mlp", 10)])

@@ -10,8 +10,11 @@
  * p = 2, 3 (and 1 as a singleton): the ring's result is bit-identical on
  * every rank, exact for sums that fp16/bf16 represent, within one
  * rounding per hop of the fp32 sum otherwise, and counted as 2 bytes per
- * value (half of the fp32 all-reduce's 4). Exit 0 pass, 1 fail, 77 skip
- * (no mpirun). */
+ * value (half of the fp32 all-reduce's 4). Under `mpirun -n 4` the same
+ * checks run the hierarchical algorithm (hosts of 2 ranks: 16-bit
+ * reduce-scatter within the host, ring across, all-gather within), whose
+ * three stages count n, n/2 and n words of 2 bytes. Exit 0 pass, 1 fail,
+ * 77 skip (no mpirun). */
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -148,9 +151,27 @@ static int run_ranks(void)
         fprintf(stderr, "cannot create the communicator\n");
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
+    int hier = c->size == 4;
+    if (hier) {
+        CHECK(sb_comm_mpi_group_hosts(c, 2) == SB_OK, "cannot group the ranks into hosts of 2");
+        c->allreduce_algo = SB_ALLREDUCE_HIERARCHICAL;
+    }
     for (size_t k = 0; k < N_SIZES; k++) {
         check_ring(c, SB_HALF_FP16, sizes[k]);
         check_ring(c, SB_HALF_BF16, sizes[k]);
+    }
+    if (hier) { /* since the last reset: the two bf16 calls of the largest size; local
+                * rank i carries chunk (i+1) mod 2 across hosts */
+        size_t n = sizes[N_SIZES - 1], shard = n / 2 + (size_t)(c->rank % 2 == 1 ? n % 2 : 0);
+        const struct sb_comm_counter *ctr = &c->allreduce_by_algo[SB_ALLREDUCE_HIERARCHICAL];
+        CHECK(ctr->calls == 2 && ctr->bytes == 4.0 * (double)n, "hierarchical: %ld calls, %g "
+              "bytes counted under the algorithm, want 2 and 4n", ctr->calls, ctr->bytes);
+        CHECK(c->n_stages == 3 && c->stages[0].counter.bytes == 4.0 * (double)n &&
+                  c->stages[1].counter.bytes == 4.0 * (double)shard &&
+                  c->stages[2].counter.bytes == 4.0 * (double)n,
+              "hierarchical stages: %g, %g, %g bytes, want 2n, 2 x shard (%zu), 2n per call",
+              c->stages[0].counter.bytes, c->stages[1].counter.bytes,
+              c->stages[2].counter.bytes, shard);
     }
     /* The fp32 all-reduce of the same buffer counts twice the bytes. */
     float y[1000] = {0};
@@ -180,7 +201,7 @@ int main(int argc, char **argv)
     }
     int failed = 0;
     char cmd[4096];
-    for (int p = 1; p <= 3; p++) {
+    for (int p = 1; p <= 4; p++) {
         snprintf(cmd, sizeof cmd, "timeout 120 mpirun -n %d --oversubscribe --bind-to none '%s'", p,
                  argv[0]);
         int rc = system(cmd);
