@@ -486,6 +486,14 @@ static sb_status mpi_allreduce16(struct sb_comm *c, enum sb_half_format fmt, flo
     return st;
 }
 
+/* The 16-bit ring reduce-scatter (mpi_allreduce16.h) on the next tag. */
+static sb_status mpi_reduce_scatter16(struct sb_comm *c, enum sb_half_format fmt,
+                                      const float *send, float *recv, const size_t *counts,
+                                      double *convert_s)
+{
+    return sb_rs16_ring(handle(c), fmt, send, recv, counts, next_tag(c), convert_s);
+}
+
 static const struct sb_comm_ops mpi_ops = {
     .name = "mpi",
     .allreduce = mpi_allreduce,
@@ -504,6 +512,7 @@ static const struct sb_comm_ops mpi_ops = {
     .irecv = mpi_irecv,
     .split = mpi_split,
     .allreduce16 = mpi_allreduce16,
+    .reduce_scatter16 = mpi_reduce_scatter16,
 };
 
 /* A communicator owning MPI communicator h (freed with it, or at once on

@@ -174,3 +174,71 @@ sb_status sb_ar16_hier(MPI_Comm local, int local_tag, MPI_Comm cross, int cross_
     ring_close(&g, convert_s);
     return st;
 }
+
+/* Offset of block k (0 <= k < p) of `counts`. */
+static size_t block_off(const size_t *counts, int k)
+{
+    size_t off = 0;
+    for (int i = 0; i < k; i++) off += counts[i];
+    return off;
+}
+
+/* Ring reduce-scatter's step s (0 < s < p) over ranks of one exchange:
+ * sends `acc` (the running sum of block b_send, rounded to 16 bits into
+ * `out`), receives block b_recv's partial sum into `in`, and leaves
+ * send's block b_recv plus the received words in acc (fp32). */
+static sb_status rs_step(struct ring *g, const float *send, const size_t *counts, float *acc,
+                         int b_send, int b_recv, uint16_t *out)
+{
+    size_t sl = counts[b_send], rl = counts[b_recv], ro = block_off(counts, b_recv);
+    double t0 = sb_now_s();
+    sb_half_encode(g->fmt, acc, out, sl);
+    g->convert_s += sb_now_s() - t0;
+    SB_TRY(exchange(g->comm, out, sl, mod(g->r + 1, g->p), g->in, rl, mod(g->r - 1, g->p),
+                    g->tag));
+    t0 = sb_now_s();
+    for (size_t i = 0; i < rl; i++) acc[i] = send[ro + i];
+    sb_half_accumulate(g->fmt, acc, g->in, rl);
+    g->convert_s += sb_now_s() - t0;
+    return SB_OK;
+}
+
+sb_status sb_rs16_ring(MPI_Comm comm, enum sb_half_format fmt, const float *send, float *recv,
+                       const size_t *counts, int tag, double *convert_s)
+{
+    int p, r;
+    MPI_Comm_size(comm, &p);
+    MPI_Comm_rank(comm, &r);
+    size_t biggest = 1;
+    for (int i = 0; i < p; i++)
+        if (counts[i] > biggest) biggest = counts[i];
+    double t0 = sb_now_s();
+    if (p == 1) {
+        for (size_t i = 0; i < counts[0]; i++) recv[i] = send[i];
+        sb_half_round(fmt, recv, counts[0]);
+        if (convert_s) *convert_s += sb_now_s() - t0;
+        return SB_OK;
+    }
+    if (biggest > (size_t)INT_MAX)
+        return sb_error(SB_ERR_USAGE, "16-bit reduce-scatter: a block of %zu floats is too many",
+                        biggest);
+    struct ring g = {.comm = comm, .p = p, .r = r, .tag = tag, .fmt = fmt};
+    float *acc = malloc(biggest * sizeof *acc);   /* (biggest) the running sum of one block */
+    uint16_t *out = malloc(biggest * sizeof *out); /* (biggest) its 16-bit image */
+    g.in = malloc(biggest * sizeof *g.in);         /* (biggest) the block received */
+    sb_status st = acc && out && g.in ? SB_OK
+                                      : sb_error(SB_ERR_NOMEM, "16-bit reduce-scatter: out of memory");
+    /* Step s sends block (r-s-1) mod p and receives block (r-s-2) mod p, so
+     * that rank r ends with block r (the blocks of MPI_Reduce_scatter). */
+    int first = mod(r - 1, p);
+    size_t fo = block_off(counts, first);
+    for (size_t i = 0; !st && i < counts[first]; i++) acc[i] = send[fo + i];
+    for (int s = 0; s < p - 1 && !st; s++)
+        st = rs_step(&g, send, counts, acc, mod(r - s - 1, p), mod(r - s - 2, p), out);
+    for (size_t i = 0; !st && i < counts[r]; i++) recv[i] = acc[i];
+    if (convert_s) *convert_s += g.convert_s;
+    free(acc);
+    free(out);
+    free(g.in);
+    return st;
+}

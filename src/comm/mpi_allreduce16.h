@@ -48,4 +48,17 @@ sb_status sb_ar16_hier(MPI_Comm local, int local_tag, MPI_Comm cross, int cross_
                        enum sb_half_format fmt, float *buf, size_t n,
                        struct sb_comm_stage *stages, double *convert_s);
 
+/* Reduce-scatter (sum) over comm of send (sum of counts[0..p) floats, in
+ * blocks of counts[i], MPI_Reduce_scatter's layout) into recv (counts[r]
+ * floats: this rank's block), blocking, over the 16-bit wire with fp32
+ * sums: the ring's reduce-scatter (Patarasuk & Yuan 2009) where step s
+ * sends the running sum of block (r-s-1) mod p to rank r+1 rounded to 16
+ * bits and adds block (r-s-2) mod p from rank r-1 to its own values in
+ * fp32; send is not written. recv holds the fp32 sum, not rounded again
+ * (its owner steps with it; p = 1: the wire's rounding of send). Each rank
+ * sends (p-1) blocks of 2 bytes a value: half the fp32 reduce-scatter's
+ * bytes. Errors as sb_ar16_ring. */
+sb_status sb_rs16_ring(MPI_Comm comm, enum sb_half_format fmt, const float *send, float *recv,
+                       const size_t *counts, int tag, double *convert_s);
+
 #endif

@@ -7,9 +7,10 @@ bad flags rejected; the hierarchical all-reduce (4 ranks in hosts of 2) carries 
 16-bit wire too, and takes PowerSGD and local SGD. The slow test trains the mlp to 97 %
 with PowerSGD."""
 
+import numpy as np
 import pytest
 
-from conftest import describe, run, train, validate_report
+from conftest import describe, load_params, run, train, validate_report
 
 # (out, in) of each weight matrix, as PyTorch views a weight: (shape[0], -1).
 SHAPES = {
@@ -97,6 +98,46 @@ def test_strategy_hierarchical_takes_the_flags(flags, stratbench, mnist_dir, tmp
     assert r["config"]["allreduce"] == "hierarchical"
     assert r["replicas_consistent"] is True
     assert r["comm"]["allreduce"]["algorithms"]["hierarchical"]["calls"] > 0
+
+
+@pytest.mark.parametrize("ranks,stage", [(2, 2), (3, 1), (3, 3)])
+def test_zero_reduce_scatter_halves_the_wire(ranks, stage, stratbench, mnist_dir, tmp_path):
+    # zero's reduce-scatter over the 16-bit wire (fp32 sums): half of fp32's bytes, the
+    # all-gathers unchanged, parameters within the roundings of the fp32 run's.
+    runs, params = {}, {}
+    for m in ("none", "bf16"):
+        p = tmp_path / f"{m}.f32"
+        path = tmp_path / f"{m}.json"
+        train(stratbench, mnist_dir, "--strategy", "zero", "--zero-stage", stage, "--replicas",
+              ranks, "--batch", "32", "--max-steps", 12, "--warmup-steps", 2, "--threads", "1",
+              "--bucket-mb", "0.1", "--grad-compression", m, "--save-params", p,
+              "--report", path)
+        runs[m], params[m] = validate_report(path), load_params(p)
+    none, half = runs["none"]["comm"], runs["bf16"]["comm"]
+    assert half["reduce_scatter"]["calls"] == none["reduce_scatter"]["calls"] > 0
+    assert half["reduce_scatter"]["bytes"] * 2 == none["reduce_scatter"]["bytes"]
+    assert half["allgather"]["bytes"] == none["allgather"]["bytes"]
+    assert half["formula_sent_bytes_per_rank_per_step"] == pytest.approx(
+        half["sent_bytes_per_rank_per_step"], rel=1e-3)
+    assert runs["bf16"]["phases_ms"]["compress"]["median"] > 0
+    # Stage 3 holds shards only: no full replicas to compare (null, as with fp32).
+    assert runs["bf16"]["replicas_consistent"] is runs["none"]["replicas_consistent"]
+    assert runs["none"]["replicas_consistent"] is (None if stage == 3 else True)
+    diff = np.max(np.abs(params["bf16"] - params["none"])) / np.max(np.abs(params["none"]))
+    assert 0 < diff < 1e-2
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--grad-compression", "powersgd"], "PowerSGD all-reduces its low-rank factors"),
+    (["--local-sgd", "4"], "local SGD has no per-step gradient sync"),
+])
+def test_zero_refuses_powersgd_and_local_sgd(flags, message, stratbench, mnist_dir, tmp_path):
+    out = tmp_path / "r.json"
+    proc = run([stratbench, "train", "--data", mnist_dir, "--strategy", "zero", "--replicas",
+                "2", "--report", out, *flags])
+    assert proc.returncode == 2, describe(proc)
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, describe(proc)
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("workload,rank", [("mlp", 2), ("cnn", 2), ("mlp", 1), ("mlp", 10)])

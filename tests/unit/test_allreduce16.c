@@ -142,6 +142,38 @@ static void check_ring(struct sb_comm *c, enum sb_half_format fmt, size_t n)
     free(all);
 }
 
+/* The 16-bit reduce-scatter with uneven blocks (block i: i + 3 floats):
+ * rank r gets block r's exact sum of small integers, counted as 2 bytes a
+ * value of the whole buffer, and send is left as it was. */
+static void check_reduce_scatter(struct sb_comm *c, enum sb_half_format fmt)
+{
+    int p = c->size, rank = c->rank;
+    size_t counts[8], n = 0, off = 0;
+    for (int i = 0; i < p; i++) {
+        counts[i] = (size_t)i + 3;
+        if (i < rank) off += counts[i];
+        n += counts[i];
+    }
+    float send[64], keep[64], recv[16];
+    for (size_t i = 0; i < n; i++) keep[i] = send[i] = (float)((rank + 1) * (int)(i % 5 + 1));
+    struct sb_comm_request req = {.index = 7};
+    sb_comm_reset_counters(c);
+    CHECK(sb_comm_reduce_scatter16(c, fmt, send, recv, counts, &req, NULL) == SB_OK,
+          "reduce-scatter16 p=%d failed", p);
+    CHECK(req.done == 1 && req.bytes == 2 * n, "reduce-scatter16: request not filled");
+    CHECK(c->counters[SB_COMM_REDUCE_SCATTER].bytes == 2.0 * (double)n,
+          "reduce-scatter16: %g bytes, want 2n", c->counters[SB_COMM_REDUCE_SCATTER].bytes);
+    CHECK(memcmp(send, keep, n * sizeof *send) == 0, "reduce-scatter16 wrote its send buffer");
+    for (size_t i = 0; i < counts[rank]; i++) {
+        float want = (float)((int)((off + i) % 5 + 1) * p * (p + 1) / 2);
+        if (recv[i] != want) {
+            CHECK(0, "reduce-scatter16 p=%d rank %d: recv[%zu] = %g, want %g", p, rank, i,
+                  recv[i], want);
+            break;
+        }
+    }
+}
+
 static int run_ranks(void)
 {
     MPI_Init(NULL, NULL);
@@ -151,6 +183,8 @@ static int run_ranks(void)
         fprintf(stderr, "cannot create the communicator\n");
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
+    check_reduce_scatter(c, SB_HALF_FP16);
+    check_reduce_scatter(c, SB_HALF_BF16);
     int hier = c->size == 4;
     if (hier) {
         CHECK(sb_comm_mpi_group_hosts(c, 2) == SB_OK, "cannot group the ranks into hosts of 2");
