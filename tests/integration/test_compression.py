@@ -7,6 +7,10 @@ bad flags rejected; the hierarchical all-reduce (4 ranks in hosts of 2) carries 
 16-bit wire too, and takes PowerSGD and local SGD. The slow test trains the mlp to 97 %
 with PowerSGD."""
 
+import json
+import pathlib
+import sys
+
 import numpy as np
 import pytest
 
@@ -138,6 +142,39 @@ def test_zero_refuses_powersgd_and_local_sgd(flags, message, stratbench, mnist_d
     assert proc.returncode == 2, describe(proc)
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, describe(proc)
     assert not out.exists()
+
+
+def test_sweep_methods_axes_and_chart(stratbench, mnist_dir, tmp_path):
+    # The sweep's --grad-compression and --local-sgd axes: one point per method of the
+    # strategies that take them (zero's refusals skipped with train's reason, single
+    # plain), the method in scaling.json, and plot.py's step time against time to
+    # accuracy chart. A low target, so that 30 steps reach it.
+    out = tmp_path / "s"
+    proc = run([stratbench, "sweep", "--strategies", "ddp,zero", "--replicas", "2",
+                "--scaling", "strong", "--global-batch", "64", "--repeats", "1",
+                "--max-steps", "30", "--grad-compression", "none,powersgd:1",
+                "--local-sgd", "4", "--data", mnist_dir, "--out", out, "--",
+                "--warmup-steps", "2", "--threads", "1", "--target-accuracy", "0.3"],
+               timeout=600)
+    assert proc.returncode == 0, describe(proc)
+    assert "# skipped zero powersgd-r1 n=2: --grad-compression powersgd: not with" in proc.stdout
+    assert "# skipped zero local-sgd-4 n=2: --local-sgd: not with" in proc.stdout
+    doc = json.loads((out / "scaling.json").read_text())
+    jsonschema = pytest.importorskip("jsonschema")
+    root = pathlib.Path(__file__).resolve().parents[2]
+    jsonschema.validate(doc, json.loads((root / "reports" / "scaling.schema.json").read_text()))
+    got = {(p["strategy"], p["method"]): p for p in doc["points"]}
+    assert set(got) == {("single", "none"), ("ddp", "none"), ("ddp", "powersgd-r1"),
+                        ("ddp", "local-sgd-4"), ("zero", "none")}
+    assert got[("ddp", "powersgd-r1")]["powersgd_rank"] == 1
+    assert got[("ddp", "local-sgd-4")]["local_sgd"] == 4
+    assert doc["matrix"]["grad_compression"] == ["none", "powersgd:1"]
+    assert (out / "ddp-powersgd-r1-n2-strong-r1.json").exists()
+    pytest.importorskip("matplotlib")
+    charts = tmp_path / "charts"
+    p = run([sys.executable, root / "reports" / "plot.py", out / "scaling.json", "--out", charts])
+    assert p.returncode == 0, describe(p)
+    assert (charts / "methods-strong.svg").stat().st_size > 1000
 
 
 @pytest.mark.parametrize("workload,rank", [("mlp", 2), ("cnn", 2), ("mlp", 1), ("mlp", 10)])
