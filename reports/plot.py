@@ -272,6 +272,8 @@ def plot_predicted(doc, out):
                 name = f"central, {r['servers']} servers"
         else:
             name = f"ddp, {r['algorithm']}" if r["algorithm"] == "binomial" else "ddp, auto"
+        if r.get("method", "none") != "none":  # predict 1.1: the gradient methods
+            name += f", {r['method']}"
         lines.setdefault(name, []).append(r)
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for name, rs in lines.items():

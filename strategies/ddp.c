@@ -421,7 +421,8 @@ static void ddp_reset_counters(struct sb_strategy *s)
     .replica_params = ddp_replica_params,       \
     .comm_keys = sb_grad_sync_comm_keys,        \
     .reset_counters = ddp_reset_counters,       \
-    .grad_sync = 1 /* 16-bit: the --allreduce algorithm's (mpi_allreduce16.h) */
+    .grad_sync = 1, /* 16-bit: the --allreduce algorithm's (mpi_allreduce16.h) */ \
+    .predict_methods = 1
 
 const struct sb_strategy_ops sb_strategy_ddp = {
     .name = "ddp",

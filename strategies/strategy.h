@@ -116,6 +116,9 @@ struct sb_strategy_ops {
     enum sb_allreduce_algo allreduce;
     int grad_sync;        /* takes --grad-compression and --local-sgd
                            * (strategies/grad_sync.h) */
+    int predict_methods;  /* predict models the gradient methods on its rows: its
+                           * comm_model's rows all-reduce the gradient buckets
+                           * (src/cli/predict.c, docs/cost-model.md) */
     /* Its own flags (NULL-terminated; NULL = none) and the size of the
      * options struct they fill (at most SB_STRATEGY_OPTS_BYTES). */
     const struct sb_strategy_option *options;
