@@ -17,6 +17,7 @@
 #                                        overhead, burst max(64 KiB, RATE x 2 ms)
 #   cluster.sh [-p PREFIX] unshape       remove the rate limits
 #   cluster.sh [-p PREFIX] bytes         per host "HOST rx_bytes tx_bytes" (the host's view)
+#   cluster.sh [-p PREFIX] packets       per host "HOST rx_packets tx_packets" (frames, ACKs too)
 #   cluster.sh [-p PREFIX] status        hosts, addresses, qdiscs
 #
 # PREFIX ([a-z][a-z0-9]{0,7}, default $STRATBENCH_CLUSTER_PREFIX or "sbn") names
@@ -244,6 +245,16 @@ cmd_bytes() {
     done
 }
 
+cmd_packets() {
+    require_up
+    local h i d
+    for h in $(hosts); do
+        i=$(host_index "$h")
+        d="/sys/class/net/${prefix}v$i/statistics"
+        echo "$h $(cat "$d/tx_packets") $(cat "$d/rx_packets")"
+    done
+}
+
 cmd_status() {
     require_up
     local h
@@ -263,6 +274,7 @@ hostfile) require_up; echo "$state/hostfile" ;;
 shape) cmd_shape "${2:-}" ;;
 unshape) cmd_unshape ;;
 bytes) cmd_bytes ;;
+packets) cmd_packets ;;
 status) cmd_status ;;
 *) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
