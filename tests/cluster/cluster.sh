@@ -235,23 +235,15 @@ cmd_unshape() {
 # The host's own view: rx = bytes into the host, tx = bytes out of it (read
 # from the root-side veth, whose rx is the host's tx). Counters include every
 # header (Ethernet, IP, TCP) and every packet (ACKs, Open MPI's wire-up).
-cmd_bytes() {
+# Per host "HOST rx_<what> tx_<what>" of its link, as the host sees it (the
+# root-side veth's tx is the host's rx); <what>: bytes or packets.
+link_stats() {
     require_up
     local h i d
     for h in $(hosts); do
         i=$(host_index "$h")
         d="/sys/class/net/${prefix}v$i/statistics"
-        echo "$h $(cat "$d/tx_bytes") $(cat "$d/rx_bytes")"
-    done
-}
-
-cmd_packets() {
-    require_up
-    local h i d
-    for h in $(hosts); do
-        i=$(host_index "$h")
-        d="/sys/class/net/${prefix}v$i/statistics"
-        echo "$h $(cat "$d/tx_packets") $(cat "$d/rx_packets")"
+        echo "$h $(cat "$d/tx_$1") $(cat "$d/rx_$1")"
     done
 }
 
@@ -273,8 +265,8 @@ mpirun) cmd_mpirun ;;
 hostfile) require_up; echo "$state/hostfile" ;;
 shape) cmd_shape "${2:-}" ;;
 unshape) cmd_unshape ;;
-bytes) cmd_bytes ;;
-packets) cmd_packets ;;
+bytes) link_stats bytes ;;
+packets) link_stats packets ;;
 status) cmd_status ;;
 *) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -38,9 +38,9 @@ def shown(proc):
             f"--- stdout\n{proc.stdout}--- stderr\n{proc.stderr}")
 
 
-def flags(mnist_dir, tmp_path, tag, steps, method):
+def flags(mnist_dir, tmp_path, tag, steps, method, replicas=2):
     return ["train", "--data", mnist_dir, "--device", "cpu", "--strategy", "ddp", "--replicas",
-            "2", "--threads", "1", "--max-steps", steps, "--warmup-steps", "0",
+            replicas, "--threads", "1", "--max-steps", steps, "--warmup-steps", "0",
             "--report", tmp_path / f"{tag}.json", "--save-params", tmp_path / f"{tag}.f32",
             *METHODS[method]]
 
@@ -81,3 +81,44 @@ def test_across_two_hosts(method, cluster, stratbench, mnist_dir, tmp_path):
             print(f"{method} {h} {'rx' if i == 0 else 'tx'}: link payload {got} report {sent}")
             assert abs(got - sent) <= 0.05 * sent + 20000, \
                 f"{method}: {h} moved {got} bytes in 10 steps, the report says {sent}"
+
+
+def test_three_ranks_on_two_hosts(cluster, stratbench, mnist_dir, tmp_path):
+    # 3 ranks on 2 hosts (ranks 0 and 2 share a host; hosts of unequal size, so auto
+    # keeps the flat 16-bit ring): the same parameters as 3 ranks on one host, and
+    # bf16's wire half of the plain run's.
+    c = cluster(2)
+    reports = {}
+    for method in ("none", "bf16"):
+        proc = c.stratbench(stratbench, *flags(mnist_dir, tmp_path, method, 20, method, 3),
+                            env=env_for_mpi(), timeout=300, cwd=REPO_ROOT)
+        assert proc.returncode == 0, shown(proc)
+        reports[method] = json.loads((tmp_path / f"{method}.json").read_text())
+    assert len(set(reports["bf16"]["environment"]["hosts"])) == 2
+    assert reports["bf16"]["comm"]["allreduce"]["bytes"] * 2 == \
+        reports["none"]["comm"]["allreduce"]["bytes"]
+    assert reports["bf16"]["replicas_consistent"] is True
+    one = subprocess.run(list(map(str, ["mpirun", "-n", 3, "--bind-to", "none", stratbench,
+                                        *flags(mnist_dir, tmp_path, "one", 20, "bf16", 3)])),
+                         capture_output=True, text=True, env=env_for_mpi(), timeout=300,
+                         cwd=REPO_ROOT)
+    assert one.returncode == 0, shown(one)
+    assert (tmp_path / "bf16.f32").read_bytes() == (tmp_path / "one.f32").read_bytes()
+
+
+def test_hierarchical_16_bit_on_two_hosts(cluster, stratbench, mnist_dir, tmp_path):
+    # 4 ranks on 2 hosts of 2: --allreduce auto runs the hierarchical all-reduce, and
+    # with bf16 its 16-bit form (within the host, across hosts, within the host), every
+    # stage at half the plain run's bytes.
+    c = cluster(2)
+    algos = {}
+    for method in ("none", "bf16"):
+        proc = c.stratbench(stratbench, *flags(mnist_dir, tmp_path, method, 12, method, 4),
+                            env=env_for_mpi(), timeout=300, cwd=REPO_ROOT)
+        assert proc.returncode == 0, shown(proc)
+        report = json.loads((tmp_path / f"{method}.json").read_text())
+        assert report["replicas_consistent"] is True
+        algos[method] = report["comm"]["allreduce"]["algorithms"]["hierarchical"]
+    assert algos["bf16"]["calls"] == algos["none"]["calls"] > 0
+    for name, stage in algos["bf16"]["stages"].items():
+        assert stage["bytes"] * 2 == algos["none"]["stages"][name]["bytes"], name
