@@ -83,21 +83,27 @@ def test_across_two_hosts(method, cluster, stratbench, mnist_dir, tmp_path):
                 f"{method}: {h} moved {got} bytes in 10 steps, the report says {sent}"
 
 
+def none_and_bf16(c, stratbench, mnist_dir, tmp_path, steps, replicas):
+    """{method: report} of none and bf16 run on cluster c, each consistent."""
+    reports = {}
+    for method in ("none", "bf16"):
+        proc = c.stratbench(stratbench, *flags(mnist_dir, tmp_path, method, steps, method,
+                                               replicas),
+                            env=env_for_mpi(), timeout=300, cwd=REPO_ROOT)
+        assert proc.returncode == 0, shown(proc)
+        reports[method] = json.loads((tmp_path / f"{method}.json").read_text())
+        assert reports[method]["replicas_consistent"] is True
+    return reports
+
+
 def test_three_ranks_on_two_hosts(cluster, stratbench, mnist_dir, tmp_path):
     # 3 ranks on 2 hosts (ranks 0 and 2 share a host; hosts of unequal size, so auto
     # keeps the flat 16-bit ring): the same parameters as 3 ranks on one host, and
     # bf16's wire half of the plain run's.
-    c = cluster(2)
-    reports = {}
-    for method in ("none", "bf16"):
-        proc = c.stratbench(stratbench, *flags(mnist_dir, tmp_path, method, 20, method, 3),
-                            env=env_for_mpi(), timeout=300, cwd=REPO_ROOT)
-        assert proc.returncode == 0, shown(proc)
-        reports[method] = json.loads((tmp_path / f"{method}.json").read_text())
+    reports = none_and_bf16(cluster(2), stratbench, mnist_dir, tmp_path, 20, 3)
     assert len(set(reports["bf16"]["environment"]["hosts"])) == 2
     assert reports["bf16"]["comm"]["allreduce"]["bytes"] * 2 == \
         reports["none"]["comm"]["allreduce"]["bytes"]
-    assert reports["bf16"]["replicas_consistent"] is True
     one = subprocess.run(list(map(str, ["mpirun", "-n", 3, "--bind-to", "none", stratbench,
                                         *flags(mnist_dir, tmp_path, "one", 20, "bf16", 3)])),
                          capture_output=True, text=True, env=env_for_mpi(), timeout=300,
@@ -110,15 +116,8 @@ def test_hierarchical_16_bit_on_two_hosts(cluster, stratbench, mnist_dir, tmp_pa
     # 4 ranks on 2 hosts of 2: --allreduce auto runs the hierarchical all-reduce, and
     # with bf16 its 16-bit form (within the host, across hosts, within the host), every
     # stage at half the plain run's bytes.
-    c = cluster(2)
-    algos = {}
-    for method in ("none", "bf16"):
-        proc = c.stratbench(stratbench, *flags(mnist_dir, tmp_path, method, 12, method, 4),
-                            env=env_for_mpi(), timeout=300, cwd=REPO_ROOT)
-        assert proc.returncode == 0, shown(proc)
-        report = json.loads((tmp_path / f"{method}.json").read_text())
-        assert report["replicas_consistent"] is True
-        algos[method] = report["comm"]["allreduce"]["algorithms"]["hierarchical"]
+    reports = none_and_bf16(cluster(2), stratbench, mnist_dir, tmp_path, 12, 4)
+    algos = {m: r["comm"]["allreduce"]["algorithms"]["hierarchical"] for m, r in reports.items()}
     assert algos["bf16"]["calls"] == algos["none"]["calls"] > 0
     for name, stage in algos["bf16"]["stages"].items():
         assert stage["bytes"] * 2 == algos["none"]["stages"][name]["bytes"], name
