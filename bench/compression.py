@@ -18,9 +18,9 @@ docs/compression.png/.svg, captioned with machine, date, commit and load.
                               [--max-steps N (smoke tests only)]
 
 Duration on the quiet 2-core machine (estimated from the per-step times of the last
-measurement, docs/compression.md): about 18 minutes with the defaults (2 epochs, 3
-repeats, 7 methods, 3 rates; 100 Mbit/s none and bf16 are half of it), about 27 with
---epochs 3. The default is 2 epochs because every method reached 97 % at the end of
+measurement, docs/compression.md, plus ~3 s a run to start): about 16 minutes with the
+defaults (2 epochs, 3 repeats, 7 methods, 3 rates; 100 Mbit/s none and bf16 are half
+of it), about 23 with --epochs 3. The default is 2 epochs because every method reached 97 % at the end of
 epoch 2 in the 3-epoch run (training is deterministic: the epoch of the target does
 not depend on the link or the repeat), so a third epoch only adds final accuracy.
 
