@@ -104,7 +104,7 @@ def test_strategy_hierarchical_takes_the_flags(flags, stratbench, mnist_dir, tmp
     assert r["comm"]["allreduce"]["algorithms"]["hierarchical"]["calls"] > 0
 
 
-@pytest.mark.parametrize("ranks,stage", [(2, 2), (3, 1), (3, 3)])
+@pytest.mark.parametrize("ranks,stage", [(2, 2), (3, 3)])
 def test_zero_reduce_scatter_halves_the_wire(ranks, stage, stratbench, mnist_dir, tmp_path):
     # zero's reduce-scatter over the 16-bit wire (fp32 sums): half of fp32's bytes, the
     # all-gathers unchanged, parameters within the roundings of the fp32 run's.
@@ -148,13 +148,13 @@ def test_sweep_methods_axes_and_chart(stratbench, mnist_dir, tmp_path):
     # The sweep's --grad-compression and --local-sgd axes: one point per method of the
     # strategies that take them (zero's refusals skipped with train's reason, single
     # plain), the method in scaling.json, and plot.py's step time against time to
-    # accuracy chart. A low target, so that 30 steps reach it.
+    # accuracy chart. A low target, so that 12 steps reach it.
     out = tmp_path / "s"
     proc = run([stratbench, "sweep", "--strategies", "ddp,zero", "--replicas", "2",
                 "--scaling", "strong", "--global-batch", "64", "--repeats", "1",
-                "--max-steps", "30", "--grad-compression", "none,powersgd:1",
+                "--max-steps", "12", "--grad-compression", "none,powersgd:1",
                 "--local-sgd", "4", "--data", mnist_dir, "--out", out, "--",
-                "--warmup-steps", "2", "--threads", "1", "--target-accuracy", "0.3"],
+                "--warmup-steps", "2", "--threads", "1", "--target-accuracy", "0.2"],
                timeout=600)
     assert proc.returncode == 0, describe(proc)
     assert "# skipped zero powersgd-r1 n=2: --grad-compression powersgd: not with" in proc.stdout
