@@ -8,11 +8,21 @@ time: every stall of a shared machine is in it) and as the steps to the end of t
 first epoch at the target times the mean step time, final
 accuracy, wire bytes per step and the compression ratio. Writes results.json, results.csv, a table
 (table.md) and a chart of step time against time to accuracy, one point per method
-(compression.png/.svg): the trade a user decides on.
+(compression.png/.svg): the trade a user decides on. With --docs (the default) the
+table and the chart also go to docs/compression.md (between its bench markers) and
+docs/compression.png/.svg, captioned with machine, date, commit and load.
 
     sudo bench/compression.py [--out DIR] [--rates onehost,100mbit,1gbit]
                               [--methods none,bf16,psgd1,psgd2,psgd4,local4,local16]
-                              [--epochs 3] [--repeats 3] [--prefix cq]
+                              [--epochs 2] [--repeats 3] [--prefix cq] [--no-docs]
+                              [--max-steps N (smoke tests only)]
+
+Duration on the quiet 2-core machine (estimated from the per-step times of the last
+measurement, docs/compression.md, plus ~3 s a run to start): about 16 minutes with the
+defaults (2 epochs, 3 repeats, 7 methods, 3 rates; 100 Mbit/s none and bf16 are half
+of it), about 23 with --epochs 3. The default is 2 epochs because every method reached 97 % at the end of
+epoch 2 in the 3-epoch run (training is deterministic: the epoch of the target does
+not depend on the link or the repeat), so a third epoch only adds final accuracy.
 
 Needs root for the cluster rates (network namespaces) and a build (build/stratbench).
 'onehost' runs plain mpirun on this machine. Output in DIR (default
@@ -25,6 +35,7 @@ import datetime
 import json
 import os
 import pathlib
+import re
 import statistics
 import subprocess
 import sys
@@ -32,7 +43,13 @@ import time
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "cluster"))
+sys.path.insert(0, str(REPO / "reports"))
 from cluster import Cluster, unavailable_reason  # noqa: E402
+from plot import caption  # noqa: E402  (the charts' caption: machine, date, commit)
+
+DOC = REPO / "docs" / "compression.md"
+BEGIN = "<!-- bench/compression.py: table begin -->"
+END = "<!-- bench/compression.py: table end -->"
 
 METHODS = {
     "none": ["--grad-compression", "none"],
@@ -53,7 +70,11 @@ def parse_args():
                                             .strftime("%Y%m%dT%H%M%SZ")))
     p.add_argument("--rates", default="onehost,100mbit,1gbit")
     p.add_argument("--methods", default="none,bf16,psgd1,psgd2,psgd4,local4,local16")
-    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--max-steps", type=int, default=0,
+                   help="stop each run after N steps (smoke tests: no time to accuracy)")
+    p.add_argument("--no-docs", dest="docs", action="store_false",
+                   help="leave docs/compression.md and docs/compression.png alone")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--target", type=float, default=0.97)
     p.add_argument("--prefix", default="cq", help="cluster prefix (tests/cluster/cluster.sh)")
@@ -74,6 +95,8 @@ def run_one(c, a, method, report):
     args = [str(a.build / "stratbench"), "train", "--data", a.data, "--device", "cpu",
             "--strategy", "ddp", "--replicas", "2", "--epochs", str(a.epochs), "--threads", "1",
             "--target-accuracy", str(a.target), "--report", str(report), *METHODS[method]]
+    if a.max_steps:
+        args += ["--max-steps", str(a.max_steps), "--warmup-steps", str(min(5, a.max_steps - 1))]
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     if c is None:
         proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=3600)
@@ -200,7 +223,7 @@ def table(summary):
     return "\n".join(lines) + "\n"
 
 
-def draw(summary, out):
+def draw(summary, out, note):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -219,9 +242,36 @@ def draw(summary, out):
         ax.set_ylabel("steps to 97 % × mean step (s)")
         ax.set_xscale("log")
         ax.grid(True, alpha=0.3)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    fig.text(0.01, 0.01, note, fontsize=7, color="#555")
     for ext in ("png", "svg"):
         fig.savefig(out / f"compression.{ext}", dpi=110)
+    plt.close(fig)
+
+
+def note_of(a, rows):
+    """The caption: machine, date and commit of the runs (as the sweep's charts), the
+    load average during them, and the command."""
+    env = {}
+    first = next((r["report"] for r in rows if r.get("report")), None)
+    if first:
+        env = json.loads((a.out / first).read_text()).get("environment") or {}
+    loads = [r["load_average_1min"] for r in rows if r.get("load_average_1min") is not None]
+    load = f"; load average {min(loads):.1f}-{max(loads):.1f}" if loads else ""
+    return f"{caption(env)}{load}; bench/compression.py {' '.join(sys.argv[1:])}".strip()
+
+
+def write_docs(a, summary, note):
+    """docs/compression.md's table (between its markers) and docs/compression.png/.svg."""
+    text = DOC.read_text()
+    if BEGIN not in text or END not in text:
+        sys.exit(f"compression.py: {DOC} has no {BEGIN} ... {END} markers")
+    block = f"{BEGIN}\n{note}\n\n{table(summary)}{END}"
+    text = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S)
+    DOC.write_text(text)
+    for ext in ("png", "svg"):
+        (DOC.parent / f"compression.{ext}").write_bytes((a.out / f"compression.{ext}").read_bytes())
+    print(f"wrote the table into {DOC} and the chart into docs/compression.png/.svg")
 
 
 def main():
@@ -235,8 +285,11 @@ def main():
         w.writeheader()
         w.writerows(rows)
     (a.out / "table.md").write_text(table(summary))
-    draw(summary, a.out)
+    note = note_of(a, rows)
+    draw(summary, a.out, note)
     print(table(summary))
+    if a.docs:
+        write_docs(a, summary, note)
     print(f"written to {a.out}")
 
 

@@ -13,6 +13,12 @@ Writes into DIR, per scaling mode present (strong, weak), as PNG and SVG:
   tta-<mode>          time to accuracy per strategy and replica count (points that
                       did not reach the target are left out; with none, the chart is
                       left out and the page and stdout say why)
+  methods-<mode>      when the sweep ran several gradient methods (--grad-compression,
+                      --local-sgd): median step time against median time to accuracy,
+                      one point per strategy, replica count and method (what a method
+                      saves per step against what it costs in convergence; points that
+                      did not reach the target are named, not drawn)
+A strategy that ran several methods is one series per method ("ddp bf16").
 Each chart carries a caption: machine, date of the runs, commit.
 and index.html: one page (the scaling table, the charts inlined as SVG, the
 environment, links to each run report) to open in a browser or publish as a CI
@@ -108,10 +114,16 @@ def caption(env):
 CAPTION = ""  # set by main() from the document's environment
 
 
+def series(p):
+    """A point's series: its strategy, and its gradient method unless plain."""
+    method = p.get("method") or "none"
+    return p["strategy"] if method == "none" else f"{p['strategy']} {method}"
+
+
 def by_strategy(points):
     out = {}
     for p in sorted(points, key=lambda p: p["replicas"]):
-        out.setdefault(p["strategy"], []).append(p)
+        out.setdefault(series(p), []).append(p)
     return out
 
 
@@ -182,7 +194,7 @@ def plot_mode(points, mode, out, title_extra, skipped):
 
     bars = [p for ps in groups.values() for p in ps if p["runs_ok"] > 0]
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(bars) + 2), 4.5))
-    labels = [f"{p['strategy']}\nn={p['replicas']}" for p in bars]
+    labels = [f"{series(p)}\nn={p['replicas']}" for p in bars]
     bottom = [0.0] * len(bars)
     for ph in PHASES:
         vals = []
@@ -206,14 +218,47 @@ def plot_mode(points, mode, out, title_extra, skipped):
         skipped.append((f"tta-{mode}", "no point reached the target accuracy in every repeat"))
     if tta:
         fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(tta) + 2), 4.5))
-        ax.bar([f"{p['strategy']}\nn={p['replicas']}" for p in tta], [p["time_to_accuracy_s"] for p in tta])
+        ax.bar([f"{series(p)}\nn={p['replicas']}" for p in tta], [p["time_to_accuracy_s"] for p in tta])
         ax.set(title=f"Time to accuracy, {mode} scaling{title_extra}", ylabel="seconds (median)")
-        left = [f"{p['strategy']} n={p['replicas']}" for p in bars if p["time_to_accuracy_s"] is None]
+        left = [f"{series(p)} n={p['replicas']}" for p in bars if p["time_to_accuracy_s"] is None]
         if left:
             ax.text(0.99, 0.98, "not reached: " + ", ".join(left), transform=ax.transAxes,
                     ha="right", va="top", fontsize=7)
         names.append(save(fig, out, f"tta-{mode}"))
+    names += plot_methods(bars, mode, out, title_extra, skipped)
     return names
+
+
+def plot_methods(points, mode, out, title_extra, skipped):
+    """Step time against time to accuracy, one point per strategy, replica count and
+    gradient method, when the sweep ran more than one method; returns the chart's name
+    in a list (empty when left out, with the reason appended to `skipped`)."""
+    if len({p.get("method") or "none" for p in points}) < 2:
+        return []
+    name = f"methods-{mode}"
+    done = [p for p in points
+            if p["time_to_accuracy_s"] is not None and p["step_ms"]["median"] is not None]
+    if not done:
+        skipped.append((name, "no method reached the target accuracy in every repeat"))
+        return []
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for p in done:
+        label = f"{series(p)} n={p['replicas']}"
+        ax.plot(p["step_ms"]["median"], p["time_to_accuracy_s"],
+                **(style(BASELINE) if p["strategy"] == BASELINE else dict(marker="o")))
+        ax.annotate(label, (p["step_ms"]["median"], p["time_to_accuracy_s"]), fontsize=7,
+                    xytext=(4, 4), textcoords="offset points")
+    ax.set(title=f"Step time against time to accuracy, {mode} scaling{title_extra}",
+           xlabel="step time, ms (median over repeats of each run's median)",
+           ylabel="time to target accuracy, s (median)")
+    ax.set_xlim(0, 1.3 * max(p["step_ms"]["median"] for p in done))  # room for the labels
+    ax.set_ylim(0, 1.1 * max(p["time_to_accuracy_s"] for p in done))
+    ax.grid(alpha=0.3)
+    left = [f"{series(p)} n={p['replicas']}" for p in points if p not in done]
+    if left:
+        ax.text(0.99, 0.98, "not reached: " + ", ".join(left), transform=ax.transAxes,
+                ha="right", va="top", fontsize=7)
+    return [save(fig, out, name)]
 
 
 def plot_predicted(doc, out):
@@ -227,6 +272,8 @@ def plot_predicted(doc, out):
                 name = f"central, {r['servers']} servers"
         else:
             name = f"ddp, {r['algorithm']}" if r["algorithm"] == "binomial" else "ddp, auto"
+        if r.get("method", "none") != "none":  # predict 1.1: the gradient methods
+            name += f", {r['method']}"
         lines.setdefault(name, []).append(r)
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for name, rs in lines.items():
@@ -268,7 +315,7 @@ def scaling_table(points):
               f"{sps['ci95_low']:.0f}–{sps['ci95_high']:.0f}")
         acc = p.get("final_test_accuracy")
         acc = acc.get("median") if isinstance(acc, dict) else acc
-        cells = (p["strategy"], p["scaling"], p["replicas"], p["global_batch"],
+        cells = (series(p), p["scaling"], p["replicas"], p["global_batch"],
                  f"{p['runs_ok']}/{p['runs']}", fmt(sps["median"], ".0f"), ci,
                  fmt(p["step_ms"]["median"], ".3f"), fmt(p["speedup"]["value"], ".2f"),
                  fmt(p["efficiency"]["value"], ".2f"), fmt(p["time_to_accuracy_s"], ".2f"),

@@ -420,13 +420,14 @@ static void ddp_reset_counters(struct sb_strategy *s)
     .destroy = ddp_destroy,                     \
     .replica_params = ddp_replica_params,       \
     .comm_keys = sb_grad_sync_comm_keys,        \
-    .reset_counters = ddp_reset_counters
+    .reset_counters = ddp_reset_counters,       \
+    .grad_sync = 1, /* 16-bit: the --allreduce algorithm's (mpi_allreduce16.h) */ \
+    .predict_methods = 1
 
 const struct sb_strategy_ops sb_strategy_ddp = {
     .name = "ddp",
     .summary = "one MPI rank per replica, bucketed all-reduce overlapping backward (PyTorch DDP)",
     .comm_model = ddp_comm_model,
-    .grad_sync = 1, /* the hook runs the flat 16-bit ring or PowerSGD's all-reduces */
     DDP_OPS,
 };
 

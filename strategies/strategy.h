@@ -119,6 +119,9 @@ struct sb_strategy_ops {
     enum sb_allreduce_algo allreduce;
     int grad_sync;        /* takes --grad-compression and --local-sgd
                            * (strategies/shared/grad_sync.h) */
+    int predict_methods;  /* predict models the gradient methods on its rows: its
+                           * comm_model's rows all-reduce the gradient buckets
+                           * (src/cli/predict.c, docs/cost-model.md) */
     /* Its own flags (NULL-terminated; NULL = none) and the size of the
      * options struct they fill (at most SB_STRATEGY_OPTS_BYTES). */
     const struct sb_strategy_option *options;
@@ -309,5 +312,14 @@ void sb_strategy_report_values(const struct sb_strategy_ops *ops, const struct s
 /* Writes the strategies' flags as usage lines ("  --servers K  0  central:
  * ..."), each flag once, naming the strategies that take it. */
 void sb_strategy_options_usage(FILE *out);
+
+/* PowerSGD's factor sizes for model m at rank `rank`, as ddp's hook plans
+ * them (strategies/shared/powersgd.c; Vogels et al., NeurIPS 2019): *mn =
+ * sum of m*n and *mnr = sum of (m + n)*rank over the matrices it compresses
+ * (those with (m + n)*rank < m*n), in elements. For `stratbench predict`,
+ * which sees the strategies through this interface only. Errors: those of
+ * sb_powersgd_create (SB_ERR_NOMEM, SB_ERR_INPUT for rank < 1). */
+sb_status sb_strategy_powersgd_factors(const struct sb_model *m, int rank, double *mn,
+                                       double *mnr);
 
 #endif

@@ -95,15 +95,28 @@ struct zero {
     sb_status cb_status;   /* first error inside a callback */
     int launched;          /* units whose reduce-scatter started this step, in order */
     int backward_phase;    /* stage 3: the hook has seen backward this step */
+    int half;              /* --grad-compression fp16|bf16: 16-bit reduce-scatters */
+    enum sb_half_format fmt;
+    double convert_s;      /* this step's 16-bit conversion seconds (compress phase) */
 };
 
 static int zero_processes(const struct sb_config *cfg) { return cfg->replicas; }
 
+/* --grad-compression fp16|bf16 compresses the reduce-scatter; PowerSGD
+ * and local SGD have no reduce-scatter to compress (refused). */
 static sb_status zero_validate(const struct sb_config *cfg)
 {
     if (!cfg->backend->host_memory)
         return sb_error(SB_ERR_USAGE, "--strategy zero: runs on --device cpu only (its GPU "
                         "path is not written yet; nccl has the reduce-scatter and all-gather)");
+    if (strcmp(cfg->grad_compression, "powersgd") == 0)
+        return sb_error(SB_ERR_USAGE, "--grad-compression powersgd: not with --strategy zero "
+                        "(PowerSGD all-reduces its low-rank factors P and Q, which no rank's "
+                        "shard of a reduce-scatter can carry; use fp16 or bf16)");
+    if (cfg->local_sgd > 0)
+        return sb_error(SB_ERR_USAGE, "--local-sgd: not with --strategy zero (local SGD has no "
+                        "per-step gradient sync, and each rank holds only its shard of the "
+                        "optimizer state to step with)");
     return SB_OK;
 }
 
@@ -239,8 +252,13 @@ static sb_status launch_ready(struct zero *z)
     while (z->launched < z->n_units && z->u[z->launched].pending == 0) {
         struct unit *u = &z->u[z->launched];
         u->rs.index = z->launched;
-        SB_TRY(sb_comm_ireduce_scatter(z->comm, m->grads + u->off, z->gshard + u->soff,
-                                       u->counts, &u->rs));
+        if (z->half) /* blocking: complete once issued */
+            SB_TRY(sb_comm_reduce_scatter16(z->comm, z->fmt, m->grads + u->off,
+                                            z->gshard + u->soff, u->counts, &u->rs,
+                                            &z->convert_s));
+        else
+            SB_TRY(sb_comm_ireduce_scatter(z->comm, m->grads + u->off, z->gshard + u->soff,
+                                           u->counts, &u->rs));
         u->rs_issued = 1;
         z->launched++;
     }
@@ -306,6 +324,8 @@ static sb_status zero_init(struct sb_strategy *s)
     const struct sb_config *cfg = s->env->cfg;
     const struct sb_backend_ops *be = s->env->be;
     z->stage = opts(cfg)->stage;
+    z->half = strcmp(cfg->grad_compression, "fp16") == 0 || strcmp(cfg->grad_compression, "bf16") == 0;
+    z->fmt = strcmp(cfg->grad_compression, "bf16") == 0 ? SB_HALF_BF16 : SB_HALF_FP16;
     SB_TRY(sb_comm_world_create(cfg, s->env->mpi_world, s->env->placement->device[0], &z->comm));
     z->size = z->comm->size;
     z->rank = z->comm->rank;
@@ -381,6 +401,7 @@ static sb_status zero_step(struct sb_strategy *s, long step, const int32_t *glob
         u->rs_issued = u->rs_freed = 0;
     }
     z->launched = 0;
+    z->convert_s = 0.0;
     z->cb_status = SB_OK;
     z->backward_phase = 0;
     z->gcomm = z->comm;
@@ -413,8 +434,10 @@ static sb_status zero_step(struct sb_strategy *s, long step, const int32_t *glob
     for (int i = 0; i < z->n_units; i++) rs[i] = z->u[i].rs;
     sb_bucket_comm_times(rs, z->n_units, t_backward_end, &total_s, &exposed_s, &hidden_s);
     free(rs);
-    out->phase_ms[SB_PHASE_COMM] += 1e3 * total_s;
-    out->phase_ms[SB_PHASE_COMM_EXPOSED] += 1e3 * exposed_s;
+    /* The 16-bit conversions ran inside the reduce-scatters: their own phase. */
+    out->phase_ms[SB_PHASE_COMPRESS] += 1e3 * z->convert_s;
+    out->phase_ms[SB_PHASE_COMM] += 1e3 * fmax(total_s - z->convert_s, 0.0);
+    out->phase_ms[SB_PHASE_COMM_EXPOSED] += 1e3 * fmax(exposed_s - z->convert_s, 0.0);
     if (z->stage < 3) return step_and_gather(z, out);
     double t0 = sb_now_s();
     sb_optimizer_step(&z->opt, z->pshard, z->gshard);
@@ -503,11 +526,12 @@ static void zero_model_state_formula(const struct sb_config *cfg, double n_param
 }
 
 /* Bytes per rank per step that the formula says the collectives send:
- * (stage 3 ? 3 : 2) Ψ (n-1)/n floats (docs/zero.md). */
+ * (stage 3 ? 3 : 2) Ψ (n-1)/n floats (docs/zero.md), the reduce-scatter's
+ * Ψ at 2 bytes a value under --grad-compression fp16|bf16. */
 static double formula_sent_bytes(const struct zero *z, double n_params)
 {
-    double n = z->size;
-    return (z->stage == 3 ? 3.0 : 2.0) * 4.0 * n_params * (n - 1.0) / n;
+    double n = z->size, gathers = z->stage == 3 ? 2.0 : 1.0;
+    return ((z->half ? 2.0 : 4.0) + gathers * 4.0) * n_params * (n - 1.0) / n;
 }
 
 /* What it allocated: stage 1 full parameters and gradients plus the
@@ -627,6 +651,7 @@ const struct sb_strategy_ops sb_strategy_zero = {
     .options = zero_options,
     .options_size = sizeof(struct zero_opts),
     .comm_keys = zero_comm_keys,
+    .grad_sync = 1, /* fp16/bf16 only (zero_validate): the reduce-scatter's wire */
     .processes = zero_processes,
     .validate = zero_validate,
     .init = zero_init,

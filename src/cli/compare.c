@@ -92,16 +92,35 @@ static double num_at(const cJSON *o, const char *k)
     return cJSON_IsNumber(v) ? v->valuedouble : NAN;
 }
 
+/* The gradient method of a sweep point or a report's config (both carry
+ * grad_compression, powersgd_rank and local_sgd; absent: none):
+ * "" for plain, else " bf16", " powersgd-r2", " local-sgd-16". */
+static void method_label(const cJSON *cfg, char *out, size_t size)
+{
+    const char *comp = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "grad_compression"));
+    double local = num_at(cfg, "local_sgd");
+    if (comp && strcmp(comp, "none") != 0)
+        snprintf(out, size, " %s", comp);
+    else if (local > 0)
+        snprintf(out, size, " local-sgd-%g", local);
+    else
+        out[0] = '\0';
+    if (comp && strcmp(comp, "powersgd") == 0)
+        snprintf(out + strlen(out), size - strlen(out), "-r%g", num_at(cfg, "powersgd_rank"));
+}
+
 /* Fills key and label of `e` from a sweep point or a report's config. */
 static void entry_key(struct entry *e, const cJSON *cfg, const char *scaling)
 {
     char *hidden = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(cfg, "hidden"));
+    char method[64];
+    method_label(cfg, method, sizeof method);
     snprintf(e->scaling, sizeof e->scaling, "%s", scaling);
-    snprintf(e->key, sizeof e->key, "%s|%s|%g|%g|%s|%s", str_at(cfg, "strategy"),
+    snprintf(e->key, sizeof e->key, "%s|%s|%g|%g|%s|%s|%s", str_at(cfg, "strategy"),
              str_at(cfg, "workload"), num_at(cfg, "replicas"), num_at(cfg, "global_batch"),
-             hidden ? hidden : "null", str_at(cfg, "device"));
-    snprintf(e->label, sizeof e->label, "%s n=%g %s (global batch %g)", str_at(cfg, "strategy"),
-             num_at(cfg, "replicas"), scaling, num_at(cfg, "global_batch"));
+             hidden ? hidden : "null", str_at(cfg, "device"), method);
+    snprintf(e->label, sizeof e->label, "%s%s n=%g %s (global batch %g)", str_at(cfg, "strategy"),
+             method, num_at(cfg, "replicas"), scaling, num_at(cfg, "global_batch"));
     cJSON_free(hidden);
 }
 

@@ -11,13 +11,16 @@
 
 #include <cjson/cJSON.h>
 
+#include "backend/backend.h"
 #include "cli/suggest.h"
 #include "cli/sweep.h"
+#include "cli/train_opts.h"
 #include "comm/cost_model.h"
 #include "core/status.h"
 #include "strategies/strategy.h"
+#include "workloads/workload.h"
 
-#define PREDICT_SCHEMA_VERSION "1.0"
+#define PREDICT_SCHEMA_VERSION "1.1"
 #define MAX_COUNTS 64
 #define MAX_BUCKETS 64
 #define MAX_STRATEGIES 32     /* registered strategies predict looks at */
@@ -47,12 +50,15 @@ struct run {
     int n_buckets;                /* 0: not listed */
     struct sb_link link;
     const char *link_source;
+    char workload[32];           /* config.workload and config.hidden: the model whose */
+    int hidden[16], n_hidden;    /* matrices PowerSGD would compress */
 };
 
 /* One predicted point. */
 struct row {
     int replicas, servers;
     const char *strategy, *algorithm;
+    const char *method; /* the gradient method: "none", "fp16/bf16", "powersgd-r2", ... */
     double comm_ms, exposed_ms, step_ms, samples_per_s, efficiency;
 };
 
@@ -232,6 +238,17 @@ static sb_status no_link_error(const char *path, const char *strategy, double wo
                     "--latency", path, why);
 }
 
+/* config.workload and config.hidden of the report (empty: not stated). */
+static void load_model_config(const cJSON *doc, struct run *r)
+{
+    const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(doc, "config"), *h;
+    const char *w = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "workload"));
+    snprintf(r->workload, sizeof r->workload, "%s", w ? w : "");
+    cJSON_ArrayForEach(h, cJSON_GetObjectItemCaseSensitive(cfg, "hidden"))
+        if (cJSON_IsNumber(h) && r->n_hidden < (int)(sizeof r->hidden / sizeof r->hidden[0]))
+            r->hidden[r->n_hidden++] = (int)h->valuedouble;
+}
+
 static sb_status load_run(const struct opts *o, struct run *r)
 {
     memset(r, 0, sizeof *r);
@@ -261,6 +278,7 @@ static sb_status load_run(const struct opts *o, struct run *r)
                       "measured after --warmup-steps?)", o->report);
     } else {
         snprintf(r->strategy, sizeof r->strategy, "%s", strategy->valuestring);
+        load_model_config(doc, r);
         const cJSON *ov = cJSON_GetObjectItemCaseSensitive(
             cJSON_GetObjectItemCaseSensitive(doc, "config"), "overlap");
         r->overlap = !cJSON_IsFalse(ov);
@@ -292,6 +310,95 @@ static void finish_row(const struct run *r, struct row *w)
     w->step_ms = r->compute_ms + w->exposed_ms;
     w->samples_per_s = 1e3 * (double)w->replicas * r->batch / w->step_ms;
     w->efficiency = r->compute_ms / w->step_ms;
+}
+
+/* w's comm, exposed (all of comm where the model states none), step,
+ * samples/s and efficiency from model row m, its communication divided by
+ * `every` (local SGD: one all-reduce every H steps). */
+static void set_times(const struct run *r, const struct sb_comm_model_row *m, double every,
+                      struct row *w)
+{
+    w->comm_ms = 1e3 * m->comm_s / every;
+    w->exposed_ms = isnan(m->exposed_s) ? w->comm_ms : 1e3 * m->exposed_s / every;
+    finish_row(r, w);
+}
+
+/* PowerSGD's factors for the report's model at rank `rank`: *mn = sum of m
+ * n over the matrices it compresses, *mnr = sum of (m + n) r over them
+ * (sb_strategy_powersgd_factors plans them from the workload's own layout).
+ * Errors: those of building the model; SB_ERR_INPUT when the report names
+ * no workload. */
+static sb_status powersgd_factors(const struct run *r, int rank, double *mn, double *mnr)
+{
+    const struct sb_workload_ops *wl = sb_workload_find(r->workload);
+    const struct sb_backend_ops *be = sb_backend_find("cpu");
+    if (!wl || !be) return sb_error(SB_ERR_INPUT, "predict: the report's workload is unknown");
+    struct sb_train_opts t;
+    sb_train_opts_defaults(&t);
+    snprintf(t.cfg.workload, sizeof t.cfg.workload, "%s", r->workload);
+    if (r->n_hidden > 0 && r->n_hidden <= SB_MAX_HIDDEN) {
+        t.cfg.n_hidden = r->n_hidden;
+        for (int i = 0; i < r->n_hidden; i++) t.cfg.hidden[i] = r->hidden[i];
+    }
+    struct sb_model *m = NULL;
+    SB_TRY(wl->create(&t.cfg, be, 1, &m));
+    sb_status st = sb_strategy_powersgd_factors(m, rank, mn, mnr);
+    wl->destroy(m);
+    return st;
+}
+
+/* The ranks and periods predict models (bench/compression.py's). */
+static const int POWERSGD_RANKS[] = {1, 2, 4};
+static const char *const POWERSGD_NAMES[] = {"powersgd-r1", "powersgd-r2", "powersgd-r4"};
+static const int LOCAL_SGD_H[] = {4, 16};
+static const char *const LOCAL_SGD_NAMES[] = {"local-sgd-4", "local-sgd-16"};
+
+/* One row of `ops` for method `name`: its comm_model's first (--allreduce
+ * auto) variant on the buckets `bytes` (nb), after backward (no overlap:
+ * the methods run after it), communication divided by `every`. */
+static int method_row(const struct run *r, const struct sb_comm_model_query *q,
+                      const struct sb_strategy_ops *ops, const double *bytes, int nb,
+                      double every, const char *name, struct row *w)
+{
+    struct sb_comm_model_query mq = *q;
+    struct sb_comm_model_row model[MAX_VARIANTS];
+    mq.bucket_bytes = bytes;
+    mq.n_buckets = nb;
+    mq.overlap = 0;
+    mq.bytes = 0;
+    for (int b = 0; b < nb; b++) mq.bytes += bytes[b];
+    if (ops->comm_model(&mq, model, MAX_VARIANTS) < 1) return 0;
+    *w = (struct row){.replicas = q->replicas, .servers = model[0].servers,
+                      .strategy = ops->name, .algorithm = model[0].variant, .method = name};
+    set_times(r, &model[0], every, w);
+    return 1;
+}
+
+/* Rows of the gradient methods (docs/cost-model.md) for a strategy whose
+ * rows all-reduce the gradient buckets, at most cap: fp16/bf16 (every
+ * bucket at half its bytes), PowerSGD at ranks 1, 2, 4 (three all-reduces:
+ * the uncompressed tensors, 4(n_params - sum mn) bytes, and P and Q, each
+ * modelled as half of 4 sum (m+n) r), local SGD H = 4, 16 (the plain
+ * all-reduce every H steps: 1/H of it per step). Returns the rows added. */
+static int method_rows(const struct run *r, const struct sb_comm_model_query *q,
+                       const struct sb_strategy_ops *ops, struct row *rows, int cap)
+{
+    double half[MAX_BUCKETS], plain[MAX_BUCKETS];
+    int nb = r->n_buckets ? r->n_buckets : 1, k = 0;
+    for (int b = 0; b < nb; b++) {
+        plain[b] = r->n_buckets ? r->buckets[b] : r->bytes;
+        half[b] = plain[b] / 2;
+    }
+    if (k < cap) k += method_row(r, q, ops, half, nb, 1.0, "fp16/bf16", &rows[k]);
+    for (size_t i = 0; i < sizeof POWERSGD_RANKS / sizeof POWERSGD_RANKS[0] && k < cap; i++) {
+        double mn, mnr;
+        if (powersgd_factors(r, POWERSGD_RANKS[i], &mn, &mnr)) break; /* no model: no rows */
+        double three[3] = {r->bytes - 4.0 * mn, 2.0 * mnr, 2.0 * mnr};
+        k += method_row(r, q, ops, three, 3, 1.0, POWERSGD_NAMES[i], &rows[k]);
+    }
+    for (size_t i = 0; i < sizeof LOCAL_SGD_H / sizeof LOCAL_SGD_H[0] && k < cap; i++)
+        k += method_row(r, q, ops, plain, nb, LOCAL_SGD_H[i], LOCAL_SGD_NAMES[i], &rows[k]);
+    return k;
 }
 
 /* A strategy's model line for the table's header. */
@@ -326,11 +433,11 @@ static int predict_rows(const struct run *r, const struct opts *o, struct row *r
             for (int v = 0; v < n && k < cap; v++) {
                 struct row *w = &rows[k++];
                 *w = (struct row){.replicas = q.replicas, .servers = model[v].servers,
-                                  .strategy = ops->name, .algorithm = model[v].variant};
-                w->comm_ms = 1e3 * model[v].comm_s;
-                w->exposed_ms = isnan(model[v].exposed_s) ? w->comm_ms : 1e3 * model[v].exposed_s;
-                finish_row(r, w);
+                                  .strategy = ops->name, .algorithm = model[v].variant,
+                                  .method = "none"};
+                set_times(r, &model[v], 1.0, w);
             }
+            if (ops->predict_methods) k += method_rows(r, &q, ops, rows + k, cap - k);
         }
     }
     return k;
@@ -355,15 +462,16 @@ static void print_table(const struct run *r, const struct opts *o, const struct 
         }
     printf(" efficiency = compute / step\n");
     printf("#\n");
-    printf("# %8s  %-8s  %7s  %-18s  %12s  %12s  %12s  %14s  %10s\n", "replicas", "strategy",
-           "servers", "algorithm", "comm", "exposed", "step", "samples", "efficiency");
-    printf("# %8s  %-8s  %7s  %-18s  %12s  %12s  %12s  %14s  %10s\n", "", "", "", "", "ms",
-           "ms", "ms", "1/s", "");
+    printf("# %8s  %-8s  %7s  %-18s  %-12s  %12s  %12s  %12s  %14s  %10s\n", "replicas",
+           "strategy", "servers", "algorithm", "method", "comm", "exposed", "step", "samples",
+           "efficiency");
+    printf("# %8s  %-8s  %7s  %-18s  %-12s  %12s  %12s  %12s  %14s  %10s\n", "", "", "", "", "",
+           "ms", "ms", "ms", "1/s", "");
     for (int i = 0; i < n; i++) {
         const struct row *w = &rows[i];
-        printf("  %8d  %-8s  %7d  %-18s  %12.3f  %12.3f  %12.3f  %14.1f  %10.4f\n", w->replicas,
-               w->strategy, w->servers, w->algorithm, w->comm_ms, w->exposed_ms, w->step_ms,
-               w->samples_per_s, w->efficiency);
+        printf("  %8d  %-8s  %7d  %-18s  %-12s  %12.3f  %12.3f  %12.3f  %14.1f  %10.4f\n",
+               w->replicas, w->strategy, w->servers, w->algorithm, w->method, w->comm_ms,
+               w->exposed_ms, w->step_ms, w->samples_per_s, w->efficiency);
     }
 }
 
@@ -398,6 +506,7 @@ static cJSON *to_json(const struct run *r, const struct opts *o, const struct ro
              cJSON_AddStringToObject(e, "strategy", w->strategy) &&
              cJSON_AddNumberToObject(e, "servers", w->servers) &&
              cJSON_AddStringToObject(e, "algorithm", w->algorithm) &&
+             cJSON_AddStringToObject(e, "method", w->method) &&
              cJSON_AddNumberToObject(e, "comm_ms", w->comm_ms) &&
              cJSON_AddNumberToObject(e, "exposed_ms", w->exposed_ms) &&
              cJSON_AddNumberToObject(e, "step_ms", w->step_ms) &&

@@ -1,12 +1,12 @@
-/* `stratbench sweep`: the scaling matrix's options and child runs, and the
- * assembly of scaling.json; the statistics are in sweep_stats.c. See sweep.h
- * and docs/sweep-compare.md. */
+/* `stratbench sweep`: the scaling matrix's points and child runs, and the
+ * assembly of scaling.json; the flags are in sweep_opts.c, the statistics
+ * in sweep_stats.c. See sweep.h and docs/sweep-compare.md. */
 #include "cli/sweep.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,223 +19,21 @@
 
 #include "cli/outputs.h"
 #include "cli/suggest.h"
+#include "cli/sweep_opts.h"
 #include "cli/sweep_stats.h"
+#include "cli/train_opts.h"
 #include "report/json_util.h"
 #include "strategies/strategy.h"
-
-#define MAX_LIST 16
-#define PATH_LEN 4096
-
-struct sweep_opts {
-    char strategies[MAX_LIST][32];
-    int n_strategies;
-    int replicas[MAX_LIST];
-    int n_replicas;
-    int scaling[2]; /* [0] strong, [1] weak requested */
-    int repeats, epochs, batch, global_batch;
-    long max_steps; /* 0: none */
-    char out[PATH_LEN];
-    const char *data;
-    char **extra;   /* flags after `--`, passed to every train */
-    int n_extra;
-    int help;       /* --help: print usage, exit 0 */
-    int resume;     /* --resume: reuse the finished runs of DIR/scaling.json */
-    int out_given;  /* --out was on the command line */
-    cJSON *resume_doc; /* the partial scaling.json being resumed, or NULL */
-};
-
-/* Train flags the sweep sets itself: refused after `--` (a `--batch` there
- * would silently override the sweep's while scaling.json records its own;
- * a `--report` would make every run "FAILED (no report)"). */
-static const char *const OWNED_FLAGS[] = {"strategy", "replicas", "batch", "epochs",
-                                          "report",   "max-steps", "data"};
 
 /* The signal that interrupts the sweep (SIGINT, SIGTERM), 0 until then. */
 static volatile sig_atomic_t interrupted;
 
 static void on_interrupt(int sig) { interrupted = sig; }
 
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: stratbench sweep [flags] [-- extra train flags]\n"
-            "  --strategies LIST   single,mirrored,ddp,central  strategies (single runs at n=1)\n"
-            "  --replicas LIST     1,2,4       replica counts\n"
-            "  --scaling LIST      strong,weak strong: fixed global batch; weak: fixed per-replica\n"
-            "  --global-batch G    256         strong scaling: per-replica batch = G / n\n"
-            "  --batch B           64          weak scaling: per-replica batch\n"
-            "  --repeats R         5           runs per point (4+ per side lets compare's rank test reach 0.05)\n"
-            "  --epochs E          1           epochs per run\n"
-            "  --max-steps N       none        step limit per run\n"
-            "  --data DIR          $STRATBENCH_DATA  MNIST folder\n"
-            "  --out DIR           runs/sweep-<UTC time>  where reports and scaling.json go\n"
-            "  --resume            continue the interrupted sweep in --out DIR (same flags):\n"
-            "                      its finished runs are kept, the rest are run\n"
-            "  single runs at n=1 in every sweep: it is the baseline of speedup and efficiency.\n"
-            "  Ctrl-C (SIGINT) or SIGTERM stops the running child, writes scaling.json of the\n"
-            "  finished runs marked \"partial\" and exits 130 (143 for SIGTERM).\n"
-            "  After --, train flags for every run; those the sweep sets (--strategy, --replicas,\n"
-            "  --batch, --epochs, --report, --max-steps, --data) are refused.\n");
-}
-
-static sb_status parse_int(const char *flag, const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return sb_error(SB_ERR_USAGE, "--%s: '%s' is not an integer in %ld..%ld", flag, s, lo, hi);
-    *out = v;
-    return SB_OK;
-}
-
-/* Splits the comma-separated `arg` into items; an empty item ("single,",
- * "1,,2") or one given twice is an error naming the flag. */
-static sb_status parse_list(const char *flag, const char *arg, char items[][32], int *n)
-{
-    char buf[512];
-    if (strlen(arg) >= sizeof buf)
-        return sb_error(SB_ERR_USAGE, "--%s: list longer than %zu bytes", flag, sizeof buf - 1);
-    strcpy(buf, arg);
-    *n = 0;
-    for (char *rest = buf, *tok; (tok = strsep(&rest, ",")) != NULL;) {
-        if (!*tok) return sb_error(SB_ERR_USAGE, "--%s: empty item in '%s'", flag, arg);
-        if (*n == MAX_LIST || strlen(tok) >= 32)
-            return sb_error(SB_ERR_USAGE, "--%s: too many or too long items in '%s'", flag, arg);
-        for (int i = 0; i < *n; i++)
-            if (strcmp(items[i], tok) == 0)
-                return sb_error(SB_ERR_USAGE, "--%s: '%s' appears twice in '%s'", flag, tok, arg);
-        strcpy(items[(*n)++], tok);
-    }
-    return SB_OK;
-}
-
-/* Refuses train flags after `--` that the sweep sets itself (OWNED_FLAGS),
- * also abbreviated (`--epoch`, as getopt_long takes it) or as --flag=value.
- * Errors: SB_ERR_USAGE naming every such flag. */
-static sb_status check_extra(const struct sweep_opts *o)
-{
-    char found[256] = "";
-    for (int i = 0; i < o->n_extra; i++) {
-        const char *a = o->extra[i];
-        if (strncmp(a, "--", 2) != 0 || !a[2]) continue;
-        size_t len = strcspn(a + 2, "=");
-        for (size_t k = 0; k < sizeof OWNED_FLAGS / sizeof OWNED_FLAGS[0]; k++)
-            if (len >= 2 && strncmp(OWNED_FLAGS[k], a + 2, len) == 0) {
-                size_t used = strlen(found);
-                snprintf(found + used, sizeof found - used, "%s--%s", used ? ", " : "",
-                         OWNED_FLAGS[k]);
-                break;
-            }
-    }
-    if (found[0])
-        return sb_error(SB_ERR_USAGE, "sweep: %s after -- %s set by the sweep itself (use the "
-                        "sweep's own flags: --strategies, --replicas, --batch/--global-batch, "
-                        "--epochs, --max-steps, --data, --out)", found,
-                        strchr(found, ',') ? "are" : "is");
-    return SB_OK;
-}
-
-static sb_status parse_opts(struct sweep_opts *o, int argc, char **argv)
-{
-    static const struct option longs[] = {
-        {"strategies", 1, NULL, 's'}, {"replicas", 1, NULL, 'n'}, {"scaling", 1, NULL, 'S'},
-        {"global-batch", 1, NULL, 'G'}, {"batch", 1, NULL, 'b'}, {"repeats", 1, NULL, 'r'},
-        {"epochs", 1, NULL, 'e'}, {"max-steps", 1, NULL, 'm'}, {"data", 1, NULL, 'd'},
-        {"out", 1, NULL, 'o'}, {"resume", 0, NULL, 'R'}, {"help", 0, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
-    char items[MAX_LIST][32];
-    int n;
-    long v = 0;
-    memset(o, 0, sizeof *o);
-    SB_TRY(parse_list("strategies", "single,mirrored,ddp,central", o->strategies, &o->n_strategies));
-    o->n_replicas = 3;
-    o->replicas[0] = 1, o->replicas[1] = 2, o->replicas[2] = 4;
-    o->scaling[0] = o->scaling[1] = 1;
-    o->repeats = 5, o->epochs = 1, o->batch = 64, o->global_batch = 256;
-    optind = 1;
-    opterr = 0;
-    for (int c; (c = getopt_long(argc, argv, "+h", longs, NULL)) != -1;) {
-        switch (c) {
-        case 's':
-            SB_TRY(parse_list("strategies", optarg, o->strategies, &o->n_strategies));
-            for (int i = 0; i < o->n_strategies; i++)
-                if (!sb_strategy_find(o->strategies[i]))
-                    return sb_error(SB_ERR_USAGE, "--strategies: unknown strategy '%s' (expected %s)",
-                                    o->strategies[i], sb_strategy_names());
-            break;
-        case 'n':
-            SB_TRY(parse_list("replicas", optarg, items, &o->n_replicas));
-            for (int i = 0; i < o->n_replicas; i++) {
-                SB_TRY(parse_int("replicas", items[i], 1, 1024, &v));
-                o->replicas[i] = (int)v;
-                for (int k = 0; k < i; k++)
-                    if (o->replicas[k] == o->replicas[i])
-                        return sb_error(SB_ERR_USAGE, "--replicas: %d appears twice in '%s'",
-                                        o->replicas[i], optarg);
-            }
-            break;
-        case 'S':
-            SB_TRY(parse_list("scaling", optarg, items, &n));
-            o->scaling[0] = o->scaling[1] = 0;
-            for (int i = 0; i < n; i++) {
-                if (strcmp(items[i], "strong") == 0) o->scaling[0] = 1;
-                else if (strcmp(items[i], "weak") == 0) o->scaling[1] = 1;
-                else return sb_error(SB_ERR_USAGE, "--scaling: '%s' is not strong or weak", items[i]);
-            }
-            break;
-        case 'G': SB_TRY(parse_int("global-batch", optarg, 1, 60000, &v)); o->global_batch = (int)v; break;
-        case 'b': SB_TRY(parse_int("batch", optarg, 1, 60000, &v)); o->batch = (int)v; break;
-        case 'r':
-            SB_TRY(parse_int("repeats", optarg, 1, SB_SWEEP_MAX_REPEATS, &v));
-            o->repeats = (int)v;
-            break;
-        case 'e': SB_TRY(parse_int("epochs", optarg, 1, 1000, &v)); o->epochs = (int)v; break;
-        case 'm': SB_TRY(parse_int("max-steps", optarg, 1, 100000000, &o->max_steps)); break;
-        case 'd': o->data = optarg; break;
-        case 'o':
-            if (strlen(optarg) >= sizeof o->out)
-                return sb_error(SB_ERR_USAGE, "--out: the path is %zu bytes long, more than the "
-                                "%zu this build takes (pick a shorter directory)",
-                                strlen(optarg), sizeof o->out - 1);
-            snprintf(o->out, sizeof o->out, "%s", optarg);
-            o->out_given = 1;
-            break;
-        case 'R': o->resume = 1; break;
-        case 'h': o->help = 1; return SB_OK;
-        default:
-            return sb_cli_bad_flag("sweep", argv[optind - 1], longs);
-        }
-    }
-    o->extra = argv + optind;
-    o->n_extra = argc - optind;
-    if (o->n_extra > 0 && strcmp(argv[optind - 1], "--") != 0)
-        return sb_error(SB_ERR_USAGE, "sweep: unexpected argument '%s' (put train flags after --)",
-                        argv[optind]);
-    SB_TRY(check_extra(o));
-    if (o->resume && !o->out_given)
-        return sb_error(SB_ERR_USAGE, "--resume: name the interrupted sweep's folder with --out DIR");
-    if (o->scaling[0])
-        for (int i = 0; i < o->n_replicas; i++)
-            if (o->global_batch % o->replicas[i])
-                return sb_error(SB_ERR_USAGE, "--global-batch: %d is not divisible by %d replicas "
-                                "(strong scaling splits it evenly)", o->global_batch, o->replicas[i]);
-    if (!o->out[0]) {
-        char t[32];
-        time_t now = time(NULL);
-        struct tm tm;
-        if (!gmtime_r(&now, &tm) || strftime(t, sizeof t, "%Y%m%dT%H%M%SZ", &tm) == 0)
-            return sb_error(SB_ERR_IO, "--out: cannot name the default directory, the UTC "
-                            "time cannot be read (pass --out DIR)");
-        snprintf(o->out, sizeof o->out, "runs/sweep-%s", t);
-    }
-    return SB_OK;
-}
-
 /* mkdir -p */
 static sb_status make_dirs(const char *path)
 {
-    char buf[PATH_LEN];
+    char buf[SB_SWEEP_PATH_LEN];
     snprintf(buf, sizeof buf, "%s", path);
     for (char *p = buf + 1;; p++) {
         if (*p == '/' || *p == 0) {
@@ -347,17 +145,136 @@ static sb_status first_run_error(const char *log_path)
     return sb_error(SB_ERR_USAGE, "%s", msg);
 }
 
+/* The method of `pt`, NULL for plain gradients (no flags). */
+static const struct sweep_method *method_of(const struct sweep_opts *o,
+                                            const struct sb_sweep_point *pt)
+{
+    return pt->method >= 0 ? &o->methods[pt->method] : NULL;
+}
+
+/* Where the sweep is: runs done (of total) and failed, and the first
+ * successful run's environment (scaling.json's). */
+struct progress {
+    int done, total, failed;
+    cJSON *environment;
+};
+
+/* A child's command line and the strings it points into. */
+struct child_args {
+    char n[16], b[16], e[16], m[24];
+    char *argv[64 + 256];
+};
+
+/* `self train` with the point's strategy, replicas, batch, epochs, report
+ * `path`, the sweep's --max-steps and --data, the flags after `--`, then the
+ * point's method (last, so that it is the one train takes). */
+static void point_argv(const struct sweep_opts *o, const char *self,
+                       const struct sb_sweep_point *pt, const char *path, struct child_args *ca)
+{
+    snprintf(ca->n, sizeof ca->n, "%d", pt->replicas);
+    snprintf(ca->b, sizeof ca->b, "%d", pt->batch);
+    snprintf(ca->e, sizeof ca->e, "%d", o->epochs);
+    snprintf(ca->m, sizeof ca->m, "%ld", o->max_steps);
+    char **argv = ca->argv;
+    int a = 0;
+    argv[a++] = (char *)self, argv[a++] = "train";
+    argv[a++] = "--strategy", argv[a++] = (char *)pt->strategy;
+    argv[a++] = "--replicas", argv[a++] = ca->n, argv[a++] = "--batch", argv[a++] = ca->b;
+    argv[a++] = "--epochs", argv[a++] = ca->e, argv[a++] = "--report", argv[a++] = (char *)path;
+    if (o->max_steps) argv[a++] = "--max-steps", argv[a++] = ca->m;
+    if (o->data) argv[a++] = "--data", argv[a++] = (char *)o->data;
+    for (int i = 0; i < o->n_extra && i < 256; i++) argv[a++] = o->extra[i];
+    const struct sweep_method *m = method_of(o, pt);
+    if (m) {
+        argv[a++] = "--grad-compression", argv[a++] = (char *)m->compression;
+        argv[a++] = "--local-sgd", argv[a++] = (char *)m->local;
+        if (m->rank[0]) argv[a++] = "--powersgd-rank", argv[a++] = (char *)m->rank;
+    }
+    argv[a] = NULL;
+}
+
+/* "ddp-n2-strong-r1", with the method after the strategy when there is one
+ * ("ddp-bf16-n2-strong-r1"). */
+static void run_name(const struct sweep_opts *o, const struct sb_sweep_point *pt, int r,
+                     char *name, size_t size)
+{
+    const struct sweep_method *m = method_of(o, pt);
+    snprintf(name, size, "%s%s%s-n%d-%s-r%d", pt->strategy, m ? "-" : "", m ? m->name : "",
+             pt->replicas, sb_sweep_scaling_name[pt->scaling], r);
+}
+
+/* Records one finished child (exit `code`, report `path`, log `log_path`)
+ * in `runs` and, when it succeeded, in pt->ok; prints its progress line.
+ * *first_report takes the first successful report. */
+static void record_run(const struct sweep_opts *o, struct sb_sweep_point *pt, int r, int code,
+                       int reused, const char *path, const char *log_path, struct progress *pg,
+                       cJSON *runs, cJSON **first_report, int *fail)
+{
+    cJSON *rep = NULL;
+    const char *why = NULL; /* why a run that exited 0 still failed */
+    if (code == 0 && sb_json_read_file(path, &rep) != SB_OK) code = 1, why = "no report";
+    if (code == 0 && !(measured_steps(rep) >= 1)) code = 1, why = "measured no step";
+    const struct sweep_method *m = method_of(o, pt);
+    printf("[%d/%d] %s%s%s n=%d %s r%d: %s", ++pg->done, pg->total, pt->strategy, m ? " " : "",
+           m ? m->name : "", pt->replicas, sb_sweep_scaling_name[pt->scaling], r,
+           reused ? "(finished before) " : "");
+    cJSON *run = cJSON_CreateObject();
+    sb_json_add_num(run, "repeat", r, fail);
+    sb_json_add_str(run, "report", strrchr(path, '/') + 1, fail);
+    sb_json_add_str(run, "log", strrchr(log_path, '/') + 1, fail);
+    sb_json_add_str(run, "status", code ? "failed" : "ok", fail);
+    sb_json_add_num(run, "exit_status", code, fail);
+    if (code) {
+        if (why) printf("FAILED (%s, see %s)\n", why, log_path);
+        else printf("FAILED (exit %d, see %s)\n", code, log_path);
+        ++pg->failed;
+    } else {
+        struct sb_sweep_values *rv = &pt->ok[pt->n_ok];
+        sb_sweep_values_from(rep, rv);
+        pt->t[pt->n_ok++] = pt->scaling == 0 ? rv->epoch_s : rv->wall_step_ms;
+        printf("%.0f samples/s, %.3g s/epoch\n", rv->samples_per_s, rv->epoch_s);
+        sb_json_add_num(run, "step_ms", rv->step_ms, fail);
+        sb_json_add_num(run, "step_p95_ms", rv->step_p95_ms, fail);
+        sb_json_add_num(run, "samples_per_s", rv->samples_per_s, fail);
+        sb_json_add_num(run, "epoch_s", rv->epoch_s, fail);
+        const cJSON *env = cJSON_GetObjectItemCaseSensitive(rep, "environment");
+        if (!pg->environment && env && !(pg->environment = cJSON_Duplicate(env, 1))) *fail = 1;
+        if (!*first_report) *first_report = rep, rep = NULL;
+    }
+    cJSON_Delete(rep);
+    sb_json_append(runs, run, fail);
+    fflush(stdout);
+}
+
+/* The point's method in its scaling.json object: "method" (its name,
+ * "none" for plain), and as the first successful run's config has them
+ * (the method's own values when no run succeeded): "grad_compression",
+ * "powersgd_rank" (null unless powersgd) and "local_sgd". */
+static void add_method(const struct sweep_opts *o, const struct sb_sweep_point *pt,
+                       const cJSON *first_report, int *fail)
+{
+    const struct sweep_method *m = method_of(o, pt);
+    const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(first_report, "config");
+    const char *comp = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "grad_compression"));
+    const cJSON *rank = cJSON_GetObjectItemCaseSensitive(cfg, "powersgd_rank");
+    const cJSON *local = cJSON_GetObjectItemCaseSensitive(cfg, "local_sgd");
+    if (!comp) comp = m ? m->compression : "none";
+    double r = cJSON_IsNumber(rank) ? rank->valuedouble : m && m->rank[0] ? atof(m->rank) : NAN;
+    sb_json_add_str(pt->json, "method", m ? m->name : "none", fail);
+    sb_json_add_str(pt->json, "grad_compression", comp, fail);
+    sb_json_add_item(pt->json, "powersgd_rank",
+                     !strcmp(comp, "powersgd") && !isnan(r) ? cJSON_CreateNumber(r) : cJSON_CreateNull(),
+                     fail);
+    sb_json_add_num(pt->json, "local_sgd",
+                    cJSON_IsNumber(local) ? local->valuedouble : m ? atof(m->local) : 0, fail);
+}
+
 /* Runs every repeat of `pt`, fills pt->json (without speedup), prints
  * progress; counts runs done and failed. */
 static sb_status run_point(const struct sweep_opts *o, const char *self, struct sb_sweep_point *pt,
-                           int *done, int total, int *failed, cJSON **environment)
+                           struct progress *pg)
 {
-    char path[PATH_LEN + 256], log_path[PATH_LEN + 256], name[128], nbuf[16], bbuf[16], ebuf[16],
-        mbuf[24];
-    snprintf(nbuf, sizeof nbuf, "%d", pt->replicas);
-    snprintf(bbuf, sizeof bbuf, "%d", pt->batch);
-    snprintf(ebuf, sizeof ebuf, "%d", o->epochs);
-    snprintf(mbuf, sizeof mbuf, "%ld", o->max_steps);
+    char path[SB_SWEEP_PATH_LEN + 256], log_path[SB_SWEEP_PATH_LEN + 256], name[192];
     pt->ok = calloc((size_t)o->repeats, sizeof *pt->ok);
     pt->t = calloc((size_t)o->repeats, sizeof *pt->t);
     if (!pt->ok || !pt->t) return sb_error(SB_ERR_NOMEM, "sweep: out of memory");
@@ -365,66 +282,24 @@ static sb_status run_point(const struct sweep_opts *o, const char *self, struct 
     cJSON *runs = cJSON_CreateArray(), *first_report = NULL;
     if (!runs) fail = 1;
     for (int r = 1; r <= o->repeats && !fail; r++) {
-        snprintf(name, sizeof name, "%s-n%d-%s-r%d", pt->strategy, pt->replicas,
-                 sb_sweep_scaling_name[pt->scaling], r);
+        run_name(o, pt, r, name, sizeof name);
         snprintf(path, sizeof path, "%s/%s.json", o->out, name);
         snprintf(log_path, sizeof log_path, "%s/%s.log", o->out, name);
-        char *argv[64 + 256];
-        int a = 0;
-        argv[a++] = (char *)self, argv[a++] = "train";
-        argv[a++] = "--strategy", argv[a++] = (char *)pt->strategy;
-        argv[a++] = "--replicas", argv[a++] = nbuf, argv[a++] = "--batch", argv[a++] = bbuf;
-        argv[a++] = "--epochs", argv[a++] = ebuf, argv[a++] = "--report", argv[a++] = path;
-        if (o->max_steps) argv[a++] = "--max-steps", argv[a++] = mbuf;
-        if (o->data) argv[a++] = "--data", argv[a++] = (char *)o->data;
-        for (int i = 0; i < o->n_extra && i < 256; i++) argv[a++] = o->extra[i];
-        argv[a] = NULL;
+        struct child_args ca;
+        point_argv(o, self, pt, path, &ca);
         int code, reused = o->resume_doc && finished_before(o, strrchr(path, '/') + 1);
         if (!reused) {
             unlink(path); /* a stale report must not pass for this run's */
-            code = run_child(argv, log_path);
+            code = run_child(ca.argv, log_path);
             if (interrupted) break; /* the interrupted run is not recorded */
         } else {
             code = 0;
         }
-        if (code == 2 && *done == 0) { /* the first run's usage or input error is the sweep's */
+        if (code == 2 && pg->done == 0) { /* the first run's usage or input error is the sweep's */
             cJSON_Delete(runs);
             return first_run_error(log_path);
         }
-        cJSON *rep = NULL;
-        const char *why = NULL; /* why a run that exited 0 still failed */
-        if (code == 0 && sb_json_read_file(path, &rep) != SB_OK) code = 1, why = "no report";
-        if (code == 0 && !(measured_steps(rep) >= 1)) code = 1, why = "measured no step";
-        printf("[%d/%d] %s n=%d %s r%d: %s", ++*done, total, pt->strategy, pt->replicas,
-               sb_sweep_scaling_name[pt->scaling], r, reused ? "(finished before) " : "");
-        cJSON *run = cJSON_CreateObject();
-        sb_json_add_num(run, "repeat", r, &fail);
-        sb_json_add_str(run, "report", strrchr(path, '/') + 1, &fail);
-        sb_json_add_str(run, "log", strrchr(log_path, '/') + 1, &fail);
-        sb_json_add_str(run, "status", code ? "failed" : "ok", &fail);
-        sb_json_add_num(run, "exit_status", code, &fail);
-        if (code && why) {
-            printf("FAILED (%s, see %s)\n", why, log_path);
-            ++*failed;
-        } else if (code) {
-            printf("FAILED (exit %d, see %s)\n", code, log_path);
-            ++*failed;
-        } else {
-            struct sb_sweep_values *rv = &pt->ok[pt->n_ok];
-            sb_sweep_values_from(rep, rv);
-            pt->t[pt->n_ok++] = pt->scaling == 0 ? rv->epoch_s : rv->wall_step_ms;
-            printf("%.0f samples/s, %.3g s/epoch\n", rv->samples_per_s, rv->epoch_s);
-            sb_json_add_num(run, "step_ms", rv->step_ms, &fail);
-            sb_json_add_num(run, "step_p95_ms", rv->step_p95_ms, &fail);
-            sb_json_add_num(run, "samples_per_s", rv->samples_per_s, &fail);
-            sb_json_add_num(run, "epoch_s", rv->epoch_s, &fail);
-            const cJSON *env = cJSON_GetObjectItemCaseSensitive(rep, "environment");
-            if (!*environment && env && !(*environment = cJSON_Duplicate(env, 1))) fail = 1;
-            if (!first_report) first_report = rep, rep = NULL;
-        }
-        cJSON_Delete(rep);
-        sb_json_append(runs, run, &fail);
-        fflush(stdout);
+        record_run(o, pt, r, code, reused, path, log_path, pg, runs, &first_report, &fail);
     }
     if (fail) {
         cJSON_Delete(runs);
@@ -432,9 +307,12 @@ static sb_status run_point(const struct sweep_opts *o, const char *self, struct 
         return sb_error(SB_ERR_NOMEM, "sweep: out of memory recording the runs of %s n=%d",
                         pt->strategy, pt->replicas);
     }
-
     sb_status st = sb_sweep_point_summarize(pt, runs, first_report);
+    if (!st) add_method(o, pt, first_report, &fail);
     cJSON_Delete(first_report);
+    if (!st && fail)
+        st = sb_error(SB_ERR_NOMEM, "sweep: out of memory recording the method of %s n=%d",
+                      pt->strategy, pt->replicas);
     return st;
 }
 
@@ -454,6 +332,10 @@ static void add_matrix(cJSON *doc, const struct sweep_opts *o, int *fail)
     sb_json_add_num(m, "global_batch", o->global_batch, fail);
     sb_json_add_item(m, "max_steps", o->max_steps ? cJSON_CreateNumber((double)o->max_steps)
                                                   : cJSON_CreateNull(), fail);
+    a = sb_json_add_arr(m, "grad_compression", fail);
+    for (int i = 0; i < o->n_compressions; i++)
+        sb_json_append(a, cJSON_CreateString(o->compressions[i]), fail);
+    sb_json_add_item(m, "local_sgd", cJSON_CreateIntArray(o->local_sgd, o->n_local_sgd), fail);
     a = sb_json_add_arr(m, "extra_args", fail);
     for (int i = 0; i < o->n_extra; i++)
         sb_json_append(a, cJSON_CreateString(o->extra[i]), fail);
@@ -494,133 +376,230 @@ static sb_status load_resume(struct sweep_opts *o, const char *path, int *comple
     return st;
 }
 
-int sb_sweep_main(int argc, char **argv)
+/* Prints "stratbench: <error>" and returns st's exit status. */
+static int fail_with(sb_status st)
 {
-    struct sweep_opts o;
-    sb_status st = parse_opts(&o, argc, argv);
-    if (!st && o.help) {
-        usage(stdout);
-        return 0;
-    }
+    fprintf(stderr, "stratbench: %s\n", sb_error_message());
+    return sb_status_exit_code(st);
+}
+
+/* Checks --out and makes it, and checks scaling_path (in it) as an output;
+ * reads this binary's path into self. *out_existed: --out was there before. */
+static sb_status prepare_out(const struct sweep_opts *o, const char *scaling_path,
+                             char self[SB_SWEEP_PATH_LEN], int *out_existed)
+{
     struct stat out_st;
-    int out_existed = stat(o.out, &out_st) == 0;
-    if (!st) st = sb_output_dir_check("--out", o.out);
-    if (!st) st = make_dirs(o.out);
-    char scaling_path[PATH_LEN + 16];
-    snprintf(scaling_path, sizeof scaling_path, "%s/scaling.json", o.out);
+    *out_existed = stat(o->out, &out_st) == 0;
+    SB_TRY(sb_output_dir_check("--out", o->out));
+    SB_TRY(make_dirs(o->out));
     const struct sb_output scaling_out = {"--out", scaling_path};
-    if (!st) st = sb_outputs_check(&scaling_out, 1);
-    char self[PATH_LEN];
-    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (!st && len <= 0) st = sb_error(SB_ERR_INTERNAL, "/proc/self/exe: %s", strerror(errno));
-    if (st) {
-        fprintf(stderr, "stratbench: %s\n", sb_error_message());
-        return sb_status_exit_code(st);
-    }
+    SB_TRY(sb_outputs_check(&scaling_out, 1));
+    ssize_t len = readlink("/proc/self/exe", self, SB_SWEEP_PATH_LEN - 1);
+    if (len <= 0) return sb_error(SB_ERR_INTERNAL, "/proc/self/exe: %s", strerror(errno));
     self[len] = 0;
-    if (o.resume) {
-        int done_before = 0;
-        st = load_resume(&o, scaling_path, &done_before);
-        if (st) {
-            fprintf(stderr, "stratbench: %s\n", sb_error_message());
-            cJSON_Delete(o.resume_doc);
-            return sb_status_exit_code(st);
+    return SB_OK;
+}
+
+/* Whether train's flag check passes `pt`'s command line. */
+static int train_takes(const struct sweep_opts *o, const char *self,
+                       const struct sb_sweep_point *pt)
+{
+    struct child_args ca;
+    point_argv(o, self, pt, "scaling-check.json", &ca);
+    char *argv[64 + 256];
+    int argc = 0;
+    for (char **a = ca.argv + 1; *a; a++) argv[argc++] = *a; /* getopt may permute it */
+    argv[argc] = NULL;
+    struct sb_train_opts t;
+    return sb_train_opts_parse(&t, argc, argv) == SB_OK;
+}
+
+/* Whether to run `pt`: not when train refuses its method although it
+ * takes the point without it (e.g. zero refuses powersgd), which is
+ * printed with train's reason; any other refusal is the run's to report,
+ * as a failed point. */
+static int point_valid(const struct sweep_opts *o, const char *self,
+                       const struct sb_sweep_point *pt)
+{
+    const struct sweep_method *m = method_of(o, pt);
+    if (!m || train_takes(o, self, pt)) return 1;
+    char why[256];
+    snprintf(why, sizeof why, "%s", sb_error_message());
+    struct sb_sweep_point plain = *pt;
+    plain.method = -1;
+    if (!train_takes(o, self, &plain)) return 1;
+    printf("# skipped %s %s n=%d: %s\n", pt->strategy, m->name, pt->replicas, why);
+    sb_error(SB_ERR_USAGE, "%s", why); /* for plan_points' message */
+    return 0;
+}
+
+/* Adds `pt` for every method its strategy takes (plain only when it takes
+ * none), leaving out the points train refuses; first_bad (256 bytes)
+ * keeps the first refusal's reason. */
+static void add_points(const struct sweep_opts *o, const char *self, struct sb_sweep_point pt,
+                       struct sb_sweep_point *pts, int *n_pts, struct progress *pg,
+                       char *first_bad)
+{
+    const struct sb_strategy_ops *ops = sb_strategy_find(pt.strategy);
+    int n = ops && ops->grad_sync ? o->n_methods : 1;
+    for (int k = 0; k < n; k++) {
+        pt.method = ops && ops->grad_sync ? k : -1;
+        const struct sweep_method *m = method_of(o, &pt);
+        if (m && !strcmp(m->compression, "none") && !strcmp(m->local, "0")) pt.method = -1;
+        if (!point_valid(o, self, &pt)) {
+            if (!first_bad[0]) snprintf(first_bad, 256, "%s", sb_error_message());
+            continue;
         }
-        if (done_before) {
-            printf("# sweep: %s is complete, nothing to resume\n", scaling_path);
-            cJSON_Delete(o.resume_doc);
-            return 0;
-        }
+        pts[(*n_pts)++] = pt;
+        pg->total += o->repeats;
     }
-    /* Interrupted: stop the running child, write what finished, exit 128 + signal. */
+}
+
+/* The matrix's points: per scaling, single n=1 first (the baseline) unless
+ * the matrix runs it, then strategies x replicas x methods. Errors:
+ * SB_ERR_USAGE (train's reason) when train refuses every point. */
+static sb_status plan_points(const struct sweep_opts *o, const char *self,
+                             struct sb_sweep_point *pts, int *n_pts, struct progress *pg)
+{
+    *n_pts = 0;
+    char first_bad[256] = "";
+    for (int s = 0; s < 2; s++) {
+        if (!o->scaling[s]) continue;
+        int has_single = 0;
+        for (int i = 0; i < o->n_strategies; i++)
+            for (int j = 0; j < o->n_replicas; j++)
+                has_single |= !strcmp(o->strategies[i], "single") && o->replicas[j] == 1;
+        if (!has_single)
+            add_points(o, self, (struct sb_sweep_point){.strategy = "single", .replicas = 1,
+                                                        .scaling = s, .method = -1,
+                                                        .batch = s == 0 ? o->global_batch : o->batch},
+                       pts, n_pts, pg, first_bad);
+        for (int i = 0; i < o->n_strategies; i++)
+            for (int j = 0; j < o->n_replicas; j++) {
+                int n = o->replicas[j];
+                const struct sb_strategy_ops *ops = sb_strategy_find(o->strategies[i]);
+                if (ops && ops->max_replicas > 0 && n > ops->max_replicas) continue;
+                add_points(o, self, (struct sb_sweep_point){.strategy = o->strategies[i],
+                                                            .replicas = n, .scaling = s,
+                                                            .batch = s == 0 ? o->global_batch / n
+                                                                            : o->batch},
+                           pts, n_pts, pg, first_bad);
+            }
+    }
+    if (*n_pts == 0 && first_bad[0])
+        return sb_error(SB_ERR_USAGE, "sweep: train refuses every point: %s", first_bad);
+    return SB_OK;
+}
+
+/* scaling.json: the matrix, the environment (taken from pg), and the
+ * points with speedup against single n=1 of their scaling (pts' JSON is
+ * moved into it). Errors: SB_ERR_NOMEM; those of the write. */
+static sb_status write_scaling(const struct sweep_opts *o, struct sb_sweep_point *pts, int n_pts,
+                               struct progress *pg, const char *scaling_path)
+{
+    int fail = 0; /* set by sb_json_* when cJSON runs out of memory */
+    cJSON *doc = cJSON_CreateObject();
+    sb_json_add_str(doc, "schema_version", SB_SCALING_SCHEMA_VERSION, &fail);
+    sb_json_add_str(doc, "kind", "stratbench-scaling", &fail);
+    sb_json_add_item(doc, "partial", cJSON_CreateBool(interrupted != 0), &fail);
+    sb_json_add_item(doc, "environment", pg->environment ? pg->environment : cJSON_CreateNull(),
+                     &fail);
+    pg->environment = NULL; /* owned by doc, or freed */
+    add_matrix(doc, o, &fail);
+    sb_json_add_str(doc, "ci_method", "bootstrap percentile, 95%, 2000 resamples over repeats",
+                    &fail);
+    cJSON *points = sb_json_add_arr(doc, "points", &fail);
+    sb_status st = SB_OK;
+    for (int i = 0; i < n_pts && !st; i++) {
+        const struct sb_sweep_point *base = NULL;
+        for (int k = 0; k < n_pts; k++)
+            if (sb_strategy_find(pts[k].strategy)->baseline && pts[k].scaling == pts[i].scaling)
+                base = &pts[k];
+        st = sb_sweep_add_speedup(&pts[i], base);
+        sb_json_append(points, pts[i].json, &fail);
+        pts[i].json = NULL; /* owned by points, or freed */
+    }
+    if (!st && fail) st = sb_error(SB_ERR_NOMEM, "sweep: out of memory building scaling.json");
+    if (!st) st = sb_json_write_file_atomic(scaling_path, doc);
+    cJSON_Delete(doc);
+    return st;
+}
+
+/* --resume: loads the interrupted sweep; *finished: nothing left to run
+ * (said on stdout). */
+static sb_status resume(struct sweep_opts *o, const char *scaling_path, int *finished)
+{
+    SB_TRY(load_resume(o, scaling_path, finished));
+    if (*finished) printf("# sweep: %s is complete, nothing to resume\n", scaling_path);
+    return SB_OK;
+}
+
+/* Interrupted: stop the running child, write what finished, exit 128 + signal. */
+static void catch_interrupts(void)
+{
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_interrupt; /* no SA_RESTART: waitpid returns EINTR */
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+}
 
-    struct sb_sweep_point pts[2 * MAX_LIST * MAX_LIST + 2];
-    int n_pts = 0, total = 0;
-    for (int s = 0; s < 2; s++) {
-        if (!o.scaling[s]) continue;
-        /* single at n=1 is every sweep's baseline: first, unless the matrix
-         * runs it itself. */
-        int has_single = 0;
-        for (int i = 0; i < o.n_strategies; i++)
-            for (int j = 0; j < o.n_replicas; j++)
-                has_single |= !strcmp(o.strategies[i], "single") && o.replicas[j] == 1;
-        if (!has_single) {
-            pts[n_pts++] = (struct sb_sweep_point){.strategy = "single", .replicas = 1, .scaling = s,
-                                                   .batch = s == 0 ? o.global_batch : o.batch};
-            total += o.repeats;
-        }
-        for (int i = 0; i < o.n_strategies; i++)
-            for (int j = 0; j < o.n_replicas; j++) {
-                int n = o.replicas[j];
-                const struct sb_strategy_ops *ops = sb_strategy_find(o.strategies[i]);
-                if (ops && ops->max_replicas > 0 && n > ops->max_replicas) continue;
-                pts[n_pts++] = (struct sb_sweep_point){.strategy = o.strategies[i], .replicas = n, .scaling = s,
-                                              .batch = s == 0 ? o.global_batch / n : o.batch};
-                total += o.repeats;
-            }
+/* After the runs: scaling.json, the closing line, the exit status. */
+static int finish(const struct sweep_opts *o, struct sb_sweep_point *pts, int n_pts,
+                  struct progress *pg, const char *scaling_path)
+{
+    sb_status st = write_scaling(o, pts, n_pts, pg, scaling_path);
+    if (st) return fail_with(st);
+    if (interrupted) {
+        printf("# interrupted by %s: wrote %s with the %d finished runs (\"partial\": true); "
+               "continue with the same flags and --resume\n",
+               interrupted == SIGINT ? "SIGINT" : "SIGTERM", scaling_path, pg->done);
+        fprintf(stderr, "stratbench: sweep interrupted by %s; %s is partial (resume with "
+                "--resume)\n", interrupted == SIGINT ? "SIGINT" : "SIGTERM", scaling_path);
+        return 128 + interrupted;
     }
+    printf("# %d of %d runs failed; wrote %s\n", pg->failed, pg->total, scaling_path);
+    return pg->failed ? 1 : 0;
+}
+
+int sb_sweep_main(int argc, char **argv)
+{
+    static struct sweep_opts o;
+    static struct sb_sweep_point pts[2 * SB_SWEEP_MAX_LIST * SB_SWEEP_MAX_LIST * 2 * SB_SWEEP_MAX_LIST + 2];
+    char self[SB_SWEEP_PATH_LEN], scaling_path[SB_SWEEP_PATH_LEN + 16];
+    int out_existed = 1, n_pts = 0, finished = 0;
+    struct progress pg = {0};
+    sb_status st = sb_sweep_opts_parse(&o, argc, argv);
+    if (!st && o.help) {
+        sb_sweep_usage(stdout);
+        return 0;
+    }
+    snprintf(scaling_path, sizeof scaling_path, "%s/scaling.json", o.out);
+    if (!st) st = prepare_out(&o, scaling_path, self, &out_existed);
+    if (!st && o.resume) st = resume(&o, scaling_path, &finished);
+    if (!st && !finished) st = plan_points(&o, self, pts, &n_pts, &pg);
+    if (st || finished) {
+        if (st == SB_ERR_USAGE && !out_existed) rmdir(o.out); /* leaves nothing it made */
+        cJSON_Delete(o.resume_doc);
+        return st ? fail_with(st) : 0;
+    }
+    catch_interrupts();
     printf("# sweep: %d points x %d repeats -> %s/scaling.json (single n=1 is the baseline)\n",
            n_pts, o.repeats, o.out);
-    int done = 0, failed = 0, started = 0;
-    cJSON *environment = NULL;
+    int started = 0;
     for (; started < n_pts && !st && !interrupted; started++)
-        st = run_point(&o, self, &pts[started], &done, total, &failed, &environment);
+        st = run_point(&o, self, &pts[started], &pg);
     if (interrupted) n_pts = started; /* the points not started are left out */
-    if (st == SB_ERR_USAGE && done == 0 && !out_existed)
+    if (st == SB_ERR_USAGE && pg.done == 0 && !out_existed)
         rmdir(o.out); /* the failed sweep leaves nothing (only if it made --out and it is empty) */
-    cJSON *doc = NULL, *points = NULL;
-    if (!st) {
-        int fail = 0; /* set by sb_json_* when cJSON runs out of memory */
-        doc = cJSON_CreateObject();
-        sb_json_add_str(doc, "schema_version", SB_SCALING_SCHEMA_VERSION, &fail);
-        sb_json_add_str(doc, "kind", "stratbench-scaling", &fail);
-        sb_json_add_item(doc, "partial", cJSON_CreateBool(interrupted != 0), &fail);
-        sb_json_add_item(doc, "environment", environment ? environment : cJSON_CreateNull(), &fail);
-        environment = NULL; /* owned by doc, or freed */
-        add_matrix(doc, &o, &fail);
-        sb_json_add_str(doc, "ci_method", "bootstrap percentile, 95%, 2000 resamples over repeats",
-                        &fail);
-        points = sb_json_add_arr(doc, "points", &fail);
-        for (int i = 0; i < n_pts && !st; i++) {
-            const struct sb_sweep_point *base = NULL;
-            for (int k = 0; k < n_pts; k++)
-                if (sb_strategy_find(pts[k].strategy)->baseline && pts[k].scaling == pts[i].scaling)
-                    base = &pts[k];
-            st = sb_sweep_add_speedup(&pts[i], base);
-            sb_json_append(points, pts[i].json, &fail);
-            pts[i].json = NULL; /* owned by points, or freed */
-        }
-        if (!st && fail) st = sb_error(SB_ERR_NOMEM, "sweep: out of memory building scaling.json");
-        if (!st) st = sb_json_write_file_atomic(scaling_path, doc);
-        if (!st && interrupted)
-            printf("# interrupted by %s: wrote %s with the %d finished runs (\"partial\": true); "
-                   "continue with the same flags and --resume\n",
-                   interrupted == SIGINT ? "SIGINT" : "SIGTERM", scaling_path, done);
-        else if (!st)
-            printf("# %d of %d runs failed; wrote %s\n", failed, total, scaling_path);
-    }
+    int code = st ? fail_with(st) : finish(&o, pts, n_pts, &pg, scaling_path);
     for (int i = 0; i < n_pts; i++) {
         cJSON_Delete(pts[i].json);
         free(pts[i].ok);
         free(pts[i].t);
     }
-    cJSON_Delete(environment);
-    cJSON_Delete(doc);
+    cJSON_Delete(pg.environment);
     cJSON_Delete(o.resume_doc);
-    if (st) {
-        fprintf(stderr, "stratbench: %s\n", sb_error_message());
-        return sb_status_exit_code(st);
-    }
-    if (interrupted) {
-        fprintf(stderr, "stratbench: sweep interrupted by %s; %s is partial (resume with "
-                "--resume)\n", interrupted == SIGINT ? "SIGINT" : "SIGTERM", scaling_path);
-        return 128 + interrupted;
-    }
-    return failed ? 1 : 0;
+    return code;
 }

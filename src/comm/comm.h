@@ -154,6 +154,12 @@ struct sb_comm_ops {
      * the seconds spent converting (the compress/decompress phase). */
     sb_status (*allreduce16)(struct sb_comm *c, enum sb_half_format fmt, float *buf, size_t n,
                              double *convert_s);
+    /* Optional (NULL: sb_comm_reduce_scatter16 fails with SB_ERR_USAGE).
+     * Blocking reduce-scatter (sum) of send into recv with the blocks of
+     * ireduce_scatter, its wire 16-bit in `fmt`, every addition in fp32
+     * ("mpi": sb_rs16_ring, src/comm/mpi_allreduce16.h). */
+    sb_status (*reduce_scatter16)(struct sb_comm *c, enum sb_half_format fmt, const float *send,
+                                  float *recv, const size_t *counts, double *convert_s);
 };
 
 struct sb_comm {
@@ -239,6 +245,18 @@ sb_status sb_comm_iallgather(struct sb_comm *c, const float *send, float *recv,
  * counted in the call's seconds). */
 sb_status sb_comm_allreduce16(struct sb_comm *c, enum sb_half_format fmt, float *buf, size_t n,
                               double *convert_s);
+
+/* Counted 16-bit reduce-scatter (the op reduce_scatter16; compressed.c),
+ * blocking, for a caller that tracks its reduce-scatters as requests
+ * (zero): fills *req as a completed request (kind reduce-scatter, bytes
+ * 2 x sum(counts): half of sb_comm_ireduce_scatter's, start and done
+ * times), counts one call of those bytes and its seconds in
+ * c->counters[SB_COMM_REDUCE_SCATTER] and records it in the flight
+ * recorder. Errors: SB_ERR_USAGE when the communicator lacks the op; those
+ * of the op. *convert_s (may be NULL) gains its conversion seconds. */
+sb_status sb_comm_reduce_scatter16(struct sb_comm *c, enum sb_half_format fmt, const float *send,
+                                   float *recv, const size_t *counts,
+                                   struct sb_comm_request *req, double *convert_s);
 
 /* Collective over c: the members with the same color (>= 0) form a new
  * communicator *out, ranked by key; color < 0: the members that share

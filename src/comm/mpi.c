@@ -14,6 +14,7 @@
 #include "comm/mpi_hier.h"
 #include "comm/mpi_allreduce16.h"
 #include "comm/mpi_wait.h"
+#include "core/clock.h"
 #include "job/job_mpi.h"
 
 /* The communicator's state: a duplicate of the caller's MPI communicator,
@@ -427,13 +428,55 @@ static void mpi_destroy(struct sb_comm *c)
     free(c);
 }
 
-/* The 16-bit ring (mpi_allreduce16.h) on the next all-reduce tag. */
+/* The next all-reduce tag of an "mpi" communicator: 1..32767 (MPI
+ * guarantees a tag upper bound >= 32767); 0 is central's point-to-point. */
+static int next_tag(struct sb_comm *c)
+{
+    struct mpi_impl *m = c->impl;
+    return 1 + (int)(m->seq++ % 32767u);
+}
+
+/* The 16-bit all-reduce (mpi_allreduce16.h) in the communicator's
+ * algorithm: hierarchical where choose() picks it for the wire's 2n bytes
+ * (--allreduce hierarchical, or auto on 2+ hosts of 2+ ranks), otherwise
+ * the ring (the 16-bit wire has no recursive doubling or library path).
+ * Counted under its algorithm like the fp32 all-reduces. */
 static sb_status mpi_allreduce16(struct sb_comm *c, enum sb_half_format fmt, float *buf,
                                  size_t n, double *convert_s)
 {
     struct mpi_impl *m = c->impl;
-    int tag = 1 + (int)(m->seq++ % 32767u);
-    return sb_ar16_ring(m->comm, fmt, buf, n, tag, convert_s);
+    enum sb_allreduce_algo algo =
+        c->allreduce_algo != SB_ALLREDUCE_AUTO
+            ? c->allreduce_algo
+            : sb_allreduce_choose_hosts(n * sizeof(uint16_t), c->size,
+                                        m->hier ? sb_hier_hosts(m->hier) : 1);
+    if (algo == SB_ALLREDUCE_HIERARCHICAL && !m->hier)
+        return sb_error(SB_ERR_INTERNAL, "hierarchical all-reduce: the communicator's ranks "
+                        "are not grouped into hosts");
+    double t0 = sb_now_s();
+    sb_status st;
+    if (algo == SB_ALLREDUCE_HIERARCHICAL) {
+        struct sb_comm *lo = sb_hier_local(m->hier), *cr = sb_hier_cross(m->hier);
+        st = sb_ar16_hier(((struct mpi_impl *)lo->impl)->comm, next_tag(lo),
+                          ((struct mpi_impl *)cr->impl)->comm, next_tag(cr), fmt, buf, n,
+                          c->stages, convert_s);
+    } else {
+        algo = SB_ALLREDUCE_RING;
+        st = sb_ar16_ring(m->comm, fmt, buf, n, next_tag(c), convert_s);
+    }
+    struct sb_comm_counter *k = &c->allreduce_by_algo[algo];
+    k->calls++;
+    k->bytes += (double)n * sizeof(uint16_t);
+    k->seconds += sb_now_s() - t0;
+    return st;
+}
+
+/* The 16-bit ring reduce-scatter (mpi_allreduce16.h) on the next tag. */
+static sb_status mpi_reduce_scatter16(struct sb_comm *c, enum sb_half_format fmt,
+                                      const float *send, float *recv, const size_t *counts,
+                                      double *convert_s)
+{
+    return sb_rs16_ring(handle(c), fmt, send, recv, counts, next_tag(c), convert_s);
 }
 
 static const struct sb_comm_ops mpi_ops = {
@@ -454,6 +497,7 @@ static const struct sb_comm_ops mpi_ops = {
     .irecv = mpi_irecv,
     .split = mpi_split,
     .allreduce16 = mpi_allreduce16,
+    .reduce_scatter16 = mpi_reduce_scatter16,
 };
 
 /* A communicator owning MPI communicator h (freed with it, or at once on

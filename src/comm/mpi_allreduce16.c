@@ -1,5 +1,5 @@
-/* Ring all-reduce over a 16-bit wire with fp32 accumulation; see
- * mpi_allreduce16.h. */
+/* All-reduces over a 16-bit wire with fp32 accumulation, flat (ring) and
+ * hierarchical; see mpi_allreduce16.h. */
 #include "comm/mpi_allreduce16.h"
 
 #include <limits.h>
@@ -36,62 +36,199 @@ static sb_status exchange(MPI_Comm comm, const uint16_t *send, size_t send_len, 
     return sb_mpi_wait(r, 2, MPI_STATUSES_IGNORE, "16-bit ring all-reduce");
 }
 
+/* One ring over comm (p ranks, this one r) of buf's n floats cut into p
+ * chunks (chunk()), with its scratch: the 16-bit image of buf (n words)
+ * and one received chunk (n/p + 1 words). */
+struct ring {
+    MPI_Comm comm;
+    int p, r, tag;
+    enum sb_half_format fmt;
+    float *buf;
+    size_t n;
+    uint16_t *wire, *in;
+    double convert_s; /* seconds converting */
+};
+
+static sb_status ring_open(struct ring *g, MPI_Comm comm, enum sb_half_format fmt, float *buf,
+                           size_t n, int tag)
+{
+    *g = (struct ring){.comm = comm, .tag = tag, .fmt = fmt, .buf = buf, .n = n};
+    MPI_Comm_size(comm, &g->p);
+    MPI_Comm_rank(comm, &g->r);
+    size_t biggest = n / (size_t)g->p + 1;
+    if (biggest > (size_t)INT_MAX)
+        return sb_error(SB_ERR_USAGE, "16-bit all-reduce: %zu floats per rank is too many", biggest);
+    g->wire = malloc((n ? n : 1) * sizeof *g->wire);
+    g->in = malloc(biggest * sizeof *g->in);
+    if (!g->wire || !g->in) return sb_error(SB_ERR_NOMEM, "16-bit all-reduce: out of memory");
+    return SB_OK;
+}
+
+static void ring_close(struct ring *g, double *convert_s)
+{
+    if (convert_s) *convert_s += g->convert_s;
+    free(g->wire);
+    free(g->in);
+}
+
+/* The ring's reduce-scatter: step s sends chunk (r-s) mod p to rank r+1
+ * rounded to 16 bits and adds chunk (r-s-1) mod p from rank r-1 into buf
+ * in fp32. Afterwards chunk (r+1) mod p of buf holds the fp32 sum. */
+static sb_status ring_reduce_scatter(struct ring *g)
+{
+    int next = mod(g->r + 1, g->p), prev = mod(g->r - 1, g->p);
+    sb_status st = SB_OK;
+    for (int s = 0; s < g->p - 1 && !st; s++) {
+        size_t so, sl, ro, rl;
+        chunk(g->n, g->p, mod(g->r - s, g->p), &so, &sl);
+        chunk(g->n, g->p, mod(g->r - s - 1, g->p), &ro, &rl);
+        double t0 = sb_now_s();
+        sb_half_encode(g->fmt, g->buf + so, g->wire + so, sl);
+        g->convert_s += sb_now_s() - t0;
+        st = exchange(g->comm, g->wire + so, sl, next, g->in, rl, prev, g->tag);
+        t0 = sb_now_s();
+        if (!st) sb_half_accumulate(g->fmt, g->buf + ro, g->in, rl);
+        g->convert_s += sb_now_s() - t0;
+    }
+    return st;
+}
+
+/* The ring's all-gather: the owner of chunk (r+1) mod p rounds it once;
+ * the 16-bit words pass round the ring, and every rank decodes the same
+ * words into buf. */
+static sb_status ring_allgather(struct ring *g)
+{
+    int next = mod(g->r + 1, g->p), prev = mod(g->r - 1, g->p);
+    size_t oo, ol;
+    chunk(g->n, g->p, mod(g->r + 1, g->p), &oo, &ol);
+    double t0 = sb_now_s();
+    sb_half_encode(g->fmt, g->buf + oo, g->wire + oo, ol);
+    g->convert_s += sb_now_s() - t0;
+    sb_status st = SB_OK;
+    for (int s = 0; s < g->p - 1 && !st; s++) {
+        size_t so, sl, ro, rl;
+        chunk(g->n, g->p, mod(g->r + 1 - s, g->p), &so, &sl);
+        chunk(g->n, g->p, mod(g->r - s, g->p), &ro, &rl);
+        st = exchange(g->comm, g->wire + so, sl, next, g->wire + ro, rl, prev, g->tag);
+    }
+    t0 = sb_now_s();
+    if (!st) sb_half_decode(g->fmt, g->wire, g->buf, g->n);
+    g->convert_s += sb_now_s() - t0;
+    return st;
+}
+
 sb_status sb_ar16_ring(MPI_Comm comm, enum sb_half_format fmt, float *buf, size_t n, int tag,
                        double *convert_s)
 {
-    int p, r;
+    int p;
     MPI_Comm_size(comm, &p);
-    MPI_Comm_rank(comm, &r);
-    double t0 = sb_now_s(), convert = 0.0;
     if (p == 1 || n == 0) {
+        double t0 = sb_now_s();
         sb_half_round(fmt, buf, n); /* the wire's rounding, as with several ranks */
         if (convert_s) *convert_s += sb_now_s() - t0;
         return SB_OK;
     }
-    size_t biggest = n / (size_t)p + 1;
+    struct ring g;
+    sb_status st = ring_open(&g, comm, fmt, buf, n, tag);
+    if (!st) st = ring_reduce_scatter(&g);
+    if (!st) st = ring_allgather(&g);
+    ring_close(&g, convert_s);
+    return st;
+}
+
+/* Adds one call of `bytes` and the seconds since t0 to a stage counter. */
+static void count_stage(struct sb_comm_stage *s, double bytes, double t0)
+{
+    s->counter.calls++;
+    s->counter.bytes += bytes;
+    s->counter.seconds += sb_now_s() - t0;
+}
+
+sb_status sb_ar16_hier(MPI_Comm local, int local_tag, MPI_Comm cross, int cross_tag,
+                       enum sb_half_format fmt, float *buf, size_t n,
+                       struct sb_comm_stage *stages, double *convert_s)
+{
+    struct ring g;
+    sb_status st = ring_open(&g, local, fmt, buf, n, local_tag);
+    size_t oo = 0, ol = n; /* the chunk this rank carries across hosts */
+    if (!st) chunk(n, g.p, mod(g.r + 1, g.p), &oo, &ol);
+    double t0 = sb_now_s();
+    if (!st && g.p > 1) st = ring_reduce_scatter(&g);
+    if (!st) count_stage(&stages[0], (double)n * sizeof(uint16_t), t0);
+    t0 = sb_now_s();
+    if (!st) st = sb_ar16_ring(cross, fmt, buf + oo, ol, cross_tag, &g.convert_s);
+    if (!st) count_stage(&stages[1], (double)ol * sizeof(uint16_t), t0);
+    t0 = sb_now_s();
+    if (!st && g.p > 1) st = ring_allgather(&g); /* the chunk is 16-bit exact: no new rounding */
+    if (!st) count_stage(&stages[2], (double)n * sizeof(uint16_t), t0);
+    ring_close(&g, convert_s);
+    return st;
+}
+
+/* Offset of block k (0 <= k < p) of `counts`. */
+static size_t block_off(const size_t *counts, int k)
+{
+    size_t off = 0;
+    for (int i = 0; i < k; i++) off += counts[i];
+    return off;
+}
+
+/* Ring reduce-scatter's step s (0 < s < p) over ranks of one exchange:
+ * sends `acc` (the running sum of block b_send, rounded to 16 bits into
+ * `out`), receives block b_recv's partial sum into `in`, and leaves
+ * send's block b_recv plus the received words in acc (fp32). */
+static sb_status rs_step(struct ring *g, const float *send, const size_t *counts, float *acc,
+                         int b_send, int b_recv, uint16_t *out)
+{
+    size_t sl = counts[b_send], rl = counts[b_recv], ro = block_off(counts, b_recv);
+    double t0 = sb_now_s();
+    sb_half_encode(g->fmt, acc, out, sl);
+    g->convert_s += sb_now_s() - t0;
+    SB_TRY(exchange(g->comm, out, sl, mod(g->r + 1, g->p), g->in, rl, mod(g->r - 1, g->p),
+                    g->tag));
+    t0 = sb_now_s();
+    for (size_t i = 0; i < rl; i++) acc[i] = send[ro + i];
+    sb_half_accumulate(g->fmt, acc, g->in, rl);
+    g->convert_s += sb_now_s() - t0;
+    return SB_OK;
+}
+
+sb_status sb_rs16_ring(MPI_Comm comm, enum sb_half_format fmt, const float *send, float *recv,
+                       const size_t *counts, int tag, double *convert_s)
+{
+    int p, r;
+    MPI_Comm_size(comm, &p);
+    MPI_Comm_rank(comm, &r);
+    size_t biggest = 1;
+    for (int i = 0; i < p; i++)
+        if (counts[i] > biggest) biggest = counts[i];
+    double t0 = sb_now_s();
+    if (p == 1) {
+        for (size_t i = 0; i < counts[0]; i++) recv[i] = send[i];
+        sb_half_round(fmt, recv, counts[0]);
+        if (convert_s) *convert_s += sb_now_s() - t0;
+        return SB_OK;
+    }
     if (biggest > (size_t)INT_MAX)
-        return sb_error(SB_ERR_USAGE, "16-bit all-reduce: %zu floats per rank is too many", biggest);
-    uint16_t *wire = malloc(n * sizeof *wire);          /* (n) the 16-bit image of buf */
-    uint16_t *in = malloc(biggest * sizeof *in);        /* (n/p + 1) one received chunk */
-    if (!wire || !in) {
-        free(wire);
-        free(in);
-        return sb_error(SB_ERR_NOMEM, "16-bit all-reduce: out of memory");
-    }
-    int next = mod(r + 1, p), prev = mod(r - 1, p);
-    sb_status st = SB_OK;
-    /* Reduce-scatter: the partial sum of a chunk travels rounded to 16 bits
-     * and is added to the local fp32 values in fp32. */
-    for (int s = 0; s < p - 1 && !st; s++) {
-        size_t so, sl, ro, rl;
-        chunk(n, p, mod(r - s, p), &so, &sl);
-        chunk(n, p, mod(r - s - 1, p), &ro, &rl);
-        t0 = sb_now_s();
-        sb_half_encode(fmt, buf + so, wire + so, sl);
-        convert += sb_now_s() - t0;
-        st = exchange(comm, wire + so, sl, next, in, rl, prev, tag);
-        t0 = sb_now_s();
-        if (!st) sb_half_accumulate(fmt, buf + ro, in, rl);
-        convert += sb_now_s() - t0;
-    }
-    /* All-gather: the owner rounds its reduced chunk once; the 16-bit words
-     * pass round the ring, and every rank decodes the same words. */
-    size_t oo, ol;
-    chunk(n, p, mod(r + 1, p), &oo, &ol);
-    t0 = sb_now_s();
-    if (!st) sb_half_encode(fmt, buf + oo, wire + oo, ol);
-    convert += sb_now_s() - t0;
-    for (int s = 0; s < p - 1 && !st; s++) {
-        size_t so, sl, ro, rl;
-        chunk(n, p, mod(r + 1 - s, p), &so, &sl);
-        chunk(n, p, mod(r - s, p), &ro, &rl);
-        st = exchange(comm, wire + so, sl, next, wire + ro, rl, prev, tag);
-    }
-    t0 = sb_now_s();
-    if (!st) sb_half_decode(fmt, wire, buf, n);
-    convert += sb_now_s() - t0;
-    if (convert_s) *convert_s += convert;
-    free(wire);
-    free(in);
+        return sb_error(SB_ERR_USAGE, "16-bit reduce-scatter: a block of %zu floats is too many",
+                        biggest);
+    struct ring g = {.comm = comm, .p = p, .r = r, .tag = tag, .fmt = fmt};
+    float *acc = malloc(biggest * sizeof *acc);   /* (biggest) the running sum of one block */
+    uint16_t *out = malloc(biggest * sizeof *out); /* (biggest) its 16-bit image */
+    g.in = malloc(biggest * sizeof *g.in);         /* (biggest) the block received */
+    sb_status st = acc && out && g.in ? SB_OK
+                                      : sb_error(SB_ERR_NOMEM, "16-bit reduce-scatter: out of memory");
+    /* Step s sends block (r-s-1) mod p and receives block (r-s-2) mod p, so
+     * that rank r ends with block r (the blocks of MPI_Reduce_scatter). */
+    int first = mod(r - 1, p);
+    size_t fo = block_off(counts, first);
+    for (size_t i = 0; !st && i < counts[first]; i++) acc[i] = send[fo + i];
+    for (int s = 0; s < p - 1 && !st; s++)
+        st = rs_step(&g, send, counts, acc, mod(r - s - 1, p), mod(r - s - 2, p), out);
+    for (size_t i = 0; !st && i < counts[r]; i++) recv[i] = acc[i];
+    if (convert_s) *convert_s += g.convert_s;
+    free(acc);
+    free(out);
+    free(g.in);
     return st;
 }

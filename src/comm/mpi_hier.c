@@ -29,6 +29,8 @@ struct sb_hier_op {
 };
 
 int sb_hier_hosts(const struct sb_hier *h) { return h->cross->size; }
+struct sb_comm *sb_hier_local(const struct sb_hier *h) { return h->local; }
+struct sb_comm *sb_hier_cross(const struct sb_hier *h) { return h->cross; }
 
 void sb_hier_destroy(struct sb_hier *h)
 {

@@ -35,6 +35,12 @@ sb_status sb_hier_create(struct sb_comm *c, int ranks_per_host, struct sb_hier *
 /* Hosts (H) of the grouping. */
 int sb_hier_hosts(const struct sb_hier *h);
 
+/* The grouping's communicators: this host's ranks (stage 1) and this local
+ * rank on every host (stage 2), for the blocking 16-bit algorithm
+ * (mpi_allreduce16.h), which runs them while no all-reduce is in flight. */
+struct sb_comm *sb_hier_local(const struct sb_hier *h);
+struct sb_comm *sb_hier_cross(const struct sb_hier *h);
+
 /* Starts the all-reduce (sum, in place) of buf (n floats): issues its
  * reduce-scatter. `stages` (3: reduce-scatter, cross all-reduce,
  * all-gather) receive each stage's call, bytes and seconds. buf stays

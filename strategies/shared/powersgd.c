@@ -8,6 +8,7 @@
 
 #include "core/clock.h"
 #include "core/rng.h"
+#include "strategies/strategy.h"
 
 struct psgd_matrix {
     size_t offset; /* in the flat gradient buffer */
@@ -217,3 +218,13 @@ double sb_powersgd_ratio(const struct sb_powersgd *p, double *num, double *den)
 }
 
 int sb_powersgd_matrices(const struct sb_powersgd *p) { return p->n_mats; }
+
+sb_status sb_strategy_powersgd_factors(const struct sb_model *m, int rank, double *mn,
+                                       double *mnr)
+{
+    struct sb_powersgd *p = NULL;
+    sb_status st = sb_powersgd_create(m, rank, 0, &p);
+    if (!st) sb_powersgd_ratio(p, mn, mnr);
+    sb_powersgd_destroy(p);
+    return st;
+}

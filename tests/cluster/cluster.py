@@ -144,6 +144,14 @@ class Cluster:
             out[host] = (int(rx), int(tx))
         return out
 
+    def packets(self):
+        """{host: (rx_packets, tx_packets)}: the frames on the host link, as bytes()."""
+        out = {}
+        for line in self._sh("packets").splitlines():
+            host, rx, tx = line.split()
+            out[host] = (int(rx), int(tx))
+        return out
+
     def bytes_since(self, before):
         """{host: (rx, tx)} moved since the counters `before` (from bytes())."""
         now = self.bytes()

@@ -17,6 +17,7 @@
 #                                        overhead, burst max(64 KiB, RATE x 2 ms)
 #   cluster.sh [-p PREFIX] unshape       remove the rate limits
 #   cluster.sh [-p PREFIX] bytes         per host "HOST rx_bytes tx_bytes" (the host's view)
+#   cluster.sh [-p PREFIX] packets       per host "HOST rx_packets tx_packets" (frames, ACKs too)
 #   cluster.sh [-p PREFIX] status        hosts, addresses, qdiscs
 #
 # PREFIX ([a-z][a-z0-9]{0,7}, default $STRATBENCH_CLUSTER_PREFIX or "sbn") names
@@ -234,13 +235,15 @@ cmd_unshape() {
 # The host's own view: rx = bytes into the host, tx = bytes out of it (read
 # from the root-side veth, whose rx is the host's tx). Counters include every
 # header (Ethernet, IP, TCP) and every packet (ACKs, Open MPI's wire-up).
-cmd_bytes() {
+# Per host "HOST rx_<what> tx_<what>" of its link, as the host sees it (the
+# root-side veth's tx is the host's rx); <what>: bytes or packets.
+link_stats() {
     require_up
     local h i d
     for h in $(hosts); do
         i=$(host_index "$h")
         d="/sys/class/net/${prefix}v$i/statistics"
-        echo "$h $(cat "$d/tx_bytes") $(cat "$d/rx_bytes")"
+        echo "$h $(cat "$d/tx_$1") $(cat "$d/rx_$1")"
     done
 }
 
@@ -262,7 +265,8 @@ mpirun) cmd_mpirun ;;
 hostfile) require_up; echo "$state/hostfile" ;;
 shape) cmd_shape "${2:-}" ;;
 unshape) cmd_unshape ;;
-bytes) cmd_bytes ;;
+bytes) link_stats bytes ;;
+packets) link_stats packets ;;
 status) cmd_status ;;
 *) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

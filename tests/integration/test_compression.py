@@ -3,11 +3,18 @@
 to sum(mn) / sum((m+n)r) over the matrices it compresses (and the wire bytes equal to
 its P, Q and uncompressed tensors), local SGD's all-reduce count and identical replicas
 at every averaging step, --grad-compression none leaving the parameters byte-identical,
-bad flags rejected. The slow test trains the mlp to 97 % with PowerSGD."""
+bad flags rejected; the hierarchical all-reduce (4 ranks in hosts of 2) carries the
+16-bit wire too, and takes PowerSGD and local SGD. The slow test trains the mlp to 97 %
+with PowerSGD."""
 
+import json
+import pathlib
+import sys
+
+import numpy as np
 import pytest
 
-from conftest import describe, run, train, validate_report
+from conftest import describe, load_params, run, train, validate_report
 
 # (out, in) of each weight matrix, as PyTorch views a weight: (shape[0], -1).
 SHAPES = {
@@ -17,9 +24,10 @@ SHAPES = {
 BIASES = {"mlp": [256, 10], "cnn": [6, 16, 120, 84, 10]}
 
 
-def ddp(stratbench, mnist_dir, tmp_path, tag, ranks, *flags, steps=12, warmup=0):
+def ddp(stratbench, mnist_dir, tmp_path, tag, ranks, *flags, steps=12, warmup=0,
+        strategy="ddp"):
     path = tmp_path / f"{tag}.json"
-    train(stratbench, mnist_dir, "--strategy", "ddp", "--replicas", ranks, "--batch", "32",
+    train(stratbench, mnist_dir, "--strategy", strategy, "--replicas", ranks, "--batch", "32",
           "--max-steps", steps, "--warmup-steps", warmup, "--threads", "1", "--report", path,
           *flags)
     return validate_report(path)
@@ -57,6 +65,116 @@ def test_half_precision_error_is_a_rounding(fmt, bound, stratbench, mnist_dir, t
     assert 0 < c["grad_rel_l2_error_max"] < 3 * bound
     plain = ddp(stratbench, mnist_dir, tmp_path, "none", 3, "--check-every", "4")["comm"]
     assert plain["grad_error_checks"] == 3 and plain["grad_rel_l2_error_max"] < 1e-6
+
+
+HIER = ["--allreduce", "hierarchical", "--ranks-per-host", "2", "--check-every", "4"]
+
+
+def test_hierarchical_halves_the_wire(stratbench, mnist_dir, tmp_path):
+    # 4 ranks in 2 hosts of 2: 16-bit reduce-scatter within the host, ring across,
+    # all-gather within; the error against the fp32 average stays a few roundings.
+    runs = {m: ddp(stratbench, mnist_dir, tmp_path, m, 4, "--grad-compression", m, *HIER)
+            for m in ("none", "bf16")}
+    none, half = runs["none"]["comm"], runs["bf16"]["comm"]
+    assert half["allreduce"]["calls"] == none["allreduce"]["calls"] == 12
+    assert half["allreduce"]["bytes"] * 2 == none["allreduce"]["bytes"]
+    assert half["wire_bytes_per_step"] * 2 == none["wire_bytes_per_step"]
+    algo = {m: runs[m]["comm"]["allreduce"]["algorithms"]["hierarchical"] for m in runs}
+    assert algo["bf16"]["calls"] == 12 and algo["bf16"]["bytes"] * 2 == algo["none"]["bytes"]
+    # Rank 0's stages: the whole buffer within the host, one of 2 shards across (rank 0
+    # carries the first shard in fp32 and the second in 16 bits: equal, n_params is even).
+    stages, plain = algo["bf16"]["stages"], algo["none"]["stages"]
+    assert runs["none"]["model"]["n_params"] % 2 == 0
+    assert {k: 2 * v["bytes"] for k, v in stages.items()} == {k: v["bytes"]
+                                                               for k, v in plain.items()}
+    assert runs["bf16"]["replicas_consistent"] is True
+    assert half["grad_error_checks"] == 3
+    # At most 1 + 1 + 1 roundings of half a bf16 ulp (within, across, the owner's).
+    assert 0 < half["grad_rel_l2_error_max"] < 3 * 2.0 ** -8
+
+
+@pytest.mark.parametrize("flags", [["--grad-compression", "fp16"],
+                                   ["--grad-compression", "powersgd"],
+                                   ["--local-sgd", "4", "--local-sgd-warmup", "4"]])
+def test_strategy_hierarchical_takes_the_flags(flags, stratbench, mnist_dir, tmp_path):
+    r = ddp(stratbench, mnist_dir, tmp_path, "h", 4, "--ranks-per-host", "2", *flags,
+            strategy="hierarchical")
+    assert r["config"]["allreduce"] == "hierarchical"
+    assert r["replicas_consistent"] is True
+    assert r["comm"]["allreduce"]["algorithms"]["hierarchical"]["calls"] > 0
+
+
+@pytest.mark.parametrize("ranks,stage", [(2, 2), (3, 3)])
+def test_zero_reduce_scatter_halves_the_wire(ranks, stage, stratbench, mnist_dir, tmp_path):
+    # zero's reduce-scatter over the 16-bit wire (fp32 sums): half of fp32's bytes, the
+    # all-gathers unchanged, parameters within the roundings of the fp32 run's.
+    runs, params = {}, {}
+    for m in ("none", "bf16"):
+        p = tmp_path / f"{m}.f32"
+        path = tmp_path / f"{m}.json"
+        train(stratbench, mnist_dir, "--strategy", "zero", "--zero-stage", stage, "--replicas",
+              ranks, "--batch", "32", "--max-steps", 12, "--warmup-steps", 2, "--threads", "1",
+              "--bucket-mb", "0.1", "--grad-compression", m, "--save-params", p,
+              "--report", path)
+        runs[m], params[m] = validate_report(path), load_params(p)
+    none, half = runs["none"]["comm"], runs["bf16"]["comm"]
+    assert half["reduce_scatter"]["calls"] == none["reduce_scatter"]["calls"] > 0
+    assert half["reduce_scatter"]["bytes"] * 2 == none["reduce_scatter"]["bytes"]
+    assert half["allgather"]["bytes"] == none["allgather"]["bytes"]
+    assert half["formula_sent_bytes_per_rank_per_step"] == pytest.approx(
+        half["sent_bytes_per_rank_per_step"], rel=1e-3)
+    assert runs["bf16"]["phases_ms"]["compress"]["median"] > 0
+    # Stage 3 holds shards only: no full replicas to compare (null, as with fp32).
+    assert runs["bf16"]["replicas_consistent"] is runs["none"]["replicas_consistent"]
+    assert runs["none"]["replicas_consistent"] is (None if stage == 3 else True)
+    diff = np.max(np.abs(params["bf16"] - params["none"])) / np.max(np.abs(params["none"]))
+    assert 0 < diff < 1e-2
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--grad-compression", "powersgd"], "PowerSGD all-reduces its low-rank factors"),
+    (["--local-sgd", "4"], "local SGD has no per-step gradient sync"),
+])
+def test_zero_refuses_powersgd_and_local_sgd(flags, message, stratbench, mnist_dir, tmp_path):
+    out = tmp_path / "r.json"
+    proc = run([stratbench, "train", "--data", mnist_dir, "--strategy", "zero", "--replicas",
+                "2", "--report", out, *flags])
+    assert proc.returncode == 2, describe(proc)
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, describe(proc)
+    assert not out.exists()
+
+
+def test_sweep_methods_axes_and_chart(stratbench, mnist_dir, tmp_path):
+    # The sweep's --grad-compression and --local-sgd axes: one point per method of the
+    # strategies that take them (zero's refusals skipped with train's reason, single
+    # plain), the method in scaling.json, and plot.py's step time against time to
+    # accuracy chart. A low target, so that 12 steps reach it.
+    out = tmp_path / "s"
+    proc = run([stratbench, "sweep", "--strategies", "ddp,zero", "--replicas", "2",
+                "--scaling", "strong", "--global-batch", "64", "--repeats", "1",
+                "--max-steps", "12", "--grad-compression", "none,powersgd:1",
+                "--local-sgd", "4", "--data", mnist_dir, "--out", out, "--",
+                "--warmup-steps", "2", "--threads", "1", "--target-accuracy", "0.2"],
+               timeout=600)
+    assert proc.returncode == 0, describe(proc)
+    assert "# skipped zero powersgd-r1 n=2: --grad-compression powersgd: not with" in proc.stdout
+    assert "# skipped zero local-sgd-4 n=2: --local-sgd: not with" in proc.stdout
+    doc = json.loads((out / "scaling.json").read_text())
+    jsonschema = pytest.importorskip("jsonschema")
+    root = pathlib.Path(__file__).resolve().parents[2]
+    jsonschema.validate(doc, json.loads((root / "reports" / "scaling.schema.json").read_text()))
+    got = {(p["strategy"], p["method"]): p for p in doc["points"]}
+    assert set(got) == {("single", "none"), ("ddp", "none"), ("ddp", "powersgd-r1"),
+                        ("ddp", "local-sgd-4"), ("zero", "none")}
+    assert got[("ddp", "powersgd-r1")]["powersgd_rank"] == 1
+    assert got[("ddp", "local-sgd-4")]["local_sgd"] == 4
+    assert doc["matrix"]["grad_compression"] == ["none", "powersgd:1"]
+    assert (out / "ddp-powersgd-r1-n2-strong-r1.json").exists()
+    pytest.importorskip("matplotlib")
+    charts = tmp_path / "charts"
+    p = run([sys.executable, root / "reports" / "plot.py", out / "scaling.json", "--out", charts])
+    assert p.returncode == 0, describe(p)
+    assert (charts / "methods-strong.svg").stat().st_size > 1000
 
 
 @pytest.mark.parametrize("workload,rank", [("mlp", 2), ("cnn", 2), ("mlp", 1), ("mlp", 10)])

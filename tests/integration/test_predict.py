@@ -86,7 +86,8 @@ def test_table_and_json(stratbench, ddp_report, tmp_path):
     data = [ln for ln in lines if not ln.startswith("#")]
     assert all(ln.startswith("#") for ln in lines[:len(lines) - len(data)])
     # 3 counts x (ddp auto, ddp binomial, central k=1, central k=n, zero stages 1, 2, 3)
-    assert len(data) == 21
+    # and ddp's 6 gradient methods (fp16/bf16, powersgd r = 1, 2, 4, local SGD H = 4, 16)
+    assert len(data) == 3 * (7 + 6)
     units = [ln for ln in lines if ln.startswith("#") and " ms " in ln and "1/s" in ln]
     assert len(units) == 1
     doc = json.loads(out.read_text())
@@ -98,7 +99,8 @@ def test_table_and_json(stratbench, ddp_report, tmp_path):
     compute = sum(report["phases_by_rank_ms"][p]["max"]
                   for p in ("data", "h2d", "forward", "backward", "optimizer"))
     assert math.isclose(doc["compute_ms"], compute, rel_tol=1e-9)
-    rows = {(r["replicas"], r["strategy"], r["servers"], r["algorithm"]): r for r in doc["rows"]}
+    rows = {(r["replicas"], r["strategy"], r["servers"], r["algorithm"]): r for r in doc["rows"]
+            if r["method"] == "none"}
     assert [auto_rule(n, m) for n in (8, 64, 512)] == ["ring", "ring", "recursive-doubling"]
     for n in (8, 64, 512):
         # the default MLP's one 814 kB bucket (nothing hides behind backward): the ring up
@@ -129,8 +131,43 @@ def test_table_and_json(stratbench, ddp_report, tmp_path):
             assert math.isclose(z["comm_ms"], 1e3 * (rs + gathers * ag), rel_tol=1e-9)
     # the table prints the same numbers
     first = data[0].split()
-    assert first[:4] == ["8", "ddp", "0", "ring"]
-    assert math.isclose(float(first[6]), rows[(8, "ddp", 0, "ring")]["step_ms"], rel_tol=1e-3)
+    assert first[:5] == ["8", "ddp", "0", "ring", "none"]
+    assert math.isclose(float(first[7]), rows[(8, "ddp", 0, "ring")]["step_ms"], rel_tol=1e-3)
+
+
+def test_method_rows_use_each_methods_wire_bytes(stratbench, ddp_report):
+    # ddp's gradient methods (docs/cost-model.md) on the default mlp (784-256-10), one
+    # 814 kB bucket, given link 5 us and 12.5 GB/s: fp16/bf16 all-reduce half the bytes;
+    # PowerSGD rank r all-reduces the biases uncompressed (4 x 266 bytes) and P, Q as
+    # halves of 4 sum (m+n) r (both matrices compressed at r <= 4), after backward;
+    # local SGD H all-reduces the parameters every H steps.
+    proc = predict(stratbench, ddp_report, "--json", "--replicas", "8,512", "--latency", "5us",
+                   "--bandwidth", "12.5GB/s")
+    assert proc.returncode == 0, describe(proc)
+    doc = json.loads(proc.stdout)
+    validate_against(doc, "predict.schema.json")
+    m = doc["bytes"]
+
+    def allreduce(n, size):
+        a = (5e-6, 12.5e9, n, size)
+        return 1e3 * (ring_s(*a) if auto_rule(n, size) == "ring" else doubling_s(*a))
+
+    for n in (8, 512):
+        rows = {r["method"]: r for r in doc["rows"] if r["replicas"] == n and r["strategy"] == "ddp"
+                and (r["method"] != "none" or r["algorithm"] != "binomial")}
+        assert set(rows) == {"none", "fp16/bf16", "powersgd-r1", "powersgd-r2", "powersgd-r4",
+                             "local-sgd-4", "local-sgd-16"}
+        assert math.isclose(rows["none"]["comm_ms"], allreduce(n, m), rel_tol=1e-9)
+        assert math.isclose(rows["fp16/bf16"]["comm_ms"], allreduce(n, m / 2), rel_tol=1e-9)
+        for r in (1, 2, 4):
+            pq = 4 * ((256 + 784) * r + (10 + 256) * r) / 2
+            want = allreduce(n, 4 * (256 + 10)) + 2 * allreduce(n, pq)
+            assert math.isclose(rows[f"powersgd-r{r}"]["comm_ms"], want, rel_tol=1e-9)
+        for h in (4, 16):
+            got = rows[f"local-sgd-{h}"]
+            assert math.isclose(got["comm_ms"], allreduce(n, m) / h, rel_tol=1e-9)
+            assert math.isclose(got["step_ms"], doc["compute_ms"] + got["exposed_ms"],
+                                rel_tol=1e-9)
 
 
 def test_json_flag_prints_json(stratbench, ddp_report):
@@ -139,7 +176,7 @@ def test_json_flag_prints_json(stratbench, ddp_report):
     doc = json.loads(proc.stdout)
     validate_against(doc, "predict.schema.json")
     assert doc["link"]["source"] == "probe"
-    assert [r["replicas"] for r in doc["rows"]] == [4] * 7
+    assert [r["replicas"] for r in doc["rows"] if r["method"] == "none"] == [4] * 7
 
 
 def test_plot_predicted_efficiency(stratbench, ddp_report, tmp_path):

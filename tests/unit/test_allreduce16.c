@@ -10,8 +10,11 @@
  * p = 2, 3 (and 1 as a singleton): the ring's result is bit-identical on
  * every rank, exact for sums that fp16/bf16 represent, within one
  * rounding per hop of the fp32 sum otherwise, and counted as 2 bytes per
- * value (half of the fp32 all-reduce's 4). Exit 0 pass, 1 fail, 77 skip
- * (no mpirun). */
+ * value (half of the fp32 all-reduce's 4). Under `mpirun -n 4` the same
+ * checks run the hierarchical algorithm (hosts of 2 ranks: 16-bit
+ * reduce-scatter within the host, ring across, all-gather within), whose
+ * three stages count n, n/2 and n words of 2 bytes. Exit 0 pass, 1 fail,
+ * 77 skip (no mpirun). */
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -139,6 +142,38 @@ static void check_ring(struct sb_comm *c, enum sb_half_format fmt, size_t n)
     free(all);
 }
 
+/* The 16-bit reduce-scatter with uneven blocks (block i: i + 3 floats):
+ * rank r gets block r's exact sum of small integers, counted as 2 bytes a
+ * value of the whole buffer, and send is left as it was. */
+static void check_reduce_scatter(struct sb_comm *c, enum sb_half_format fmt)
+{
+    int p = c->size, rank = c->rank;
+    size_t counts[8], n = 0, off = 0;
+    for (int i = 0; i < p; i++) {
+        counts[i] = (size_t)i + 3;
+        if (i < rank) off += counts[i];
+        n += counts[i];
+    }
+    float send[64], keep[64], recv[16];
+    for (size_t i = 0; i < n; i++) keep[i] = send[i] = (float)((rank + 1) * (int)(i % 5 + 1));
+    struct sb_comm_request req = {.index = 7};
+    sb_comm_reset_counters(c);
+    CHECK(sb_comm_reduce_scatter16(c, fmt, send, recv, counts, &req, NULL) == SB_OK,
+          "reduce-scatter16 p=%d failed", p);
+    CHECK(req.done == 1 && req.bytes == 2 * n, "reduce-scatter16: request not filled");
+    CHECK(c->counters[SB_COMM_REDUCE_SCATTER].bytes == 2.0 * (double)n,
+          "reduce-scatter16: %g bytes, want 2n", c->counters[SB_COMM_REDUCE_SCATTER].bytes);
+    CHECK(memcmp(send, keep, n * sizeof *send) == 0, "reduce-scatter16 wrote its send buffer");
+    for (size_t i = 0; i < counts[rank]; i++) {
+        float want = (float)((int)((off + i) % 5 + 1) * p * (p + 1) / 2);
+        if (recv[i] != want) {
+            CHECK(0, "reduce-scatter16 p=%d rank %d: recv[%zu] = %g, want %g", p, rank, i,
+                  recv[i], want);
+            break;
+        }
+    }
+}
+
 static int run_ranks(void)
 {
     MPI_Init(NULL, NULL);
@@ -148,9 +183,29 @@ static int run_ranks(void)
         fprintf(stderr, "cannot create the communicator\n");
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
+    check_reduce_scatter(c, SB_HALF_FP16);
+    check_reduce_scatter(c, SB_HALF_BF16);
+    int hier = c->size == 4;
+    if (hier) {
+        CHECK(sb_comm_mpi_group_hosts(c, 2) == SB_OK, "cannot group the ranks into hosts of 2");
+        c->allreduce_algo = SB_ALLREDUCE_HIERARCHICAL;
+    }
     for (size_t k = 0; k < N_SIZES; k++) {
         check_ring(c, SB_HALF_FP16, sizes[k]);
         check_ring(c, SB_HALF_BF16, sizes[k]);
+    }
+    if (hier) { /* since the last reset: the two bf16 calls of the largest size; local
+                * rank i carries chunk (i+1) mod 2 across hosts */
+        size_t n = sizes[N_SIZES - 1], shard = n / 2 + (size_t)(c->rank % 2 == 1 ? n % 2 : 0);
+        const struct sb_comm_counter *ctr = &c->allreduce_by_algo[SB_ALLREDUCE_HIERARCHICAL];
+        CHECK(ctr->calls == 2 && ctr->bytes == 4.0 * (double)n, "hierarchical: %ld calls, %g "
+              "bytes counted under the algorithm, want 2 and 4n", ctr->calls, ctr->bytes);
+        CHECK(c->n_stages == 3 && c->stages[0].counter.bytes == 4.0 * (double)n &&
+                  c->stages[1].counter.bytes == 4.0 * (double)shard &&
+                  c->stages[2].counter.bytes == 4.0 * (double)n,
+              "hierarchical stages: %g, %g, %g bytes, want 2n, 2 x shard (%zu), 2n per call",
+              c->stages[0].counter.bytes, c->stages[1].counter.bytes,
+              c->stages[2].counter.bytes, shard);
     }
     /* The fp32 all-reduce of the same buffer counts twice the bytes. */
     float y[1000] = {0};
@@ -180,7 +235,7 @@ int main(int argc, char **argv)
     }
     int failed = 0;
     char cmd[4096];
-    for (int p = 1; p <= 3; p++) {
+    for (int p = 1; p <= 4; p++) {
         snprintf(cmd, sizeof cmd, "timeout 120 mpirun -n %d --oversubscribe --bind-to none '%s'", p,
                  argv[0]);
         int rc = system(cmd);
