@@ -83,7 +83,9 @@ done
 
 # Cross-host cases on the one-machine cluster (root only).
 cluster="$here/tests/cluster/cluster.sh"
-prefix="sbpi"
+# A prefix of its own (cluster.sh: [a-z][a-z0-9]{0,7}), so that two checks at
+# once never share, and tear down, one cluster.
+prefix="pi$(( $$ % 100000 ))"
 if [ "$(id -u)" -ne 0 ]; then
     echo "skip  cross-host cases: need root (network namespaces)"
 elif ! "$cluster" -p "$prefix" up 3 >"$dir/cluster.log" 2>&1; then
