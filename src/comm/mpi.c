@@ -3,7 +3,9 @@
  * Non-blocking all-reduces run the algorithm of c->allreduce_algo:
  * stratbench's ring or recursive doubling (mpi_allreduce.c), or the
  * library's MPI_Iallreduce ("mpi"), or, once its ranks are grouped into
- * hosts (sb_comm_mpi_group_hosts), the hierarchical one (mpi_hier.c). */
+ * hosts (sb_comm_mpi_group_hosts), the hierarchical one (mpi_hier.c).
+ * Reduce-scatters in the ring's blocks run stratbench's ring
+ * (sb_rs_start), whose temporaries are 2/n of the buffer. */
 #include <limits.h>
 #include <mpi.h>
 #include <stdlib.h>
