@@ -304,9 +304,9 @@ sb_status sb_ar_start(MPI_Comm comm, enum sb_allreduce_algo algo, float *buf, si
         o->n_steps = p > 1 ? lg + 2 : 0;
     }
     if (n == 0 || p == 1) o->n_steps = 0;
-    SB_TRY(first_step(o));
-    *out = o;
-    return SB_OK;
+    sb_status st = first_step(o);
+    *out = st ? NULL : o;
+    return st;
 }
 
 sb_status sb_rs_start(MPI_Comm comm, const float *send, float *recv, size_t n, int tag,
@@ -321,9 +321,9 @@ sb_status sb_rs_start(MPI_Comm comm, const float *send, float *recv, size_t n, i
     o->src = send;
     o->n_steps = n == 0 || p == 1 ? 0 : p - 1;
     if (p == 1 && n) memcpy(recv, send, n * sizeof(float));
-    SB_TRY(first_step(o));
-    *out = o;
-    return SB_OK;
+    sb_status st = first_step(o);
+    *out = st ? NULL : o;
+    return st;
 }
 
 sb_status sb_ar_progress(struct sb_ar_op *o, int block, int *done)
