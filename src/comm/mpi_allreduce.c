@@ -280,6 +280,7 @@ static sb_status first_step(struct sb_ar_op *o)
 sb_status sb_ar_start(MPI_Comm comm, enum sb_allreduce_algo algo, float *buf, size_t n,
                       int tag, struct sb_ar_pool *pool, struct sb_ar_op **out)
 {
+    *out = NULL;
     int ring = algo == SB_ALLREDUCE_RING;
     if (!ring && algo != SB_ALLREDUCE_RECURSIVE_DOUBLING)
         return sb_error(SB_ERR_INTERNAL, "all-reduce: algorithm %s has no schedule",
@@ -312,6 +313,7 @@ sb_status sb_ar_start(MPI_Comm comm, enum sb_allreduce_algo algo, float *buf, si
 sb_status sb_rs_start(MPI_Comm comm, const float *send, float *recv, size_t n, int tag,
                       struct sb_ar_pool *pool, struct sb_ar_op **out)
 {
+    *out = NULL;
     int p = 1;
     SB_TRY(check(MPI_Comm_size(comm, &p), "MPI_Comm_size"));
     struct sb_ar_op *o;
