@@ -11,8 +11,8 @@ it does, 1 when it does not.
     bench/zero_memory.py [--out DIR] [--replicas 1,2,4] [--hidden 4096,4096,4096]
                          [--steps 5] [--warmup 2]
 
-12 runs; about 4 minutes on a quiet 2-core machine (stage 3 at n = 2 and 4 takes
-most of it: every step returns and re-faults each layer's pages).
+12 runs; 3 min 47 s on this 2-core machine at load average 3-7 (stage 3 at n = 2 and
+4 takes most of it: every step returns and re-faults each layer's pages).
 """
 
 import argparse
