@@ -18,6 +18,10 @@ Writes into DIR, per scaling mode present (strong, weak), as PNG and SVG:
                       one point per strategy, replica count and method (what a method
                       saves per step against what it costs in convergence; points that
                       did not reach the target are named, not drawn)
+  memory-<mode>       memory per rank vs replicas, from the run reports' ledgers
+                      (memory.by_rank): model state (solid; the largest rank's, the
+                      median over repeats) and peak RSS (dashed) per strategy: ddp's
+                      model state stays flat, zero stage 3's falls as 1/n (docs/zero.md)
 A strategy that ran several methods is one series per method ("ddp bf16").
 Each chart carries a caption: machine, date of the runs, commit.
 and index.html: one page (the scaling table, the charts inlined as SVG, the
@@ -261,6 +265,58 @@ def plot_methods(points, mode, out, title_extra, skipped):
     return [save(fig, out, name)]
 
 
+def memory_series(points, base):
+    """Per strategy, [(replicas, model state MB, peak RSS MB or None)] sorted by replicas,
+    from the ledger (memory.by_rank) of each point's ok run reports beside scaling.json
+    (`base`): per run the largest rank's model_state_bytes and peak_rss_bytes, then the
+    median over runs. Points without a readable ledger are left out."""
+    def median(xs):
+        xs = sorted(xs)
+        return None if not xs else (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2
+    out = {}
+    for p in sorted(points, key=lambda p: p["replicas"]):
+        state, rss = [], []
+        for r in p.get("runs", []) if isinstance(p.get("runs"), list) else []:
+            name = r.get("report")
+            if r.get("status") != "ok" or not name or "/" in name:
+                continue
+            try:
+                ranks = json.loads((base / name).read_text())["memory"]["by_rank"]
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            states = [e.get("model_state_bytes") for e in ranks or []]
+            peaks = [e.get("peak_rss_bytes") for e in ranks or []]
+            if states and all(isinstance(v, (int, float)) for v in states):
+                state.append(max(states) / 1e6)
+                if all(isinstance(v, (int, float)) for v in peaks):
+                    rss.append(max(peaks) / 1e6)
+        if state:
+            out.setdefault(p["strategy"], []).append((p["replicas"], median(state), median(rss)))
+    return out
+
+
+def plot_memory(points, mode, out, title_extra, base, skipped):
+    """Memory per rank against replicas (memory_series); returns the chart's name in a
+    list, or [] and a reason in `skipped` when no run report has a ledger."""
+    series = memory_series(points, base)
+    if not series:
+        skipped.append((f"memory-{mode}", "no run report with a memory ledger (memory.by_rank)"))
+        return []
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for i, (s, rows) in enumerate(sorted(series.items())):
+        color = f"C{i}"
+        ax.plot([r[0] for r in rows], [r[1] for r in rows], marker="o", color=color,
+                label=f"{s}: model state")
+        peaks = [r for r in rows if r[2] is not None]
+        if peaks:
+            ax.plot([r[0] for r in peaks], [r[2] for r in peaks], marker="s", linestyle="--",
+                    color=color, alpha=0.7, label=f"{s}: peak RSS")
+    ticks = sorted({r[0] for rows in series.values() for r in rows})
+    return [finish_vs_replicas(fig, ax, ticks, f"Memory per rank, {mode} scaling{title_extra}",
+                               "MB per rank (largest rank; median over repeats)", out,
+                               f"memory-{mode}")]
+
+
 def plot_predicted(doc, out):
     """Predicted efficiency against replicas, one line per strategy/servers/algorithm."""
     import matplotlib.ticker
@@ -468,6 +524,8 @@ def main():
         batch = f"global batch {m['global_batch']}" if mode == "strong" else f"batch {m['batch']}/replica"
         charts += plot_mode([p for p in doc["points"] if p["scaling"] == mode], mode, args.out,
                             f" ({batch})", skipped)
+        charts += plot_memory([p for p in doc["points"] if p["scaling"] == mode], mode,
+                              args.out, f" ({batch})", args.scaling_json.parent, skipped)
     write_index(doc, charts, args.out, args.scaling_json, skipped)
     for name, why in skipped:
         print(f"left out {name}: {why}")

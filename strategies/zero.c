@@ -590,11 +590,11 @@ static void zero_describe(const struct sb_strategy *s, long measured_steps,
     sb_details_add(d, "shard_params", 0, &v, 1);
 }
 
-/* One row of the α–β model: `stage`'s collectives as Open MPI's libnbc runs
- * them (src/comm/cost_model.h), per unit of M/u bytes, summed over u units:
- * a reduce-scatter (binomial reduce to rank 0, then rank 0's scatter) and
- * one all-gather (stages 1-2) or two (stage 3):
- * (ceil(lg n) + 1 + g)(u α) + (ceil(lg n) + (1 + g)(n-1)/n) M/B, g the
+/* One row of the α–β model: `stage`'s collectives as the mpi communicator
+ * runs them (src/comm/cost_model.h), per unit of M/u bytes, summed over u
+ * units: a reduce-scatter (stratbench's ring, n-1 steps of M/(nu)) and one
+ * all-gather (stages 1-2) or two (stage 3) as libnbc runs it (every block
+ * to every rank at once): (n - 1 + g)(u α) + (1 + g)(n-1)/n M/B, g the
  * gathers. Overlap (stage 2's reduce-scatters during backward, stage 3's
  * prefetch) is not modelled: exposed = comm (NaN). */
 static void model_row(const struct sb_comm_model_query *q, int stage, int units,
@@ -608,13 +608,13 @@ static void model_row(const struct sb_comm_model_query *q, int stage, int units,
     *row = (struct sb_comm_model_row){
         .variant = variants[stage],
         .formula_name = gathers == 2 ? "zero-3" : "zero-2",
-        .formula = gathers == 2 ? "(ceil(lg n) + 3) u alpha + (ceil(lg n) + 3(n-1)/n) M/B"
-                                : "(ceil(lg n) + 2) u alpha + (ceil(lg n) + 2(n-1)/n) M/B",
+        .formula = gathers == 2 ? "(n + 1) u alpha + 3(n-1)/n M/B"
+                                : "n u alpha + 2(n-1)/n M/B",
         .comm_s = comm,
         .exposed_s = NAN,
     };
     snprintf(row->legend, sizeof row->legend,
-             "zero (libnbc) reduce-scatter lg n (a + M/B) + a + (n-1)M/(nB), all-gather "
+             "zero reduce-scatter (ring) (n-1)(a + M/(nB)), all-gather (libnbc) "
              "a + (n-1)M/(nB), x2 in stage 3; u = %d unit%s; no overlap;", units,
              units == 1 ? "" : "s");
 }

@@ -20,7 +20,7 @@
 #include "strategies/strategy.h"
 #include "workloads/workload.h"
 
-#define PREDICT_SCHEMA_VERSION "1.1"
+#define PREDICT_SCHEMA_VERSION "1.2"
 #define MAX_COUNTS 64
 #define MAX_BUCKETS 64
 #define MAX_STRATEGIES 32     /* registered strategies predict looks at */
@@ -33,6 +33,7 @@ struct opts {
     int n_counts;
     double bandwidth_Bps; /* 0 = the report's */
     double latency_s;     /* < 0 = the report's */
+    double device_memory_bytes; /* --device-memory; 0 = not given */
     int json;
     const char *out;
     int help;
@@ -52,6 +53,8 @@ struct run {
     const char *link_source;
     char workload[32];           /* config.workload and config.hidden: the model whose */
     int hidden[16], n_hidden;    /* matrices PowerSGD would compress */
+    enum sb_optimizer_kind optimizer; /* config.optimizer (sgd when absent) */
+    double activation_bytes;          /* memory.by_rank[0].activation_bytes (0 when absent) */
 };
 
 /* One predicted point. */
@@ -60,6 +63,9 @@ struct row {
     const char *strategy, *algorithm;
     const char *method; /* the gradient method: "none", "fp16/bf16", "powersgd-r2", ... */
     double comm_ms, exposed_ms, step_ms, samples_per_s, efficiency;
+    double model_state_bytes; /* the ledger formula's, the largest rank's */
+    double memory_bytes;      /* model state + the run's activations */
+    int fits;                 /* memory_bytes <= --device-memory: 1, 0; -1 not asked */
 };
 
 static void usage(FILE *out)
@@ -75,6 +81,8 @@ static void usage(FILE *out)
             "  --bandwidth RATE       (probed)   link bandwidth: 100gbit, 1gbit, 100mbit,\n"
             "                                    12.5GB/s, 125MB/s\n"
             "  --latency TIME         (probed)   link latency per message: 5us, 0.1ms, 2ns\n"
+            "  --device-memory SIZE              mark the rows whose memory per rank fits:\n"
+            "                                    16GiB, 80GB, 512MiB\n"
             "  --json                            print JSON instead of the table\n"
             "  --out FILE                        also write the JSON to FILE (atomically)\n"
             "  -h, --help                        this text\n");
@@ -127,6 +135,27 @@ static sb_status parse_time(const char *text, double *out)
                     "2ns, got '%s'", text);
 }
 
+/* "16GiB", "80GB", "512MiB", "1.5TB" -> bytes (KiB.. powers of 1024, kB..
+ * powers of 1000, B bytes). */
+static sb_status parse_size(const char *text, double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(text, &end);
+    static const struct { const char *unit; double bytes; } units[] = {
+        {"B", 1.0},           {"kB", 1e3},          {"KB", 1e3},          {"MB", 1e6},
+        {"GB", 1e9},          {"TB", 1e12},         {"KiB", 1024.0},      {"MiB", 1048576.0},
+        {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+    if (!errno && end != text && isfinite(v) && v > 0)
+        for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+            if (strcmp(end, units[i].unit) == 0 && isfinite(v * units[i].bytes)) {
+                *out = v * units[i].bytes;
+                return SB_OK;
+            }
+    return sb_error(SB_ERR_USAGE, "predict: --device-memory: expected a positive size like "
+                    "16GiB, 80GB or 512MiB, got '%s'", text);
+}
+
 /* "8,64,512" -> counts, each 1..1000000. */
 static sb_status parse_counts(const char *text, struct opts *o)
 {
@@ -153,6 +182,7 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
     static const struct option longs[] = {
         {"replicas", required_argument, NULL, 'r'}, {"bandwidth", required_argument, NULL, 'b'},
         {"latency", required_argument, NULL, 'l'},  {"json", no_argument, NULL, 'j'},
+        {"device-memory", required_argument, NULL, 'm'},
         {"out", required_argument, NULL, 'o'},      {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     memset(o, 0, sizeof *o);
@@ -169,6 +199,7 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
         case 'r': SB_TRY(parse_counts(optarg, o)); break;
         case 'b': SB_TRY(parse_rate(optarg, &o->bandwidth_Bps)); break;
         case 'l': SB_TRY(parse_time(optarg, &o->latency_s)); break;
+        case 'm': SB_TRY(parse_size(optarg, &o->device_memory_bytes)); break;
         case 'j': o->json = 1; break;
         case 'o':
             if (!*optarg) return sb_error(SB_ERR_USAGE, "predict: --out: expected a path");
@@ -249,6 +280,61 @@ static void load_model_config(const cJSON *doc, struct run *r)
             r->hidden[r->n_hidden++] = (int)h->valuedouble;
 }
 
+/* What the memory columns need from the report: the optimizer (its state
+ * floats per parameter) and the activations of one rank (the same at every
+ * replica count: the batch per replica is held). */
+static void load_memory_inputs(const cJSON *doc, struct run *r)
+{
+    const cJSON *opt = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(doc, "config"), "optimizer");
+    r->optimizer = cJSON_IsString(opt) && strcmp(opt->valuestring, "adam") == 0
+                       ? SB_OPTIMIZER_ADAM
+                       : SB_OPTIMIZER_SGD;
+    const cJSON *ranks = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(doc, "memory"), "by_rank");
+    const char *k_act[] = {"activation_bytes"};
+    double act = num_path(cJSON_GetArrayItem(ranks, 0), k_act, 1);
+    r->activation_bytes = isfinite(act) && act > 0 ? act : 0.0;
+}
+
+/* The configuration row w stands for: w's replicas, the run's optimizer,
+ * ops's defaults, and the options its variant names: a "servers" option
+ * takes w->servers, a variant "stage-K" the option whose flag ends in
+ * "-stage" (zero's --zero-stage). Written past the flag's accepted range
+ * (--servers stops at 64; predict's rows reach 512). */
+static void row_config(const struct run *r, const struct sb_strategy_ops *ops,
+                       const struct row *w, struct sb_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->replicas = w->replicas;
+    cfg->optimizer = r->optimizer;
+    sb_strategy_options_defaults(ops, cfg);
+    for (const struct sb_strategy_option *op = ops->options; op && op->flag; op++) {
+        size_t len = strlen(op->flag);
+        int v = -1;
+        if (strcmp(op->flag, "servers") == 0) v = w->servers;
+        else if (len >= 6 && strcmp(op->flag + len - 6, "-stage") == 0 &&
+                 strncmp(w->algorithm, "stage-", 6) == 0)
+            v = atoi(w->algorithm + 6);
+        if (v >= 0 && op->kind == SB_OPTION_INT)
+            memcpy(cfg->strategy_opts + op->offset, &v, sizeof v);
+    }
+}
+
+/* Fills w's memory columns: the largest model state of any rank by the
+ * ledger's formula (sb_strategy_model_state_bytes: the ZeRO paper's fp32
+ * accounting, docs/zero.md) for Ψ = M / 4, plus the run's activations;
+ * fits against --device-memory where given. */
+static void row_memory(const struct run *r, const struct opts *o,
+                       const struct sb_strategy_ops *ops, struct row *w)
+{
+    struct sb_config cfg;
+    row_config(r, ops, w, &cfg);
+    w->model_state_bytes = sb_strategy_model_state_bytes(ops, &cfg, r->bytes / 4.0);
+    w->memory_bytes = w->model_state_bytes + r->activation_bytes;
+    w->fits = o->device_memory_bytes > 0 ? w->memory_bytes <= o->device_memory_bytes : -1;
+}
+
 static sb_status load_run(const struct opts *o, struct run *r)
 {
     memset(r, 0, sizeof *r);
@@ -291,6 +377,7 @@ static sb_status load_run(const struct opts *o, struct run *r)
         double sum = 0.0;
         for (int i = 0; i < r->n_buckets; i++) sum += r->buckets[i];
         if (fabs(sum - r->bytes) > 0.5) r->n_buckets = 0; /* not all listed: each model's default */
+        load_memory_inputs(doc, r);
         r->link.alpha_s = num_path(doc, k_alpha, 3);
         r->link.bandwidth_Bps = num_path(doc, k_bw, 3);
         r->link_source = "probed at the start of the run";
@@ -436,11 +523,28 @@ static int predict_rows(const struct run *r, const struct opts *o, struct row *r
                                   .strategy = ops->name, .algorithm = model[v].variant,
                                   .method = "none"};
                 set_times(r, &model[v], 1.0, w);
+                row_memory(r, o, ops, w);
             }
-            if (ops->predict_methods) k += method_rows(r, &q, ops, rows + k, cap - k);
+            if (ops->predict_methods) {
+                int added = method_rows(r, &q, ops, rows + k, cap - k);
+                for (int j = k; j < k + added; j++) row_memory(r, o, ops, &rows[j]);
+                k += added;
+            }
         }
     }
     return k;
+}
+
+/* The memory columns' header line. */
+static void print_memory_legend(const struct run *r, const struct opts *o)
+{
+    printf("# memory per rank: model state by the ledger's formula (fp32; %s: %d optimizer "
+           "float%s per parameter; docs/zero.md) + the run's activations %.1f MB; fits: <= "
+           "--device-memory", r->optimizer == SB_OPTIMIZER_ADAM ? "adam" : "sgd",
+           r->optimizer == SB_OPTIMIZER_ADAM ? 2 : 1, r->optimizer == SB_OPTIMIZER_ADAM ? "s" : "",
+           1e-6 * r->activation_bytes);
+    if (o->device_memory_bytes > 0) printf(" %.4g GB\n", 1e-9 * o->device_memory_bytes);
+    else printf(" (not given)\n");
 }
 
 static void print_table(const struct run *r, const struct opts *o, const struct row *rows,
@@ -461,18 +565,41 @@ static void print_table(const struct run *r, const struct opts *o, const struct 
             first = 0;
         }
     printf(" efficiency = compute / step\n");
+    print_memory_legend(r, o);
     printf("#\n");
-    printf("# %8s  %-8s  %7s  %-18s  %-12s  %12s  %12s  %12s  %14s  %10s\n", "replicas",
-           "strategy", "servers", "algorithm", "method", "comm", "exposed", "step", "samples",
-           "efficiency");
-    printf("# %8s  %-8s  %7s  %-18s  %-12s  %12s  %12s  %12s  %14s  %10s\n", "", "", "", "", "",
-           "ms", "ms", "ms", "1/s", "");
+    printf("# %8s  %-8s  %7s  %-18s  %-12s  %12s  %12s  %12s  %14s  %10s  %12s  %12s  %4s\n",
+           "replicas", "strategy", "servers", "algorithm", "method", "comm", "exposed", "step",
+           "samples", "efficiency", "state/rank", "memory/rank", "fits");
+    printf("# %8s  %-8s  %7s  %-18s  %-12s  %12s  %12s  %12s  %14s  %10s  %12s  %12s  %4s\n", "",
+           "", "", "", "", "ms", "ms", "ms", "1/s", "", "MB", "MB", "");
     for (int i = 0; i < n; i++) {
         const struct row *w = &rows[i];
-        printf("  %8d  %-8s  %7d  %-18s  %-12s  %12.3f  %12.3f  %12.3f  %14.1f  %10.4f\n",
-               w->replicas, w->strategy, w->servers, w->algorithm, w->method, w->comm_ms,
-               w->exposed_ms, w->step_ms, w->samples_per_s, w->efficiency);
+        printf("  %8d  %-8s  %7d  %-18s  %-12s  %12.3f  %12.3f  %12.3f  %14.1f  %10.4f  %12.1f"
+               "  %12.1f  %4s\n", w->replicas, w->strategy, w->servers, w->algorithm, w->method,
+               w->comm_ms, w->exposed_ms, w->step_ms, w->samples_per_s, w->efficiency,
+               1e-6 * w->model_state_bytes, 1e-6 * w->memory_bytes,
+               w->fits < 0 ? "-" : w->fits ? "yes" : "no");
     }
+}
+
+/* The memory inputs of the JSON document (reports/README.md). */
+static int add_memory_header(cJSON *doc, const struct run *r, const struct opts *o)
+{
+    return cJSON_AddStringToObject(doc, "optimizer",
+                                   r->optimizer == SB_OPTIMIZER_ADAM ? "adam" : "sgd") &&
+           cJSON_AddNumberToObject(doc, "activation_bytes", r->activation_bytes) &&
+           (o->device_memory_bytes > 0
+                ? cJSON_AddNumberToObject(doc, "device_memory_bytes", o->device_memory_bytes) != NULL
+                : cJSON_AddNullToObject(doc, "device_memory_bytes") != NULL);
+}
+
+/* A row's memory columns. */
+static int add_memory_row(cJSON *e, const struct row *w)
+{
+    return cJSON_AddNumberToObject(e, "model_state_bytes", w->model_state_bytes) &&
+           cJSON_AddNumberToObject(e, "memory_bytes", w->memory_bytes) &&
+           (w->fits < 0 ? cJSON_AddNullToObject(e, "fits") != NULL
+                        : cJSON_AddBoolToObject(e, "fits", w->fits) != NULL);
 }
 
 /* The JSON document of the prediction (documented in reports/README.md). */
@@ -488,6 +615,7 @@ static cJSON *to_json(const struct run *r, const struct opts *o, const struct ro
              cJSON_AddNumberToObject(doc, "compute_ms", r->compute_ms) &&
              cJSON_AddNumberToObject(doc, "backward_ms", r->backward_ms) &&
              cJSON_AddBoolToObject(doc, "overlap", r->overlap) &&
+             add_memory_header(doc, r, o) &&
              (link = cJSON_AddObjectToObject(doc, "link")) &&
              cJSON_AddNumberToObject(link, "alpha_s", r->link.alpha_s) &&
              cJSON_AddNumberToObject(link, "bandwidth_Bps", r->link.bandwidth_Bps) &&
@@ -511,7 +639,7 @@ static cJSON *to_json(const struct run *r, const struct opts *o, const struct ro
              cJSON_AddNumberToObject(e, "exposed_ms", w->exposed_ms) &&
              cJSON_AddNumberToObject(e, "step_ms", w->step_ms) &&
              cJSON_AddNumberToObject(e, "samples_per_s", w->samples_per_s) &&
-             cJSON_AddNumberToObject(e, "efficiency", w->efficiency);
+             cJSON_AddNumberToObject(e, "efficiency", w->efficiency) && add_memory_row(e, w);
     }
     if (!ok) {
         cJSON_Delete(doc);

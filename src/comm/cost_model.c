@@ -50,9 +50,8 @@ double sb_cost_binomial_allreduce_s(const struct sb_link *l, int p, double bytes
 double sb_cost_reduce_scatter_s(const struct sb_link *l, int p, double bytes)
 {
     if (p <= 1) return 0.0;
-    int rounds = ceil_lg(p);
-    return rounds * (sb_cost_message_s(l, bytes) + bytes * l->gamma_s_per_byte) +
-           sb_cost_message_s(l, (double)(p - 1) / p * bytes);
+    return (p - 1) * sb_cost_message_s(l, bytes / p) +
+           (double)(p - 1) / p * bytes * l->gamma_s_per_byte;
 }
 
 double sb_cost_allgather_s(const struct sb_link *l, int p, double bytes)

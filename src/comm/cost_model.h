@@ -57,13 +57,15 @@ double sb_cost_recursive_doubling_s(const struct sb_link *l, int p, double bytes
  * --mca coll_libnbc_iallreduce_algorithm 1, took 73 ms). 0 for p <= 1. */
 double sb_cost_binomial_allreduce_s(const struct sb_link *l, int p, double bytes);
 
-/* MPI_Ireduce_scatter of M bytes (the whole buffer; each rank keeps about
- * M/p) over p ranks as Open MPI 4.1's libnbc runs it (coll/libnbc,
- * nbc_ireduce_scatter.c: "binomial reduce to rank 0 followed by a linear
- * scatter"): ceil(lg p) rounds in which a rank receives the whole buffer
- * from its partner and reduces it, then rank 0 sends every other rank its
- * block at once, (p-1)/p M through rank 0's link:
- * ceil(lg p)(α + M/B + Mγ) + α + (p-1)M/(pB). 0 for p <= 1. */
+/* Reduce-scatter of M bytes (the whole buffer; each rank keeps about M/p)
+ * over p ranks as the mpi communicator runs it in the ring's blocks
+ * (src/comm/mpi_allreduce.c, sb_rs_start: the first half of the ring
+ * all-reduce, Patarasuk & Yuan 2009; Thakur et al. 2005, section 4): p-1
+ * steps, each sending one block of M/p to the next rank and reducing the
+ * one received: (p-1)(α + M/(pB)) + (p-1)/p Mγ. 0 for p <= 1. (Open MPI
+ * 4.1's libnbc MPI_Ireduce_scatter, a binomial reduce of the whole buffer to
+ * rank 0 then a linear scatter, ceil(lg p)(α + M/B) + α + (p-1)M/(pB), is
+ * what ran before stratbench ran its own ring.) */
 double sb_cost_reduce_scatter_s(const struct sb_link *l, int p, double bytes);
 
 /* MPI_Iallgatherv of M bytes (every rank contributes its block of about

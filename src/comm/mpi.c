@@ -3,7 +3,9 @@
  * Non-blocking all-reduces run the algorithm of c->allreduce_algo:
  * stratbench's ring or recursive doubling (mpi_allreduce.c), or the
  * library's MPI_Iallreduce ("mpi"), or, once its ranks are grouped into
- * hosts (sb_comm_mpi_group_hosts), the hierarchical one (mpi_hier.c). */
+ * hosts (sb_comm_mpi_group_hosts), the hierarchical one (mpi_hier.c).
+ * Reduce-scatters in the ring's blocks run stratbench's ring
+ * (sb_rs_start), whose temporaries are 2/n of the buffer. */
 #include <limits.h>
 #include <mpi.h>
 #include <stdlib.h>
@@ -319,9 +321,39 @@ static sb_status int_counts(const size_t *counts, int size, int *c, int *d)
     return SB_OK;
 }
 
+/* Whether counts are the ring's chunks of their sum (sb_rs_start's split:
+ * n/p floats each, one more for the first n mod p). */
+static int ring_blocks(const size_t *counts, int size, size_t *total)
+{
+    size_t n = 0;
+    for (int r = 0; r < size; r++) n += counts[r];
+    *total = n;
+    for (int r = 0; r < size; r++)
+        if (counts[r] != n / (size_t)size + ((size_t)r < n % (size_t)size)) return 0;
+    return 1;
+}
+
+/* stratbench's ring (sb_rs_start: temporaries of 2/n of the buffer) where
+ * the blocks are its chunks, as zero's and the hierarchical all-reduce's
+ * are; MPI_Ireduce_scatter for any other split. */
 static sb_status mpi_ireduce_scatter(struct sb_comm *c, const float *send, float *recv,
                                      const size_t *counts, struct sb_comm_request *req)
 {
+    struct mpi_impl *m = c->impl;
+    size_t n;
+    if (ring_blocks(counts, c->size, &n)) {
+        struct mpi_pending *p = calloc(1, sizeof *p);
+        if (!p) return sb_error(SB_ERR_NOMEM, "reduce-scatter: out of memory");
+        int tag = 1 + (int)(m->seq++ % 32767u);
+        sb_status st = sb_rs_start(m->comm, send, recv, n, tag, &m->pool, &p->op);
+        if (st) {
+            free(p);
+            return st;
+        }
+        req->algo = SB_ALLREDUCE_RING;
+        req->impl = p;
+        return SB_OK;
+    }
     int *cnt, *disp;
     struct mpi_pending *p = pending_with_counts(c->size, &cnt, &disp);
     if (!p) return sb_error(SB_ERR_NOMEM, "MPI_Ireduce_scatter: out of memory");

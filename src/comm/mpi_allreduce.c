@@ -5,6 +5,7 @@
 #include "job/job_mpi.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* MPI counts are int: a message is sent in pieces of at most this many
  * floats. */
@@ -21,6 +22,7 @@ struct step {
     size_t recv_n;
     int recv_peer;
     float *add_dst; /* NULL: received in place, nothing to add */
+    const float *add_src; /* what add_dst gains: recv, or (reduce-scatter) this rank's own */
 };
 
 struct sb_ar_op {
@@ -30,9 +32,11 @@ struct sb_ar_op {
     enum sb_allreduce_algo algo;
     float *buf;
     size_t n;
+    const float *src; /* reduce-scatter: this rank's contribution (n floats) */
     int p, rank, tag;
     int step, n_steps;
-    float *scratch; /* received data to add: n/p + 1 floats (ring), n (doubling) */
+    float *scratch; /* received data to add: n/p + 1 floats (ring), n (doubling),
+                     * 2 (n/p + 1) (reduce-scatter: two halves, in turn) */
     size_t scratch_cap;
     MPI_Request *req;
     int n_req, cap_req;
@@ -75,6 +79,7 @@ static void ring_step(struct sb_ar_op *o, int s)
         st->recv = o->scratch;
         st->recv_n = cnt;
         st->add_dst = o->buf + off;
+        st->add_src = o->scratch;
     } else { /* all-gather: rank r holds chunk r+1 reduced */
         int t = s - (p - 1);
         chunk(o->n, p, mod(r + 1 - t, p), &off, &cnt);
@@ -87,6 +92,29 @@ static void ring_step(struct sb_ar_op *o, int s)
     }
 }
 
+/* Fills o->cur with step s (0..p-2) of the ring reduce-scatter that ends
+ * with chunk r on rank r: step s sends the partial sum of chunk r-1-s (at
+ * s = 0 this rank's own values) to rank r+1, receives chunk r-2-s's from
+ * rank r-1 into one half of the scratch (the last step: into o->buf, the
+ * caller's receive block) and adds this rank's values to it. The half sent
+ * at step s was filled at step s-1; the other half receives. */
+static void rs_step(struct sb_ar_op *o, int s)
+{
+    struct step *st = &o->cur;
+    int p = o->p, r = o->rank;
+    size_t off, cnt, half = o->scratch_cap / 2;
+    st->send_peer = mod(r + 1, p);
+    st->recv_peer = mod(r - 1, p);
+    chunk(o->n, p, mod(r - 1 - s, p), &off, &cnt);
+    st->send = s == 0 ? o->src + off : o->scratch + (size_t)((s - 1) % 2) * half;
+    st->send_n = cnt;
+    chunk(o->n, p, mod(r - 2 - s, p), &off, &cnt);
+    st->recv = s == p - 2 ? o->buf : o->scratch + (size_t)(s % 2) * half;
+    st->recv_n = cnt;
+    st->add_dst = st->recv;
+    st->add_src = o->src + off;
+}
+
 /* Fills o->cur with step s of recursive doubling: s = 0 the pre-step
  * (ranks below 2 rem: even ones hand their buffer to the odd one above),
  * 1..lg p' the exchanges with virtual partner v ^ 2^(s-1), lg p' + 1 the
@@ -97,6 +125,7 @@ static void doubling_step(struct sb_ar_op *o, int s)
     int r = o->rank;
     st->send_n = st->recv_n = 0;
     st->add_dst = NULL;
+    st->add_src = o->scratch;
     int folded = r < 2 * o->rem; /* takes part in the pre/post-step */
     if (s == 0) {
         if (!folded) return;
@@ -152,7 +181,8 @@ static sb_status post(struct sb_ar_op *o, float *p, size_t count, int peer, int 
  * a posted receive. */
 static sb_status post_step(struct sb_ar_op *o)
 {
-    if (o->algo == SB_ALLREDUCE_RING) ring_step(o, o->step);
+    if (o->src) rs_step(o, o->step);
+    else if (o->algo == SB_ALLREDUCE_RING) ring_step(o, o->step);
     else doubling_step(o, o->step);
     o->n_req = 0;
     if (o->cur.recv_n) SB_TRY(post(o, o->cur.recv, o->cur.recv_n, o->cur.recv_peer, 0));
@@ -167,7 +197,7 @@ static void finish_step(struct sb_ar_op *o)
     const struct step *st = &o->cur;
     if (!st->add_dst || !st->recv_n) return;
     float *restrict dst = st->add_dst;
-    const float *restrict src = st->recv;
+    const float *restrict src = st->add_src;
     for (size_t i = 0; i < st->recv_n; i++) dst[i] += src[i];
 }
 
@@ -204,32 +234,54 @@ static struct sb_ar_op *acquire(struct sb_ar_pool *pool, size_t scratch, int req
     return o;
 }
 
-sb_status sb_ar_start(MPI_Comm comm, enum sb_allreduce_algo algo, float *buf, size_t n,
-                      int tag, struct sb_ar_pool *pool, struct sb_ar_op **out)
+/* Takes a schedule from the pool and fills what every kind shares. */
+static sb_status begin(MPI_Comm comm, size_t n, size_t scratch, size_t longest, int tag,
+                       struct sb_ar_pool *pool, struct sb_ar_op **out)
 {
     *out = NULL;
     int p = 1, rank = 0;
     SB_TRY(SB_MPI_CHECK(MPI_Comm_size(comm, &p)));
     SB_TRY(SB_MPI_CHECK(MPI_Comm_rank(comm, &rank)));
-    int ring = algo == SB_ALLREDUCE_RING;
-    if (!ring && algo != SB_ALLREDUCE_RECURSIVE_DOUBLING)
-        return sb_error(SB_ERR_INTERNAL, "all-reduce: algorithm %s has no schedule",
-                        sb_allreduce_algo_name(algo));
-    size_t scratch = ring ? n / (size_t)p + 1 : n;
-    size_t longest = ring ? scratch : n; /* floats in one message */
+    if (scratch == 0) scratch = n / (size_t)p + 1;
+    if (longest == 0) longest = scratch;
     int reqs = 2 * (int)((longest + PIECE - 1) / PIECE + 1);
     struct sb_ar_op *o = acquire(pool, scratch, reqs);
     if (!o) return sb_error(SB_ERR_NOMEM, "all-reduce of %zu floats: out of memory", n);
     o->pool = pool;
     o->comm = comm;
-    o->algo = algo;
-    o->buf = buf;
     o->n = n;
     o->p = p;
     o->rank = rank;
     o->tag = tag;
     o->step = 0;
     o->n_req = 0;
+    o->src = NULL;
+    *out = o;
+    return SB_OK;
+}
+
+/* Posts o's first step, or releases o on an error. */
+static sb_status first_step(struct sb_ar_op *o)
+{
+    if (o->n_steps <= 0) return SB_OK;
+    sb_status st = post_step(o);
+    if (st) release(o);
+    return st;
+}
+
+sb_status sb_ar_start(MPI_Comm comm, enum sb_allreduce_algo algo, float *buf, size_t n,
+                      int tag, struct sb_ar_pool *pool, struct sb_ar_op **out)
+{
+    *out = NULL;
+    int ring = algo == SB_ALLREDUCE_RING;
+    if (!ring && algo != SB_ALLREDUCE_RECURSIVE_DOUBLING)
+        return sb_error(SB_ERR_INTERNAL, "all-reduce: algorithm %s has no schedule",
+                        sb_allreduce_algo_name(algo));
+    struct sb_ar_op *o;
+    SB_TRY(begin(comm, n, ring ? 0 : n, ring ? 0 : n, tag, pool, &o));
+    o->algo = algo;
+    o->buf = buf;
+    int p = o->p, rank = o->rank;
     if (ring) {
         o->n_steps = 2 * (p - 1);
     } else {
@@ -245,15 +297,27 @@ sb_status sb_ar_start(MPI_Comm comm, enum sb_allreduce_algo algo, float *buf, si
         o->n_steps = p > 1 ? lg + 2 : 0;
     }
     if (n == 0 || p == 1) o->n_steps = 0;
-    if (o->n_steps > 0) {
-        sb_status st = post_step(o);
-        if (st) {
-            release(o);
-            return st;
-        }
-    }
-    *out = o;
-    return SB_OK;
+    sb_status st = first_step(o);
+    *out = st ? NULL : o;
+    return st;
+}
+
+sb_status sb_rs_start(MPI_Comm comm, const float *send, float *recv, size_t n, int tag,
+                      struct sb_ar_pool *pool, struct sb_ar_op **out)
+{
+    *out = NULL;
+    int p = 1;
+    SB_TRY(SB_MPI_CHECK(MPI_Comm_size(comm, &p)));
+    struct sb_ar_op *o;
+    SB_TRY(begin(comm, n, 2 * (n / (size_t)p + 1), 0, tag, pool, &o));
+    o->algo = SB_ALLREDUCE_RING;
+    o->buf = recv;
+    o->src = send;
+    o->n_steps = n == 0 || p == 1 ? 0 : p - 1;
+    if (p == 1 && n) memcpy(recv, send, n * sizeof(float));
+    sb_status st = first_step(o);
+    *out = st ? NULL : o;
+    return st;
 }
 
 sb_status sb_ar_progress(struct sb_ar_op *o, int block, int *done)

@@ -46,6 +46,22 @@ struct sb_ar_pool {
 sb_status sb_ar_start(MPI_Comm comm, enum sb_allreduce_algo algo, float *buf, size_t n,
                       int tag, struct sb_ar_pool *pool, struct sb_ar_op **out);
 
+/* Starts the ring reduce-scatter (sum) of send (n floats, this rank's
+ * contribution) over comm: rank r receives ring chunk r of the sum (the
+ * chunks above: n/p floats, one more for r < n mod p, the split of
+ * sb_split_range) into recv. p-1 steps; step s sends the partial sum of
+ * chunk r-1-s to rank r+1 and adds this rank's values to chunk r-2-s's
+ * partial from rank r-1 (the first half of the ring all-reduce above,
+ * rotated one rank so that chunk r ends on rank r). Every rank sends
+ * (p-1)/p of the buffer, the optimum, and holds 2 (n/p + 1) floats of
+ * scratch, so its memory falls as 1/p (MPI_Ireduce_scatter in Open MPI
+ * 4.1's libnbc reduces the whole buffer to rank 0 through 2n floats of
+ * temporaries, then scatters). send and recv must stay untouched until
+ * done; tag as for sb_ar_start (the same sequence of tags). Progress and
+ * completion: sb_ar_progress. Errors: as sb_ar_start. */
+sb_status sb_rs_start(MPI_Comm comm, const float *send, float *recv, size_t n, int tag,
+                      struct sb_ar_pool *pool, struct sb_ar_op **out);
+
 /* Advances op: completes as many steps as have arrived (MPI_Testall), or,
  * with `block`, all of them (MPI_Waitall). *done = 1 when the buffer holds
  * the sum; the op then goes back to the pool (do not use it again).

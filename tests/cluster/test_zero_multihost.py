@@ -1,6 +1,6 @@
-"""zero across hosts (strategies/zero.c, docs/zero.md): stages 1 and 3 with Adam on a
-cluster of 2 network-namespace hosts (tests/cluster), one rank per host, Open MPI over
-TCP. The parameters after 20 steps must be byte-identical to the same job on one host
+"""zero across hosts (strategies/zero.c, docs/zero.md): stages 1 and 3 with Adam and
+stage 2 with SGD on a cluster of 2 network-namespace hosts (tests/cluster), one rank
+per host, Open MPI over TCP. The parameters after 20 steps must be byte-identical to the same job on one host
 (the same sums in the same order, whatever the transport) and within float summation
 order of ddp's; the report lists both hosts and counts 2 or 3 Ψ(n-1)/n bytes per rank
 per step. Skips without root or network namespaces (the `cluster` fixture).
@@ -33,7 +33,7 @@ def shown(proc):
 
 def flags(mnist_dir, out_dir, tag, *strategy):
     return ["train", "--data", mnist_dir, "--device", "cpu", "--replicas", "2",
-            "--optimizer", "adam", "--threads", "1", "--max-steps", STEPS,
+            "--threads", "1", "--max-steps", STEPS,
             "--warmup-steps", "2", *strategy, "--report", out_dir / f"{tag}.json",
             "--save-params", out_dir / f"{tag}.f32"]
 
@@ -47,10 +47,10 @@ def one_host(stratbench, mnist_dir, tmp_path, tag, *strategy):
     return tmp_path / f"{tag}.f32"
 
 
-@pytest.mark.parametrize("stage", [1, 3])
-def test_zero_across_two_hosts(stage, cluster, stratbench, mnist_dir, tmp_path):
+@pytest.mark.parametrize("stage, optimizer", [(1, "adam"), (2, "sgd"), (3, "adam")])
+def test_zero_across_two_hosts(stage, optimizer, cluster, stratbench, mnist_dir, tmp_path):
     c = cluster(2)
-    strategy = ["--strategy", "zero", "--zero-stage", str(stage)]
+    strategy = ["--strategy", "zero", "--zero-stage", str(stage), "--optimizer", optimizer]
     proc = c.stratbench(stratbench, *flags(mnist_dir, tmp_path, "cluster", *strategy),
                         env=env_for_mpi(), timeout=300, cwd=REPO_ROOT)
     assert proc.returncode == 0, shown(proc)
@@ -59,7 +59,8 @@ def test_zero_across_two_hosts(stage, cluster, stratbench, mnist_dir, tmp_path):
     mine = tmp_path / "cluster.f32"
     ref = one_host(stratbench, mnist_dir, tmp_path, "one-host", *strategy)
     assert mine.read_bytes() == ref.read_bytes(), "zero across hosts differs from one host"
-    ddp = one_host(stratbench, mnist_dir, tmp_path, "ddp", "--strategy", "ddp")
+    ddp = one_host(stratbench, mnist_dir, tmp_path, "ddp", "--strategy", "ddp", "--optimizer",
+                   optimizer)
     a, b = np.fromfile(mine, dtype="<f4"), np.fromfile(ddp, dtype="<f4")
     assert float(np.max(np.abs(a - b)) / np.max(np.abs(b))) <= 1e-5
     want = (3 if stage == 3 else 2) * 4 * N_PARAMS / 2

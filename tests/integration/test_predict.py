@@ -122,9 +122,9 @@ def test_table_and_json(stratbench, ddp_report, tmp_path):
         many = rows[(n, "central", n, "push-pull")]
         assert math.isclose(many["comm_ms"], 1e3 * 2 * (5e-6 + m / 12.5e9), rel_tol=1e-9)
         assert one["efficiency"] < many["efficiency"] <= 1.0
-        # zero, one unit, as libnbc runs it: reduce-scatter = lg n rounds of M to rank 0,
-        # then rank 0's scatter of (n-1)/n M; all-gather (n-1)/n M; stage 3 gathers twice
-        rs = lg * (5e-6 + m / 12.5e9) + 5e-6 + (n - 1) / n * m / 12.5e9
+        # zero, one unit: reduce-scatter = the ring's n-1 steps of M/n; all-gather
+        # (libnbc, linear) (n-1)/n M at once; stage 3 gathers twice
+        rs = (n - 1) * (5e-6 + m / n / 12.5e9)
         ag = 5e-6 + (n - 1) / n * m / 12.5e9
         for stage, gathers in ((1, 1), (2, 1), (3, 2)):
             z = rows[(n, "zero", 0, f"stage-{stage}")]
@@ -170,6 +170,45 @@ def test_method_rows_use_each_methods_wire_bytes(stratbench, ddp_report):
                                 rel_tol=1e-9)
 
 
+def test_memory_rows_and_device_memory(stratbench, ddp_report, tmp_path):
+    """Memory per rank at every count by the ledger's formula (SGD: s = 1 optimizer float
+    per parameter), computed here independently; --device-memory marks what fits."""
+    report = json.loads(ddp_report.read_text())
+    psi = report["model"]["param_bytes"] / 4
+    act = report["memory"]["by_rank"][0]["activation_bytes"]
+    proc = predict(stratbench, ddp_report, "--json", "--replicas", "8,64,512")
+    assert proc.returncode == 0, describe(proc)
+    doc = json.loads(proc.stdout)
+    validate_against(doc, "predict.schema.json")
+    assert doc["optimizer"] == "sgd" and doc["activation_bytes"] == act
+    assert doc["device_memory_bytes"] is None
+    for r in doc["rows"]:
+        n, k = r["replicas"], r["servers"]
+        want = {"ddp": 12 * psi, "central": max(8 * psi, 8 * psi + 4 * psi / max(k, 1))}.get(
+            r["strategy"])
+        if r["strategy"] == "zero":
+            stage = int(r["algorithm"].split("-")[1])
+            want = {1: 8 * psi + 4 * psi / n, 2: 4 * psi + 8 * psi / n, 3: 12 * psi / n}[stage]
+        assert math.isclose(r["model_state_bytes"], want, rel_tol=1e-9), r
+        assert math.isclose(r["memory_bytes"], want + act, rel_tol=1e-9)
+        assert r["fits"] is None
+    # a device between the smallest and largest need: some rows fit, some do not
+    need = sorted(r["memory_bytes"] for r in doc["rows"])
+    device = (need[0] + need[-1]) / 2 / 2**20
+    out = tmp_path / "fit.json"
+    proc = predict(stratbench, ddp_report, "--replicas", "8,64,512", "--device-memory",
+                   f"{device:.6f}MiB", "--out", out)
+    assert proc.returncode == 0, describe(proc)
+    doc = json.loads(out.read_text())
+    validate_against(doc, "predict.schema.json")
+    assert math.isclose(doc["device_memory_bytes"], device * 2**20, rel_tol=1e-6)
+    fits = [r["fits"] for r in doc["rows"]]
+    assert fits == [r["memory_bytes"] <= doc["device_memory_bytes"] for r in doc["rows"]]
+    assert True in fits and False in fits
+    table = [ln.split() for ln in proc.stdout.splitlines() if not ln.startswith("#")]
+    assert [t[-1] for t in table] == ["yes" if f else "no" for f in fits]
+
+
 def test_json_flag_prints_json(stratbench, ddp_report):
     proc = predict(stratbench, ddp_report, "--json", "--replicas", "4")
     assert proc.returncode == 0, describe(proc)
@@ -197,6 +236,9 @@ def test_plot_predicted_efficiency(stratbench, ddp_report, tmp_path):
     (["--bandwidth", "-1gbit"], "--bandwidth: expected a positive rate"),
     (["--latency", "5"], "--latency: expected a time like 5us"),
     (["--frobnicate"], "unknown flag '--frobnicate'"),
+    (["--device-memory", "16Gb"], "--device-memory: expected a positive size like 16GiB"),
+    (["--device-memory", "0GiB"], "--device-memory: expected a positive size"),
+    (["--device-memory", "lots"], "--device-memory: expected a positive size"),
     (["--out", "/nonexistent/dir/p.json"], "--out /nonexistent/dir/p.json: cannot write"),
 ])
 def test_bad_flags(args, message, stratbench, ddp_report, tmp_path):

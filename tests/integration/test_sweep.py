@@ -308,3 +308,53 @@ def test_sigint_writes_partial_and_resume_finishes(stratbench, mnist_dir, tmp_pa
     assert done.stdout.count("(finished before)") == len(runs)
     doc = json.loads((out / "scaling.json").read_text())
     assert doc["partial"] is False and doc["points"][0]["runs_ok"] == 3
+
+
+def test_plot_memory_per_rank(tiny_sweep, tmp_path):
+    """The memory chart: per strategy the ledger's model state per rank against replicas,
+    captioned like the others; mirrored holds a full replica per replica (flat)."""
+    pytest.importorskip("matplotlib")
+    proc, out = tiny_sweep
+    charts = tmp_path / "charts"
+    p = run([sys.executable, REPO_ROOT / "reports" / "plot.py", out / "scaling.json", "--out", charts])
+    assert p.returncode == 0, describe(p)
+    doc = json.loads((out / "scaling.json").read_text())
+    svg = (charts / "memory-weak.svg").read_text()
+    assert f"commit {doc['environment']['git_commit']}" in svg and "Memory per rank" in svg
+    assert 'id="memory-weak"' in (charts / "index.html").read_text()
+    plot = load_plot_module()
+    series = plot.memory_series(doc["points"], out)
+    mirrored = dict((n, state) for n, state, _ in series["mirrored"])
+    assert mirrored[1] == pytest.approx(mirrored[2]) and mirrored[1] > 0
+
+
+def load_plot_module():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("plot", REPO_ROOT / "reports" / "plot.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_memory_series_reads_the_ledgers(tmp_path):
+    """memory_series takes each point's largest rank's model state and peak RSS from its
+    run reports, the median over repeats; failed runs and missing reports are skipped.
+    Synthetic ledgers: ddp flat, zero stage 3 falling as 1/n."""
+    psi = 1e6
+    points = []
+    for strategy in ("ddp", "zero"):
+        for n in (1, 2, 4):
+            runs = []
+            for rep in (1, 2, 3):
+                name = f"{strategy}-{n}-{rep}.json"
+                state = 16 * psi if strategy == "ddp" else 16 * psi / n
+                ranks = [{"model_state_bytes": state * (0.99 if r else 1),
+                          "peak_rss_bytes": 1e8 + rep * 1e6} for r in range(n)]
+                (tmp_path / name).write_text(json.dumps({"memory": {"by_rank": ranks}}))
+                runs.append({"status": "ok", "report": name})
+            runs.append({"status": "failed", "report": "missing.json"})
+            points.append({"strategy": strategy, "replicas": n, "runs": runs})
+    series = load_plot_module().memory_series(points, tmp_path)
+    assert [(n, s) for n, s, _ in series["ddp"]] == [(1, 16.0), (2, 16.0), (4, 16.0)]
+    assert [(n, s) for n, s, _ in series["zero"]] == [(1, 16.0), (2, 8.0), (4, 4.0)]
+    assert all(rss == pytest.approx(102.0) for _, _, rss in series["zero"])

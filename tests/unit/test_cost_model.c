@@ -80,19 +80,18 @@ static void test_central(void **state)
     assert_float_equal(sb_central_cost_s(&link, 1, 0, M), 0.0, EPS);
 }
 
-/* libnbc's reduce-scatter (binomial reduce to rank 0, linear scatter) and
+/* The ring's reduce-scatter (p-1 steps of one block) and libnbc's
  * all-gather (linear). */
 static void test_reduce_scatter_allgather(void **state)
 {
     (void)state;
     assert_float_equal(sb_cost_reduce_scatter_s(&link, 1, M), 0.0, EPS);
-    /* 1 round of M, then M/2 to rank 1 */
-    assert_float_equal(sb_cost_reduce_scatter_s(&link, 2, M), 0.0801 + 1e-4 + 0.04, EPS);
-    /* 3 rounds (ceil(lg 5)), then 4/5 of M from rank 0 */
-    assert_float_equal(sb_cost_reduce_scatter_s(&link, 5, M), 3 * 0.0801 + 1e-4 + 0.064, EPS);
-    const struct sb_link g = {1e-4, 1e8, 1e-9}; /* γ: 8 ms per round's reduction */
-    assert_float_equal(sb_cost_reduce_scatter_s(&g, 4, M), 2 * (0.0801 + 0.008) + 1e-4 + 0.06,
-                       EPS);
+    /* 1 step of M/2 */
+    assert_float_equal(sb_cost_reduce_scatter_s(&link, 2, M), 1e-4 + 0.04, EPS);
+    /* 4 steps of M/5 */
+    assert_float_equal(sb_cost_reduce_scatter_s(&link, 5, M), 4 * (1e-4 + 0.016), EPS);
+    const struct sb_link g = {1e-4, 1e8, 1e-9}; /* γ: 3/4 of M reduced, 6 ms */
+    assert_float_equal(sb_cost_reduce_scatter_s(&g, 4, M), 3 * (1e-4 + 0.02) + 0.006, EPS);
     assert_float_equal(sb_cost_allgather_s(&link, 1, M), 0.0, EPS);
     assert_float_equal(sb_cost_allgather_s(&link, 4, M), 1e-4 + 0.06, EPS);
 }

@@ -156,9 +156,10 @@ static void check_hierarchical(MPI_Comm world)
 }
 
 /* Reduce-scatter then all-gather of n floats in uneven blocks (block r:
- * the r-th of p near-equal parts): the blocks hold the exact sums, the
- * gather restores the whole sum on every rank, and each counts one call
- * and 4n bytes (nccl-tests' convention). */
+ * the r-th of p near-equal parts, which the ring runs): the blocks hold
+ * the exact sums, the send buffer is untouched, the gather restores the
+ * whole sum on every rank, and each counts one call and 4n bytes
+ * (nccl-tests' convention). */
 static void check_reduce_scatter_allgather(struct sb_comm *c, size_t n)
 {
     int p = c->size, rank = c->rank;
@@ -180,6 +181,11 @@ static void check_reduce_scatter_allgather(struct sb_comm *c, size_t n)
                   mine[i]);
             break;
         }
+    float *again = malloc((n ? n : 1) * sizeof *x);
+    fill_exact(again, n, rank);
+    CHECK(n == 0 || memcmp(x, again, n * sizeof *x) == 0,
+          "reduce-scatter n=%zu p=%d wrote into its send buffer", n, p);
+    free(again);
     memset(x, 0, n * sizeof *x);
     if (sb_comm_iallgather(c, mine, x, counts, &req) || sb_comm_wait(c, &req))
         CHECK(0, "all-gather n=%zu p=%d failed", n, p);
@@ -200,6 +206,27 @@ static void check_reduce_scatter_allgather(struct sb_comm *c, size_t n)
     free(mine);
 }
 
+/* Blocks that are not the ring's (all n on the last rank): the library's
+ * MPI_Ireduce_scatter; the last rank receives the exact sums. */
+static void check_reduce_scatter_skewed(struct sb_comm *c, size_t n)
+{
+    int p = c->size, rank = c->rank;
+    size_t counts[8] = {0};
+    counts[p - 1] = n;
+    float *x = malloc((n ? n : 1) * sizeof *x), *mine = malloc((n ? n : 1) * sizeof *x);
+    fill_exact(x, n, rank);
+    struct sb_comm_request req;
+    if (sb_comm_ireduce_scatter(c, x, mine, counts, &req) || sb_comm_wait(c, &req))
+        CHECK(0, "skewed reduce-scatter n=%zu p=%d failed", n, p);
+    for (size_t i = 0; rank == p - 1 && i < n; i++)
+        if (mine[i] != (float)((int)(i % 7 + 1) * p * (p + 1) / 2)) {
+            CHECK(0, "skewed reduce-scatter n=%zu p=%d: block[%zu] = %g", n, p, i, mine[i]);
+            break;
+        }
+    free(x);
+    free(mine);
+}
+
 static int run_checks(void)
 {
     MPI_Init(NULL, NULL);
@@ -216,6 +243,7 @@ static int run_checks(void)
     check_in_flight(c);
     check_hierarchical(world);
     for (size_t s = 0; s < N_SIZES; s++) check_reduce_scatter_allgather(c, sizes[s]);
+    check_reduce_scatter_skewed(c, 1000);
     /* The counters split all-reduces by algorithm. */
     long calls = 0;
     for (int a = 0; a < SB_ALLREDUCE_NALGOS; a++) calls += c->allreduce_by_algo[a].calls;
