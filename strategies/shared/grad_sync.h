@@ -15,7 +15,9 @@
  *   - the relative L2 error ||g - g32|| / ||g32|| of the synchronised
  *     gradient g against the exact average g32 (the local gradients summed
  *     in double by an uncounted metrics all-reduce), every --check-every
- *     steps (when it is 0: at the run's last step only).
+ *     steps (when it is 0: at the run's last step only); for none without
+ *     local SGD only when --check-every is given (the fp32 all-reduce is the
+ *     reference up to summation order; the check holds 8 bytes a parameter).
  * Host memory, except fp16/bf16 on a GPU (--comm nccl: ncclFloat16 /
  * ncclBfloat16, src/comm/nccl.c), where the error is not measured and the
  * phases are the device replica's (validated by the CLI). */
@@ -49,7 +51,7 @@ int sb_grad_sync_local(const struct sb_grad_sync *g, long step);
 
 /* Whether this step measures the error against the fp32 average (every
  * --check-every steps, or the last step when it is 0; never for local SGD
- * steps). A strategy whose own
+ * steps, nor for none without local SGD unless --check-every is given). A strategy whose own
  * all-reduce runs such a step calls sb_grad_sync_reference before it
  * (with the local gradients, all ready: no overlap) and
  * sb_grad_sync_compare after it. */
