@@ -295,6 +295,14 @@ static sb_status gather_memory(struct loop *L)
     return SB_OK;
 }
 
+/* The compute threads on this host: its processes (MPI) or replica threads
+ * (mirrored, single) times the BLAS threads of each. */
+static long compute_threads(const struct loop *L, const struct sb_job *job)
+{
+    long workers = job->mpi ? (job->local_size > 0 ? job->local_size : 1) : L->cfg->replicas;
+    return workers * (L->rec->blas_threads > 0 ? L->rec->blas_threads : 1);
+}
+
 /* Every rank's per-step timings to rank 0 (collective): derives the wait
  * phase (rank_stats.h), writes rank 0's back into its own timings, and the
  * spread across ranks into the record. */
@@ -311,7 +319,10 @@ static sb_status cross_rank_stats(struct loop *L)
                    sb_rank_timings_at(&all, 0, SB_RANK_FIELD_PHASE(SB_PHASE_WAIT)),
                    all.n_steps * sizeof(double));
         if (!st) st = sb_rank_timings_spread(&all, &L->rec->step_by_rank, L->rec->phases_by_rank);
-        if (!st) st = sb_stragglers(&all, L->t.step_ms, L->t.n, &L->rec->stragglers);
+        if (!st)
+            st = sb_stragglers(&all, L->t.step_ms, L->t.n,
+                               compute_threads(L, job) > sysconf(_SC_NPROCESSORS_ONLN),
+                               &L->rec->stragglers);
     }
     sb_rank_timings_free(&all);
     SB_TRY(st);
@@ -383,9 +394,7 @@ static void warn_if_misleading(struct loop *L, const struct sb_job *job)
     double stall = 0;
     if (L->t.n > 0 && sb_summarize(L->t.step_ms, L->t.n, &s) == SB_OK)
         stall = sb_stall_fraction(L->t.step_ms, L->t.n, s.median);
-    long workers = job->mpi ? (job->local_size > 0 ? job->local_size : 1) : L->cfg->replicas;
-    long threads = workers * (L->rec->blas_threads > 0 ? L->rec->blas_threads : 1);
-    sb_run_warnings_check(L->rec, threads, sysconf(_SC_NPROCESSORS_ONLN), stall);
+    sb_run_warnings_check(L->rec, compute_threads(L, job), sysconf(_SC_NPROCESSORS_ONLN), stall);
     sb_run_warnings_print(L->rec);
 }
 

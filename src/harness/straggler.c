@@ -12,7 +12,7 @@
 #include "core/stats.h"
 
 sb_status sb_stragglers(const struct sb_rank_timings *all, const double *step_ms, size_t n,
-                        struct sb_straggler *out)
+                        int oversubscribed, struct sb_straggler *out)
 {
     SB_TRY(sb_rank_timings_straggler(all, out));
     if (out->ranks == 0) return SB_OK;
@@ -24,9 +24,13 @@ sb_status sb_stragglers(const struct sb_rank_timings *all, const double *step_ms
     if (out->cost_ms > SB_STRAGGLER_LINE * step.median &&
         out->slowest_fraction >= SB_STRAGGLER_STEADY) {
         printf("straggler: rank %d (host %s) costs the other ranks %.1f ms per step (%.0f%% of "
-               "the %.1f ms step): compute %.1f ms against %.1f ms for the slowest of the rest\n",
+               "the %.1f ms step): compute %.1f ms against %.1f ms for the slowest of the rest%s\n",
                out->rank, out->hosts[out->rank], out->cost_ms, 100.0 * out->cost_ms / step.median,
-               step.median, out->compute_ms, out->others_compute_ms);
+               step.median, out->compute_ms, out->others_compute_ms,
+               oversubscribed ? "; this host runs more compute threads than cores (see the "
+                                "warning), so the rank may be slow from sharing a core, not "
+                                "from its own work"
+                              : "");
         fflush(stdout);
     }
     return SB_OK;

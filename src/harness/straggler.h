@@ -23,9 +23,12 @@
  * steps, ms) and was the slowest in at least SB_STRAGGLER_STEADY of the
  * steps: a rank that is slowest by chance (4 equal ranks on 2 shared cores:
  * 60-70% of the steps, 1-3 ms of an 11-12 ms step) is scheduling noise, not
- * a straggler. Free *out with sb_straggler_free. Errors: SB_ERR_NOMEM. */
+ * a straggler. When `oversubscribed` (more compute threads than cores on
+ * this host: the run's warning says so), the line adds that the rank may be
+ * slow from sharing a core rather than from its own work. Free *out with
+ * sb_straggler_free. Errors: SB_ERR_NOMEM. */
 sb_status sb_stragglers(const struct sb_rank_timings *all, const double *step_ms, size_t n,
-                        struct sb_straggler *out);
+                        int oversubscribed, struct sb_straggler *out);
 
 /* The test-only hook STRATBENCH_TEST_SLOW_RANK=R:MS: rank R computes MS ms
  * longer every step (a delay at the start of its step that the harness
