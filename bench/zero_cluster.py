@@ -36,7 +36,7 @@ import sys
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO / "tests" / "cluster"))
-import predict_scale as ps  # noqa: E402  (train, message_overhead_s, compute_scale, predict)
+import predict_scale as ps  # noqa: E402  (train, calibrate, compute_scale)
 from cluster import Cluster, unavailable_reason  # noqa: E402
 
 # name: (label, flags, predict row matcher)
@@ -104,10 +104,11 @@ def run_rate(c, a, rate, rows):
                               a.steps, a.warmup, path)
 
     cal_path, cal = job("ddp", 2)
-    lat = ps.message_overhead_s(cal)
-    pred = ps.predict(exe, cal_path, a.replicas, lat)
+    # the link the 2-host ddp run's own all-reduce shows (predict_scale.link_calibration)
+    pred, alpha, bandwidth = ps.calibrate(exe, cal_path, cal, a.replicas)
     print(f"{rate}: calibration (ddp n=2) step {cal['step_ms']['median']:.1f} ms, compute "
-          f"{pred['compute_ms']:.1f} ms, per-message overhead {1e3 * lat:.2f} ms", flush=True)
+          f"{pred['compute_ms']:.1f} ms, link {8e-9 * bandwidth:.4f} Gbit/s from the "
+          f"all-reduce, alpha {1e6 * alpha:.1f} us", flush=True)
     for variant in VARIANTS:
         for n in a.replicas:
             path, r = (cal_path, cal) if (variant, n) == ("ddp", 2) else job(variant, n)
@@ -119,7 +120,7 @@ def run_rate(c, a, rate, rows):
                          "predicted_over_measured": p / m if p and m else None,
                          "model_state_bytes": state, "peak_rss_bytes": rss,
                          "load_average_1min": round(os.getloadavg()[0], 2),
-                         "message_overhead_s": lat,
+                         "alpha_s": alpha, "bandwidth_Bps": bandwidth,
                          "report": str(path.relative_to(a.out))})
             print(f"{rate:>8} {VARIANTS[variant][0]:<7} n={n}: predicted {p:9.1f} ms, measured "
                   f"{m:9.1f} ms, {p / m:.3f}; state {state / 1e6:.1f} MB, peak RSS "
