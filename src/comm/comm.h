@@ -237,7 +237,7 @@ sb_status sb_comm_ireduce_scatter(struct sb_comm *c, const float *send, float *r
 sb_status sb_comm_iallgather(struct sb_comm *c, const float *send, float *recv,
                              const size_t *counts, struct sb_comm_request *req);
 
-/* Counted 16-bit all-reduce (the op allreduce16; src/comm/compressed.c):
+/* Counted 16-bit all-reduce (the op allreduce16; src/comm/comm.c):
  * one all-reduce call of 2n bytes (the wire's message size: half of the
  * fp32 all-reduce's 4n) and its seconds in c->counters[SB_COMM_ALLREDUCE],
  * recorded in the flight recorder like the other calls. Errors:
@@ -247,7 +247,7 @@ sb_status sb_comm_iallgather(struct sb_comm *c, const float *send, float *recv,
 sb_status sb_comm_allreduce16(struct sb_comm *c, enum sb_half_format fmt, float *buf, size_t n,
                               double *convert_s);
 
-/* Counted 16-bit reduce-scatter (the op reduce_scatter16; compressed.c),
+/* Counted 16-bit reduce-scatter (the op reduce_scatter16; comm.c),
  * blocking, for a caller that tracks its reduce-scatters as requests
  * (zero): fills *req as a completed request (kind reduce-scatter, bytes
  * 2 x sum(counts): half of sb_comm_ireduce_scatter's, start and done
