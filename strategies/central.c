@@ -80,7 +80,7 @@ static sb_status central_init(struct sb_strategy *s)
     if (!c) return sb_error(SB_ERR_NOMEM, "central: out of memory");
     s->impl = c;
     /* Before the replica: on cuda it selects this rank's GPU for the thread. */
-    SB_TRY(sb_comm_world_create(s->env->cfg, s->env->mpi_world, s->env->placement->device[0],
+    SB_TRY(sb_comm_world_create(s->env->cfg, s->env->job, s->env->placement->device[0],
                                 &c->comm));
     int rank = c->comm->rank;
     const struct central_opts *opt = sb_central_opts(cfg);

@@ -85,7 +85,7 @@ static sb_status ddp_init(struct sb_strategy *s)
     if (!d) return sb_error(SB_ERR_NOMEM, "ddp: out of memory");
     s->impl = d;
     /* Before the replica: on cuda it selects this rank's GPU for the thread. */
-    SB_TRY(sb_comm_world_create(s->env->cfg, s->env->mpi_world, s->env->placement->device[0],
+    SB_TRY(sb_comm_world_create(s->env->cfg, s->env->job, s->env->placement->device[0],
                                 &d->comm));
     SB_TRY(sb_replica_create(s->env, 1, &d->replica));
     s->replica = d->replica;

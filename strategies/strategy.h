@@ -22,6 +22,7 @@
 #include "core/phase.h"
 #include "core/status.h"
 #include "data/mnist.h"
+#include "job/job.h"
 #include "workloads/workload.h"
 
 /* What one process did in one step. */
@@ -40,7 +41,7 @@ struct sb_strategy_env {
     /* Where this process's replicas run (backend/placement.h), decided by
      * the harness before init: the one placement of the job. */
     const struct sb_placement *placement;
-    const void *mpi_world;  /* MPI_Comm * of the world, NULL without MPI */
+    const struct sb_job *job; /* the MPI job (job/job.h), NULL without MPI */
 };
 
 /* A flag that belongs to one strategy (e.g. central's --servers). Its value

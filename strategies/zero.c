@@ -326,7 +326,7 @@ static sb_status zero_init(struct sb_strategy *s)
     z->stage = opts(cfg)->stage;
     z->half = strcmp(cfg->grad_compression, "fp16") == 0 || strcmp(cfg->grad_compression, "bf16") == 0;
     z->fmt = strcmp(cfg->grad_compression, "bf16") == 0 ? SB_HALF_BF16 : SB_HALF_FP16;
-    SB_TRY(sb_comm_world_create(cfg, s->env->mpi_world, s->env->placement->device[0], &z->comm));
+    SB_TRY(sb_comm_world_create(cfg, s->env->job, s->env->placement->device[0], &z->comm));
     z->size = z->comm->size;
     z->rank = z->comm->rank;
     /* A duplicate for traffic that is no training step's (every rank). */

@@ -23,14 +23,22 @@ struct call {
     int64_t seq; /* its flight-recorder entry */
 };
 
-/* Opens the NVTX range of a counted call of `bytes` to or from `peer`
- * (-1 for none), records it in the flight recorder and returns it. */
-static struct call begin(enum sb_comm_kind kind, size_t bytes, int peer, int receive)
+/* Opens the NVTX range `name` of a counted call of `kind` and `bytes` to or
+ * from `peer` (-1 for none), records it in the flight recorder and returns
+ * it. */
+static struct call begin_named(const char *name, enum sb_comm_kind kind, size_t bytes, int peer,
+                               int receive)
 {
-    sb_nvtx_push_bytes(sb_comm_kind_name(kind), SB_NVTX_COMM, bytes);
+    sb_nvtx_push_bytes(name, SB_NVTX_COMM, bytes);
     struct call k = {sb_now_s(), sb_flight_issue((enum sb_flight_kind)kind, bytes, peer, -1)};
     if (receive) sb_flight_mark_receive();
     return k;
+}
+
+/* begin_named with the kind's own name. */
+static struct call begin(enum sb_comm_kind kind, size_t bytes, int peer, int receive)
+{
+    return begin_named(sb_comm_kind_name(kind), kind, bytes, peer, receive);
 }
 
 /* Ends call k: adds one call, its bytes and its seconds to
@@ -321,4 +329,39 @@ double sb_comm_busbw_factor(enum sb_comm_kind kind, int n)
     if (kind == SB_COMM_REDUCE_SCATTER || kind == SB_COMM_ALLGATHER)
         return n > 1 ? (double)(n - 1) / n : 0.0;
     return 1.0;
+}
+
+/* Gradient compression's 16-bit collectives: the same counters as every
+ * other call, their bytes the wire's (2 a value), their NVTX ranges named
+ * apart ("allreduce16", "reduce_scatter16"). */
+sb_status sb_comm_allreduce16(struct sb_comm *c, enum sb_half_format fmt, float *buf, size_t n,
+                              double *convert_s)
+{
+    if (!c->ops->allreduce16)
+        return sb_error(SB_ERR_USAGE, "the %s communicator has no 16-bit all-reduce",
+                        c->ops->name);
+    size_t bytes = n * sizeof(uint16_t);
+    struct call k = begin_named("allreduce16", SB_COMM_ALLREDUCE, bytes, -1, 0);
+    sb_status st = c->ops->allreduce16(c, fmt, buf, n, convert_s);
+    return end(c, SB_COMM_ALLREDUCE, bytes, k, st);
+}
+
+sb_status sb_comm_reduce_scatter16(struct sb_comm *c, enum sb_half_format fmt, const float *send,
+                                   float *recv, const size_t *counts,
+                                   struct sb_comm_request *req, double *convert_s)
+{
+    if (!c->ops->reduce_scatter16)
+        return sb_error(SB_ERR_USAGE, "the %s communicator has no 16-bit reduce-scatter",
+                        c->ops->name);
+    size_t n = 0;
+    for (int r = 0; r < c->size; r++) n += counts[r];
+    size_t bytes = n * sizeof(uint16_t);
+    sb_nvtx_push_bytes("reduce_scatter16", SB_NVTX_COMM, bytes);
+    request_begin(c, SB_COMM_REDUCE_SCATTER, bytes, req);
+    req->algo = SB_ALLREDUCE_RING;
+    sb_status st = c->ops->reduce_scatter16(c, fmt, send, recv, counts, convert_s);
+    req->done = 1; /* blocking: complete at issue */
+    request_issued(c, req, st);
+    sb_nvtx_pop();
+    return st;
 }

@@ -237,7 +237,7 @@ sb_status sb_comm_ireduce_scatter(struct sb_comm *c, const float *send, float *r
 sb_status sb_comm_iallgather(struct sb_comm *c, const float *send, float *recv,
                              const size_t *counts, struct sb_comm_request *req);
 
-/* Counted 16-bit all-reduce (the op allreduce16; src/comm/compressed.c):
+/* Counted 16-bit all-reduce (the op allreduce16; src/comm/comm.c):
  * one all-reduce call of 2n bytes (the wire's message size: half of the
  * fp32 all-reduce's 4n) and its seconds in c->counters[SB_COMM_ALLREDUCE],
  * recorded in the flight recorder like the other calls. Errors:
@@ -247,7 +247,7 @@ sb_status sb_comm_iallgather(struct sb_comm *c, const float *send, float *recv,
 sb_status sb_comm_allreduce16(struct sb_comm *c, enum sb_half_format fmt, float *buf, size_t n,
                               double *convert_s);
 
-/* Counted 16-bit reduce-scatter (the op reduce_scatter16; compressed.c),
+/* Counted 16-bit reduce-scatter (the op reduce_scatter16; comm.c),
  * blocking, for a caller that tracks its reduce-scatters as requests
  * (zero): fills *req as a completed request (kind reduce-scatter, bytes
  * 2 x sum(counts): half of sb_comm_ireduce_scatter's, start and done
@@ -352,13 +352,15 @@ sb_status sb_comm_local_create(struct sb_local_group *g, int rank,
 /* An entry of the communicator registry (src/comm/factory.c): the --comm
  * name and what the communicator needs and offers, for the layers above
  * to ask instead of comparing names. */
+struct sb_job; /* job/job.h: the MPI job the ranks' communicators span */
+
 struct sb_comm_entry {
     const char *name;      /* --comm */
     int gpu_per_member;    /* needs a GPU of its own per member (nccl) */
     int recv_any;          /* receives from any source (central --async needs it) */
-    /* Over the ranks of mpi_comm (collective), this rank's GPU `device`
+    /* Over the ranks of the job (collective), this rank's GPU `device`
      * already chosen; NULL: not available in this build. */
-    sb_status (*ranks)(const void *mpi_comm, int device, struct sb_comm **out);
+    sb_status (*ranks)(const struct sb_job *job, int device, struct sb_comm **out);
     /* n members in this process, member i on GPU devices[i]; *group is
      * the shared-memory group, if the entry makes one (freed by the
      * caller with sb_local_group_destroy). NULL: not in this build. */
@@ -375,16 +377,16 @@ struct sb_config;
  * ranks and how replica threads talk with it on GPUs.
  *
  * The communicator a multi-process strategy should use for `cfg`, over the
- * ranks of `mpi_comm`: "mpi" when cfg->device is cpu (its allreduce_algo
+ * ranks of `job` (job/job.h): "mpi" when cfg->device is cpu (its allreduce_algo
  * from cfg->allreduce, --allreduce); on cuda, first makes GPU `device`
  * (this rank's, from the job's placement: backend/placement.h) current for
  * this thread (sb_cuda_set_device), then "nccl" for cfg->comm "nccl", or
  * "staged" over "mpi" for cfg->comm "mpi" (device buffers through pinned
  * host memory); `device` is ignored on cpu.
- * Collective over mpi_comm: every rank reaches the same branch.
+ * Collective over the job: every rank reaches the same branch.
  * Errors: SB_ERR_USAGE when the build lacks CUDA or NCCL for the choice;
  * otherwise those of the create functions. (src/comm/factory.c) */
-sb_status sb_comm_world_create(const struct sb_config *cfg, const void *mpi_comm, int device,
+sb_status sb_comm_world_create(const struct sb_config *cfg, const struct sb_job *job, int device,
                                struct sb_comm **out);
 
 /* The communicators between the n replica threads of one process
@@ -421,7 +423,7 @@ sb_status sb_comm_staged_create(struct sb_comm *inner, struct sb_comm **out);
  * which are host doubles (staged). Each op runs on the calling thread's
  * stream and waits for it. Errors: SB_ERR_COMM with NCCL's, MPI's or
  * CUDA's message; SB_ERR_DEVICE if the device cannot be selected. */
-sb_status sb_comm_nccl_create(const void *mpi_comm, int device, struct sb_comm **out);
+sb_status sb_comm_nccl_create(const struct sb_job *job, int device, struct sb_comm **out);
 
 /* n NCCL members in one process (mirrored), member i on devices[i], via
  * ncclCommInitAll; devices must be distinct (NCCL refuses a GPU twice: for

@@ -11,7 +11,7 @@
 #include "comm/comm.h"
 #include "core/config.h"
 #ifdef SB_HAVE_CUDA
-#include "job/job_mpi.h" /* sb_job_agree_on: the staged communicator's GPU set-up */
+#include "job/job.h" /* the job the ranks' communicators span */
 #endif
 
 
@@ -28,12 +28,12 @@ static sb_status local_threads(int n, struct sb_local_group **group, struct sb_c
  * the GPU first (the staging copies use this thread's stream); a rank whose
  * selection fails still joins the collective MPI_Comm_dup and then the
  * agreement, so no rank waits for it (docs/gpu.md). */
-static sb_status staged_ranks(const void *mpi_comm, int device, struct sb_comm **out)
+static sb_status staged_ranks(const struct sb_job *job, int device, struct sb_comm **out)
 {
     sb_status local = sb_cuda_set_device(device);
     struct sb_comm *inner = NULL;
-    SB_TRY(sb_comm_mpi_create(mpi_comm, &inner));
-    sb_status st = sb_job_agree_on(*(const MPI_Comm *)mpi_comm, local, "its GPU set-up", NULL);
+    SB_TRY(sb_comm_mpi_create(sb_job_world(job), &inner));
+    sb_status st = sb_job_agree(job, local, "its GPU set-up", NULL);
     if (st) {
         sb_comm_destroy(inner);
         return st;
@@ -57,9 +57,9 @@ static sb_status staged_threads(int n, const int *devices, struct sb_local_group
 #endif
 
 #ifdef SB_HAVE_NCCL
-static sb_status nccl_ranks(const void *mpi_comm, int device, struct sb_comm **out)
+static sb_status nccl_ranks(const struct sb_job *job, int device, struct sb_comm **out)
 {
-    return sb_comm_nccl_create(mpi_comm, device, out); /* selects the device itself */
+    return sb_comm_nccl_create(job, device, out); /* selects the device itself */
 }
 
 /* ncclCommInitAll over distinct GPUs. */
@@ -117,7 +117,7 @@ static sb_status find_gpu_entry(const struct sb_config *cfg, const struct sb_com
 #endif
 }
 
-sb_status sb_comm_world_create(const struct sb_config *cfg, const void *mpi_comm, int device,
+sb_status sb_comm_world_create(const struct sb_config *cfg, const struct sb_job *job, int device,
                                struct sb_comm **out)
 {
     *out = NULL;
@@ -127,7 +127,7 @@ sb_status sb_comm_world_create(const struct sb_config *cfg, const void *mpi_comm
         enum sb_allreduce_algo algo = SB_ALLREDUCE_AUTO;
         if (cfg->allreduce[0] && sb_allreduce_algo_parse(cfg->allreduce, &algo) != 0)
             return sb_error(SB_ERR_USAGE, "--allreduce: unknown algorithm '%s'", cfg->allreduce);
-        SB_TRY(sb_comm_mpi_create(mpi_comm, out));
+        SB_TRY(sb_comm_mpi_create(sb_job_world(job), out));
         (*out)->allreduce_algo = algo;
         /* Hosts for the hierarchical all-reduce: required when named; for
          * auto, where it could win (2 hosts of 2 ranks at least), and
@@ -147,7 +147,7 @@ sb_status sb_comm_world_create(const struct sb_config *cfg, const void *mpi_comm
     }
     const struct sb_comm_entry *e = NULL;
     SB_TRY(find_gpu_entry(cfg, &e));
-    return e->ranks(mpi_comm, device, out);
+    return e->ranks(job, device, out);
 }
 
 sb_status sb_comm_threads_create(const struct sb_config *cfg, int n, const int *devices,

@@ -52,6 +52,7 @@
 #include "backend/cuda_check.h"
 #include "comm/comm.h"
 #include "comm/nccl_half.h"
+#include "job/job_mpi.h"
 
 /* Events for one NCCL call, from the member's pool (created at set-up;
  * nothing is created or allocated per call once the pool is large enough
@@ -466,10 +467,10 @@ static sb_status member_new(int device, struct sb_comm **out)
     return st;
 }
 
-sb_status sb_comm_nccl_create(const void *mpi_comm, int device, struct sb_comm **out)
+sb_status sb_comm_nccl_create(const struct sb_job *job, int device, struct sb_comm **out)
 {
     *out = NULL;
-    MPI_Comm world = *(const MPI_Comm *)mpi_comm;
+    MPI_Comm world = sb_job_comm(job);
     int rank = 0, size = 0;
     if (MPI_Comm_rank(world, &rank) != MPI_SUCCESS || MPI_Comm_size(world, &size) != MPI_SUCCESS)
         return sb_error(SB_ERR_COMM, "nccl bootstrap: MPI_Comm_rank/size failed");

@@ -565,7 +565,7 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
         .be = cfg->backend,
         .workload = sb_workload_find(cfg->workload),
         .placement = &placement,
-        .mpi_world = sb_job_world(job),
+        .job = job,
     };
     const struct sb_strategy_ops *ops = cfg->strategy_ops;
     if (!env.be || !env.workload || !ops)

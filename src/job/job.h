@@ -56,9 +56,9 @@ sb_status sb_job_agree(const struct sb_job *job, sb_status local, const char *wh
                        int *first_failed);
 
 /* The world as the communicators' constructors take it
- * (sb_comm_world_create: an MPI_Comm *, so that their headers need no
- * mpi.h), NULL for a job without MPI. The strategies get it in their
- * environment; every other layer passes the job itself. */
+ * (sb_comm_mpi_create: an MPI_Comm *, so that their headers need no
+ * mpi.h), NULL for a job without MPI. Only src/comm's constructors use it;
+ * every other layer passes the job itself. */
 const void *sb_job_world(const struct sb_job *job);
 
 /* Ends every process of the job with `code` (MPI_Abort when more than one
