@@ -41,7 +41,10 @@ LIBRARY = "build/libstratbench.a"
 OBJ_DIR = "build/obj"
 TEST_DIR = "build/tests"
 
-CFLAGS = ["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Isrc", "-I."]
+# An undeclared function is an error, not a warning: its int return truncates
+# pointers (a --no-cuda build once called sb_job_world undeclared).
+CFLAGS = ["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror=implicit-function-declaration",
+          "-Isrc", "-I."]
 # -O3: gcc 12 vectorises the elementwise and optimizer loops only from -O3.
 OPTIMIZE = {False: ["-O3", "-g"], True: ["-O0", "-g"]}  # keyed by --debug
 SYSTEM_LIBS = ["-lpthread", "-lm"]

@@ -10,9 +10,7 @@
 #include "backend/cuda.h"
 #include "comm/comm.h"
 #include "core/config.h"
-#ifdef SB_HAVE_CUDA
 #include "job/job.h" /* the job the ranks' communicators span */
-#endif
 
 
 /* n "local" members over one new shared-memory group. */
