@@ -88,6 +88,9 @@ def parse_args():
     for m in a.methods:
         if m not in METHODS:
             p.error(f"--methods: unknown method '{m}' (expected {', '.join(METHODS)})")
+    # Checked before the runs (minutes), not after them: the page must have its markers.
+    if a.docs and (BEGIN not in DOC.read_text() or END not in DOC.read_text()):
+        p.error(f"{DOC} has no {BEGIN} ... {END} markers (or pass --no-docs)")
     return a
 
 

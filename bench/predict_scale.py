@@ -76,36 +76,50 @@ for _stage in (1, 2, 3):
         lambda row, n, s=_stage: row["strategy"] == "zero" and row["algorithm"] == f"stage-{s}")
 
 
-def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def cluster_bench_parser(name, replicas, prefix, description):
+    """The flags every cluster bench takes (output folder runs/<name>-<UTC>, build,
+    data, rates, replica counts, model, steps, shared cores, cluster prefix,
+    --replot); bench/zero_cluster.py uses it too. Call finish_cluster_args on
+    the parsed flags."""
+    p = argparse.ArgumentParser(description=description)
     p.add_argument("--out", type=pathlib.Path,
                    default=REPO / "runs" / datetime.datetime.utcnow().strftime(
-                       "predict-scale-%Y%m%dT%H%M%SZ"))
+                       name + "-%Y%m%dT%H%M%SZ"))
     p.add_argument("--build", type=pathlib.Path, default=REPO / "build")
     p.add_argument("--data", default=os.environ.get("STRATBENCH_DATA", str(REPO / "data" / "mnist")))
     p.add_argument("--rates", default="100mbit,1gbit")
-    p.add_argument("--replicas", default="4,8")
+    p.add_argument("--replicas", default=replicas)
     p.add_argument("--hidden", default="1024,1024")
     p.add_argument("--steps", type=int, default=8, help="steps per run (--max-steps)")
     p.add_argument("--warmup", type=int, default=3, help="steps left out of step_ms")
-    p.add_argument("--strategies", default=",".join(STRATEGIES),
-                   help="which to measure (default: all: " + ",".join(STRATEGIES) + ")")
     p.add_argument("--cores", type=int, default=os.cpu_count() or 1,
                    help="cores the cluster's hosts share (default: this machine's)")
-    p.add_argument("--prefix", default="sbp", help="cluster prefix (tests/cluster/cluster.sh)")
+    p.add_argument("--prefix", default=prefix, help="cluster prefix (tests/cluster/cluster.sh)")
     p.add_argument("--replot", type=pathlib.Path, help="only redraw from a results.json")
+    return p
+
+
+def finish_cluster_args(p, a):
+    """Splits the lists of cluster_bench_parser's flags and checks them (p.error)."""
+    a.rates = a.rates.split(",")
+    a.replicas = [int(n) for n in a.replicas.split(",")]
+    if a.steps <= a.warmup:
+        p.error("--steps must exceed --warmup")
+    return a
+
+
+def parse_args(argv=None):
+    p = cluster_bench_parser("predict-scale", "4,8", "sbp", __doc__.split("\n\n")[0])
+    p.add_argument("--strategies", default=",".join(STRATEGIES),
+                   help="which to measure (default: all: " + ",".join(STRATEGIES) + ")")
     p.add_argument("--repredict", type=pathlib.Path,
                    help="predict a results.json's points again with this build's model, from "
                         "its stored calibrations (no cluster, no root), into --out")
-    a = p.parse_args(argv)
-    a.rates = a.rates.split(",")
-    a.replicas = [int(n) for n in a.replicas.split(",")]
+    a = finish_cluster_args(p, p.parse_args(argv))
     a.strategies = a.strategies.split(",")
     for s in a.strategies:
         if s not in STRATEGIES:
             p.error(f"--strategies: unknown '{s}' (known: {', '.join(STRATEGIES)})")
-    if a.steps <= a.warmup:
-        p.error("--steps must exceed --warmup")
     return a
 
 

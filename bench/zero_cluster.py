@@ -26,7 +26,6 @@ Needs root (network namespaces) and build/stratbench. The defaults run 16 jobs, 
 5 minutes on a quiet 2-core machine (the 100 Mbit/s runs take most of it).
 """
 
-import argparse
 import datetime
 import json
 import os
@@ -50,26 +49,8 @@ VARIANTS = {
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", type=pathlib.Path,
-                   default=REPO / "runs" / datetime.datetime.utcnow().strftime(
-                       "zero-cluster-%Y%m%dT%H%M%SZ"))
-    p.add_argument("--build", type=pathlib.Path, default=REPO / "build")
-    p.add_argument("--data", default=os.environ.get("STRATBENCH_DATA", str(REPO / "data" / "mnist")))
-    p.add_argument("--rates", default="100mbit,1gbit")
-    p.add_argument("--replicas", default="2,4")
-    p.add_argument("--hidden", default="1024,1024")
-    p.add_argument("--steps", type=int, default=8, help="steps per run (--max-steps)")
-    p.add_argument("--warmup", type=int, default=3, help="steps left out of step_ms")
-    p.add_argument("--cores", type=int, default=os.cpu_count() or 1,
-                   help="cores the cluster's hosts share (default: this machine's)")
-    p.add_argument("--prefix", default="sbz", help="cluster prefix (tests/cluster/cluster.sh)")
-    p.add_argument("--replot", type=pathlib.Path, help="only redraw from a results.json")
-    a = p.parse_args(argv)
-    a.rates = a.rates.split(",")
-    a.replicas = [int(n) for n in a.replicas.split(",")]
-    if a.steps <= a.warmup:
-        p.error("--steps must exceed --warmup")
+    p = ps.cluster_bench_parser("zero-cluster", "2,4", "sbz", __doc__.split("\n\n")[0])
+    a = ps.finish_cluster_args(p, p.parse_args(argv))
     if min(a.replicas) < 2:
         p.error("--replicas: counts of at least 2 (one rank per host)")
     return a
