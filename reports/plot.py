@@ -45,6 +45,7 @@ import json
 import os
 import pathlib
 import shutil
+import statistics
 import subprocess
 import sys
 
@@ -266,13 +267,13 @@ def plot_methods(points, mode, out, title_extra, skipped):
 
 
 def memory_series(points, base):
-    """Per strategy, [(replicas, model state MB, peak RSS MB or None)] sorted by replicas,
+    """Per series (series(p): the strategy, and its method when the sweep ran several),
+    [(replicas, model state MB, peak RSS MB or None)] sorted by replicas,
     from the ledger (memory.by_rank) of each point's ok run reports beside scaling.json
     (`base`): per run the largest rank's model_state_bytes and peak_rss_bytes, then the
     median over runs. Points without a readable ledger are left out."""
     def median(xs):
-        xs = sorted(xs)
-        return None if not xs else (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2
+        return statistics.median(xs) if xs else None
     out = {}
     for p in sorted(points, key=lambda p: p["replicas"]):
         state, rss = [], []
@@ -291,19 +292,19 @@ def memory_series(points, base):
                 if all(isinstance(v, (int, float)) for v in peaks):
                     rss.append(max(peaks) / 1e6)
         if state:
-            out.setdefault(p["strategy"], []).append((p["replicas"], median(state), median(rss)))
+            out.setdefault(series(p), []).append((p["replicas"], median(state), median(rss)))
     return out
 
 
 def plot_memory(points, mode, out, title_extra, base, skipped):
     """Memory per rank against replicas (memory_series); returns the chart's name in a
     list, or [] and a reason in `skipped` when no run report has a ledger."""
-    series = memory_series(points, base)
-    if not series:
+    by_series = memory_series(points, base)
+    if not by_series:
         skipped.append((f"memory-{mode}", "no run report with a memory ledger (memory.by_rank)"))
         return []
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for i, (s, rows) in enumerate(sorted(series.items())):
+    for i, (s, rows) in enumerate(sorted(by_series.items())):
         color = f"C{i}"
         ax.plot([r[0] for r in rows], [r[1] for r in rows], marker="o", color=color,
                 label=f"{s}: model state")
@@ -311,7 +312,7 @@ def plot_memory(points, mode, out, title_extra, base, skipped):
         if peaks:
             ax.plot([r[0] for r in peaks], [r[2] for r in peaks], marker="s", linestyle="--",
                     color=color, alpha=0.7, label=f"{s}: peak RSS")
-    ticks = sorted({r[0] for rows in series.values() for r in rows})
+    ticks = sorted({r[0] for rows in by_series.values() for r in rows})
     return [finish_vs_replicas(fig, ax, ticks, f"Memory per rank, {mode} scaling{title_extra}",
                                "MB per rank (largest rank; median over repeats)", out,
                                f"memory-{mode}")]
@@ -328,7 +329,7 @@ def plot_predicted(doc, out):
                 name = f"central, {r['servers']} servers"
         else:
             name = f"ddp, {r['algorithm']}" if r["algorithm"] == "binomial" else "ddp, auto"
-        if r.get("method", "none") != "none":  # predict 1.1: the gradient methods
+        if r.get("method", "none") != "none":  # predict 1.2: the gradient methods
             name += f", {r['method']}"
         lines.setdefault(name, []).append(r)
     fig, ax = plt.subplots(figsize=(7, 4.5))

@@ -397,7 +397,6 @@ static sb_status print_json(cJSON *doc, int fail)
     return SB_OK;
 }
 
-/* Prints the verdicts in o->format. Errors: SB_ERR_NOMEM (json, github). */
 /* --format github: the benchmark-action list, one {name, unit, value} per
  * point (the new side's median). */
 static sb_status print_github(const struct opts *o, const struct result *r, int nr)
@@ -495,7 +494,8 @@ static void print_table(const struct opts *o, const struct result *r, int nr, in
            nr, nr == 1 ? "" : "s");
 }
 
-/* Prints the results in --format text, markdown, json or github. */
+/* Prints the results in --format text, markdown, json or github. Errors:
+ * SB_ERR_NOMEM (json, github). */
 static sb_status print_results(const struct opts *o, const struct result *r, int nr,
                                const struct side *b, const struct side *n)
 {

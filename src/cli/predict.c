@@ -52,7 +52,7 @@ struct run {
     struct sb_link link;
     const char *link_source;
     char workload[32];           /* config.workload and config.hidden: the model whose */
-    int hidden[16], n_hidden;    /* matrices PowerSGD would compress */
+    int hidden[SB_MAX_HIDDEN], n_hidden;    /* matrices PowerSGD would compress */
     enum sb_optimizer_kind optimizer; /* config.optimizer (sgd when absent) */
     double activation_bytes;          /* memory.by_rank[0].activation_bytes (0 when absent) */
 };
@@ -540,7 +540,7 @@ static void print_memory_legend(const struct run *r, const struct opts *o)
 {
     printf("# memory per rank: model state by the ledger's formula (fp32; %s: %d optimizer "
            "float%s per parameter; docs/zero.md) + the run's activations %.1f MB; fits: <= "
-           "--device-memory", r->optimizer == SB_OPTIMIZER_ADAM ? "adam" : "sgd",
+           "--device-memory", sb_optimizer_name(r->optimizer),
            r->optimizer == SB_OPTIMIZER_ADAM ? 2 : 1, r->optimizer == SB_OPTIMIZER_ADAM ? "s" : "",
            1e-6 * r->activation_bytes);
     if (o->device_memory_bytes > 0) printf(" %.4g GB\n", 1e-9 * o->device_memory_bytes);
@@ -586,7 +586,7 @@ static void print_table(const struct run *r, const struct opts *o, const struct 
 static int add_memory_header(cJSON *doc, const struct run *r, const struct opts *o)
 {
     return cJSON_AddStringToObject(doc, "optimizer",
-                                   r->optimizer == SB_OPTIMIZER_ADAM ? "adam" : "sgd") &&
+                                   sb_optimizer_name(r->optimizer)) &&
            cJSON_AddNumberToObject(doc, "activation_bytes", r->activation_bytes) &&
            (o->device_memory_bytes > 0
                 ? cJSON_AddNumberToObject(doc, "device_memory_bytes", o->device_memory_bytes) != NULL

@@ -251,7 +251,13 @@ void sb_train_main(int argc, char **argv, int full_argc, char **full_argv,
 
     st = start_rank(cfg, &launch, &full_argc, &full_argv, out);
     if (st) {
-        out->finish = st != SB_ERR_USAGE ? 0 : 1; /* a failed MPI start has no job to end */
+        /* Before MPI_Init there is no job to end. After it (the usage error
+         * of a launcher's split world, or a failure inside sb_job_init once
+         * MPI runs) the job is ended: finished for the usage error, which
+         * every rank sees alike; aborted for a failure one rank may have
+         * alone, so no peer waits in start-up's collectives for it. */
+        out->finish = out->job.mpi && st == SB_ERR_USAGE;
+        out->abort = out->job.mpi && st != SB_ERR_USAGE;
         return fail_plain(out, st, st != SB_ERR_USAGE || launch.task_rank == 0);
     }
     out->finish = 1;

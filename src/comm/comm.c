@@ -358,7 +358,6 @@ sb_status sb_comm_reduce_scatter16(struct sb_comm *c, enum sb_half_format fmt, c
     size_t bytes = n * sizeof(uint16_t);
     sb_nvtx_push_bytes("reduce_scatter16", SB_NVTX_COMM, bytes);
     request_begin(c, SB_COMM_REDUCE_SCATTER, bytes, req);
-    req->algo = SB_ALLREDUCE_RING;
     sb_status st = c->ops->reduce_scatter16(c, fmt, send, recv, counts, convert_s);
     req->done = 1; /* blocking: complete at issue */
     request_issued(c, req, st);

@@ -207,6 +207,14 @@ static enum sb_allreduce_algo choose(const struct sb_comm *c, size_t n)
                                      m->hier ? sb_hier_hosts(m->hier) : 1);
 }
 
+/* The next all-reduce tag of an "mpi" communicator: 1..32767 (MPI
+ * guarantees a tag upper bound >= 32767); 0 is central's point-to-point. */
+static int next_tag(struct sb_comm *c)
+{
+    struct mpi_impl *m = c->impl;
+    return 1 + (int)(m->seq++ % 32767u);
+}
+
 /* Runs choose()'s algorithm; records it in req->algo. */
 static sb_status mpi_iallreduce(struct sb_comm *c, float *buf, size_t n,
                                 struct sb_comm_request *req)
@@ -227,10 +235,7 @@ static sb_status mpi_iallreduce(struct sb_comm *c, float *buf, size_t n,
         if (algo == SB_ALLREDUCE_HIERARCHICAL) {
             st = sb_hier_start(m->hier, buf, n, c->stages, &p->hier);
         } else {
-            /* Tags 1..32767 (MPI guarantees a tag upper bound >= 32767); 0
-             * is the point-to-point traffic of central. */
-            int tag = 1 + (int)(m->seq++ % 32767u);
-            st = sb_ar_start(m->comm, algo, buf, n, tag, &m->pool, &p->op);
+            st = sb_ar_start(m->comm, algo, buf, n, next_tag(c), &m->pool, &p->op);
         }
         if (st) {
             free(p);
@@ -344,13 +349,11 @@ static sb_status mpi_ireduce_scatter(struct sb_comm *c, const float *send, float
     if (ring_blocks(counts, c->size, &n)) {
         struct mpi_pending *p = calloc(1, sizeof *p);
         if (!p) return sb_error(SB_ERR_NOMEM, "reduce-scatter: out of memory");
-        int tag = 1 + (int)(m->seq++ % 32767u);
-        sb_status st = sb_rs_start(m->comm, send, recv, n, tag, &m->pool, &p->op);
+        sb_status st = sb_rs_start(m->comm, send, recv, n, next_tag(c), &m->pool, &p->op);
         if (st) {
             free(p);
             return st;
         }
-        req->algo = SB_ALLREDUCE_RING;
         req->impl = p;
         return SB_OK;
     }
@@ -460,13 +463,6 @@ static void mpi_destroy(struct sb_comm *c)
     free(c);
 }
 
-/* The next all-reduce tag of an "mpi" communicator: 1..32767 (MPI
- * guarantees a tag upper bound >= 32767); 0 is central's point-to-point. */
-static int next_tag(struct sb_comm *c)
-{
-    struct mpi_impl *m = c->impl;
-    return 1 + (int)(m->seq++ % 32767u);
-}
 
 /* The 16-bit all-reduce (mpi_allreduce16.h) in the communicator's
  * algorithm: hierarchical where choose() picks it for the wire's 2n bytes

@@ -53,8 +53,8 @@ static sb_status ring_open(struct ring *g, MPI_Comm comm, enum sb_half_format fm
                            size_t n, int tag)
 {
     *g = (struct ring){.comm = comm, .tag = tag, .fmt = fmt, .buf = buf, .n = n};
-    MPI_Comm_size(comm, &g->p);
-    MPI_Comm_rank(comm, &g->r);
+    SB_TRY(SB_MPI_CHECK(MPI_Comm_size(comm, &g->p)));
+    SB_TRY(SB_MPI_CHECK(MPI_Comm_rank(comm, &g->r)));
     size_t biggest = n / (size_t)g->p + 1;
     if (biggest > (size_t)INT_MAX)
         return sb_error(SB_ERR_USAGE, "16-bit all-reduce: %zu floats per rank is too many", biggest);
@@ -121,7 +121,7 @@ sb_status sb_ar16_ring(MPI_Comm comm, enum sb_half_format fmt, float *buf, size_
                        double *convert_s)
 {
     int p;
-    MPI_Comm_size(comm, &p);
+    SB_TRY(SB_MPI_CHECK(MPI_Comm_size(comm, &p)));
     if (p == 1 || n == 0) {
         double t0 = sb_now_s();
         sb_half_round(fmt, buf, n); /* the wire's rounding, as with several ranks */
@@ -197,8 +197,8 @@ sb_status sb_rs16_ring(MPI_Comm comm, enum sb_half_format fmt, const float *send
                        const size_t *counts, int tag, double *convert_s)
 {
     int p, r;
-    MPI_Comm_size(comm, &p);
-    MPI_Comm_rank(comm, &r);
+    SB_TRY(SB_MPI_CHECK(MPI_Comm_size(comm, &p)));
+    SB_TRY(SB_MPI_CHECK(MPI_Comm_rank(comm, &r)));
     size_t biggest = 1;
     for (int i = 0; i < p; i++)
         if (counts[i] > biggest) biggest = counts[i];

@@ -23,7 +23,6 @@ struct sb_grad_sync {
     struct sb_powersgd *psgd; /* MODE_POWERSGD */
     double *ref;              /* (n_params) the exact sum, when measuring */
     int have_ref;
-    int measures;             /* whether any step measures the error (ref allocated) */
     double logical_bytes;     /* since the last reset */
     double err_sum, err_max;
     long err_checks;
@@ -74,9 +73,9 @@ sb_status sb_grad_sync_create(const struct sb_config *cfg, const struct sb_model
     /* Plain fp32 all-reduces are the reference up to summation order: they
      * are measured only when asked (--check-every), since the check holds a
      * double per parameter and adds a double all-reduce to its step. */
-    g->measures = g->mode != MODE_NONE || g->local_h > 0 || g->check_every > 0;
-    g->ref = g->measures ? malloc(m->n_params * sizeof *g->ref) : NULL;
-    if (g->measures && !g->ref) {
+    int measures = g->mode != MODE_NONE || g->local_h > 0 || g->check_every > 0;
+    g->ref = measures ? malloc(m->n_params * sizeof *g->ref) : NULL;
+    if (measures && !g->ref) {
         sb_grad_sync_destroy(g);
         return sb_error(SB_ERR_NOMEM, "grad sync: out of memory");
     }
@@ -104,7 +103,8 @@ int sb_grad_sync_local(const struct sb_grad_sync *g, long step)
 
 int sb_grad_sync_measure_due(const struct sb_grad_sync *g, long step)
 {
-    if (!g->measures || !g->host_memory || sb_grad_sync_local(g, step)) return 0;
+    /* ref is allocated exactly when some step measures */
+    if (!g->ref || !g->host_memory || sb_grad_sync_local(g, step)) return 0;
     return g->check_every > 0 ? (step + 1) % g->check_every == 0 : step == g->last_step;
 }
 

@@ -292,6 +292,8 @@ static sb_status update(struct sb_replica *r, const float *grads, struct sb_step
     }
     if (!st) st = be->check();
     sb_nvtx_pop();
+    if (st && sb_cuda_step_graph_capturing(d->graph)) /* leave the stream usable, as in */
+        sb_cuda_step_graph_abort(d->graph);            /* gradients */
     if (st || !sb_cuda_step_graph_capturing(d->graph)) return st;
     /* The end of the captured step: instantiate the graph, then run it for
      * this step, timed as a replayed step is. */
