@@ -592,11 +592,11 @@ static void zero_describe(const struct sb_strategy *s, long measured_steps,
 
 /* One row of the α–β model: `stage`'s collectives as the mpi communicator
  * runs them (src/comm/cost_model.h), per unit of M/u bytes, summed over u
- * units: a reduce-scatter (stratbench's ring, n-1 steps of M/(nu)) and one
- * all-gather (stages 1-2) or two (stage 3) as libnbc runs it (every block
- * to every rank at once): (n - 1 + g)(u α) + (1 + g)(n-1)/n M/B, g the
- * gathers. Overlap (stage 2's reduce-scatters during backward, stage 3's
- * prefetch) is not modelled: exposed = comm (NaN). */
+ * units: a reduce-scatter and one all-gather (stages 1-2) or two (stage 3),
+ * each stratbench's ring of n-1 steps of M/(nu):
+ * (1 + g)(n-1)(u α + M/(nB)), g the gathers. Overlap (stage 2's
+ * reduce-scatters during backward, stage 3's prefetch) is not modelled:
+ * exposed = comm (NaN). */
 static void model_row(const struct sb_comm_model_query *q, int stage, int units,
                       struct sb_comm_model_row *row)
 {
@@ -608,14 +608,13 @@ static void model_row(const struct sb_comm_model_query *q, int stage, int units,
     *row = (struct sb_comm_model_row){
         .variant = variants[stage],
         .formula_name = gathers == 2 ? "zero-3" : "zero-2",
-        .formula = gathers == 2 ? "(n + 1) u alpha + 3(n-1)/n M/B"
-                                : "n u alpha + 2(n-1)/n M/B",
+        .formula = gathers == 2 ? "3(n-1)(u alpha + M/(n B))" : "2(n-1)(u alpha + M/(n B))",
         .comm_s = comm,
         .exposed_s = NAN,
     };
     snprintf(row->legend, sizeof row->legend,
-             "zero reduce-scatter (ring) (n-1)(a + M/(nB)), all-gather (libnbc) "
-             "a + (n-1)M/(nB), x2 in stage 3; u = %d unit%s; no overlap;", units,
+             "zero reduce-scatter and all-gather (rings) (n-1)(a + M/(nB)) each, "
+             "the all-gather x2 in stage 3; u = %d unit%s; no overlap;", units,
              units == 1 ? "" : "s");
 }
 

@@ -57,7 +57,7 @@ double sb_cost_reduce_scatter_s(const struct sb_link *l, int p, double bytes)
 double sb_cost_allgather_s(const struct sb_link *l, int p, double bytes)
 {
     if (p <= 1) return 0.0;
-    return sb_cost_message_s(l, (double)(p - 1) / p * bytes);
+    return (p - 1) * sb_cost_message_s(l, bytes / p);
 }
 
 double sb_cost_allreduce_s(const struct sb_link *l, enum sb_allreduce_algo a, int p,

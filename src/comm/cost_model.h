@@ -68,10 +68,15 @@ double sb_cost_binomial_allreduce_s(const struct sb_link *l, int p, double bytes
  * what ran before stratbench ran its own ring.) */
 double sb_cost_reduce_scatter_s(const struct sb_link *l, int p, double bytes);
 
-/* MPI_Iallgatherv of M bytes (every rank contributes its block of about
- * M/p) over p ranks as libnbc runs it (nbc_iallgatherv.c: every rank sends
- * its block to the p-1 others and receives theirs, all posted at once), on
- * full-duplex links through a switch: α + (p-1)M/(pB). 0 for p <= 1. */
+/* All-gather of M bytes (every rank contributes its block of about M/p)
+ * over p ranks as the mpi communicator runs it in the ring's blocks
+ * (src/comm/mpi_allreduce.c, sb_ag_start: the second half of the ring
+ * all-reduce, Patarasuk & Yuan 2009; Thakur et al. 2005, section 4): p-1
+ * steps, each passing one block of M/p on to the next rank:
+ * (p-1)(α + M/(pB)). 0 for p <= 1. (Open MPI 4.1's libnbc MPI_Iallgatherv,
+ * every block to every rank at once, α + (p-1)M/(pB) on an ideal switch,
+ * is what ran before; on the cluster fixture it took 1.3-1.6x that at
+ * p = 4, docs/cost-model.md.) */
 double sb_cost_allgather_s(const struct sb_link *l, int p, double bytes);
 
 /* One all-reduce of `bytes` over p ranks by algorithm `a` (RING,

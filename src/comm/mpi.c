@@ -4,8 +4,10 @@
  * stratbench's ring or recursive doubling (mpi_allreduce.c), or the
  * library's MPI_Iallreduce ("mpi"), or, once its ranks are grouped into
  * hosts (sb_comm_mpi_group_hosts), the hierarchical one (mpi_hier.c).
- * Reduce-scatters in the ring's blocks run stratbench's ring
- * (sb_rs_start), whose temporaries are 2/n of the buffer. */
+ * Reduce-scatters and all-gathers in the ring's blocks run stratbench's
+ * ring (sb_rs_start, sb_ag_start): the reduce-scatter's temporaries are
+ * 2/n of the buffer, and the all-gather sends one message per step where
+ * libnbc's sends to every rank at once. */
 #include <limits.h>
 #include <mpi.h>
 #include <stdlib.h>
@@ -16,6 +18,7 @@
 #include "comm/mpi_hier.h"
 #include "comm/mpi_allreduce16.h"
 #include "comm/mpi_wait.h"
+#include "comm/ring.h"
 #include "core/clock.h"
 #include "job/job_mpi.h"
 
@@ -326,16 +329,39 @@ static sb_status int_counts(const size_t *counts, int size, int *c, int *d)
     return SB_OK;
 }
 
-/* Whether counts are the ring's chunks of their sum (sb_rs_start's split:
- * n/p floats each, one more for the first n mod p). */
+/* Whether counts are the ring's chunks of their sum (sb_ring_chunk). */
 static int ring_blocks(const size_t *counts, int size, size_t *total)
 {
     size_t n = 0;
     for (int r = 0; r < size; r++) n += counts[r];
     *total = n;
-    for (int r = 0; r < size; r++)
-        if (counts[r] != n / (size_t)size + ((size_t)r < n % (size_t)size)) return 0;
+    for (int r = 0; r < size; r++) {
+        size_t off, count;
+        sb_ring_chunk(n, size, r, &off, &count);
+        if (counts[r] != count) return 0;
+    }
     return 1;
+}
+
+/* Starts stratbench's ring reduce-scatter (start = sb_rs_start) or
+ * all-gather (sb_ag_start) of n floats into a new pending that mpi_test and
+ * mpi_wait advance and free like an all-reduce's. */
+static sb_status ring_start(struct sb_comm *c,
+                            sb_status (*start)(MPI_Comm, const float *, float *, size_t, int,
+                                               struct sb_ar_pool *, struct sb_ar_op **),
+                            const float *send, float *recv, size_t n, const char *what,
+                            struct sb_comm_request *req)
+{
+    struct mpi_impl *m = c->impl;
+    struct mpi_pending *p = calloc(1, sizeof *p);
+    if (!p) return sb_error(SB_ERR_NOMEM, "%s: out of memory", what);
+    sb_status st = start(m->comm, send, recv, n, next_tag(c), &m->pool, &p->op);
+    if (st) {
+        free(p);
+        return st;
+    }
+    req->impl = p;
+    return SB_OK;
 }
 
 /* stratbench's ring (sb_rs_start: temporaries of 2/n of the buffer) where
@@ -344,19 +370,9 @@ static int ring_blocks(const size_t *counts, int size, size_t *total)
 static sb_status mpi_ireduce_scatter(struct sb_comm *c, const float *send, float *recv,
                                      const size_t *counts, struct sb_comm_request *req)
 {
-    struct mpi_impl *m = c->impl;
     size_t n;
-    if (ring_blocks(counts, c->size, &n)) {
-        struct mpi_pending *p = calloc(1, sizeof *p);
-        if (!p) return sb_error(SB_ERR_NOMEM, "reduce-scatter: out of memory");
-        sb_status st = sb_rs_start(m->comm, send, recv, n, next_tag(c), &m->pool, &p->op);
-        if (st) {
-            free(p);
-            return st;
-        }
-        req->impl = p;
-        return SB_OK;
-    }
+    if (ring_blocks(counts, c->size, &n))
+        return ring_start(c, sb_rs_start, send, recv, n, "reduce-scatter", req);
     int *cnt, *disp;
     struct mpi_pending *p = pending_with_counts(c->size, &cnt, &disp);
     if (!p) return sb_error(SB_ERR_NOMEM, "MPI_Ireduce_scatter: out of memory");
@@ -372,9 +388,14 @@ static sb_status mpi_ireduce_scatter(struct sb_comm *c, const float *send, float
     return SB_OK;
 }
 
+/* stratbench's ring (sb_ag_start: one message per step) where the blocks
+ * are its chunks; MPI_Iallgatherv for any other split. */
 static sb_status mpi_iallgather(struct sb_comm *c, const float *send, float *recv,
                                 const size_t *counts, struct sb_comm_request *req)
 {
+    size_t n;
+    if (ring_blocks(counts, c->size, &n))
+        return ring_start(c, sb_ag_start, send, recv, n, "all-gather", req);
     int *cnt, *disp;
     struct mpi_pending *p = pending_with_counts(c->size, &cnt, &disp);
     if (!p) return sb_error(SB_ERR_NOMEM, "MPI_Iallgatherv: out of memory");

@@ -2,6 +2,7 @@
  * messages; see mpi_allreduce.h. */
 #include "comm/mpi_allreduce.h"
 #include "comm/mpi_wait.h"
+#include "comm/ring.h"
 #include "job/job_mpi.h"
 
 #include <stdlib.h>
@@ -25,18 +26,23 @@ struct step {
     const float *add_src; /* what add_dst gains: recv, or (reduce-scatter) this rank's own */
 };
 
+/* What a schedule computes. */
+enum op_kind { OP_ALLREDUCE, OP_REDUCE_SCATTER, OP_ALLGATHER };
+
 struct sb_ar_op {
     struct sb_ar_op *next_free;
     struct sb_ar_pool *pool;
     MPI_Comm comm;
-    enum sb_allreduce_algo algo;
+    enum op_kind kind;
+    enum sb_allreduce_algo algo; /* OP_ALLREDUCE's */
     float *buf;
     size_t n;
     const float *src; /* reduce-scatter: this rank's contribution (n floats) */
     int p, rank, tag;
     int step, n_steps;
     float *scratch; /* received data to add: n/p + 1 floats (ring), n (doubling),
-                     * 2 (n/p + 1) (reduce-scatter: two halves, in turn) */
+                     * 2 (n/p + 1) (reduce-scatter: two halves, in turn), none
+                     * (all-gather: received in place) */
     size_t scratch_cap;
     MPI_Request *req;
     int n_req, cap_req;
@@ -45,17 +51,6 @@ struct sb_ar_op {
      * this rank's index among the p' (-1: folded into a partner) */
     int p2, rem, vrank;
 };
-
-/* Ring chunk c of n floats over p: offset and count (uneven: the first
- * n mod p chunks have one more). */
-static void chunk(size_t n, int p, int c, size_t *off, size_t *count)
-{
-    size_t q = n / (size_t)p, r = n % (size_t)p, uc = (size_t)c;
-    *off = uc * q + (uc < r ? uc : r);
-    *count = q + (uc < r ? 1 : 0);
-}
-
-static int mod(int a, int p) { return ((a % p) + p) % p; }
 
 /* World rank of recursive doubling's virtual rank v (0..p'-1). */
 static int real_rank(const struct sb_ar_op *o, int v)
@@ -69,23 +64,23 @@ static void ring_step(struct sb_ar_op *o, int s)
     struct step *st = &o->cur;
     int p = o->p, r = o->rank;
     size_t off, cnt;
-    st->send_peer = mod(r + 1, p);
-    st->recv_peer = mod(r - 1, p);
+    st->send_peer = sb_ring_mod(r + 1, p);
+    st->recv_peer = sb_ring_mod(r - 1, p);
     if (s < p - 1) { /* reduce-scatter */
-        chunk(o->n, p, mod(r - s, p), &off, &cnt);
+        sb_ring_chunk(o->n, p, sb_ring_mod(r - s, p), &off, &cnt);
         st->send = o->buf + off;
         st->send_n = cnt;
-        chunk(o->n, p, mod(r - s - 1, p), &off, &cnt);
+        sb_ring_chunk(o->n, p, sb_ring_mod(r - s - 1, p), &off, &cnt);
         st->recv = o->scratch;
         st->recv_n = cnt;
         st->add_dst = o->buf + off;
         st->add_src = o->scratch;
     } else { /* all-gather: rank r holds chunk r+1 reduced */
         int t = s - (p - 1);
-        chunk(o->n, p, mod(r + 1 - t, p), &off, &cnt);
+        sb_ring_chunk(o->n, p, sb_ring_mod(r + 1 - t, p), &off, &cnt);
         st->send = o->buf + off;
         st->send_n = cnt;
-        chunk(o->n, p, mod(r - t, p), &off, &cnt);
+        sb_ring_chunk(o->n, p, sb_ring_mod(r - t, p), &off, &cnt);
         st->recv = o->buf + off;
         st->recv_n = cnt;
         st->add_dst = NULL;
@@ -103,16 +98,37 @@ static void rs_step(struct sb_ar_op *o, int s)
     struct step *st = &o->cur;
     int p = o->p, r = o->rank;
     size_t off, cnt, half = o->scratch_cap / 2;
-    st->send_peer = mod(r + 1, p);
-    st->recv_peer = mod(r - 1, p);
-    chunk(o->n, p, mod(r - 1 - s, p), &off, &cnt);
+    st->send_peer = sb_ring_mod(r + 1, p);
+    st->recv_peer = sb_ring_mod(r - 1, p);
+    sb_ring_chunk(o->n, p, sb_ring_mod(r - 1 - s, p), &off, &cnt);
     st->send = s == 0 ? o->src + off : o->scratch + (size_t)((s - 1) % 2) * half;
     st->send_n = cnt;
-    chunk(o->n, p, mod(r - 2 - s, p), &off, &cnt);
+    sb_ring_chunk(o->n, p, sb_ring_mod(r - 2 - s, p), &off, &cnt);
     st->recv = s == p - 2 ? o->buf : o->scratch + (size_t)(s % 2) * half;
     st->recv_n = cnt;
     st->add_dst = st->recv;
     st->add_src = o->src + off;
+}
+
+/* Fills o->cur with step s (0..p-2) of the ring all-gather in which rank r
+ * starts with chunk r: step s passes chunk r-s (its own at s = 0, else
+ * the one received at step s-1) on to rank r+1 and receives chunk r-1-s
+ * from rank r-1 in place (the second half of the ring all-reduce above,
+ * rotated one rank). */
+static void ag_step(struct sb_ar_op *o, int s)
+{
+    struct step *st = &o->cur;
+    int p = o->p, r = o->rank;
+    size_t off, cnt;
+    st->send_peer = sb_ring_mod(r + 1, p);
+    st->recv_peer = sb_ring_mod(r - 1, p);
+    sb_ring_chunk(o->n, p, sb_ring_mod(r - s, p), &off, &cnt);
+    st->send = o->buf + off;
+    st->send_n = cnt;
+    sb_ring_chunk(o->n, p, sb_ring_mod(r - 1 - s, p), &off, &cnt);
+    st->recv = o->buf + off;
+    st->recv_n = cnt;
+    st->add_dst = NULL;
 }
 
 /* Fills o->cur with step s of recursive doubling: s = 0 the pre-step
@@ -181,7 +197,8 @@ static sb_status post(struct sb_ar_op *o, float *p, size_t count, int peer, int 
  * a posted receive. */
 static sb_status post_step(struct sb_ar_op *o)
 {
-    if (o->src) rs_step(o, o->step);
+    if (o->kind == OP_REDUCE_SCATTER) rs_step(o, o->step);
+    else if (o->kind == OP_ALLGATHER) ag_step(o, o->step);
     else if (o->algo == SB_ALLREDUCE_RING) ring_step(o, o->step);
     else doubling_step(o, o->step);
     o->n_req = 0;
@@ -207,16 +224,20 @@ static void release(struct sb_ar_op *o)
     o->pool->free = o;
 }
 
-/* A schedule from the pool whose scratch holds `scratch` floats and whose
- * request array holds `reqs`, or a new one. */
+/* The pooled schedule with the smallest scratch that holds `scratch`
+ * floats and whose request array holds `reqs` (so that an all-gather,
+ * which needs none, does not take a reduce-scatter's), or a new one. */
 static struct sb_ar_op *acquire(struct sb_ar_pool *pool, size_t scratch, int reqs)
 {
-    struct sb_ar_op **pp = &pool->free;
-    for (; *pp; pp = &(*pp)->next_free)
-        if ((*pp)->scratch_cap >= scratch && (*pp)->cap_req >= reqs) break;
-    struct sb_ar_op *o = *pp;
-    if (o) {
-        *pp = o->next_free;
+    struct sb_ar_op **best = NULL;
+    for (struct sb_ar_op **pp = &pool->free; *pp; pp = &(*pp)->next_free)
+        if ((*pp)->scratch_cap >= scratch && (*pp)->cap_req >= reqs &&
+            (!best || (*pp)->scratch_cap < (*best)->scratch_cap))
+            best = pp;
+    struct sb_ar_op *o;
+    if (best) {
+        o = *best;
+        *best = o->next_free;
         return o;
     }
     o = calloc(1, sizeof *o);
@@ -255,6 +276,7 @@ static sb_status begin(MPI_Comm comm, size_t n, size_t scratch, size_t longest, 
     o->tag = tag;
     o->step = 0;
     o->n_req = 0;
+    o->kind = OP_ALLREDUCE;
     o->src = NULL;
     *out = o;
     return SB_OK;
@@ -310,11 +332,31 @@ sb_status sb_rs_start(MPI_Comm comm, const float *send, float *recv, size_t n, i
     SB_TRY(SB_MPI_CHECK(MPI_Comm_size(comm, &p)));
     struct sb_ar_op *o;
     SB_TRY(begin(comm, n, 2 * (n / (size_t)p + 1), 0, tag, pool, &o));
-    o->algo = SB_ALLREDUCE_RING;
+    o->kind = OP_REDUCE_SCATTER;
     o->buf = recv;
     o->src = send;
     o->n_steps = n == 0 || p == 1 ? 0 : p - 1;
     if (p == 1 && n) memcpy(recv, send, n * sizeof(float));
+    sb_status st = first_step(o);
+    *out = st ? NULL : o;
+    return st;
+}
+
+sb_status sb_ag_start(MPI_Comm comm, const float *send, float *recv, size_t n, int tag,
+                      struct sb_ar_pool *pool, struct sb_ar_op **out)
+{
+    *out = NULL;
+    int p = 1, rank = 0;
+    SB_TRY(SB_MPI_CHECK(MPI_Comm_size(comm, &p)));
+    SB_TRY(SB_MPI_CHECK(MPI_Comm_rank(comm, &rank)));
+    struct sb_ar_op *o;
+    SB_TRY(begin(comm, n, 1, n / (size_t)p + 1, tag, pool, &o));
+    o->kind = OP_ALLGATHER;
+    o->buf = recv;
+    o->n_steps = n == 0 || p == 1 ? 0 : p - 1;
+    size_t off, cnt;
+    sb_ring_chunk(n, p, rank, &off, &cnt);
+    if (cnt && send != recv + off) memmove(recv + off, send, cnt * sizeof(float));
     sb_status st = first_step(o);
     *out = st ? NULL : o;
     return st;

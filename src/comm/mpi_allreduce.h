@@ -1,14 +1,18 @@
-/* stratbench's own non-blocking all-reduce algorithms over MPI
- * point-to-point messages, for the "mpi" communicator (src/comm/mpi.c).
+/* stratbench's own non-blocking collectives over MPI point-to-point
+ * messages, for the "mpi" communicator (src/comm/mpi.c): all-reduce (ring,
+ * recursive doubling), and the ring's two halves as collectives of their
+ * own, reduce-scatter and all-gather.
  *
- * An all-reduce is a schedule of steps; each step posts at most one
+ * A collective is a schedule of steps; each step posts at most one
  * MPI_Isend and one MPI_Irecv (split into pieces of at most 2^30 floats),
- * and, when both are complete, adds what arrived into the buffer and posts
- * the next step. Nothing runs in the background: like Open MPI's own
- * non-blocking collectives, a schedule advances only when its owner calls
- * sb_ar_progress (ddp's test calls between layers, then its wait). The only
- * places that wait for MPI are the MPI_Testall / MPI_Waitall in
- * sb_ar_progress.
+ * and, when both are complete, adds what arrived into the buffer (or, for
+ * the all-gather, leaves it where it arrived) and posts the next step.
+ * Nothing runs in the background, and unlike Open MPI's libnbc (which
+ * advances every collective in flight inside any MPI call) a schedule
+ * advances only when its owner calls sb_ar_progress on it (ddp's and
+ * zero's test calls between layers, then their waits): waiting on one
+ * leaves the others at the step they had reached. The only places that
+ * wait for MPI are the MPI_Testall / MPI_Waitall in sb_ar_progress.
  *
  * Every rank ends with bit-identical sums (each element is summed once,
  * in one order, then copied; IEEE addition is commutative for recursive
@@ -60,6 +64,23 @@ sb_status sb_ar_start(MPI_Comm comm, enum sb_allreduce_algo algo, float *buf, si
  * done; tag as for sb_ar_start (the same sequence of tags). Progress and
  * completion: sb_ar_progress. Errors: as sb_ar_start. */
 sb_status sb_rs_start(MPI_Comm comm, const float *send, float *recv, size_t n, int tag,
+                      struct sb_ar_pool *pool, struct sb_ar_op **out);
+
+/* Starts the ring all-gather of send (this rank's ring chunk of n floats:
+ * n/p, one more for rank < n mod p, as sb_rs_start leaves it) into recv
+ * (n floats): the chunk is copied to its place in recv (send may be that
+ * place), then p-1 steps; step s passes chunk r-s on to rank r+1 and
+ * receives chunk r-1-s from rank r-1 into recv (the second half of the
+ * ring all-reduce, rotated one rank). Every rank sends (p-1)/p of the
+ * buffer, one message of about n/p floats per step, so the α–β cost is
+ * (p-1)(α + M/(pB)) (sb_cost_allgather_s); no scratch. It replaces Open
+ * MPI 4.1's libnbc MPI_Iallgatherv, which sends every block to every rank
+ * at once: on shaped TCP links its p-1 simultaneous flows took 1.3-1.6x
+ * the link time at p = 4 and left the ranks' ends of the gather ~100 ms
+ * apart. recv must stay untouched until done (send too, unless it is
+ * recv's chunk); tag as for sb_ar_start. Progress and completion:
+ * sb_ar_progress. Errors: as sb_ar_start. */
+sb_status sb_ag_start(MPI_Comm comm, const float *send, float *recv, size_t n, int tag,
                       struct sb_ar_pool *pool, struct sb_ar_op **out);
 
 /* Advances op: completes as many steps as have arrived (MPI_Testall), or,

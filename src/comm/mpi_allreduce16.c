@@ -7,18 +7,9 @@
 #include <stdlib.h>
 
 #include "comm/mpi_wait.h"
+#include "comm/ring.h"
 #include "core/clock.h"
 #include "job/job_mpi.h"
-
-/* Chunk c of n floats over p ranks: [*off, *off + *len). */
-static void chunk(size_t n, int p, int c, size_t *off, size_t *len)
-{
-    size_t q = n / (size_t)p, extra = n % (size_t)p, uc = (size_t)c;
-    *len = q + (uc < extra ? 1 : 0);
-    *off = uc * q + (uc < extra ? uc : extra);
-}
-
-static int mod(int a, int p) { return ((a % p) + p) % p; }
 
 /* Sends send_len words from `send` to `to` and receives recv_len words
  * into `recv` from `from`, both on `tag`, and waits for both. */
@@ -37,7 +28,7 @@ static sb_status exchange(MPI_Comm comm, const uint16_t *send, size_t send_len, 
 }
 
 /* One ring over comm (p ranks, this one r) of buf's n floats cut into p
- * chunks (chunk()), with its scratch: the 16-bit image of buf (n words)
+ * chunks (sb_ring_chunk), with its scratch: the 16-bit image of buf (n words)
  * and one received chunk (n/p + 1 words). */
 struct ring {
     MPI_Comm comm;
@@ -76,12 +67,12 @@ static void ring_close(struct ring *g, double *convert_s)
  * in fp32. Afterwards chunk (r+1) mod p of buf holds the fp32 sum. */
 static sb_status ring_reduce_scatter(struct ring *g)
 {
-    int next = mod(g->r + 1, g->p), prev = mod(g->r - 1, g->p);
+    int next = sb_ring_mod(g->r + 1, g->p), prev = sb_ring_mod(g->r - 1, g->p);
     sb_status st = SB_OK;
     for (int s = 0; s < g->p - 1 && !st; s++) {
         size_t so, sl, ro, rl;
-        chunk(g->n, g->p, mod(g->r - s, g->p), &so, &sl);
-        chunk(g->n, g->p, mod(g->r - s - 1, g->p), &ro, &rl);
+        sb_ring_chunk(g->n, g->p, sb_ring_mod(g->r - s, g->p), &so, &sl);
+        sb_ring_chunk(g->n, g->p, sb_ring_mod(g->r - s - 1, g->p), &ro, &rl);
         double t0 = sb_now_s();
         sb_half_encode(g->fmt, g->buf + so, g->wire + so, sl);
         g->convert_s += sb_now_s() - t0;
@@ -98,17 +89,17 @@ static sb_status ring_reduce_scatter(struct ring *g)
  * words into buf. */
 static sb_status ring_allgather(struct ring *g)
 {
-    int next = mod(g->r + 1, g->p), prev = mod(g->r - 1, g->p);
+    int next = sb_ring_mod(g->r + 1, g->p), prev = sb_ring_mod(g->r - 1, g->p);
     size_t oo, ol;
-    chunk(g->n, g->p, mod(g->r + 1, g->p), &oo, &ol);
+    sb_ring_chunk(g->n, g->p, sb_ring_mod(g->r + 1, g->p), &oo, &ol);
     double t0 = sb_now_s();
     sb_half_encode(g->fmt, g->buf + oo, g->wire + oo, ol);
     g->convert_s += sb_now_s() - t0;
     sb_status st = SB_OK;
     for (int s = 0; s < g->p - 1 && !st; s++) {
         size_t so, sl, ro, rl;
-        chunk(g->n, g->p, mod(g->r + 1 - s, g->p), &so, &sl);
-        chunk(g->n, g->p, mod(g->r - s, g->p), &ro, &rl);
+        sb_ring_chunk(g->n, g->p, sb_ring_mod(g->r + 1 - s, g->p), &so, &sl);
+        sb_ring_chunk(g->n, g->p, sb_ring_mod(g->r - s, g->p), &ro, &rl);
         st = exchange(g->comm, g->wire + so, sl, next, g->wire + ro, rl, prev, g->tag);
     }
     t0 = sb_now_s();
@@ -151,7 +142,7 @@ sb_status sb_ar16_hier(MPI_Comm local, int local_tag, MPI_Comm cross, int cross_
     struct ring g;
     sb_status st = ring_open(&g, local, fmt, buf, n, local_tag);
     size_t oo = 0, ol = n; /* the chunk this rank carries across hosts */
-    if (!st) chunk(n, g.p, mod(g.r + 1, g.p), &oo, &ol);
+    if (!st) sb_ring_chunk(n, g.p, sb_ring_mod(g.r + 1, g.p), &oo, &ol);
     double t0 = sb_now_s();
     if (!st && g.p > 1) st = ring_reduce_scatter(&g);
     if (!st) count_stage(&stages[0], (double)n * sizeof(uint16_t), t0);
@@ -184,7 +175,7 @@ static sb_status rs_step(struct ring *g, const float *send, const size_t *counts
     double t0 = sb_now_s();
     sb_half_encode(g->fmt, acc, out, sl);
     g->convert_s += sb_now_s() - t0;
-    SB_TRY(exchange(g->comm, out, sl, mod(g->r + 1, g->p), g->in, rl, mod(g->r - 1, g->p),
+    SB_TRY(exchange(g->comm, out, sl, sb_ring_mod(g->r + 1, g->p), g->in, rl, sb_ring_mod(g->r - 1, g->p),
                     g->tag));
     t0 = sb_now_s();
     for (size_t i = 0; i < rl; i++) acc[i] = send[ro + i];
@@ -220,11 +211,11 @@ sb_status sb_rs16_ring(MPI_Comm comm, enum sb_half_format fmt, const float *send
                                       : sb_error(SB_ERR_NOMEM, "16-bit reduce-scatter: out of memory");
     /* Step s sends block (r-s-1) mod p and receives block (r-s-2) mod p, so
      * that rank r ends with block r (the blocks of MPI_Reduce_scatter). */
-    int first = mod(r - 1, p);
+    int first = sb_ring_mod(r - 1, p);
     size_t fo = block_off(counts, first);
     for (size_t i = 0; !st && i < counts[first]; i++) acc[i] = send[fo + i];
     for (int s = 0; s < p - 1 && !st; s++)
-        st = rs_step(&g, send, counts, acc, mod(r - s - 1, p), mod(r - s - 2, p), out);
+        st = rs_step(&g, send, counts, acc, sb_ring_mod(r - s - 1, p), sb_ring_mod(r - s - 2, p), out);
     for (size_t i = 0; !st && i < counts[r]; i++) recv[i] = acc[i];
     if (convert_s) *convert_s += g.convert_s;
     free(acc);

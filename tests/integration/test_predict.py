@@ -122,10 +122,10 @@ def test_table_and_json(stratbench, ddp_report, tmp_path):
         many = rows[(n, "central", n, "push-pull")]
         assert math.isclose(many["comm_ms"], 1e3 * 2 * (5e-6 + m / 12.5e9), rel_tol=1e-9)
         assert one["efficiency"] < many["efficiency"] <= 1.0
-        # zero, one unit: reduce-scatter = the ring's n-1 steps of M/n; all-gather
-        # (libnbc, linear) (n-1)/n M at once; stage 3 gathers twice
+        # zero, one unit: reduce-scatter and all-gather each the ring's n-1 steps
+        # of M/n; stage 3 gathers twice
         rs = (n - 1) * (5e-6 + m / n / 12.5e9)
-        ag = 5e-6 + (n - 1) / n * m / 12.5e9
+        ag = rs
         for stage, gathers in ((1, 1), (2, 1), (3, 2)):
             z = rows[(n, "zero", 0, f"stage-{stage}")]
             assert math.isclose(z["comm_ms"], 1e3 * (rs + gathers * ag), rel_tol=1e-9)

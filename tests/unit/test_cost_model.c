@@ -80,8 +80,8 @@ static void test_central(void **state)
     assert_float_equal(sb_central_cost_s(&link, 1, 0, M), 0.0, EPS);
 }
 
-/* The ring's reduce-scatter (p-1 steps of one block) and libnbc's
- * all-gather (linear). */
+/* The ring's reduce-scatter and all-gather: p-1 steps of one block each
+ * (the all-gather reduces nothing: no γ). */
 static void test_reduce_scatter_allgather(void **state)
 {
     (void)state;
@@ -93,7 +93,9 @@ static void test_reduce_scatter_allgather(void **state)
     const struct sb_link g = {1e-4, 1e8, 1e-9}; /* γ: 3/4 of M reduced, 6 ms */
     assert_float_equal(sb_cost_reduce_scatter_s(&g, 4, M), 3 * (1e-4 + 0.02) + 0.006, EPS);
     assert_float_equal(sb_cost_allgather_s(&link, 1, M), 0.0, EPS);
-    assert_float_equal(sb_cost_allgather_s(&link, 4, M), 1e-4 + 0.06, EPS);
+    /* 3 steps of M/4 */
+    assert_float_equal(sb_cost_allgather_s(&link, 4, M), 3 * (1e-4 + 0.02), EPS);
+    assert_float_equal(sb_cost_allgather_s(&g, 4, M), 3 * (1e-4 + 0.02), EPS);
 }
 
 static void test_ddp_exposed(void **state)

@@ -227,6 +227,52 @@ static void check_reduce_scatter_skewed(struct sb_comm *c, size_t n)
     free(mine);
 }
 
+/* Two ring all-gathers in flight at once, waited in the reverse order (a
+ * schedule advances only when it is tested or waited on: the one waited
+ * first must complete while the other sits at its first step), the second
+ * in place (its send block is its own place in recv); then blocks that
+ * are not the ring's (all n on the last rank): the library's
+ * MPI_Iallgatherv. Every rank ends with the whole buffer. */
+static void check_allgather_in_flight_in_place_skewed(struct sb_comm *c, size_t n)
+{
+    int p = c->size, rank = c->rank;
+    size_t counts[8], first = 0;
+    for (int r = 0; r < p; r++) {
+        counts[r] = n / (size_t)p + ((size_t)r < n % (size_t)p ? 1 : 0);
+        if (r < rank) first += counts[r];
+    }
+    float *a = calloc(n, sizeof *a), *b = calloc(n, sizeof *b), *mine = malloc(n * sizeof *a);
+    for (size_t i = 0; i < counts[rank]; i++) {
+        mine[i] = (float)(first + i);
+        b[first + i] = (float)(first + i) + 0.5f;
+    }
+    struct sb_comm_request ra, rb;
+    if (sb_comm_iallgather(c, mine, a, counts, &ra) ||
+        sb_comm_iallgather(c, b + first, b, counts, &rb) || sb_comm_wait(c, &rb) ||
+        sb_comm_wait(c, &ra))
+        CHECK(0, "all-gathers in flight n=%zu p=%d failed", n, p);
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != (float)i || b[i] != (float)i + 0.5f) {
+            CHECK(0, "all-gathers in flight n=%zu p=%d: a[%zu] = %g, b[%zu] = %g", n, p, i, a[i],
+                  i, b[i]);
+            break;
+        }
+    size_t skewed[8] = {0};
+    skewed[p - 1] = n;
+    for (size_t i = 0; rank == p - 1 && i < n; i++) mine[i] = (float)(3 * i);
+    memset(a, 0, n * sizeof *a);
+    if (sb_comm_iallgather(c, mine, a, skewed, &ra) || sb_comm_wait(c, &ra))
+        CHECK(0, "skewed all-gather n=%zu p=%d failed", n, p);
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != (float)(3 * i)) {
+            CHECK(0, "skewed all-gather n=%zu p=%d: a[%zu] = %g", n, p, i, a[i]);
+            break;
+        }
+    free(a);
+    free(b);
+    free(mine);
+}
+
 static int run_checks(void)
 {
     MPI_Init(NULL, NULL);
@@ -244,6 +290,7 @@ static int run_checks(void)
     check_hierarchical(world);
     for (size_t s = 0; s < N_SIZES; s++) check_reduce_scatter_allgather(c, sizes[s]);
     check_reduce_scatter_skewed(c, 1000);
+    check_allgather_in_flight_in_place_skewed(c, 12345);
     /* The counters split all-reduces by algorithm. */
     long calls = 0;
     for (int a = 0; a < SB_ALLREDUCE_NALGOS; a++) calls += c->allreduce_by_algo[a].calls;
