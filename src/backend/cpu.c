@@ -6,6 +6,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,28 +25,67 @@ char *openblas_get_config(void);
  * made. Blocks of at least CPU_MAP_BYTES come straight from mmap: zero
  * pages that the kernel maps on first touch, so a range a strategy never
  * writes (a shard's unused part) costs no resident memory and cpu_discard
- * can hand pages back; smaller blocks come from aligned_alloc, zeroed. */
+ * can hand pages back; smaller blocks come from aligned_alloc, zeroed.
+ * Blocks of at least CPU_HUGE_BYTES ask for transparent huge pages
+ * (MADV_HUGEPAGE; a no-op where THP is "never", needed where it is
+ * "madvise", as on Debian's kernels) over the whole 2 MiB pages of the
+ * block, which starts on a 2 MiB boundary (the mapping has 2 MiB of slack;
+ * the header sits in the 4 KiB page before): a range that zero discards
+ * and the next step writes again then faults in 2 MiB at a time. Measured
+ * on this project's 2-core machine (2026-11-27), writing 7.45 MB of
+ * discarded pages cost 0.41 ns/byte with 4 KiB pages and 0.07 with huge
+ * pages; at 8 ranks on 2 cores the 4 KiB faults had added ~20 ms to zero
+ * stage 2's step at 1 Gbit/s. The tail below 2 MiB keeps 4 KiB pages, so
+ * the resident memory is what the block's writes touch, as before. */
 #define CPU_HEADER 64
 #define CPU_MAP_BYTES ((size_t)1 << 20)
+#define CPU_HUGE_BYTES ((size_t)2 << 20)
 
 struct cpu_header {
-    size_t map_bytes; /* mmap'd length including the header; 0: aligned_alloc */
+    size_t map_bytes; /* the mapping's length; 0: aligned_alloc */
+    char *map_base;   /* the mapping (mmap'd blocks) */
 };
+
+/* A mapping of at least `total` bytes from a block whose data (after the
+ * header) starts 2 MiB-aligned when the block is huge; NULL if mmap fails.
+ * Sets the header. */
+static char *map_block(size_t total)
+{
+    int huge = total >= CPU_HUGE_BYTES;
+    size_t len = total + (huge ? CPU_HUGE_BYTES : 0);
+    char *raw = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return NULL;
+    char *base = raw;
+    if (huge) {
+        uintptr_t data = ((uintptr_t)raw + CPU_HEADER + CPU_HUGE_BYTES - 1) / CPU_HUGE_BYTES *
+                         CPU_HUGE_BYTES;
+        base = (char *)data - CPU_HEADER;
+#ifdef MADV_HUGEPAGE
+        size_t whole = (total - CPU_HEADER) / CPU_HUGE_BYTES * CPU_HUGE_BYTES;
+        if (whole) (void)madvise((char *)data, whole, MADV_HUGEPAGE);
+#endif
+    }
+    struct cpu_header *h = (struct cpu_header *)(void *)base;
+    h->map_bytes = len;
+    h->map_base = raw;
+    return base;
+}
 
 static sb_status cpu_alloc(void **ptr, size_t bytes)
 {
     size_t total = CPU_HEADER + (bytes + 63) / 64 * 64;
     char *base;
     if (total >= CPU_MAP_BYTES) {
-        base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (base == MAP_FAILED) base = NULL;
+        base = map_block(total);
     } else {
         base = aligned_alloc(64, total);
-        if (base) memset(base, 0, total);
+        if (base) {
+            memset(base, 0, total);
+            ((struct cpu_header *)(void *)base)->map_bytes = 0;
+        }
     }
     *ptr = NULL;
     if (!base) return sb_error(SB_ERR_NOMEM, "cpu backend: cannot allocate %zu bytes", bytes);
-    ((struct cpu_header *)(void *)base)->map_bytes = total >= CPU_MAP_BYTES ? total : 0;
     *ptr = base + CPU_HEADER;
     return SB_OK;
 }
@@ -54,8 +94,8 @@ static void cpu_free(void *ptr)
 {
     if (!ptr) return;
     char *base = (char *)ptr - CPU_HEADER;
-    size_t map_bytes = ((struct cpu_header *)(void *)base)->map_bytes;
-    if (map_bytes) munmap(base, map_bytes);
+    const struct cpu_header *h = (const struct cpu_header *)(void *)base;
+    if (h->map_bytes) munmap(h->map_base, h->map_bytes);
     else free(base);
 }
 
