@@ -112,8 +112,9 @@ struct sb_comm_ops {
     sb_status (*wait)(struct sb_comm *c, struct sb_comm_request *req);
     /* Optional (NULL where unsupported; the wrappers then fail):
      * non-blocking reduce-scatter and all-gather, first-class operations
-     * (mpi: any block sizes; stratbench's ring reduce-scatter where the
-     * blocks are the ring's, else MPI_Ireduce_scatter, and MPI_Iallgatherv; nccl:
+     * (mpi: any block sizes; stratbench's ring reduce-scatter and
+     * all-gather where the blocks are the ring's, else MPI_Ireduce_scatter
+     * and MPI_Iallgatherv; nccl:
      * ncclReduceScatter and ncclAllGather, which need every counts[r]
      * equal; local and staged: none). test and wait complete them.
      * ireduce_scatter: every rank passes send (sum of counts[0..size)
