@@ -98,6 +98,17 @@ struct zero {
     int half;              /* --grad-compression fp16|bf16: 16-bit reduce-scatters */
     enum sb_half_format fmt;
     double convert_s;      /* this step's 16-bit conversion seconds (compress phase) */
+    /* This step's seconds inside the hooks (on_layer, on_ready) that the
+     * model's forward (0) and backward (1) timed as theirs: on collectives
+     * (blocked_s; frees and conversions excluded) and on conversions
+     * (hook_convert_s, backward only); zero_step moves them to comm_exposed
+     * and compress. free_s: the frees' seconds (they stay compute). */
+    double blocked_s[2], hook_convert_s, free_s;
+    /* (3 n_units) this step's collectives, for the comm phase's union of
+     * their spans: n_iv of them, stage 3's gathers as each completes (two
+     * a unit), then every unit's reduce-scatter. */
+    struct sb_comm_request *iv;
+    int n_iv;
 };
 
 static int zero_processes(const struct sb_config *cfg) { return cfg->replicas; }
@@ -128,6 +139,7 @@ static void zero_destroy(struct sb_strategy *s)
     sb_replica_destroy(z->replica);
     for (int i = 0; z->u && i < z->n_units; i++) free(z->u[i].counts);
     free(z->u);
+    free(z->iv);
     sb_bucket_plan_free(&z->plan);
     sb_optimizer_free(&z->opt);
     if (s->env && s->env->be) {
@@ -147,11 +159,56 @@ static struct unit *unit_at(struct zero *z, size_t off)
     return NULL;
 }
 
+/* Frees unit u's gathered parameters; the seconds go to z->free_s. */
 static void discard_params(struct zero *z, struct unit *u)
 {
     const struct sb_model *m = z->replica->model;
+    double t0 = sb_now_s();
     z->replica->env->be->discard(m->params + u->off, u->count * sizeof(float));
+    z->free_s += sb_now_s() - t0;
     u->state = UNIT_FREE;
+}
+
+/* Stages 2-3: frees unit u's full gradients once its reduce-scatter has
+ * completed; the seconds go to z->free_s. */
+static void discard_grads(struct zero *z, struct unit *u)
+{
+    const struct sb_model *m = z->replica->model;
+    double t0 = sb_now_s();
+    z->replica->env->be->discard(m->grads + u->off, u->count * sizeof(float));
+    z->free_s += sb_now_s() - t0;
+    u->rs_freed = 1;
+}
+
+/* Stage 3: unit u's gather has completed (u->ag.done_s set); a training
+ * step's (over z->comm) is kept for the comm phase (z->iv). */
+static void gathered(struct zero *z, struct unit *u)
+{
+    u->state = UNIT_READY;
+    if (z->gcomm == z->comm && z->n_iv < 2 * z->n_units) z->iv[z->n_iv++] = u->ag;
+}
+
+/* The clocks at a hook's entry (see hook_leave). */
+struct hook_mark {
+    double t, free_s, convert_s;
+};
+
+static struct hook_mark hook_enter(const struct zero *z)
+{
+    return (struct hook_mark){sb_now_s(), z->free_s, z->convert_s};
+}
+
+/* Leaves a hook entered at `at`, run inside the model's forward (backward
+ * 0) or backward (1): its seconds less the frees and 16-bit conversions
+ * inside it were spent on collectives (issuing, polling, waiting for
+ * them: compute waited) and go to z->blocked_s[backward]; the
+ * conversions to z->hook_convert_s. */
+static void hook_leave(struct zero *z, int backward, struct hook_mark at)
+{
+    double convert = z->convert_s - at.convert_s;
+    double s = sb_now_s() - at.t - (z->free_s - at.free_s) - convert;
+    z->blocked_s[backward] += s > 0.0 ? s : 0.0;
+    z->hook_convert_s += convert;
 }
 
 /* Stage 3: starts gathering unit u's parameters into m->params over
@@ -171,35 +228,25 @@ static sb_status gather_start(struct zero *z, struct unit *u, int backward)
  * gradients once its reduce-scatter has completed. */
 static sb_status poll_units(struct zero *z)
 {
-    const struct sb_model *m = z->replica->model;
     for (int i = 0; i < z->n_units; i++) {
         struct unit *u = &z->u[i];
         int done = 0;
         if (u->state == UNIT_GATHERING) SB_TRY(sb_comm_test(z->gcomm, &u->ag, &done));
-        if (done) u->state = UNIT_READY;
+        if (done) gathered(z, u);
         if (u->rs_issued && !u->rs_freed) {
             SB_TRY(sb_comm_test(z->comm, &u->rs, &done));
-            if (done && z->stage >= 2) {
-                z->replica->env->be->discard(m->grads + u->off, u->count * sizeof(float));
-                u->rs_freed = 1;
-            }
+            if (done && z->stage >= 2) discard_grads(z, u);
         }
     }
     return SB_OK;
 }
 
-/* Stage 3's layer hook: the layer of `off` is about to run. */
-static void on_layer(void *ctx, size_t off, size_t count, int backward)
+/* Stage 3: unit u's layer is about to run in forward (backward 0) or
+ * backward (1): gathers it (waiting), prefetches the next, frees what is
+ * done with, bounds the reduce-scatters in flight. */
+static sb_status layer_begin(struct zero *z, struct unit *u, int backward)
 {
-    (void)count;
-    struct zero *z = ctx;
-    if (z->cb_status) return;
-    struct unit *u = unit_at(z, off);
     sb_status st = SB_OK;
-    if (!u) {
-        z->cb_status = sb_error(SB_ERR_INTERNAL, "zero: no unit at parameter %zu", off);
-        return;
-    }
     int i = (int)(u - z->u); /* forward runs i = n_units-1 .. 0, backward 0 .. n_units-1 */
     if (backward && !z->backward_phase) {
         /* Forward is over: free what it gathered (the last layer too, so
@@ -209,7 +256,7 @@ static void on_layer(void *ctx, size_t off, size_t count, int backward)
             struct unit *w = &z->u[k];
             if (w->state == UNIT_GATHERING) {
                 st = sb_comm_wait(z->gcomm, &w->ag);
-                w->state = UNIT_READY;
+                gathered(z, w);
             }
             if (w->state == UNIT_READY && w->gathered_for == 0) discard_params(z, w);
         }
@@ -223,7 +270,7 @@ static void on_layer(void *ctx, size_t off, size_t count, int backward)
     if (!st && u->state == UNIT_FREE) st = gather_start(z, u, backward);
     if (!st && u->state == UNIT_GATHERING) {
         st = sb_comm_wait(z->gcomm, &u->ag);
-        u->state = UNIT_READY;
+        gathered(z, u);
     }
     if (!st && next >= 0 && next < z->n_units && z->u[next].state == UNIT_FREE)
         st = gather_start(z, &z->u[next], backward);
@@ -234,14 +281,27 @@ static void on_layer(void *ctx, size_t off, size_t count, int backward)
         struct unit *w = &z->u[k];
         if (!w->rs_issued || w->rs_freed) continue;
         st = sb_comm_wait(z->comm, &w->rs);
-        if (!st) {
-            z->replica->env->be->discard(z->replica->model->grads + w->off,
-                                         w->count * sizeof(float));
-            w->rs_freed = 1;
-        }
+        if (!st) discard_grads(z, w);
     }
     if (!st) st = poll_units(z);
-    z->cb_status = st;
+    return st;
+}
+
+/* Stage 3's layer hook (workloads/workload.h): the layer of `off` is about
+ * to run. Its time on collectives is the step's (hook_leave). */
+static void on_layer(void *ctx, size_t off, size_t count, int backward)
+{
+    (void)count;
+    struct zero *z = ctx;
+    if (z->cb_status) return;
+    struct unit *u = unit_at(z, off);
+    if (!u) {
+        z->cb_status = sb_error(SB_ERR_INTERNAL, "zero: no unit at parameter %zu", off);
+        return;
+    }
+    struct hook_mark at = hook_enter(z);
+    z->cb_status = layer_begin(z, u, backward);
+    hook_leave(z, backward != 0, at);
 }
 
 /* Starts, in unit order, the reduce-scatter of every unit whose
@@ -265,11 +325,15 @@ static sb_status launch_ready(struct zero *z)
     return SB_OK;
 }
 
-/* Backward's ready callback (stages 2-3): grads[off, off + count) are final. */
+/* Backward's ready callback (stages 2-3): grads[off, off + count) are
+ * final. Its time on collectives (issuing and polling the reduce-scatters;
+ * the whole blocking 16-bit one, less its conversions) is the step's
+ * (hook_leave). */
 static void on_ready(void *ctx, size_t off, size_t count)
 {
     struct zero *z = ctx;
     if (z->cb_status) return;
+    struct hook_mark at = hook_enter(z);
     size_t lo = off, hi = off + count;
     for (int i = 0; i < z->n_units; i++) {
         struct unit *u = &z->u[i];
@@ -280,6 +344,7 @@ static void on_ready(void *ctx, size_t off, size_t count)
     sb_status st = launch_ready(z);
     if (!st) st = poll_units(z);
     z->cb_status = st;
+    hook_leave(z, 1, at);
 }
 
 /* Cuts the buffers into units and this rank's shard out of them. */
@@ -291,7 +356,8 @@ static sb_status plan_units(struct zero *z, const struct sb_config *cfg)
     SB_TRY(sb_bucket_plan_create(m->tensors, m->n_tensors, cap, &z->plan));
     z->n_units = z->plan.n;
     z->u = calloc((size_t)z->n_units, sizeof *z->u);
-    if (!z->u) return sb_error(SB_ERR_NOMEM, "zero: out of memory");
+    z->iv = calloc(3 * (size_t)z->n_units, sizeof *z->iv);
+    if (!z->u || !z->iv) return sb_error(SB_ERR_NOMEM, "zero: out of memory");
     z->shard = 0;
     for (int i = 0; i < z->n_units; i++) {
         struct unit *u = &z->u[i];
@@ -388,20 +454,59 @@ static sb_status step_and_gather(struct zero *z, struct sb_step_result *out)
     return be->check();
 }
 
+/* Orders collectives by their start (qsort). */
+static int by_start(const void *a, const void *b)
+{
+    double x = ((const struct sb_comm_request *)a)->start_s;
+    double y = ((const struct sb_comm_request *)b)->start_s;
+    return (x > y) - (x < y);
+}
+
+/* The step's phases, once its collectives are complete (t_backward_end:
+ * when backward returned). The hooks ran inside forward and backward, so
+ * the seconds they blocked on collectives move from those phases to
+ * comm_exposed (compute waited for them), and their 16-bit conversions from
+ * backward to compress: the phases are disjoint, and data + forward +
+ * backward + comm_exposed + compress + optimizer is the step (less the
+ * bookkeeping's microseconds). comm is the union of the spans of the
+ * step's collectives (stage 3's gathers included; issue to observed
+ * completion), less the conversions inside the 16-bit ones; comm_exposed
+ * the hooks' blocked seconds plus the part of that union after backward
+ * (less the conversions there), at most comm (a hook's own bookkeeping,
+ * microseconds outside any collective's span, is dropped). Stages 1-2's
+ * all-gathers after the optimizer are step_and_gather's. */
+static void step_phases(struct zero *z, double t_backward_end, struct sb_step_result *out)
+{
+    for (int i = 0; i < z->n_units; i++) z->iv[z->n_iv++] = z->u[i].rs;
+    qsort(z->iv, (size_t)z->n_iv, sizeof *z->iv, by_start);
+    double total_s, exposed_s, hidden_s;
+    sb_bucket_comm_times(z->iv, z->n_iv, t_backward_end, &total_s, &exposed_s, &hidden_s);
+    double blocked_s = z->blocked_s[0] + z->blocked_s[1];
+    double convert_after_s = z->convert_s - z->hook_convert_s;
+    out->phase_ms[SB_PHASE_FORWARD] -= 1e3 * z->blocked_s[0];
+    out->phase_ms[SB_PHASE_BACKWARD] -= 1e3 * (z->blocked_s[1] + z->hook_convert_s);
+    double comm_s = fmax(total_s - z->convert_s, 0.0);
+    out->phase_ms[SB_PHASE_COMPRESS] += 1e3 * z->convert_s;
+    out->phase_ms[SB_PHASE_COMM] += 1e3 * comm_s;
+    out->phase_ms[SB_PHASE_COMM_EXPOSED] +=
+        1e3 * fmin(blocked_s + fmax(exposed_s - convert_after_s, 0.0), comm_s);
+}
+
 static sb_status zero_step(struct sb_strategy *s, long step, const int32_t *global_idx,
                            struct sb_step_result *out)
 {
     (void)step;
     struct zero *z = s->impl;
     const struct sb_config *cfg = s->env->cfg;
-    struct sb_model *m = z->replica->model;
     for (int i = 0; i < z->n_units; i++) {
         struct unit *u = &z->u[i];
         u->pending = u->count;
         u->rs_issued = u->rs_freed = 0;
     }
     z->launched = 0;
-    z->convert_s = 0.0;
+    z->convert_s = z->hook_convert_s = z->free_s = 0.0;
+    z->blocked_s[0] = z->blocked_s[1] = 0.0;
+    z->n_iv = 0;
     z->cb_status = SB_OK;
     z->backward_phase = 0;
     z->gcomm = z->comm;
@@ -417,27 +522,18 @@ static sb_status zero_step(struct sb_strategy *s, long step, const int32_t *glob
     for (int i = 0; i < z->n_units; i++) {
         struct unit *u = &z->u[i];
         SB_TRY(sb_comm_wait(z->comm, &u->rs));
-        if (z->stage >= 2 && !u->rs_freed) {
-            s->env->be->discard(m->grads + u->off, u->count * sizeof(float));
-            u->rs_freed = 1;
-        }
+        if (z->stage >= 2 && !u->rs_freed) discard_grads(z, u);
     }
     /* The first layer's parameters, still gathered from its backward. */
     for (int i = 0; z->stage == 3 && i < z->n_units; i++)
         if (z->u[i].state != UNIT_FREE) {
-            if (z->u[i].state == UNIT_GATHERING) SB_TRY(sb_comm_wait(z->comm, &z->u[i].ag));
+            if (z->u[i].state == UNIT_GATHERING) {
+                SB_TRY(sb_comm_wait(z->comm, &z->u[i].ag));
+                gathered(z, &z->u[i]);
+            }
             discard_params(z, &z->u[i]);
         }
-    double total_s, exposed_s, hidden_s;
-    struct sb_comm_request *rs = malloc((size_t)z->n_units * sizeof *rs);
-    if (!rs) return sb_error(SB_ERR_NOMEM, "zero: out of memory");
-    for (int i = 0; i < z->n_units; i++) rs[i] = z->u[i].rs;
-    sb_bucket_comm_times(rs, z->n_units, t_backward_end, &total_s, &exposed_s, &hidden_s);
-    free(rs);
-    /* The 16-bit conversions ran inside the reduce-scatters: their own phase. */
-    out->phase_ms[SB_PHASE_COMPRESS] += 1e3 * z->convert_s;
-    out->phase_ms[SB_PHASE_COMM] += 1e3 * fmax(total_s - z->convert_s, 0.0);
-    out->phase_ms[SB_PHASE_COMM_EXPOSED] += 1e3 * fmax(exposed_s - z->convert_s, 0.0);
+    step_phases(z, t_backward_end, out);
     if (z->stage < 3) return step_and_gather(z, out);
     double t0 = sb_now_s();
     sb_optimizer_step(&z->opt, z->pshard, z->gshard);
@@ -596,7 +692,10 @@ static void zero_describe(const struct sb_strategy *s, long measured_steps,
  * each stratbench's ring of n-1 steps of M/(nu):
  * (1 + g)(n-1)(u α + M/(nB)), g the gathers. Overlap (stage 2's
  * reduce-scatters during backward, stage 3's prefetch) is not modelled:
- * exposed = comm (NaN). */
+ * exposed = comm (NaN). The report compares comm_s with the measured comm
+ * phase (measured_comm_ms): the union of the step's reduce-scatter and
+ * all-gather spans, stage 3's gathers in forward and backward included
+ * (step_phases). */
 static void model_row(const struct sb_comm_model_query *q, int stage, int units,
                       struct sb_comm_model_row *row)
 {

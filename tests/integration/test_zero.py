@@ -183,3 +183,71 @@ def test_bad_zero_flags(stratbench, mnist_dir):
         proc = run([stratbench, "train", "--data", mnist_dir, "--device", "cpu", *flags])
         assert proc.returncode == 2, describe(proc)
         assert needle in proc.stderr, describe(proc)
+
+
+def phase_means(report):
+    """The mean of every phase over the measured steps (rank 0's), ms. Means, not
+    medians: the mean of a sum of phases is the sum of their means."""
+    phases = report["phases_ms"]
+    assert phases["comm"]["n"] == report["steps_measured"]
+    return {k: v["mean"] for k, v in phases.items()}
+
+
+def per_step_ms(report, kind):
+    """Rank 0's seconds in `kind`'s calls per measured step, ms (the comm counters)."""
+    return 1e3 * report["comm"][kind]["time_s"] / report["steps_measured"]
+
+
+# The phases that split a step: disjoint, so their sum is at most the step; the rest
+# of the step is bookkeeping (microseconds). wait is part of comm_exposed (derived,
+# reports/README.md), comm overlaps other phases.
+STEP_PHASES = ("data", "h2d", "forward", "backward", "comm_exposed", "optimizer", "compress")
+
+
+def check_phases_split_the_step(report, label):
+    p = phase_means(report)
+    step = report["step_ms"]["mean"]
+    total = sum(p[k] for k in STEP_PHASES)
+    assert total <= step * 1.001 + 1e-3, f"{label}: phases {total:.3f} ms > step {step:.3f} ms"
+    assert total >= 0.75 * step, f"{label}: phases {total:.3f} ms of a {step:.3f} ms step"
+    assert p["comm_exposed"] <= p["comm"] * (1 + 1e-9) + 1e-9, f"{label}: exposed > comm"
+    return p
+
+
+def test_stage3_gathers_are_comm_not_compute(stratbench, mnist_dir, tmp_path):
+    """Stage 3's hook gathers each layer inside forward and backward; the time it waits
+    there is communication that compute waited for (comm_exposed), not forward or
+    backward. Structural, whatever the speed: the gathers run one at a time (a layer's
+    is waited for before the next starts), so the comm phase, the union of the step's
+    collective spans, holds at least their summed seconds (the counters'); forward's
+    first gather is waited for right after it starts (nothing computes meanwhile), and
+    the default mlp's first layer is ~99% of the parameters, so it alone is ~a third of
+    the gather seconds (and backward's first layer is tiny, so the big layer's backward
+    gather is hidden only behind the small layer's backward)."""
+    _, report = run_params(stratbench, mnist_dir, tmp_path, "z3", "--strategy", "zero",
+                           "--zero-stage", "3", "--replicas", "2", steps=20)
+    p = check_phases_split_the_step(report, "stage 3")
+    gathers = per_step_ms(report, "allgather")
+    assert gathers > 0
+    assert p["comm"] >= gathers * (1 - 1e-6) - 1e-6, \
+        f"comm {p['comm']:.3f} ms/step < the gathers' {gathers:.3f} ms/step"
+    assert p["comm_exposed"] >= 0.25 * gathers, \
+        f"comm_exposed {p['comm_exposed']:.3f} ms/step; gathers {gathers:.3f} ms/step"
+    # measured_comm_ms is a comm phase median (the least rank's): a gather-sized one.
+    assert report["comm"]["model"]["measured_comm_ms"] > 0
+
+
+def test_fp16_stage2_reduce_scatter_is_comm_or_compress(stratbench, mnist_dir, tmp_path):
+    """--grad-compression fp16 reduce-scatters each bucket blocking (sb_rs16_ring), in
+    stage 2 inside backward's ready callback: each call's seconds (the counters') are its
+    conversions (compress) and its transfer, which compute waited for (comm_exposed), and
+    neither is backward's. Small buckets put most of them inside backward."""
+    _, report = run_params(stratbench, mnist_dir, tmp_path, "z2", "--strategy", "zero",
+                           "--zero-stage", "2", "--replicas", "2", "--grad-compression",
+                           "fp16", "--bucket-mb", "0.1", steps=20)
+    p = check_phases_split_the_step(report, "stage 2 fp16")
+    rs = per_step_ms(report, "reduce_scatter")
+    assert p["compress"] > 0
+    assert p["comm_exposed"] + p["compress"] >= rs * (1 - 1e-6) - 1e-6, \
+        f"comm_exposed {p['comm_exposed']:.3f} + compress {p['compress']:.3f} ms/step < " \
+        f"the reduce-scatters' {rs:.3f} ms/step"
