@@ -690,31 +690,39 @@ static void zero_describe(const struct sb_strategy *s, long measured_steps,
  * runs them (src/comm/cost_model.h), per unit of M/u bytes, summed over u
  * units: a reduce-scatter and one all-gather (stages 1-2) or two (stage 3),
  * each stratbench's ring of n-1 steps of M/(nu):
- * (1 + g)(n-1)(u α + M/(nB)), g the gathers. Overlap (stage 2's
- * reduce-scatters during backward, stage 3's prefetch) is not modelled:
- * exposed = comm (NaN). The report compares comm_s with the measured comm
- * phase (measured_comm_ms): the union of the step's reduce-scatter and
- * all-gather spans, stage 3's gathers in forward and backward included
- * (step_phases). */
+ * (1 + g)(n-1)(u α + M/(nB)), g the gathers. A run with --grad-compression
+ * fp16/bf16 (q->cfg) reduce-scatters 2-byte words: its reduce-scatter
+ * moves M/2 (the conversions are the compress phase, not comm); the
+ * gathers stay fp32. Overlap (stage 2's reduce-scatters during backward,
+ * stage 3's prefetch) is not modelled: exposed = comm (NaN). The report
+ * compares comm_s with the measured comm phase (measured_comm_ms): the
+ * union of the step's reduce-scatter and all-gather spans, stage 3's
+ * gathers in forward and backward included (step_phases). */
 static void model_row(const struct sb_comm_model_query *q, int stage, int units,
                       struct sb_comm_model_row *row)
 {
     static const char *const variants[] = {"", "stage-1", "stage-2", "stage-3"};
+    static const char *const formulas[2][2] = {
+        {"2(n-1)(u alpha + M/(n B))", "3(n-1)(u alpha + M/(n B))"},
+        {"(n-1)(u alpha + M/(2n B)) + (n-1)(u alpha + M/(n B))",
+         "(n-1)(u alpha + M/(2n B)) + 2(n-1)(u alpha + M/(n B))"}};
     int n = q->replicas, gathers = stage == 3 ? 2 : 1;
+    int half = q->cfg && (strcmp(q->cfg->grad_compression, "fp16") == 0 ||
+                          strcmp(q->cfg->grad_compression, "bf16") == 0);
     double unit = q->bytes / units;
-    double comm = units * (sb_cost_reduce_scatter_s(&q->link, n, unit) +
+    double comm = units * (sb_cost_reduce_scatter_s(&q->link, n, half ? unit / 2 : unit) +
                            gathers * sb_cost_allgather_s(&q->link, n, unit));
     *row = (struct sb_comm_model_row){
         .variant = variants[stage],
         .formula_name = gathers == 2 ? "zero-3" : "zero-2",
-        .formula = gathers == 2 ? "3(n-1)(u alpha + M/(n B))" : "2(n-1)(u alpha + M/(n B))",
+        .formula = formulas[half][gathers - 1],
         .comm_s = comm,
         .exposed_s = NAN,
     };
     snprintf(row->legend, sizeof row->legend,
-             "zero reduce-scatter and all-gather (rings) (n-1)(a + M/(nB)) each, "
-             "the all-gather x2 in stage 3; u = %d unit%s; no overlap;", units,
-             units == 1 ? "" : "s");
+             "zero reduce-scatter%s and all-gather (rings) (n-1)(a + M/(nB)) each, "
+             "the all-gather x2 in stage 3; u = %d unit%s; no overlap;",
+             half ? " (16-bit: M/2)" : "", units, units == 1 ? "" : "s");
 }
 
 /* The run: its stage and units (describe's "units"); predict: stages 1,

@@ -207,6 +207,20 @@ static void test_zero_rows(void **state)
     q.replicas = 1;
     assert_int_equal(model("zero", &q, r), 3);
     assert_float_equal(r[2].comm_s, 0.0, EPS);
+    /* The run (stage 1, one unit): fp32, then fp16's 2-byte reduce-scatter
+     * (3 steps of M/8) with the fp32 all-gather. */
+    struct sb_config cfg = config_of("zero", 4);
+    assert_int_equal(sb_strategy_option_parse(sb_strategy_find("zero"), &cfg, "zero-stage", "1"),
+                     SB_OK);
+    strcpy(cfg.grad_compression, "none");
+    q = (struct sb_comm_model_query){.link = link, .replicas = 4, .bytes = M, .cfg = &cfg};
+    assert_int_equal(model("zero", &q, r), 1);
+    assert_string_equal(r[0].formula, "2(n-1)(u alpha + M/(n B))");
+    assert_float_equal(r[0].comm_s, rs + ag, EPS);
+    strcpy(cfg.grad_compression, "fp16");
+    assert_int_equal(model("zero", &q, r), 1);
+    assert_string_equal(r[0].formula, "(n-1)(u alpha + M/(2n B)) + (n-1)(u alpha + M/(n B))");
+    assert_float_equal(r[0].comm_s, 3 * (1e-4 + 0.01) + ag, EPS);
 }
 
 /* Which strategies state a model and take --cuda-graph (the CLI asks the
