@@ -4,10 +4,11 @@
 On the one-machine cluster (tests/cluster: hosts as network namespaces, one rank per
 host, links shaped by tbf), for each link rate:
 
- 1. ddp on 2 hosts is the calibration (bench/predict_scale.py's: the report gives
-    compute per step and the probed link; the per-message overhead A it showed is
-    passed to predict as --latency);
- 2. `stratbench predict CALIBRATION --replicas 2,4 --latency A --json` gives ddp's and
+ 1. ddp on 2 hosts is the calibration (bench/predict_scale.py's: of
+    --calibration-runs runs, the one whose all-reduce shows the median link; its
+    report gives compute per step and the probed α, and its all-reduce the link B);
+ 2. `stratbench predict CALIBRATION --replicas 2,4 --latency α --bandwidth B --json`
+    gives ddp's and
     zero's stages 1-3 step time at n = 2 and 4 (zero: k(n-1)(uα + M/(nB)), k = 2 or
     3; docs/zero.md), with compute scaled for the hosts sharing this machine's cores
     (predict_scale.compute_scale);
@@ -84,12 +85,20 @@ def run_rate(c, a, rate, rows):
         return path, ps.train(c, exe, a.data, a.hidden, VARIANTS[variant][1] + flags + [str(n)],
                               a.steps, a.warmup, path)
 
-    cal_path, cal = job("ddp", 2)
-    # the link the 2-host ddp run's own all-reduce shows (predict_scale.link_calibration)
-    pred, alpha, bandwidth = ps.calibrate(exe, cal_path, cal, a.replicas)
+    def cal_run(i):
+        path = a.out / "reports" / f"calibrate_{rate}_{i}.json"
+        return path, ps.train(c, exe, a.data, a.hidden, VARIANTS["ddp"][1] + flags + ["2"],
+                              a.steps, a.warmup, path)
+
+    # the link the 2-host ddp runs' own all-reduce shows (predict_scale.link_calibration),
+    # the median of --calibration-runs runs (predict_scale.calibrate_median)
+    cal_path, cal, pred, alpha, bandwidth, every_b = ps.calibrate_median(
+        cal_run, a.calibration_runs, a.replicas, exe)
     print(f"{rate}: calibration (ddp n=2) step {cal['step_ms']['median']:.1f} ms, compute "
           f"{pred['compute_ms']:.1f} ms, link {8e-9 * bandwidth:.4f} Gbit/s from the "
-          f"all-reduce, alpha {1e6 * alpha:.1f} us", flush=True)
+          f"all-reduce (median of {len(every_b)} runs: "
+          f"{', '.join(f'{8e-9 * b:.4f}' for b in every_b)}), alpha {1e6 * alpha:.1f} us",
+          flush=True)
     for variant in VARIANTS:
         for n in a.replicas:
             path, r = (cal_path, cal) if (variant, n) == ("ddp", 2) else job(variant, n)
