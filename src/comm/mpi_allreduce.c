@@ -58,33 +58,48 @@ static int real_rank(const struct sb_ar_op *o, int v)
     return v < o->rem ? 2 * v + 1 : v + o->rem;
 }
 
-/* Fills o->cur with step s of the ring. */
+/* Fills o->cur with step s of a ring all-gather pass in which this rank
+ * starts with chunk `own` complete: it passes chunk own-s (its own at
+ * s = 0, else the one received at step s-1) on to rank r+1 and receives
+ * chunk own-1-s from rank r-1 in place. */
+static void pass_step(struct sb_ar_op *o, int own, int s)
+{
+    struct step *st = &o->cur;
+    int p = o->p;
+    size_t off, cnt;
+    st->send_peer = sb_ring_mod(o->rank + 1, p);
+    st->recv_peer = sb_ring_mod(o->rank - 1, p);
+    sb_ring_chunk(o->n, p, sb_ring_mod(own - s, p), &off, &cnt);
+    st->send = o->buf + off;
+    st->send_n = cnt;
+    sb_ring_chunk(o->n, p, sb_ring_mod(own - 1 - s, p), &off, &cnt);
+    st->recv = o->buf + off;
+    st->recv_n = cnt;
+    st->add_dst = NULL;
+}
+
+/* Fills o->cur with step s of the ring all-reduce: p-1 reduce-scatter
+ * steps, after which rank r holds chunk r+1 reduced, then the all-gather
+ * pass of it. */
 static void ring_step(struct sb_ar_op *o, int s)
 {
     struct step *st = &o->cur;
     int p = o->p, r = o->rank;
+    if (s >= p - 1) {
+        pass_step(o, r + 1, s - (p - 1));
+        return;
+    }
     size_t off, cnt;
     st->send_peer = sb_ring_mod(r + 1, p);
     st->recv_peer = sb_ring_mod(r - 1, p);
-    if (s < p - 1) { /* reduce-scatter */
-        sb_ring_chunk(o->n, p, sb_ring_mod(r - s, p), &off, &cnt);
-        st->send = o->buf + off;
-        st->send_n = cnt;
-        sb_ring_chunk(o->n, p, sb_ring_mod(r - s - 1, p), &off, &cnt);
-        st->recv = o->scratch;
-        st->recv_n = cnt;
-        st->add_dst = o->buf + off;
-        st->add_src = o->scratch;
-    } else { /* all-gather: rank r holds chunk r+1 reduced */
-        int t = s - (p - 1);
-        sb_ring_chunk(o->n, p, sb_ring_mod(r + 1 - t, p), &off, &cnt);
-        st->send = o->buf + off;
-        st->send_n = cnt;
-        sb_ring_chunk(o->n, p, sb_ring_mod(r - t, p), &off, &cnt);
-        st->recv = o->buf + off;
-        st->recv_n = cnt;
-        st->add_dst = NULL;
-    }
+    sb_ring_chunk(o->n, p, sb_ring_mod(r - s, p), &off, &cnt);
+    st->send = o->buf + off;
+    st->send_n = cnt;
+    sb_ring_chunk(o->n, p, sb_ring_mod(r - s - 1, p), &off, &cnt);
+    st->recv = o->scratch;
+    st->recv_n = cnt;
+    st->add_dst = o->buf + off;
+    st->add_src = o->scratch;
 }
 
 /* Fills o->cur with step s (0..p-2) of the ring reduce-scatter that ends
@@ -108,27 +123,6 @@ static void rs_step(struct sb_ar_op *o, int s)
     st->recv_n = cnt;
     st->add_dst = st->recv;
     st->add_src = o->src + off;
-}
-
-/* Fills o->cur with step s (0..p-2) of the ring all-gather in which rank r
- * starts with chunk r: step s passes chunk r-s (its own at s = 0, else
- * the one received at step s-1) on to rank r+1 and receives chunk r-1-s
- * from rank r-1 in place (the second half of the ring all-reduce above,
- * rotated one rank). */
-static void ag_step(struct sb_ar_op *o, int s)
-{
-    struct step *st = &o->cur;
-    int p = o->p, r = o->rank;
-    size_t off, cnt;
-    st->send_peer = sb_ring_mod(r + 1, p);
-    st->recv_peer = sb_ring_mod(r - 1, p);
-    sb_ring_chunk(o->n, p, sb_ring_mod(r - s, p), &off, &cnt);
-    st->send = o->buf + off;
-    st->send_n = cnt;
-    sb_ring_chunk(o->n, p, sb_ring_mod(r - 1 - s, p), &off, &cnt);
-    st->recv = o->buf + off;
-    st->recv_n = cnt;
-    st->add_dst = NULL;
 }
 
 /* Fills o->cur with step s of recursive doubling: s = 0 the pre-step
@@ -198,7 +192,7 @@ static sb_status post(struct sb_ar_op *o, float *p, size_t count, int peer, int 
 static sb_status post_step(struct sb_ar_op *o)
 {
     if (o->kind == OP_REDUCE_SCATTER) rs_step(o, o->step);
-    else if (o->kind == OP_ALLGATHER) ag_step(o, o->step);
+    else if (o->kind == OP_ALLGATHER) pass_step(o, o->rank, o->step); /* chunk r is rank r's */
     else if (o->algo == SB_ALLREDUCE_RING) ring_step(o, o->step);
     else doubling_step(o, o->step);
     o->n_req = 0;
