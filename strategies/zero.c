@@ -113,6 +113,14 @@ struct zero {
 
 static int zero_processes(const struct sb_config *cfg) { return cfg->replicas; }
 
+/* Whether the run reduce-scatters over a 16-bit wire (--grad-compression
+ * fp16 or bf16). */
+static int half_wire(const struct sb_config *cfg)
+{
+    return strcmp(cfg->grad_compression, "fp16") == 0 ||
+           strcmp(cfg->grad_compression, "bf16") == 0;
+}
+
 /* --grad-compression fp16|bf16 compresses the reduce-scatter; PowerSGD
  * and local SGD have no reduce-scatter to compress (refused). */
 static sb_status zero_validate(const struct sb_config *cfg)
@@ -390,7 +398,7 @@ static sb_status zero_init(struct sb_strategy *s)
     const struct sb_config *cfg = s->env->cfg;
     const struct sb_backend_ops *be = s->env->be;
     z->stage = opts(cfg)->stage;
-    z->half = strcmp(cfg->grad_compression, "fp16") == 0 || strcmp(cfg->grad_compression, "bf16") == 0;
+    z->half = half_wire(cfg);
     z->fmt = strcmp(cfg->grad_compression, "bf16") == 0 ? SB_HALF_BF16 : SB_HALF_FP16;
     SB_TRY(sb_comm_world_create(cfg, s->env->job, s->env->placement->device[0], &z->comm));
     z->size = z->comm->size;
@@ -707,8 +715,7 @@ static void model_row(const struct sb_comm_model_query *q, int stage, int units,
         {"(n-1)(u alpha + M/(2n B)) + (n-1)(u alpha + M/(n B))",
          "(n-1)(u alpha + M/(2n B)) + 2(n-1)(u alpha + M/(n B))"}};
     int n = q->replicas, gathers = stage == 3 ? 2 : 1;
-    int half = q->cfg && (strcmp(q->cfg->grad_compression, "fp16") == 0 ||
-                          strcmp(q->cfg->grad_compression, "bf16") == 0);
+    int half = q->cfg && half_wire(q->cfg);
     double unit = q->bytes / units;
     double comm = units * (sb_cost_reduce_scatter_s(&q->link, n, half ? unit / 2 : unit) +
                            gathers * sb_cost_allgather_s(&q->link, n, unit));

@@ -340,16 +340,13 @@ sb_status sb_ag_start(MPI_Comm comm, const float *send, float *recv, size_t n, i
                       struct sb_ar_pool *pool, struct sb_ar_op **out)
 {
     *out = NULL;
-    int p = 1, rank = 0;
-    SB_TRY(SB_MPI_CHECK(MPI_Comm_size(comm, &p)));
-    SB_TRY(SB_MPI_CHECK(MPI_Comm_rank(comm, &rank)));
-    struct sb_ar_op *o;
-    SB_TRY(begin(comm, n, 1, n / (size_t)p + 1, tag, pool, &o));
+    struct sb_ar_op *o; /* no scratch: every step receives in place */
+    SB_TRY(begin(comm, n, 1, n, tag, pool, &o));
     o->kind = OP_ALLGATHER;
     o->buf = recv;
-    o->n_steps = n == 0 || p == 1 ? 0 : p - 1;
+    o->n_steps = n == 0 || o->p == 1 ? 0 : o->p - 1;
     size_t off, cnt;
-    sb_ring_chunk(n, p, rank, &off, &cnt);
+    sb_ring_chunk(n, o->p, o->rank, &off, &cnt);
     if (cnt && send != recv + off) memmove(recv + off, send, cnt * sizeof(float));
     sb_status st = first_step(o);
     *out = st ? NULL : o;

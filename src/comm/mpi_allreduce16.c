@@ -175,8 +175,8 @@ static sb_status rs_step(struct ring *g, const float *send, const size_t *counts
     double t0 = sb_now_s();
     sb_half_encode(g->fmt, acc, out, sl);
     g->convert_s += sb_now_s() - t0;
-    SB_TRY(exchange(g->comm, out, sl, sb_ring_mod(g->r + 1, g->p), g->in, rl, sb_ring_mod(g->r - 1, g->p),
-                    g->tag));
+    SB_TRY(exchange(g->comm, out, sl, sb_ring_mod(g->r + 1, g->p), g->in, rl,
+                    sb_ring_mod(g->r - 1, g->p), g->tag));
     t0 = sb_now_s();
     for (size_t i = 0; i < rl; i++) acc[i] = send[ro + i];
     sb_half_accumulate(g->fmt, acc, g->in, rl);
@@ -215,7 +215,8 @@ sb_status sb_rs16_ring(MPI_Comm comm, enum sb_half_format fmt, const float *send
     size_t fo = block_off(counts, first);
     for (size_t i = 0; !st && i < counts[first]; i++) acc[i] = send[fo + i];
     for (int s = 0; s < p - 1 && !st; s++)
-        st = rs_step(&g, send, counts, acc, sb_ring_mod(r - s - 1, p), sb_ring_mod(r - s - 2, p), out);
+        st = rs_step(&g, send, counts, acc, sb_ring_mod(r - s - 1, p), sb_ring_mod(r - s - 2, p),
+                     out);
     for (size_t i = 0; !st && i < counts[r]; i++) recv[i] = acc[i];
     if (convert_s) *convert_s += g.convert_s;
     free(acc);

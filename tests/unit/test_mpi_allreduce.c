@@ -155,6 +155,18 @@ static void check_hierarchical(MPI_Comm world)
     sb_comm_destroy(h);
 }
 
+/* The ring's blocks of n floats over p ranks into counts[p] (n/p, one
+ * more for the first n mod p); returns where rank's block starts. */
+static size_t ring_counts(size_t n, int p, int rank, size_t *counts)
+{
+    size_t first = 0;
+    for (int r = 0; r < p; r++) {
+        counts[r] = n / (size_t)p + ((size_t)r < n % (size_t)p ? 1 : 0);
+        if (r < rank) first += counts[r];
+    }
+    return first;
+}
+
 /* Reduce-scatter then all-gather of n floats in uneven blocks (block r:
  * the r-th of p near-equal parts, which the ring runs): the blocks hold
  * the exact sums, the send buffer is untouched, the gather restores the
@@ -163,11 +175,7 @@ static void check_hierarchical(MPI_Comm world)
 static void check_reduce_scatter_allgather(struct sb_comm *c, size_t n)
 {
     int p = c->size, rank = c->rank;
-    size_t counts[8], first = 0;
-    for (int r = 0; r < p; r++) {
-        counts[r] = n / (size_t)p + ((size_t)r < n % (size_t)p ? 1 : 0);
-        if (r < rank) first += counts[r];
-    }
+    size_t counts[8], first = ring_counts(n, p, rank, counts);
     float *x = malloc((n ? n : 1) * sizeof *x), *mine = malloc((counts[rank] + 1) * sizeof *x);
     fill_exact(x, n, rank);
     struct sb_comm_counter rs0 = c->counters[SB_COMM_REDUCE_SCATTER],
@@ -236,11 +244,7 @@ static void check_reduce_scatter_skewed(struct sb_comm *c, size_t n)
 static void check_allgather_in_flight_in_place_skewed(struct sb_comm *c, size_t n)
 {
     int p = c->size, rank = c->rank;
-    size_t counts[8], first = 0;
-    for (int r = 0; r < p; r++) {
-        counts[r] = n / (size_t)p + ((size_t)r < n % (size_t)p ? 1 : 0);
-        if (r < rank) first += counts[r];
-    }
+    size_t counts[8], first = ring_counts(n, p, rank, counts);
     float *a = calloc(n, sizeof *a), *b = calloc(n, sizeof *b), *mine = malloc(n * sizeof *a);
     for (size_t i = 0; i < counts[rank]; i++) {
         mine[i] = (float)(first + i);
