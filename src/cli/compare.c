@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include "cli/suggest.h"
 #include "cli/sweep.h"
 #include "cli/sweep_stats.h"
+#include "core/config.h"
 #include "report/json_util.h"
 
 #define MAX_REPEATS 1024
@@ -93,20 +95,19 @@ static double num_at(const cJSON *o, const char *k)
 }
 
 /* The gradient method of a sweep point or a report's config (both carry
- * grad_compression, powersgd_rank and local_sgd; absent: none):
- * "" for plain, else " bf16", " powersgd-r2", " local-sgd-16". */
+ * grad_compression, powersgd_rank and local_sgd; absent: none), named by
+ * sb_method_name: "" for plain, else " bf16", " powersgd-r2", " local-sgd-16". */
 static void method_label(const cJSON *cfg, char *out, size_t size)
 {
     const char *comp = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "grad_compression"));
-    double local = num_at(cfg, "local_sgd");
-    if (comp && strcmp(comp, "none") != 0)
-        snprintf(out, size, " %s", comp);
-    else if (local > 0)
-        snprintf(out, size, " local-sgd-%g", local);
-    else
+    double rank = num_at(cfg, "powersgd_rank"), local = num_at(cfg, "local_sgd");
+    char name[SB_METHOD_NAME_MAX];
+    sb_method_name(comp, rank >= 1 && rank <= INT_MAX ? (int)rank : 0,
+                   local >= 1 && local <= INT_MAX ? (int)local : 0, name, sizeof name);
+    if (strcmp(name, "none") == 0)
         out[0] = '\0';
-    if (comp && strcmp(comp, "powersgd") == 0)
-        snprintf(out + strlen(out), size - strlen(out), "-r%g", num_at(cfg, "powersgd_rank"));
+    else
+        snprintf(out, size, " %s", name);
 }
 
 /* Fills key and label of `e` from a sweep point or a report's config. */

@@ -16,6 +16,7 @@
 #include "cli/sweep.h"
 #include "cli/train_opts.h"
 #include "comm/cost_model.h"
+#include "core/config.h"
 #include "core/status.h"
 #include "strategies/strategy.h"
 #include "workloads/workload.h"
@@ -61,7 +62,8 @@ struct run {
 struct row {
     int replicas, servers;
     const char *strategy, *algorithm;
-    const char *method; /* the gradient method: "none", "fp16/bf16", "powersgd-r2", ... */
+    char method[SB_METHOD_NAME_MAX]; /* the gradient method: "none", "fp16/bf16",
+                                      * "powersgd-r2", ... (sb_method_name) */
     double comm_ms, exposed_ms, step_ms, samples_per_s, efficiency;
     double model_state_bytes; /* the ledger formula's, the largest rank's */
     double memory_bytes;      /* model state + the run's activations */
@@ -436,9 +438,7 @@ static sb_status powersgd_factors(const struct run *r, int rank, double *mn, dou
 
 /* The ranks and periods predict models (bench/compression.py's). */
 static const int POWERSGD_RANKS[] = {1, 2, 4};
-static const char *const POWERSGD_NAMES[] = {"powersgd-r1", "powersgd-r2", "powersgd-r4"};
 static const int LOCAL_SGD_H[] = {4, 16};
-static const char *const LOCAL_SGD_NAMES[] = {"local-sgd-4", "local-sgd-16"};
 
 /* One row of `ops` for method `name`: its comm_model's first (--allreduce
  * auto) variant on the buckets `bytes` (nb), after backward (no overlap:
@@ -456,7 +456,8 @@ static int method_row(const struct run *r, const struct sb_comm_model_query *q,
     for (int b = 0; b < nb; b++) mq.bytes += bytes[b];
     if (ops->comm_model(&mq, model, MAX_VARIANTS) < 1) return 0;
     *w = (struct row){.replicas = q->replicas, .servers = model[0].servers,
-                      .strategy = ops->name, .algorithm = model[0].variant, .method = name};
+                      .strategy = ops->name, .algorithm = model[0].variant};
+    snprintf(w->method, sizeof w->method, "%s", name);
     set_times(r, &model[0], every, w);
     return 1;
 }
@@ -471,6 +472,7 @@ static int method_rows(const struct run *r, const struct sb_comm_model_query *q,
                        const struct sb_strategy_ops *ops, struct row *rows, int cap)
 {
     double half[MAX_BUCKETS], plain[MAX_BUCKETS];
+    char name[SB_METHOD_NAME_MAX];
     int nb = r->n_buckets ? r->n_buckets : 1, k = 0;
     for (int b = 0; b < nb; b++) {
         plain[b] = r->n_buckets ? r->buckets[b] : r->bytes;
@@ -481,10 +483,13 @@ static int method_rows(const struct run *r, const struct sb_comm_model_query *q,
         double mn, mnr;
         if (powersgd_factors(r, POWERSGD_RANKS[i], &mn, &mnr)) break; /* no model: no rows */
         double three[3] = {r->bytes - 4.0 * mn, 2.0 * mnr, 2.0 * mnr};
-        k += method_row(r, q, ops, three, 3, 1.0, POWERSGD_NAMES[i], &rows[k]);
+        sb_method_name("powersgd", POWERSGD_RANKS[i], 0, name, sizeof name);
+        k += method_row(r, q, ops, three, 3, 1.0, name, &rows[k]);
     }
-    for (size_t i = 0; i < sizeof LOCAL_SGD_H / sizeof LOCAL_SGD_H[0] && k < cap; i++)
-        k += method_row(r, q, ops, plain, nb, LOCAL_SGD_H[i], LOCAL_SGD_NAMES[i], &rows[k]);
+    for (size_t i = 0; i < sizeof LOCAL_SGD_H / sizeof LOCAL_SGD_H[0] && k < cap; i++) {
+        sb_method_name("none", 0, LOCAL_SGD_H[i], name, sizeof name);
+        k += method_row(r, q, ops, plain, nb, LOCAL_SGD_H[i], name, &rows[k]);
+    }
     return k;
 }
 

@@ -9,6 +9,7 @@
 
 #include "cli/suggest.h"
 #include "cli/sweep_stats.h"
+#include "core/config.h"
 #include "strategies/strategy.h"
 
 /* Train flags the sweep sets itself: refused after `--` (a `--batch` there
@@ -170,10 +171,8 @@ static void plan_methods(struct sweep_opts *o)
                  colon ? (int)(colon - c) : (int)strlen(c), c);
         snprintf(m->rank, sizeof m->rank, "%s", colon ? colon + 1 : "");
         snprintf(m->local, sizeof m->local, "0");
-        char name[sizeof m->name]; /* "powersgd:2" -> "powersgd-r2" (a file name) */
-        snprintf(name, sizeof name, "%.*s%s%s", colon ? (int)(colon - c) : (int)strlen(c), c,
-                 colon ? "-r" : "", colon ? colon + 1 : "");
-        memcpy(m->name, name, sizeof name);
+        /* "powersgd:2" -> "powersgd-r2" (a file name); the rank was checked */
+        sb_method_name(m->compression, atoi(m->rank), 0, m->name, sizeof m->name);
     }
     for (int i = 0; i < o->n_local_sgd; i++) {
         if (o->local_sgd[i] == 0) continue;
@@ -181,7 +180,7 @@ static void plan_methods(struct sweep_opts *o)
         snprintf(m->compression, sizeof m->compression, "none");
         m->rank[0] = '\0';
         snprintf(m->local, sizeof m->local, "%d", o->local_sgd[i]);
-        snprintf(m->name, sizeof m->name, "local-sgd-%d", o->local_sgd[i]);
+        sb_method_name(m->compression, 0, o->local_sgd[i], m->name, sizeof m->name);
     }
 }
 

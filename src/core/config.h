@@ -8,6 +8,7 @@
 #define SB_CONFIG_H
 
 #include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define SB_MAX_HIDDEN 8
@@ -100,5 +101,23 @@ const char *sb_optimizer_name(enum sb_optimizer_kind o);
 
 /* Global batch: replicas * per-replica batch (samples per optimizer step). */
 int sb_config_global_batch(const struct sb_config *cfg);
+
+/* Room for any name sb_method_name writes: a compression of up to
+ * SB_NAME_MAX - 1 characters and "-r" with a rank, or "local-sgd-" and
+ * an int, and the NUL. */
+#define SB_METHOD_NAME_MAX (SB_NAME_MAX + 16)
+
+/* The name of a gradient method, as sweep's file names, compare's labels and
+ * predict's rows spell it, from the fields grad_compression, powersgd_rank
+ * and local_sgd: `compression` when it is not "none" (NULL counts as
+ * "none"), with "-r<rank>" after "powersgd" when powersgd_rank > 0
+ * ("bf16", "fp16", "powersgd-r2"; "powersgd" for rank 0, the rank left to
+ * train's default); else "local-sgd-<H>" when local_sgd H > 0
+ * ("local-sgd-16"); else "none" (plain gradients). A compression names the
+ * method even with local_sgd > 0 (train takes one of the two). Writes at
+ * most `size` bytes into out, NUL-terminated (cut short when size is
+ * smaller than the name; SB_METHOD_NAME_MAX always holds it). Returns out. */
+char *sb_method_name(const char *compression, int powersgd_rank, int local_sgd, char *out,
+                     size_t size);
 
 #endif
