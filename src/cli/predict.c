@@ -90,31 +90,45 @@ static void usage(FILE *out)
             "  -h, --help                        this text\n");
 }
 
-/* "100gbit", "1Gbit/s", "12.5GB/s", "125MB" -> bytes per second. */
-static sb_status parse_rate(const char *text, double *out)
+/* A unit a number may carry, and what one of it is in the quantity's own
+ * unit (bytes per second, seconds, bytes). */
+struct unit {
+    const char *suffix;
+    double scale;
+};
+
+/* *out = the number text starts with (strtod) times the scale of the unit
+ * in units[0..n) that is all the rest of text (with per_second, a trailing
+ * "/s" may follow it). The number must be finite and > 0 (>= 0 with
+ * allow_zero); the product may overflow to infinity. Returns 1, or 0 (out
+ * untouched) when text is not such a quantity: the caller says what it
+ * expected. */
+static int parse_quantity(const char *text, const struct unit *units, size_t n, int allow_zero,
+                          int per_second, double *out)
 {
     char *end = NULL;
     errno = 0;
     double v = strtod(text, &end);
-    static const struct { const char *unit; double bytes; } units[] = {
+    if (errno || end == text || !isfinite(v) || !(allow_zero ? v >= 0 : v > 0)) return 0;
+    size_t len = strlen(end);
+    if (per_second && len >= 2 && strcmp(end + len - 2, "/s") == 0) len -= 2;
+    for (size_t i = 0; i < n; i++)
+        if (strlen(units[i].suffix) == len && strncmp(end, units[i].suffix, len) == 0) {
+            *out = v * units[i].scale;
+            return 1;
+        }
+    return 0;
+}
+
+/* "100gbit", "1Gbit/s", "12.5GB/s", "125MB" -> bytes per second. */
+static sb_status parse_rate(const char *text, double *out)
+{
+    static const struct unit units[] = {
         {"bit", 0.125}, {"kbit", 125.0}, {"mbit", 125e3}, {"gbit", 125e6}, {"tbit", 125e9},
         {"Kbit", 125.0}, {"Mbit", 125e3}, {"Gbit", 125e6}, {"Tbit", 125e9},
         {"B", 1.0}, {"kB", 1e3}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
     };
-    if (!errno && end != text && isfinite(v) && v > 0) {
-        char unit[16];
-        size_t n = strlen(end);
-        if (n >= 2 && strcmp(end + n - 2, "/s") == 0) n -= 2;
-        if (n > 0 && n < sizeof unit) {
-            memcpy(unit, end, n);
-            unit[n] = 0;
-            for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
-                if (strcmp(unit, units[i].unit) == 0) {
-                    *out = v * units[i].bytes;
-                    return SB_OK;
-                }
-        }
-    }
+    if (parse_quantity(text, units, sizeof units / sizeof units[0], 0, 1, out)) return SB_OK;
     return sb_error(SB_ERR_USAGE, "predict: --bandwidth: expected a positive rate like 100gbit, "
                     "1Gbit/s or 12.5GB/s, got '%s'", text);
 }
@@ -122,17 +136,8 @@ static sb_status parse_rate(const char *text, double *out)
 /* "5us", "0.1ms", "2ns", "0s" -> seconds. */
 static sb_status parse_time(const char *text, double *out)
 {
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(text, &end);
-    static const struct { const char *unit; double s; } units[] = {
-        {"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1.0}};
-    if (!errno && end != text && isfinite(v) && v >= 0)
-        for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
-            if (strcmp(end, units[i].unit) == 0) {
-                *out = v * units[i].s;
-                return SB_OK;
-            }
+    static const struct unit units[] = {{"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1.0}};
+    if (parse_quantity(text, units, sizeof units / sizeof units[0], 1, 0, out)) return SB_OK;
     return sb_error(SB_ERR_USAGE, "predict: --latency: expected a time like 5us, 0.1ms or "
                     "2ns, got '%s'", text);
 }
@@ -141,19 +146,16 @@ static sb_status parse_time(const char *text, double *out)
  * powers of 1000, B bytes). */
 static sb_status parse_size(const char *text, double *out)
 {
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(text, &end);
-    static const struct { const char *unit; double bytes; } units[] = {
+    static const struct unit units[] = {
         {"B", 1.0},           {"kB", 1e3},          {"KB", 1e3},          {"MB", 1e6},
         {"GB", 1e9},          {"TB", 1e12},         {"KiB", 1024.0},      {"MiB", 1048576.0},
         {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
-    if (!errno && end != text && isfinite(v) && v > 0)
-        for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
-            if (strcmp(end, units[i].unit) == 0 && isfinite(v * units[i].bytes)) {
-                *out = v * units[i].bytes;
-                return SB_OK;
-            }
+    double bytes;
+    if (parse_quantity(text, units, sizeof units / sizeof units[0], 0, 0, &bytes) &&
+        isfinite(bytes)) { /* not 1e308TiB */
+        *out = bytes;
+        return SB_OK;
+    }
     return sb_error(SB_ERR_USAGE, "predict: --device-memory: expected a positive size like "
                     "16GiB, 80GB or 512MiB, got '%s'", text);
 }

@@ -239,6 +239,14 @@ def test_plot_predicted_efficiency(stratbench, ddp_report, tmp_path):
     (["--device-memory", "16Gb"], "--device-memory: expected a positive size like 16GiB"),
     (["--device-memory", "0GiB"], "--device-memory: expected a positive size"),
     (["--device-memory", "lots"], "--device-memory: expected a positive size"),
+    # The unit parser's rules: one "/s", and only on a rate; no negative time; a zero
+    # rate; a size must stay finite.
+    (["--bandwidth", "1gbit/s/s"], "--bandwidth: expected a positive rate"),
+    (["--bandwidth", "0gbit"], "--bandwidth: expected a positive rate"),
+    (["--latency", "5us/s"], "--latency: expected a time like 5us"),
+    (["--latency", "-1us"], "--latency: expected a time like 5us"),
+    (["--device-memory", "16GiB/s"], "--device-memory: expected a positive size"),
+    (["--device-memory", "1e308TiB"], "--device-memory: expected a positive size"),
     (["--out", "/nonexistent/dir/p.json"], "--out /nonexistent/dir/p.json: cannot write"),
 ])
 def test_bad_flags(args, message, stratbench, ddp_report, tmp_path):
@@ -247,6 +255,18 @@ def test_bad_flags(args, message, stratbench, ddp_report, tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], describe(proc)
     assert proc.stdout == ""
+
+
+@pytest.mark.parametrize("args, link", [
+    (["--bandwidth", "8bit", "--latency", "0s"], {"bandwidth_Bps": 1.0, "alpha_s": 0.0}),
+    (["--bandwidth", "125MB/s", "--latency", "2ns"], {"bandwidth_Bps": 125e6, "alpha_s": 2e-9}),
+    (["--bandwidth", "1Gbit/s", "--latency", "0.1ms"], {"bandwidth_Bps": 125e6, "alpha_s": 1e-4}),
+])
+def test_link_units(args, link, stratbench, ddp_report):
+    proc = predict(stratbench, ddp_report, "--json", *args)
+    assert proc.returncode == 0, describe(proc)
+    got = json.loads(proc.stdout)["link"]
+    assert {k: got[k] for k in link} == pytest.approx(link, rel=1e-12, abs=0), describe(proc)
 
 
 def test_bad_reports(stratbench, tmp_path):
