@@ -24,7 +24,7 @@
 
 /* The communicator's state: a duplicate of the caller's MPI communicator,
  * the sequence number of the next stratbench all-reduce (its message tag)
- * and the pool of their schedules. */
+ * and the pool of their schedules (and of the 16-bit collectives' scratch). */
 struct mpi_impl {
     MPI_Comm comm;
     unsigned seq;
@@ -507,11 +507,11 @@ static sb_status mpi_allreduce16(struct sb_comm *c, enum sb_half_format fmt, flo
     if (algo == SB_ALLREDUCE_HIERARCHICAL) {
         struct sb_comm *lo = sb_hier_local(m->hier), *cr = sb_hier_cross(m->hier);
         st = sb_ar16_hier(((struct mpi_impl *)lo->impl)->comm, next_tag(lo),
-                          ((struct mpi_impl *)cr->impl)->comm, next_tag(cr), fmt, buf, n,
-                          c->stages, convert_s);
+                          ((struct mpi_impl *)cr->impl)->comm, next_tag(cr), &m->pool, fmt,
+                          buf, n, c->stages, convert_s);
     } else {
         algo = SB_ALLREDUCE_RING;
-        st = sb_ar16_ring(m->comm, fmt, buf, n, next_tag(c), convert_s);
+        st = sb_ar16_ring(m->comm, &m->pool, fmt, buf, n, next_tag(c), convert_s);
     }
     struct sb_comm_counter *k = &c->allreduce_by_algo[algo];
     k->calls++;
@@ -525,7 +525,8 @@ static sb_status mpi_reduce_scatter16(struct sb_comm *c, enum sb_half_format fmt
                                       const float *send, float *recv, const size_t *counts,
                                       double *convert_s)
 {
-    return sb_rs16_ring(handle(c), fmt, send, recv, counts, next_tag(c), convert_s);
+    struct mpi_impl *m = c->impl;
+    return sb_rs16_ring(m->comm, &m->pool, fmt, send, recv, counts, next_tag(c), convert_s);
 }
 
 static const struct sb_comm_ops mpi_ops = {

@@ -237,7 +237,7 @@ static struct sb_ar_op *acquire(struct sb_ar_pool *pool, size_t scratch, int req
     o = calloc(1, sizeof *o);
     if (!o) return NULL;
     o->scratch = malloc((scratch ? scratch : 1) * sizeof(float));
-    o->req = malloc((size_t)reqs * sizeof *o->req);
+    o->req = malloc((size_t)(reqs ? reqs : 1) * sizeof *o->req);
     if (!o->scratch || !o->req) {
         free(o->scratch);
         free(o->req);
@@ -376,6 +376,20 @@ sb_status sb_ar_progress(struct sb_ar_op *o, int block, int *done)
     release(o);
     *done = 1;
     return SB_OK;
+}
+
+void *sb_ar_pool_take(struct sb_ar_pool *pool, size_t bytes, struct sb_ar_op **holder)
+{
+    struct sb_ar_op *o = acquire(pool, (bytes + sizeof(float) - 1) / sizeof(float), 0);
+    *holder = o;
+    if (!o) return NULL;
+    o->pool = pool;
+    return o->scratch;
+}
+
+void sb_ar_pool_put(struct sb_ar_op *holder)
+{
+    if (holder) release(holder);
 }
 
 void sb_ar_pool_free(struct sb_ar_pool *pool)

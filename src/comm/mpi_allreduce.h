@@ -89,6 +89,20 @@ sb_status sb_ag_start(MPI_Comm comm, const float *send, float *recv, size_t n, i
  * Errors: SB_ERR_COMM with MPI's message (the op is then abandoned). */
 sb_status sb_ar_progress(struct sb_ar_op *op, int block, int *done);
 
+/* Scratch from the pool for a blocking collective that posts no schedule
+ * (the 16-bit ones, mpi_allreduce16.h): at least `bytes` bytes, aligned
+ * for float, the scratch of the pooled schedule with the smallest one that
+ * holds them (the best fit the schedules take), or of a new one; *holder
+ * keeps it until sb_ar_pool_put. Scratch taken and not given back is out
+ * of the pool, so collectives in flight at once (schedules, or the 16-bit
+ * hierarchical all-reduce's cross-host ring inside its host ring) never
+ * share it. Returns NULL when out of memory (*holder NULL). */
+void *sb_ar_pool_take(struct sb_ar_pool *pool, size_t bytes, struct sb_ar_op **holder);
+
+/* Gives scratch taken with sb_ar_pool_take back to its pool; holder NULL:
+ * nothing. */
+void sb_ar_pool_put(struct sb_ar_op *holder);
+
 /* Frees the pool's schedules; safe on an empty pool. */
 void sb_ar_pool_free(struct sb_ar_pool *pool);
 

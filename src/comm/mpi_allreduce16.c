@@ -4,7 +4,6 @@
 
 #include <limits.h>
 #include <stdint.h>
-#include <stdlib.h>
 
 #include "comm/mpi_wait.h"
 #include "comm/ring.h"
@@ -28,8 +27,9 @@ static sb_status exchange(MPI_Comm comm, const uint16_t *send, size_t send_len, 
 }
 
 /* One ring over comm (p ranks, this one r) of buf's n floats cut into p
- * chunks (sb_ring_chunk), with its scratch: the 16-bit image of buf (n words)
- * and one received chunk (n/p + 1 words). */
+ * chunks (sb_ring_chunk), with its scratch from the pool (held by
+ * `scratch`): the 16-bit image of buf (n words) and, after it, one
+ * received chunk (n/p + 1 words). */
 struct ring {
     MPI_Comm comm;
     int p, r, tag;
@@ -37,11 +37,12 @@ struct ring {
     float *buf;
     size_t n;
     uint16_t *wire, *in;
+    struct sb_ar_op *scratch;
     double convert_s; /* seconds converting */
 };
 
-static sb_status ring_open(struct ring *g, MPI_Comm comm, enum sb_half_format fmt, float *buf,
-                           size_t n, int tag)
+static sb_status ring_open(struct ring *g, MPI_Comm comm, struct sb_ar_pool *pool,
+                           enum sb_half_format fmt, float *buf, size_t n, int tag)
 {
     *g = (struct ring){.comm = comm, .tag = tag, .fmt = fmt, .buf = buf, .n = n};
     SB_TRY(SB_MPI_CHECK(MPI_Comm_size(comm, &g->p)));
@@ -49,17 +50,16 @@ static sb_status ring_open(struct ring *g, MPI_Comm comm, enum sb_half_format fm
     size_t biggest = n / (size_t)g->p + 1;
     if (biggest > (size_t)INT_MAX)
         return sb_error(SB_ERR_USAGE, "16-bit all-reduce: %zu floats per rank is too many", biggest);
-    g->wire = malloc((n ? n : 1) * sizeof *g->wire);
-    g->in = malloc(biggest * sizeof *g->in);
-    if (!g->wire || !g->in) return sb_error(SB_ERR_NOMEM, "16-bit all-reduce: out of memory");
+    g->wire = sb_ar_pool_take(pool, (n + biggest) * sizeof *g->wire, &g->scratch);
+    if (!g->wire) return sb_error(SB_ERR_NOMEM, "16-bit all-reduce: out of memory");
+    g->in = g->wire + n;
     return SB_OK;
 }
 
 static void ring_close(struct ring *g, double *convert_s)
 {
     if (convert_s) *convert_s += g->convert_s;
-    free(g->wire);
-    free(g->in);
+    sb_ar_pool_put(g->scratch);
 }
 
 /* The ring's reduce-scatter: step s sends chunk (r-s) mod p to rank r+1
@@ -108,8 +108,8 @@ static sb_status ring_allgather(struct ring *g)
     return st;
 }
 
-sb_status sb_ar16_ring(MPI_Comm comm, enum sb_half_format fmt, float *buf, size_t n, int tag,
-                       double *convert_s)
+sb_status sb_ar16_ring(MPI_Comm comm, struct sb_ar_pool *pool, enum sb_half_format fmt,
+                       float *buf, size_t n, int tag, double *convert_s)
 {
     int p;
     SB_TRY(SB_MPI_CHECK(MPI_Comm_size(comm, &p)));
@@ -120,7 +120,7 @@ sb_status sb_ar16_ring(MPI_Comm comm, enum sb_half_format fmt, float *buf, size_
         return SB_OK;
     }
     struct ring g;
-    sb_status st = ring_open(&g, comm, fmt, buf, n, tag);
+    sb_status st = ring_open(&g, comm, pool, fmt, buf, n, tag);
     if (!st) st = ring_reduce_scatter(&g);
     if (!st) st = ring_allgather(&g);
     ring_close(&g, convert_s);
@@ -136,18 +136,18 @@ static void count_stage(struct sb_comm_stage *s, double bytes, double t0)
 }
 
 sb_status sb_ar16_hier(MPI_Comm local, int local_tag, MPI_Comm cross, int cross_tag,
-                       enum sb_half_format fmt, float *buf, size_t n,
+                       struct sb_ar_pool *pool, enum sb_half_format fmt, float *buf, size_t n,
                        struct sb_comm_stage *stages, double *convert_s)
 {
     struct ring g;
-    sb_status st = ring_open(&g, local, fmt, buf, n, local_tag);
+    sb_status st = ring_open(&g, local, pool, fmt, buf, n, local_tag);
     size_t oo = 0, ol = n; /* the chunk this rank carries across hosts */
     if (!st) sb_ring_chunk(n, g.p, sb_ring_mod(g.r + 1, g.p), &oo, &ol);
     double t0 = sb_now_s();
     if (!st && g.p > 1) st = ring_reduce_scatter(&g);
     if (!st) count_stage(&stages[0], (double)n * sizeof(uint16_t), t0);
     t0 = sb_now_s();
-    if (!st) st = sb_ar16_ring(cross, fmt, buf + oo, ol, cross_tag, &g.convert_s);
+    if (!st) st = sb_ar16_ring(cross, pool, fmt, buf + oo, ol, cross_tag, &g.convert_s);
     if (!st) count_stage(&stages[1], (double)ol * sizeof(uint16_t), t0);
     t0 = sb_now_s();
     if (!st && g.p > 1) st = ring_allgather(&g); /* the chunk is 16-bit exact: no new rounding */
@@ -184,8 +184,9 @@ static sb_status rs_step(struct ring *g, const float *send, const size_t *counts
     return SB_OK;
 }
 
-sb_status sb_rs16_ring(MPI_Comm comm, enum sb_half_format fmt, const float *send, float *recv,
-                       const size_t *counts, int tag, double *convert_s)
+sb_status sb_rs16_ring(MPI_Comm comm, struct sb_ar_pool *pool, enum sb_half_format fmt,
+                       const float *send, float *recv, const size_t *counts, int tag,
+                       double *convert_s)
 {
     int p, r;
     SB_TRY(SB_MPI_CHECK(MPI_Comm_size(comm, &p)));
@@ -204,11 +205,13 @@ sb_status sb_rs16_ring(MPI_Comm comm, enum sb_half_format fmt, const float *send
         return sb_error(SB_ERR_USAGE, "16-bit reduce-scatter: a block of %zu floats is too many",
                         biggest);
     struct ring g = {.comm = comm, .p = p, .r = r, .tag = tag, .fmt = fmt};
-    float *acc = malloc(biggest * sizeof *acc);   /* (biggest) the running sum of one block */
-    uint16_t *out = malloc(biggest * sizeof *out); /* (biggest) its 16-bit image */
-    g.in = malloc(biggest * sizeof *g.in);         /* (biggest) the block received */
-    sb_status st = acc && out && g.in ? SB_OK
-                                      : sb_error(SB_ERR_NOMEM, "16-bit reduce-scatter: out of memory");
+    /* (biggest floats) the running sum of one block, then (biggest words
+     * each) its 16-bit image and the block received */
+    float *acc = sb_ar_pool_take(pool, biggest * (sizeof *acc + 2 * sizeof *g.in), &g.scratch);
+    if (!acc) return sb_error(SB_ERR_NOMEM, "16-bit reduce-scatter: out of memory");
+    uint16_t *out = (uint16_t *)(acc + biggest);
+    g.in = out + biggest;
+    sb_status st = SB_OK;
     /* Step s sends block (r-s-1) mod p and receives block (r-s-2) mod p, so
      * that rank r ends with block r (the blocks of MPI_Reduce_scatter). */
     int first = sb_ring_mod(r - 1, p);
@@ -218,9 +221,6 @@ sb_status sb_rs16_ring(MPI_Comm comm, enum sb_half_format fmt, const float *send
         st = rs_step(&g, send, counts, acc, sb_ring_mod(r - s - 1, p), sb_ring_mod(r - s - 2, p),
                      out);
     for (size_t i = 0; !st && i < counts[r]; i++) recv[i] = acc[i];
-    if (convert_s) *convert_s += g.convert_s;
-    free(acc);
-    free(out);
-    free(g.in);
+    ring_close(&g, convert_s);
     return st;
 }

@@ -3,7 +3,10 @@
  * allreduce16): a flat ring, and the hierarchical algorithm of mpi_hier.h
  * built from its two halves. MPI has no bf16 type and Open MPI's
  * MPI_SUM on 16-bit data would add in 16 bits, so the messages are
- * MPI_UINT16_T and the reduction is ours. */
+ * MPI_UINT16_T and the reduction is ours. Their scratch comes from the
+ * communicator's pool (sb_ar_pool_take, mpi_allreduce.h) and goes back to
+ * it before they return, so repeated calls reuse memory that is already
+ * faulted in; the pool frees it with the communicator. */
 #ifndef SB_MPI_ALLREDUCE16_H
 #define SB_MPI_ALLREDUCE16_H
 
@@ -11,6 +14,7 @@
 #include <stddef.h>
 
 #include "comm/comm.h"
+#include "comm/mpi_allreduce.h"
 #include "core/half.h"
 #include "core/status.h"
 
@@ -25,12 +29,14 @@
  * within the 16-bit rounding of the fp32 sum. Each rank sends 2(p-1)/p x n
  * 16-bit words: half of the fp32 ring's bytes. `tag` (1..32767) as in
  * sb_ar_start; waits through sb_mpi_wait (the watchdog's deadline).
+ * Scratch from `pool`: n + n/p + 1 words (the 16-bit image of buf and one
+ * received chunk).
  * *convert_s (may be NULL) gains the seconds spent converting between
  * fp32 and 16 bits (the compress/decompress phase).
  * Errors: SB_ERR_NOMEM; SB_ERR_COMM with MPI's message or the watchdog's
  * line; SB_ERR_USAGE for a chunk of 2^31 floats or more. */
-sb_status sb_ar16_ring(MPI_Comm comm, enum sb_half_format fmt, float *buf, size_t n, int tag,
-                       double *convert_s);
+sb_status sb_ar16_ring(MPI_Comm comm, struct sb_ar_pool *pool, enum sb_half_format fmt,
+                       float *buf, size_t n, int tag, double *convert_s);
 
 /* The hierarchical all-reduce (mpi_hier.h) over the same 16-bit wire,
  * blocking: (1) the ring's reduce-scatter over `local` (this host's L
@@ -43,9 +49,11 @@ sb_status sb_ar16_ring(MPI_Comm comm, enum sb_half_format fmt, float *buf, size_
  * half the fp32 algorithm's bytes. stages[0..2] (reduce-scatter,
  * cross all-reduce, all-gather) each gain one call, this rank's message
  * in bytes (n, n/L and n words of 2 bytes; nccl-tests' convention, as
- * mpi_hier.c counts them) and their seconds. Errors as sb_ar16_ring. */
+ * mpi_hier.c counts them) and their seconds. Scratch from `pool`: the
+ * host ring's (n + n/L + 1 words) and, while it is held, (2)'s. Errors as
+ * sb_ar16_ring. */
 sb_status sb_ar16_hier(MPI_Comm local, int local_tag, MPI_Comm cross, int cross_tag,
-                       enum sb_half_format fmt, float *buf, size_t n,
+                       struct sb_ar_pool *pool, enum sb_half_format fmt, float *buf, size_t n,
                        struct sb_comm_stage *stages, double *convert_s);
 
 /* Reduce-scatter (sum) over comm of send (sum of counts[0..p) floats, in
@@ -57,8 +65,11 @@ sb_status sb_ar16_hier(MPI_Comm local, int local_tag, MPI_Comm cross, int cross_
  * fp32; send is not written. recv holds the fp32 sum, not rounded again
  * (its owner steps with it; p = 1: the wire's rounding of send). Each rank
  * sends (p-1) blocks of 2 bytes a value: half the fp32 reduce-scatter's
- * bytes. Errors as sb_ar16_ring. */
-sb_status sb_rs16_ring(MPI_Comm comm, enum sb_half_format fmt, const float *send, float *recv,
-                       const size_t *counts, int tag, double *convert_s);
+ * bytes. Scratch from `pool`: 8 bytes per value of the largest block (its
+ * running fp32 sum, the 16-bit image sent and the block received). Errors
+ * as sb_ar16_ring. */
+sb_status sb_rs16_ring(MPI_Comm comm, struct sb_ar_pool *pool, enum sb_half_format fmt,
+                       const float *send, float *recv, const size_t *counts, int tag,
+                       double *convert_s);
 
 #endif

@@ -6,7 +6,9 @@
  * subnormals, overflow, every fp16 pattern round-trips), and fp32
  * accumulation of 16-bit values keeps what fp16 accumulation loses:
  * 2048 values of 2^-12 added onto 1.0 give 1.5 in fp32 but stay 1.0 when
- * every partial sum is rounded to fp16. Then, under `mpirun -n p` for
+ * every partial sum is rounded to fp16. The collectives' scratch
+ * (sb_ar_pool_take) is the same memory from one call to the next, the
+ * smallest that fits, and never one block for two holders at once. Then, under `mpirun -n p` for
  * p = 2, 3 (and 1 as a singleton): the ring's result is bit-identical on
  * every rank, exact for sums that fp16/bf16 represent, within one
  * rounding per hop of the fp32 sum otherwise, and counted as 2 bytes per
@@ -22,6 +24,7 @@
 #include <string.h>
 
 #include "comm/comm.h"
+#include "comm/mpi_allreduce.h"
 #include "core/half.h"
 
 static int failures;
@@ -97,6 +100,36 @@ static void check_accumulation(void)
     CHECK(sb_fp16_to_f32(acc16) == 1.0f, "fp16 accumulation: %g (expected to lose them: 1)",
           sb_fp16_to_f32(acc16));
     CHECK(sb_fp16_to_f32(sb_f32_to_fp16(acc32)) == 1.5f, "one rounding at the end keeps 1.5");
+}
+
+/* Scratch from a communicator's pool: two taken at once are two blocks;
+ * given back, a later take gets the smallest block that holds it (already
+ * faulted in), a new one when none does; the pool frees them all. */
+static void check_scratch_pool(void)
+{
+    struct sb_ar_pool pool = {0};
+    struct sb_ar_op *a, *b, *c, *d, *e;
+    char *pa = sb_ar_pool_take(&pool, 1000, &a), *pb = sb_ar_pool_take(&pool, 4000, &b);
+    char *pe = sb_ar_pool_take(&pool, 1000, &e);
+    CHECK(pa && pb && pe && pa != pb && pa != pe && pb != pe,
+          "scratch: two holders share one block");
+    memset(pa, 1, 1000);
+    memset(pb, 2, 4000); /* each holds its bytes (ASan/valgrind would see an overrun) */
+    memset(pe, 3, 1000);
+    sb_ar_pool_put(a);
+    sb_ar_pool_put(b);
+    sb_ar_pool_put(e);
+    char *pd = sb_ar_pool_take(&pool, 999, &d), *pc = sb_ar_pool_take(&pool, 2000, &c);
+    CHECK((pd == pa || pd == pe) && pc == pb,
+          "scratch: not the smallest pooled block that fits");
+    sb_ar_pool_put(c);
+    sb_ar_pool_put(d);
+    sb_ar_pool_put(NULL);
+    char *pf = sb_ar_pool_take(&pool, 4001, &a);
+    CHECK(pf && pf != pa && pf != pb && pf != pe, "scratch: 4001 bytes from a block of 4000");
+    sb_ar_pool_put(a);
+    sb_ar_pool_free(&pool);
+    CHECK(pool.free == NULL, "scratch: the pool kept a block after sb_ar_pool_free");
 }
 
 static const size_t sizes[] = {0, 1, 2, 3, 5, 64, 1000, 12345};
@@ -225,6 +258,7 @@ int main(int argc, char **argv)
     if (getenv("OMPI_COMM_WORLD_SIZE")) return run_ranks();
     check_conversions();
     check_accumulation();
+    check_scratch_pool();
     if (failures) return 1;
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
