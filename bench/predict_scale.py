@@ -18,7 +18,7 @@ as results.json, a markdown table (table.md) and a chart (predict_scale.png/.svg
     sudo bench/predict_scale.py [--out DIR] [--rates 100mbit,1gbit] [--replicas 4,8]
                                 [--hidden 1024,1024] [--steps 8] [--warmup 3]
                                 [--strategies ddp,central1,centraln,zero1,zero2,zero3]
-                                [--prefix sbp]
+                                [--prefix sbp] [--cc cubic]
     bench/predict_scale.py --replot RESULTS.json          # redraw
     bench/predict_scale.py --repredict RESULTS.json --out DIR   # this build's model
                                                         # on stored points (no root)
@@ -100,6 +100,9 @@ def cluster_bench_parser(name, replicas, prefix, description):
     p.add_argument("--cores", type=int, default=os.cpu_count() or 1,
                    help="cores the cluster's hosts share (default: this machine's)")
     p.add_argument("--prefix", default=prefix, help="cluster prefix (tests/cluster/cluster.sh)")
+    p.add_argument("--cc", default=os.environ.get("STRATBENCH_CLUSTER_CC", "cubic"),
+                   help="the hosts' TCP congestion control (cluster.sh's STRATBENCH_CLUSTER_CC; "
+                        "default cubic, a stock Linux host's: docs/multinode.md)")
     p.add_argument("--replot", type=pathlib.Path, help="only redraw from a results.json")
     return p
 
@@ -112,6 +115,7 @@ def finish_cluster_args(p, a):
         p.error("--steps must exceed --warmup")
     if a.calibration_runs < 1:
         p.error("--calibration-runs must be at least 1")
+    os.environ["STRATBENCH_CLUSTER_CC"] = a.cc  # cluster.sh gives the hosts this one
     return a
 
 
@@ -264,7 +268,7 @@ def measure(a):
         c.down()
     return {"date_utc": datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
             "hidden": a.hidden, "steps": a.steps, "warmup": a.warmup, "cores": a.cores,
-            "calibrations": calibrations, "rows": rows}
+            "tcp_congestion_control": a.cc, "calibrations": calibrations, "rows": rows}
 
 
 def table(res):

@@ -131,7 +131,7 @@ def measure(a):
         c.down()
     return {"date_utc": datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
             "hidden": a.hidden, "optimizer": "adam", "steps": a.steps, "warmup": a.warmup,
-            "cores": a.cores, "rows": rows}
+            "cores": a.cores, "tcp_congestion_control": a.cc, "rows": rows}
 
 
 def table(res):

@@ -101,6 +101,21 @@ static void add_strings(cJSON *arr, char *const *v, int n, int *fail)
     }
 }
 
+/* The default TCP congestion control of rank 0's host (Linux:
+ * /proc/sys/net/ipv4/tcp_congestion_control, e.g. "cubic" or "bbr"), which
+ * Open MPI's TCP connections take: a step across hosts depends on it (at
+ * 100 Mbit/s the fixture's ddp step was ~10 % slower under bbr than under
+ * cubic: docs/multinode.md). Empty where the file cannot be read. */
+static void tcp_congestion_control(char *out, size_t cap)
+{
+    out[0] = '\0';
+    FILE *f = fopen("/proc/sys/net/ipv4/tcp_congestion_control", "r");
+    if (!f) return;
+    char line[64];
+    if (fgets(line, sizeof line, f)) copy_trimmed(out, cap, line);
+    fclose(f);
+}
+
 /* The "hosts" array: rec's host list, or this host when the harness gave
  * none (a run without MPI). */
 static void add_hosts(cJSON *env, const struct sb_run_record *rec, int *fail)
@@ -216,6 +231,10 @@ sb_status sb_environment_json(const struct sb_run_record *rec, cJSON **out)
     if (rec->cfg && rec->cfg->backend && !rec->cfg->backend->host_memory) add_gpu(env, &fail);
     add_launcher(env, &fail);
     add_transport(env, &fail);
+    tcp_congestion_control(buf, sizeof buf);
+    if (!(buf[0] ? cJSON_AddStringToObject(env, "tcp_congestion_control", buf)
+                 : cJSON_AddNullToObject(env, "tcp_congestion_control")))
+        fail = 1;
     cJSON *argv = cJSON_AddArrayToObject(env, "argv");
     if (!argv) fail = 1;
     else add_strings(argv, rec->argv, rec->argc, &fail);

@@ -7,7 +7,9 @@
 # transport between them; the kernel's token-bucket filter (tbf) shapes the
 # links. Needs root and iproute2 only (no netem: no added delay, rate only).
 #
-#   cluster.sh [-p PREFIX] up N          hosts PREFIX0..PREFIX<N-1> (2..250)
+#   cluster.sh [-p PREFIX] up N          hosts PREFIX0..PREFIX<N-1> (2..250), their TCP
+#                                        congestion control $STRATBENCH_CLUSTER_CC
+#                                        (default cubic; see host_cc below)
 #   cluster.sh [-p PREFIX] down          remove everything (idempotent)
 #   cluster.sh [-p PREFIX] exec HOST CMD...   run CMD in HOST (hostname = HOST)
 #   cluster.sh [-p PREFIX] mpirun        print the launcher words for STRATBENCH_MPIRUN
@@ -108,16 +110,44 @@ cmd_down() {
     rmdir "$(dirname "$state")" 2>/dev/null || true # when no other cluster is up
 }
 
+# The hosts' TCP congestion control (Open MPI's connections take the host's
+# default): $STRATBENCH_CLUSTER_CC, default cubic, the default of the kernels
+# Debian, Ubuntu and RHEL ship (CONFIG_DEFAULT_TCP_CONG), so an emulated host
+# is a stock one whatever this machine's kernel defaults to (this project's CI
+# VM's kernel defaults to bbr). Measured on 4 hosts at 100 Mbit/s (wide mlp,
+# 2026-11-27): ddp's step 1000 ms under cubic against 1100 under bbr, zero
+# stage 3's 1529-1535 against 1555-1660; docs/multinode.md, "Congestion
+# control". A namespace may only take an algorithm the machine allows
+# (net.ipv4.tcp_allowed_congestion_control): it is added to that list when
+# missing (machine-wide and kept: it only lets unprivileged sockets choose it
+# too). A name the kernel does not have ends `up` with exit 2.
+host_cc() {
+    local cc="${STRATBENCH_CLUSTER_CC:-cubic}" allowed
+    [[ "$cc" =~ ^[a-z0-9_]{1,15}$ ]] ||
+        die "STRATBENCH_CLUSTER_CC: expected a congestion control name like cubic or bbr, got '$cc'"
+    allowed=$(sysctl -n net.ipv4.tcp_allowed_congestion_control)
+    case " $allowed " in
+    *" $cc "*) ;;
+    *) sysctl -qw net.ipv4.tcp_allowed_congestion_control="$allowed $cc" 2>/dev/null ||
+        die "STRATBENCH_CLUSTER_CC: the kernel has no TCP congestion control '$cc'" \
+            "(available: $(sysctl -n net.ipv4.tcp_available_congestion_control))" ;;
+    esac
+    echo "$cc"
+}
+
 cmd_up() {
     need_root
     local n="${1:-}"
     [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 250 ] ||
         die "up: expected a host count in 1..250, got '$n'"
+    local cc
+    cc=$(host_cc) || exit 2
     cmd_down
     trap 'cmd_down; echo "cluster.sh: up failed; removed what it had made" >&2' ERR
     local net i ns
     net=$(subnet)
     mkdir -p "$state"
+    echo "$cc" >"$state/cc"
     : >"$state/hosts.tmp"
     ip link add "$bridge" type bridge
     ip link set "$bridge" up
@@ -135,6 +165,7 @@ cmd_up() {
         ip -n "$ns" addr add "$net.$((i + 1))/24" dev eth0
         ip -n "$ns" link set eth0 up
         ip -n "$ns" link set lo up
+        ip netns exec "$ns" sysctl -qw net.ipv4.tcp_congestion_control="$cc"
         mkdir -p "/etc/netns/$ns"
         printf '%s' "$etc_hosts" >"/etc/netns/$ns/hosts"
         echo "$ns" >>"$state/hosts.tmp"
@@ -250,7 +281,8 @@ link_stats() {
 cmd_status() {
     require_up
     local h
-    echo "cluster $prefix, subnet $(subnet).0/24, rate $(cat "$state/rate" 2>/dev/null || echo unshaped)"
+    echo "cluster $prefix, subnet $(subnet).0/24, rate $(cat "$state/rate" 2>/dev/null || echo unshaped)," \
+        "TCP congestion control $(cat "$state/cc" 2>/dev/null || echo unknown)"
     for h in $(hosts); do
         echo "$h $(ip -n "$h" -brief addr show dev eth0 | awk '{print $3}')" \
             "$(tc -n "$h" qdisc show dev eth0 | head -1)"

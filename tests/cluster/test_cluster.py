@@ -104,6 +104,23 @@ def test_shape_sets_tbf_on_both_ends(cluster):
     assert "tbf" not in out
 
 
+def test_hosts_take_the_chosen_tcp_congestion_control(cluster, monkeypatch):
+    """cubic (a stock Linux host's default) on every host whatever this machine's
+    kernel defaults to, or STRATBENCH_CLUSTER_CC; a name the kernel lacks: exit 2."""
+    def host_cc(c):
+        return {c.run(h, "sysctl", "-n", "net.ipv4.tcp_congestion_control").stdout.strip()
+                for h in c.hosts}
+    c = cluster(2)
+    assert host_cc(c) == {"cubic"}
+    monkeypatch.setenv("STRATBENCH_CLUSTER_CC", "reno")
+    c.up(2)
+    assert host_cc(c) == {"reno"}
+    monkeypatch.setenv("STRATBENCH_CLUSTER_CC", "nosuchcc")
+    proc = subprocess.run([str(SCRIPT), "-p", c.prefix, "up", "2"], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "nosuchcc" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
 def test_down_leaves_nothing_even_with_processes_running(cluster):
     c = cluster(2)
     sleeper = subprocess.Popen(c.exec_argv(c.hosts[1], "sleep", "600"))

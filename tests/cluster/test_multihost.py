@@ -148,6 +148,8 @@ def test_across_hosts(name, cluster, stratbench, mnist_dir, tmp_path):
 
     # The report lists every host by name (each rank sees its host's UTS name).
     assert short["environment"]["hosts"] == c.hosts
+    # and the TCP congestion control of rank 0's host (the fixture's: cubic).
+    assert short["environment"]["tcp_congestion_control"] == "cubic"
 
     # Parameters after 20 steps.
     mine = tmp_path / f"cluster-{SHORT}.f32"

@@ -444,6 +444,17 @@ static void test_environment(void **state)
     }
     assert_int_equal(cJSON_GetArraySize(get(env, "hosts")), 1);
     assert_true(num(env, "cpu_cores") >= 1);
+    /* The host's TCP congestion control, as the kernel spells it (no
+     * newline), or null where the kernel does not say. */
+    char cc[64] = "";
+    FILE *cf = fopen("/proc/sys/net/ipv4/tcp_congestion_control", "r");
+    if (cf) {
+        if (fgets(cc, sizeof cc, cf)) cc[strcspn(cc, "\n")] = '\0';
+        fclose(cf);
+    }
+    const cJSON *tcp = get(env, "tcp_congestion_control");
+    if (cc[0]) assert_string_equal(cJSON_GetStringValue(tcp), cc);
+    else assert_true(cJSON_IsNull(tcp));
     cJSON_Delete(env);
 }
 
