@@ -16,7 +16,7 @@
 #   cluster.sh [-p PREFIX] hostfile      print the path of the Open MPI hostfile
 #   cluster.sh [-p PREFIX] shape RATE    limit every link to RATE each way (tc units:
 #                                        100mbit, 1gbit): tbf at RATE less Ethernet's wire
-#                                        overhead, burst max(64 KiB, RATE x 2 ms)
+#                                        overhead, burst max(64 KiB, RATE x 1 ms)
 #   cluster.sh [-p PREFIX] unshape       remove the rate limits
 #   cluster.sh [-p PREFIX] bytes         per host "HOST rx_bytes tx_bytes" (the host's view)
 #   cluster.sh [-p PREFIX] packets       per host "HOST rx_packets tx_packets" (frames, ACKs too)
@@ -223,12 +223,17 @@ cmd_mpirun() {
 #    gets RATE x 1514/1538: full frames then pass at the real link's pace.
 #    (A size table, `stab overhead 24`, would add the 24 bytes once per TSO
 #    super-packet instead of per frame: measured 1.04-1.06x RATE);
-#  - burst max(64 KiB, RATE x 2 ms): a TSO segment must fit, and TCP needs
+#  - burst max(64 KiB, RATE x 1 ms): a TSO segment must fit, and TCP needs
 #    room for a window's worth of tokens, but every byte of burst lets a
-#    short transfer beat the rate (1 Gbit/s, 0.1 s one way: 4 ms gave
-#    1.03x, 2 ms <= 1.014x; 2 s both ways at once: 1 ms gave 0.94-0.98x,
-#    2 ms 0.97-0.99x). A peak-rate bucket (tbf peakrate, to drain the burst
-#    at the link's pace) cost 20-40% of the rate both ways at 1 Gbit/s here;
+#    transfer that starts after an idle moment beat the rate. Under cubic
+#    (the hosts' congestion control, host_cc) 2 ms let a 2-host ddp
+#    all-reduce at 1 Gbit/s (3.7 MB each way per ring step, after ~8 ms of
+#    compute) reach 1.018-1.026x the TCP payload rate; 1 ms gives 1.003x,
+#    and 2 s transfers 0.99-1.0x one way, 0.985-0.995x both ways at once;
+#    64 KiB (0.5 ms) cut it to 0.62-0.64x. At 100 Mbit/s 64 KiB is 5 ms of
+#    credit after idle, under 1% of a step there. A peak-rate bucket (tbf
+#    peakrate, to drain the burst at the link's pace) cost 20-40% of the rate
+#    both ways at 1 Gbit/s here;
 #  - a 4 MiB queue, so that TCP, not drops, paces the sender.
 cmd_shape() {
     need_root
@@ -240,7 +245,7 @@ cmd_shape() {
     read -r tbf_rate burst < <(echo "$rate" | awk '{
         n = $0 + 0; u = substr($0, length(n "") + 1)
         m = u == "kbit" ? 1e3 : u == "mbit" ? 1e6 : u == "gbit" ? 1e9 : 1
-        r = n * m * 1514 / 1538; b = n * m / 8 * 0.002; if (b < 65536) b = 65536
+        r = n * m * 1514 / 1538; b = n * m / 8 * 0.001; if (b < 65536) b = 65536
         printf "%dbit %d\n", r, b }')
     local h i tbf=(tbf rate "$tbf_rate" burst "$burst" limit 4mb)
     for h in $(hosts); do
