@@ -320,13 +320,12 @@ double sb_central_cost_s(const struct sb_link *l, int n_workers, int k_servers, 
         return 2.0 * (l->alpha_s + (n_workers - 1) * bytes / l->bandwidth_Bps);
     }
     double worker_link = 2.0 * bytes / l->bandwidth_Bps;
-    double server_link = (2.0 - SB_CENTRAL_DUPLEX_OVERLAP) * n_workers * bytes /
-                         ((double)k_servers * l->bandwidth_Bps);
+    double server_link = 2.0 * n_workers * bytes / ((double)k_servers * l->bandwidth_Bps);
     return 2.0 * l->alpha_s + (worker_link > server_link ? worker_link : server_link);
 }
 
 /* One push-pull step of n workers through k servers (sb_central_cost_s:
- * BytePS's bound with the server's two directions overlapping, for k >= 1;
+ * BytePS's bound, for k >= 1;
  * rank 0's link for k == 0); no overlap with compute. */
 static void central_model_row(const struct sb_comm_model_query *q, int k,
                               struct sb_comm_model_row *row)
@@ -335,13 +334,12 @@ static void central_model_row(const struct sb_comm_model_query *q, int k,
         .variant = "push-pull",
         .servers = k,
         .formula_name = k > 0 ? "central" : "central-servers0",
-        .formula = k > 0 ? "2 alpha + max(2 M/B, (2 - 0.2) n M/(k B))" : "2(alpha + (n-1) M/B)",
+        .formula = k > 0 ? "2 alpha + max(2 M/B, 2 n M/(k B))" : "2(alpha + (n-1) M/B)",
         .comm_s = sb_central_cost_s(&q->link, q->replicas, k, q->bytes),
         .exposed_s = NAN,
     };
     snprintf(row->legend, sizeof row->legend,
-             "central 2a + max(2M/B, (2 - 0.2) nM/(kB)) (BytePS; a server's receive and send "
-             "overlap 0.2 of a direction), no overlap with compute;");
+             "central 2a + max(2M/B, 2nM/(kB)) (BytePS), no overlap with compute;");
 }
 
 /* The run: its --servers. predict: one server, and one per worker (k = n;

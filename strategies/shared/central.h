@@ -26,25 +26,19 @@ static inline const struct central_opts *sb_central_opts(const struct sb_config 
     return (const struct central_opts *)(const void *)cfg->strategy_opts;
 }
 
-/* The fraction of one direction's time by which a central server's link
- * carries both directions at once (full duplex): the next step's first pushes
- * arrive while the last pulls still leave. Bounds from the protocol: 0 when
- * every worker's pull ends together (fair sharing of the server's link), 1 -
- * 1/n when the pulls end one after another (each worker computes and pushes
- * while the server still sends to the next). Measured on the quiet
- * one-machine cluster (docs/cost-model.md, "central's two directions"):
- * 0.17-0.27 at 4 and 8 workers, 100 Mbit/s and 1 Gbit/s. */
-#define SB_CENTRAL_DUPLEX_OVERLAP 0.2
-
 /* The α–β model of central, synchronous (its comm_model op): n workers push M
  * bytes of gradients and pull M bytes of parameters per step. k >= 1
  * dedicated servers, each owning M/k: a server's link carries nM/k each way,
- * a worker's M each way (BytePS, OSDI 2020). A worker pulls, computes, then
- * pushes: its two directions cannot overlap (2M/B). A server's can, by
- * SB_CENTRAL_DUPLEX_OVERLAP = f of one direction: (2 - f) nM/(kB). So
- * 2α + max(2M/B, (2 - f) nM/(kB)). k == 0 (rank 0 serves and trains): the
- * other n-1 workers' M cross rank 0's link each way: 2 (α + (n-1)M/B).
- * 0 when no byte crosses a link (n <= 1 and k == 0). */
+ * a worker's M each way, one direction after the other (BytePS, OSDI 2020):
+ * 2α + max(2M/B, 2nM/(kB)). A worker pulls, computes, then pushes, so its
+ * two directions cannot overlap; a server's could, by up to 1 - 1/n of a
+ * direction when the pulls end one after another, but on hosts whose links
+ * share fairly among the n flows they end together and the server's
+ * directions take turns: measured on the one-machine cluster with cubic hosts
+ * (docs/cost-model.md, "central's two directions"), the server's link took
+ * 1.96-2.00 nM/B at 4 and 8 workers, 100 Mbit/s and 1 Gbit/s. k == 0 (rank 0
+ * serves and trains): the other n-1 workers' M cross rank 0's link each way:
+ * 2 (α + (n-1)M/B). 0 when no byte crosses a link (n <= 1 and k == 0). */
 double sb_central_cost_s(const struct sb_link *l, int n_workers, int k_servers, double bytes);
 
 /* Staleness histogram bins: values 0..STALE_BINS-2 exactly, the last bin

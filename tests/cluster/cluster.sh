@@ -113,14 +113,15 @@ cmd_down() {
 # The hosts' TCP congestion control (Open MPI's connections take the host's
 # default): $STRATBENCH_CLUSTER_CC, default cubic, the default of the kernels
 # Debian, Ubuntu and RHEL ship (CONFIG_DEFAULT_TCP_CONG), so an emulated host
-# is a stock one whatever this machine's kernel defaults to (this project's CI
-# VM's kernel defaults to bbr). Measured on 4 hosts at 100 Mbit/s (wide mlp,
+# is a stock one whatever this machine's kernel defaults to (this machine's,
+# 6.18.44-fc, defaults to bbr). Measured on 4 hosts at 100 Mbit/s (wide mlp,
 # 2026-11-27): ddp's step 1000 ms under cubic against 1100 under bbr, zero
 # stage 3's 1529-1535 against 1555-1660; docs/multinode.md, "Congestion
 # control". A namespace may only take an algorithm the machine allows
 # (net.ipv4.tcp_allowed_congestion_control): it is added to that list when
 # missing (machine-wide and kept: it only lets unprivileged sockets choose it
-# too). A name the kernel does not have ends `up` with exit 2.
+# too). An algorithm that cannot be allowed (the kernel lacks it, or the
+# machine's settings are not ours to change) ends `up` with exit 2.
 host_cc() {
     local cc="${STRATBENCH_CLUSTER_CC:-cubic}" allowed
     [[ "$cc" =~ ^[a-z0-9_]{1,15}$ ]] ||
@@ -129,8 +130,9 @@ host_cc() {
     case " $allowed " in
     *" $cc "*) ;;
     *) sysctl -qw net.ipv4.tcp_allowed_congestion_control="$allowed $cc" 2>/dev/null ||
-        die "STRATBENCH_CLUSTER_CC: the kernel has no TCP congestion control '$cc'" \
-            "(available: $(sysctl -n net.ipv4.tcp_available_congestion_control))" ;;
+        die "STRATBENCH_CLUSTER_CC: cannot give the hosts TCP congestion control '$cc'" \
+            "(the kernel lacks it or net.ipv4.tcp_allowed_congestion_control is read-only;" \
+            "available: $(sysctl -n net.ipv4.tcp_available_congestion_control))" ;;
     esac
     echo "$cc"
 }

@@ -141,7 +141,7 @@ static void test_ddp_run_row(void **state)
     assert_float_equal(r[0].comm_s, 6 * (1e-4 + 0.02), EPS);
 }
 
-/* central: 2α + max(2M/B, 1.8 nM/(kB)), rank 0's link with --servers 0. */
+/* central: 2α + max(2M/B, 2nM/(kB)), rank 0's link with --servers 0. */
 static void test_central_rows(void **state)
 {
     (void)state;
@@ -152,12 +152,11 @@ static void test_central_rows(void **state)
     assert_int_equal(r[0].servers, 1);
     assert_string_equal(r[0].variant, "push-pull");
     assert_string_equal(r[0].formula_name, "central");
-    assert_float_equal(r[0].comm_s, 2e-4 + 1.8 * 0.64, EPS);
+    assert_float_equal(r[0].comm_s, 2e-4 + 2 * 0.64, EPS);
     assert_true(isnan(r[0].exposed_s));
     assert_int_equal(r[1].servers, 8);
     assert_float_equal(r[1].comm_s, 2e-4 + 0.16, EPS); /* the worker's link bounds */
-    assert_string_equal(r[0].legend, "central 2a + max(2M/B, (2 - 0.2) nM/(kB)) (BytePS; a "
-                        "server's receive and send overlap 0.2 of a direction), no overlap "
+    assert_string_equal(r[0].legend, "central 2a + max(2M/B, 2nM/(kB)) (BytePS), no overlap "
                         "with compute;");
     q.replicas = 1;
     assert_int_equal(model("central", &q, r), 1);
@@ -177,8 +176,8 @@ static void test_central_rows(void **state)
     assert_int_equal(model("central", &q, r), 1);
     assert_int_equal(r[0].servers, 2);
     assert_string_equal(r[0].formula_name, "central");
-    assert_string_equal(r[0].formula, "2 alpha + max(2 M/B, (2 - 0.2) n M/(k B))");
-    assert_float_equal(r[0].comm_s, 2e-4 + 1.8 * 0.12, EPS);
+    assert_string_equal(r[0].formula, "2 alpha + max(2 M/B, 2 n M/(k B))");
+    assert_float_equal(r[0].comm_s, 2e-4 + 2 * 0.12, EPS);
 }
 
 /* zero: the ring's reduce-scatter and one ring all-gather (stages 1-2)

@@ -67,12 +67,11 @@ static void test_binomial(void **state)
 static void test_central(void **state)
 {
     (void)state;
-    /* k dedicated servers: 2α + max(2M/B, 1.8 nM/(kB)) (the server's two
-     * directions overlap 0.2 of one; a worker's cannot) */
-    assert_float_equal(sb_central_cost_s(&link, 2, 1, M), 2e-4 + 1.8 * 0.16, EPS);
+    /* k dedicated servers: 2α + max(2M/B, 2nM/(kB)) (BytePS) */
+    assert_float_equal(sb_central_cost_s(&link, 2, 1, M), 2e-4 + 2 * 0.16, EPS);
     assert_float_equal(sb_central_cost_s(&link, 2, 2, M), 2e-4 + 0.16, EPS);
     assert_float_equal(sb_central_cost_s(&link, 2, 4, M), 2e-4 + 0.16, EPS);
-    assert_float_equal(sb_central_cost_s(&link, 8, 2, M), 2e-4 + 1.8 * 0.32, EPS);
+    assert_float_equal(sb_central_cost_s(&link, 8, 2, M), 2e-4 + 2 * 0.32, EPS);
     assert_float_equal(sb_central_cost_s(&link, 1, 1, M), 2e-4 + 0.16, EPS);
     /* rank 0 serves and trains: n - 1 gradients cross its link */
     assert_float_equal(sb_central_cost_s(&link, 3, 0, M), 2 * (1e-4 + 0.16), EPS);
