@@ -18,7 +18,8 @@ as results.json, a markdown table (table.md) and a chart (predict_scale.png/.svg
     sudo bench/predict_scale.py [--out DIR] [--rates 100mbit,1gbit] [--replicas 4,8]
                                 [--hidden 1024,1024] [--steps 8] [--warmup 3]
                                 [--strategies ddp,central1,centraln,zero1,zero2,zero3]
-                                [--prefix sbp] [--repeats 1] [--cc cubic]
+                                [--calibration-runs 3] [--prefix sbp] [--repeats 1]
+                                [--cc cubic]
     bench/predict_scale.py --replot RESULTS.json          # redraw
     bench/predict_scale.py --repredict RESULTS.json --out DIR   # this build's model
                                                         # on stored points (no root)

@@ -21,7 +21,8 @@ step time against memory per rank, one panel per rate: the trade users choose on
 
     sudo bench/zero_cluster.py [--out DIR] [--rates 100mbit,1gbit] [--replicas 2,4]
                                [--hidden 1024,1024] [--steps 8] [--warmup 3]
-                               [--prefix sbz] [--replot DIR/results.json]
+                               [--calibration-runs 3] [--prefix sbz] [--cc cubic]
+                               [--replot DIR/results.json]
 
 Needs root (network namespaces) and build/stratbench. The defaults run 16 jobs, about
 5 minutes on a quiet 2-core machine (the 100 Mbit/s runs take most of it).
