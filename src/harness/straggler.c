@@ -11,6 +11,12 @@
 #include "core/clock.h"
 #include "core/stats.h"
 
+int sb_straggler_line_due(const struct sb_straggler *g, double step_median_ms)
+{
+    return g->ranks > 0 && step_median_ms > 0 && g->cost_ms > SB_STRAGGLER_LINE * step_median_ms &&
+           g->slowest_fraction >= SB_STRAGGLER_STEADY;
+}
+
 sb_status sb_stragglers(const struct sb_rank_timings *all, const double *step_ms, size_t n,
                         int oversubscribed, struct sb_straggler *out)
 {
@@ -21,8 +27,7 @@ sb_status sb_stragglers(const struct sb_rank_timings *all, const double *step_ms
     for (int r = 0; r < out->ranks; r++) out->hosts[r] = sb_watchdog_host(r);
     struct sb_summary step;
     if (n == 0 || sb_summarize(step_ms, n, &step) != SB_OK || step.median <= 0) return SB_OK;
-    if (out->cost_ms > SB_STRAGGLER_LINE * step.median &&
-        out->slowest_fraction >= SB_STRAGGLER_STEADY) {
+    if (sb_straggler_line_due(out, step.median)) {
         printf("straggler: rank %d (host %s) costs the other ranks %.1f ms per step (%.0f%% of "
                "the %.1f ms step): compute %.1f ms against %.1f ms for the slowest of the rest%s\n",
                out->rank, out->hosts[out->rank], out->cost_ms, 100.0 * out->cost_ms / step.median,

@@ -16,6 +16,12 @@
 #define SB_STRAGGLER_LINE 0.05
 #define SB_STRAGGLER_STEADY 0.75
 
+/* Whether g (sb_rank_timings_straggler's result) is reported as a straggler
+ * by the line: it costs the others more than SB_STRAGGLER_LINE of
+ * step_median_ms (ms) and was the slowest in at least SB_STRAGGLER_STEADY
+ * of the steps. 0 with no ranks or a step median that is not positive. */
+int sb_straggler_line_due(const struct sb_straggler *g, double step_median_ms);
+
 /* Rank 0, after the cross-rank gather (and sb_rank_timings_fill_wait): the
  * straggler of `all` into *out with each rank's host (the watchdog's host
  * table), and one line on stdout naming it when it costs the others more

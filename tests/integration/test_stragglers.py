@@ -3,7 +3,8 @@
 Ground truth from the test-only hook STRATBENCH_TEST_SLOW_RANK=R:MS (rank R computes
 MS ms longer every step): the report must name R as the slowest rank, its cost (what
 the other ranks wait for it per step) must be within 10% of MS, and rank 0 prints one
-line naming it. Without the hook no rank costs the others 5% of the step, so no line.
+line naming it. Without the hook the line follows the same rule from the report's own
+numbers (whether a rank of identical ones is slow is the machine's: bench/stragglers.py).
 The delay (100 ms) is large against this machine's step noise (a few ms for the default
 mlp), and a run is a few steps: the check is of the definition, not of a speed.
 """
@@ -48,25 +49,28 @@ def test_injected_straggler_is_named_and_costed(stratbench, mnist_dir, tmp_path,
     assert ("sharing a core" in lines[0]) == (n > (os.cpu_count() or 1)), lines[0]
 
 
-def test_no_straggler_line_without_the_hook(stratbench, mnist_dir, tmp_path):
-    """Ranks that each have a core of their own (2 here: CI's machine has 2 cores) and
-    do the same work: none is a straggler. Two things on this 2-core machine make ranks
-    differ for reasons that are not their own work, so the test holds them out:
-    - the default mlp's step is under 1 ms, and 0.1 ms of scheduling (mpirun's event
-      loop shares a core) is over 5% of it: the wide mlp (784-1024-1024-10) steps in
-      about 15 ms;
-    - with overlap, a rank's calls that progress its in-flight buckets run inside
-      backward, and on one host the shared-memory copies land on whichever rank's call
-      makes them: that rank's compute was up to 2 ms (12%) longer in some runs
-      (reports/README.md, stragglers). --no-overlap gives both ranks the same work.
-    With more ranks than cores a rank that shares a core can be slowest in most steps
-    (the line then says so, above)."""
+def test_line_follows_the_rule_without_the_hook(stratbench, mnist_dir, tmp_path):
+    """Without the hook, rank 0 prints the `straggler:` line exactly when the report's
+    own numbers pass the rule: the slowest rank costs the others more than 5% of the
+    step median and was the slowest in at least 75% of the steps; a printed line names
+    the report's rank. Whether a rank is slow here is the machine's, not the product's:
+    on this 2-core VM two identical ranks (wide mlp, --no-overlap) ran with one of them
+    computing 10-55% longer for a whole run in 6 of 36 runs, while `single` alone held
+    6.5 ms +- 0.2 in every run (docs/stragglers.md, "Identical ranks on a VM"). So "no
+    line on a quiet machine" is a measurement, made by bench/stragglers.py's runs
+    without the hook, not a pass/fail test."""
     n = max(2, min(4, os.cpu_count() or 2))
     proc, path = ddp(stratbench, mnist_dir, tmp_path, n,
                      model=("--hidden", "1024,1024", "--no-overlap"))
     assert proc.returncode == 0, describe(proc)
-    g = validate_report(path)["stragglers"]
-    assert "straggler:" not in proc.stdout, (proc.stdout, g)
+    r = validate_report(path)
+    g = r["stragglers"]
+    assert g["rank"] in range(n) and len(g["by_rank"]) == n, g
+    expected = g["cost_ms"] > 0.05 * r["step_ms"]["median"] and g["slowest_fraction"] >= 0.75
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("straggler:")]
+    assert len(lines) == int(expected), (proc.stdout, g, r["step_ms"]["median"])
+    if lines:
+        assert f"rank {g['rank']} (host {g['host']})" in lines[0], lines[0]
 
 
 def test_one_rank_has_no_straggler(stratbench, mnist_dir, tmp_path):

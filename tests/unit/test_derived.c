@@ -24,6 +24,7 @@
 #include "core/stats.h"
 #include "harness/consistency.h"
 #include "harness/rank_stats.h"
+#include "harness/straggler.h"
 #include "harness/run_noise.h"
 #include "report/report.h"
 #include "strategies/shared/buckets.h"
@@ -145,6 +146,26 @@ static void test_straggler(void **state)
     assert_int_equal(sb_rank_timings_straggler(&t1, &g), SB_OK);
     assert_int_equal(g.ranks, 0);
     assert_null(g.by_rank);
+}
+
+/* The line's rule (straggler.h): more than 5% of the step and the slowest
+ * in at least 75% of the steps, both needed; equality is not enough. */
+static void test_straggler_line_rule(void **state)
+{
+    (void)state;
+    struct sb_straggler g = {.ranks = 2, .cost_ms = 0.6, .slowest_fraction = 0.75};
+    assert_true(sb_straggler_line_due(&g, 10.0));   /* 6% of the step, 75% of the steps */
+    g.cost_ms = 0.5;                                /* 0.05 * 10.0 == 0.5 in doubles */
+    assert_false(sb_straggler_line_due(&g, 10.0));  /* exactly 5%: no line */
+    g.cost_ms = 0.6;
+    assert_false(sb_straggler_line_due(&g, 0.0));   /* no step median */
+    g.slowest_fraction = 0.74;
+    assert_false(sb_straggler_line_due(&g, 10.0));  /* slowest by chance */
+    g.slowest_fraction = 1.0;
+    g.cost_ms = 100.0;
+    assert_true(sb_straggler_line_due(&g, 150.0));
+    g.ranks = 0;
+    assert_false(sb_straggler_line_due(&g, 150.0)); /* one rank: none */
 }
 
 static void test_spread(void **state)
@@ -377,6 +398,7 @@ int main(void)
         cmocka_unit_test(test_compute_and_wait),
         cmocka_unit_test(test_fill_wait),
         cmocka_unit_test(test_straggler),
+        cmocka_unit_test(test_straggler_line_rule),
         cmocka_unit_test(test_spread),
         cmocka_unit_test(test_bucket_comm_times),
         cmocka_unit_test(test_bandwidths),
