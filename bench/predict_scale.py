@@ -5,10 +5,11 @@ For each link rate, on the one-machine cluster (tests/cluster: hosts as network
 namespaces, one rank per host, links shaped by tbf):
 
  1. calibrate: 2-host ddp runs (--calibration-runs, default 3; each report gives
-    compute per step, the probed α and the step its all-reduce made; the run whose
-    all-reduce shows the median link is the calibration);
+    compute per step and the step its all-reduce made; the run whose all-reduce
+    shows the median link is the calibration), and as many 2-host ddp runs with a
+    bucket per layer (--no-overlap), whose extra messages give α under load (below);
  2. predict: `stratbench predict REPORT --replicas 4,8 --latency α --bandwidth B
-    --json`, with B the link the calibration's all-reduce showed (below);
+    --json`, with α and B what the calibration's all-reduces showed (below);
  3. measure: ddp (auto all-reduce), central --servers 1, central --servers n and zero
     stages 1, 2, 3 at 4 and 8 replicas (one rank per host: n, n + 1, 2n and n hosts);
 
@@ -24,14 +25,21 @@ as results.json, a markdown table (table.md) and a chart (predict_scale.png/.svg
     bench/predict_scale.py --repredict RESULTS.json --out DIR   # this build's model
                                                         # on stored points (no root)
 
-Two corrections turn the α–β model of a 2-host run into a prediction for this
-machine's n hosts (docs/cost-model.md, "Predictions at scale"):
+Two measurements and one correction turn the α–β model of a 2-host run into a
+prediction for this machine's n hosts (docs/cost-model.md, "Predictions at scale"):
 
+ - α under load, from the messages. The probe's α is a 1-byte round trip on an idle
+   link (~15 µs); a ring step under load pays more: its messages above Open MPI's
+   TCP eager limit (64 KiB) wait for a handshake that queues behind the bulk data
+   (4.5-6.3 ms at 100 Mbit/s, 0.8-1.4 ms at 1 Gbit/s, docs/cost-model.md). At n = 2 a bucket's
+   ring is 2 messages, so the k-bucket runs' step is the 1-bucket runs' plus
+   2(k − 1)α: α = (comm_k − comm_1) / (2(k − 1)), comm = step − compute, medians of
+   the runs (never below the probe's α). Passed as `--latency α`.
  - The link from the all-reduce. The probe's B is a 1 MiB ping-pong; the 2-host ring
    sends 2 messages of M/2 a step, step = compute + 2(α + M/(2B)), so B = M / (step −
    compute − 2α): what a step's all-reduce of M bytes really gets, TCP's ramp, the
-   ranks' wake-ups and the reduction included; passed as `--bandwidth B` with the
-   probe's α. It needs an all-reduce the link dominates (MBs, not kBs).
+   ranks' wake-ups and the reduction included; passed as `--bandwidth B`. It needs
+   an all-reduce the link dominates (MBs, not kBs).
  - Oversubscribed compute. The hosts share this machine's C cores (os.cpu_count()),
    and the w workers of a step compute at once, so a step's compute takes
    max(1, w / C) / max(1, 2 / C) times the 2-host run's; predict holds compute
@@ -154,15 +162,16 @@ def train(c, exe, data, hidden, flags, steps, warmup, report):
     return json.loads(pathlib.Path(report).read_text())
 
 
-def link_calibration(calibration, compute_ms):
-    """(α, B): the link the 2-host ddp run's own all-reduce shows. α is the probe's
-    (a 1-byte round trip, halved); B is what makes the α–β ring reproduce the run's
-    step: at n = 2 the ring sends 2 messages of M/2, so step = compute + 2(α + M/(2B))
-    and B = M / (step − compute − 2α), in bytes/s. It holds what a step's all-reduce
-    pays beyond the link's payload rate (TCP's ramp, wake-ups, the reduction), which
-    the probe's 1 MiB ping-pong does not see."""
+def link_calibration(calibration, compute_ms, alpha_s=None):
+    """(α, B): the link the 2-host ddp run's own all-reduce shows. α is alpha_s (α
+    under load, loaded_alpha) or else the probe's (a 1-byte round trip, halved); B is
+    what makes the α–β ring reproduce the run's step: at n = 2 the ring sends 2
+    messages of M/2, so step = compute + 2(α + M/(2B)) and B = M / (step − compute −
+    2α), in bytes/s. It holds what a step's all-reduce pays beyond the link's payload
+    rate (TCP's ramp, wake-ups, the reduction), which the probe's 1 MiB ping-pong does
+    not see."""
     m = calibration["comm"]["model"]
-    alpha = m["alpha_s"]
+    alpha = m["alpha_s"] if alpha_s is None else alpha_s
     comm_s = 1e-3 * (calibration["step_ms"]["median"] - compute_ms) - 2 * alpha
     if comm_s <= 0:
         raise RuntimeError("calibration: the 2-host step is no longer than its compute; "
@@ -191,28 +200,61 @@ def predict(exe, report, replicas, latency_s=None, bandwidth_Bps=None):
     return json.loads(proc.stdout)
 
 
-def calibrate(exe, cal_path, cal, replicas):
+def calibrate(exe, cal_path, cal, replicas, alpha_s=None):
     """predict's JSON for `replicas` on the link the calibration run shows
-    (link_calibration), and that link as (α, B)."""
+    (link_calibration, with α = alpha_s when given), and that link as (α, B)."""
     compute_ms = predict(exe, cal_path, [2])["compute_ms"]
-    alpha, bandwidth = link_calibration(cal, compute_ms)
+    alpha, bandwidth = link_calibration(cal, compute_ms, alpha_s)
     return predict(exe, cal_path, replicas, alpha, bandwidth), alpha, bandwidth
 
 
-def calibrate_median(run, runs, replicas, exe):
+# The per-layer runs: a bucket per layer (the cap below any layer's size), all
+# after backward, so that every bucket's ring runs on a loaded link.
+LAYER_BUCKETS = ["--bucket-mb", "0.000001", "--no-overlap"]
+
+
+def loaded_alpha(exe, one_bucket, per_layer):
+    """α under load (s) from 2-host ddp runs: `one_bucket` and `per_layer` are lists
+    of (report path, report) of the default runs (all gradients in one bucket) and of
+    runs with LAYER_BUCKETS (k buckets, the report's bucket_count). At n = 2 each
+    bucket's ring is 2 messages (reduce-scatter and all-gather halves), so
+    comm_k − comm_1 = 2(k − 1)α, with comm = step − compute (predict's compute_ms),
+    the medians over the runs. Never below the probe's α (the median of the runs').
+    Raises RuntimeError when the per-layer runs have no more buckets than the others."""
+    def comm_ms(runs):
+        return statistics.median(r["step_ms"]["median"] - predict(exe, p, [2])["compute_ms"]
+                                 for p, r in runs)
+
+    def buckets(runs):
+        return statistics.median(r["strategy_details"]["bucket_count"] for _, r in runs)
+
+    extra = buckets(per_layer) - buckets(one_bucket)
+    if extra < 1:
+        raise RuntimeError("calibration: the per-layer runs have no more buckets than the "
+                           "default ones (a one-layer model?): no α under load to measure")
+    probe = statistics.median(r["comm"]["model"]["alpha_s"] for _, r in one_bucket)
+    return max(probe, 1e-3 * (comm_ms(per_layer) - comm_ms(one_bucket)) / (2 * extra))
+
+
+def calibrate_median(run, runs, replicas, exe, run_layers=None):
     """Calibrates from `runs` 2-host ddp runs (`run(i)` makes run i and returns its
     (report path, report)): the one whose all-reduce shows the median link B
     (link_calibration) is the calibration. One run's B moves with a few slow steps
     (at 1 Gbit/s, 8 steps: 108-122 MB/s across five runs), and every prediction
-    scales with it. Returns (path, report, predict's JSON, α, B, every run's B)."""
+    scales with it. With `run_layers` (makes the i-th per-layer run, LAYER_BUCKETS,
+    likewise), as many per-layer runs give α under load (loaded_alpha) for every
+    B; without, α is each run's probe. Returns (path, report, predict's JSON, α, B,
+    every run's B, the per-layer runs' reports)."""
+    made = [run(i) for i in range(runs)]
+    layers = [run_layers(i) for i in range(runs)] if run_layers else []
+    alpha_s = loaded_alpha(exe, made, layers) if layers else None
     done = []
-    for i in range(runs):
-        path, rep = run(i)
-        pred, alpha, bandwidth = calibrate(exe, path, rep, replicas)
+    for path, rep in made:
+        pred, alpha, bandwidth = calibrate(exe, path, rep, replicas, alpha_s)
         done.append((bandwidth, path, rep, pred, alpha))
     done.sort(key=lambda d: d[0])
     bandwidth, path, rep, pred, alpha = done[(len(done) - 1) // 2]
-    return path, rep, pred, alpha, bandwidth, [d[0] for d in done]
+    return path, rep, pred, alpha, bandwidth, [d[0] for d in done], [r for _, r in layers]
 
 
 def predicted_step_ms(pred, strategy, n, cores):
@@ -243,17 +285,30 @@ def measure(a):
                 return path, train(c, exe, a.data, a.hidden, STRATEGIES["ddp"][1](2), a.steps,
                                    a.warmup, path)
 
-            cal_path, cal, pred, alpha, bandwidth, every_b = calibrate_median(
-                cal_run, a.calibration_runs, a.replicas, exe)
+            def layer_run(i, rate=rate):
+                path = a.out / "reports" / f"calibrate_layers_{rate}_{i}.json"
+                return path, train(c, exe, a.data, a.hidden,
+                                   STRATEGIES["ddp"][1](2) + LAYER_BUCKETS, a.steps, a.warmup,
+                                   path)
+
+            cal_path, cal, pred, alpha, bandwidth, every_b, layers = calibrate_median(
+                cal_run, a.calibration_runs, a.replicas, exe, layer_run)
             calibrations[rate] = {"report": str(cal_path.relative_to(a.out)),
                                   "bandwidth_Bps_of_runs": every_b,
                                   "step_ms": cal["step_ms"]["median"],
+                                  "alpha_s": alpha,
+                                  "layer_runs_step_ms": [r["step_ms"]["median"] for r in layers],
+                                  "layer_runs_buckets": [r["strategy_details"]["bucket_count"]
+                                                         for r in layers],
                                   "alpha_probe_s": cal["comm"]["model"]["alpha_s"],
                                   "bandwidth_probe_Bps": cal["comm"]["model"]["bandwidth_Bps"],
                                   "bandwidth_Bps": bandwidth, "compute_ms": pred["compute_ms"],
                                   "param_bytes": cal["model"]["param_bytes"]}
             print(f"{rate}: calibration step {cal['step_ms']['median']:.1f} ms, compute "
-                  f"{pred['compute_ms']:.1f} ms, link {8e-9 * bandwidth:.4f} Gbit/s from the "
+                  f"{pred['compute_ms']:.1f} ms, α under load {1e3 * alpha:.2f} ms (probe "
+                  f"{1e6 * cal['comm']['model']['alpha_s']:.1f} µs; per-layer runs "
+                  f"{', '.join(f'{x:.1f}' for x in calibrations[rate]['layer_runs_step_ms'])} ms), "
+                  f"link {8e-9 * bandwidth:.4f} Gbit/s from the "
                   f"all-reduce (probe {8e-9 * cal['comm']['model']['bandwidth_Bps']:.4f}; median "
                   f"of {len(every_b)} runs: {', '.join(f'{8e-9 * b:.4f}' for b in every_b)})",
                   flush=True)
@@ -348,7 +403,8 @@ def repredict(res, exe, tmp):
         path = tmp / f"calibrate_{rate}.json"
         path.write_text(json.dumps(report))
         replicas = sorted({r["replicas"] for r in res["rows"] if r["rate"] == rate})
-        pred, alpha, bandwidth = calibrate(exe, path, report, replicas)
+        # α under load where the results measured it (since 2026-11-27), else the probe's
+        pred, alpha, bandwidth = calibrate(exe, path, report, replicas, cal.get("alpha_s"))
         cal.update(bandwidth_Bps=bandwidth, repredicted=True)
         for r in res["rows"]:
             if r["rate"] == rate and r["strategy"] in STRATEGIES:

@@ -6,7 +6,8 @@ host, links shaped by tbf), for each link rate:
 
  1. ddp on 2 hosts is the calibration (bench/predict_scale.py's: of
     --calibration-runs runs, the one whose all-reduce shows the median link; its
-    report gives compute per step and the probed α, and its all-reduce the link B);
+    report gives compute per step and its all-reduce the link B; as many runs with a
+    bucket per layer give α under load);
  2. `stratbench predict CALIBRATION --replicas 2,4 --latency α --bandwidth B --json`
     gives ddp's and
     zero's stages 1-3 step time at n = 2 and 4 (zero: k(n-1)(uα + M/(nB)), k = 2 or
@@ -24,8 +25,8 @@ step time against memory per rank, one panel per rate: the trade users choose on
                                [--calibration-runs 3] [--prefix sbz] [--cc cubic]
                                [--replot DIR/results.json]
 
-Needs root (network namespaces) and build/stratbench. The defaults run 16 jobs, about
-5 minutes on a quiet 2-core machine (the 100 Mbit/s runs take most of it).
+Needs root (network namespaces) and build/stratbench. The defaults run 22 jobs, about
+6 minutes on a quiet 2-core machine (the 100 Mbit/s runs take most of it).
 """
 
 import datetime
@@ -91,14 +92,21 @@ def run_rate(c, a, rate, rows):
         return path, ps.train(c, exe, a.data, a.hidden, VARIANTS["ddp"][1] + flags + ["2"],
                               a.steps, a.warmup, path)
 
+    def layer_run(i):
+        path = a.out / "reports" / f"calibrate_layers_{rate}_{i}.json"
+        return path, ps.train(c, exe, a.data, a.hidden,
+                              VARIANTS["ddp"][1] + flags + ["2"] + ps.LAYER_BUCKETS,
+                              a.steps, a.warmup, path)
+
     # the link the 2-host ddp runs' own all-reduce shows (predict_scale.link_calibration),
-    # the median of --calibration-runs runs (predict_scale.calibrate_median)
-    cal_path, cal, pred, alpha, bandwidth, every_b = ps.calibrate_median(
-        cal_run, a.calibration_runs, a.replicas, exe)
+    # the median of --calibration-runs runs, with α under load from the per-layer runs
+    # (predict_scale.calibrate_median, loaded_alpha)
+    cal_path, cal, pred, alpha, bandwidth, every_b, _ = ps.calibrate_median(
+        cal_run, a.calibration_runs, a.replicas, exe, layer_run)
     print(f"{rate}: calibration (ddp n=2) step {cal['step_ms']['median']:.1f} ms, compute "
           f"{pred['compute_ms']:.1f} ms, link {8e-9 * bandwidth:.4f} Gbit/s from the "
           f"all-reduce (median of {len(every_b)} runs: "
-          f"{', '.join(f'{8e-9 * b:.4f}' for b in every_b)}), alpha {1e6 * alpha:.1f} us",
+          f"{', '.join(f'{8e-9 * b:.4f}' for b in every_b)}), α under load {1e3 * alpha:.2f} ms",
           flush=True)
     for variant in VARIANTS:
         for n in a.replicas:

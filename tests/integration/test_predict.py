@@ -304,3 +304,41 @@ def test_null_model_names_its_reason(strategy, replicas, why, stratbench, mnist_
     assert (why == "a one-process run has no link to probe") == ("one-process" in proc.stderr)
     proc = predict(stratbench, path, "--bandwidth", "1gbit", "--latency", "50us")
     assert proc.returncode == 0, describe(proc)
+
+
+def _calibration_report(step_ms, compute_ms, buckets, alpha_s):
+    """A 2-replica ddp report with what bench/predict_scale.py reads (its --repredict
+    shape): `buckets` equal buckets of M, all compute in forward."""
+    m = 7454760
+    return {"schema_version": "1.9", "strategy": "ddp", "replicas": 2, "world_size": 2,
+            "config": {"batch": 64, "overlap": True}, "model": {"param_bytes": m},
+            "phases_ms": {ph: {"median": compute_ms if ph == "forward" else 0.0}
+                          for ph in ("data", "h2d", "forward", "backward", "optimizer")},
+            "strategy_details": {"bucket_count": buckets, "bucket_bytes": [m / buckets] * buckets},
+            "step_ms": {"median": step_ms},
+            "comm": {"model": {"alpha_s": alpha_s, "bandwidth_Bps": 1.2e7}}}
+
+
+def test_bench_alpha_under_load_known_answer(stratbench, tmp_path):
+    """bench/predict_scale.py's α under load: at n = 2 each bucket is 2 messages, so
+    3 buckets against 1 add 4α: steps 650 and 674 ms over 8 ms of compute give
+    α = 24 / 4 = 6 ms; B then is M / (step - compute - 2α) of the 1-bucket run; with
+    the per-layer run no slower, α stays the probe's."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("predict_scale",
+                                                  REPO_ROOT / "bench" / "predict_scale.py")
+    ps = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ps)
+    runs = {}
+    for name, step, buckets in (("one", 650.0, 1), ("layers", 674.0, 3), ("same", 650.0, 3)):
+        rep = _calibration_report(step, 8.0, buckets, 12e-6)
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(rep))
+        runs[name] = [(path, rep)]
+    alpha = ps.loaded_alpha(stratbench, runs["one"], runs["layers"])
+    assert alpha == pytest.approx(6e-3, rel=1e-9)
+    _, bw = ps.link_calibration(runs["one"][0][1], 8.0, alpha)
+    assert bw == pytest.approx(7454760 / (0.642 - 0.012), rel=1e-9)
+    assert ps.loaded_alpha(stratbench, runs["one"], runs["same"]) == pytest.approx(12e-6)
+    with pytest.raises(RuntimeError, match="no more buckets"):
+        ps.loaded_alpha(stratbench, runs["one"], runs["one"])
