@@ -5,11 +5,11 @@ For each link rate, on the one-machine cluster (tests/cluster: hosts as network
 namespaces, one rank per host, links shaped by tbf):
 
  1. calibrate: 2-host ddp runs (--calibration-runs, default 3; each report gives
-    compute per step and the step its all-reduce made; the run whose all-reduce
-    shows the median link is the calibration), and as many 2-host ddp runs with a
-    bucket per layer (--no-overlap), whose extra messages give α under load (below);
- 2. predict: `stratbench predict REPORT --replicas 4,8 --latency α --bandwidth B
-    --json`, with α and B what the calibration's all-reduces showed (below);
+    compute per step and the step its all-reduce made) and as many with a bucket per
+    layer (--no-overlap); the per-layer run of median step and the default run whose
+    link comes out median are the calibration;
+ 2. predict: `stratbench predict REPORT --calibrate LAYERS --replicas 4,8 --json`:
+    α and B from the two runs' steps (below);
  3. measure: ddp (auto all-reduce), central --servers 1, central --servers n and zero
     stages 1, 2, 3 at 4 and 8 replicas (one rank per host: n, n + 1, 2n and n hosts);
 
@@ -28,18 +28,18 @@ as results.json, a markdown table (table.md) and a chart (predict_scale.png/.svg
 Two measurements and one correction turn the α–β model of a 2-host run into a
 prediction for this machine's n hosts (docs/cost-model.md, "Predictions at scale"):
 
- - α under load, from the messages. The probe's α is a 1-byte round trip on an idle
-   link (~15 µs); a ring step under load pays more: its messages above Open MPI's
-   TCP eager limit (64 KiB) wait for a handshake that queues behind the bulk data
-   (4.5-6.3 ms at 100 Mbit/s, 0.8-1.4 ms at 1 Gbit/s, docs/cost-model.md). At n = 2 a bucket's
-   ring is 2 messages, so the k-bucket runs' step is the 1-bucket runs' plus
-   2(k − 1)α: α = (comm_k − comm_1) / (2(k − 1)), comm = step − compute, medians of
-   the runs (never below the probe's α). Passed as `--latency α`.
- - The link from the all-reduce. The probe's B is a 1 MiB ping-pong; the 2-host ring
-   sends 2 messages of M/2 a step, step = compute + 2(α + M/(2B)), so B = M / (step −
-   compute − 2α): what a step's all-reduce of M bytes really gets, TCP's ramp, the
-   ranks' wake-ups and the reduction included; passed as `--bandwidth B`. It needs
-   an all-reduce the link dominates (MBs, not kBs).
+ - The link from the 2-host runs' own steps (`stratbench predict REPORT --calibrate
+   LAYERS`, docs/cost-model.md "α under load, from the messages"): the default run
+   (its gradients in one bucket) and the same run with a bucket per layer
+   (--no-overlap). The probe's α is a 1-byte round trip on an idle link (~15 µs) and
+   its B a 1 MiB ping-pong; a ring step under load pays far more per message (Open
+   MPI's TCP transport sends a message above its 64 KiB eager limit after a
+   handshake that queues behind the bulk data). ddp's own model counts each run's
+   messages and bytes, so the two steps give α (under load) and B (what the
+   all-reduce really got: TCP's ramp, wake-ups, the reduction). It needs an
+   all-reduce the link dominates (MBs, not kBs). Results stored before 2026-11-27
+   (no per-layer run) are predicted again with the probe's α and B = M / (step −
+   compute − 2α) (link_calibration).
  - Oversubscribed compute. The hosts share this machine's C cores (os.cpu_count()),
    and the w workers of a step compute at once, so a step's compute takes
    max(1, w / C) / max(1, 2 / C) times the 2-host run's; predict holds compute
@@ -162,16 +162,13 @@ def train(c, exe, data, hidden, flags, steps, warmup, report):
     return json.loads(pathlib.Path(report).read_text())
 
 
-def link_calibration(calibration, compute_ms, alpha_s=None):
-    """(α, B): the link the 2-host ddp run's own all-reduce shows. α is alpha_s (α
-    under load, loaded_alpha) or else the probe's (a 1-byte round trip, halved); B is
-    what makes the α–β ring reproduce the run's step: at n = 2 the ring sends 2
-    messages of M/2, so step = compute + 2(α + M/(2B)) and B = M / (step − compute −
-    2α), in bytes/s. It holds what a step's all-reduce pays beyond the link's payload
-    rate (TCP's ramp, wake-ups, the reduction), which the probe's 1 MiB ping-pong does
-    not see."""
+def link_calibration(calibration, compute_ms):
+    """(α, B) of a calibration without a per-layer run (results stored before
+    2026-11-27): α the probe's (a 1-byte round trip, halved), B what makes the α–β
+    ring reproduce the run's step: at n = 2 the ring sends 2 messages of M/2, so
+    step = compute + 2(α + M/(2B)) and B = M / (step − compute − 2α), in bytes/s."""
     m = calibration["comm"]["model"]
-    alpha = m["alpha_s"] if alpha_s is None else alpha_s
+    alpha = m["alpha_s"]
     comm_s = 1e-3 * (calibration["step_ms"]["median"] - compute_ms) - 2 * alpha
     if comm_s <= 0:
         raise RuntimeError("calibration: the 2-host step is no longer than its compute; "
@@ -185,76 +182,61 @@ def compute_scale(workers, calib_workers, cores):
     return max(1.0, workers / cores) / max(1.0, calib_workers / cores)
 
 
-def predict(exe, report, replicas, latency_s=None, bandwidth_Bps=None):
+def predict(exe, report, replicas, latency_s=None, bandwidth_Bps=None, layers=None):
     """`stratbench predict --json` rows for the replica counts (the report's probed
-    link, or the given one)."""
+    link, the given one, or with `layers` the one `--calibrate layers` measures)."""
     args = [str(exe), "predict", str(report), "--replicas", ",".join(map(str, replicas)),
             "--json"]
     if latency_s is not None:
         args += ["--latency", f"{latency_s * 1e6:.3f}us"]
     if bandwidth_Bps is not None:
         args += ["--bandwidth", f"{bandwidth_Bps:.0f}B/s"]
+    if layers is not None:
+        args += ["--calibrate", str(layers)]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=60)
     if proc.returncode != 0:
         raise RuntimeError(f"predict: exit {proc.returncode}\n{proc.stderr}")
     return json.loads(proc.stdout)
 
 
-def calibrate(exe, cal_path, cal, replicas, alpha_s=None):
-    """predict's JSON for `replicas` on the link the calibration run shows
-    (link_calibration, with α = alpha_s when given), and that link as (α, B)."""
+def calibrate(exe, cal_path, cal, replicas, layers_path=None):
+    """predict's JSON for `replicas` on the link of the 2-host ddp run `cal_path`
+    (report `cal`): with `layers_path` (the same run with LAYER_BUCKETS) the one
+    `predict --calibrate` measures from the two steps, else link_calibration's.
+    Returns (predict's JSON, α, B)."""
+    if layers_path is not None:
+        pred = predict(exe, cal_path, replicas, layers=layers_path)
+        return pred, pred["link"]["alpha_s"], pred["link"]["bandwidth_Bps"]
     compute_ms = predict(exe, cal_path, [2])["compute_ms"]
-    alpha, bandwidth = link_calibration(cal, compute_ms, alpha_s)
+    alpha, bandwidth = link_calibration(cal, compute_ms)
     return predict(exe, cal_path, replicas, alpha, bandwidth), alpha, bandwidth
 
 
 # The per-layer runs: a bucket per layer (the cap below any layer's size), all
-# after backward, so that every bucket's ring runs on a loaded link.
+# after backward, so that every bucket's all-reduce runs whole on a loaded link.
 LAYER_BUCKETS = ["--bucket-mb", "0.000001", "--no-overlap"]
-
-
-def loaded_alpha(exe, one_bucket, per_layer):
-    """α under load (s) from 2-host ddp runs: `one_bucket` and `per_layer` are lists
-    of (report path, report) of the default runs (all gradients in one bucket) and of
-    runs with LAYER_BUCKETS (k buckets, the report's bucket_count). At n = 2 each
-    bucket's ring is 2 messages (reduce-scatter and all-gather halves), so
-    comm_k − comm_1 = 2(k − 1)α, with comm = step − compute (predict's compute_ms),
-    the medians over the runs. Never below the probe's α (the median of the runs').
-    Raises RuntimeError when the per-layer runs have no more buckets than the others."""
-    def comm_ms(runs):
-        return statistics.median(r["step_ms"]["median"] - predict(exe, p, [2])["compute_ms"]
-                                 for p, r in runs)
-
-    def buckets(runs):
-        return statistics.median(r["strategy_details"]["bucket_count"] for _, r in runs)
-
-    extra = buckets(per_layer) - buckets(one_bucket)
-    if extra < 1:
-        raise RuntimeError("calibration: the per-layer runs have no more buckets than the "
-                           "default ones (a one-layer model?): no α under load to measure")
-    probe = statistics.median(r["comm"]["model"]["alpha_s"] for _, r in one_bucket)
-    return max(probe, 1e-3 * (comm_ms(per_layer) - comm_ms(one_bucket)) / (2 * extra))
 
 
 def calibrate_median(run, runs, replicas, exe, run_layers=None):
     """Calibrates from `runs` 2-host ddp runs (`run(i)` makes run i and returns its
-    (report path, report)): the one whose all-reduce shows the median link B
-    (link_calibration) is the calibration. One run's B moves with a few slow steps
-    (at 1 Gbit/s, 8 steps: 108-122 MB/s across five runs), and every prediction
-    scales with it. With `run_layers` (makes the i-th per-layer run, LAYER_BUCKETS,
-    likewise), as many per-layer runs give α under load (loaded_alpha) for every
-    B; without, α is each run's probe. Returns (path, report, predict's JSON, α, B,
-    every run's B, the per-layer runs' reports)."""
+    (report path, report)) and, with `run_layers`, as many per-layer runs
+    (LAYER_BUCKETS, likewise): the per-layer run of median step is the second run of
+    every `predict --calibrate`, and the default run whose link B comes out median is
+    the calibration. One run's B moves with a few slow steps (at 1 Gbit/s, 8 steps:
+    108-122 MB/s across five runs), and every prediction scales with it. Without
+    `run_layers`, link_calibration's link. Returns (path, report, predict's JSON, α,
+    B, every run's B, the per-layer runs as (path, report), the one used or None)."""
     made = [run(i) for i in range(runs)]
     layers = [run_layers(i) for i in range(runs)] if run_layers else []
-    alpha_s = loaded_alpha(exe, made, layers) if layers else None
+    used = (sorted(layers, key=lambda x: x[1]["step_ms"]["median"])[(len(layers) - 1) // 2]
+            if layers else None)
     done = []
     for path, rep in made:
-        pred, alpha, bandwidth = calibrate(exe, path, rep, replicas, alpha_s)
+        pred, alpha, bandwidth = calibrate(exe, path, rep, replicas, used and used[0])
         done.append((bandwidth, path, rep, pred, alpha))
     done.sort(key=lambda d: d[0])
     bandwidth, path, rep, pred, alpha = done[(len(done) - 1) // 2]
-    return path, rep, pred, alpha, bandwidth, [d[0] for d in done], [r for _, r in layers]
+    return path, rep, pred, alpha, bandwidth, [d[0] for d in done], layers, used
 
 
 def predicted_step_ms(pred, strategy, n, cores):
@@ -291,15 +273,18 @@ def measure(a):
                                    STRATEGIES["ddp"][1](2) + LAYER_BUCKETS, a.steps, a.warmup,
                                    path)
 
-            cal_path, cal, pred, alpha, bandwidth, every_b, layers = calibrate_median(
+            cal_path, cal, pred, alpha, bandwidth, every_b, layers, used = calibrate_median(
                 cal_run, a.calibration_runs, a.replicas, exe, layer_run)
             calibrations[rate] = {"report": str(cal_path.relative_to(a.out)),
                                   "bandwidth_Bps_of_runs": every_b,
                                   "step_ms": cal["step_ms"]["median"],
                                   "alpha_s": alpha,
-                                  "layer_runs_step_ms": [r["step_ms"]["median"] for r in layers],
-                                  "layer_runs_buckets": [r["strategy_details"]["bucket_count"]
-                                                         for r in layers],
+                                  "layer_runs_step_ms": [r["step_ms"]["median"]
+                                                         for _, r in layers],
+                                  "layers_report": str(used[0].relative_to(a.out)),
+                                  "layers_step_ms": used[1]["step_ms"]["median"],
+                                  "layers_compute_ms": predict(exe, used[0], [2])["compute_ms"],
+                                  "layers_bucket_bytes": used[1]["strategy_details"]["bucket_bytes"],
                                   "alpha_probe_s": cal["comm"]["model"]["alpha_s"],
                                   "bandwidth_probe_Bps": cal["comm"]["model"]["bandwidth_Bps"],
                                   "bandwidth_Bps": bandwidth, "compute_ms": pred["compute_ms"],
@@ -402,10 +387,18 @@ def repredict(res, exe, tmp):
                                                               cal["bandwidth_Bps"])}}}
         path = tmp / f"calibrate_{rate}.json"
         path.write_text(json.dumps(report))
+        layers = None
+        if "layers_step_ms" in cal:  # the per-layer run (since 2026-11-27): --calibrate
+            layers = tmp / f"calibrate_layers_{rate}.json"
+            layers.write_text(json.dumps(dict(
+                report, config={"batch": 64, "overlap": False},
+                phases_ms={ph: {"median": cal["layers_compute_ms"] if ph == "forward" else 0.0}
+                           for ph in ("data", "h2d", "forward", "backward", "optimizer")},
+                strategy_details={"bucket_bytes": cal["layers_bucket_bytes"]},
+                step_ms={"median": cal["layers_step_ms"]})))
         replicas = sorted({r["replicas"] for r in res["rows"] if r["rate"] == rate})
-        # α under load where the results measured it (since 2026-11-27), else the probe's
-        pred, alpha, bandwidth = calibrate(exe, path, report, replicas, cal.get("alpha_s"))
-        cal.update(bandwidth_Bps=bandwidth, repredicted=True)
+        pred, alpha, bandwidth = calibrate(exe, path, report, replicas, layers)
+        cal.update(bandwidth_Bps=bandwidth, repredicted=True, **({"alpha_s": alpha} if layers else {}))
         for r in res["rows"]:
             if r["rate"] == rate and r["strategy"] in STRATEGIES:
                 p = predicted_step_ms(pred, r["strategy"], r["replicas"], res["cores"])

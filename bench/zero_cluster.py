@@ -6,9 +6,9 @@ host, links shaped by tbf), for each link rate:
 
  1. ddp on 2 hosts is the calibration (bench/predict_scale.py's: of
     --calibration-runs runs, the one whose all-reduce shows the median link; its
-    report gives compute per step and its all-reduce the link B; as many runs with a
-    bucket per layer give α under load);
- 2. `stratbench predict CALIBRATION --replicas 2,4 --latency α --bandwidth B --json`
+    report gives compute per step; as many runs with a bucket per layer, and
+    `stratbench predict --calibrate`, give α under load and the link B);
+ 2. `stratbench predict CALIBRATION --calibrate LAYERS --replicas 2,4 --json`
     gives ddp's and
     zero's stages 1-3 step time at n = 2 and 4 (zero: k(n-1)(uα + M/(nB)), k = 2 or
     3; docs/zero.md), with compute scaled for the hosts sharing this machine's cores
@@ -98,10 +98,9 @@ def run_rate(c, a, rate, rows):
                               VARIANTS["ddp"][1] + flags + ["2"] + ps.LAYER_BUCKETS,
                               a.steps, a.warmup, path)
 
-    # the link the 2-host ddp runs' own all-reduce shows (predict_scale.link_calibration),
-    # the median of --calibration-runs runs, with α under load from the per-layer runs
-    # (predict_scale.calibrate_median, loaded_alpha)
-    cal_path, cal, pred, alpha, bandwidth, every_b, _ = ps.calibrate_median(
+    # the link the 2-host ddp runs' own steps show (stratbench predict --calibrate: α under
+    # load and B), the median of --calibration-runs runs (predict_scale.calibrate_median)
+    cal_path, cal, pred, alpha, bandwidth, every_b, _, _ = ps.calibrate_median(
         cal_run, a.calibration_runs, a.replicas, exe, layer_run)
     print(f"{rate}: calibration (ddp n=2) step {cal['step_ms']['median']:.1f} ms, compute "
           f"{pred['compute_ms']:.1f} ms, link {8e-9 * bandwidth:.4f} Gbit/s from the "

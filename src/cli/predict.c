@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "backend/backend.h"
+#include "cli/predict_link.h"
 #include "cli/suggest.h"
 #include "cli/sweep.h"
 #include "cli/train_opts.h"
@@ -21,7 +22,7 @@
 #include "strategies/strategy.h"
 #include "workloads/workload.h"
 
-#define PREDICT_SCHEMA_VERSION "1.2"
+#define PREDICT_SCHEMA_VERSION "1.3"
 #define MAX_COUNTS 64
 #define MAX_BUCKETS 64
 #define MAX_STRATEGIES 32     /* registered strategies predict looks at */
@@ -34,6 +35,7 @@ struct opts {
     int n_counts;
     double bandwidth_Bps; /* 0 = the report's */
     double latency_s;     /* < 0 = the report's */
+    const char *calibrate; /* --calibrate LAYERS: the link from two runs' steps */
     double device_memory_bytes; /* --device-memory; 0 = not given */
     int json;
     const char *out;
@@ -46,12 +48,16 @@ struct run {
     int replicas, batch, overlap;
     double bytes;                /* parameter bytes: M */
     double compute_ms;           /* data + h2d + forward + backward + optimizer */
+    double step_ms;              /* step_ms.median (NaN when absent) */
+    int plain;                   /* no --grad-compression, no local SGD */
     double backward_ms;
     double buckets[MAX_BUCKETS]; /* the run's gradient buckets, launch order (when its
                                   * strategy_details list them all) */
     int n_buckets;                /* 0: not listed */
     struct sb_link link;
-    const char *link_source;
+    const char *link_source;     /* the table's words; JSON: link_kind */
+    const char *link_kind;       /* "probe", "given" or "calibrated" */
+    double alpha_probe_s;        /* comm.model.alpha_s (NaN when absent) */
     char workload[32];           /* config.workload and config.hidden: the model whose */
     int hidden[SB_MAX_HIDDEN], n_hidden;    /* matrices PowerSGD would compress */
     enum sb_optimizer_kind optimizer; /* config.optimizer (sgd when absent) */
@@ -83,6 +89,10 @@ static void usage(FILE *out)
             "  --bandwidth RATE       (probed)   link bandwidth: 100gbit, 1gbit, 100mbit,\n"
             "                                    12.5GB/s, 125MB/s\n"
             "  --latency TIME         (probed)   link latency per message: 5us, 0.1ms, 2ns\n"
+            "  --calibrate LAYERS                the link from the steps of two ddp runs:\n"
+            "                                    REPORT and LAYERS, the same run with\n"
+            "                                    --bucket-mb 0.000001 --no-overlap (alpha\n"
+            "                                    under load, B of the all-reduce)\n"
             "  --device-memory SIZE              mark the rows whose memory per rank fits:\n"
             "                                    16GiB, 80GB, 512MiB\n"
             "  --json                            print JSON instead of the table\n"
@@ -186,6 +196,7 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
     static const struct option longs[] = {
         {"replicas", required_argument, NULL, 'r'}, {"bandwidth", required_argument, NULL, 'b'},
         {"latency", required_argument, NULL, 'l'},  {"json", no_argument, NULL, 'j'},
+        {"calibrate", required_argument, NULL, 'c'},
         {"device-memory", required_argument, NULL, 'm'},
         {"out", required_argument, NULL, 'o'},      {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
@@ -204,6 +215,10 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
         case 'b': SB_TRY(parse_rate(optarg, &o->bandwidth_Bps)); break;
         case 'l': SB_TRY(parse_time(optarg, &o->latency_s)); break;
         case 'm': SB_TRY(parse_size(optarg, &o->device_memory_bytes)); break;
+        case 'c':
+            if (!*optarg) return sb_error(SB_ERR_USAGE, "predict: --calibrate: expected a path");
+            o->calibrate = optarg;
+            break;
         case 'j': o->json = 1; break;
         case 'o':
             if (!*optarg) return sb_error(SB_ERR_USAGE, "predict: --out: expected a path");
@@ -218,6 +233,12 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
         return sb_error(SB_ERR_USAGE, "predict: expected one REPORT, got %d arguments (see "
                         "stratbench predict --help)", argc - optind);
     o->report = argv[optind];
+    if (o->calibrate && (o->bandwidth_Bps > 0 || o->latency_s >= 0))
+        return sb_error(SB_ERR_USAGE, "predict: --calibrate measures the link: give it or "
+                        "--bandwidth/--latency, not both");
+    if (o->calibrate && access(o->calibrate, R_OK) != 0)
+        return sb_error(SB_ERR_USAGE, "predict: --calibrate %s: %s", o->calibrate,
+                        strerror(errno));
     if (o->out) { /* checked before any work: the output's folder must take a file */
         char dir[4096];
         snprintf(dir, sizeof dir, "%s", o->out);
@@ -339,11 +360,14 @@ static void row_memory(const struct run *r, const struct opts *o,
     w->fits = o->device_memory_bytes > 0 ? w->memory_bytes <= o->device_memory_bytes : -1;
 }
 
-static sb_status load_run(const struct opts *o, struct run *r)
+/* Reads what predict needs from the report at `path`; need_link: the
+ * report must have a probed link unless --bandwidth and --latency replace
+ * it. Bad input names the report (SB_ERR_INPUT). */
+static sb_status load_run(const struct opts *o, const char *path, int need_link, struct run *r)
 {
     memset(r, 0, sizeof *r);
     cJSON *doc = NULL;
-    SB_TRY(sb_json_read_file(o->report, &doc));
+    SB_TRY(sb_json_read_file(path, &doc));
     sb_status st = SB_OK;
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(doc, "schema_version");
     const cJSON *strategy = cJSON_GetObjectItemCaseSensitive(doc, "strategy");
@@ -358,14 +382,15 @@ static sb_status load_run(const struct opts *o, struct run *r)
     r->compute_ms = 0.0;
     for (int i = 0; i < 5; i++) r->compute_ms += phase_ms(doc, phases[i]);
     r->backward_ms = phase_ms(doc, "backward");
+    r->step_ms = num_path(doc, (const char *[]){"step_ms", "median"}, 2);
     if (!cJSON_IsString(v) || strncmp(v->valuestring, "1.", 2) != 0) {
         st = sb_error(SB_ERR_INPUT, "predict: %s: not a stratbench run report (schema_version "
-                      "1.x expected)", o->report);
+                      "1.x expected)", path);
     } else if (!cJSON_IsString(strategy) || !(r->batch > 0) || !(r->replicas > 0) ||
                !(r->bytes > 0) || !isfinite(r->compute_ms) || !(r->compute_ms > 0)) {
         st = sb_error(SB_ERR_INPUT, "predict: %s: a run report needs strategy, replicas, "
                       "config.batch, model.param_bytes and measured phases_ms (was any step "
-                      "measured after --warmup-steps?)", o->report);
+                      "measured after --warmup-steps?)", path);
     } else {
         snprintf(r->strategy, sizeof r->strategy, "%s", strategy->valuestring);
         load_model_config(doc, r);
@@ -382,18 +407,76 @@ static sb_status load_run(const struct opts *o, struct run *r)
         for (int i = 0; i < r->n_buckets; i++) sum += r->buckets[i];
         if (fabs(sum - r->bytes) > 0.5) r->n_buckets = 0; /* not all listed: each model's default */
         load_memory_inputs(doc, r);
-        r->link.alpha_s = num_path(doc, k_alpha, 3);
+        const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(doc, "config");
+        const char *gc = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "grad_compression"));
+        const cJSON *lsgd = cJSON_GetObjectItemCaseSensitive(cfg, "local_sgd");
+        r->plain = (!gc || strcmp(gc, "none") == 0) &&
+                   !(cJSON_IsNumber(lsgd) && lsgd->valuedouble > 0);
+        r->link.alpha_s = r->alpha_probe_s = num_path(doc, k_alpha, 3);
         r->link.bandwidth_Bps = num_path(doc, k_bw, 3);
         r->link_source = "probed at the start of the run";
-        if (o->bandwidth_Bps > 0 || o->latency_s >= 0) r->link_source = "given";
+        r->link_kind = "probe";
+        if (o->bandwidth_Bps > 0 || o->latency_s >= 0) r->link_source = r->link_kind = "given";
         if (o->bandwidth_Bps > 0) r->link.bandwidth_Bps = o->bandwidth_Bps;
         if (o->latency_s >= 0) r->link.alpha_s = o->latency_s;
-        if (!(r->link.bandwidth_Bps > 0) || !(r->link.alpha_s >= 0))
-            st = no_link_error(o->report, r->strategy,
+        if (need_link && (!(r->link.bandwidth_Bps > 0) || !(r->link.alpha_s >= 0)))
+            st = no_link_error(path, r->strategy,
                                num_path(doc, (const char *[]){"world_size"}, 1));
     }
     cJSON_Delete(doc);
     return st;
+}
+
+/* --calibrate: r's link from its own step and the per-layer run's
+ * (predict_link.h). Both must be plain ddp runs (no gradient method) of the
+ * same model and replica count, whose communication is all exposed (the
+ * per-layer run without overlap; r without it, or in one bucket), and the
+ * per-layer run must have more buckets. Errors: SB_ERR_INPUT naming the
+ * report and what is wrong, or predict_link's. */
+static sb_status calibrated_link(const struct opts *o, struct run *r)
+{
+    struct run l;
+    SB_TRY(load_run(o, o->calibrate, 0, &l));
+    const struct run *both[2] = {r, &l};
+    const char *paths[2] = {o->report, o->calibrate};
+    for (int i = 0; i < 2; i++) {
+        const struct run *x = both[i];
+        if (strcmp(x->strategy, "ddp") != 0 || !x->plain || x->replicas < 2)
+            return sb_error(SB_ERR_INPUT, "predict: --calibrate: %s: needs a ddp run of 2 or "
+                            "more replicas without --grad-compression or --local-sgd (got %s, "
+                            "%d replica%s)", paths[i], x->strategy, x->replicas,
+                            x->replicas == 1 ? "" : "s");
+        if (x->n_buckets < 1)
+            return sb_error(SB_ERR_INPUT, "predict: --calibrate: %s: its buckets are not "
+                            "listed (strategy_details.bucket_bytes)", paths[i]);
+        if (!(x->step_ms > x->compute_ms))
+            return sb_error(SB_ERR_INPUT, "predict: --calibrate: %s: its median step is no "
+                            "longer than its compute: no communication to calibrate from",
+                            paths[i]);
+    }
+    if (l.replicas != r->replicas || fabs(l.bytes - r->bytes) > 0.5)
+        return sb_error(SB_ERR_INPUT, "predict: --calibrate: %s ran %d replicas of %.0f "
+                        "bytes, %s %d of %.0f: the same run is needed", o->calibrate,
+                        l.replicas, l.bytes, o->report, r->replicas, r->bytes);
+    if (l.overlap || (r->overlap && r->n_buckets > 1))
+        return sb_error(SB_ERR_INPUT, "predict: --calibrate: %s overlapped its all-reduces "
+                        "with backward, which hides part of them: run it with --no-overlap",
+                        l.overlap ? o->calibrate : o->report);
+    if (l.n_buckets <= r->n_buckets)
+        return sb_error(SB_ERR_INPUT, "predict: --calibrate: %s has %d bucket%s, %s %d: run "
+                        "it with --bucket-mb 0.000001 --no-overlap (a bucket per layer)",
+                        o->calibrate, l.n_buckets, l.n_buckets == 1 ? "" : "s", o->report,
+                        r->n_buckets);
+    struct sb_link_run one = {o->report, r->replicas, r->buckets, r->n_buckets,
+                              r->step_ms - r->compute_ms};
+    struct sb_link_run layers = {o->calibrate, l.replicas, l.buckets, l.n_buckets,
+                                 l.step_ms - l.compute_ms};
+    SB_TRY(sb_predict_calibrate_link(&one, &layers, isfinite(r->alpha_probe_s) ? r->alpha_probe_s
+                                                                                 : 0.0,
+                                     &r->link));
+    r->link_source = "calibrated from the steps of the two runs";
+    r->link_kind = "calibrated";
+    return SB_OK;
 }
 
 static void finish_row(const struct run *r, struct row *w)
@@ -626,8 +709,12 @@ static cJSON *to_json(const struct run *r, const struct opts *o, const struct ro
              (link = cJSON_AddObjectToObject(doc, "link")) &&
              cJSON_AddNumberToObject(link, "alpha_s", r->link.alpha_s) &&
              cJSON_AddNumberToObject(link, "bandwidth_Bps", r->link.bandwidth_Bps) &&
-             cJSON_AddStringToObject(link, "source", strcmp(r->link_source, "given") == 0
-                                                         ? "given" : "probe") &&
+             cJSON_AddStringToObject(link, "source", r->link_kind) &&
+             (!o->calibrate ||
+              (cJSON_AddStringToObject(link, "calibrate_report", o->calibrate) &&
+               (isfinite(r->alpha_probe_s)
+                    ? cJSON_AddNumberToObject(link, "alpha_probe_s", r->alpha_probe_s)
+                    : cJSON_AddNullToObject(link, "alpha_probe_s")))) &&
              (arr = cJSON_AddArrayToObject(doc, "rows"));
     for (int i = 0; ok && i < n; i++) {
         const struct row *w = &rows[i];
@@ -664,7 +751,8 @@ int sb_predict_main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    if (!st) st = load_run(&o, &r);
+    if (!st) st = load_run(&o, o.report, !o.calibrate, &r);
+    if (!st && o.calibrate) st = calibrated_link(&o, &r);
     if (st) {
         fprintf(stderr, "stratbench: %s\n", sb_error_message());
         return sb_status_exit_code(st);

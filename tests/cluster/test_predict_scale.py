@@ -36,10 +36,9 @@ def test_ddp_and_zero_at_4_hosts_within_15_percent(cluster, stratbench, mnist_di
                    WARMUP, cal_path)
     # α under load: the same 2 hosts with a bucket per layer (the bench's method)
     layers_path = tmp_path / "calibrate_layers.json"
-    layers = ps.train(c, stratbench, mnist_dir, "1024,1024",
-                      ps.STRATEGIES["ddp"][1](2) + ps.LAYER_BUCKETS, STEPS, WARMUP, layers_path)
-    alpha_s = ps.loaded_alpha(stratbench, [(cal_path, cal)], [(layers_path, layers)])
-    pred, alpha, bandwidth = ps.calibrate(stratbench, cal_path, cal, [4], alpha_s)
+    ps.train(c, stratbench, mnist_dir, "1024,1024", ps.STRATEGIES["ddp"][1](2) + ps.LAYER_BUCKETS,
+             STEPS, WARMUP, layers_path)
+    pred, alpha, bandwidth = ps.calibrate(stratbench, cal_path, cal, [4], layers_path)
     ratios = {}
     for strategy in ("ddp", "zero1"):
         predicted = ps.predicted_step_ms(pred, strategy, 4, os.cpu_count() or 1)

@@ -306,39 +306,85 @@ def test_null_model_names_its_reason(strategy, replicas, why, stratbench, mnist_
     assert proc.returncode == 0, describe(proc)
 
 
-def _calibration_report(step_ms, compute_ms, buckets, alpha_s):
-    """A 2-replica ddp report with what bench/predict_scale.py reads (its --repredict
-    shape): `buckets` equal buckets of M, all compute in forward."""
-    m = 7454760
-    return {"schema_version": "1.9", "strategy": "ddp", "replicas": 2, "world_size": 2,
-            "config": {"batch": 64, "overlap": True}, "model": {"param_bytes": m},
+
+BUCKETS = [41000, 4198400, 3215360]  # the wide mlp's layers (784-1024-1024-10), bytes
+
+
+def _ddp_report(step_ms, compute_ms, buckets, overlap=False, **config):
+    """A 2-replica ddp report with what predict reads: `buckets` (bytes), all compute
+    in forward, the probe's α 12 µs."""
+    return {"schema_version": "1.10", "strategy": "ddp", "replicas": 2, "world_size": 2,
+            "config": {"batch": 64, "overlap": overlap, **config},
+            "model": {"param_bytes": sum(buckets)},
             "phases_ms": {ph: {"median": compute_ms if ph == "forward" else 0.0}
                           for ph in ("data", "h2d", "forward", "backward", "optimizer")},
-            "strategy_details": {"bucket_count": buckets, "bucket_bytes": [m / buckets] * buckets},
+            "strategy_details": {"bucket_count": len(buckets), "bucket_bytes": buckets},
             "step_ms": {"median": step_ms},
-            "comm": {"model": {"alpha_s": alpha_s, "bandwidth_Bps": 1.2e7}}}
+            "comm": {"model": {"alpha_s": 12e-6, "bandwidth_Bps": 1.1e7}}}
 
 
-def test_bench_alpha_under_load_known_answer(stratbench, tmp_path):
-    """bench/predict_scale.py's α under load: at n = 2 each bucket is 2 messages, so
-    3 buckets against 1 add 4α: steps 650 and 674 ms over 8 ms of compute give
-    α = 24 / 4 = 6 ms; B then is M / (step - compute - 2α) of the 1-bucket run; with
-    the per-layer run no slower, α stays the probe's."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("predict_scale",
-                                                  REPO_ROOT / "bench" / "predict_scale.py")
-    ps = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ps)
-    runs = {}
-    for name, step, buckets in (("one", 650.0, 1), ("layers", 674.0, 3), ("same", 650.0, 3)):
-        rep = _calibration_report(step, 8.0, buckets, 12e-6)
-        path = tmp_path / f"{name}.json"
-        path.write_text(json.dumps(rep))
-        runs[name] = [(path, rep)]
-    alpha = ps.loaded_alpha(stratbench, runs["one"], runs["layers"])
-    assert alpha == pytest.approx(6e-3, rel=1e-9)
-    _, bw = ps.link_calibration(runs["one"][0][1], 8.0, alpha)
-    assert bw == pytest.approx(7454760 / (0.642 - 0.012), rel=1e-9)
-    assert ps.loaded_alpha(stratbench, runs["one"], runs["same"]) == pytest.approx(12e-6)
-    with pytest.raises(RuntimeError, match="no more buckets"):
-        ps.loaded_alpha(stratbench, runs["one"], runs["one"])
+def _write(tmp_path, name, doc):
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_calibrate_known_answer(stratbench, tmp_path):
+    """--calibrate solves ddp's own model for the link: at n = 2 one bucket of M is a
+    ring of 2 messages, comm = 2α + M/B; the per-layer run's 41 KB bucket is one
+    recursive-doubling exchange (auto: under 160 KB at n = 2) and the other two rings,
+    comm = 5α + M/B. With α = 6 ms and B = 12 MB/s: 633.23 and 651.23 ms of comm."""
+    m = sum(BUCKETS)
+    alpha, bw, compute = 6e-3, 12e6, 8.0
+    one = _write(tmp_path, "one", _ddp_report(compute + 1e3 * (2 * alpha + m / bw), compute, [m],
+                                              overlap=True))
+    layers = _write(tmp_path, "layers", _ddp_report(compute + 1e3 * (5 * alpha + m / bw),
+                                                    compute, BUCKETS))
+    proc = predict(stratbench, one, "--calibrate", layers, "--replicas", "4", "--json")
+    assert proc.returncode == 0, describe(proc)
+    link = json.loads(proc.stdout)["link"]
+    assert link["source"] == "calibrated" and link["calibrate_report"] == str(layers)
+    assert link["alpha_s"] == pytest.approx(alpha, rel=1e-6)
+    assert link["bandwidth_Bps"] == pytest.approx(bw, rel=1e-6)
+    assert link["alpha_probe_s"] == pytest.approx(12e-6)
+    validate_against(json.loads(proc.stdout), "predict.schema.json")
+    table = predict(stratbench, one, "--calibrate", layers, "--replicas", "4")
+    assert "latency 6000.00 us" in table.stdout and "calibrated from the steps" in table.stdout
+    # a per-layer run no slower than the first: α is the probe's, B from the first alone
+    same = _write(tmp_path, "same", _ddp_report(compute + 1e3 * m / bw, compute, BUCKETS))
+    link = json.loads(predict(stratbench, one, "--calibrate", same, "--json").stdout)["link"]
+    assert link["alpha_s"] == pytest.approx(12e-6)
+    assert link["bandwidth_Bps"] == pytest.approx(
+        m / (1e-3 * (2 * alpha * 1e3 + 1e3 * m / bw) - 2 * 12e-6), rel=1e-6)
+
+
+@pytest.mark.parametrize("case,message", [
+    ("flags", "give it or --bandwidth/--latency"),
+    ("missing", "--calibrate"),
+    ("same-buckets", "bucket per layer"),
+    ("overlap", "--no-overlap"),
+    ("central", "needs a ddp run"),
+    ("compressed", "needs a ddp run"),
+    ("other-model", "the same run is needed"),
+    ("no-comm", "no longer than its compute"),
+])
+def test_calibrate_bad_input(case, message, stratbench, tmp_path):
+    m = sum(BUCKETS)
+    one = _write(tmp_path, "one", _ddp_report(650.0, 8.0, [m], overlap=True))
+    layers = {
+        "same-buckets": _ddp_report(670.0, 8.0, [m]),
+        "overlap": _ddp_report(670.0, 8.0, BUCKETS, overlap=True),
+        "central": dict(_ddp_report(670.0, 8.0, BUCKETS), strategy="central"),
+        "compressed": _ddp_report(670.0, 8.0, BUCKETS, grad_compression="fp16"),
+        "other-model": _ddp_report(670.0, 8.0, BUCKETS[1:]),
+        "no-comm": _ddp_report(7.0, 8.0, BUCKETS),
+    }.get(case, _ddp_report(670.0, 8.0, BUCKETS))
+    path = _write(tmp_path, "layers", layers)
+    args = [one, "--calibrate", tmp_path / "absent.json" if case == "missing" else path,
+            "--out", tmp_path / "out.json"]
+    if case == "flags":
+        args += ["--latency", "5us"]
+    proc = predict(stratbench, *args)
+    assert proc.returncode == 2, describe(proc)
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not (tmp_path / "out.json").exists()
