@@ -408,7 +408,8 @@ static sb_status load_run(const struct opts *o, const char *path, int need_link,
         if (fabs(sum - r->bytes) > 0.5) r->n_buckets = 0; /* not all listed: each model's default */
         load_memory_inputs(doc, r);
         const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(doc, "config");
-        const char *gc = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "grad_compression"));
+        const char *gc =
+            cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "grad_compression"));
         const cJSON *lsgd = cJSON_GetObjectItemCaseSensitive(cfg, "local_sgd");
         r->plain = (!gc || strcmp(gc, "none") == 0) &&
                    !(cJSON_IsNumber(lsgd) && lsgd->valuedouble > 0);

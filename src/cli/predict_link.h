@@ -24,11 +24,13 @@ struct sb_link_run {
 
 /* Solves for the link that makes ddp's model reproduce both runs' comm_ms:
  *   comm = a alpha + b / B + c,
- * a, b, c from the model itself (sb_strategy ddp's comm_model, its first
- * variant, no overlap), evaluated per run at (alpha, B) = (0, inf), (1 s,
- * inf) and (0, 1 B/s). alpha below alpha_floor_s (the probe's, or 0) is
- * raised to it and B solved from `one` alone. *out gets alpha and B (gamma
- * 0, as the model's c already holds the reductions).
+ * a (messages on the critical path), b (bytes) and c (what depends on
+ * neither; 0 for ddp's all-reduces with the reduction's gamma left at 0) read
+ * off the model itself (ddp's comm_model, its first variant: --allreduce
+ * auto per bucket; no overlap), evaluated per run at (alpha, B) = (0, inf),
+ * (1 s, inf) and (0, 1 B/s). alpha below alpha_floor_s (the probe's, or 0)
+ * is raised to it and B solved from `one` alone. *out gets alpha and B
+ * (gamma 0: the reduction's time stays inside the calibrated link).
  * Errors: SB_ERR_INPUT naming the reports when their models do not differ
  * in messages (the same buckets), or when `one`'s step leaves no time for
  * its bytes. */
