@@ -51,7 +51,9 @@ sb_status sb_predict_calibrate_link(const struct sb_link_run *one,
     double x = (y1 - a1 * alpha) / b1; /* 1 / B */
     if (!(x > 0.0) || !isfinite(x))
         return sb_error(SB_ERR_INPUT, "predict: --calibrate: %s: its step (%.3f ms beyond "
-                        "compute) leaves no time for its bytes at alpha %.3g s", one->path,
+                        "compute) leaves no time for its bytes at alpha %.3g s: the two runs "
+                        "fit no one link (calibrate on a model of megabytes, e.g. --hidden "
+                        "1024,1024, whose all-reduce the link dominates)", one->path,
                         one->comm_ms, alpha);
     *out = (struct sb_link){.alpha_s = alpha, .bandwidth_Bps = 1.0 / x};
     return SB_OK;

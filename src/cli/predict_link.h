@@ -33,7 +33,9 @@ struct sb_link_run {
  * (gamma 0: the reduction's time stays inside the calibrated link).
  * Errors: SB_ERR_INPUT naming the reports when their models do not differ
  * in messages (the same buckets), or when `one`'s step leaves no time for
- * its bytes. */
+ * its bytes at the solved alpha (no one link fits both runs: on a model of
+ * under a megabyte a link's burst and a message's wake-up weigh as much as
+ * its bytes). */
 sb_status sb_predict_calibrate_link(const struct sb_link_run *one,
                                     const struct sb_link_run *layers, double alpha_floor_s,
                                     struct sb_link *out);

@@ -367,6 +367,7 @@ def test_calibrate_known_answer(stratbench, tmp_path):
     ("compressed", "needs a ddp run"),
     ("other-model", "the same run is needed"),
     ("no-comm", "no longer than its compute"),
+    ("no-fit", "fit no one link"),
 ])
 def test_calibrate_bad_input(case, message, stratbench, tmp_path):
     m = sum(BUCKETS)
@@ -378,6 +379,7 @@ def test_calibrate_bad_input(case, message, stratbench, tmp_path):
         "compressed": _ddp_report(670.0, 8.0, BUCKETS, grad_compression="fp16"),
         "other-model": _ddp_report(670.0, 8.0, BUCKETS[1:]),
         "no-comm": _ddp_report(7.0, 8.0, BUCKETS),
+        "no-fit": _ddp_report(1650.0, 8.0, BUCKETS),  # 3α = 1 s: 2α > the first run's comm
     }.get(case, _ddp_report(670.0, 8.0, BUCKETS))
     path = _write(tmp_path, "layers", layers)
     args = [one, "--calibrate", tmp_path / "absent.json" if case == "missing" else path,
