@@ -217,22 +217,21 @@ def calibrate(exe, cal_path, cal, replicas, layers_path=None):
 LAYER_BUCKETS = ["--bucket-mb", "0.000001", "--no-overlap"]
 
 
-def calibrate_median(run, runs, replicas, exe, run_layers=None):
+def calibrate_median(run, runs, replicas, exe, run_layers):
     """Calibrates from `runs` 2-host ddp runs (`run(i)` makes run i and returns its
-    (report path, report)) and, with `run_layers`, as many per-layer runs
-    (LAYER_BUCKETS, likewise): the per-layer run of median step is the second run of
-    every `predict --calibrate`, and the default run whose link B comes out median is
-    the calibration. One run's B moves with a few slow steps (at 1 Gbit/s, 8 steps:
-    108-122 MB/s across five runs), and every prediction scales with it. Without
-    `run_layers`, link_calibration's link. Returns (path, report, predict's JSON, α,
-    B, every run's B, the per-layer runs as (path, report), the one used or None)."""
+    (report path, report)) and as many per-layer runs (`run_layers(i)`, LAYER_BUCKETS,
+    likewise): the per-layer run of median step is the second run of every `predict
+    --calibrate`, and the default run whose link B comes out median is the
+    calibration. One run's B moves with a few slow steps (at 1 Gbit/s, 8 steps:
+    108-122 MB/s across five runs), and every prediction scales with it. Returns
+    (path, report, predict's JSON, α, B, every run's B, the per-layer runs as (path,
+    report), the one used)."""
     made = [run(i) for i in range(runs)]
-    layers = [run_layers(i) for i in range(runs)] if run_layers else []
-    used = (sorted(layers, key=lambda x: x[1]["step_ms"]["median"])[(len(layers) - 1) // 2]
-            if layers else None)
+    layers = [run_layers(i) for i in range(runs)]
+    used = sorted(layers, key=lambda x: x[1]["step_ms"]["median"])[(len(layers) - 1) // 2]
     done = []
     for path, rep in made:
-        pred, alpha, bandwidth = calibrate(exe, path, rep, replicas, used and used[0])
+        pred, alpha, bandwidth = calibrate(exe, path, rep, replicas, used[0])
         done.append((bandwidth, path, rep, pred, alpha))
     done.sort(key=lambda d: d[0])
     bandwidth, path, rep, pred, alpha = done[(len(done) - 1) // 2]

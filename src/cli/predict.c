@@ -55,8 +55,7 @@ struct run {
                                   * strategy_details list them all) */
     int n_buckets;                /* 0: not listed */
     struct sb_link link;
-    const char *link_source;     /* the table's words; JSON: link_kind */
-    const char *link_kind;       /* "probe", "given" or "calibrated" */
+    const char *link_kind;       /* link.source: "probe", "given" or "calibrated" */
     double alpha_probe_s;        /* comm.model.alpha_s (NaN when absent) */
     char workload[32];           /* config.workload and config.hidden: the model whose */
     int hidden[SB_MAX_HIDDEN], n_hidden;    /* matrices PowerSGD would compress */
@@ -408,16 +407,18 @@ static sb_status load_run(const struct opts *o, const char *path, int need_link,
         if (fabs(sum - r->bytes) > 0.5) r->n_buckets = 0; /* not all listed: each model's default */
         load_memory_inputs(doc, r);
         const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(doc, "config");
+        /* plain: the gradient method sb_method_name calls "none" (any local
+         * SGD period > 0 counts as one) */
         const char *gc =
             cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "grad_compression"));
         const cJSON *lsgd = cJSON_GetObjectItemCaseSensitive(cfg, "local_sgd");
-        r->plain = (!gc || strcmp(gc, "none") == 0) &&
-                   !(cJSON_IsNumber(lsgd) && lsgd->valuedouble > 0);
+        double h = cJSON_IsNumber(lsgd) ? lsgd->valuedouble : 0.0;
+        char method[SB_METHOD_NAME_MAX];
+        sb_method_name(gc, 0, h > 0 ? (int)fmin(ceil(h), 1e9) : 0, method, sizeof method);
+        r->plain = strcmp(method, "none") == 0;
         r->link.alpha_s = r->alpha_probe_s = num_path(doc, k_alpha, 3);
         r->link.bandwidth_Bps = num_path(doc, k_bw, 3);
-        r->link_source = "probed at the start of the run";
-        r->link_kind = "probe";
-        if (o->bandwidth_Bps > 0 || o->latency_s >= 0) r->link_source = r->link_kind = "given";
+        r->link_kind = o->bandwidth_Bps > 0 || o->latency_s >= 0 ? "given" : "probe";
         if (o->bandwidth_Bps > 0) r->link.bandwidth_Bps = o->bandwidth_Bps;
         if (o->latency_s >= 0) r->link.alpha_s = o->latency_s;
         if (need_link && (!(r->link.bandwidth_Bps > 0) || !(r->link.alpha_s >= 0)))
@@ -475,7 +476,6 @@ static sb_status calibrated_link(const struct opts *o, struct run *r)
     SB_TRY(sb_predict_calibrate_link(&one, &layers, isfinite(r->alpha_probe_s) ? r->alpha_probe_s
                                                                                  : 0.0,
                                      &r->link));
-    r->link_source = "calibrated from the steps of the two runs";
     r->link_kind = "calibrated";
     return SB_OK;
 }
@@ -646,7 +646,9 @@ static void print_table(const struct run *r, const struct opts *o, const struct 
            r->replicas == 1 ? "" : "s", r->bytes, r->batch);
     printf("# link: latency %.2f us, bandwidth %.4g GB/s = %.4g Gbit/s (%s)\n",
            1e6 * r->link.alpha_s, 1e-9 * r->link.bandwidth_Bps, 8e-9 * r->link.bandwidth_Bps,
-           r->link_source);
+           strcmp(r->link_kind, "probe") == 0        ? "probed at the start of the run"
+           : strcmp(r->link_kind, "calibrated") == 0 ? "calibrated from the steps of the two runs"
+                                                     : "given");
     printf("# compute per step: %.3f ms (data + h2d + forward + backward + optimizer, slowest "
            "rank), the same at every scale (weak scaling)\n", r->compute_ms);
     printf("# model (docs/cost-model.md): "); /* one line per strategy's model */
