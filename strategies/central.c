@@ -317,11 +317,12 @@ double sb_central_cost_s(const struct sb_link *l, int n_workers, int k_servers, 
 {
     if (k_servers <= 0) {
         if (n_workers <= 1) return 0.0;
-        return 2.0 * (l->alpha_s + (n_workers - 1) * bytes / l->bandwidth_Bps);
+        return 2.0 * (n_workers - 1) * (l->alpha_s + bytes / l->bandwidth_Bps);
     }
-    double worker_link = 2.0 * bytes / l->bandwidth_Bps;
-    double server_link = 2.0 * n_workers * bytes / ((double)k_servers * l->bandwidth_Bps);
-    return 2.0 * l->alpha_s + (worker_link > server_link ? worker_link : server_link);
+    double worker_link = 2.0 * (k_servers * l->alpha_s + bytes / l->bandwidth_Bps);
+    double server_link =
+        2.0 * n_workers * (l->alpha_s + bytes / ((double)k_servers * l->bandwidth_Bps));
+    return worker_link > server_link ? worker_link : server_link;
 }
 
 /* One push-pull step of n workers through k servers (sb_central_cost_s:
@@ -334,12 +335,13 @@ static void central_model_row(const struct sb_comm_model_query *q, int k,
         .variant = "push-pull",
         .servers = k,
         .formula_name = k > 0 ? "central" : "central-servers0",
-        .formula = k > 0 ? "2 alpha + max(2 M/B, 2 n M/(k B))" : "2(alpha + (n-1) M/B)",
+        .formula = k > 0 ? "max(2(k alpha + M/B), 2n(alpha + M/(k B)))" : "2(n-1)(alpha + M/B)",
         .comm_s = sb_central_cost_s(&q->link, q->replicas, k, q->bytes),
         .exposed_s = NAN,
     };
     snprintf(row->legend, sizeof row->legend,
-             "central 2a + max(2M/B, 2nM/(kB)) (BytePS), no overlap with compute;");
+             "central max(2(ka + M/B), 2n(a + M/(kB))) (BytePS's bound, a message each "
+             "way per peer), no overlap with compute;");
 }
 
 /* The run: its --servers. predict: one server, and one per worker (k = n;

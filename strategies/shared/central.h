@@ -28,9 +28,12 @@ static inline const struct central_opts *sb_central_opts(const struct sb_config 
 
 /* The α–β model of central, synchronous (its comm_model op): n workers push M
  * bytes of gradients and pull M bytes of parameters per step. k >= 1
- * dedicated servers, each owning M/k: a server's link carries nM/k each way,
- * a worker's M each way, one direction after the other (BytePS, OSDI 2020):
- * 2α + max(2M/B, 2nM/(kB)). A worker pulls, computes, then pushes, so its
+ * dedicated servers, each owning M/k: a server's link carries nM/k each way
+ * in n messages, a worker's M each way in k, one direction after the other
+ * (BytePS, OSDI 2020), each message costing α at its ends as in the linear
+ * algorithms of Thakur, Rabenseifner & Gropp (IJHPCA 2005), and as the ring
+ * costs each of its steps: max(2(kα + M/B), 2n(α + M/(kB))). A worker
+ * pulls, computes, then pushes, so its
  * two directions cannot overlap; a server's could, by up to 1 - 1/n of a
  * direction when the pulls end one after another, but on hosts whose links
  * share fairly among the n flows they end together and the server's
@@ -38,7 +41,7 @@ static inline const struct central_opts *sb_central_opts(const struct sb_config 
  * (docs/cost-model.md, "central's two directions"), the server's link took
  * 1.96-2.00 nM/B at 4 and 8 workers, 100 Mbit/s and 1 Gbit/s. k == 0 (rank 0
  * serves and trains): the other n-1 workers' M cross rank 0's link each way:
- * 2 (α + (n-1)M/B). 0 when no byte crosses a link (n <= 1 and k == 0). */
+ * 2(n-1)(α + M/B). 0 when no byte crosses a link (n <= 1 and k == 0). */
 double sb_central_cost_s(const struct sb_link *l, int n_workers, int k_servers, double bytes);
 
 /* Staleness histogram bins: values 0..STALE_BINS-2 exactly, the last bin

@@ -141,7 +141,7 @@ static void test_ddp_run_row(void **state)
     assert_float_equal(r[0].comm_s, 6 * (1e-4 + 0.02), EPS);
 }
 
-/* central: 2α + max(2M/B, 2nM/(kB)), rank 0's link with --servers 0. */
+/* central: max(2(kα + M/B), 2n(α + M/(kB))), rank 0's link with --servers 0. */
 static void test_central_rows(void **state)
 {
     (void)state;
@@ -152,12 +152,12 @@ static void test_central_rows(void **state)
     assert_int_equal(r[0].servers, 1);
     assert_string_equal(r[0].variant, "push-pull");
     assert_string_equal(r[0].formula_name, "central");
-    assert_float_equal(r[0].comm_s, 2e-4 + 2 * 0.64, EPS);
+    assert_float_equal(r[0].comm_s, 16 * (1e-4 + 0.08), EPS); /* the server's 16 messages */
     assert_true(isnan(r[0].exposed_s));
     assert_int_equal(r[1].servers, 8);
-    assert_float_equal(r[1].comm_s, 2e-4 + 0.16, EPS); /* the worker's link bounds */
-    assert_string_equal(r[0].legend, "central 2a + max(2M/B, 2nM/(kB)) (BytePS), no overlap "
-                        "with compute;");
+    assert_float_equal(r[1].comm_s, 16e-4 + 0.16, EPS); /* both links: 16 messages each */
+    assert_string_equal(r[0].legend, "central max(2(ka + M/B), 2n(a + M/(kB))) (BytePS's bound, "
+                        "a message each way per peer), no overlap with compute;");
     q.replicas = 1;
     assert_int_equal(model("central", &q, r), 1);
     assert_int_equal(r[0].servers, 1);
@@ -168,16 +168,16 @@ static void test_central_rows(void **state)
     assert_int_equal(model("central", &q, r), 1);
     assert_int_equal(r[0].servers, 0);
     assert_string_equal(r[0].formula_name, "central-servers0");
-    assert_string_equal(r[0].formula, "2(alpha + (n-1) M/B)");
-    assert_float_equal(r[0].comm_s, 2 * (1e-4 + 0.16), EPS);
+    assert_string_equal(r[0].formula, "2(n-1)(alpha + M/B)");
+    assert_float_equal(r[0].comm_s, 4 * (1e-4 + 0.08), EPS);
     assert_true(isnan(r[0].exposed_s));
     assert_int_equal(sb_strategy_option_parse(sb_strategy_find("central"), &cfg, "servers", "2"),
                      SB_OK);
     assert_int_equal(model("central", &q, r), 1);
     assert_int_equal(r[0].servers, 2);
     assert_string_equal(r[0].formula_name, "central");
-    assert_string_equal(r[0].formula, "2 alpha + max(2 M/B, 2 n M/(k B))");
-    assert_float_equal(r[0].comm_s, 2e-4 + 2 * 0.12, EPS);
+    assert_string_equal(r[0].formula, "max(2(k alpha + M/B), 2n(alpha + M/(k B)))");
+    assert_float_equal(r[0].comm_s, 6 * (1e-4 + 0.04), EPS); /* the server's link */
 }
 
 /* zero: the ring's reduce-scatter and one ring all-gather (stages 1-2)

@@ -67,14 +67,15 @@ static void test_binomial(void **state)
 static void test_central(void **state)
 {
     (void)state;
-    /* k dedicated servers: 2α + max(2M/B, 2nM/(kB)) (BytePS) */
-    assert_float_equal(sb_central_cost_s(&link, 2, 1, M), 2e-4 + 2 * 0.16, EPS);
-    assert_float_equal(sb_central_cost_s(&link, 2, 2, M), 2e-4 + 0.16, EPS);
-    assert_float_equal(sb_central_cost_s(&link, 2, 4, M), 2e-4 + 0.16, EPS);
-    assert_float_equal(sb_central_cost_s(&link, 8, 2, M), 2e-4 + 2 * 0.32, EPS);
+    /* k dedicated servers: max(2(kα + M/B), 2n(α + M/(kB))) (BytePS's bound; a
+     * message each way per peer, α each); M/B = 0.08 s */
+    assert_float_equal(sb_central_cost_s(&link, 2, 1, M), 4 * (1e-4 + 0.08), EPS);
+    assert_float_equal(sb_central_cost_s(&link, 2, 2, M), 4e-4 + 0.16, EPS); /* both links */
+    assert_float_equal(sb_central_cost_s(&link, 2, 4, M), 8e-4 + 0.16, EPS); /* the worker's */
+    assert_float_equal(sb_central_cost_s(&link, 8, 2, M), 16 * (1e-4 + 0.04), EPS);
     assert_float_equal(sb_central_cost_s(&link, 1, 1, M), 2e-4 + 0.16, EPS);
-    /* rank 0 serves and trains: n - 1 gradients cross its link */
-    assert_float_equal(sb_central_cost_s(&link, 3, 0, M), 2 * (1e-4 + 0.16), EPS);
+    /* rank 0 serves and trains: n - 1 gradients cross its link, a message each */
+    assert_float_equal(sb_central_cost_s(&link, 3, 0, M), 4 * (1e-4 + 0.08), EPS);
     assert_float_equal(sb_central_cost_s(&link, 2, 0, M), 2 * (1e-4 + 0.08), EPS);
     assert_float_equal(sb_central_cost_s(&link, 1, 0, M), 0.0, EPS);
 }
