@@ -30,9 +30,10 @@ static inline const struct central_opts *sb_central_opts(const struct sb_config 
  * bytes of gradients and pull M bytes of parameters per step. k >= 1
  * dedicated servers, each owning M/k: a server's link carries nM/k each way
  * in n messages, a worker's M each way in k, one direction after the other
- * (BytePS, OSDI 2020), each message costing α at its ends as in the linear
- * algorithms of Thakur, Rabenseifner & Gropp (IJHPCA 2005), and as the ring
- * costs each of its steps: max(2(kα + M/B), 2n(α + M/(kB))). A worker
+ * (BytePS, OSDI 2020), each message costing α at its ends, as Thakur,
+ * Rabenseifner & Gropp (IJHPCA 2005) charge the p-1 messages of their
+ * pairwise-exchange algorithms (p-1)α and as the ring costs each of its
+ * steps: max(2(kα + M/B), 2n(α + M/(kB))). A worker
  * pulls, computes, then pushes, so its
  * two directions cannot overlap; a server's could, by up to 1 - 1/n of a
  * direction when the pulls end one after another, but on hosts whose links
