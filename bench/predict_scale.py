@@ -249,6 +249,31 @@ def predicted_step_ms(pred, strategy, n, cores):
     return rows[0]["step_ms"] + pred["compute_ms"] * (scale - 1.0)
 
 
+def predicted_comm_ms(pred, strategy, n):
+    """predict's communication per step (ms) of `strategy` at n replicas; None
+    without a matching row."""
+    match = STRATEGIES[strategy][3]
+    rows = [r for r in pred["rows"] if r["replicas"] == n and match(r, n)]
+    return rows[0]["comm_ms"] if rows else None
+
+
+def rank0_compute_ms(report):
+    """Rank 0's compute per step (forward, backward, optimizer medians, ms); None
+    when rank 0 does not train (central's dedicated server)."""
+    ph = report["phases_ms"]
+    if not ph["forward"]["median"]:
+        return None
+    return sum(ph[k]["median"] for k in ("forward", "backward", "optimizer"))
+
+
+def comm_ratio(predicted_comm, step_ms, compute_ms):
+    """The communication alone: predicted over the step less rank 0's compute (the
+    product's model without the fixture's compute correction); None without both."""
+    if predicted_comm is None or compute_ms is None:
+        return None
+    return predicted_comm / (step_ms - compute_ms)
+
+
 def measure(a):
     exe = a.build / "stratbench"
     reason = unavailable_reason()
@@ -307,9 +332,14 @@ def measure(a):
                     path, r = runs[0]
                     p = predicted_step_ms(pred, s, n, a.cores)
                     m = statistics.median(x["step_ms"]["median"] for _, x in runs)
+                    mid = sorted(runs, key=lambda x: x[1]["step_ms"]["median"])[(len(runs) - 1) // 2]
+                    compute = rank0_compute_ms(mid[1])
+                    pc = predicted_comm_ms(pred, s, n)
                     rows.append({"rate": rate, "strategy": s, "label": STRATEGIES[s][0],
                                  "replicas": n, "hosts": len(r["environment"]["hosts"]),
                                  "predicted_step_ms": p, "measured_step_ms": m,
+                                 "rank0_compute_ms": compute, "predicted_comm_ms": pc,
+                                 "comm_predicted_over_measured": comm_ratio(pc, m, compute),
                                  "measured_step_ms_of_runs": [x["step_ms"]["median"]
                                                               for _, x in runs],
                                  "predicted_over_measured": p / m if p else None,
@@ -326,12 +356,18 @@ def measure(a):
 
 
 def table(res):
-    lines = ["| rate | strategy | replicas | hosts | predicted ms | measured ms | predicted/measured |",
-             "|---|---|---:|---:|---:|---:|---:|"]
+    """Predicted against measured step per point; with the results of runs since
+    2026-11-27 (rank0_compute_ms stored) also the communication alone."""
+    comm = any("comm_predicted_over_measured" in r for r in res["rows"])
+    lines = ["| rate | strategy | replicas | hosts | predicted ms | measured ms | predicted/measured |"
+             + (" comm alone: predicted/measured |" if comm else ""),
+             "|---|---|---:|---:|---:|---:|---:|" + ("---:|" if comm else "")]
     for r in res["rows"]:
+        c = r.get("comm_predicted_over_measured")
         lines.append(f"| {r['rate']} | {r['label']} | {r['replicas']} | {r['hosts']} | "
                      f"{r['predicted_step_ms']:.1f} | {r['measured_step_ms']:.1f} | "
-                     f"{r['predicted_over_measured']:.3f} |")
+                     f"{r['predicted_over_measured']:.3f} |"
+                     + ((f" {c:.3f} |" if c is not None else " — |") if comm else ""))
     return "\n".join(lines) + "\n"
 
 
@@ -401,8 +437,13 @@ def repredict(res, exe, tmp):
         for r in res["rows"]:
             if r["rate"] == rate and r["strategy"] in STRATEGIES:
                 p = predicted_step_ms(pred, r["strategy"], r["replicas"], res["cores"])
-                rows.append(dict(r, predicted_step_ms=p,
-                                 predicted_over_measured=p / r["measured_step_ms"]))
+                again = dict(r, predicted_step_ms=p,
+                             predicted_over_measured=p / r["measured_step_ms"])
+                if "rank0_compute_ms" in r:
+                    pc = predicted_comm_ms(pred, r["strategy"], r["replicas"])
+                    again.update(predicted_comm_ms=pc, comm_predicted_over_measured=comm_ratio(
+                        pc, r["measured_step_ms"], r["rank0_compute_ms"]))
+                rows.append(again)
     return dict(res, rows=rows, repredicted_utc=datetime.datetime.utcnow().strftime(
         "%Y-%m-%dT%H:%M:%SZ"))
 
