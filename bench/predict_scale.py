@@ -14,7 +14,9 @@ namespaces, one rank per host, links shaped by tbf):
     stages 1, 2, 3 at 4 and 8 replicas (one rank per host: n, n + 1, 2n and n hosts);
 
 then writes predicted against measured step time (median of rank 0's measured steps)
-as results.json, a markdown table (table.md) and a chart (predict_scale.png/.svg).
+as results.json, a markdown table (table.md) and a chart (predict_scale.png/.svg); the
+table also gives the communication alone (predict's comm against the step less rank
+0's compute), which leaves out the oversubscribed-compute correction below.
 
     sudo bench/predict_scale.py [--out DIR] [--rates 100mbit,1gbit] [--replicas 4,8]
                                 [--hidden 1024,1024] [--steps 8] [--warmup 3]
