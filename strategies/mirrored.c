@@ -158,7 +158,11 @@ static void mirrored_destroy(struct sb_strategy *s)
     int threads = 0;
     for (int i = 1; i < mr->n; i++) threads += mr->members[i].started;
     if (threads == mr->n - 1 && mr->barriers_ready) {
-        dispatch(mr, JOB_EXIT);
+        /* destroy reports nothing, so the exit job's status is dropped; but a
+         * thread that does not finish it by the watchdog's deadline has set
+         * mr->stalled, and joining it would hang: free nothing, as above. */
+        (void)dispatch(mr, JOB_EXIT);
+        if (mr->stalled) return;
         for (int i = 1; i < mr->n; i++) pthread_join(mr->members[i].thread, NULL);
     }
     for (int i = 0; i < mr->n; i++) {

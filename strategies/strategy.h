@@ -237,6 +237,11 @@ size_t sb_strategy_n_params(const struct sb_strategy *s);
 /* vals (n) = sum over the job's processes (over s->world; as they are
  * without one). Errors: the communicator's. */
 sb_status sb_strategy_reduce_sum(struct sb_strategy *s, double *vals, int n);
+/* Copies the current parameters (n_params floats, layout order) into `host`
+ * (host memory of n_params floats): the strategy's read_params op where it
+ * has one (collective: every process calls it; `host` valid on world rank
+ * 0), else its replica's parameters downloaded from the backend. Errors:
+ * the op's (SB_ERR_COMM), the backend's download (SB_ERR_DEVICE). */
 sb_status sb_strategy_read_params(struct sb_strategy *s, float *host);
 /* This process's communication since the last reset, summed over
  * s->comms: per kind (out), by all-reduce algorithm (by_algo, with each

@@ -94,12 +94,12 @@ size_t sb_cuda_memory_peak_bytes(void);
  * timing disabled. Errors: SB_ERR_DEVICE with CUDA's message. */
 sb_status sb_cuda_event_create(void **event);
 /* Records `event` on the calling thread's stream (after the work enqueued
- * there so far). */
+ * there so far). Errors: SB_ERR_DEVICE with CUDA's message. */
 sb_status sb_cuda_event_record(void *event);
 /* Makes the calling thread's stream wait, on the device, for the work
  * before the last record of `event` (cudaStreamWaitEvent; the host does
  * not block). The event may have been recorded by another thread, on
- * another stream of any device. */
+ * another stream of any device. Errors: SB_ERR_DEVICE with CUDA's message. */
 sb_status sb_cuda_stream_wait_event(void *event);
 /* Safe on NULL and on an event still pending (CUDA frees it when done). */
 void sb_cuda_event_destroy(void *event);

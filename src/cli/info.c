@@ -174,7 +174,7 @@ int sb_info_main(int argc, char **argv)
                    "  -h, --help   this text\n");
             return 0;
         } else {
-            sb_cli_bad_flag("info", argv[prev < argc ? prev : argc - 1], longs);
+            (void)sb_cli_bad_flag("info", argv[prev < argc ? prev : argc - 1], longs);
             fprintf(stderr, "stratbench: %s\n", sb_error_message());
             return 2;
         }

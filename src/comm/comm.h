@@ -223,10 +223,13 @@ sb_status sb_comm_isend(struct sb_comm *c, const float *buf, size_t n, int peer,
 sb_status sb_comm_irecv(struct sb_comm *c, float *buf, size_t n, int peer,
                         enum sb_comm_kind kind, struct sb_comm_request *req);
 /* Polls req without blocking (and lets the library progress it); *done = 1
- * once complete, recording req->done_s. Safe on a completed request. */
+ * once complete, recording req->done_s. Safe on a completed request.
+ * Errors: SB_ERR_COMM with the library's message; on the watchdog's
+ * deadline SB_ERR_COMM naming the call and the ranks that did not arrive;
+ * SB_ERR_INTERRUPTED on SIGINT/SIGTERM. */
 sb_status sb_comm_test(struct sb_comm *c, struct sb_comm_request *req, int *done);
 /* Blocks until req is complete, recording req->done_s. Safe on a completed
- * request. */
+ * request. Errors: those of sb_comm_test. */
 sb_status sb_comm_wait(struct sb_comm *c, struct sb_comm_request *req);
 /* Counted non-blocking reduce-scatter and all-gather (see the ops):
  * one call and 4 * (sum of counts) bytes when issued (the whole buffer, as
@@ -290,8 +293,10 @@ sb_status sb_comm_recv_uncounted(struct sb_comm *c, float *buf, size_t n, int pe
  * at issue (staged: its copies need the host between them). */
 int sb_comm_overlaps(const struct sb_comm *c);
 
-/* Uncounted: metrics reductions are not training traffic (recorded in the
- * flight recorder as "metrics"). */
+/* Sums buf (n doubles) over the communicator's members, in place. Uncounted:
+ * metrics reductions are not training traffic (recorded in the flight
+ * recorder as "metrics"). Errors: SB_ERR_COMM (the watchdog's deadline
+ * included), SB_ERR_INTERRUPTED. */
 sb_status sb_comm_allreduce_f64(struct sb_comm *c, double *buf, size_t n);
 
 /* Report name of the algorithm `a` as run by communicator c: the
@@ -322,7 +327,8 @@ double sb_comm_algbw_GBps(double bytes, double seconds);
 double sb_comm_busbw_factor(enum sb_comm_kind kind, int n);
 
 /* MPI communicator over a duplicate of `mpi_comm` (an MPI_Comm passed as a
- * pointer so this header needs no mpi.h). */
+ * pointer so this header needs no mpi.h); collective over it. Errors:
+ * SB_ERR_COMM naming the MPI call, SB_ERR_NOMEM. */
 sb_status sb_comm_mpi_create(const void *mpi_comm, struct sb_comm **out);
 
 /* Groups the ranks of the "mpi" communicator c into hosts for its
@@ -346,7 +352,8 @@ sb_status sb_comm_mpi_group_hosts(struct sb_comm *c, int ranks_per_host);
 struct sb_local_group;
 sb_status sb_local_group_create(int n, struct sb_local_group **out);
 void sb_local_group_destroy(struct sb_local_group *g);
-/* Member `rank` of group `g` (one per thread; do not share). */
+/* Member `rank` of group `g` (one per thread; do not share). Errors:
+ * SB_ERR_NOMEM. */
 sb_status sb_comm_local_create(struct sb_local_group *g, int rank,
                                struct sb_comm **out);
 

@@ -64,6 +64,7 @@ sb_status sb_watchdog_start(const struct sb_job *job);
 
 /* Sets the deadline of every exchange: seconds after issue (0 = none). */
 void sb_watchdog_set_timeout(double timeout_s);
+/* The deadline set by sb_watchdog_set_timeout, seconds after issue (0 = none). */
 double sb_watchdog_timeout_s(void);
 
 /* The deadline (sb_now_s scale) of a call issued at start_s; a huge value

@@ -50,6 +50,8 @@ sb_status sb_barrier_wait_until(struct sb_barrier *b, double deadline_s, int che
  * generation; the threads that will never come must not arrive. */
 void sb_barrier_resize(struct sb_barrier *b, int n);
 
+/* Frees the mutex and condition variable of a barrier that sb_barrier_init
+ * made; no thread may be waiting at it. */
 void sb_barrier_destroy(struct sb_barrier *b);
 
 #endif

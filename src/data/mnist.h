@@ -84,7 +84,9 @@ int sb_mnist_first_with_data(char (*dirs)[PATH_MAX], int n);
  * does not list are named in out->unchecked. On error nothing is left
  * allocated; the message names the file and carries a hint
  * ("run ./configure.py --fetch-mnist or pass --data DIR") when the file is
- * missing. */
+ * missing. Errors: SB_ERR_INPUT (a file missing, unreadable, corrupt or
+ * failing its checksum), SB_ERR_NOMEM, SB_ERR_INTERNAL (zlib refused its
+ * buffer), SB_ERR_INTERRUPTED. */
 sb_status sb_mnist_load(const char *dir, struct sb_mnist *out);
 
 /* The files sb_mnist_load may read in `dir`: each of the four idx files

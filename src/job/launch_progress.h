@@ -21,6 +21,7 @@ struct sb_rank_progress {
 
 /* Allocates the per-rank arrays for np ranks. SB_ERR_NOMEM. */
 sb_status sb_rank_progress_init(struct sb_rank_progress *p, int np);
+/* Frees what sb_rank_progress_init allocated; safe after a failed init. */
 void sb_rank_progress_free(struct sb_rank_progress *p);
 
 /* Takes one control line's text (after the prefix): "started R HOST PID",

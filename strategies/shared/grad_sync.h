@@ -56,6 +56,9 @@ int sb_grad_sync_local(const struct sb_grad_sync *g, long step);
  * (with the local gradients, all ready: no overlap) and
  * sb_grad_sync_compare after it. */
 int sb_grad_sync_measure_due(const struct sb_grad_sync *g, long step);
+/* Keeps the exact average of `grads` (n_params, every rank's local gradient)
+ * for sb_grad_sync_compare, by an uncounted all-reduce. Errors: SB_ERR_COMM,
+ * SB_ERR_INTERRUPTED (sb_comm_allreduce_f64). */
 sb_status sb_grad_sync_reference(struct sb_grad_sync *g, const float *grads);
 void sb_grad_sync_compare(struct sb_grad_sync *g, const float *grads);
 
@@ -97,6 +100,8 @@ void sb_grad_sync_describe(const struct sb_grad_sync *g, const struct sb_comm *c
  * NULL-terminated). */
 extern const char *const sb_grad_sync_comm_keys[];
 
+/* Frees the method's state (buffers, PowerSGD's factors, the reference
+ * copy); safe on NULL. */
 void sb_grad_sync_destroy(struct sb_grad_sync *g);
 
 #endif

@@ -77,11 +77,14 @@ int sb_replica_on_device(const struct sb_replica *r);
 
 /* Applies cfg's optimizer (r->opt) using `grads` (n_params, backend memory; the
  * model's own gradient buffer or an aggregate), timed as the optimizer
- * phase, then checks the backend's recorded errors (be->check). */
+ * phase, then checks the backend's recorded errors (be->check). Errors:
+ * SB_ERR_DEVICE (the backend), SB_ERR_INTERNAL without optimizer state. */
 sb_status sb_replica_update(struct sb_replica *r, const float *grads,
                             struct sb_step_result *res);
 
-/* Counts correct predictions on test samples [first, first + count). */
+/* Counts correct predictions on test samples [first, first + count) into
+ * *correct. Errors: SB_ERR_DEVICE (the backend's upload of the sample
+ * indices, the model's predict, the backend's recorded errors). */
 sb_status sb_replica_evaluate(struct sb_replica *r, int first, int count, long *correct);
 
 /* Frees the replica's model, optimizer state and device buffers; safe on
