@@ -579,6 +579,12 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
             return sb_cli_bad_flag("compare", argv[optind - 1], longs);
         }
     }
+    /* A metric that only falls to 0 cannot drop by 100% or more: such a gate
+     * could never fail. */
+    if (o->larger_better && o->threshold >= 1.0)
+        return sb_error(SB_ERR_USAGE, "--threshold: %g%% with --metric %s: a larger-is-better "
+                        "metric cannot fall by 100%% or more, so the gate could never fail",
+                        100 * o->threshold, METRIC_NAME[o->metric]);
     if (argc - optind != 2)
         return sb_error(SB_ERR_USAGE, "compare: expected two inputs, BASE and NEW (got %d)",
                         argc - optind);

@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "backend/backend.h"
+#include "cli/outputs.h"
 #include "cli/predict_link.h"
 #include "cli/suggest.h"
 #include "cli/sweep.h"
@@ -25,6 +26,13 @@
 #define PREDICT_SCHEMA_VERSION "1.3"
 #define MAX_COUNTS 64
 #define MAX_BUCKETS 64
+/* Plausibility bounds on what a report says (a corrupt or hand-edited report
+ * is refused, not extrapolated): a petabyte of parameters (2.5e14 fp32, far
+ * above any model), a message latency of 10 s, 100 TB/s of link (above any
+ * NVLink or NIC). */
+#define MAX_PARAM_BYTES 1e15
+#define MAX_ALPHA_S 10.0
+#define MAX_BANDWIDTH_BPS 1e14
 #define MAX_STRATEGIES 32     /* registered strategies predict looks at */
 #define MAX_VARIANTS 8        /* rows one strategy gives per replica count */
 #define MAX_ROWS_PER_COUNT 32 /* rows of all strategies per replica count */
@@ -238,18 +246,11 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
     if (o->calibrate && access(o->calibrate, R_OK) != 0)
         return sb_error(SB_ERR_USAGE, "predict: --calibrate %s: %s", o->calibrate,
                         strerror(errno));
-    if (o->out) { /* checked before any work: the output's folder must take a file */
-        char dir[4096];
-        snprintf(dir, sizeof dir, "%s", o->out);
-        char *slash = strrchr(dir, '/');
-        if (slash == dir) dir[1] = 0;
-        else if (slash) *slash = 0;
-        else strcpy(dir, ".");
-        if (access(dir, W_OK) != 0)
-            return sb_error(SB_ERR_USAGE, "predict: --out %s: cannot write in %s: %s", o->out,
-                            dir, strerror(errno));
-        if (strcmp(o->out, o->report) == 0)
-            return sb_error(SB_ERR_USAGE, "predict: --out %s: is the REPORT itself", o->out);
+    if (o->out) { /* checked before any work, as train's outputs are (cli/outputs.h) */
+        const struct sb_output out = {"--out", o->out};
+        const char *inputs[2] = {o->report, o->calibrate};
+        SB_TRY(sb_outputs_check(&out, 1));
+        SB_TRY(sb_outputs_check_inputs(&out, 1, inputs, o->calibrate ? 2 : 1));
     }
     return SB_OK;
 }
@@ -390,6 +391,12 @@ static sb_status load_run(const struct opts *o, const char *path, int need_link,
         st = sb_error(SB_ERR_INPUT, "predict: %s: a run report needs strategy, replicas, "
                       "config.batch, model.param_bytes and measured phases_ms (was any step "
                       "measured after --warmup-steps?)", path);
+    } else if (!sb_strategy_find(strategy->valuestring)) {
+        st = sb_error(SB_ERR_INPUT, "predict: %s: strategy '%s' is not one stratbench runs",
+                      path, strategy->valuestring);
+    } else if (!(r->bytes <= MAX_PARAM_BYTES)) {
+        st = sb_error(SB_ERR_INPUT, "predict: %s: model.param_bytes %g is not a plausible model "
+                      "size (at most %g)", path, r->bytes, MAX_PARAM_BYTES);
     } else {
         snprintf(r->strategy, sizeof r->strategy, "%s", strategy->valuestring);
         load_model_config(doc, r);
@@ -421,7 +428,17 @@ static sb_status load_run(const struct opts *o, const char *path, int need_link,
         r->link_kind = o->bandwidth_Bps > 0 || o->latency_s >= 0 ? "given" : "probe";
         if (o->bandwidth_Bps > 0) r->link.bandwidth_Bps = o->bandwidth_Bps;
         if (o->latency_s >= 0) r->link.alpha_s = o->latency_s;
-        if (need_link && (!(r->link.bandwidth_Bps > 0) || !(r->link.alpha_s >= 0)))
+        const cJSON *model = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(doc, "comm"), "model");
+        if (need_link && cJSON_IsObject(model) &&
+            ((o->latency_s < 0 && !(r->alpha_probe_s >= 0 && r->alpha_probe_s <= MAX_ALPHA_S)) ||
+             (!(o->bandwidth_Bps > 0) &&
+              !(r->link.bandwidth_Bps > 0 && r->link.bandwidth_Bps <= MAX_BANDWIDTH_BPS))))
+            st = sb_error(SB_ERR_INPUT, "predict: %s: comm.model's link is corrupt (alpha_s %g, "
+                          "bandwidth_Bps %g: expected 0 <= alpha_s <= %g s and 0 < "
+                          "bandwidth_Bps <= %g)", path, num_path(doc, k_alpha, 3),
+                          num_path(doc, k_bw, 3), MAX_ALPHA_S, MAX_BANDWIDTH_BPS);
+        else if (need_link && (!(r->link.bandwidth_Bps > 0) || !(r->link.alpha_s >= 0)))
             st = no_link_error(path, r->strategy,
                                num_path(doc, (const char *[]){"world_size"}, 1));
     }

@@ -28,7 +28,8 @@ int sb_sweep_main(int argc, char **argv);
  * Only a regular file (or a link to one) is read, at most SB_JSON_MAX_BYTES;
  * a FIFO, device or directory is refused before any read. Errors:
  * SB_ERR_INPUT naming the path (missing, not a regular file, too large,
- * unreadable, not JSON), SB_ERR_NOMEM. */
+ * unreadable, not one JSON value with only white space after it, a NUL
+ * byte), SB_ERR_NOMEM. */
 sb_status sb_json_read_file(const char *path, cJSON **out);
 
 /* Writes `doc` to `path` atomically: a temporary file beside it, fsync,

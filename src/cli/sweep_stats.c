@@ -86,7 +86,9 @@ sb_status sb_json_read_file(const char *path, cJSON **out)
                         "take", path, SB_JSON_MAX_BYTES >> 20);
     }
     buf[len] = 0;
-    *out = cJSON_ParseWithLength(buf, len);
+    /* One JSON value and nothing after it but white space: trailing text (a
+     * second document, a truncated append) or a NUL byte is not a report. */
+    *out = memchr(buf, 0, len) ? NULL : cJSON_ParseWithLengthOpts(buf, len + 1, NULL, 1);
     free(buf);
     if (!*out) return sb_error(SB_ERR_INPUT, "%s: not valid JSON", path);
     return SB_OK;

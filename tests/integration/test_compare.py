@@ -205,6 +205,20 @@ def test_non_finite_values_are_usage_errors(flag, value, stratbench, tmp_path):
     assert len(lines) == 1 and flag in lines[0], describe(proc)
 
 
+@pytest.mark.parametrize("threshold", ["100%", "250%"])
+def test_threshold_that_can_never_fail_is_refused(threshold, stratbench, tmp_path):
+    """samples/s (larger is better) cannot fall by 100% or more: such a gate would pass
+    everything. step_ms (smaller is better) can rise by any amount, so it is taken."""
+    proc = compare(stratbench, "--threshold", threshold, tmp_path / "a.json", tmp_path / "b.json")
+    assert proc.returncode == 2, describe(proc)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--threshold" in lines[0] and "never fail" in lines[0], describe(proc)
+    proc = compare(stratbench, "--threshold", threshold, "--metric", "step_ms",
+                   tmp_path / "a.json", tmp_path / "b.json")
+    assert proc.returncode == 2 and "never fail" not in proc.stderr, describe(proc)
+    assert "a.json" in proc.stderr, describe(proc)
+
+
 def edit_reports(src, dst, edit):
     """Copies sweep dir `src` to `dst` and applies `edit(report)` to every run report."""
     shutil.copytree(src, dst)

@@ -248,7 +248,8 @@ def test_plot_predicted_efficiency(stratbench, ddp_report, tmp_path):
     (["--latency", "-1us"], "--latency: expected a time like 5us"),
     (["--device-memory", "16GiB/s"], "--device-memory: expected a positive size"),
     (["--device-memory", "1e308TiB"], "--device-memory: expected a positive size"),
-    (["--out", "/nonexistent/dir/p.json"], "--out /nonexistent/dir/p.json: cannot write"),
+    (["--out", "/proc/p.json"], "--out /proc/p.json: cannot write in directory /proc"),
+    (["--out", "/proc"], "--out /proc: is a directory"),
 ])
 def test_bad_flags(args, message, stratbench, ddp_report, tmp_path):
     proc = predict(stratbench, ddp_report, *args)
@@ -287,6 +288,57 @@ def test_bad_reports(stratbench, tmp_path):
     proc = predict(stratbench)
     assert proc.returncode == 2 and "expected one REPORT" in proc.stderr, describe(proc)
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_out_never_replaces_an_input_or_writes_through_a_link(stratbench, tmp_path):
+    """--out is checked as train's outputs are (cli/outputs.h), before any work: never
+    the REPORT or the --calibrate report (by any name), never a symbolic link."""
+    one, layers = tmp_path / "one.json", tmp_path / "layers.json"
+    one.write_text(json.dumps(_ddp_report(70.0, 7.0, [7454760])))
+    layers.write_text(json.dumps(_ddp_report(75.0, 7.0, [41000, 4198400, 3215360])))
+    link = tmp_path / "link.json"
+    link.symlink_to(tmp_path / "target.json")
+    before = {p: p.read_text() for p in (one, layers)}
+    for out, message in ((tmp_path / "." / "one.json", "is the input file"),
+                         (layers, "is the input file"), (link, "is a symbolic link")):
+        proc = predict(stratbench, one, "--calibrate", layers, "--out", out)
+        assert proc.returncode == 2 and proc.stdout == "", describe(proc)
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "--out" in lines[0] and message in lines[0], describe(proc)
+    assert {p: p.read_text() for p in (one, layers)} == before
+    assert link.is_symlink() and not (tmp_path / "target.json").exists()
+
+
+def test_report_with_trailing_text_or_implausible_values_is_refused(stratbench, tmp_path):
+    """One JSON value and nothing after it; a link, model size and strategy a run could
+    have written: anything else is a corrupt report (exit 2, one line naming it)."""
+    good = _ddp_report(70.0, 7.0, [7454760])
+    cases = [(json.dumps(good) + " garbage", "not valid JSON"),
+             (json.dumps(good) * 2, "not valid JSON"),
+             (json.dumps(good) + "\0", "not valid JSON")]
+    for key, value, message in (
+            (("comm", "model", "alpha_s"), -1, "comm.model's link is corrupt"),
+            (("comm", "model", "bandwidth_Bps"), 0, "comm.model's link is corrupt"),
+            (("comm", "model", "bandwidth_Bps"), "fast", "comm.model's link is corrupt"),
+            (("comm", "model", "bandwidth_Bps"), 1e308, "comm.model's link is corrupt"),
+            (("model", "param_bytes"), 4e18, "not a plausible model size"),
+            (("strategy",), "bogus", "strategy 'bogus' is not one stratbench runs")):
+        bad = json.loads(json.dumps(good))
+        node = bad
+        for k in key[:-1]:
+            node = node[k]
+        node[key[-1]] = value
+        cases.append((json.dumps(bad), message))
+    for i, (text, message) in enumerate(cases):
+        path = tmp_path / f"bad{i}.json"
+        path.write_text(text)
+        proc = predict(stratbench, path)
+        assert proc.returncode == 2 and proc.stdout == "", (text[-60:], describe(proc))
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and message in lines[0] and str(path) in lines[0], describe(proc)
+    # a link the flags replace is not read
+    proc = predict(stratbench, tmp_path / "bad4.json", "--bandwidth", "1gbit")
+    assert proc.returncode == 0, describe(proc)
 
 
 @pytest.mark.parametrize("strategy, replicas, why", [
