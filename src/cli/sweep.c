@@ -30,22 +30,42 @@ static volatile sig_atomic_t interrupted;
 
 static void on_interrupt(int sig) { interrupted = sig; }
 
-/* mkdir -p */
-static sb_status make_dirs(const char *path)
+/* mkdir -p; *made_len = the length of the first folder it created (a
+ * prefix of path), 0 when every folder was there. */
+static sb_status make_dirs(const char *path, size_t *made_len)
 {
     char buf[SB_SWEEP_PATH_LEN];
     snprintf(buf, sizeof buf, "%s", path);
+    *made_len = 0;
     for (char *p = buf + 1;; p++) {
         if (*p == '/' || *p == 0) {
             char save = *p;
             *p = 0;
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            if (mkdir(buf, 0777) == 0) {
+                if (!*made_len) *made_len = strlen(buf);
+            } else if (errno != EEXIST) {
                 return sb_error(SB_ERR_IO, "--out %s: cannot create %s: %s", path, buf, strerror(errno));
+            }
             if (!save) break;
             *p = save;
         }
     }
     return SB_OK;
+}
+
+/* Removes what make_dirs made for `path` (made_len: its first created
+ * folder; 0: nothing), deepest first, stopping at a folder that is not
+ * empty: a refused sweep leaves nothing behind. */
+static void remove_made_dirs(const char *path, size_t made_len)
+{
+    char buf[SB_SWEEP_PATH_LEN];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (size_t len = strlen(buf); len > 1 && buf[len - 1] == '/'; len--) buf[len - 1] = 0;
+    while (made_len && strlen(buf) >= made_len && rmdir(buf) == 0) {
+        char *slash = strrchr(buf, '/');
+        if (!slash || slash == buf) break;
+        *slash = 0;
+    }
 }
 
 /* Seconds a child may take to stop after the sweep forwards it SIGINT
@@ -353,7 +373,11 @@ static sb_status load_resume(struct sweep_opts *o, const char *path, int *comple
         return sb_error(SB_ERR_USAGE, "--resume: %s does not exist: nothing to resume (run the "
                         "sweep without --resume)", path);
     sb_status st = sb_json_read_file(path, &o->resume_doc);
-    if (st) return sb_error(SB_ERR_USAGE, "--resume: %s", sb_error_message());
+    if (st) { /* the message is copied first: sb_error writes where it lives */
+        char why[512];
+        snprintf(why, sizeof why, "%s", sb_error_message());
+        return sb_error(SB_ERR_USAGE, "--resume: %s", why);
+    }
     *complete = !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o->resume_doc, "partial"));
     int fail = 0;
     cJSON *now = cJSON_CreateObject();
@@ -384,14 +408,13 @@ static int fail_with(sb_status st)
 }
 
 /* Checks --out and makes it, and checks scaling_path (in it) as an output;
- * reads this binary's path into self. *out_existed: --out was there before. */
+ * reads this binary's path into self. *made_len: what make_dirs made of
+ * --out (0: it was there before). */
 static sb_status prepare_out(const struct sweep_opts *o, const char *scaling_path,
-                             char self[SB_SWEEP_PATH_LEN], int *out_existed)
+                             char self[SB_SWEEP_PATH_LEN], size_t *made_len)
 {
-    struct stat out_st;
-    *out_existed = stat(o->out, &out_st) == 0;
     SB_TRY(sb_output_dir_check("--out", o->out));
-    SB_TRY(make_dirs(o->out));
+    SB_TRY(make_dirs(o->out, made_len));
     const struct sb_output scaling_out = {"--out", scaling_path};
     SB_TRY(sb_outputs_check(&scaling_out, 1));
     ssize_t len = readlink("/proc/self/exe", self, SB_SWEEP_PATH_LEN - 1);
@@ -568,7 +591,8 @@ int sb_sweep_main(int argc, char **argv)
     static struct sweep_opts o;
     static struct sb_sweep_point pts[2 * SB_SWEEP_MAX_LIST * SB_SWEEP_MAX_LIST * 2 * SB_SWEEP_MAX_LIST + 2];
     char self[SB_SWEEP_PATH_LEN], scaling_path[SB_SWEEP_PATH_LEN + 16];
-    int out_existed = 1, n_pts = 0, finished = 0;
+    int n_pts = 0, finished = 0;
+    size_t made_len = 0; /* the folders of --out this sweep made (remove_made_dirs) */
     struct progress pg = {0};
     sb_status st = sb_sweep_opts_parse(&o, argc, argv);
     if (!st && o.help) {
@@ -576,11 +600,11 @@ int sb_sweep_main(int argc, char **argv)
         return 0;
     }
     snprintf(scaling_path, sizeof scaling_path, "%s/scaling.json", o.out);
-    if (!st) st = prepare_out(&o, scaling_path, self, &out_existed);
+    if (!st) st = prepare_out(&o, scaling_path, self, &made_len);
     if (!st && o.resume) st = resume(&o, scaling_path, &finished);
     if (!st && !finished) st = plan_points(&o, self, pts, &n_pts, &pg);
     if (st || finished) {
-        if (st == SB_ERR_USAGE && !out_existed) rmdir(o.out); /* leaves nothing it made */
+        if (st == SB_ERR_USAGE) remove_made_dirs(o.out, made_len); /* leaves nothing it made */
         cJSON_Delete(o.resume_doc);
         return st ? fail_with(st) : 0;
     }
@@ -591,8 +615,8 @@ int sb_sweep_main(int argc, char **argv)
     for (; started < n_pts && !st && !interrupted; started++)
         st = run_point(&o, self, &pts[started], &pg);
     if (interrupted) n_pts = started; /* the points not started are left out */
-    if (st == SB_ERR_USAGE && pg.done == 0 && !out_existed)
-        rmdir(o.out); /* the failed sweep leaves nothing (only if it made --out and it is empty) */
+    if (st == SB_ERR_USAGE && pg.done == 0)
+        remove_made_dirs(o.out, made_len); /* the failed sweep leaves nothing it made */
     int code = st ? fail_with(st) : finish(&o, pts, n_pts, &pg, scaling_path);
     for (int i = 0; i < n_pts; i++) {
         cJSON_Delete(pts[i].json);

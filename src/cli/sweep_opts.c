@@ -18,6 +18,29 @@
 static const char *const OWNED_FLAGS[] = {"strategy",  "replicas", "batch",
                                           "epochs",    "report",   "max-steps",
                                           "data",      "grad-compression", "local-sgd"};
+/* Train outputs that would name one file for every run of the sweep: each
+ * run would replace the last one's (or one of the sweep's own files). */
+static const char *const PER_RUN_OUTPUTS[] = {"trace", "save-params", "mllog"};
+
+/* The flags of `table` (n names) that args[0..n_args) give after `--`, also
+ * abbreviated (`--epoch`, as getopt_long takes it) or as --flag=value, into
+ * found (", "-separated). */
+static void find_flags(char **args, int n_args, const char *const *table, size_t n,
+                       char *found, size_t size)
+{
+    found[0] = 0;
+    for (int i = 0; i < n_args; i++) {
+        const char *a = args[i];
+        if (strncmp(a, "--", 2) != 0 || !a[2]) continue;
+        size_t len = strcspn(a + 2, "=");
+        for (size_t k = 0; k < n; k++)
+            if (len >= 2 && strncmp(table[k], a + 2, len) == 0) {
+                size_t used = strlen(found);
+                snprintf(found + used, size - used, "%s--%s", used ? ", " : "", table[k]);
+                break;
+            }
+    }
+}
 
 void sb_sweep_usage(FILE *out)
 {
@@ -83,24 +106,21 @@ static sb_status parse_list(const char *flag, const char *arg, char items[][32],
     return SB_OK;
 }
 
-/* Refuses train flags after `--` that the sweep sets itself (OWNED_FLAGS),
- * also abbreviated (`--epoch`, as getopt_long takes it) or as --flag=value.
- * Errors: SB_ERR_USAGE naming every such flag. */
+/* Refuses train flags after `--` that the sweep sets itself (OWNED_FLAGS)
+ * and outputs every run would write to one file (PER_RUN_OUTPUTS), also
+ * abbreviated or as --flag=value. Errors: SB_ERR_USAGE naming every such
+ * flag. */
 static sb_status check_extra(const struct sweep_opts *o)
 {
-    char found[256] = "";
-    for (int i = 0; i < o->n_extra; i++) {
-        const char *a = o->extra[i];
-        if (strncmp(a, "--", 2) != 0 || !a[2]) continue;
-        size_t len = strcspn(a + 2, "=");
-        for (size_t k = 0; k < sizeof OWNED_FLAGS / sizeof OWNED_FLAGS[0]; k++)
-            if (len >= 2 && strncmp(OWNED_FLAGS[k], a + 2, len) == 0) {
-                size_t used = strlen(found);
-                snprintf(found + used, sizeof found - used, "%s--%s", used ? ", " : "",
-                         OWNED_FLAGS[k]);
-                break;
-            }
-    }
+    char found[256];
+    find_flags(o->extra, o->n_extra, PER_RUN_OUTPUTS,
+               sizeof PER_RUN_OUTPUTS / sizeof PER_RUN_OUTPUTS[0], found, sizeof found);
+    if (found[0])
+        return sb_error(SB_ERR_USAGE, "sweep: %s after -- would name one file for every run "
+                        "(each would replace the last); the sweep keeps each run's report in "
+                        "--out", found);
+    find_flags(o->extra, o->n_extra, OWNED_FLAGS, sizeof OWNED_FLAGS / sizeof OWNED_FLAGS[0],
+               found, sizeof found);
     if (found[0])
         return sb_error(SB_ERR_USAGE, "sweep: %s after -- %s set by the sweep itself (use the "
                         "sweep's own flags: --strategies, --replicas, --batch/--global-batch, "
@@ -231,6 +251,7 @@ static sb_status parse_flag(struct sweep_opts *o, int c, const char *arg)
     case 'm': return parse_int("max-steps", arg, 1, 100000000, &o->max_steps);
     case 'd': o->data = arg; break;
     case 'o':
+        if (!arg[0]) return sb_error(SB_ERR_USAGE, "--out: expected a directory, got ''");
         if (strlen(arg) >= sizeof o->out)
             return sb_error(SB_ERR_USAGE, "--out: the path is %zu bytes long, more than the "
                             "%zu this build takes (pick a shorter directory)",

@@ -191,8 +191,10 @@ sb_status sb_job_relaunch_under_mpirun(int np, int argc, char **argv,
                         which);
     setenv(SB_LAUNCHED_ENV, "mpirun", 1);
 
-    /* Launcher words: $STRATBENCH_MPIRUN split on spaces, else mpirun. */
+    /* Launcher words: $STRATBENCH_MPIRUN split on spaces, else mpirun (also
+     * when it holds only spaces, as when it is empty). */
     const char *launcher = getenv("STRATBENCH_MPIRUN");
+    if (launcher) launcher += strspn(launcher, " ");
     char *words = strdup(launcher && *launcher ? launcher : "mpirun");
     char **args = calloc((size_t)argc + 64, sizeof *args);
     if (!words || !args) {

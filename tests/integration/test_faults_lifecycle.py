@@ -108,6 +108,16 @@ def test_launcher_that_starts_no_rank_is_a_failure(stratbench, mnist_dir, tmp_pa
     assert not report.exists()
 
 
+def test_blank_launcher_variable_means_mpirun(stratbench, mnist_dir, tmp_path):
+    """STRATBENCH_MPIRUN of spaces is unset, as an empty one is (it was split into no
+    words and the line blamed "-np")."""
+    report = tmp_path / "r.json"
+    job = start(ddp(stratbench, mnist_dir, report, *SHORT), tmp_path, STRATBENCH_MPIRUN="   ")
+    rc, _ = job.end(60)
+    assert rc == 0, job.stderr()
+    assert report.exists()
+
+
 def fake_launcher(tmp_path, body):
     """A stand-in for mpirun (STRATBENCH_MPIRUN) that prints what Open MPI prints."""
     script = tmp_path / "launcher.sh"

@@ -82,6 +82,7 @@ def test_failing_point_is_recorded_and_sweep_goes_on(stratbench, mnist_dir, tmp_
     (["--strategies", "single,bogus"], "--strategies"),
     (["--repeats", "0"], "--repeats"),
     (["--out", "d" * 5000], "--out"),  # longer than PATH_LEN: refused, not truncated
+    (["--out", ""], "--out: expected a directory"),  # not the default folder instead
 ])
 def test_bad_flags_exit_2(flags, word, stratbench, tmp_path):
     proc = run([stratbench, "sweep", "--out", tmp_path / "s", *flags])
@@ -238,6 +239,45 @@ def test_single_is_always_the_baseline(stratbench, mnist_dir, tmp_path):
     assert [(p["strategy"], p["replicas"]) for p in doc["points"]] == [("single", 1), ("mirrored", 2)]
     assert doc["partial"] is False
     assert doc["points"][1]["efficiency"]["value"] is not None
+
+
+@pytest.mark.parametrize("extra, named", [
+    (["--trace", "t.json"], "--trace"),
+    (["--save-params=p.bin"], "--save-params"),
+    (["--mllog", "m.log", "--tr", "x"], "--mllog, --trace"),
+])
+def test_one_output_for_every_run_is_refused_after_dashes(extra, named, stratbench, tmp_path):
+    """`-- --trace t.json` had every run replace the last one's trace (or, named
+    s/scaling.json, the sweep's own file); refused before any run, leaving nothing."""
+    proc = run([stratbench, "sweep", "--out", tmp_path / "s" / "deeper", "--", *extra])
+    assert proc.returncode == 2, describe(proc)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and named in lines[0] and "every run" in lines[0], describe(proc)
+    assert not (tmp_path / "s").exists()
+
+
+def test_refused_sweep_removes_every_folder_it_made(stratbench, mnist_dir, tmp_path):
+    """A sweep refused by its first run (a usage error every run would repeat) removes
+    --out and the folders it made above it, not only the last one; a folder that was
+    there stays."""
+    (tmp_path / "kept").mkdir()
+    proc = run([stratbench, "sweep", "--strategies", "single", "--replicas", "1",
+                "--repeats", "1", "--max-steps", "2", "--data", mnist_dir,
+                "--out", tmp_path / "kept" / "a" / "b", "--", "--warmup-steps", "5"], timeout=300)
+    assert proc.returncode == 2, describe(proc)
+    assert "--warmup-steps" in proc.stderr, describe(proc)
+    assert list((tmp_path / "kept").iterdir()) == []
+
+
+def test_resume_of_a_corrupt_scaling_json_names_it_once(stratbench, mnist_dir, tmp_path):
+    out = tmp_path / "s"
+    out.mkdir()
+    (out / "scaling.json").write_text('{"partial": true')
+    proc = run([stratbench, "sweep", "--strategies", "single", "--replicas", "1",
+                "--data", mnist_dir, "--out", out, "--resume"])
+    assert proc.returncode == 2, describe(proc)
+    lines = proc.stderr.strip().splitlines()
+    assert lines == [f"stratbench: --resume: {out / 'scaling.json'}: not valid JSON"], describe(proc)
 
 
 @pytest.mark.parametrize("extra,named", [
