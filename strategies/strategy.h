@@ -297,6 +297,14 @@ void sb_strategy_options_defaults(const struct sb_strategy_ops *ops, struct sb_c
 sb_status sb_strategy_option_parse(const struct sb_strategy_ops *ops, struct sb_config *cfg,
                                    const char *flag, const char *arg);
 
+/* Whether the command-line word `arg` ("--flag" or "--flag=value", the
+ * flag spelled out) is a registered strategy's own flag that `ops` does
+ * not take; *value_follows = 1 when its value is the next word (an option
+ * with a value, given without "="). Lets sweep run its baseline (single)
+ * without the other strategies' flags. */
+int sb_strategy_option_foreign(const struct sb_strategy_ops *ops, const char *arg,
+                               int *value_follows);
+
 /* Checks cfg for ops as a whole: replica count (max_replicas), the global
  * batch against the training set, then ops->validate. Errors:
  * SB_ERR_USAGE naming the flag. */

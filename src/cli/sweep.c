@@ -186,8 +186,9 @@ struct child_args {
 };
 
 /* `self train` with the point's strategy, replicas, batch, epochs, report
- * `path`, the sweep's --max-steps and --data, the flags after `--`, then the
- * point's method (last, so that it is the one train takes). */
+ * `path`, the sweep's --max-steps and --data, the flags after `--` (for the
+ * baseline the sweep adds, without the other strategies' own flags), then
+ * the point's method (last, so that it is the one train takes). */
 static void point_argv(const struct sweep_opts *o, const char *self,
                        const struct sb_sweep_point *pt, const char *path, struct child_args *ca)
 {
@@ -203,7 +204,15 @@ static void point_argv(const struct sweep_opts *o, const char *self,
     argv[a++] = "--epochs", argv[a++] = ca->e, argv[a++] = "--report", argv[a++] = (char *)path;
     if (o->max_steps) argv[a++] = "--max-steps", argv[a++] = ca->m;
     if (o->data) argv[a++] = "--data", argv[a++] = (char *)o->data;
-    for (int i = 0; i < o->n_extra && i < 256; i++) argv[a++] = o->extra[i];
+    const struct sb_strategy_ops *ops = sb_strategy_find(pt->strategy);
+    for (int i = 0; i < o->n_extra && i < 256; i++) {
+        int value_follows;
+        if (pt->implicit && ops && sb_strategy_option_foreign(ops, o->extra[i], &value_follows)) {
+            i += value_follows; /* a flag of the strategies under test, not the baseline's */
+            continue;
+        }
+        argv[a++] = o->extra[i];
+    }
     const struct sweep_method *m = method_of(o, pt);
     if (m) {
         argv[a++] = "--grad-compression", argv[a++] = (char *)m->compression;
@@ -494,7 +503,7 @@ static sb_status plan_points(const struct sweep_opts *o, const char *self,
                 has_single |= !strcmp(o->strategies[i], "single") && o->replicas[j] == 1;
         if (!has_single)
             add_points(o, self, (struct sb_sweep_point){.strategy = "single", .replicas = 1,
-                                                        .scaling = s, .method = -1,
+                                                        .scaling = s, .method = -1, .implicit = 1,
                                                         .batch = s == 0 ? o->global_batch : o->batch},
                        pts, n_pts, pg, first_bad);
         for (int i = 0; i < o->n_strategies; i++)

@@ -68,7 +68,9 @@ void sb_sweep_usage(FILE *out)
             "  finished runs marked \"partial\" and exits 130 (143 for SIGTERM).\n"
             "  After --, train flags for every run; those the sweep sets (--strategy, --replicas,\n"
             "  --batch, --epochs, --report, --max-steps, --data, --grad-compression,\n"
-            "  --local-sgd) are refused.\n"
+            "  --local-sgd) are refused, as are --trace, --save-params and --mllog (one file\n"
+            "  for every run); the baseline single runs without the other strategies' own\n"
+            "  flags (--bucket-mb, --servers, ...).\n"
             "  A strategy that does not take a method runs plain; a point train would refuse\n"
             "  (e.g. zero with powersgd) is skipped with its reason.\n",
             sb_strategy_names_joined(","));

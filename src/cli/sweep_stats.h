@@ -39,6 +39,8 @@ struct sb_sweep_point {
     const char *strategy;
     int replicas, scaling, batch; /* scaling: 0 strong, 1 weak; batch per replica */
     int method;                   /* sweep.c's index of its gradient method; -1 plain */
+    int implicit;                 /* the baseline the sweep adds (single n=1 not in the
+                                   * matrix): run without the other strategies' flags */
     struct sb_sweep_values *ok;   /* successful repeats (room for every repeat) */
     int n_ok;
     double *t;   /* per-repeat T for speedup: epoch_s (strong), wall_step_ms (weak) */

@@ -85,6 +85,27 @@ sb_status sb_strategy_option_parse(const struct sb_strategy_ops *ops, struct sb_
     return SB_OK;
 }
 
+int sb_strategy_option_foreign(const struct sb_strategy_ops *ops, const char *arg,
+                               int *value_follows)
+{
+    *value_follows = 0;
+    if (strncmp(arg, "--", 2) != 0) return 0;
+    char flag[64];
+    size_t len = strcspn(arg + 2, "=");
+    if (len == 0 || len >= sizeof flag) return 0;
+    memcpy(flag, arg + 2, len);
+    flag[len] = '\0';
+    if (find_option(ops, flag)) return 0;
+    for (int i = 0; i < sb_strategy_count(); i++) {
+        const struct sb_strategy_option *o = find_option(sb_strategy_at(i), flag);
+        if (o) {
+            *value_follows = o->kind != SB_OPTION_SWITCH && !arg[2 + len];
+            return 1;
+        }
+    }
+    return 0;
+}
+
 sb_status sb_strategy_check(const struct sb_strategy_ops *ops, const struct sb_config *cfg)
 {
     if (ops->max_replicas > 0 && cfg->replicas > ops->max_replicas)

@@ -269,6 +269,21 @@ def test_refused_sweep_removes_every_folder_it_made(stratbench, mnist_dir, tmp_p
     assert list((tmp_path / "kept").iterdir()) == []
 
 
+def test_baseline_runs_without_the_other_strategies_flags(stratbench, mnist_dir, tmp_path):
+    """`-- --bucket-mb 5` is ddp's flag: the baseline single the sweep adds ran with it and
+    train refused it ("only strategies ddp, ... take this flag, not single"), so no sweep
+    could pass a strategy's own flag. The baseline now runs without it; ddp gets it."""
+    out = tmp_path / "s"
+    proc = run([stratbench, "sweep", "--strategies", "ddp", "--replicas", "2", "--scaling", "weak",
+                "--repeats", "1", "--max-steps", "3", "--data", mnist_dir, "--out", out, "--",
+                "--warmup-steps", "1", "--bucket-mb", "5", "--no-overlap"], timeout=300)
+    assert proc.returncode == 0, describe(proc)
+    single = json.loads((out / "single-n1-weak-r1.json").read_text())["config"]
+    ddp = json.loads((out / "ddp-n2-weak-r1.json").read_text())["config"]
+    assert single["warmup_steps"] == 1 and ddp["warmup_steps"] == 1
+    assert ddp["bucket_mb"] == 5 and ddp["overlap"] is False
+
+
 def test_resume_of_a_corrupt_scaling_json_names_it_once(stratbench, mnist_dir, tmp_path):
     out = tmp_path / "s"
     out.mkdir()
