@@ -70,6 +70,8 @@ static const struct option common_options[] = {
 };
 #define N_COMMON ((int)(sizeof common_options / sizeof common_options[0]))
 #define MAX_STRATEGY_FLAGS 64
+/* The shortest --timeout taken, seconds (0 = off is taken too). */
+#define SB_TIMEOUT_MIN_S 1e-3
 
 /* Every registered strategy's flags, each name once; with common_options
  * into `out` (N_COMMON + n + 1 entries, ending in zeros). */
@@ -183,7 +185,7 @@ void sb_train_opts_usage(FILE *out)
             "  --mllog FILE           MLPerf :::MLLOG event lines (rank 0, atomically)\n"
             "  --timeout SECONDS      %-10g watchdog: an exchange not done this long after it\n"
             "                                    starts ends the job, naming who did not arrive\n"
-            "                                    (0 = off; docs/faults.md)\n"
+            "                                    (0 = off, else at least 0.001; docs/faults.md)\n"
             "  --grad-compression M   %-10s none | fp16 | bf16 (16-bit wire, fp32 sums) |\n"
             "                                    powersgd (low-rank, error feedback); ddp,\n"
             "                                    hierarchical; zero: fp16|bf16; on cpu\n"
@@ -357,7 +359,15 @@ static sb_status parse_one(struct sb_train_opts *o, int opt, const char *arg)
     case OPT_TRACE: return parse_path("trace", arg, c->trace_path);
     case OPT_CUDA_GRAPH: c->cuda_graph = 1; return SB_OK;
     case OPT_MLLOG: return parse_path("mllog", arg, c->mllog_path);
-    case OPT_TIMEOUT: return parse_double("timeout", arg, 0.0, 86400.0, &c->timeout_s);
+    case OPT_TIMEOUT:
+        SB_TRY(parse_double("timeout", arg, 0.0, 86400.0, &c->timeout_s));
+        /* Below a millisecond no exchange can finish (a 1-byte round trip
+         * between hosts takes 10-50 us, a broadcast of the model far more):
+         * the job would only start and fail. */
+        if (c->timeout_s > 0 && c->timeout_s < SB_TIMEOUT_MIN_S)
+            return sb_error(SB_ERR_USAGE, "--timeout: %g s is shorter than any exchange takes "
+                            "(at least %g s, or 0 for off)", c->timeout_s, SB_TIMEOUT_MIN_S);
+        return SB_OK;
     case OPT_RANKS_PER_HOST: return parse_int("ranks-per-host", arg, 0, 4096, &c->ranks_per_host);
     case OPT_GRAD_COMPRESSION:
         if (strcmp(arg, "none") && strcmp(arg, "fp16") && strcmp(arg, "bf16") &&

@@ -111,6 +111,8 @@ def test_truncated_data_under_mpirun(stratbench, corrupt_data, tmp_path):
     (["--servers", "1"], ["--servers"]),
     (["--strategy", "single", "--replicas", "2"], ["--replicas"]),
     (["--frobnicate"], ["--frobnicate"]),
+    # no exchange finishes in a microsecond: the job would start only to fail
+    (["--strategy", "ddp", "--replicas", "2", "--timeout", "0.000001"], ["--timeout", "1e-06"]),
 ])
 def test_bad_flag_is_one_line(flags, words, stratbench, tmp_path):
     report = tmp_path / "r.json"
