@@ -73,10 +73,10 @@ const char *sb_mllog_str(char *buf, size_t cap, const char *s);
  * SB_MLLOG_RUN_STOP(log, reached): run_stop {status: "success" when the
  *   target accuracy was reached, else "aborted"}, at the end of training. */
 struct sb_config;
-/* What the SB_MLLOG_* macros above call, with the caller's file and line
- * for the entry's metadata: init (the run's constants), run_start,
- * epoch (start 1: epoch_start, 0: epoch_stop), eval (start 1: eval_start,
- * 0: eval_accuracy and eval_stop) and run_stop. Never fail: an allocation
+/* What the SB_MLLOG_* macros below call (their events are listed above),
+ * with the caller's file and line for the entry's metadata: init (the
+ * run's constants), run_start, epoch (start 1: epoch_start, 0: epoch_stop),
+ * eval (start 1: eval_start, 0: eval_accuracy and eval_stop) and run_stop. Never fail: an allocation
  * failure is remembered and reported by sb_mllog_write. */
 void sb_mllog_init_at(struct sb_mllog *log, const char *file, int line,
                       const struct sb_config *cfg, int world_size, int train_n, int eval_n);
