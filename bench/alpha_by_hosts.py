@@ -20,7 +20,8 @@ import pathlib
 import subprocess
 import sys
 
-from predict_scale import LAYER_BUCKETS, REPO, cluster_bench_parser, finish_cluster_args, train
+from predict_scale import (LAYER_BUCKETS, REPO, cluster_bench_parser, finish_cluster_args,
+                           median_run, rank0_compute_ms, train)
 
 sys.path.insert(0, str(REPO / "tests" / "cluster"))
 from cluster import Cluster, unavailable_reason  # noqa: E402
@@ -29,10 +30,9 @@ KINDS = {"one": ["--no-overlap"], "layers": LAYER_BUCKETS}
 
 
 def comm_ms(report):
-    """A report's step less its compute (forward, backward, optimizer medians), ms."""
-    ph = report["phases_ms"]
-    return report["step_ms"]["median"] - sum(ph[k]["median"]
-                                              for k in ("forward", "backward", "optimizer"))
+    """A ddp report's step less its compute (rank 0's forward, backward, optimizer
+    medians), ms."""
+    return report["step_ms"]["median"] - rank0_compute_ms(report)
 
 
 def predict_json(exe, report, *flags):
@@ -47,19 +47,14 @@ def ddp_step_ms(pred, n):
     return next(r["step_ms"] for r in pred["rows"] if r["strategy"] == "ddp" and r["replicas"] == n)
 
 
-def median_run(paths):
-    """(path, report) of the run of median step among `paths`."""
-    runs = sorted(((p, json.loads(p.read_text())) for p in paths),
-                  key=lambda x: x[1]["step_ms"]["median"])
-    return runs[(len(runs) - 1) // 2]
-
-
 def analyse(exe, reports, rates, replicas, repeats):
     """The table's rows from the reports named <rate>_<kind>_<n>_<i>.json in `reports`."""
     rows = []
     for rate in rates:
-        pick = {(k, n): median_run([reports / f"{rate}_{k}_{n}_{i}.json" for i in range(repeats)])
+        runs = {(k, n): [(p, json.loads(p.read_text())) for p in
+                         (reports / f"{rate}_{k}_{n}_{i}.json" for i in range(repeats))]
                 for k in KINDS for n in replicas}
+        pick = {key: median_run(r) for key, r in runs.items()}
         cal = predict_json(exe, pick["one", 2][0], "--calibrate", str(pick["layers", 2][0]),
                            "--replicas", ",".join(map(str, replicas)))
         link = cal["link"]
@@ -80,12 +75,8 @@ def analyse(exe, reports, rates, replicas, repeats):
                          "layers_comm_counted_ms": counted["layers"],
                          "one_step_ms": pick["one", n][1]["step_ms"]["median"],
                          "layers_step_ms": pick["layers", n][1]["step_ms"]["median"],
-                         "one_step_ms_of_runs": [json.loads((reports / f"{rate}_one_{n}_{i}.json")
-                                                            .read_text())["step_ms"]["median"]
-                                                 for i in range(repeats)],
-                         "layers_step_ms_of_runs": [json.loads(
-                             (reports / f"{rate}_layers_{n}_{i}.json").read_text())
-                             ["step_ms"]["median"] for i in range(repeats)],
+                         **{f"{k}_step_ms_of_runs": [r["step_ms"]["median"] for _, r in runs[k, n]]
+                            for k in KINDS},
                          "extra_comm_measured_ms": measured, "extra_comm_predicted_ms": predicted,
                          "measured_over_predicted": measured / predicted if predicted else None})
     return rows

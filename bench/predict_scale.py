@@ -219,6 +219,12 @@ def calibrate(exe, cal_path, cal, replicas, layers_path=None):
 LAYER_BUCKETS = ["--bucket-mb", "0.000001", "--no-overlap"]
 
 
+def median_run(runs):
+    """The (path, report) of median step (step_ms.median) among `runs`, (path, report)
+    pairs; of an even count the lower middle."""
+    return sorted(runs, key=lambda x: x[1]["step_ms"]["median"])[(len(runs) - 1) // 2]
+
+
 def calibrate_median(run, runs, replicas, exe, run_layers):
     """Calibrates from `runs` 2-host ddp runs (`run(i)` makes run i and returns its
     (report path, report)) and as many per-layer runs (`run_layers(i)`, LAYER_BUCKETS,
@@ -230,7 +236,7 @@ def calibrate_median(run, runs, replicas, exe, run_layers):
     report), the one used)."""
     made = [run(i) for i in range(runs)]
     layers = [run_layers(i) for i in range(runs)]
-    used = sorted(layers, key=lambda x: x[1]["step_ms"]["median"])[(len(layers) - 1) // 2]
+    used = median_run(layers)
     done = []
     for path, rep in made:
         pred, alpha, bandwidth = calibrate(exe, path, rep, replicas, used[0])
@@ -334,8 +340,7 @@ def measure(a):
                     path, r = runs[0]
                     p = predicted_step_ms(pred, s, n, a.cores)
                     m = statistics.median(x["step_ms"]["median"] for _, x in runs)
-                    mid = sorted(runs, key=lambda x: x[1]["step_ms"]["median"])[(len(runs) - 1) // 2]
-                    compute = rank0_compute_ms(mid[1])
+                    compute = rank0_compute_ms(median_run(runs)[1])
                     pc = predicted_comm_ms(pred, s, n)
                     rows.append({"rate": rate, "strategy": s, "label": STRATEGIES[s][0],
                                  "replicas": n, "hosts": len(r["environment"]["hosts"]),
