@@ -413,13 +413,15 @@ def repredict(res, exe, tmp):
     """Predictions of `res`'s points again with this build's model, from the stored
     calibrations (step, compute, probed α, parameter bytes): a minimal report per rate
     holds what predict reads (one bucket of M, all compute in one phase, batch 64: the
-    figures the calibration run gave), so only the model changes. Returns res with
+    figures the calibration run gave; the mlp of res's --hidden, whose layers are zero
+    stage 3's units), so only the model changes. Returns res with
     predicted_step_ms and predicted_over_measured replaced."""
     rows = []
     for rate, cal in res["calibrations"].items():
         bytes_ = cal.get("param_bytes", PARAM_BYTES.get(res["hidden"]))
+        mlp = {"workload": "mlp", "hidden": [int(h) for h in res["hidden"].split(",")]}
         report = {"schema_version": "1.9", "strategy": "ddp", "replicas": 2, "world_size": 2,
-                  "config": {"batch": 64, "overlap": True}, "model": {"param_bytes": bytes_},
+                  "config": {"batch": 64, "overlap": True, **mlp}, "model": {"param_bytes": bytes_},
                   "phases_ms": {ph: {"median": cal["compute_ms"] if ph == "forward" else 0.0}
                                 for ph in ("data", "h2d", "forward", "backward", "optimizer")},
                   "strategy_details": {"bucket_bytes": [bytes_]},
@@ -433,7 +435,7 @@ def repredict(res, exe, tmp):
         if "layers_step_ms" in cal:  # the per-layer run (since 2026-11-27): --calibrate
             layers = tmp / f"calibrate_layers_{rate}.json"
             layers.write_text(json.dumps(dict(
-                report, config={"batch": 64, "overlap": False},
+                report, config={"batch": 64, "overlap": False, **mlp},
                 phases_ms={ph: {"median": cal["layers_compute_ms"] if ph == "forward" else 0.0}
                            for ph in ("data", "h2d", "forward", "backward", "optimizer")},
                 strategy_details={"bucket_bytes": cal["layers_bucket_bytes"]},

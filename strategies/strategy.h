@@ -85,6 +85,8 @@ struct sb_comm_model_query {
                                  * order, summing to bytes), or NULL: the strategy's default */
     int n_buckets;
     int overlap;                /* cfg NULL: the measured run overlapped backward (1/0) */
+    int layers;                 /* cfg NULL: the model's layers (zero stage 3's units),
+                                 * 0: not known */
 };
 
 struct sb_replica;
@@ -335,5 +337,13 @@ void sb_strategy_options_usage(FILE *out);
  * sb_powersgd_create (SB_ERR_NOMEM, SB_ERR_INPUT for rank < 1). */
 sb_status sb_strategy_powersgd_factors(const struct sb_model *m, int rank, double *mn,
                                        double *mnr);
+
+/* The layers of model m (*layers): the units zero stage 3's hook gathers
+ * one at a time, sb_bucket_plan_create's layers (consecutive tensors whose
+ * names agree before the last '.'). For `stratbench predict`, which sees
+ * the strategies through this interface only. Errors: those of
+ * sb_bucket_plan_create (SB_ERR_INTERNAL for a broken tensor table,
+ * SB_ERR_NOMEM). */
+sb_status sb_strategy_model_layers(const struct sb_model *m, int *layers);
 
 #endif

@@ -695,30 +695,33 @@ static void zero_describe(const struct sb_strategy *s, long measured_steps,
 }
 
 /* One row of the α–β model: `stage`'s collectives as the mpi communicator
- * runs them (src/comm/cost_model.h), per unit of M/u bytes, summed over u
- * units: a reduce-scatter and one all-gather (stages 1-2) or two (stage 3),
- * each stratbench's ring of n-1 steps of M/(nu):
- * (1 + g)(n-1)(u α + M/(nB)), g the gathers. A run with --grad-compression
- * fp16/bf16 (q->cfg) reduce-scatters 2-byte words: its reduce-scatter
- * moves M/2 (the conversions are the compress phase, not comm); the
- * gathers stay fp32. Overlap (stage 2's reduce-scatters during backward,
- * stage 3's prefetch) is not modelled: exposed = comm (NaN). The report
- * compares comm_s with the measured comm phase (measured_comm_ms): the
- * union of the step's reduce-scatter and all-gather spans, stage 3's
- * gathers in forward and backward included (step_phases). */
+ * runs them (src/comm/cost_model.h): a reduce-scatter and one all-gather
+ * (stages 1-2) or two (stage 3), each stratbench's ring of n-1 steps over
+ * M in u units in flight together (stage 3 prefetches the next layer's
+ * gather and reduce-scatters each layer as backward makes it; stages 1-2
+ * start every unit's all-gather at once): α for each ring step and once
+ * more for each unit after the first, every byte once (sb_cost_reduce_
+ * scatter_s): (1 + g)((n-2+u)α + (n-1)M/(nB)), g the gathers. A run with
+ * --grad-compression fp16/bf16 (q->cfg) reduce-scatters 2-byte words: its
+ * reduce-scatter moves M/2 (the conversions are the compress phase, not
+ * comm); the gathers stay fp32. Overlap (stage 2's reduce-scatters during
+ * backward, stage 3's prefetch behind compute) is not modelled: exposed =
+ * comm (NaN). The report compares comm_s with the measured comm phase
+ * (measured_comm_ms): the union of the step's reduce-scatter and
+ * all-gather spans, stage 3's gathers in forward and backward included
+ * (step_phases). */
 static void model_row(const struct sb_comm_model_query *q, int stage, int units,
                       struct sb_comm_model_row *row)
 {
     static const char *const variants[] = {"", "stage-1", "stage-2", "stage-3"};
     static const char *const formulas[2][2] = {
-        {"2(n-1)(u alpha + M/(n B))", "3(n-1)(u alpha + M/(n B))"},
-        {"(n-1)(u alpha + M/(2n B)) + (n-1)(u alpha + M/(n B))",
-         "(n-1)(u alpha + M/(2n B)) + 2(n-1)(u alpha + M/(n B))"}};
+        {"2((n-2+u) alpha + (n-1)M/(n B))", "3((n-2+u) alpha + (n-1)M/(n B))"},
+        {"(n-2+u) alpha + (n-1)M/(2n B) + (n-2+u) alpha + (n-1)M/(n B)",
+         "(n-2+u) alpha + (n-1)M/(2n B) + 2((n-2+u) alpha + (n-1)M/(n B))"}};
     int n = q->replicas, gathers = stage == 3 ? 2 : 1;
     int half = q->cfg && half_wire(q->cfg);
-    double unit = q->bytes / units;
-    double comm = units * (sb_cost_reduce_scatter_s(&q->link, n, half ? unit / 2 : unit) +
-                           gathers * sb_cost_allgather_s(&q->link, n, unit));
+    double comm = sb_cost_reduce_scatter_s(&q->link, n, half ? q->bytes / 2 : q->bytes, units) +
+                  gathers * sb_cost_allgather_s(&q->link, n, q->bytes, units);
     *row = (struct sb_comm_model_row){
         .variant = variants[stage],
         .formula_name = gathers == 2 ? "zero-3" : "zero-2",
@@ -727,14 +730,15 @@ static void model_row(const struct sb_comm_model_query *q, int stage, int units,
         .exposed_s = NAN,
     };
     snprintf(row->legend, sizeof row->legend,
-             "zero reduce-scatter%s and all-gather (rings) (n-1)(a + M/(nB)) each, "
-             "the all-gather x2 in stage 3; u = %d unit%s; no overlap;",
+             "zero reduce-scatter%s and all-gather (rings) (n-2+u)a + (n-1)M/(nB) each, "
+             "the all-gather x2 in stage 3; u = %d unit%s in flight together; no overlap;",
              half ? " (16-bit: M/2)" : "", units, units == 1 ? "" : "s");
 }
 
-/* The run: its stage and units (describe's "units"); predict: stages 1,
- * 2 and 3 with the measured run's buckets (or M in 25 MiB buckets) as
- * units (stage 3's layers are not known from a report). */
+/* The run: its stage and units (describe's "units"); predict: stages 1
+ * and 2 with the measured run's buckets (or M in 25 MiB buckets) as units,
+ * stage 3 with the model's layers (q->layers, as the run's hook gathers
+ * them; the buckets when predict could not build the model). */
 static int zero_comm_model(const struct sb_comm_model_query *q, struct sb_comm_model_row *rows,
                            int cap)
 {
@@ -752,7 +756,8 @@ static int zero_comm_model(const struct sb_comm_model_query *q, struct sb_comm_m
                 : (int)ceil(q->bytes / (zero_options[1].def * 1048576.0));
     if (units < 1) units = 1;
     int k = 0;
-    for (int stage = 1; stage <= 3 && k < cap; stage++) model_row(q, stage, units, &rows[k++]);
+    for (int stage = 1; stage <= 3 && k < cap; stage++)
+        model_row(q, stage, stage == 3 && q->layers > 0 ? q->layers : units, &rows[k++]);
     return k;
 }
 

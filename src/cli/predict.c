@@ -515,12 +515,12 @@ static void set_times(const struct run *r, const struct sb_comm_model_row *m, do
     finish_row(r, w);
 }
 
-/* PowerSGD's factors for the report's model at rank `rank`: *mn = sum of m
- * n over the matrices it compresses, *mnr = sum of (m + n) r over them
- * (sb_strategy_powersgd_factors plans them from the workload's own layout).
- * Errors: those of building the model; SB_ERR_INPUT when the report names
- * no workload. */
-static sb_status powersgd_factors(const struct run *r, int rank, double *mn, double *mnr)
+/* Builds the report's model on the cpu backend (its workload and
+ * --hidden) into *out; free with the workload's destroy, which
+ * *ops_out gives. Errors: those of building the model; SB_ERR_INPUT when
+ * the report names no known workload. */
+static sb_status build_model(const struct run *r, const struct sb_workload_ops **ops_out,
+                             struct sb_model **out)
 {
     const struct sb_workload_ops *wl = sb_workload_find(r->workload);
     const struct sb_backend_ops *be = sb_backend_find("cpu");
@@ -532,11 +532,37 @@ static sb_status powersgd_factors(const struct run *r, int rank, double *mn, dou
         t.cfg.n_hidden = r->n_hidden;
         for (int i = 0; i < r->n_hidden; i++) t.cfg.hidden[i] = r->hidden[i];
     }
+    *ops_out = wl;
+    return wl->create(&t.cfg, be, 1, out);
+}
+
+/* PowerSGD's factors for the report's model at rank `rank`: *mn = sum of m
+ * n over the matrices it compresses, *mnr = sum of (m + n) r over them
+ * (sb_strategy_powersgd_factors plans them from the workload's own layout).
+ * Errors: those of build_model. */
+static sb_status powersgd_factors(const struct run *r, int rank, double *mn, double *mnr)
+{
+    const struct sb_workload_ops *wl = NULL;
     struct sb_model *m = NULL;
-    SB_TRY(wl->create(&t.cfg, be, 1, &m));
+    SB_TRY(build_model(r, &wl, &m));
     sb_status st = sb_strategy_powersgd_factors(m, rank, mn, mnr);
     wl->destroy(m);
     return st;
+}
+
+/* The layers of the report's model (zero stage 3's units: the run's hook
+ * gathers one layer at a time, sb_bucket_plan_create's layers), or 0 when
+ * the model cannot be built (an unknown workload): the caller's models
+ * then fall back to the buckets. */
+static int model_layers(const struct run *r)
+{
+    const struct sb_workload_ops *wl = NULL;
+    struct sb_model *m = NULL;
+    int layers = 0;
+    if (build_model(r, &wl, &m)) return 0;
+    if (sb_strategy_model_layers(m, &layers)) layers = 0;
+    wl->destroy(m);
+    return layers;
 }
 
 /* The ranks and periods predict models (bench/compression.py's). */
@@ -608,7 +634,7 @@ static int predict_rows(const struct run *r, const struct opts *o, struct row *r
                         legend_line legends[MAX_STRATEGIES])
 {
     struct sb_comm_model_row model[MAX_VARIANTS];
-    int k = 0, n_strategies = sb_strategy_count();
+    int k = 0, n_strategies = sb_strategy_count(), layers = model_layers(r);
     for (int i = 0; i < MAX_STRATEGIES; i++) legends[i][0] = 0;
     for (int c = 0; c < o->n_counts; c++) {
         struct sb_comm_model_query q = {
@@ -619,6 +645,7 @@ static int predict_rows(const struct run *r, const struct opts *o, struct row *r
             .bucket_bytes = r->n_buckets ? r->buckets : NULL,
             .n_buckets = r->n_buckets,
             .overlap = r->overlap,
+            .layers = layers,
         };
         for (int i = 0; i < n_strategies && i < MAX_STRATEGIES; i++) {
             const struct sb_strategy_ops *ops = sb_strategy_at(i);

@@ -47,17 +47,24 @@ double sb_cost_binomial_allreduce_s(const struct sb_link *l, int p, double bytes
     return 2.0 * rounds * sb_cost_message_s(l, bytes) + rounds * bytes * l->gamma_s_per_byte;
 }
 
-double sb_cost_reduce_scatter_s(const struct sb_link *l, int p, double bytes)
+/* The α count of a ring collective of p-1 steps over u units in flight
+ * together (cost_model.h): p-1 for the first unit, 1 for each other. */
+static double ring_messages(int p, int units)
+{
+    return (double)(p - 1) + (units > 1 ? units - 1 : 0);
+}
+
+double sb_cost_reduce_scatter_s(const struct sb_link *l, int p, double bytes, int units)
 {
     if (p <= 1) return 0.0;
-    return (p - 1) * sb_cost_message_s(l, bytes / p) +
+    return ring_messages(p, units) * l->alpha_s + (p - 1) * bytes / p / l->bandwidth_Bps +
            (double)(p - 1) / p * bytes * l->gamma_s_per_byte;
 }
 
-double sb_cost_allgather_s(const struct sb_link *l, int p, double bytes)
+double sb_cost_allgather_s(const struct sb_link *l, int p, double bytes, int units)
 {
     if (p <= 1) return 0.0;
-    return (p - 1) * sb_cost_message_s(l, bytes / p);
+    return ring_messages(p, units) * l->alpha_s + (p - 1) * bytes / p / l->bandwidth_Bps;
 }
 
 double sb_cost_allreduce_s(const struct sb_link *l, enum sb_allreduce_algo a, int p,

@@ -62,22 +62,36 @@ double sb_cost_binomial_allreduce_s(const struct sb_link *l, int p, double bytes
  * (src/comm/mpi_allreduce.c, sb_rs_start: the first half of the ring
  * all-reduce, Patarasuk & Yuan 2009; Thakur et al. 2005, section 4): p-1
  * steps, each sending one block of M/p to the next rank and reducing the
- * one received: (p-1)(α + M/(pB)) + (p-1)/p Mγ. 0 for p <= 1. (Open MPI
- * 4.1's libnbc MPI_Ireduce_scatter, a binomial reduce of the whole buffer to
- * rank 0 then a linear scatter, ceil(lg p)(α + M/B) + α + (p-1)M/(pB), is
- * what ran before stratbench ran its own ring.) */
-double sb_cost_reduce_scatter_s(const struct sb_link *l, int p, double bytes);
+ * one received: (p-1)(α + M/(pB)) + (p-1)/p Mγ for one unit. M split into
+ * u >= 1 units whose rings are in flight together (zero's units: stage 3
+ * prefetches the next layer, stages 1-2 start every unit's all-gather at
+ * once) pays α once more per unit after the first, not p-1 times: the
+ * units' rings take their steps at the same time, as the segments of a
+ * pipelined collective do (Pješivac-Grbović et al., "Performance analysis
+ * of MPI collective operations", Cluster Computing 10(2) 2007: a chain of
+ * P ranks with n_s segments takes P + n_s - 2 stage times, not
+ * (P - 1) n_s), while every byte still crosses each link once:
+ *   (p-2+u)α + (p-1)M/(pB) + (p-1)/p Mγ.
+ * Measured on the cluster fixture (docs/cost-model.md, "What the 2-host α
+ * stands for"): splitting M into 3 units in flight together added about the
+ * same at 2, 4 and 8 hosts, not (p-1)-fold. 0 for p <= 1; u < 1 counts as 1.
+ * (Open MPI 4.1's libnbc MPI_Ireduce_scatter, a binomial reduce of the
+ * whole buffer to rank 0 then a linear scatter, ceil(lg p)(α + M/B) + α +
+ * (p-1)M/(pB), is what ran before stratbench ran its own ring.) */
+double sb_cost_reduce_scatter_s(const struct sb_link *l, int p, double bytes, int units);
 
 /* All-gather of M bytes (every rank contributes its block of about M/p)
  * over p ranks as the mpi communicator runs it in the ring's blocks
  * (src/comm/mpi_allreduce.c, sb_ag_start: the second half of the ring
  * all-reduce, Patarasuk & Yuan 2009; Thakur et al. 2005, section 4): p-1
  * steps, each passing one block of M/p on to the next rank:
- * (p-1)(α + M/(pB)). 0 for p <= 1. (Open MPI 4.1's libnbc MPI_Iallgatherv,
- * every block to every rank at once, α + (p-1)M/(pB) on an ideal switch,
- * is what ran before; on the cluster fixture it took 1.3-1.6x that at
- * p = 4, docs/cost-model.md.) */
-double sb_cost_allgather_s(const struct sb_link *l, int p, double bytes);
+ * (p-1)(α + M/(pB)) for one unit; in u units in flight together
+ * (p-2+u)α + (p-1)M/(pB), as sb_cost_reduce_scatter_s says. 0 for p <= 1;
+ * u < 1 counts as 1. (Open MPI 4.1's libnbc MPI_Iallgatherv, every block
+ * to every rank at once, α + (p-1)M/(pB) on an ideal switch, is what ran
+ * before; on the cluster fixture it took 1.3-1.6x that at p = 4,
+ * docs/cost-model.md.) */
+double sb_cost_allgather_s(const struct sb_link *l, int p, double bytes, int units);
 
 /* One all-reduce of `bytes` over p ranks by algorithm `a` (RING,
  * RECURSIVE_DOUBLING, or LIBRARY as the binomial reduce + broadcast that

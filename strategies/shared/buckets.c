@@ -2,6 +2,7 @@
 #include "strategies/shared/buckets.h"
 
 #include "comm/comm.h"
+#include "strategies/strategy.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -130,4 +131,14 @@ void sb_bucket_allreduce_cost(const struct sb_link *l, enum sb_allreduce_algo al
         }
     }
     out->exposed_s = sb_bucket_exposed_s(bytes, times, n, backward_s);
+}
+
+sb_status sb_strategy_model_layers(const struct sb_model *m, int *layers)
+{
+    struct sb_bucket_plan plan = {0};
+    *layers = 0;
+    SB_TRY(sb_bucket_plan_create(m->tensors, m->n_tensors, 1e-9, &plan));
+    *layers = plan.n_layers;
+    sb_bucket_plan_free(&plan);
+    return SB_OK;
 }

@@ -123,13 +123,13 @@ def test_table_and_json(stratbench, ddp_report, tmp_path):
         many = rows[(n, "central", n, "push-pull")]
         assert math.isclose(many["comm_ms"], 1e3 * 2 * (n * 5e-6 + m / 12.5e9), rel_tol=1e-9)
         assert one["efficiency"] < many["efficiency"] <= 1.0
-        # zero, one unit: reduce-scatter and all-gather each the ring's n-1 steps
-        # of M/n; stage 3 gathers twice
+        # zero: reduce-scatter and all-gather each the ring's n-1 steps of M/n, in
+        # stages 1-2 over one unit (the run's one bucket); stage 3 gathers twice, over
+        # the model's 2 layers in flight together: α once more per collective
         rs = (n - 1) * (5e-6 + m / n / 12.5e9)
-        ag = rs
-        for stage, gathers in ((1, 1), (2, 1), (3, 2)):
+        for stage, gathers, extra in ((1, 1, 0), (2, 1, 0), (3, 2, 5e-6)):
             z = rows[(n, "zero", 0, f"stage-{stage}")]
-            assert math.isclose(z["comm_ms"], 1e3 * (rs + gathers * ag), rel_tol=1e-9)
+            assert math.isclose(z["comm_ms"], 1e3 * (1 + gathers) * (rs + extra), rel_tol=1e-9)
     # the table prints the same numbers
     first = data[0].split()
     assert first[:5] == ["8", "ddp", "0", "ring", "none"]

@@ -197,12 +197,21 @@ static void test_zero_rows(void **state)
     assert_string_equal(r[2].formula_name, "zero-3");
     assert_float_equal(r[2].comm_s, rs + 2 * ag, EPS);
     assert_true(isnan(r[2].exposed_s));
-    /* two units of M/2: each step's α paid twice (3 + 3 steps), the bytes the same */
+    /* two units of M/2 in flight together: α once more per collective
+     * (4 ring steps' α, not 3 + 3), the bytes the same */
     double halves[] = {M / 2, M / 2};
     q.bucket_bytes = halves;
     q.n_buckets = 2;
     assert_int_equal(model("zero", &q, r), 3);
-    assert_float_equal(r[0].comm_s, rs + ag + 6e-4, EPS);
+    assert_float_equal(r[0].comm_s, rs + ag + 2e-4, EPS);
+    assert_float_equal(r[2].comm_s, rs + 2 * ag + 3e-4, EPS);
+    /* the model's layers are stage 3's units (predict), stages 1-2 keep
+     * the buckets: 3 layers add 2 α to each of stage 3's collectives */
+    q.layers = 3;
+    assert_int_equal(model("zero", &q, r), 3);
+    assert_float_equal(r[0].comm_s, rs + ag + 2e-4, EPS);
+    assert_float_equal(r[2].comm_s, rs + 2 * ag + 6e-4, EPS);
+    q.layers = 0;
     q.replicas = 1;
     assert_int_equal(model("zero", &q, r), 3);
     assert_float_equal(r[2].comm_s, 0.0, EPS);
@@ -214,11 +223,12 @@ static void test_zero_rows(void **state)
     strcpy(cfg.grad_compression, "none");
     q = (struct sb_comm_model_query){.link = link, .replicas = 4, .bytes = M, .cfg = &cfg};
     assert_int_equal(model("zero", &q, r), 1);
-    assert_string_equal(r[0].formula, "2(n-1)(u alpha + M/(n B))");
+    assert_string_equal(r[0].formula, "2((n-2+u) alpha + (n-1)M/(n B))");
     assert_float_equal(r[0].comm_s, rs + ag, EPS);
     strcpy(cfg.grad_compression, "fp16");
     assert_int_equal(model("zero", &q, r), 1);
-    assert_string_equal(r[0].formula, "(n-1)(u alpha + M/(2n B)) + (n-1)(u alpha + M/(n B))");
+    assert_string_equal(r[0].formula,
+                        "(n-2+u) alpha + (n-1)M/(2n B) + (n-2+u) alpha + (n-1)M/(n B)");
     assert_float_equal(r[0].comm_s, 3 * (1e-4 + 0.01) + ag, EPS);
 }
 

@@ -81,21 +81,31 @@ static void test_central(void **state)
 }
 
 /* The ring's reduce-scatter and all-gather: p-1 steps of one block each
- * (the all-gather reduces nothing: no γ). */
+ * (the all-gather reduces nothing: no γ); M in u units in flight together
+ * pays α for each ring step and once more per unit after the first, the
+ * bytes once (Pješivac-Grbović et al. 2007's pipelined chain). */
 static void test_reduce_scatter_allgather(void **state)
 {
     (void)state;
-    assert_float_equal(sb_cost_reduce_scatter_s(&link, 1, M), 0.0, EPS);
+    assert_float_equal(sb_cost_reduce_scatter_s(&link, 1, M, 1), 0.0, EPS);
+    assert_float_equal(sb_cost_reduce_scatter_s(&link, 1, M, 3), 0.0, EPS);
     /* 1 step of M/2 */
-    assert_float_equal(sb_cost_reduce_scatter_s(&link, 2, M), 1e-4 + 0.04, EPS);
+    assert_float_equal(sb_cost_reduce_scatter_s(&link, 2, M, 1), 1e-4 + 0.04, EPS);
     /* 4 steps of M/5 */
-    assert_float_equal(sb_cost_reduce_scatter_s(&link, 5, M), 4 * (1e-4 + 0.016), EPS);
+    assert_float_equal(sb_cost_reduce_scatter_s(&link, 5, M, 1), 4 * (1e-4 + 0.016), EPS);
     const struct sb_link g = {1e-4, 1e8, 1e-9}; /* γ: 3/4 of M reduced, 6 ms */
-    assert_float_equal(sb_cost_reduce_scatter_s(&g, 4, M), 3 * (1e-4 + 0.02) + 0.006, EPS);
-    assert_float_equal(sb_cost_allgather_s(&link, 1, M), 0.0, EPS);
+    assert_float_equal(sb_cost_reduce_scatter_s(&g, 4, M, 1), 3 * (1e-4 + 0.02) + 0.006, EPS);
+    assert_float_equal(sb_cost_allgather_s(&link, 1, M, 1), 0.0, EPS);
     /* 3 steps of M/4 */
-    assert_float_equal(sb_cost_allgather_s(&link, 4, M), 3 * (1e-4 + 0.02), EPS);
-    assert_float_equal(sb_cost_allgather_s(&g, 4, M), 3 * (1e-4 + 0.02), EPS);
+    assert_float_equal(sb_cost_allgather_s(&link, 4, M, 1), 3 * (1e-4 + 0.02), EPS);
+    assert_float_equal(sb_cost_allgather_s(&g, 4, M, 1), 3 * (1e-4 + 0.02), EPS);
+    /* 3 units at p = 4: (4 - 2 + 3) = 5 α, not 3 x 3 = 9; the bytes the
+     * same; u < 1 counts as 1; at p = 2 the units' α add up (u α) */
+    assert_float_equal(sb_cost_allgather_s(&link, 4, M, 3), 5e-4 + 3 * 0.02, EPS);
+    assert_float_equal(sb_cost_reduce_scatter_s(&g, 4, M, 3), 5e-4 + 3 * 0.02 + 0.006, EPS);
+    assert_float_equal(sb_cost_allgather_s(&link, 4, M, 0), 3 * (1e-4 + 0.02), EPS);
+    assert_float_equal(sb_cost_reduce_scatter_s(&link, 2, M, 3), 3e-4 + 0.04, EPS);
+    assert_float_equal(sb_cost_allgather_s(&link, 8, M, 8), 14e-4 + 7 * M / 8 / 1e8, EPS);
 }
 
 static void test_ddp_exposed(void **state)
