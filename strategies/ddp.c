@@ -305,8 +305,9 @@ static int model_buckets(const struct sb_comm_model_query *q, double *out, int c
     return 1;
 }
 
-/* One row of the model: the buckets all-reduced by `algo` one after
- * another, overlapping backward when `overlap`. */
+/* One row of the model: the buckets all-reduced by `algo` as they become
+ * ready, overlapping backward when `overlap`; a ring behind one in flight
+ * joins it (sb_bucket_allreduce_cost). */
 static void model_row(const struct sb_comm_model_query *q, enum sb_allreduce_algo algo,
                       const double *bytes, int nb, int overlap, struct sb_comm_model_row *row)
 {
@@ -326,7 +327,8 @@ static void model_row(const struct sb_comm_model_query *q, enum sb_allreduce_alg
         .exposed_s = c.exposed_s,
     };
     snprintf(row->legend, sizeof row->legend,
-             "ddp ring 2(n-1)(a + M/(nB)), recursive doubling lg n (a + M/B), binomial "
+             "ddp ring 2(n-1)(a + M/(nB)) (2a + 2(n-1)M/(nB) behind one in flight), "
+             "recursive doubling lg n (a + M/B), binomial "
              "2 ceil(lg n)(a + M/B), %d bucket%s, %s;", nb, nb == 1 ? "" : "s",
              overlap ? "overlap bound" : "no overlap");
 }

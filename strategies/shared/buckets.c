@@ -118,11 +118,23 @@ void sb_bucket_allreduce_cost(const struct sb_link *l, enum sb_allreduce_algo al
                                 struct sb_bucket_cost *out)
 {
     *out = (struct sb_bucket_cost){.largest = SB_ALLREDUCE_RING};
+    double total = 0.0, ready_bytes = 0.0, done = 0.0, ring_done = -1.0;
+    for (int b = 0; b < n; b++) total += bytes[b];
     int largest = 0;
     for (int b = 0; b < n; b++) {
         enum sb_allreduce_algo a = algo;
         if (a == SB_ALLREDUCE_AUTO) a = sb_allreduce_choose((size_t)bytes[b], p);
         times[b] = sb_cost_allreduce_s(l, a, p, bytes[b]);
+        /* The schedule of sb_bucket_exposed_s: a ring that becomes ready
+         * while another ring is in flight joins it, its reduce-scatter and
+         * all-gather one unit more of those in flight (cost_model.h): 2α
+         * for its start, not 2(p-1)α again. */
+        ready_bytes += bytes[b];
+        double ready = total > 0 ? backward_s * ready_bytes / total : backward_s;
+        if (a == SB_ALLREDUCE_RING && ready < ring_done && p > 2)
+            times[b] -= 2.0 * (p - 2) * l->alpha_s;
+        done = (ready > done ? ready : done) + times[b];
+        if (a == SB_ALLREDUCE_RING) ring_done = done;
         out->comm_s += times[b];
         out->by_algo[a]++;
         if (b == 0 || bytes[b] > bytes[largest]) {

@@ -70,8 +70,8 @@ void sb_bucket_comm_times(const struct sb_comm_request *req, int n, double t_bac
 double sb_bucket_exposed_s(const double *bytes, const double *comm_s, int n_buckets,
                              double backward_s);
 
-/* Gradient buckets all-reduced one after another (ddp, and any strategy of
- * buckets): what sb_bucket_allreduce_cost predicts. */
+/* Gradient buckets all-reduced as they become ready (ddp, and any strategy
+ * of buckets): what sb_bucket_allreduce_cost predicts. */
 struct sb_bucket_cost {
     double comm_s;    /* sum of the buckets' all-reduce times */
     double exposed_s; /* sb_bucket_exposed_s of them */
@@ -81,9 +81,16 @@ struct sb_bucket_cost {
 };
 
 /* bytes[0..n) (launch order) each all-reduced over p ranks by `algo`
- * (AUTO: sb_allreduce_choose per bucket, the flat rule; not HIERARCHICAL), one after another, overlapping a
- * backward pass of backward_s (0: no overlap); times[0..n) receives each
- * bucket's time (scratch the caller provides). */
+ * (AUTO: sb_allreduce_choose per bucket, the flat rule; not HIERARCHICAL),
+ * scheduled as sb_bucket_exposed_s schedules them, overlapping a backward
+ * pass of backward_s (0: no overlap, every bucket ready at once);
+ * times[0..n) receives each bucket's time (scratch the caller provides).
+ * A ring bucket that becomes ready while a ring bucket before it is still
+ * in flight joins it: its reduce-scatter and all-gather are one unit more
+ * of those in flight (sb_cost_reduce_scatter_s: α once for its start), so
+ * it takes 2α + 2(p-1)M_b/(pB), not 2(p-1)(α + M_b/(pB)) (the same at
+ * p = 2; docs/cost-model.md, "Units in flight together"). Other algorithms'
+ * buckets, and rings behind them alone, pay in full. */
 void sb_bucket_allreduce_cost(const struct sb_link *l, enum sb_allreduce_algo algo, int p,
                                 const double *bytes, int n, double backward_s, double *times,
                                 struct sb_bucket_cost *out);

@@ -65,14 +65,26 @@ static void test_ddp_predict_rows(void **state)
     assert_string_equal(r[1].formula_name, "binomial");
     assert_float_equal(r[1].comm_s, 0.0804 + 0.2404, EPS);
     assert_float_equal(r[1].exposed_s, 0.2458, EPS);
-    assert_string_equal(r[0].legend, "ddp ring 2(n-1)(a + M/(nB)), recursive doubling lg n "
-                        "(a + M/B), binomial 2 ceil(lg n)(a + M/B), 2 buckets, overlap bound;");
-    /* Without overlap all of it is exposed. */
+    assert_string_equal(r[0].legend, "ddp ring 2(n-1)(a + M/(nB)) (2a + 2(n-1)M/(nB) behind "
+                        "one in flight), recursive doubling lg n (a + M/B), binomial "
+                        "2 ceil(lg n)(a + M/B), 2 buckets, overlap bound;");
+    /* Without overlap all of it is exposed, and both buckets are ready at
+     * once: the second ring joins the first in flight, 2α for its start
+     * instead of 6α (4e-4 less); the binomial trees do not. */
     q.overlap = 0;
     assert_int_equal(model("ddp", &q, r), 2);
-    assert_float_equal(r[0].exposed_s, 0.0306 + 0.0906, EPS);
+    assert_float_equal(r[0].comm_s, 0.0306 + 0.0906 - 4e-4, EPS);
+    assert_float_equal(r[0].exposed_s, 0.0306 + 0.0906 - 4e-4, EPS);
     assert_float_equal(r[1].exposed_s, 0.0804 + 0.2404, EPS);
     assert_non_null(strstr(r[0].legend, "no overlap;"));
+    /* With overlap, a bucket ready while the one before is in flight joins
+     * it: backward 0.02 s, ready at 0.005 and 0.02 s, the first done at
+     * 0.0356 s, so the second starts behind it and takes 0.0906 - 4e-4. */
+    q.overlap = 1;
+    q.backward_s = 0.02;
+    assert_int_equal(model("ddp", &q, r), 2);
+    assert_float_equal(r[0].comm_s, 0.0306 + 0.0906 - 4e-4, EPS);
+    assert_float_equal(r[0].exposed_s, 0.0356 + 0.0906 - 4e-4 - 0.02, EPS);
     /* No buckets listed: one bucket of M (<= 25 MiB), ring at 2 ranks:
      * 2(α + M/(2B)) = 0.0802 s, all after backward. */
     q = (struct sb_comm_model_query){.link = link, .replicas = 2, .bytes = M,
