@@ -157,6 +157,16 @@ static void fill_compute(const struct sb_rank_timings *t, double *compute)
         }
 }
 
+/* Whether a rank computed at all in its n steps: central's servers do not
+ * (no data, forward or backward); they wait for the workers whether or not
+ * one of them straggles. */
+static int computes(const double *compute, size_t n)
+{
+    for (size_t s = 0; s < n; s++)
+        if (compute[s] > 0) return 1;
+    return 0;
+}
+
 sb_status sb_rank_timings_straggler(const struct sb_rank_timings *t, struct sb_straggler *out)
 {
     memset(out, 0, sizeof *out);
@@ -191,20 +201,25 @@ sb_status sb_rank_timings_straggler(const struct sb_rank_timings *t, struct sb_s
         l->wait_median = median_of(scratch, n);
         if (r == 0 || l->compute_median > out->by_rank[out->rank].compute_median) out->rank = r;
     }
-    int k = out->rank;
+    int k = out->rank, others_n = 0;
+    for (int q = 0; q < t->n_ranks; q++) others_n += q != k && computes(compute + (size_t)q * n, n);
     size_t slowest = 0;
-    for (size_t s = 0; s < n; s++) {
+    for (size_t s = 0; s < n && others_n > 0; s++) {
         double others = -1.0, sum = 0.0;
         for (int q = 0; q < t->n_ranks; q++) {
-            if (q == k) continue;
+            if (q == k || !computes(compute + (size_t)q * n, n)) continue;
             sum += compute[(size_t)q * n + s];
             if (compute[(size_t)q * n + s] > others) others = compute[(size_t)q * n + s];
         }
         double mine = compute[(size_t)k * n + s];
-        /* k the slowest: every other rank q waits mine - compute_q for it */
-        excess[s] = mine > others ? mine - sum / (t->n_ranks - 1) : 0.0;
+        /* k the slowest: every other replica q waits mine - compute_q for it */
+        excess[s] = mine > others ? mine - sum / others_n : 0.0;
         scratch[s] = others;
         slowest += mine > others;
+    }
+    if (others_n == 0) { /* one replica (and servers): no one waits for it */
+        memset(excess, 0, n * sizeof *excess);
+        memset(scratch, 0, n * sizeof *scratch);
     }
     out->cost_ms = median_of(excess, n);
     out->others_compute_ms = median_of(scratch, n);

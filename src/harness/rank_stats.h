@@ -69,7 +69,10 @@ sb_status sb_rank_timings_spread(const struct sb_rank_timings *t, struct sb_rank
  * the slowest, 0 in a step where it is not; the median over steps keeps a
  * rank that is slowest only by chance, in half of the steps or fewer, near
  * 0. What removing k's extra compute would save is smaller at n > 2:
- * compute_ms - others_compute_ms. Errors: SB_ERR_NOMEM. */
+ * compute_ms - others_compute_ms. Ranks that compute nothing in any step
+ * (central's servers) are not among the others: they wait for every
+ * worker, straggler or not; with no other rank that computes, the cost,
+ * slowest_fraction and others_compute_ms are 0. Errors: SB_ERR_NOMEM. */
 sb_status sb_rank_timings_straggler(const struct sb_rank_timings *t, struct sb_straggler *out);
 
 /* Frees what sb_rank_timings_straggler allocated; safe on a zeroed struct. */

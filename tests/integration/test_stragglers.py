@@ -73,6 +73,38 @@ def test_line_follows_the_rule_without_the_hook(stratbench, mnist_dir, tmp_path)
         assert f"rank {g['rank']} (host {g['host']})" in lines[0], lines[0]
 
 
+def central(stratbench, mnist_dir, tmp_path, workers, flags=(), hook=None):
+    env = child_env()
+    env.pop("STRATBENCH_TEST_SLOW_RANK", None)
+    if hook is not None:
+        env["STRATBENCH_TEST_SLOW_RANK"] = hook
+    report = tmp_path / f"central{workers}.json"
+    proc = run([stratbench, "train", "--data", mnist_dir, "--strategy", "central", "--servers",
+                "1", "--replicas", workers, "--threads", "1", *flags, *STEPS, "--report", report],
+               env=env, timeout=300)
+    return proc, report
+
+
+def test_a_server_is_not_among_the_waiting_ranks(stratbench, mnist_dir, tmp_path):
+    """central's server (rank 0) computes nothing and waits for every worker, straggler or
+    not: it is not one of the "other ranks" whose wait is the cost. With one worker no
+    rank waits for it (the server's wait made a line of a worker's whole compute); with
+    the hook on worker 2 of two, the cost is what worker 1 waits, the delay (counting the
+    server's wait, a worker's whole compute and the delay, added half a compute)."""
+    proc, path = central(stratbench, mnist_dir, tmp_path, 1, ("--async",))
+    assert proc.returncode == 0, describe(proc)
+    g = validate_report(path)["stragglers"]
+    assert g["rank"] == 1 and g["cost_ms"] == 0 and g["slowest_fraction"] == 0, g
+    assert g["by_rank"][0]["compute_ms_median"] == 0 and g["by_rank"][0]["wait_ms_median"] > 0
+    assert not [l for l in proc.stdout.splitlines() if l.startswith("straggler:")], proc.stdout
+    proc, path = central(stratbench, mnist_dir, tmp_path, 2, hook=f"2:{DELAY_MS}")
+    assert proc.returncode == 0, describe(proc)
+    g = validate_report(path)["stragglers"]
+    assert g["rank"] == 2 and abs(g["cost_ms"] - DELAY_MS) <= 0.10 * DELAY_MS, g
+    # the server waits for the slow worker too, by at least the delay
+    assert g["by_rank"][0]["wait_ms_median"] >= 0.9 * DELAY_MS, g
+
+
 def test_one_rank_has_no_straggler(stratbench, mnist_dir, tmp_path):
     report = tmp_path / "single.json"
     proc = run([stratbench, "train", "--data", mnist_dir, "--strategy", "single", *STEPS,

@@ -140,6 +140,34 @@ static void test_straggler(void **state)
     assert_near(g.slowest_fraction, 0.5, EPS);
     sb_straggler_free(&g);
 
+    /* A server (rank 0 of central: no compute in any step) is not among
+     * the others: workers 1 and 2 at {6, 6, 6, 6} and {7, 7, 7, 7} cost 1
+     * per step (not (7 + 1) / 2 with the server's wait); one worker and a
+     * server: no one waits for it. */
+    double ms3[3 * SB_RANK_FIELDS * 4] = {0};
+    struct sb_rank_timings v = {.n_ranks = 3, .n_steps = 4, .ms = ms3};
+    for (size_t s = 0; s < 4; s++) {
+        set_step(&v, 0, s, 0, 0, 0, 8);
+        set_step(&v, 1, s, 0, 6, 0, 8);
+        set_step(&v, 2, s, 0, 7, 0, 8);
+    }
+    assert_int_equal(sb_rank_timings_fill_wait(&v), SB_OK);
+    assert_int_equal(sb_rank_timings_straggler(&v, &g), SB_OK);
+    assert_int_equal(g.rank, 2);
+    assert_near(g.cost_ms, 1.0, EPS);
+    assert_near(g.others_compute_ms, 6.0, EPS);
+    assert_near(g.slowest_fraction, 1.0, EPS);
+    assert_near(g.by_rank[0].wait_median, 7.0, EPS); /* the server still waits */
+    sb_straggler_free(&g);
+    v.n_ranks = 2; /* the server and worker 1 */
+    assert_int_equal(sb_rank_timings_straggler(&v, &g), SB_OK);
+    assert_int_equal(g.ranks, 2);
+    assert_int_equal(g.rank, 1);
+    assert_near(g.cost_ms, 0.0, EPS);
+    assert_near(g.slowest_fraction, 0.0, EPS);
+    assert_near(g.others_compute_ms, 0.0, EPS);
+    sb_straggler_free(&g);
+
     /* One rank: none. */
     double one[SB_RANK_FIELDS] = {0};
     struct sb_rank_timings t1 = {.n_ranks = 1, .n_steps = 1, .ms = one};
