@@ -700,11 +700,12 @@ static void zero_describe(const struct sb_strategy *s, long measured_steps,
  * M in u units in flight together (stage 3 prefetches the next layer's
  * gather and reduce-scatters each layer as backward makes it; stages 1-2
  * start every unit's all-gather at once): α for each ring step and once
- * more for each unit after the first, every byte once (sb_cost_reduce_
- * scatter_s): (1 + g)((n-2+u)α + (n-1)M/(nB)), g the gathers. A run with
- * --grad-compression fp16/bf16 (q->cfg) reduce-scatters 2-byte words: its
- * reduce-scatter moves M/2 (the conversions are the compress phase, not
- * comm); the gathers stay fp32. Overlap (stage 2's reduce-scatters during
+ * more for each unit after the first, every byte once
+ * (sb_cost_reduce_scatter_s): (1 + g)((n-2+u)α + (n-1)M/(nB)), g the
+ * gathers. A run with --grad-compression fp16/bf16 (q->cfg)
+ * reduce-scatters 2-byte words: its reduce-scatter moves M/2 (the
+ * conversions are the compress phase, not comm); the gathers stay fp32.
+ * Overlap (stage 2's reduce-scatters during
  * backward, stage 3's prefetch behind compute) is not modelled: exposed =
  * comm (NaN). The report compares comm_s with the measured comm phase
  * (measured_comm_ms): the union of the step's reduce-scatter and

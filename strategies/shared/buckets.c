@@ -98,6 +98,13 @@ void sb_bucket_comm_times(const struct sb_comm_request *req, int n, double t_bac
     *hidden_s = total - exposed;
 }
 
+/* When a bucket is ready (s): backward has produced ready_bytes of the
+ * total at a steady rate over backward_s (sb_bucket_exposed_s). */
+static double ready_s(double backward_s, double ready_bytes, double total)
+{
+    return total > 0 ? backward_s * ready_bytes / total : backward_s;
+}
+
 double sb_bucket_exposed_s(const double *bytes, const double *comm_s, int n_buckets,
                              double backward_s)
 {
@@ -106,7 +113,7 @@ double sb_bucket_exposed_s(const double *bytes, const double *comm_s, int n_buck
     double ready_bytes = 0.0, done = 0.0;
     for (int i = 0; i < n_buckets; i++) {
         ready_bytes += bytes[i];
-        double ready = total > 0 ? backward_s * ready_bytes / total : backward_s;
+        double ready = ready_s(backward_s, ready_bytes, total);
         done = (ready > done ? ready : done) + comm_s[i];
     }
     double exposed = done - backward_s;
@@ -130,7 +137,7 @@ void sb_bucket_allreduce_cost(const struct sb_link *l, enum sb_allreduce_algo al
          * all-gather one unit more of those in flight (cost_model.h): 2α
          * for its start, not 2(p-1)α again. */
         ready_bytes += bytes[b];
-        double ready = total > 0 ? backward_s * ready_bytes / total : backward_s;
+        double ready = ready_s(backward_s, ready_bytes, total);
         if (a == SB_ALLREDUCE_RING && ready < ring_done && p > 2)
             times[b] -= 2.0 * (p - 2) * l->alpha_s;
         done = (ready > done ? ready : done) + times[b];
