@@ -156,8 +156,8 @@ sb_status sb_strategy_model_layers(const struct sb_model *m, int *layers)
 {
     struct sb_bucket_plan plan = {0};
     *layers = 0;
-    SB_TRY(sb_bucket_plan_create(m->tensors, m->n_tensors, 1e-9, &plan));
-    *layers = plan.n_layers;
+    SB_TRY(sb_bucket_plan_create(m->tensors, m->n_tensors, SB_BUCKET_CAP_PER_LAYER_MB, &plan));
+    *layers = plan.n; /* a bucket per layer, as zero stage 3 plans its units */
     sb_bucket_plan_free(&plan);
     return SB_OK;
 }

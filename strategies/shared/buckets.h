@@ -46,6 +46,10 @@ struct sb_bucket_plan {
 sb_status sb_bucket_plan_create(const struct sb_tensor_desc *tensors, int n_tensors,
                                 double cap_mb, struct sb_bucket_plan *out);
 
+/* A cap below any layer's size: a bucket per layer (zero stage 3's units,
+ * sb_strategy_model_layers). MiB. */
+#define SB_BUCKET_CAP_PER_LAYER_MB 1e-9
+
 /* Communication time of one step's buckets (docs/ddp.md): the busy time
  * *total_s = the length of the union of the n requests' [start_s, done_s]
  * intervals (overlapping all-reduces count once); *exposed_s = the part of

@@ -33,12 +33,11 @@ static inline const struct central_opts *sb_central_opts(const struct sb_config 
  * (BytePS, OSDI 2020), each message costing α at its ends, as Thakur,
  * Rabenseifner & Gropp (IJHPCA 2005) charge the p-1 messages of their
  * pairwise-exchange algorithms (p-1)α and as the ring costs each of its
- * steps: max(2(kα + M/B), 2n(α + M/(kB))). A worker
- * pulls, computes, then pushes, so its
- * two directions cannot overlap; a server's could, by up to 1 - 1/n of a
- * direction when the pulls end one after another, but on hosts whose links
- * share fairly among the n flows they end together and the server's
- * directions take turns: measured on the one-machine cluster with cubic hosts
+ * steps: max(2(kα + M/B), 2n(α + M/(kB))). A worker pulls, computes, then
+ * pushes, so its two directions cannot overlap; a server's could, by up to
+ * 1 - 1/n of a direction when the pulls end one after another, but on hosts
+ * whose links share fairly among the n flows they end together and the
+ * server's directions take turns: measured on the one-machine cluster with cubic hosts
  * (docs/cost-model.md, "central's two directions"), the server's link took
  * 1.96-2.00 nM/B at 4 and 8 workers, 100 Mbit/s and 1 Gbit/s. k == 0 (rank 0
  * serves and trains): the other n-1 workers' M cross rank 0's link each way:
