@@ -132,7 +132,8 @@ def test_no_name_comparisons_outside_registries(rule):
             if pattern.search(line):
                 wrong.append(f"{rel}:{lineno}: {line.strip()}")
     assert not wrong, ("names compared outside the registries and src/cli (ask the "
-                       "entry cfg->strategy_ops / backend / comm_entry, or the workload's ops, instead):\n"
+                       "entry cfg->strategy_ops / backend / comm_entry, or the workload's ops, "
+                       "instead):\n"
                        + "\n".join(wrong))
 
 

@@ -172,7 +172,8 @@ static void check_cut(const struct sb_config *cfg, const int *cuts, int n_parts,
         assert_int_equal(p[k]->n_layers, end - cuts[k]);
         /* Its parameters are the whole model's for those layers. */
         size_t off = w->layers[cuts[k]].offset;
-        assert_int_equal(p[k]->n_params, w->layers[end - 1].offset + w->layers[end - 1].count - off);
+        const struct sb_layer_desc *last = &w->layers[end - 1];
+        assert_int_equal(p[k]->n_params, last->offset + last->count - off);
         assert_memory_equal(p[k]->params, w->params + off, p[k]->n_params * sizeof(float));
         for (int l = 0; l < p[k]->n_layers; l++)
             assert_string_equal(p[k]->layers[l].name, w->layers[cuts[k] + l].name);
@@ -401,7 +402,8 @@ static void check_tp(const int *hidden, int n_hidden, int size, size_t hook_call
         for (int t = 0; t < s[r].m->n_tensors; t++)
             check_slice(w, w->params, s[r].m, s[r].m->params, t, r, size, 0.0);
     }
-    for (int r = 0; r < size; r++) assert_int_equal(pthread_create(&th[r], NULL, tp_step, &s[r]), 0);
+    for (int r = 0; r < size; r++)
+        assert_int_equal(pthread_create(&th[r], NULL, tp_step, &s[r]), 0);
     for (int r = 0; r < size; r++) pthread_join(th[r], NULL);
     assert_int_equal(g.calls, hook_calls);
     const float *logits = w->ops->part_output(w, 0);
