@@ -20,15 +20,15 @@ void sb_conv_layout(struct sb_conv *cv, struct sb_model_table *t, int index)
     snprintf(layer, sizeof layer, "conv%d", index + 1);
     snprintf(weight, sizeof weight, "conv%d.weight", index + 1);
     snprintf(bias, sizeof bias, "conv%d.bias", index + 1);
-    sb_model_add_layer(t, layer, (int[3]){cv->c_in, cv->h, cv->w},
+    sb_model_table_add_layer(t, layer, (int[3]){cv->c_in, cv->h, cv->w},
                        (int[3]){cv->c_out, cv->oh / 2, cv->ow / 2});
     size_t out = (size_t)cv->c_out, fan_in = (size_t)fan_in_of(cv);
     struct sb_tensor_spec w = {weight, SB_TP_REPLICATED, 2 * index, (int)fan_in, out, fan_in,
                                0, out, 0, fan_in};
     struct sb_tensor_spec b = {bias, SB_TP_REPLICATED, 2 * index + 1, (int)fan_in, out, 1,
                                0, out, 0, 1};
-    cv->w_off = sb_model_add_tensor(t, &w);
-    cv->b_off = sb_model_add_tensor(t, &b);
+    cv->w_off = sb_model_table_add_tensor(t, &w);
+    cv->b_off = sb_model_table_add_tensor(t, &b);
 }
 
 /* Allocates `count` floats (or int32s: same size) of backend memory and adds

@@ -42,7 +42,7 @@ void sb_dense_layout(struct sb_dense *d, struct sb_model_table *t, int first_glo
         snprintf(layer, sizeof layer, "fc%d", l + 1);
         snprintf(weight, sizeof weight, "fc%d.weight", l + 1);
         snprintf(bias, sizeof bias, "fc%d.bias", l + 1);
-        sb_model_add_layer(t, layer, (int[3]){d->in[l], 1, 1}, (int[3]){d->out[l], 1, 1});
+        sb_model_table_add_layer(t, layer, (int[3]){d->in[l], 1, 1}, (int[3]){d->out[l], 1, 1});
         size_t rows = (size_t)d->dim[l + 1], cols = (size_t)d->dim[l];
         enum sb_tp_split bias_split = d->split[l] == SB_TP_COLUMN ? SB_TP_COLUMN
                                                                   : SB_TP_REPLICATED;
@@ -51,8 +51,8 @@ void sb_dense_layout(struct sb_dense *d, struct sb_model_table *t, int first_glo
                                    (size_t)d->in0[l], (size_t)d->in[l]};
         struct sb_tensor_spec b = {bias, bias_split, 2 * g + 1, d->dim[l], rows, 1,
                                    (size_t)d->out0[l], (size_t)d->out[l], 0, 1};
-        d->w_off[l] = sb_model_add_tensor(t, &w);
-        d->b_off[l] = sb_model_add_tensor(t, &b);
+        d->w_off[l] = sb_model_table_add_tensor(t, &w);
+        d->b_off[l] = sb_model_table_add_tensor(t, &b);
     }
 }
 

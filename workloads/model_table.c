@@ -56,7 +56,7 @@ sb_status sb_model_table_begin(struct sb_model_table *t, struct sb_model *m, int
     return SB_OK;
 }
 
-void sb_model_add_layer(struct sb_model_table *t, const char *name, const int in_shape[3],
+void sb_model_table_add_layer(struct sb_model_table *t, const char *name, const int in_shape[3],
                         const int out_shape[3])
 {
     struct sb_model *m = t->m;
@@ -75,7 +75,7 @@ void sb_model_add_layer(struct sb_model_table *t, const char *name, const int in
     }
 }
 
-size_t sb_model_add_tensor(struct sb_model_table *t, const struct sb_tensor_spec *s)
+size_t sb_model_table_add_tensor(struct sb_model_table *t, const struct sb_tensor_spec *s)
 {
     struct sb_model *m = t->m;
     struct sb_layer_desc *l = &m->layers[m->n_layers - 1];
@@ -90,6 +90,16 @@ size_t sb_model_add_tensor(struct sb_model_table *t, const struct sb_tensor_spec
     l->count += d->count;
     t->off += d->count;
     return d->offset;
+}
+
+size_t sb_model_add_tensor(struct sb_model *m, const char *name, size_t count, size_t *off)
+{
+    struct sb_tensor_desc *t = &m->tensors[m->n_tensors++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->offset = *off;
+    t->count = count;
+    *off += count;
+    return t->offset;
 }
 
 void sb_model_table_end(struct sb_model_table *t) { t->m->n_params = t->off; }

@@ -54,12 +54,18 @@ sb_status sb_model_table_begin(struct sb_model_table *t, struct sb_model *m, int
 
 /* Appends a layer `name` with per-sample activation shapes in and out (3
  * dims each, unused trailing dims 1); the tensors added next are its. */
-void sb_model_add_layer(struct sb_model_table *t, const char *name, const int in_shape[3],
+void sb_model_table_add_layer(struct sb_model_table *t, const char *name, const int in_shape[3],
                         const int out_shape[3]);
 
 /* Appends tensor s (the part's piece of it, n_rows * n_cols floats) to the
  * last layer and returns its offset in the part's flat buffer. */
-size_t sb_model_add_tensor(struct sb_model_table *t, const struct sb_tensor_spec *s);
+size_t sb_model_table_add_tensor(struct sb_model_table *t, const struct sb_tensor_spec *s);
+
+/* Appends tensor `name` of `count` floats at *off to m's tensor table
+ * (m->tensors must have room; tp_split and layer left 0 for the caller) and
+ * returns its offset; *off advances. For a workload that fills its tables
+ * by hand rather than with struct sb_model_table. */
+size_t sb_model_add_tensor(struct sb_model *m, const char *name, size_t count, size_t *off);
 
 /* Ends the tables (m->n_params = the floats laid out). */
 void sb_model_table_end(struct sb_model_table *t);
