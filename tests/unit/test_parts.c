@@ -13,7 +13,9 @@
  * - the mlp's hidden layers split column- then row-wise over tp = 2 and 4
  *   (the shards run in threads of this process, the tp hook sums their
  *   buffers) give the whole model's logits, loss and gradients (each
- *   shard's against the matching slice) within 1e-6;
+ *   shard's against the matching slice) within 1e-6, also cut into two
+ *   parts between the pairs, and so does the cnn's dense stack;
+ * - backward reports each layer of a part ready once, last first;
  * - activation bytes grow linearly with the slots, parts out of range and
  *   tp cuts through a column/row pair are refused, and the names list is
  *   the registry's.
@@ -150,6 +152,22 @@ static void test_layer_tables(void **state)
     assert_string_equal(sb_workload_names(), "mlp, cnn");
 }
 
+/* Checks that backward reports each layer of the part ready once, last
+ * first, with the layer's range in the part's buffer. */
+struct ready {
+    const struct sb_model *m;
+    int next; /* the layer expected next */
+};
+
+static void on_ready(void *ctx, size_t offset, size_t count)
+{
+    struct ready *r = ctx;
+    assert_true(r->next >= 0);
+    assert_int_equal(offset, r->m->layers[r->next].offset);
+    assert_int_equal(count, r->m->layers[r->next].count);
+    r->next--;
+}
+
 /* Runs the whole model cut at cuts[0..n_parts) (first layer of each part)
  * part by part, slot `slot` of `slots`, and compares loss, parameters and
  * gradients byte for byte with the whole model's. */
@@ -190,8 +208,10 @@ static void check_cut(const struct sb_config *cfg, const int *cuts, int n_parts,
     for (int k = n_parts - 1; k >= 0; k--) {
         for (size_t i = 0; i < p[k]->n_params; i++) p[k]->grads[i] = 1e30f; /* stale */
         const float *dout = k + 1 < n_parts ? dact[k + 1] : NULL;
-        assert_int_equal(p[k]->ops->backward_part(p[k], slot, dout, dact[k], 0, NULL, NULL),
+        struct ready r = {p[k], p[k]->n_layers - 1};
+        assert_int_equal(p[k]->ops->backward_part(p[k], slot, dout, dact[k], 0, on_ready, &r),
                          SB_OK);
+        assert_int_equal(r.next, -1); /* every layer reported */
         size_t off = w->layers[cuts[k]].offset;
         assert_memory_equal(p[k]->grads, w->grads + off, p[k]->n_params * sizeof(float));
     }
@@ -308,10 +328,12 @@ struct tp_group {
     size_t calls;
 };
 
+/* One tp rank: its parts (a cut gives two) and what they computed. */
 struct tp_shard {
     struct tp_group *g;
-    int rank;
-    struct sb_model *m;
+    int rank, n_parts;
+    struct sb_model *m[2];
+    float *dact;           /* dLoss/d(input of part 1) */
     const float *x;
     const uint8_t *y;
     double loss;
@@ -337,11 +359,19 @@ static void tp_allreduce(void *ctx, float *buf, size_t count)
     if (s->rank == 0) free(g->sum);
 }
 
+/* Forward through the rank's parts, then backward, the input gradient of
+ * part 1 handed to part 0. */
 static void *tp_step(void *arg)
 {
     struct tp_shard *s = arg;
-    s->st = s->m->ops->forward_part(s->m, 0, s->x, s->y, BATCH, 1.0f / BATCH, &s->loss);
-    if (!s->st) s->st = s->m->ops->backward_part(s->m, 0, NULL, NULL, 0, NULL, NULL);
+    const float *in = s->x;
+    for (int k = 0; k < s->n_parts && !s->st; k++) {
+        s->st = s->m[k]->ops->forward_part(s->m[k], 0, in, s->y, BATCH, 1.0f / BATCH, &s->loss);
+        in = s->m[k]->ops->part_output(s->m[k], 0);
+    }
+    for (int k = s->n_parts - 1; k >= 0 && !s->st; k--)
+        s->st = s->m[k]->ops->backward_part(s->m[k], 0, k + 1 < s->n_parts ? s->dact : NULL,
+                                            k > 0 ? s->dact : NULL, 0, NULL, NULL);
     return NULL;
 }
 
@@ -355,7 +385,8 @@ static void shard(int width, int size, int rank, int *first, int *n)
 
 /* Compares shard tensor t of m (tp rank r of size) with its slice of the
  * whole model w's buffer `whole` (params or grads), within tol relative to
- * the whole tensor's largest value (tol 0: byte for byte). */
+ * the whole tensor's largest value (tol 0: byte for byte). A replicated
+ * tensor is compared whole. */
 static void check_slice(const struct sb_model *w, const float *whole, const struct sb_model *m,
                         const float *mine, int t, int r, int size, double tol)
 {
@@ -363,9 +394,11 @@ static void check_slice(const struct sb_model *w, const float *whole, const stru
     for (int i = 0; i < w->n_tensors; i++)
         if (strcmp(w->tensors[i].name, d->name) == 0) e = &w->tensors[i];
     assert_non_null(e);
-    const struct sb_layer_desc *L = &w->layers[e->layer];
-    int out = (int)L->out_floats, in = (int)(e->count / L->out_floats);
-    int r0 = 0, nr = out, c0 = 0, nc = in; /* in = 1 for a bias */
+    assert_int_equal(d->tp_split, e->tp_split);
+    /* A split tensor is a dense layer's: (out, in), or (out, 1) for a bias. */
+    int out = (int)w->layers[e->layer].out_floats, in = (int)(e->count / (size_t)out);
+    if (d->tp_split == SB_TP_REPLICATED) out = 1, in = (int)e->count;
+    int r0 = 0, nr = out, c0 = 0, nc = in;
     if (d->tp_split == SB_TP_COLUMN) shard(out, size, r, &r0, &nr);
     if (d->tp_split == SB_TP_ROW) shard(in, size, r, &c0, &nc);
     assert_int_equal(d->count, (size_t)nr * nc);
@@ -381,26 +414,36 @@ static void check_slice(const struct sb_model *w, const float *whole, const stru
         }
 }
 
-static void check_tp(const int *hidden, int n_hidden, int size, size_t hook_calls)
+/* cfg's model over tp = size ranks in threads, cut before layer `cut` into
+ * two parts per rank (0: one part), against the whole model: parameters
+ * byte for byte, logits, loss and gradients within TOL; the hook ran
+ * hook_calls times. */
+static void check_tp(const struct sb_config *cfg, int size, int cut, size_t hook_calls)
 {
-    struct sb_config cfg = config("mlp", hidden, n_hidden);
     float x[BATCH * 784];
     uint8_t y[BATCH];
     batch(784, BATCH, x, y);
     double whole_loss;
-    struct sb_model *w = whole_step(&cfg, BATCH, x, y, &whole_loss);
+    struct sb_model *w = whole_step(cfg, BATCH, x, y, &whole_loss);
     struct tp_group g = {.size = size};
     struct tp_shard s[MAX_TP];
     pthread_t th[MAX_TP];
     pthread_barrier_init(&g.barrier, NULL, (unsigned)size);
+    int starts[2] = {0, cut}, n_parts = cut ? 2 : 1;
     for (int r = 0; r < size; r++) {
-        struct sb_part part = {0, w->n_layers, r, size, 1};
-        s[r] = (struct tp_shard){&g, r, create(&cfg, BATCH, &part), x, y, 0.0, SB_OK};
-        s[r].m->tp_allreduce = tp_allreduce;
-        s[r].m->tp_ctx = &s[r];
-        check_table(s[r].m);
-        for (int t = 0; t < s[r].m->n_tensors; t++)
-            check_slice(w, w->params, s[r].m, s[r].m->params, t, r, size, 0.0);
+        s[r] = (struct tp_shard){&g, r, n_parts, {NULL, NULL}, NULL, x, y, 0.0, SB_OK};
+        for (int k = 0; k < n_parts; k++) {
+            int end = k + 1 < n_parts ? starts[k + 1] : w->n_layers;
+            struct sb_part part = {starts[k], end - starts[k], r, size, 1};
+            struct sb_model *m = create(cfg, BATCH, &part);
+            m->tp_allreduce = tp_allreduce;
+            m->tp_ctx = &s[r];
+            check_table(m);
+            for (int t = 0; t < m->n_tensors; t++)
+                check_slice(w, w->params, m, m->params, t, r, size, 0.0);
+            s[r].m[k] = m;
+        }
+        if (cut) s[r].dact = calloc((size_t)BATCH * s[r].m[1]->layers[0].in_floats, sizeof(float));
     }
     for (int r = 0; r < size; r++)
         assert_int_equal(pthread_create(&th[r], NULL, tp_step, &s[r]), 0);
@@ -410,29 +453,42 @@ static void check_tp(const int *hidden, int n_hidden, int size, size_t hook_call
     for (int r = 0; r < size; r++) {
         assert_int_equal(s[r].st, SB_OK);
         assert_true(fabs(s[r].loss - whole_loss) <= TOL * whole_loss);
-        const float *mine = s[r].m->ops->part_output(s[r].m, 0);
+        const struct sb_model *last = s[r].m[n_parts - 1];
+        const float *mine = last->ops->part_output(last, 0);
         for (int i = 0; i < BATCH * 10; i++)
             if (fabs(mine[i] - logits[i]) > TOL * (1.0 + fabs(logits[i])))
                 fail_msg("tp %d rank %d logit %d: %.9g vs %.9g", size, r, i, mine[i], logits[i]);
-        for (int t = 0; t < s[r].m->n_tensors; t++)
-            check_slice(w, w->grads, s[r].m, s[r].m->grads, t, r, size, TOL);
-        s[r].m->ops->destroy(s[r].m);
+        for (int k = 0; k < n_parts; k++) {
+            for (int t = 0; t < s[r].m[k]->n_tensors; t++)
+                check_slice(w, w->grads, s[r].m[k], s[r].m[k]->grads, t, r, size, TOL);
+            s[r].m[k]->ops->destroy(s[r].m[k]);
+        }
+        free(s[r].dact);
     }
     pthread_barrier_destroy(&g.barrier);
     w->ops->destroy(w);
 }
 
-static void test_mlp_tensor_parallel(void **state)
+static void test_tensor_parallel(void **state)
 {
     (void)state;
     sb_backend_cpu_set_threads(1);
+    struct sb_config two = config("mlp", (int[]){128, 64}, 2);
+    struct sb_config one = config("mlp", (int[]){256}, 1);
+    struct sb_config four = config("mlp", (int[]){128, 64, 96, 32}, 4);
+    struct sb_config cnn = config("cnn", NULL, 0);
     for (int size = 2; size <= 4; size += 2) {
         /* fc1 column, fc2 row (one forward all-reduce), fc3 replicated. */
-        check_tp((int[]){128, 64}, 2, size, 1);
+        check_tp(&two, size, 0, 1);
         /* The default: fc1 column, fc2 row (the logits summed). */
-        check_tp((int[]){256}, 1, size, 1);
-        /* Two pairs and fc5 replicated: fc3's input gradient is summed too. */
-        check_tp((int[]){128, 64, 96, 32}, 4, size, 3);
+        check_tp(&one, size, 0, 1);
+        /* Two pairs and fc5 replicated: fc3's input gradient is summed too;
+         * also cut between the pairs, fc3's input gradient handed back. */
+        check_tp(&four, size, 0, 3);
+        check_tp(&four, size, 2, 3);
+        /* cnn: convolutions replicated, fc1 column, fc2 row, fc3 replicated;
+         * fc1's input gradient (for conv2) summed. */
+        check_tp(&cnn, size, 0, 2);
     }
 }
 
@@ -488,7 +544,7 @@ int main(void)
         cmocka_unit_test(test_mlp_parts_byte_identical),
         cmocka_unit_test(test_cnn_parts_byte_identical),
         cmocka_unit_test(test_micro_batches_accumulate),
-        cmocka_unit_test(test_mlp_tensor_parallel),
+        cmocka_unit_test(test_tensor_parallel),
         cmocka_unit_test(test_slots_and_bad_parts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
