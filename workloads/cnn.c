@@ -231,11 +231,13 @@ static sb_status cnn_backward_part(struct sb_model *m, int slot, const float *do
 static sb_status cnn_forward(struct sb_model *m, const float *x, const uint8_t *y, int n,
                              float grad_scale, double *loss_sum)
 {
+    SB_TRY(sb_part_check_whole(m, CNN));
     return cnn_forward_part(m, 0, x, y, n, grad_scale, loss_sum);
 }
 
 static sb_status cnn_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx)
 {
+    SB_TRY(sb_part_check_whole(m, CNN));
     return cnn_backward_part(m, 0, NULL, NULL, 0, ready, ctx); /* no gradient for the images */
 }
 
@@ -243,6 +245,7 @@ static sb_status cnn_predict(struct sb_model *m, const float *x, const uint8_t *
                              long *correct)
 {
     struct cnn *p = m->impl;
+    SB_TRY(sb_part_check_whole(m, CNN));
     SB_TRY(sb_part_check_forward(m, 0, n, CNN));
     const float *in = x;
     for (int l = 0; l < CNN_CONVS; l++) {

@@ -140,11 +140,13 @@ static sb_status mlp_backward_part(struct sb_model *m, int slot, const float *do
 static sb_status mlp_forward(struct sb_model *m, const float *x, const uint8_t *y, int n,
                              float grad_scale, double *loss_sum)
 {
+    SB_TRY(sb_part_check_whole(m, MLP));
     return mlp_forward_part(m, 0, x, y, n, grad_scale, loss_sum);
 }
 
 static sb_status mlp_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx)
 {
+    SB_TRY(sb_part_check_whole(m, MLP));
     return mlp_backward_part(m, 0, NULL, NULL, 0, ready, ctx); /* no gradient for the images */
 }
 
@@ -152,6 +154,7 @@ static sb_status mlp_predict(struct sb_model *m, const float *x, const uint8_t *
                              long *correct)
 {
     struct sb_dense *d = m->impl;
+    SB_TRY(sb_part_check_whole(m, MLP));
     SB_TRY(sb_part_check_forward(m, 0, n, MLP));
     sb_dense_forward(d, m, 0, x, n);
     m->be->count_correct(sb_dense_output(d, 0), y, n, m->n_classes, correct);

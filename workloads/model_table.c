@@ -165,3 +165,11 @@ sb_status sb_part_check_backward(const struct sb_model *m, int slot, const float
                         workload);
     return SB_OK;
 }
+
+sb_status sb_part_check_whole(const struct sb_model *m, const char *workload)
+{
+    if (m->part.first_layer != 0 || m->part.n_layers != m->whole_layers || m->part.tp_size != 1)
+        return sb_error(SB_ERR_INTERNAL, "%s: a whole-model op on a part (use the part ops)",
+                        workload);
+    return SB_OK;
+}

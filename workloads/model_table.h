@@ -92,6 +92,11 @@ sb_status sb_part_check_forward(const struct sb_model *m, int slot, int n, const
 sb_status sb_part_check_backward(const struct sb_model *m, int slot, const float *dout,
                                  const float *din, const char *workload);
 
+/* The check of the whole-model ops (forward, backward, predict): m holds
+ * every layer and one tp shard of one. SB_ERR_INTERNAL naming `workload`
+ * otherwise (a part is run with the part ops). */
+sb_status sb_part_check_whole(const struct sb_model *m, const char *workload);
+
 /* Whether m holds the whole model's last layer (its forward ends in the
  * loss). */
 static inline int sb_part_is_last(const struct sb_model *m)

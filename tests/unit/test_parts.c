@@ -534,6 +534,12 @@ static void test_slots_and_bad_parts(void **state)
     assert_int_equal(m->ops->forward_part(m, 1, x, NULL, 8, 0.0f, NULL), SB_ERR_INTERNAL);
     assert_int_equal(m->ops->forward_part(m, 0, x, NULL, 8, 0.0f, NULL), SB_OK);
     assert_int_equal(m->ops->backward_part(m, 0, x, din, 0, NULL, NULL), SB_ERR_INTERNAL);
+    /* The whole-model ops refuse a part. */
+    double loss = 0.0;
+    long correct = 0;
+    assert_int_equal(m->ops->forward(m, x, y, 8, 1.0f, &loss), SB_ERR_INTERNAL);
+    assert_int_equal(m->ops->backward(m, NULL, NULL), SB_ERR_INTERNAL);
+    assert_int_equal(m->ops->predict(m, x, y, 8, &correct), SB_ERR_INTERNAL);
     m->ops->destroy(m);
 }
 
