@@ -96,7 +96,7 @@ static sb_status ddp_init(struct sb_strategy *s)
      * backward to the optimizer, timed by events (replica.h). */
     d->replica->device_comm = sb_replica_on_device(d->replica);
     struct sb_model *m = d->replica->model;
-    SB_TRY(sb_bucket_plan_create(m->tensors, m->n_tensors, opts(s->env->cfg)->bucket_mb, &d->plan));
+    SB_TRY(sb_bucket_plan_create(m->layers, m->n_layers, opts(s->env->cfg)->bucket_mb, &d->plan));
     d->req = calloc((size_t)d->plan.n, sizeof *d->req);
     d->pending = calloc((size_t)d->plan.n, sizeof *d->pending);
     if (!d->req || !d->pending) return sb_error(SB_ERR_NOMEM, "ddp: out of memory");

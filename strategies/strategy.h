@@ -339,10 +339,9 @@ sb_status sb_strategy_powersgd_factors(const struct sb_model *m, int rank, doubl
                                        double *mnr);
 
 /* The layers of model m (*layers): the units zero stage 3's hook gathers
- * one at a time, sb_bucket_plan_create's layers (consecutive tensors whose
- * names agree before the last '.'). For `stratbench predict`, which sees
- * the strategies through this interface only. Errors: those of
- * sb_bucket_plan_create (SB_ERR_INTERNAL for a broken tensor table,
+ * one at a time, the layers of its layer table (m->layers). For `stratbench
+ * predict`, which sees the strategies through this interface only. Errors:
+ * those of sb_bucket_plan_create (SB_ERR_INTERNAL for a broken layer table,
  * SB_ERR_NOMEM). */
 sb_status sb_strategy_model_layers(const struct sb_model *m, int *layers);
 

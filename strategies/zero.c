@@ -361,7 +361,7 @@ static sb_status plan_units(struct zero *z, const struct sb_config *cfg)
     const struct sb_model *m = z->replica->model;
     /* Stage 3's units are layers: buckets capped below any layer's size. */
     double cap = z->stage == 3 ? SB_BUCKET_CAP_PER_LAYER_MB : opts(cfg)->bucket_mb;
-    SB_TRY(sb_bucket_plan_create(m->tensors, m->n_tensors, cap, &z->plan));
+    SB_TRY(sb_bucket_plan_create(m->layers, m->n_layers, cap, &z->plan));
     z->n_units = z->plan.n;
     z->u = calloc((size_t)z->n_units, sizeof *z->u);
     z->iv = calloc(3 * (size_t)z->n_units, sizeof *z->iv);

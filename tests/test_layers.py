@@ -13,6 +13,11 @@ checked on the source text so that CI holds them (no build needed, well under a 
 4. MPI is called only by the job layer (src/job) and the communicators (src/comm): every
    other file talks about the job through struct sb_job (job/job.h) and its functions,
    so only those two folders include <mpi.h> or job/job_mpi.h.
+5. The workload axis: a workload is its own file in workloads/ plus one line in
+   workloads/registry.c. Its name (a string literal holding it as a word) and its ops
+   (sb_workload_<name>) appear in no other C source, except where the command line
+   parses --workload and prints its usage (src/cli/train_opts.c); what differs between
+   workloads (sizes, layers, parts) is asked of the workload's ops, never of its name.
 """
 
 import pathlib
@@ -116,7 +121,7 @@ def test_no_name_comparisons_outside_registries(rule):
         "strcmp-with-a-name": re.compile(r'strn?cmp\s*\([^;]*"(' + names + r')"'),
         # strcmp(cfg->device, ...) and friends, whatever they are compared with
         "strcmp-on-cfg-names": re.compile(
-            r'strn?cmp\s*\([^;]*->\s*(device|comm|strategy)\b\s*[,)]'),
+            r'strn?cmp\s*\([^;]*->\s*(device|comm|strategy|workload)\b\s*[,)]'),
     }[rule]
     wrong = []
     for path in sources():
@@ -127,7 +132,8 @@ def test_no_name_comparisons_outside_registries(rule):
             if pattern.search(line):
                 wrong.append(f"{rel}:{lineno}: {line.strip()}")
     assert not wrong, ("names compared outside the registries and src/cli (ask the "
-                       "entry cfg->strategy_ops / backend / comm_entry instead):\n"
+                       "entry cfg->strategy_ops / backend / comm_entry, or the workload's ops, "
+                       "instead):\n"
                        + "\n".join(wrong))
 
 
@@ -196,3 +202,47 @@ def test_only_job_and_comm_call_mpi():
              for m in MPI_INCLUDE.findall(path.read_text(errors="replace"))]
     assert not wrong, ("MPI outside src/job and src/comm (use struct sb_job and the job "
                        "layer's functions, job/job.h, job/gather.h):\n" + "\n".join(wrong))
+
+
+WORKLOAD_REGISTRY = "workloads/registry.c"
+WORKLOAD_FLAG_PARSING = ("src/cli/train_opts.c",)  # --workload: its default and usage
+WORKLOAD_OPS = re.compile(r"\bconst struct sb_workload_ops sb_workload_(\w+)\s*=")
+
+
+def workload_names():
+    """{name: its file}, from the files that define sb_workload_<name>."""
+    names = {}
+    for path in sorted((ROOT / "workloads").glob("*.c")):
+        for name in WORKLOAD_OPS.findall(path.read_text(errors="replace")):
+            names[name] = path.relative_to(ROOT).as_posix()
+    return names
+
+
+def test_workloads_are_found():
+    names = workload_names()
+    assert {"mlp", "cnn"} <= set(names), names
+    registry = (ROOT / WORKLOAD_REGISTRY).read_text(errors="replace")
+    for name in names:
+        assert f"&sb_workload_{name}," in registry, f"{name} is not in {WORKLOAD_REGISTRY}"
+
+
+def test_no_workload_name_outside_its_file_and_the_registry():
+    names = workload_names()
+    wrong = []
+    for path in sources():
+        rel = path.relative_to(ROOT).as_posix()
+        if rel == WORKLOAD_REGISTRY:
+            continue
+        code = code_of(path)
+        for name, own in names.items():
+            if rel == own:
+                continue
+            literal = re.compile(r'"(?:\\.|[^"\\\n])*\b' + name + r'\b(?:\\.|[^"\\\n])*"')
+            ops = re.compile(r"\bsb_workload_" + name + r"\b")
+            for lineno, line in enumerate(code.splitlines(), 1):
+                if ops.search(line) or (rel not in WORKLOAD_FLAG_PARSING and
+                                        literal.search(line)):
+                    wrong.append(f"{rel}:{lineno}: {line.strip()}")
+    assert not wrong, ("a workload named outside its own file, workloads/registry.c and "
+                       "the --workload flag's parsing (ask the workload's ops: size, "
+                       "create_part, the layer table):\n" + "\n".join(wrong))

@@ -1,122 +1,178 @@
-/* Shared workload pieces; see dense.h. */
+/* A stack of fully connected layers, or a part of one; see dense.h. */
 #include "workloads/dense.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "core/rng.h"
-
-size_t sb_model_add_tensor(struct sb_model *m, const char *name, size_t count, size_t *off)
+sb_status sb_dense_plan(struct sb_dense *d, int first, int end, int tp_rank, int tp_size,
+                        const char *workload)
 {
-    struct sb_tensor_desc *t = &m->tensors[m->n_tensors++];
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->offset = *off;
-    t->count = count;
-    *off += count;
-    return t->offset;
-}
-
-void sb_init_kaiming_uniform(const struct sb_model *m, const int *fan_in, uint64_t seed,
-                             float *host)
-{
-    for (int t = 0; t < m->n_tensors; t++) {
-        double bound = 1.0 / sqrt((double)fan_in[t / 2]);
-        struct sb_rng rng;
-        sb_rng_seed(&rng, seed, 1000 + (uint64_t)t);
-        float *x = host + m->tensors[t].offset;
-        for (size_t i = 0; i < m->tensors[t].count; i++)
-            x[i] = (float)((2.0 * sb_rng_uniform(&rng) - 1.0) * bound);
-    }
-}
-
-sb_status sb_model_init_params(struct sb_model *m, const int *fan_in, uint64_t seed,
-                               const char *workload)
-{
-    const struct sb_backend_ops *be = m->be;
-    size_t n = m->n_params;
-    float *host = be->host_memory ? m->params : malloc(n * sizeof *host);
-    if (!host) return sb_error(SB_ERR_NOMEM, "%s: out of memory", workload);
-    sb_init_kaiming_uniform(m, fan_in, seed, host);
-    sb_status st = be->host_memory ? SB_OK : be->upload(m->params, host, n * sizeof *host);
-    if (host != m->params) free(host);
-    return st;
-}
-
-void sb_dense_layout(struct sb_dense *d, struct sb_model *m, int first, size_t *off)
-{
-    char name[32];
+    d->first = first;
+    d->end = end;
+    d->tp_rank = tp_rank;
+    d->tp_size = tp_size;
     for (int l = 0; l < d->n_layers; l++) {
-        size_t in = (size_t)d->dim[l], out = (size_t)d->dim[l + 1];
-        snprintf(name, sizeof name, "fc%d.weight", first + l);
-        d->w_off[l] = sb_model_add_tensor(m, name, out * in, off);
-        snprintf(name, sizeof name, "fc%d.bias", first + l);
-        d->b_off[l] = sb_model_add_tensor(m, name, out, off);
+        d->split[l] = l % 2 ? SB_TP_ROW : l + 1 < d->n_layers ? SB_TP_COLUMN : SB_TP_REPLICATED;
+        d->in[l] = d->dim[l];
+        d->out[l] = d->dim[l + 1];
+        d->in0[l] = d->out0[l] = 0;
+    }
+    if (tp_size == 1) return SB_OK;
+    if (d->split[first] == SB_TP_ROW || d->split[end - 1] == SB_TP_COLUMN)
+        return sb_error(SB_ERR_USAGE,
+                        "%s: a part of layers fc%d..fc%d cuts a column-/row-parallel pair "
+                        "(tp %d)", workload, first + 1, end, tp_size);
+    char what[64];
+    for (int l = first; l < end; l++) {
+        if (d->split[l] == SB_TP_REPLICATED) continue;
+        /* The pair's hidden width: the column layer's output, the row layer's input. */
+        int *first_out = d->split[l] == SB_TP_COLUMN ? &d->out0[l] : &d->in0[l];
+        int *n_out = d->split[l] == SB_TP_COLUMN ? &d->out[l] : &d->in[l];
+        snprintf(what, sizeof what, "%s: fc%d", workload, l + 1);
+        SB_TRY(sb_tp_shard(*n_out, tp_size, tp_rank, what, first_out, n_out));
+    }
+    return SB_OK;
+}
+
+void sb_dense_layout(struct sb_dense *d, struct sb_model_table *t, int first_global)
+{
+    char layer[32], weight[40], bias[40];
+    for (int l = d->first; l < d->end; l++) {
+        int g = first_global + l;
+        snprintf(layer, sizeof layer, "fc%d", l + 1);
+        snprintf(weight, sizeof weight, "fc%d.weight", l + 1);
+        snprintf(bias, sizeof bias, "fc%d.bias", l + 1);
+        sb_model_table_add_layer(t, layer, (int[3]){d->in[l], 1, 1}, (int[3]){d->out[l], 1, 1});
+        size_t rows = (size_t)d->dim[l + 1], cols = (size_t)d->dim[l];
+        enum sb_tp_split bias_split = d->split[l] == SB_TP_COLUMN ? SB_TP_COLUMN
+                                                                  : SB_TP_REPLICATED;
+        struct sb_tensor_spec w = {weight, d->split[l], 2 * g, d->dim[l], rows, cols,
+                                   (size_t)d->out0[l], (size_t)d->out[l],
+                                   (size_t)d->in0[l], (size_t)d->in[l]};
+        struct sb_tensor_spec b = {bias, bias_split, 2 * g + 1, d->dim[l], rows, 1,
+                                   (size_t)d->out0[l], (size_t)d->out[l], 0, 1};
+        d->w_off[l] = sb_model_table_add_tensor(t, &w);
+        d->b_off[l] = sb_model_table_add_tensor(t, &b);
     }
 }
 
-sb_status sb_dense_alloc(struct sb_dense *d, const struct sb_backend_ops *be, int max_batch)
+/* Counts `floats` of backend memory into d->alloc_bytes and allocates them. */
+static sb_status dense_alloc(struct sb_dense *d, const struct sb_backend_ops *be, float **p,
+                             size_t floats)
 {
-    size_t rows = (size_t)max_batch, widest = 1;
-    for (int l = 1; l < d->n_layers; l++)
-        if ((size_t)d->dim[l] > widest) widest = (size_t)d->dim[l];
+    d->alloc_bytes += floats * sizeof(float);
+    return be->alloc((void **)p, floats * sizeof(float));
+}
+
+sb_status sb_dense_alloc(struct sb_dense *d, const struct sb_backend_ops *be, int max_batch,
+                         int slots)
+{
+    size_t rows = (size_t)max_batch, widest = 1, bias_widest = 1;
+    d->rows = max_batch;
+    d->slots = slots;
     d->alloc_bytes = 0;
-    for (int l = 1; l <= d->n_layers; l++) {
-        SB_TRY(be->alloc((void **)&d->act[l], rows * (size_t)d->dim[l] * sizeof(float)));
-        d->alloc_bytes += rows * (size_t)d->dim[l] * sizeof(float);
+    d->input = calloc((size_t)slots, sizeof *d->input);
+    d->n = calloc((size_t)slots, sizeof *d->n);
+    if (!d->input || !d->n) return sb_error(SB_ERR_NOMEM, "dense layers: out of memory");
+    /* The scratch holds a hidden layer's gradient (the inputs inside the
+     * part, and the output of a part before the last), and an accumulated
+     * bias gradient. */
+    for (int l = d->first; l < d->end; l++) {
+        if (l > d->first && (size_t)d->in[l] > widest) widest = (size_t)d->in[l];
+        if ((size_t)d->out[l] > bias_widest) bias_widest = (size_t)d->out[l];
     }
-    SB_TRY(be->alloc((void **)&d->delta[0], rows * widest * sizeof(float)));
-    SB_TRY(be->alloc((void **)&d->delta[1], rows * widest * sizeof(float)));
-    d->alloc_bytes += 2 * rows * widest * sizeof(float) +
-                      rows * (size_t)d->dim[d->n_layers] * sizeof(float);
-    return be->alloc((void **)&d->dlogits,
-                     rows * (size_t)d->dim[d->n_layers] * sizeof(float));
+    if (d->end < d->n_layers && (size_t)d->out[d->end - 1] > widest)
+        widest = (size_t)d->out[d->end - 1];
+    size_t scratch = rows * widest > bias_widest ? rows * widest : bias_widest;
+    for (int l = d->first; l < d->end; l++)
+        SB_TRY(dense_alloc(d, be, &d->act[l + 1], (size_t)slots * rows * (size_t)d->out[l]));
+    SB_TRY(dense_alloc(d, be, &d->delta[0], scratch));
+    SB_TRY(dense_alloc(d, be, &d->delta[1], scratch));
+    if (d->end == d->n_layers)
+        SB_TRY(dense_alloc(d, be, &d->dlogits,
+                           (size_t)slots * rows * (size_t)d->dim[d->n_layers]));
+    return SB_OK;
 }
 
 void sb_dense_free(struct sb_dense *d, const struct sb_backend_ops *be)
 {
-    for (int l = 1; l <= d->n_layers; l++) be->free(d->act[l]);
+    for (int l = d->first; l < d->end; l++) be->free(d->act[l + 1]);
     be->free(d->delta[0]);
     be->free(d->delta[1]);
     be->free(d->dlogits);
+    free(d->input);
+    free(d->n);
 }
 
-void sb_dense_forward(struct sb_dense *d, const struct sb_model *m, const float *input, int n)
+/* Slot s's (rows, out[l - 1]) block of act[l], or its input for l = first. */
+static float *act_of(const struct sb_dense *d, int l, int slot)
+{
+    if (l == d->first) return (float *)d->input[slot];
+    return d->act[l] + (size_t)slot * d->rows * (size_t)d->out[l - 1];
+}
+
+float *sb_dense_output(const struct sb_dense *d, int slot) { return act_of(d, d->end, slot); }
+
+float *sb_dense_dlogits(const struct sb_dense *d, int slot)
+{
+    return d->dlogits + (size_t)slot * d->rows * (size_t)d->dim[d->n_layers];
+}
+
+void sb_dense_forward(struct sb_dense *d, const struct sb_model *m, int slot, const float *input,
+                      int n)
 {
     const struct sb_backend_ops *be = m->be;
-    d->act[0] = (float *)input;
-    for (int l = 0; l < d->n_layers; l++) {
-        int in = d->dim[l], out = d->dim[l + 1];
+    d->input[slot] = input;
+    for (int l = d->first; l < d->end; l++) {
+        int in = d->in[l], out = d->out[l];
+        float *x = act_of(d, l, slot), *y = act_of(d, l + 1, slot);
         sb_model_layer_begin(m, d->w_off[l], (size_t)out * in + out, 0);
-        /* act[l+1] (n, out) = act[l] (n, in) . W_l^T (in, out) + b_l */
-        be->sgemm(0, 1, n, out, in, 1.0f, d->act[l], in, m->params + d->w_off[l], in, 0.0f,
-                  d->act[l + 1], out);
-        be->add_bias(d->act[l + 1], m->params + d->b_off[l], n, out);
-        if (l + 1 < d->n_layers) be->relu_forward(d->act[l + 1], (size_t)n * out);
+        /* y (n, out) = x (n, in) . W_l^T (in, out) + b_l */
+        be->sgemm(0, 1, n, out, in, 1.0f, x, in, m->params + d->w_off[l], in, 0.0f, y, out);
+        if (d->split[l] == SB_TP_ROW) sb_model_tp_allreduce(m, y, (size_t)n * out);
+        be->add_bias(y, m->params + d->b_off[l], n, out);
+        if (l + 1 < d->n_layers) be->relu_forward(y, (size_t)n * out);
     }
-    d->n = n;
+    d->n[slot] = n;
 }
 
-void sb_dense_backward(struct sb_dense *d, struct sb_model *m, float *dinput,
-                       sb_grad_ready_fn ready, void *ctx)
+void sb_dense_backward(struct sb_dense *d, struct sb_model *m, int slot, const float *dout,
+                       float *dinput, int accumulate, sb_grad_ready_fn ready, void *ctx)
 {
     const struct sb_backend_ops *be = m->be;
-    int n = d->n;
-    float *dz = d->dlogits; /* dLoss/d(pre-activation of layer l) (n, out) */
-    for (int l = d->n_layers - 1; l >= 0; l--) {
-        int in = d->dim[l], out = d->dim[l + 1];
+    int n = d->n[slot];
+    float *dz; /* dLoss/d(pre-activation of layer l) (n, out) */
+    if (dout) {
+        /* Through the ReLU of the part's last layer, which made its output. */
+        size_t count = (size_t)n * d->out[d->end - 1];
+        dz = d->delta[d->end % 2];
+        be->copy(dz, dout, count);
+        be->relu_backward(dz, act_of(d, d->end, slot), count);
+    } else {
+        dz = sb_dense_dlogits(d, slot);
+    }
+    float beta = accumulate ? 1.0f : 0.0f;
+    for (int l = d->end - 1; l >= d->first; l--) {
+        int in = d->in[l], out = d->out[l];
+        float *x = act_of(d, l, slot), *gb = m->grads + d->b_off[l];
         sb_model_layer_begin(m, d->w_off[l], (size_t)out * in + out, 1);
-        /* dW_l (out, in) = dz^T (out, n) . act[l] (n, in); db_l = colsum(dz) */
-        be->sgemm(1, 0, out, in, n, 1.0f, dz, out, d->act[l], in, 0.0f,
-                  m->grads + d->w_off[l], in);
-        be->bias_grad(m->grads + d->b_off[l], dz, n, out);
+        /* dW_l (out, in) = dz^T (out, n) . x (n, in); db_l = colsum(dz) */
+        be->sgemm(1, 0, out, in, n, 1.0f, dz, out, x, in, beta, m->grads + d->w_off[l], in);
+        if (accumulate) {
+            /* delta[l % 2] is free until this layer's input gradient. */
+            be->bias_grad(d->delta[l % 2], dz, n, out);
+            be->add(gb, d->delta[l % 2], (size_t)out);
+        } else {
+            be->bias_grad(gb, dz, n, out);
+        }
         if (ready) ready(ctx, d->w_off[l], (size_t)out * in + out);
-        if (l == 0 && !dinput) break;
-        /* d act[l] (n, in) = dz (n, out) . W_l (out, in); through the ReLU
-         * that made act[l], except for the stack's input. */
-        float *da = l == 0 ? dinput : d->delta[l % 2];
-        be->sgemm(0, 0, n, in, out, 1.0f, dz, out, m->params + d->w_off[l], in, 0.0f, da, in);
-        if (l > 0) be->relu_backward(da, d->act[l], (size_t)n * in);
-        dz = da;
+        if (l == d->first && !dinput) break;
+        /* d x (n, in) = dz (n, out) . W_l (out, in); through the ReLU that
+         * made x, except for the part's input. */
+        float *dx = l == d->first ? dinput : d->delta[l % 2];
+        be->sgemm(0, 0, n, in, out, 1.0f, dz, out, m->params + d->w_off[l], in, 0.0f, dx, in);
+        if (d->split[l] == SB_TP_COLUMN) sb_model_tp_allreduce(m, dx, (size_t)n * in);
+        if (l > d->first) be->relu_backward(dx, x, (size_t)n * in);
+        dz = dx;
     }
 }

@@ -1,70 +1,90 @@
-/* Pieces the workloads share: the layout table, PyTorch's default
- * initialisation, and a stack of fully connected layers (ReLU between them,
- * logits out) over the model's flat parameter and gradient buffers. mlp is
- * one such stack; cnn ends in one. */
+/* A stack of fully connected layers (ReLU between them, logits out) over
+ * the model's flat parameter and gradient buffers, or a part of one: layers
+ * [first, end) of the stack, a tensor-parallel shard of them, with several
+ * activation slots. mlp is one such stack; cnn ends in one.
+ *
+ * Tensor parallelism (Megatron-LM, Shoeybi et al. 2019, section 3) pairs
+ * the stack's layers from its first: layer 2i is column-parallel (its
+ * weight's rows and its bias split over the tp ranks, its ReLU output a
+ * shard), layer 2i + 1 row-parallel (its weight's columns split: it reads
+ * the shard and its partial output is summed over the tp ranks before its
+ * replicated bias). A last layer left without a partner (an odd number of
+ * layers) is replicated. A part of a tp > 1 stack may not cut a pair. */
 #ifndef SB_DENSE_H
 #define SB_DENSE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "workloads/model_table.h"
 #include "workloads/workload.h"
 
 #define SB_DENSE_MAX_LAYERS (SB_MAX_HIDDEN + 1)
 
 struct sb_dense {
-    int n_layers;                          /* linear layers */
+    int n_layers;                          /* linear layers of the whole stack */
     int dim[SB_DENSE_MAX_LAYERS + 1];      /* dim[0] inputs ... dim[n_layers] logits */
-    size_t w_off[SB_DENSE_MAX_LAYERS];     /* W_l (dim[l+1], dim[l]) in the flat buffers */
-    size_t b_off[SB_DENSE_MAX_LAYERS];     /* b_l (dim[l+1]) */
-    float *act[SB_DENSE_MAX_LAYERS + 1];   /* act[0] = the input of the last forward;
-                                            * act[l] (max_batch, dim[l]) ReLU outputs;
-                                            * act[n_layers] the logits */
-    float *delta[2];                       /* (max_batch, widest hidden) backward scratch */
-    float *dlogits;                        /* (max_batch, dim[n_layers]) dLoss/dlogits */
-    int n;                                 /* batch size of the last forward */
+    int first, end;                        /* the part holds layers [first, end) */
+    int tp_rank, tp_size;
+    enum sb_tp_split split[SB_DENSE_MAX_LAYERS]; /* of layer l's weight */
+    int in[SB_DENSE_MAX_LAYERS], out[SB_DENSE_MAX_LAYERS]; /* layer l's widths as held */
+    int in0[SB_DENSE_MAX_LAYERS], out0[SB_DENSE_MAX_LAYERS]; /* where its shard starts */
+    size_t w_off[SB_DENSE_MAX_LAYERS];     /* W_l (out, in) in the flat buffers */
+    size_t b_off[SB_DENSE_MAX_LAYERS];     /* b_l (out) */
+    int slots, rows;                       /* activation slots of rows (max_batch) samples */
+    float *act[SB_DENSE_MAX_LAYERS + 1];   /* act[l + 1] (slots, rows, out[l]) layer l's
+                                            * output: ReLU, or the logits of the last */
+    const float **input;                   /* (slots) the input of each slot's forward */
+    int *n;                                /* (slots) its batch size, 0 before one */
+    float *delta[2];                       /* (rows, widest) backward scratch */
+    float *dlogits;                        /* (slots, rows, dim[n_layers]) dLoss/dlogits, when
+                                            * the part holds the last layer */
     size_t alloc_bytes;                    /* what sb_dense_alloc allocated */
 };
 
-/* Appends tensor `name` of `count` floats at *off to m's layout table
- * (m->tensors must have room) and returns its offset; *off advances. */
-size_t sb_model_add_tensor(struct sb_model *m, const char *name, size_t count, size_t *off);
+/* Plans the part [first, end) of the stack of widths d->dim[0..n_layers]
+ * (set by the caller with d->n_layers) for tp rank tp_rank of tp_size:
+ * each layer's split and widths as held. SB_ERR_USAGE naming `workload` for
+ * a cut through a tp pair or a width narrower than tp_size. */
+sb_status sb_dense_plan(struct sb_dense *d, int first, int end, int tp_rank, int tp_size,
+                        const char *workload);
 
-/* Fills host[0..n_params) with PyTorch's default init for nn.Linear and
- * nn.Conv2d (Kaiming-uniform with a = sqrt(5)): each weight and bias
- * ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)), with fan_in[t / 2] for tensor t
- * (tensors come in weight, bias pairs). One generator stream per tensor
- * (1000 + t), so changing one layer leaves the others' values unchanged. */
-void sb_init_kaiming_uniform(const struct sb_model *m, const int *fan_in, uint64_t seed,
-                             float *host);
+/* Adds the held layers to the tables as fc<l + 1> with tensors
+ * fc<l + 1>.weight and .bias; layer l of the stack is layer
+ * first_global + l of the whole model (its tensors 2 (first_global + l)
+ * and one more, the streams of the init). Records their offsets. */
+void sb_dense_layout(struct sb_dense *d, struct sb_model_table *t, int first_global);
 
-/* Initialises m->params (m->n_params floats in m->be's memory, layout table
- * complete) with sb_init_kaiming_uniform: in place on a host-memory
- * backend (no second copy of the model at the process's peak), else in a
- * host copy uploaded once. Errors: SB_ERR_NOMEM naming `workload`; the
- * upload's. */
-sb_status sb_model_init_params(struct sb_model *m, const int *fan_in, uint64_t seed,
-                               const char *workload);
-
-/* Adds layers fc<first>.weight/bias ... to m's layout table for the widths
- * d->dim[0..n_layers] (set by the caller), recording their offsets. */
-void sb_dense_layout(struct sb_dense *d, struct sb_model *m, int first, size_t *off);
-
-/* Allocates the activations, scratch and dlogits for batches of max_batch
- * in backend memory. SB_ERR_NOMEM; sb_dense_free releases a partial one. */
-sb_status sb_dense_alloc(struct sb_dense *d, const struct sb_backend_ops *be, int max_batch);
+/* Allocates the activations of `slots` slots of max_batch samples, the
+ * backward scratch and (when it holds the last layer) dlogits in backend
+ * memory. SB_ERR_NOMEM; sb_dense_free releases a partial one. */
+sb_status sb_dense_alloc(struct sb_dense *d, const struct sb_backend_ops *be, int max_batch,
+                         int slots);
 void sb_dense_free(struct sb_dense *d, const struct sb_backend_ops *be);
 
-/* Forward of input (n, dim[0]) through the stack with m's parameters:
- * act[l+1] = act[l] . W_l^T + b_l, ReLU except on the logits. */
-void sb_dense_forward(struct sb_dense *d, const struct sb_model *m, const float *input, int n);
+/* Forward of input (n, in[first]) through the held layers into slot `slot`
+ * with m's parameters: act[l+1] = act[l] . W_l^T + b_l, ReLU except on the
+ * logits; a row-parallel layer's product summed over the tp ranks
+ * (m's tp hook) before its bias. input is kept for backward. */
+void sb_dense_forward(struct sb_dense *d, const struct sb_model *m, int slot, const float *input,
+                      int n);
 
-/* Backward of the last forward from d->dlogits: writes each layer's weight
- * and bias gradients into m->grads (last layer first, calling ready(ctx,
- * offset, count) as each layer's are final; `ready` may be NULL). If dinput
- * is not NULL, also writes dLoss/d input (n, dim[0]) there, without a ReLU
- * (the input is not this stack's). */
-void sb_dense_backward(struct sb_dense *d, struct sb_model *m, float *dinput,
-                       sb_grad_ready_fn ready, void *ctx);
+/* The output of slot's last forward: (n, out[end - 1]). */
+float *sb_dense_output(const struct sb_dense *d, int slot);
+
+/* dLoss/dlogits of slot: (rows, dim[n_layers]) (the part holds the last
+ * layer). */
+float *sb_dense_dlogits(const struct sb_dense *d, int slot);
+
+/* Backward of slot's last forward, from dLoss/d(output) dout (n, out[end -
+ * 1]), through the held layers' ReLU, or from the slot's dlogits when dout
+ * is NULL: writes (accumulate 0) or adds (1) each layer's weight and bias
+ * gradients into m->grads (last layer first, calling ready(ctx, offset,
+ * count) as each layer's are final; `ready` may be NULL). If dinput is not
+ * NULL, also writes dLoss/d input (n, in[first]) there, without a ReLU (the
+ * input is not this stack's); a column-parallel layer's input gradient is
+ * summed over the tp ranks (m's tp hook). */
+void sb_dense_backward(struct sb_dense *d, struct sb_model *m, int slot, const float *dout,
+                       float *dinput, int accumulate, sb_grad_ready_fn ready, void *ctx);
 
 #endif

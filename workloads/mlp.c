@@ -6,14 +6,38 @@
  * fc<l>.weight, fc<l>.bias of the flat parameter buffer, so the gradients of
  * the last layer are the last range and become ready first in backward.
  * The layers are one dense stack (workloads/dense.h): batched GEMMs and
- * elementwise ops through the backend. */
+ * elementwise ops through the backend. Every linear layer is a layer of the
+ * table; tensor parallelism pairs them (fc1 column-, fc2 row-parallel, ...;
+ * an odd last layer replicated), as dense.h says. */
 #include <stdlib.h>
 
 #include "data/mnist.h"
 #include "workloads/dense.h"
+#include "workloads/model_table.h"
 #include "workloads/workload.h"
 
+#define MLP "mlp"
+
 extern const struct sb_workload_ops sb_workload_mlp;
+
+static struct sb_model_size mlp_size(const struct sb_config *cfg, int max_batch)
+{
+    /* 784 -> hidden... -> 10: weights and biases; per sample, each layer's
+     * output, two delta buffers of the widest hidden layer and dlogits, as
+     * workloads/dense.c allocates them. */
+    struct sb_model_size s = {0};
+    double rows = max_batch > 0 ? max_batch : 1;
+    double in = SB_MNIST_SIDE * SB_MNIST_SIDE, widest = 1, act = 0;
+    for (int l = 0; l <= cfg->n_hidden; l++) {
+        double out = l < cfg->n_hidden ? cfg->hidden[l] : SB_MNIST_CLASSES;
+        s.n_params += in * out + out;
+        act += out; /* act[l+1] */
+        if (l < cfg->n_hidden && out > widest) widest = out;
+        in = out;
+    }
+    s.activation_bytes = rows * (act + 2 * widest + SB_MNIST_CLASSES) * sizeof(float);
+    return s;
+}
 
 static void mlp_destroy(struct sb_model *m)
 {
@@ -26,12 +50,13 @@ static void mlp_destroy(struct sb_model *m)
     m->be->free(m->params);
     m->be->free(m->grads);
     free(m->tensors);
+    free(m->layers);
     free(m);
 }
 
-static sb_status mlp_create(const struct sb_config *cfg,
-                            const struct sb_backend_ops *be, int max_batch,
-                            struct sb_model **out)
+static sb_status mlp_create_part(const struct sb_config *cfg, const struct sb_backend_ops *be,
+                                 int max_batch, const struct sb_part *part,
+                                 struct sb_model **out)
 {
     *out = NULL;
     struct sb_model *m = calloc(1, sizeof *m);
@@ -39,8 +64,9 @@ static sb_status mlp_create(const struct sb_config *cfg,
     if (!m || !d) {
         free(m);
         free(d);
-        return sb_error(SB_ERR_NOMEM, "mlp: out of memory");
+        return sb_error(SB_ERR_NOMEM, MLP ": out of memory");
     }
+    struct sb_model_table t = {0};
     m->impl = d;
     m->be = be;
     m->in_dim = SB_MNIST_PIXELS;
@@ -51,66 +77,100 @@ static sb_status mlp_create(const struct sb_config *cfg,
     d->dim[0] = m->in_dim;
     for (int i = 0; i < cfg->n_hidden; i++) d->dim[i + 1] = cfg->hidden[i];
     d->dim[d->n_layers] = m->n_classes;
+    m->whole_layers = d->n_layers;
 
     sb_status st;
-    m->tensors = calloc((size_t)(2 * d->n_layers), sizeof *m->tensors);
-    if (!m->tensors) goto nomem;
-    size_t off = 0;
-    sb_dense_layout(d, m, 1, &off);
-    m->n_params = off;
+    if ((st = sb_part_check(part, d->n_layers, MLP, &m->part)) ||
+        (st = sb_dense_plan(d, m->part.first_layer, m->part.first_layer + m->part.n_layers,
+                            m->part.tp_rank, m->part.tp_size, MLP)) ||
+        (st = sb_model_table_begin(&t, m, m->part.n_layers, 2 * m->part.n_layers)))
+        goto fail;
+    sb_dense_layout(d, &t, 0);
+    sb_model_table_end(&t);
 
-    if ((st = be->alloc((void **)&m->params, off * sizeof(float))) ||
-        (st = be->alloc((void **)&m->grads, off * sizeof(float))) ||
-        (st = sb_dense_alloc(d, be, max_batch)))
+    if ((st = be->alloc((void **)&m->params, m->n_params * sizeof(float))) ||
+        (st = be->alloc((void **)&m->grads, m->n_params * sizeof(float))) ||
+        (st = sb_dense_alloc(d, be, max_batch, m->part.slots)) ||
+        (st = sb_model_table_init(&t, cfg->seed, MLP)))
         goto fail;
     m->activation_bytes = d->alloc_bytes;
-
-    /* fan_in of layer l = dim[l] */
-    if ((st = sb_model_init_params(m, d->dim, cfg->seed, "mlp"))) goto fail;
+    sb_model_table_free(&t);
     m->ops = &sb_workload_mlp;
     *out = m;
     return SB_OK;
-nomem:
-    st = sb_error(SB_ERR_NOMEM, "mlp: out of memory");
 fail:
+    sb_model_table_free(&t);
     mlp_destroy(m);
     return st;
 }
 
-static sb_status mlp_forward(struct sb_model *m, const float *x, const uint8_t *y,
-                             int n, float grad_scale, double *loss_sum)
+static sb_status mlp_create(const struct sb_config *cfg, const struct sb_backend_ops *be,
+                            int max_batch, struct sb_model **out)
+{
+    return mlp_create_part(cfg, be, max_batch, NULL, out);
+}
+
+static sb_status mlp_forward_part(struct sb_model *m, int slot, const float *in,
+                                  const uint8_t *y, int n, float grad_scale, double *loss_sum)
 {
     struct sb_dense *d = m->impl;
-    if (n <= 0 || n > m->max_batch)
-        return sb_error(SB_ERR_INTERNAL, "mlp: batch %d outside 1..%d", n, m->max_batch);
-    sb_dense_forward(d, m, x, n);
-    m->be->softmax_xent(d->act[d->n_layers], y, n, m->n_classes, grad_scale, d->dlogits,
-                        loss_sum);
+    SB_TRY(sb_part_check_forward(m, slot, n, MLP));
+    sb_dense_forward(d, m, slot, in, n);
+    if (sb_part_is_last(m))
+        m->be->softmax_xent(sb_dense_output(d, slot), y, n, m->n_classes, grad_scale,
+                            sb_dense_dlogits(d, slot), loss_sum);
     return SB_OK;
+}
+
+static const float *mlp_part_output(const struct sb_model *m, int slot)
+{
+    return sb_dense_output(m->impl, slot);
+}
+
+static sb_status mlp_backward_part(struct sb_model *m, int slot, const float *dout, float *din,
+                                   int accumulate, sb_grad_ready_fn ready, void *ctx)
+{
+    struct sb_dense *d = m->impl;
+    SB_TRY(sb_part_check_backward(m, slot, dout, din, MLP));
+    if (d->n[slot] == 0) return sb_error(SB_ERR_INTERNAL, MLP ": backward before forward");
+    sb_dense_backward(d, m, slot, dout, din, accumulate, ready, ctx);
+    return SB_OK;
+}
+
+static sb_status mlp_forward(struct sb_model *m, const float *x, const uint8_t *y, int n,
+                             float grad_scale, double *loss_sum)
+{
+    SB_TRY(sb_part_check_whole(m, MLP));
+    return mlp_forward_part(m, 0, x, y, n, grad_scale, loss_sum);
 }
 
 static sb_status mlp_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx)
 {
-    sb_dense_backward(m->impl, m, NULL, ready, ctx); /* no gradient for the images */
-    return SB_OK;
+    SB_TRY(sb_part_check_whole(m, MLP));
+    return mlp_backward_part(m, 0, NULL, NULL, 0, ready, ctx); /* no gradient for the images */
 }
 
-static sb_status mlp_predict(struct sb_model *m, const float *x, const uint8_t *y,
-                             int n, long *correct)
+static sb_status mlp_predict(struct sb_model *m, const float *x, const uint8_t *y, int n,
+                             long *correct)
 {
     struct sb_dense *d = m->impl;
-    if (n <= 0 || n > m->max_batch)
-        return sb_error(SB_ERR_INTERNAL, "mlp: batch %d outside 1..%d", n, m->max_batch);
-    sb_dense_forward(d, m, x, n);
-    m->be->count_correct(d->act[d->n_layers], y, n, m->n_classes, correct);
+    SB_TRY(sb_part_check_whole(m, MLP));
+    SB_TRY(sb_part_check_forward(m, 0, n, MLP));
+    sb_dense_forward(d, m, 0, x, n);
+    m->be->count_correct(sb_dense_output(d, 0), y, n, m->n_classes, correct);
     return SB_OK;
 }
 
 const struct sb_workload_ops sb_workload_mlp = {
-    .name = "mlp",
+    .name = MLP,
+    .size = mlp_size,
     .create = mlp_create,
+    .create_part = mlp_create_part,
     .forward = mlp_forward,
     .backward = mlp_backward,
     .predict = mlp_predict,
+    .forward_part = mlp_forward_part,
+    .part_output = mlp_part_output,
+    .backward_part = mlp_backward_part,
     .destroy = mlp_destroy,
 };

@@ -1,10 +1,19 @@
 /* The model interface: what a strategy may ask of a model.
  *
  * A model keeps all parameters in one flat buffer and all gradients in
- * another of the same size (a layout table says which range is which
- * tensor), so synchronisation is one range or a few buckets. Strategies
- * drive models only through these ops; workloads know nothing of
- * strategies. */
+ * another of the same size. Two tables describe them: the tensor table
+ * (which range is which tensor) and the layer table (which consecutive
+ * tensors form a layer, in forward order, with the layer's per-sample
+ * activation shapes). Strategies ask the layer table, never the tensor
+ * names, what a layer is: ddp never splits a layer across buckets, zero
+ * stage 3 gathers one layer at a time and a pipeline cuts between layers.
+ *
+ * A model may be a part of the whole (struct sb_part): a run of layers,
+ * possibly only one tensor-parallel shard of them, with several activation
+ * slots (micro-batches in flight). The part ops run it; the whole-model ops
+ * (forward, backward, predict) are the part ops on the whole model with one
+ * slot. Strategies drive models only through these ops; workloads know
+ * nothing of strategies or communicators. */
 #ifndef SB_WORKLOAD_H
 #define SB_WORKLOAD_H
 
@@ -15,11 +24,49 @@
 #include "core/config.h"
 #include "core/status.h"
 
+/* How tensor parallelism splits a tensor over tp ranks (Megatron-LM,
+ * Shoeybi et al. 2019, "Megatron-LM: Training Multi-Billion Parameter
+ * Language Models Using Model Parallelism", section 3). */
+enum sb_tp_split {
+    SB_TP_REPLICATED = 0, /* every tp rank holds all of it (embeddings, LayerNorm, head, a
+                           * row-parallel layer's bias) */
+    SB_TP_COLUMN,         /* split by output: the rows of W (out, in) and its bias
+                           * (column-parallel) */
+    SB_TP_ROW,            /* split by input: the columns of W (out, in) (row-parallel; bias
+                           * replicated) */
+};
+
 /* One named tensor inside the flat buffers. */
 struct sb_tensor_desc {
-    char name[32];   /* "fc1.weight", ... (PyTorch's state_dict names) */
+    char name[32];   /* "fc1.weight", ... (PyTorch's state_dict names, the whole model's) */
     size_t offset;   /* in floats, from the start of the flat buffer */
-    size_t count;    /* number of floats */
+    size_t count;    /* number of floats (of this part's shard) */
+    enum sb_tp_split tp_split; /* how tensor parallelism splits it */
+    int layer;       /* index into the model's layer table */
+};
+
+/* One layer: the unit zero stage 3 gathers, ddp never splits across
+ * buckets, and a pipeline cuts between. */
+struct sb_layer_desc {
+    char name[32];               /* "fc1", "conv2", "embed", "block3", "head" */
+    int first_tensor, n_tensors; /* m->tensors[first_tensor, first_tensor + n_tensors) */
+    size_t offset, count;        /* params[offset, offset + count), floats: its tensors,
+                                  * consecutive */
+    int in_shape[3], out_shape[3]; /* per-sample activation shape in and out (unused trailing
+                                    * dims 1): mlp fc1 {784,1,1} -> {256,1,1}; a ViT block
+                                    * {65,64,1} -> {65,64,1}. A tp shard's as it holds them:
+                                    * a column-parallel layer's output and a row-parallel
+                                    * layer's input are its shard's widths. */
+    size_t in_floats, out_floats;  /* per sample: products of the shapes */
+};
+
+/* Which part of the whole model a model holds. */
+struct sb_part {
+    int first_layer, n_layers; /* layers [first_layer, first_layer + n_layers) of the whole
+                                * model's layer table */
+    int tp_rank, tp_size;      /* this tensor-parallel shard of the SB_TP_COLUMN and
+                                * SB_TP_ROW tensors (tp_size 1: whole tensors) */
+    int slots;                 /* activation slots: micro-batches in flight at once (>= 1) */
 };
 
 /* Called by backward each time a layer's gradients are final, last layer
@@ -35,21 +82,37 @@ typedef void (*sb_grad_ready_fn)(void *ctx, size_t offset, size_t count);
  * callback). */
 typedef void (*sb_layer_fn)(void *ctx, size_t offset, size_t count, int backward);
 
+/* Called by a tensor-parallel part (tp_size > 1) where the tp ranks must sum
+ * a buffer, buf[0, count) floats in backend memory, in place, over the tp
+ * group (an all-reduce): the row-parallel layer's partial output in forward
+ * (before its bias), the column-parallel layer's partial input gradient in
+ * backward (Megatron-LM's conjugate operators g and f). Every tp rank calls
+ * it with the same count in the same order. Errors are the callback's to
+ * keep (as with the ready callback). */
+typedef void (*sb_tp_allreduce_fn)(void *ctx, float *buf, size_t count);
+
 struct sb_model {
     const struct sb_workload_ops *ops;
     const struct sb_backend_ops *be;
     float *params;        /* (n_params) backend memory */
     float *grads;         /* (n_params) backend memory */
-    size_t n_params;
+    size_t n_params;      /* of this part */
     struct sb_tensor_desc *tensors; /* layout table, in buffer order */
     int n_tensors;
-    int in_dim;           /* input features per sample (784) */
+    struct sb_layer_desc *layers; /* (n_layers) in buffer order, covering [0, n_params) */
+    int n_layers;
+    struct sb_part part;  /* what this model holds: first_layer is layers[0]'s index in the
+                           * whole model's table (the whole model: {0, n_layers, 0, 1, 1}) */
+    int whole_layers;     /* layers of the whole model */
+    int in_dim;           /* input features per sample of the whole model (784) */
     int n_classes;        /* 10 */
-    int max_batch;        /* largest n accepted by forward/predict */
-    size_t activation_bytes; /* backend bytes of activations and backward
-                              * scratch for max_batch (the memory ledger) */
+    int max_batch;        /* largest n accepted by forward/predict, per slot */
+    size_t activation_bytes; /* backend bytes of activations (for max_batch x slots) and
+                              * backward scratch (the memory ledger) */
     sb_layer_fn layer_hook;  /* NULL, or set by a strategy (see sb_layer_fn) */
     void *layer_ctx;
+    sb_tp_allreduce_fn tp_allreduce; /* set by a strategy when part.tp_size > 1 */
+    void *tp_ctx;
     void *impl;           /* workload-private state */
 };
 
@@ -61,8 +124,26 @@ static inline void sb_model_layer_begin(const struct sb_model *m, size_t offset,
     if (m->layer_hook) m->layer_hook(m->layer_ctx, offset, count, backward);
 }
 
+/* Calls m's tensor-parallel all-reduce for buf[0, count), if the model is a
+ * tp shard (tp_size > 1); nothing otherwise. */
+static inline void sb_model_tp_allreduce(const struct sb_model *m, float *buf, size_t count)
+{
+    if (m->part.tp_size > 1 && m->tp_allreduce) m->tp_allreduce(m->tp_ctx, buf, count);
+}
+
+/* What a workload's model will hold, computed from the configuration before
+ * anything is allocated (src/harness/mem_estimate.h adds the strategy's
+ * share and checks it against the memory available). */
+struct sb_model_size {
+    double n_params;          /* parameters (a double: 65536 x 65536 overflows no int) */
+    double activation_bytes;  /* activations and their gradients for max_batch samples */
+};
+
 struct sb_workload_ops {
     const char *name;
+    /* Sizes of the whole model of `cfg` for batches of max_batch samples
+     * and one slot, as create would allocate them. */
+    struct sb_model_size (*size)(const struct sb_config *cfg, int max_batch);
     /* Builds a model for `cfg` on backend `be` for batches of at most
      * max_batch samples and initialises its parameters from cfg->seed with
      * PyTorch's default (Kaiming-uniform, a = sqrt(5): weights and biases
@@ -72,6 +153,17 @@ struct sb_workload_ops {
     sb_status (*create)(const struct sb_config *cfg,
                         const struct sb_backend_ops *be, int max_batch,
                         struct sb_model **out);
+    /* Builds the part `part` of the model create builds (NULL: the whole
+     * model with one slot, as create): its buffers hold only the part's
+     * parameters, its tables describe the part (offsets in its buffers,
+     * tensor names the whole model's), and its parameters equal the whole
+     * model's values of those tensors (of a tp shard: the shard of them).
+     * Activations for max_batch samples in each of part->slots slots.
+     * SB_ERR_USAGE for a part outside the model, a tp split the workload
+     * cannot make (the message says which), the errors of create. NULL in a
+     * workload that builds whole models only. */
+    sb_status (*create_part)(const struct sb_config *cfg, const struct sb_backend_ops *be,
+                             int max_batch, const struct sb_part *part, struct sb_model **out);
     /* Forward pass of x (n, in_dim) with labels y (n), both backend memory,
      * n <= max_batch. Adds the sum over the n samples of the cross-entropy
      * loss to *loss_sum, one double in BACKEND memory (host memory on cpu;
@@ -88,13 +180,40 @@ struct sb_workload_ops {
     /* Counts correct arg-max predictions for x (n, in_dim), labels y (n). */
     sb_status (*predict)(struct sb_model *m, const float *x, const uint8_t *y,
                          int n, long *correct);
+    /* Forward of the part's layers into activation slot `slot` (0 <=
+     * slot < part.slots) for n <= max_batch samples. `in`, backend memory:
+     * the images (n, in_dim) on the first part, else the previous part's
+     * output activations (n, layers[0].in_floats); it is read again by
+     * backward_part of this slot, so it must stay unchanged until then. On
+     * the part holding the last layer, y (n) are the labels and the loss is
+     * added to *loss_sum as forward does (grad_scale as there); elsewhere
+     * y, grad_scale and loss_sum are unused (may be NULL). SB_ERR_INTERNAL
+     * for a slot or n out of range. */
+    sb_status (*forward_part)(struct sb_model *m, int slot, const float *in, const uint8_t *y,
+                              int n, float grad_scale, double *loss_sum);
+    /* The output activations of slot's last forward_part, (n,
+     * layers[n_layers - 1].out_floats) backend memory (the logits on the
+     * last part), valid until that slot's next forward_part. */
+    const float *(*part_output)(const struct sb_model *m, int slot);
+    /* Backward of slot's last forward_part. dout (n, layers[n_layers -
+     * 1].out_floats): dLoss/d(the part's output), or NULL on the last part
+     * (from the loss kept by forward_part). din (n, layers[0].in_floats):
+     * receives dLoss/d(the part's input), or NULL for none (the first
+     * part). accumulate 0 overwrites grads, 1 adds this slot's gradients
+     * to them (M micro-batches with grad_scale = 1/global_batch sum to the
+     * mean). Calls ready as backward does, and the layer and tp hooks.
+     * SB_ERR_INTERNAL for a slot without a forward, or dout NULL on a part
+     * that is not the last. */
+    sb_status (*backward_part)(struct sb_model *m, int slot, const float *dout, float *din,
+                               int accumulate, sb_grad_ready_fn ready, void *ctx);
     void (*destroy)(struct sb_model *m);
 };
 
 /* The workload registered under `name`, or NULL. */
 const struct sb_workload_ops *sb_workload_find(const char *name);
 
-/* Comma-separated names of all workloads, for usage texts. */
+/* Comma-separated names of all workloads, for usage texts ("mlp, cnn"),
+ * made from the registry's table. */
 const char *sb_workload_names(void);
 
 #endif

@@ -7,61 +7,33 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Length of a tensor name's layer prefix: up to the last '.', or the whole
- * name when it has none. */
-static size_t layer_prefix(const char *name)
-{
-    const char *dot = strrchr(name, '.');
-    return dot ? (size_t)(dot - name) : strlen(name);
-}
-
-static int same_layer(const struct sb_tensor_desc *a, const struct sb_tensor_desc *b)
-{
-    size_t la = layer_prefix(a->name), lb = layer_prefix(b->name);
-    return la == lb && memcmp(a->name, b->name, la) == 0;
-}
-
 void sb_bucket_plan_free(struct sb_bucket_plan *plan)
 {
     free(plan->buckets);
     memset(plan, 0, sizeof *plan);
 }
 
-sb_status sb_bucket_plan_create(const struct sb_tensor_desc *tensors, int n_tensors,
+sb_status sb_bucket_plan_create(const struct sb_layer_desc *layers, int n_layers,
                                 double cap_mb, struct sb_bucket_plan *out)
 {
     memset(out, 0, sizeof *out);
     if (!(cap_mb > 0.0))
         return sb_error(SB_ERR_USAGE, "--bucket-mb: %g is not a positive size in MiB", cap_mb);
-    if (n_tensors <= 0) return sb_error(SB_ERR_INTERNAL, "buckets: empty tensor table");
+    if (n_layers <= 0) return sb_error(SB_ERR_INTERNAL, "buckets: empty layer table");
     size_t end = 0;
-    for (int t = 0; t < n_tensors; t++) {
-        if (tensors[t].offset != end)
-            return sb_error(SB_ERR_INTERNAL, "buckets: tensor %s at offset %zu, expected %zu",
-                            tensors[t].name, tensors[t].offset, end);
-        end += tensors[t].count;
+    for (int l = 0; l < n_layers; l++) {
+        if (layers[l].offset != end)
+            return sb_error(SB_ERR_INTERNAL, "buckets: layer %s at offset %zu, expected %zu",
+                            layers[l].name, layers[l].offset, end);
+        end += layers[l].count;
     }
-
-    /* Layers: start index in `tensors` of each run of same-prefix names. */
-    int *first = malloc(((size_t)n_tensors + 1) * sizeof *first);
     /* At most one bucket per layer. */
-    struct sb_bucket *b = malloc((size_t)n_tensors * sizeof *b);
-    if (!first || !b) {
-        free(first);
-        free(b);
-        return sb_error(SB_ERR_NOMEM, "buckets: out of memory");
-    }
-    int n_layers = 0;
-    for (int t = 0; t < n_tensors; t++)
-        if (t == 0 || !same_layer(&tensors[t - 1], &tensors[t])) first[n_layers++] = t;
-    first[n_layers] = n_tensors;
-
+    struct sb_bucket *b = malloc((size_t)n_layers * sizeof *b);
+    if (!b) return sb_error(SB_ERR_NOMEM, "buckets: out of memory");
     double cap_bytes = cap_mb * 1048576.0;
     int n = 0;
     for (int l = n_layers - 1; l >= 0; l--) {
-        size_t off = tensors[first[l]].offset;
-        size_t count = 0;
-        for (int t = first[l]; t < first[l + 1]; t++) count += tensors[t].count;
+        size_t off = layers[l].offset, count = layers[l].count;
         struct sb_bucket *cur = n > 0 ? &b[n - 1] : NULL;
         if (cur && (double)(cur->count + count) * sizeof(float) <= cap_bytes) {
             cur->offset = off; /* grow towards the start of the buffer */
@@ -72,7 +44,6 @@ sb_status sb_bucket_plan_create(const struct sb_tensor_desc *tensors, int n_tens
             b[n++] = (struct sb_bucket){off, count, l, 1};
         }
     }
-    free(first);
     out->n = n;
     out->buckets = b;
     out->n_layers = n_layers;
@@ -156,7 +127,7 @@ sb_status sb_strategy_model_layers(const struct sb_model *m, int *layers)
 {
     struct sb_bucket_plan plan = {0};
     *layers = 0;
-    SB_TRY(sb_bucket_plan_create(m->tensors, m->n_tensors, SB_BUCKET_CAP_PER_LAYER_MB, &plan));
+    SB_TRY(sb_bucket_plan_create(m->layers, m->n_layers, SB_BUCKET_CAP_PER_LAYER_MB, &plan));
     *layers = plan.n; /* a bucket per layer, as zero stage 3 plans its units */
     sb_bucket_plan_free(&plan);
     return SB_OK;

@@ -28,22 +28,21 @@ struct sb_bucket {
 struct sb_bucket_plan {
     int n;                      /* number of buckets */
     struct sb_bucket *buckets;  /* (n) in launch order: buckets[0] ends at n_params */
-    int n_layers;               /* layers found in the tensor table */
+    int n_layers;               /* layers of the layer table */
     size_t n_floats;            /* floats covered: the whole buffer */
 };
 
 /* Plans buckets of at most cap_mb MiB (1 MiB = 2^20 bytes, 4 bytes per
- * float) over a model's tensor table (in buffer order, contiguous from
- * offset 0, as struct sb_model's). A layer is a run of consecutive tensors
- * whose names agree before the last '.' ("fc1.weight", "fc1.bias"): the
- * ranges backward reports ready together. Walking layers from the last,
- * a bucket closes when adding the next layer would take it over the cap; a
- * layer larger than the cap is a bucket of its own. (PyTorch instead closes
- * a bucket once it reaches the cap, and caps its first bucket at 1 MiB.)
- * Errors: SB_ERR_USAGE if cap_mb <= 0 (names --bucket-mb),
- * SB_ERR_INTERNAL for a table that is empty, out of order or has gaps,
- * SB_ERR_NOMEM. Free with sb_bucket_plan_free. */
-sb_status sb_bucket_plan_create(const struct sb_tensor_desc *tensors, int n_tensors,
+ * float) over a model's layer table (struct sb_model's layers: in buffer
+ * order, contiguous from offset 0), the ranges backward reports ready
+ * together. Walking layers from the last, a bucket closes when adding the
+ * next layer would take it over the cap; a layer larger than the cap is a
+ * bucket of its own. (PyTorch instead closes a bucket once it reaches the
+ * cap, and caps its first bucket at 1 MiB.) Errors: SB_ERR_USAGE if
+ * cap_mb <= 0 (names --bucket-mb), SB_ERR_INTERNAL for a table that is
+ * empty, out of order or has gaps, SB_ERR_NOMEM. Free with
+ * sb_bucket_plan_free. */
+sb_status sb_bucket_plan_create(const struct sb_layer_desc *layers, int n_layers,
                                 double cap_mb, struct sb_bucket_plan *out);
 
 /* A cap below any layer's size: a bucket per layer (zero stage 3's units,

@@ -16,22 +16,21 @@
 
 #define MIB 1048576.0
 
-/* A tensor table for an MLP with layer widths dims[0..n_dims): fcL.weight
- * (out * in) then fcL.bias (out) per layer, contiguous. Returns tensors. */
-static int mlp_table(const int *dims, int n_dims, struct sb_tensor_desc *t)
+/* A layer table for an MLP with layer widths dims[0..n_dims): layer fcL
+ * holds its weight (out * in) then its bias (out), contiguous. Returns the
+ * layers. */
+static int mlp_table(const int *dims, int n_dims, struct sb_layer_desc *t)
 {
     size_t off = 0;
     int n = 0;
     for (int l = 0; l + 1 < n_dims; l++) {
         size_t w = (size_t)dims[l] * (size_t)dims[l + 1], b = (size_t)dims[l + 1];
-        snprintf(t[n].name, sizeof t[n].name, "fc%d.weight", l + 1);
+        snprintf(t[n].name, sizeof t[n].name, "fc%d", l + 1);
+        t[n].first_tensor = 2 * l;
+        t[n].n_tensors = 2;
         t[n].offset = off;
-        t[n++].count = w;
-        off += w;
-        snprintf(t[n].name, sizeof t[n].name, "fc%d.bias", l + 1);
-        t[n].offset = off;
-        t[n++].count = b;
-        off += b;
+        t[n++].count = w + b;
+        off += w + b;
     }
     return n;
 }
@@ -57,7 +56,7 @@ static void test_default_mlp_one_bucket(void **state)
 {
     (void)state;
     int dims[] = {784, 256, 10};
-    struct sb_tensor_desc t[4];
+    struct sb_layer_desc t[2];
     int n = mlp_table(dims, 3, t);
     struct sb_bucket_plan p;
     assert_int_equal(sb_bucket_plan_create(t, n, 25.0, &p), SB_OK);
@@ -75,7 +74,7 @@ static void test_small_cap_one_bucket_per_big_layer(void **state)
 {
     (void)state;
     int dims[] = {784, 256, 10};
-    struct sb_tensor_desc t[4];
+    struct sb_layer_desc t[2];
     int n = mlp_table(dims, 3, t);
     struct sb_bucket_plan p;
     /* 0.05 MiB = 52,428.8 bytes: fc2 (2,570 floats = 10,280 B) fits, fc1
@@ -97,7 +96,7 @@ static void test_layers_grouped_until_next_would_exceed(void **state)
      * end: 650 + 4,160 + 4,160 = 8,970 floats = 35,880 B <= 52,428.8 B;
      * adding fc1 would exceed, so fc1 starts a new bucket. */
     int dims[] = {784, 64, 64, 64, 10};
-    struct sb_tensor_desc t[8];
+    struct sb_layer_desc t[4];
     int n = mlp_table(dims, 5, t);
     struct sb_bucket_plan p;
     assert_int_equal(sb_bucket_plan_create(t, n, 0.05, &p), SB_OK);
@@ -113,17 +112,19 @@ static void test_layers_grouped_until_next_would_exceed(void **state)
 static void test_cap_is_inclusive_and_respected(void **state)
 {
     (void)state;
-    /* Three layers of 2 tensors, 256 floats = 1 KiB each. */
-    struct sb_tensor_desc t[6];
-    const char *names[] = {"a.weight", "a.bias", "b.weight", "b.bias", "c.weight", "c.bias"};
-    for (int i = 0; i < 6; i++) {
+    /* Three layers (of 2 tensors of 128 floats each), 256 floats = 1 KiB each. */
+    struct sb_layer_desc t[3];
+    const char *names[] = {"a", "b", "c"};
+    for (int i = 0; i < 3; i++) {
         snprintf(t[i].name, sizeof t[i].name, "%s", names[i]);
-        t[i].offset = (size_t)i * 128;
-        t[i].count = 128;
+        t[i].first_tensor = 2 * i;
+        t[i].n_tensors = 2;
+        t[i].offset = (size_t)i * 256;
+        t[i].count = 256;
     }
     struct sb_bucket_plan p;
     /* Cap exactly 2 KiB: two layers fill a bucket to the cap. */
-    assert_int_equal(sb_bucket_plan_create(t, 6, 2048.0 / MIB, &p), SB_OK);
+    assert_int_equal(sb_bucket_plan_create(t, 3, 2048.0 / MIB, &p), SB_OK);
     assert_int_equal(p.n_layers, 3);
     assert_int_equal(p.n, 2);
     assert_int_equal(p.buckets[0].count, 512);
@@ -133,17 +134,17 @@ static void test_cap_is_inclusive_and_respected(void **state)
     for (int i = 0; i < p.n; i++) assert_true(p.buckets[i].count * 4.0 <= 2048.0);
     sb_bucket_plan_free(&p);
     /* One byte less: every layer alone. */
-    assert_int_equal(sb_bucket_plan_create(t, 6, 2047.0 / MIB, &p), SB_OK);
+    assert_int_equal(sb_bucket_plan_create(t, 3, 2047.0 / MIB, &p), SB_OK);
     assert_int_equal(p.n, 3);
     assert_tiles_backwards(&p);
     sb_bucket_plan_free(&p);
     /* Smaller than any layer: still one bucket per layer, never a split. */
-    assert_int_equal(sb_bucket_plan_create(t, 6, 1e-6, &p), SB_OK);
+    assert_int_equal(sb_bucket_plan_create(t, 3, 1e-6, &p), SB_OK);
     assert_int_equal(p.n, 3);
     for (int i = 0; i < p.n; i++) assert_int_equal(p.buckets[i].count, 256);
     sb_bucket_plan_free(&p);
     /* Huge: everything in one. */
-    assert_int_equal(sb_bucket_plan_create(t, 6, 1e6, &p), SB_OK);
+    assert_int_equal(sb_bucket_plan_create(t, 3, 1e6, &p), SB_OK);
     assert_int_equal(p.n, 1);
     assert_int_equal(p.buckets[0].count, 768);
     sb_bucket_plan_free(&p);
@@ -153,13 +154,13 @@ static void test_bad_input(void **state)
 {
     (void)state;
     int dims[] = {784, 256, 10};
-    struct sb_tensor_desc t[4];
+    struct sb_layer_desc t[2];
     int n = mlp_table(dims, 3, t);
     struct sb_bucket_plan p;
     assert_int_equal(sb_bucket_plan_create(t, n, 0.0, &p), SB_ERR_USAGE);
     assert_int_equal(sb_bucket_plan_create(t, n, -1.0, &p), SB_ERR_USAGE);
     assert_int_equal(sb_bucket_plan_create(t, 0, 25.0, &p), SB_ERR_INTERNAL);
-    t[2].offset += 1; /* a gap */
+    t[1].offset += 1; /* a gap */
     assert_int_equal(sb_bucket_plan_create(t, n, 25.0, &p), SB_ERR_INTERNAL);
     assert_null(p.buckets);
 }
