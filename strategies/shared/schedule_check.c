@@ -5,6 +5,7 @@
  * each rank's compute respects the dependencies of a pipeline. */
 #include "strategies/shared/schedule.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 /* Compute state of one (micro-batch, chunk) on its rank. */
@@ -117,9 +118,28 @@ static sb_status run_action(struct checker *c, int r, int i, int *blocked)
  * which compute never ran. */
 static sb_status check_end(struct checker *c)
 {
-    for (int r = 0; r < c->p; r++)
-        if (c->pos[r] < sb_pp_rank_count(c->s, r))
-            return fail(c, r, c->pos[r], "waits forever: its message is never sent");
+    /* A rank waiting on a rank that finished names a missing send; when
+     * every awaited rank waits too, the first stuck rank names the cycle. */
+    int stuck = -1;
+    for (int r = c->p - 1; r >= 0; r--) {
+        if (c->pos[r] >= sb_pp_rank_count(c->s, r)) continue;
+        stuck = r;
+        int peer = sb_pp_rank_actions(c->s, r)[c->pos[r]].peer;
+        if (c->pos[peer] >= sb_pp_rank_count(c->s, peer)) {
+            char why[96];
+            snprintf(why, sizeof why, "waits forever: rank %d ends its list without sending it",
+                     peer);
+            return fail(c, r, c->pos[r], why);
+        }
+    }
+    if (stuck >= 0) {
+        int peer = sb_pp_rank_actions(c->s, stuck)[c->pos[stuck]].peer;
+        char desc[96], why[192];
+        sb_pp_action_describe(&sb_pp_rank_actions(c->s, peer)[c->pos[peer]], desc, sizeof desc);
+        snprintf(why, sizeof why, "waits forever: a deadlock, rank %d waits in turn at its "
+                 "action %d (%s)", peer, c->pos[peer], desc);
+        return fail(c, stuck, c->pos[stuck], why);
+    }
     for (int k = 0; k < 2 * c->m * c->last; k++)
         if (c->sent[k] && !c->got[k]) {
             int g = c->sent[k] - 1, r = 0;
