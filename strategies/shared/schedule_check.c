@@ -148,12 +148,14 @@ static sb_status check_end(struct checker *c)
         }
     for (int r = 0; r < c->p; r++)
         for (int mb = 0; mb < c->m; mb++)
-            for (int ch = 0; ch < c->v; ch++)
-                if (c->state[((size_t)r * c->m + mb) * c->v + ch] != DONE)
+            for (int ch = 0; ch < c->v; ch++) {
+                unsigned char st = c->state[((size_t)r * c->m + mb) * c->v + ch];
+                if (st != DONE)
                     return sb_error(SB_ERR_INTERNAL, "%s schedule: rank %d never finishes the "
-                                    "%s of micro-batch %d chunk %d", sb_pp_kind_name(c->s->shape.kind),
-                                    r, c->state[((size_t)r * c->m + mb) * c->v + ch] == NOT_RUN
-                                    ? "forward" : "backward", mb, ch);
+                                    "%s of micro-batch %d chunk %d",
+                                    sb_pp_kind_name(c->s->shape.kind), r,
+                                    st == NOT_RUN ? "forward" : "backward", mb, ch);
+            }
     return SB_OK;
 }
 

@@ -163,7 +163,8 @@ static void fill_cells(const struct sb_pp_schedule *s, const struct sb_pp_timeli
             const struct sb_pp_action *a = &sb_pp_rank_actions(s, r)[i];
             if (a->peer >= 0) continue;
             int g = s->offset[r] + i;
-            for (int u = (int)lround(tl->start_s[g]); u < (int)lround(tl->end_s[g]) && u < slots; u++)
+            int end = (int)lround(tl->end_s[g]);
+            for (int u = (int)lround(tl->start_s[g]); u < end && u < slots; u++)
                 cell_label(s, a, labels[(size_t)r * slots + u], sizeof labels[0]);
         }
 }

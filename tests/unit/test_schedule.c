@@ -147,7 +147,8 @@ static void check_dependencies_in_time(const struct sb_pp_schedule *sch, const c
                 int nb = find_compute(sch, bop, mb, vs + 1);
                 EXPECT_EQ("backward after the next stage's", tl.start_s[b] >= tl.end_s[nb], 1);
             } else {
-                EXPECT_EQ("last stage's backward after its forward", tl.start_s[b] >= tl.end_s[f], 1);
+                EXPECT_EQ("last stage's backward after its forward",
+                          tl.start_s[b] >= tl.end_s[f], 1);
             }
         }
     sb_pp_timeline_free(&tl);
@@ -227,7 +228,8 @@ static void test_p2p_messages_equal_formula(void **state)
                 if (a[i].op == SB_PP_SEND_GRAD) count[a[i].peer]++;     /* link peer -> r */
             }
         }
-        for (int r = 0; r < p; r++) EXPECT_EQ("messages on link", count[r], sb_pp_p2p_messages(&shapes[c], r));
+        for (int r = 0; r < p; r++)
+            EXPECT_EQ("messages on link", count[r], sb_pp_p2p_messages(&shapes[c], r));
         sb_pp_schedule_free(&sch);
     }
     struct sb_pp_shape f1b = {SB_PP_1F1B, 4, 8, 1}, il = {SB_PP_INTERLEAVED, 4, 8, 2};
@@ -292,7 +294,8 @@ static void test_unit_bubble_equals_formula(void **state)
             /* (p-1)/(m+p-1) of the step, (p-1)/m of ideal compute. */
             assert_true(fabs(step - 3.0 * (m + p - 1)) < 1e-9);
             struct sb_pp_stage_times t = {1, 2, 0};
-            assert_true(fabs(sb_pp_bubble_fraction_of_step(s, &t) - (p - 1.0) / (m + p - 1)) < 1e-12);
+            double fraction = sb_pp_bubble_fraction_of_step(s, &t);
+            assert_true(fabs(fraction - (p - 1.0) / (m + p - 1)) < 1e-12);
             assert_true(fabs(sb_pp_bubble_over_ideal(s, &t) - (p - 1.0) / m) < 1e-12);
         } else if (s->kind == SB_PP_INTERLEAVED) {
             struct sb_pp_stage_times t = {v, 2.0 * v, 0};
