@@ -17,10 +17,11 @@ struct sb_pp_stage_times {
 };
 
 /* Idle time of a stage in one step, seconds:
- *   gpipe, 1f1b:  (p-1)(t_f + t_b)   (Huang et al. 2019, section 2.2;
- *                 Narayanan et al. 2021, section 2.2, PipeDream-Flush)
+ *   gpipe, 1f1b:  (p-1)(t_f + t_b)   (Huang et al., GPipe, 2019: the bubble
+ *                 overhead O((K-1)/(M+K-1)); Narayanan et al. 2021: PipeDream-
+ *                 Flush keeps GPipe's bubble)
  *   interleaved:  (p-1)(t_f + t_b) / v   (Narayanan et al. SC 2021,
- *                 section 2.2.2: the bubble shrinks by the number of chunks)
+ *                 section 2.2: the bubble shrinks by the number of chunks)
  *   zb-h1:        (p-1)(t_f + t_b) - (min(m, p) - 1) min(t_w, t_f), with
  *                 t_b = B and t_w = W; for m >= p and t_w <= t_f this is
  *                 (p-1)(t_f + t_b - t_w), Qi et al. ICLR 2024, section 2.1
@@ -39,7 +40,7 @@ double sb_pp_bubble_fraction_of_step(const struct sb_pp_shape *s,
 
 /* The bubble against ideal compute: bubble / ideal; gpipe and 1f1b
  * (p-1)/m, interleaved (p-1)/(v m) (Narayanan et al. SC 2021, section
- * 2.2.2), zb-h1 sb_pp_bubble_s / (m (t_f + t_b + t_w)). */
+ * 2.2), zb-h1 sb_pp_bubble_s / (m (t_f + t_b + t_w)). */
 double sb_pp_bubble_over_ideal(const struct sb_pp_shape *s, const struct sb_pp_stage_times *t);
 
 /* Activations alive at once on stage `rank` (0-based), in micro-batch
@@ -49,7 +50,8 @@ double sb_pp_bubble_over_ideal(const struct sb_pp_shape *s, const struct sb_pp_s
  *   1f1b:         min(p - i, m)             (Narayanan et al. 2021: at most p in flight)
  *   interleaved:  min(2(p-1-i) + (v-1)p + 1, v m)   chunk slots: the warm-up
  *                 forwards of Megatron-LM's schedule plus the steady state's one
- *                 (Narayanan et al. SC 2021, section 2.2.2)
+ *                 (derived in docs/pipeline.md from Narayanan et al. SC 2021's
+ *                 warm-up count, section 2.2, as Megatron-LM runs it)
  *   zb-h1:        min(p, m) on every stage  (Qi et al. 2024, section 2.1: W on
  *                 stage i runs i micro-batches late, so all hold 1f1b's first
  *                 stage's count)
