@@ -143,13 +143,16 @@ sb_status sb_pp_simulate_units(const struct sb_pp_schedule *s, struct sb_pp_time
     return st;
 }
 
-/* The grid cell of compute action a: "F3", "B3", "W3", "F3a" (chunks). */
+/* The grid cell of compute action a: "F3", "B3", "W3", "F3a" (chunk 0 of
+ * several), "F3.30" (chunk 30 of more than 26). */
 static void cell_label(const struct sb_pp_schedule *s, const struct sb_pp_action *a, char *buf,
                        size_t size)
 {
     char op = a->op == SB_PP_FORWARD ? 'F' : a->op == SB_PP_BACKWARD_WEIGHT ? 'W' : 'B';
-    if (s->shape.chunks > 1)
-        snprintf(buf, size, "%c%d%c", op, a->microbatch, 'a' + a->chunk % 26);
+    if (s->shape.chunks > 26)
+        snprintf(buf, size, "%c%d.%d", op, a->microbatch, a->chunk);
+    else if (s->shape.chunks > 1)
+        snprintf(buf, size, "%c%d%c", op, a->microbatch, 'a' + a->chunk);
     else
         snprintf(buf, size, "%c%d", op, a->microbatch);
 }

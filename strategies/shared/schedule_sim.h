@@ -55,7 +55,7 @@ sb_status sb_pp_simulate_units(const struct sb_pp_schedule *s, struct sb_pp_time
  * cell per slot: "F3" forward of micro-batch 3, "B3" its backward (twice,
  * one per slot; zb-h1: its input-gradient half, once), "W3" zb-h1's
  * weight-gradient half, "." idle; interleaved cells add the chunk as a
- * letter ("F3a" chunk 0, "F3b" chunk 1). Cells are padded to one width and
+ * letter ("F3a" chunk 0, "F3b" chunk 1; beyond 26 chunks "F3.30"). Cells are padded to one width and
  * separated by a space; lines have no trailing space. Errors: as
  * sb_pp_simulate_units, SB_ERR_IO when out cannot be written. */
 sb_status sb_pp_print_grid(const struct sb_pp_schedule *s, FILE *out);

@@ -42,3 +42,8 @@ def test_bad_combination_names_the_flag(stratbench, args, flag):
     assert proc.returncode == 2, describe(proc)
     assert proc.stdout == "" and proc.stderr.count("\n") == 1, describe(proc)
     assert proc.stderr.startswith(f"stratbench: {flag}:"), describe(proc)
+
+
+def test_misspelt_flag_says_did_you_mean(stratbench):
+    proc = run([stratbench, "schedule", "--stagse", "3"])
+    assert proc.returncode == 2 and "did you mean --stages?" in proc.stderr, describe(proc)

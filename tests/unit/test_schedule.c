@@ -66,7 +66,7 @@ static void test_matrix_covers_every_schedule(void **state)
     struct sb_pp_shape s[MAX_CASES];
     int n = test_shapes(s), per_kind[SB_PP_KIND_COUNT] = {0};
     for (int i = 0; i < n; i++) per_kind[s[i].kind]++;
-    /* gpipe, 1f1b, zb-h1: 4 + 4 + 4 distinct M (P = 2: {1, 2, 4, 8}; P = 3:
+    /* gpipe, 1f1b, zb-h1: 4 + 5 + 4 distinct M (P = 2: {1, 2, 4, 8}; P = 3:
      * {1, 2, 3, 6, 8}; P = 4: {1, 2, 4, 8}); interleaved: M multiple of P. */
     assert_int_equal(per_kind[SB_PP_GPIPE], 13);
     assert_int_equal(per_kind[SB_PP_1F1B], 13);
