@@ -230,6 +230,20 @@ const struct sb_pp_action *sb_pp_rank_actions(const struct sb_pp_schedule *s, in
     return s->actions + s->offset[rank];
 }
 
+int sb_pp_message_id(const struct sb_pp_shape *s, const struct sb_pp_action *a)
+{
+    int grad = a->op == SB_PP_SEND_GRAD || a->op == SB_PP_RECV_GRAD;
+    int to_next = a->op == SB_PP_SEND_ACT || a->op == SB_PP_RECV_GRAD;
+    if (a->peer < 0) return -1;
+    int boundary = to_next ? a->stage : a->stage - 1;
+    return (grad * s->microbatches + a->microbatch) * (s->stages * s->chunks - 1) + boundary;
+}
+
+int sb_pp_message_count(const struct sb_pp_shape *s)
+{
+    return 2 * s->microbatches * (s->stages * s->chunks - 1);
+}
+
 void sb_pp_action_describe(const struct sb_pp_action *a, char *buf, size_t size)
 {
     static const char *const long_name[SB_PP_OP_COUNT] = {

@@ -125,11 +125,27 @@ const struct sb_pp_action *sb_pp_rank_actions(const struct sb_pp_schedule *s, in
  * until none can advance. Also checks that each rank's compute actions do
  * every micro-batch's forward and backward (or B and W) exactly once per
  * chunk, a backward after its own forward and a W after its B, and that no
- * message is sent twice or left unreceived. Errors: SB_ERR_INTERNAL with
- * one line naming the rank, the action index and the action ("rank 2
- * waits forever at action 7 (recv_act mb 3 chunk 0 from rank 1)", "rank 1:
- * action 4 (send_grad mb 0 ...) is never received"). */
+ * message is sent twice or left unreceived, and that a send or receive
+ * names the rank of the neighbouring virtual stage. Errors: SB_ERR_INTERNAL
+ * with one line naming the rank, the action index and the action: "1f1b
+ * schedule: rank 1 action 9 (recv_grad mb 1 chunk 0 from rank 2): waits
+ * forever: rank 2 ends its list without sending it", "...: waits forever:
+ * a deadlock, rank 1 waits in turn at its action 0 (recv_act mb 0 chunk 0
+ * from rank 0)", "...: its input was not received", "...: is never
+ * received"; SB_ERR_NOMEM. */
 sb_status sb_pp_check(const struct sb_pp_schedule *s);
+
+/* The message of send or receive a, shared by a send and its matching
+ * receive and by no other message of the step: with direction 0 for an
+ * activation and 1 for a gradient and b the boundary between virtual
+ * stages b and b+1, ((direction * M) + micro-batch) * (P*V - 1) + b, in
+ * [0, sb_pp_message_count). The executor can use it as the MPI tag (MPI
+ * guarantees tags up to 32767: enough while 2 M (P*V - 1) <= 32768).
+ * -1 for a compute action. */
+int sb_pp_message_id(const struct sb_pp_shape *s, const struct sb_pp_action *a);
+
+/* Number of distinct messages of a step: 2 M (P*V - 1). */
+int sb_pp_message_count(const struct sb_pp_shape *s);
 
 /* Formats action a as "recv_act mb 3 chunk 0 from rank 1" into buf. */
 void sb_pp_action_describe(const struct sb_pp_action *a, char *buf, size_t size);

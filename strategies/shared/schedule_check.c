@@ -29,15 +29,6 @@ static sb_status fail(const struct checker *c, int rank, int i, const char *what
                     sb_pp_kind_name(c->s->shape.kind), rank, i, desc, what);
 }
 
-/* The message slot of a send or receive: direction 0 activation, 1
- * gradient; boundary b between virtual stages b and b+1. */
-static int slot(const struct checker *c, const struct sb_pp_action *a)
-{
-    int grad = a->op == SB_PP_SEND_GRAD || a->op == SB_PP_RECV_GRAD;
-    int b = a->op == SB_PP_SEND_ACT || a->op == SB_PP_RECV_GRAD ? a->stage : a->stage - 1;
-    return (grad * c->m + a->microbatch) * c->last + b;
-}
-
 /* Whether action i of rank r is well formed: its micro-batch, chunk and
  * virtual stage in range, and a send or receive naming the rank that owns
  * the neighbouring virtual stage. */
@@ -69,8 +60,13 @@ static sb_status run_action(struct checker *c, int r, int i, int *blocked)
     const struct sb_pp_action *a = &sb_pp_rank_actions(c->s, r)[i];
     SB_TRY(check_fields(c, r, i, a));
     unsigned char *st = &c->state[((size_t)r * c->m + a->microbatch) * c->v + a->chunk];
-    int act_in = a->stage > 0 ? (0 * c->m + a->microbatch) * c->last + a->stage - 1 : -1;
-    int grad_in = a->stage < c->last ? (1 * c->m + a->microbatch) * c->last + a->stage : -1;
+    /* The messages this compute needs: its input activation, its output gradient. */
+    struct sb_pp_action recv_act = *a, recv_grad = *a;
+    recv_act.op = SB_PP_RECV_ACT;
+    recv_grad.op = SB_PP_RECV_GRAD;
+    recv_act.peer = recv_grad.peer = 0;
+    int act_in = a->stage > 0 ? sb_pp_message_id(&c->s->shape, &recv_act) : -1;
+    int grad_in = a->stage < c->last ? sb_pp_message_id(&c->s->shape, &recv_grad) : -1;
     *blocked = 0;
     switch (a->op) {
     case SB_PP_FORWARD:
@@ -91,7 +87,7 @@ static sb_status run_action(struct checker *c, int r, int i, int *blocked)
         break;
     case SB_PP_SEND_ACT:
     case SB_PP_SEND_GRAD: {
-        int k = slot(c, a);
+        int k = sb_pp_message_id(&c->s->shape, a);
         if (*st < (a->op == SB_PP_SEND_ACT ? FORWARDED : INPUT_GRAD_DONE))
             return fail(c, r, i, "sent before it was computed");
         if (c->sent[k]) return fail(c, r, i, "sent twice");
@@ -100,7 +96,7 @@ static sb_status run_action(struct checker *c, int r, int i, int *blocked)
     }
     case SB_PP_RECV_ACT:
     case SB_PP_RECV_GRAD: {
-        int k = slot(c, a);
+        int k = sb_pp_message_id(&c->s->shape, a);
         if (c->got[k]) return fail(c, r, i, "received twice");
         if (!c->sent[k]) {
             *blocked = 1;
@@ -140,7 +136,7 @@ static sb_status check_end(struct checker *c)
                  "action %d (%s)", peer, c->pos[peer], desc);
         return fail(c, stuck, c->pos[stuck], why);
     }
-    for (int k = 0; k < 2 * c->m * c->last; k++)
+    for (int k = 0; k < sb_pp_message_count(&c->s->shape); k++)
         if (c->sent[k] && !c->got[k]) {
             int g = c->sent[k] - 1, r = 0;
             while (c->s->offset[r + 1] <= g) r++;
@@ -164,7 +160,7 @@ sb_status sb_pp_check(const struct sb_pp_schedule *s)
     struct checker c = {.s = s, .p = s->shape.stages, .m = s->shape.microbatches,
                         .v = s->shape.chunks};
     c.last = c.p * c.v - 1;
-    size_t n_msg = 2 * (size_t)c.m * (size_t)(c.last > 0 ? c.last : 1);
+    size_t n_msg = (size_t)sb_pp_message_count(&s->shape) + 1;
     c.sent = calloc(n_msg, sizeof *c.sent);
     c.got = calloc(n_msg, 1);
     c.state = calloc((size_t)c.p * c.m * c.v, 1);

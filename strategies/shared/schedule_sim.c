@@ -26,16 +26,6 @@ static double duration(const struct sb_pp_times *t, const struct sb_pp_action *a
     return d && isfinite(d[r]) && d[r] >= 0 ? d[r] : -1;
 }
 
-/* The message slot of a send or receive, as in schedule_check.c: direction
- * (activation 0, gradient 1), micro-batch, boundary below the upper stage. */
-static size_t message(const struct sb_pp_schedule *s, const struct sb_pp_action *a)
-{
-    int grad = a->op == SB_PP_SEND_GRAD || a->op == SB_PP_RECV_GRAD;
-    int b = a->op == SB_PP_SEND_ACT || a->op == SB_PP_RECV_GRAD ? a->stage : a->stage - 1;
-    int bounds = s->shape.stages * s->shape.chunks - 1;
-    return ((size_t)grad * s->shape.microbatches + a->microbatch) * bounds + b;
-}
-
 static int is_send(enum sb_pp_op op) { return op == SB_PP_SEND_ACT || op == SB_PP_SEND_GRAD; }
 static int is_recv(enum sb_pp_op op) { return op == SB_PP_RECV_ACT || op == SB_PP_RECV_GRAD; }
 
@@ -57,10 +47,11 @@ static sb_status advance(const struct sb_pp_schedule *s, const struct sb_pp_time
             if (p > 1 && !(isfinite(p2p) && p2p >= 0))
                 return sb_error(SB_ERR_INTERNAL, "schedule simulation: point-to-point time of "
                                 "link %d is %g", link, p2p);
-            sent_at[message(s, a)] = start;
-            arrive_at[message(s, a)] = start + p2p;
+            size_t k = (size_t)sb_pp_message_id(&s->shape, a);
+            sent_at[k] = start;
+            arrive_at[k] = start + p2p;
         } else if (is_recv(a->op)) {
-            size_t k = message(s, a);
+            size_t k = (size_t)sb_pp_message_id(&s->shape, a);
             if (isnan(sent_at[k])) return SB_OK; /* blocked until its sender runs */
             end = fmax(start, arrive_at[k]);
             double idle = fmax(0, sent_at[k] - start);
@@ -86,7 +77,7 @@ sb_status sb_pp_simulate(const struct sb_pp_schedule *s, const struct sb_pp_time
                          struct sb_pp_timeline *out)
 {
     int p = s->shape.stages, n = s->offset[p];
-    size_t n_msg = 2 * (size_t)s->shape.microbatches * (size_t)(p * s->shape.chunks);
+    size_t n_msg = (size_t)sb_pp_message_count(&s->shape) + 1;
     *out = (struct sb_pp_timeline){0};
     out->start_s = calloc((size_t)n + 1, sizeof(double));
     out->end_s = calloc((size_t)n + 1, sizeof(double));

@@ -221,13 +221,26 @@ static void test_p2p_messages_equal_formula(void **state)
         long count[8] = {0};
         struct sb_pp_schedule sch;
         assert_int_equal(sb_pp_schedule_build(&shapes[c], &sch), SB_OK);
+        /* Every message id is used by exactly one send: each (direction,
+         * micro-batch, boundary) once. */
+        int n_id = sb_pp_message_count(&shapes[c]);
+        unsigned char *used = calloc((size_t)n_id + 1, 1);
+        assert_non_null(used);
         for (int r = 0; r < p; r++) {
             const struct sb_pp_action *a = sb_pp_rank_actions(&sch, r);
             for (int i = 0; i < sb_pp_rank_count(&sch, r); i++) {
+                int id = sb_pp_message_id(&shapes[c], &a[i]);
+                if (a[i].op == SB_PP_SEND_ACT || a[i].op == SB_PP_SEND_GRAD) {
+                    assert_true(id >= 0 && id < n_id);
+                    EXPECT_EQ("sends of one message id", used[id]++, 0);
+                }
+                if (a[i].peer < 0) EXPECT_EQ("compute has no message", id, -1);
                 if (a[i].op == SB_PP_SEND_ACT) count[r]++;              /* link r -> r+1 */
                 if (a[i].op == SB_PP_SEND_GRAD) count[a[i].peer]++;     /* link peer -> r */
             }
         }
+        for (int id = 0; id < n_id; id++) EXPECT_EQ("every message id sent", used[id], 1);
+        free(used);
         for (int r = 0; r < p; r++)
             EXPECT_EQ("messages on link", count[r], sb_pp_p2p_messages(&shapes[c], r));
         sb_pp_schedule_free(&sch);
