@@ -26,8 +26,8 @@ struct sb_pp_stage_times {
  *                 t_b = B and t_w = W; for m >= p and t_w <= t_f this is
  *                 (p-1)(t_f + t_b - t_w), Qi et al. ICLR 2024, section 2.1
  *                 (a third of 1f1b's when t_f = t_b = t_w). The general form
- *                 is derived in docs/pipeline.md and equals sb_pp_simulate's
- *                 bubble for this file's zb-h1 lists (unit tests). */
+ *                 is ours (docs/pipeline.md): it equals sb_pp_simulate's
+ *                 bubble for schedule.c's zb-h1 lists (the unit tests). */
 double sb_pp_bubble_s(const struct sb_pp_shape *s, const struct sb_pp_stage_times *t);
 
 /* Ideal compute of a stage in one step: m (t_f + t_b + t_w), seconds. */
