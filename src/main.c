@@ -1,6 +1,6 @@
 /* stratbench: benchmark distributed data-parallel training strategies.
  *
- * The command line: `stratbench train | sweep | compare | predict | info`, dispatched to
+ * The command line: `stratbench train | sweep | compare | predict | schedule | info`, dispatched to
  * src/cli. Only this file ends the process and the MPI job: every other layer returns a
  * status, and `train` an outcome (cli/train.h) that end_train carries out. */
 #include <errno.h>
@@ -13,6 +13,7 @@
 #include "cli/compare.h"
 #include "cli/info.h"
 #include "cli/predict.h"
+#include "cli/schedule.h"
 #include "cli/suggest.h"
 #include "cli/sweep.h"
 #include "cli/train.h"
@@ -34,6 +35,7 @@ static void usage(FILE *out)
             "  sweep     run a matrix of strategies x replicas x scaling, write scaling.json\n"
             "  compare   compare two reports or sweeps; exit 1 on a regression (CI gate)\n"
             "  predict   extrapolate a report to 8..512 replicas with the alpha-beta model\n"
+            "  schedule  print a pipeline schedule's stage x slot grid, bubble and memory\n"
             "  info      what this build has: version, commit, backends, library versions\n"
             "\n"
             "  --version   version, git commit and the backends compiled in\n"
@@ -124,6 +126,7 @@ static int dispatch(int argc, char **argv)
     if (strcmp(cmd, "sweep") == 0) return sb_sweep_main(argc - 1, argv + 1);
     if (strcmp(cmd, "compare") == 0) return sb_compare_main(argc - 1, argv + 1);
     if (strcmp(cmd, "predict") == 0) return sb_predict_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "schedule") == 0) return sb_schedule_main(argc - 1, argv + 1);
     if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
         sb_info_version(stdout);
         return 0;
@@ -134,8 +137,9 @@ static int dispatch(int argc, char **argv)
     }
     static const struct option commands[] = {{"train", 0, NULL, 0},   {"sweep", 0, NULL, 0},
                                              {"compare", 0, NULL, 0}, {"predict", 0, NULL, 0},
-                                             {"info", 0, NULL, 0},    {"help", 0, NULL, 0},
-                                             {"version", 0, NULL, 0}, {NULL, 0, NULL, 0}};
+                                             {"info", 0, NULL, 0},    {"schedule", 0, NULL, 0},
+                                             {"help", 0, NULL, 0},    {"version", 0, NULL, 0},
+                                             {NULL, 0, NULL, 0}};
     const char *meant = sb_cli_suggest(commands, cmd);
     if (meant && cmd[0] == '-')
         fprintf(stderr, "stratbench: unknown flag '%s' (did you mean --%s? see stratbench --help)\n",
@@ -146,7 +150,7 @@ static int dispatch(int argc, char **argv)
     else if (cmd[0] == '-')
         fprintf(stderr, "stratbench: unknown flag '%s' (see stratbench --help)\n", cmd);
     else
-        fprintf(stderr, "stratbench: unknown command '%s' (expected train, sweep, compare, predict "
-                        "or info; see stratbench --help)\n", cmd);
+        fprintf(stderr, "stratbench: unknown command '%s' (expected train, sweep, compare, predict, "
+                        "schedule or info; see stratbench --help)\n", cmd);
     return 2;
 }

@@ -345,4 +345,16 @@ sb_status sb_strategy_powersgd_factors(const struct sb_model *m, int rank, doubl
  * SB_ERR_NOMEM). */
 sb_status sb_strategy_model_layers(const struct sb_model *m, int *layers);
 
+/* `stratbench schedule`: validates a pipeline schedule's flags as the
+ * pipeline strategy will (sb_pp_validate: the name "gpipe", "1f1b",
+ * "interleaved" or "zb-h1", stages, micro-batches, chunks, 0 for not
+ * given; any number of layers), builds and checks every rank's action list,
+ * and writes to out its stage x slot grid in unit slots, the bubble
+ * simulated beside its formula and, per stage, the activations alive at
+ * once and the messages per step (strategies/shared/schedule_print.c).
+ * Errors: SB_ERR_USAGE naming the flag, SB_ERR_INTERNAL for a list that
+ * fails its check, SB_ERR_NOMEM, SB_ERR_IO. */
+sb_status sb_strategy_print_schedule(const char *schedule, int stages, int microbatches,
+                                     int chunks, FILE *out);
+
 #endif

@@ -55,8 +55,10 @@ def flags_of(text):
             current = None
     flags = {}
     for flag, body in bodies.items():
-        words = re.findall(r"([a-z][\w-]*)\s*\|", body) + re.findall(r"\|\s*([a-z][\w-]*)", body)
-        flags[flag] = list(dict.fromkeys(w for w in words if not w.startswith("-")))
+        # A value may start with a digit ("1f1b") but has a letter.
+        words = re.findall(r"([a-z0-9][\w-]*)\s*\|", body) + re.findall(r"\|\s*([a-z0-9][\w-]*)", body)
+        flags[flag] = list(dict.fromkeys(w for w in words
+                                         if not w.startswith("-") and re.search("[a-z]", w)))
     for f, values in PROSE_VALUES.items():
         if f in flags:
             flags[f] = values

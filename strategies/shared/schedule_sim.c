@@ -1,0 +1,199 @@
+/* Timelines of a pipeline schedule and its printed grid (schedule_sim.h). */
+#include "strategies/shared/schedule_sim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void sb_pp_timeline_free(struct sb_pp_timeline *tl)
+{
+    free(tl->start_s);
+    free(tl->end_s);
+    free(tl->compute_s);
+    free(tl->p2p_wait_s);
+    free(tl->bubble_s);
+    *tl = (struct sb_pp_timeline){0};
+}
+
+/* The duration of compute action a on rank r, or -1 when t lacks it. */
+static double duration(const struct sb_pp_times *t, const struct sb_pp_action *a, int r)
+{
+    const double *d = a->op == SB_PP_FORWARD           ? t->forward_s
+                      : a->op == SB_PP_BACKWARD        ? t->backward_s
+                      : a->op == SB_PP_BACKWARD_INPUT  ? t->backward_input_s
+                      : a->op == SB_PP_BACKWARD_WEIGHT ? t->backward_weight_s
+                                                       : NULL;
+    return d && isfinite(d[r]) && d[r] >= 0 ? d[r] : -1;
+}
+
+static int is_send(enum sb_pp_op op) { return op == SB_PP_SEND_ACT || op == SB_PP_SEND_GRAD; }
+static int is_recv(enum sb_pp_op op) { return op == SB_PP_RECV_ACT || op == SB_PP_RECV_GRAD; }
+
+/* Advances rank r from action pos[r] until it blocks on a receive. Sets
+ * *moved when it ran anything. */
+static sb_status advance(const struct sb_pp_schedule *s, const struct sb_pp_times *t, int r,
+                         int *pos, double *clock, double *sent_at, double *arrive_at,
+                         struct sb_pp_timeline *tl, int *moved)
+{
+    const struct sb_pp_action *list = sb_pp_rank_actions(s, r);
+    int p = s->shape.stages;
+    for (; *pos < sb_pp_rank_count(s, r); (*pos)++) {
+        const struct sb_pp_action *a = &list[*pos];
+        size_t g = (size_t)s->offset[r] + (size_t)*pos;
+        double start = *clock, end = start;
+        if (is_send(a->op)) {
+            int link = a->op == SB_PP_SEND_ACT ? r : a->peer;
+            double p2p = t->p2p_s ? t->p2p_s[link] : 0;
+            if (p > 1 && !(isfinite(p2p) && p2p >= 0))
+                return sb_error(SB_ERR_INTERNAL, "schedule simulation: point-to-point time of "
+                                "link %d is %g", link, p2p);
+            size_t k = (size_t)sb_pp_message_id(&s->shape, a);
+            sent_at[k] = start;
+            arrive_at[k] = start + p2p;
+        } else if (is_recv(a->op)) {
+            size_t k = (size_t)sb_pp_message_id(&s->shape, a);
+            if (isnan(sent_at[k])) return SB_OK; /* blocked until its sender runs */
+            end = fmax(start, arrive_at[k]);
+            double idle = fmax(0, sent_at[k] - start);
+            tl->bubble_s[r] += idle;
+            tl->p2p_wait_s[r] += end - start - idle;
+        } else {
+            double d = duration(t, a, r);
+            if (d < 0)
+                return sb_error(SB_ERR_INTERNAL, "schedule simulation: no valid %s time for "
+                                "stage %d", sb_pp_op_name(a->op), r);
+            end = start + d;
+            tl->compute_s[r] += d;
+        }
+        tl->start_s[g] = start;
+        tl->end_s[g] = end;
+        *clock = end;
+        *moved = 1;
+    }
+    return SB_OK;
+}
+
+sb_status sb_pp_simulate(const struct sb_pp_schedule *s, const struct sb_pp_times *t,
+                         struct sb_pp_timeline *out)
+{
+    int p = s->shape.stages, n = s->offset[p];
+    size_t n_msg = (size_t)sb_pp_message_count(&s->shape) + 1;
+    *out = (struct sb_pp_timeline){0};
+    out->start_s = calloc((size_t)n + 1, sizeof(double));
+    out->end_s = calloc((size_t)n + 1, sizeof(double));
+    out->compute_s = calloc((size_t)p, sizeof(double));
+    out->p2p_wait_s = calloc((size_t)p, sizeof(double));
+    out->bubble_s = calloc((size_t)p, sizeof(double));
+    double *sent_at = malloc(n_msg * sizeof(double)), *arrive_at = malloc(n_msg * sizeof(double));
+    double *clock = calloc((size_t)p, sizeof(double));
+    int *pos = calloc((size_t)p, sizeof(int));
+    sb_status st = SB_OK;
+    if (!out->start_s || !out->end_s || !out->compute_s || !out->p2p_wait_s || !out->bubble_s ||
+        !sent_at || !arrive_at || !clock || !pos)
+        st = sb_error(SB_ERR_NOMEM, "schedule simulation: out of memory");
+    for (size_t k = 0; !st && k < n_msg; k++) sent_at[k] = NAN;
+    for (int moved = 1; !st && moved;) {
+        moved = 0;
+        for (int r = 0; r < p && !st; r++)
+            st = advance(s, t, r, &pos[r], &clock[r], sent_at, arrive_at, out, &moved);
+    }
+    for (int r = 0; !st && r < p; r++) {
+        if (pos[r] < sb_pp_rank_count(s, r))
+            st = sb_error(SB_ERR_INTERNAL, "schedule simulation: stage %d waits forever at "
+                          "action %d (run sb_pp_check)", r, pos[r]);
+        out->step_s = fmax(out->step_s, clock[r]);
+    }
+    /* Idle is everything that is neither compute nor transfer: the waits for
+     * another stage counted above, and the rank's tail after its last action. */
+    for (int r = 0; !st && r < p; r++)
+        out->bubble_s[r] = out->step_s - out->compute_s[r] - out->p2p_wait_s[r];
+    free(sent_at);
+    free(arrive_at);
+    free(clock);
+    free(pos);
+    if (st) sb_pp_timeline_free(out);
+    return st;
+}
+
+sb_status sb_pp_simulate_units(const struct sb_pp_schedule *s, struct sb_pp_timeline *out)
+{
+    int p = s->shape.stages;
+    double *d = malloc(5 * (size_t)p * sizeof *d);
+    if (!d) return sb_error(SB_ERR_NOMEM, "schedule simulation: out of memory");
+    for (int r = 0; r < p; r++) {
+        d[r] = 1;             /* forward */
+        d[p + r] = 2;         /* backward */
+        d[2 * p + r] = 1;     /* B */
+        d[3 * p + r] = 1;     /* W */
+        d[4 * p + r] = 0;     /* point-to-point */
+    }
+    struct sb_pp_times t = {.forward_s = d, .backward_s = d + p, .backward_input_s = d + 2 * p,
+                            .backward_weight_s = d + 3 * p, .p2p_s = d + 4 * p};
+    sb_status st = sb_pp_simulate(s, &t, out);
+    free(d);
+    return st;
+}
+
+/* The grid cell of compute action a: "F3", "B3", "W3", "F3a" (chunk 0 of
+ * several), "F3.30" (chunk 30 of more than 26). */
+static void cell_label(const struct sb_pp_schedule *s, const struct sb_pp_action *a, char *buf,
+                       size_t size)
+{
+    char op = a->op == SB_PP_FORWARD ? 'F' : a->op == SB_PP_BACKWARD_WEIGHT ? 'W' : 'B';
+    if (s->shape.chunks > 26)
+        snprintf(buf, size, "%c%d.%d", op, a->microbatch, a->chunk);
+    else if (s->shape.chunks > 1)
+        snprintf(buf, size, "%c%d%c", op, a->microbatch, 'a' + a->chunk);
+    else
+        snprintf(buf, size, "%c%d", op, a->microbatch);
+}
+
+/* Writes the cells of the grid's rows: labels[r * slots + t], "" idle. */
+static void fill_cells(const struct sb_pp_schedule *s, const struct sb_pp_timeline *tl,
+                       int slots, char (*labels)[16])
+{
+    for (int r = 0; r < s->shape.stages; r++)
+        for (int i = 0; i < sb_pp_rank_count(s, r); i++) {
+            const struct sb_pp_action *a = &sb_pp_rank_actions(s, r)[i];
+            if (a->peer >= 0) continue;
+            int g = s->offset[r] + i;
+            int end = (int)lround(tl->end_s[g]);
+            for (int u = (int)lround(tl->start_s[g]); u < end && u < slots; u++)
+                cell_label(s, a, labels[(size_t)r * slots + u], sizeof labels[0]);
+        }
+}
+
+sb_status sb_pp_print_grid(const struct sb_pp_schedule *s, FILE *out)
+{
+    struct sb_pp_timeline tl;
+    SB_TRY(sb_pp_simulate_units(s, &tl));
+    int p = s->shape.stages, slots = (int)lround(tl.step_s);
+    char (*labels)[16] = calloc((size_t)p * (size_t)(slots > 0 ? slots : 1), sizeof *labels);
+    if (!labels) {
+        sb_pp_timeline_free(&tl);
+        return sb_error(SB_ERR_NOMEM, "schedule grid: out of memory");
+    }
+    fill_cells(s, &tl, slots, labels);
+    int width = 1;
+    for (size_t k = 0; k < (size_t)p * slots; k++)
+        if ((int)strlen(labels[k]) > width) width = (int)strlen(labels[k]);
+    int zb = s->shape.kind == SB_PP_ZBH1;
+    fprintf(out, "# %s: %d stages, %d micro-batches", sb_pp_kind_name(s->shape.kind), p,
+            s->shape.microbatches);
+    if (s->shape.chunks > 1) fprintf(out, ", %d chunks per stage", s->shape.chunks);
+    fprintf(out, "; slots: forward 1, %s\n",
+            zb ? "B (input gradient) 1, W (weight gradient) 1" : "backward 2");
+    for (int r = 0; r < p; r++) {
+        fprintf(out, "stage %d:", r);
+        int last = slots - 1; /* the last cell printed: no trailing idle padding */
+        for (int u = 0; u < slots; u++) {
+            const char *c = labels[(size_t)r * slots + u];
+            fprintf(out, " %-*s", u == last ? 0 : width, c[0] ? c : ".");
+        }
+        fputc('\n', out);
+    }
+    free(labels);
+    sb_pp_timeline_free(&tl);
+    if (ferror(out)) return sb_error(SB_ERR_IO, "schedule grid: could not write: an output error");
+    return SB_OK;
+}

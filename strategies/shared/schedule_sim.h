@@ -1,0 +1,63 @@
+/* A pipeline schedule in time: each rank's timeline from measured (or unit)
+ * durations, the bubble it implies, and the rank x slot grid that
+ * --print-schedule and `stratbench schedule` print.
+ *
+ * The simulation follows the executor's semantics (schedule.h): a rank runs
+ * its list in order; a compute action takes its duration; a send takes no
+ * time on the sender and its message arrives p2p seconds later; a receive
+ * waits until its message has arrived. */
+#ifndef SB_SCHEDULE_SIM_H
+#define SB_SCHEDULE_SIM_H
+
+#include <stdio.h>
+
+#include "core/status.h"
+#include "strategies/shared/schedule.h"
+
+/* Durations, seconds (any unit works: the grid uses slots). Each array has
+ * P entries, one per rank; a duration is of one action on one chunk (for
+ * interleaved, a chunk holds 1/V of the rank's layers). */
+struct sb_pp_times {
+    const double *forward_s;         /* FORWARD */
+    const double *backward_s;        /* BACKWARD (input and weight gradient) */
+    const double *backward_input_s;  /* zb-h1's B; may be NULL for other schedules */
+    const double *backward_weight_s; /* zb-h1's W; may be NULL for other schedules */
+    const double *p2p_s; /* one message between rank r and rank (r+1) mod P, either way */
+};
+
+/* A simulated step: every action's start and end, and per rank where the
+ * step's time went. For each rank compute_s + p2p_wait_s + bubble_s = step_s. */
+struct sb_pp_timeline {
+    double *start_s, *end_s; /* (actions) indexed as the schedule's actions */
+    double *compute_s;       /* (P) forward and backward time */
+    double *p2p_wait_s;      /* (P) waiting in a receive after its message was sent */
+    double *bubble_s;        /* (P) idle otherwise: waiting for another stage to compute,
+                              * and after the rank's last action until the step ends */
+    double step_s;           /* the last rank's end */
+};
+
+/* Simulates one step of schedule s with times t. Errors: SB_ERR_INTERNAL
+ * when the lists hang (run sb_pp_check first for a precise line) or a time
+ * is negative or not finite, SB_ERR_NOMEM. Free with sb_pp_timeline_free. */
+sb_status sb_pp_simulate(const struct sb_pp_schedule *s, const struct sb_pp_times *t,
+                         struct sb_pp_timeline *out);
+
+/* Frees a timeline (a zeroed one is fine). */
+void sb_pp_timeline_free(struct sb_pp_timeline *tl);
+
+/* Simulates s in the papers' unit slots, as they draw them: forward 1,
+ * backward 2 (zb-h1: B 1 and W 1), point-to-point 0. Same errors. */
+sb_status sb_pp_simulate_units(const struct sb_pp_schedule *s, struct sb_pp_timeline *out);
+
+/* Writes the rank x slot grid of s in unit slots to out: a comment line
+ * "# <schedule>: P stages, M micro-batches[, V chunks per stage]; slots:
+ * forward 1, backward 2 ...", then one line per rank "stage I: " and a
+ * cell per slot: "F3" forward of micro-batch 3, "B3" its backward (twice,
+ * one per slot; zb-h1: its input-gradient half, once), "W3" zb-h1's
+ * weight-gradient half, "." idle; interleaved cells add the chunk as a
+ * letter ("F3a" chunk 0, "F3b" chunk 1; beyond 26 chunks "F3.30"). Cells are padded to one width and
+ * separated by a space; lines have no trailing space. Errors: as
+ * sb_pp_simulate_units, SB_ERR_IO when out cannot be written. */
+sb_status sb_pp_print_grid(const struct sb_pp_schedule *s, FILE *out);
+
+#endif

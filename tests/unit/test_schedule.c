@@ -1,0 +1,501 @@
+/* Unit tests for pipeline schedules as data (strategies/shared/schedule*.c):
+ * for every schedule, P = 2, 3, 4 and M in {1, 2, P, 2P, 8} (interleaved
+ * with V = 2 where M is a multiple of P), each rank's list runs every
+ * micro-batch's forward and backward once per chunk in an order that
+ * respects the pipeline's dependencies, the deadlock check passes, the
+ * activations alive at once and the point-to-point messages counted from
+ * the lists equal the formulas exactly, and the bubble simulated in unit
+ * slots equals the closed form. Broken lists (a receive removed, a send
+ * removed, a receive moved before the send it waits for) are caught, and
+ * the printed 1F1B grid of P = 4, M = 8 is the paper's figure. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "strategies/shared/schedule.h"
+#include "strategies/shared/schedule_formula.h"
+#include "strategies/shared/schedule_sim.h"
+
+#define MAX_CASES 64
+
+/* Every shape of the test matrix; returns how many. */
+static int test_shapes(struct sb_pp_shape *out)
+{
+    int n = 0;
+    for (int kind = 0; kind < SB_PP_KIND_COUNT; kind++)
+        for (int p = 2; p <= 4; p++) {
+            int ms[] = {1, 2, p, 2 * p, 8};
+            for (int j = 0; j < 5; j++) {
+                int dup = 0;
+                for (int k = 0; k < j; k++) dup |= ms[k] == ms[j];
+                int chunks = kind == SB_PP_INTERLEAVED ? 2 : 0;
+                struct sb_pp_shape s;
+                if (dup || sb_pp_validate((enum sb_pp_kind)kind, p, ms[j], chunks, 64, 1, &s))
+                    continue;
+                out[n++] = s;
+            }
+        }
+    return n;
+}
+
+static void describe(const struct sb_pp_shape *s, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s P=%d M=%d V=%d", sb_pp_kind_name(s->kind), s->stages,
+             s->microbatches, s->chunks);
+}
+
+#define EXPECT_EQ(what, got, want)                                                     \
+    do {                                                                              \
+        if ((got) != (want)) {                                                        \
+            print_error("%s: %s = %ld, expected %ld\n", name, what, (long)(got),      \
+                        (long)(want));                                                \
+            fail();                                                                   \
+        }                                                                             \
+    } while (0)
+
+static void test_matrix_covers_every_schedule(void **state)
+{
+    (void)state;
+    struct sb_pp_shape s[MAX_CASES];
+    int n = test_shapes(s), per_kind[SB_PP_KIND_COUNT] = {0};
+    for (int i = 0; i < n; i++) per_kind[s[i].kind]++;
+    /* gpipe, 1f1b, zb-h1: 4 + 5 + 4 distinct M (P = 2: {1, 2, 4, 8}; P = 3:
+     * {1, 2, 3, 6, 8}; P = 4: {1, 2, 4, 8}); interleaved: M multiple of P. */
+    assert_int_equal(per_kind[SB_PP_GPIPE], 13);
+    assert_int_equal(per_kind[SB_PP_1F1B], 13);
+    assert_int_equal(per_kind[SB_PP_ZBH1], 13);
+    assert_int_equal(per_kind[SB_PP_INTERLEAVED], 3 + 2 + 2); /* {2,4,8} {3,6} {4,8} */
+}
+
+/* Each rank: every (micro-batch, chunk) forwarded once, then backward once
+ * (zb-h1: B once, then W once), in that order; sends and receives around
+ * them as the executor expects. */
+static void check_rank_lists(const struct sb_pp_schedule *sch, const char *name)
+{
+    const struct sb_pp_shape *s = &sch->shape;
+    int m = s->microbatches, v = s->chunks, zb = s->kind == SB_PP_ZBH1;
+    for (int r = 0; r < s->stages; r++) {
+        int *fw = calloc((size_t)m * v, sizeof *fw), *bw = calloc((size_t)m * v, sizeof *bw);
+        int *ww = calloc((size_t)m * v, sizeof *ww);
+        assert_non_null(fw);
+        assert_non_null(bw);
+        assert_non_null(ww);
+        const struct sb_pp_action *a = sb_pp_rank_actions(sch, r);
+        for (int i = 0; i < sb_pp_rank_count(sch, r); i++) {
+            int k = a[i].microbatch * v + a[i].chunk;
+            EXPECT_EQ("stage of the action", a[i].stage, a[i].chunk * s->stages + r);
+            if (a[i].op == SB_PP_FORWARD) fw[k]++;
+            if (a[i].op == SB_PP_BACKWARD || a[i].op == SB_PP_BACKWARD_INPUT) {
+                EXPECT_EQ("forward before backward", fw[k], 1);
+                bw[k]++;
+            }
+            if (a[i].op == SB_PP_BACKWARD_WEIGHT) {
+                EXPECT_EQ("B before W", bw[k], 1);
+                ww[k]++;
+            }
+            if (a[i].op == SB_PP_BACKWARD) EXPECT_EQ("a whole backward outside zb-h1", zb, 0);
+            if (a[i].op == SB_PP_BACKWARD_INPUT || a[i].op == SB_PP_BACKWARD_WEIGHT)
+                EXPECT_EQ("a split backward in zb-h1", zb, 1);
+        }
+        for (int k = 0; k < m * v; k++) {
+            EXPECT_EQ("forwards", fw[k], 1);
+            EXPECT_EQ("backwards", bw[k], 1);
+            EXPECT_EQ("weight halves", ww[k], zb);
+        }
+        free(fw);
+        free(bw);
+        free(ww);
+    }
+}
+
+/* The global index of compute action (op, mb, virtual stage), or -1. */
+static int find_compute(const struct sb_pp_schedule *sch, enum sb_pp_op op, int mb, int vs)
+{
+    int r = vs % sch->shape.stages;
+    for (int i = 0; i < sb_pp_rank_count(sch, r); i++) {
+        const struct sb_pp_action *a = &sb_pp_rank_actions(sch, r)[i];
+        if (a->op == op && a->microbatch == mb && a->stage == vs) return sch->offset[r] + i;
+    }
+    return -1;
+}
+
+/* In unit time, a forward starts after the previous virtual stage's forward
+ * of the same micro-batch ended, and a backward after the next one's. */
+static void check_dependencies_in_time(const struct sb_pp_schedule *sch, const char *name)
+{
+    const struct sb_pp_shape *s = &sch->shape;
+    int last = s->stages * s->chunks - 1;
+    enum sb_pp_op bop = s->kind == SB_PP_ZBH1 ? SB_PP_BACKWARD_INPUT : SB_PP_BACKWARD;
+    struct sb_pp_timeline tl;
+    assert_int_equal(sb_pp_simulate_units(sch, &tl), SB_OK);
+    for (int mb = 0; mb < s->microbatches; mb++)
+        for (int vs = 0; vs <= last; vs++) {
+            int f = find_compute(sch, SB_PP_FORWARD, mb, vs), b = find_compute(sch, bop, mb, vs);
+            assert_true(f >= 0 && b >= 0);
+            if (vs > 0) {
+                int pf = find_compute(sch, SB_PP_FORWARD, mb, vs - 1);
+                EXPECT_EQ("forward after the previous stage's", tl.start_s[f] >= tl.end_s[pf], 1);
+            }
+            if (vs < last) {
+                int nb = find_compute(sch, bop, mb, vs + 1);
+                EXPECT_EQ("backward after the next stage's", tl.start_s[b] >= tl.end_s[nb], 1);
+            } else {
+                EXPECT_EQ("last stage's backward after its forward",
+                          tl.start_s[b] >= tl.end_s[f], 1);
+            }
+        }
+    sb_pp_timeline_free(&tl);
+}
+
+static void test_lists_are_complete_ordered_and_checked(void **state)
+{
+    (void)state;
+    struct sb_pp_shape shapes[MAX_CASES];
+    int n = test_shapes(shapes);
+    for (int c = 0; c < n; c++) {
+        char name[64];
+        describe(&shapes[c], name, sizeof name);
+        struct sb_pp_schedule sch;
+        assert_int_equal(sb_pp_schedule_build(&shapes[c], &sch), SB_OK);
+        if (sb_pp_check(&sch) != SB_OK) {
+            print_error("%s: %s\n", name, sb_error_message());
+            fail();
+        }
+        check_rank_lists(&sch, name);
+        check_dependencies_in_time(&sch, name);
+        sb_pp_schedule_free(&sch);
+    }
+}
+
+/* Counts the activations alive at once on each rank from its list (a
+ * forward adds one; the backward, or zb-h1's W, frees it) and compares
+ * with the formula, exactly. */
+static void test_live_activations_equal_formula(void **state)
+{
+    (void)state;
+    struct sb_pp_shape shapes[MAX_CASES];
+    int n = test_shapes(shapes);
+    for (int c = 0; c < n; c++) {
+        char name[64];
+        describe(&shapes[c], name, sizeof name);
+        struct sb_pp_schedule sch;
+        assert_int_equal(sb_pp_schedule_build(&shapes[c], &sch), SB_OK);
+        for (int r = 0; r < shapes[c].stages; r++) {
+            int live = 0, peak = 0;
+            const struct sb_pp_action *a = sb_pp_rank_actions(&sch, r);
+            for (int i = 0; i < sb_pp_rank_count(&sch, r); i++) {
+                live += a[i].op == SB_PP_FORWARD;
+                live -= a[i].op == SB_PP_BACKWARD || a[i].op == SB_PP_BACKWARD_WEIGHT;
+                peak = live > peak ? live : peak;
+            }
+            EXPECT_EQ("live activations", peak, sb_pp_live_activations(&shapes[c], r));
+            EXPECT_EQ("all freed", live, 0);
+        }
+        sb_pp_schedule_free(&sch);
+    }
+    /* Spot values from the papers: 1f1b holds p - i on stage i, gpipe m. */
+    struct sb_pp_shape f1b = {SB_PP_1F1B, 4, 8, 1}, gp = {SB_PP_GPIPE, 4, 8, 1};
+    assert_int_equal(sb_pp_live_activations(&f1b, 0), 4);
+    assert_int_equal(sb_pp_live_activations(&f1b, 3), 1);
+    assert_int_equal(sb_pp_live_activations(&gp, 3), 8);
+}
+
+/* Point-to-point messages per link counted from the sends (each is
+ * received exactly once: sb_pp_check), against the formula. */
+static void test_p2p_messages_equal_formula(void **state)
+{
+    (void)state;
+    struct sb_pp_shape shapes[MAX_CASES];
+    int n = test_shapes(shapes);
+    for (int c = 0; c < n; c++) {
+        char name[64];
+        describe(&shapes[c], name, sizeof name);
+        int p = shapes[c].stages;
+        long count[8] = {0};
+        struct sb_pp_schedule sch;
+        assert_int_equal(sb_pp_schedule_build(&shapes[c], &sch), SB_OK);
+        /* Every message id is used by exactly one send: each (direction,
+         * micro-batch, boundary) once. */
+        int n_id = sb_pp_message_count(&shapes[c]);
+        unsigned char *used = calloc((size_t)n_id + 1, 1);
+        assert_non_null(used);
+        for (int r = 0; r < p; r++) {
+            const struct sb_pp_action *a = sb_pp_rank_actions(&sch, r);
+            for (int i = 0; i < sb_pp_rank_count(&sch, r); i++) {
+                int id = sb_pp_message_id(&shapes[c], &a[i]);
+                if (a[i].op == SB_PP_SEND_ACT || a[i].op == SB_PP_SEND_GRAD) {
+                    assert_true(id >= 0 && id < n_id);
+                    EXPECT_EQ("sends of one message id", used[id]++, 0);
+                }
+                if (a[i].peer < 0) EXPECT_EQ("compute has no message", id, -1);
+                if (a[i].op == SB_PP_SEND_ACT) count[r]++;              /* link r -> r+1 */
+                if (a[i].op == SB_PP_SEND_GRAD) count[a[i].peer]++;     /* link peer -> r */
+            }
+        }
+        for (int id = 0; id < n_id; id++) EXPECT_EQ("every message id sent", used[id], 1);
+        free(used);
+        for (int r = 0; r < p; r++)
+            EXPECT_EQ("messages on link", count[r], sb_pp_p2p_messages(&shapes[c], r));
+        sb_pp_schedule_free(&sch);
+    }
+    struct sb_pp_shape f1b = {SB_PP_1F1B, 4, 8, 1}, il = {SB_PP_INTERLEAVED, 4, 8, 2};
+    assert_int_equal(sb_pp_p2p_messages(&f1b, 0), 16);  /* 2M */
+    assert_int_equal(sb_pp_p2p_messages(&f1b, 3), 0);
+    assert_int_equal(sb_pp_p2p_messages(&il, 0), 32);   /* 2MV */
+    assert_int_equal(sb_pp_p2p_messages(&il, 3), 16);   /* 2M(V-1): last rank to first */
+}
+
+/* Simulates s with per-chunk forward f, backward b (zb-h1: B b and W w) on
+ * every stage and no transfer time; checks every stage's bubble against
+ * sb_pp_bubble_s and returns the step. */
+static double check_bubble(const struct sb_pp_shape *s, double f, double b, double w,
+                           const char *name)
+{
+    double fs[8], bs[8], is[8], ws[8], zs[8];
+    for (int r = 0; r < s->stages; r++) {
+        fs[r] = f;
+        bs[r] = b + w;
+        is[r] = b;
+        ws[r] = w;
+        zs[r] = 0;
+    }
+    struct sb_pp_times t = {fs, bs, is, ws, zs};
+    struct sb_pp_schedule sch;
+    struct sb_pp_timeline tl;
+    assert_int_equal(sb_pp_schedule_build(s, &sch), SB_OK);
+    assert_int_equal(sb_pp_simulate(&sch, &t, &tl), SB_OK);
+    int zb = s->kind == SB_PP_ZBH1, v = s->chunks;
+    struct sb_pp_stage_times st = {f * v, zb ? b : (b + w) * v, zb ? w : 0};
+    double want = sb_pp_bubble_s(s, &st), step = tl.step_s;
+    for (int r = 0; r < s->stages; r++) {
+        if (fabs(tl.bubble_s[r] - want) > 1e-9) {
+            print_error("%s (f %g b %g w %g): stage %d simulated bubble %g, formula %g\n", name,
+                        f, b, w, r, tl.bubble_s[r], want);
+            fail();
+        }
+        assert_true(fabs(tl.compute_s[r] + tl.bubble_s[r] + tl.p2p_wait_s[r] - step) < 1e-9);
+    }
+    /* The step is the ideal compute plus the bubble, and the fractions agree. */
+    assert_true(fabs(step - sb_pp_ideal_s(s, &st) - want) < 1e-9);
+    assert_true(fabs(want / step - sb_pp_bubble_fraction_of_step(s, &st)) < 1e-12);
+    sb_pp_timeline_free(&tl);
+    sb_pp_schedule_free(&sch);
+    return step;
+}
+
+static void test_unit_bubble_equals_formula(void **state)
+{
+    (void)state;
+    struct sb_pp_shape shapes[MAX_CASES];
+    int n = test_shapes(shapes);
+    for (int c = 0; c < n; c++) {
+        char name[64];
+        describe(&shapes[c], name, sizeof name);
+        const struct sb_pp_shape *s = &shapes[c];
+        int p = s->stages, m = s->microbatches, v = s->chunks;
+        int zb = s->kind == SB_PP_ZBH1;
+        /* The papers' units: forward 1, backward 2 (zb-h1: B 1, W 1). */
+        double step = check_bubble(s, 1, zb ? 1 : 2, zb ? 1 : 0, name);
+        if (s->kind == SB_PP_GPIPE || s->kind == SB_PP_1F1B) {
+            /* (p-1)/(m+p-1) of the step, (p-1)/m of ideal compute. */
+            assert_true(fabs(step - 3.0 * (m + p - 1)) < 1e-9);
+            struct sb_pp_stage_times t = {1, 2, 0};
+            double fraction = sb_pp_bubble_fraction_of_step(s, &t);
+            assert_true(fabs(fraction - (p - 1.0) / (m + p - 1)) < 1e-12);
+            assert_true(fabs(sb_pp_bubble_over_ideal(s, &t) - (p - 1.0) / m) < 1e-12);
+        } else if (s->kind == SB_PP_INTERLEAVED) {
+            struct sb_pp_stage_times t = {v, 2.0 * v, 0};
+            assert_true(fabs(sb_pp_bubble_over_ideal(s, &t) - (p - 1.0) / (v * m)) < 1e-12);
+        } else if (m >= p) {
+            /* Qi et al.: a third of 1f1b's bubble, (p-1)(t_f + t_b - t_w). */
+            assert_true(fabs(step - (3.0 * m + (p - 1))) < 1e-9);
+        }
+        /* Other ratios: backward 1.5 forward; zb-h1 with W longer than F. */
+        check_bubble(s, 1, zb ? 1.5 : 3, zb ? 0.5 : 0, name);
+        if (zb) check_bubble(s, 1, 1, 2, name);
+        if (zb) check_bubble(s, 0.5, 2, 0.25, name);
+    }
+}
+
+/* Transfer time is point-to-point wait, not bubble. 1f1b, P = 2, M = 1,
+ * forward 1, backward 2, 0.5 per message: stage 0 runs F [0, 1] and sends;
+ * stage 1 waits [0, 1] for stage 0 (bubble) and [1, 1.5] for the transfer,
+ * runs F [1.5, 2.5] and B [2.5, 4.5] and sends; stage 0 waits [1, 4.5]
+ * (bubble) and [4.5, 5] (transfer), runs B [5, 7]. Step 7. */
+static void test_p2p_wait_is_not_bubble(void **state)
+{
+    (void)state;
+    struct sb_pp_shape s = {SB_PP_1F1B, 2, 1, 1};
+    double f[2] = {1, 1}, b[2] = {2, 2}, z[2] = {0.5, 0.5};
+    struct sb_pp_times t = {.forward_s = f, .backward_s = b, .p2p_s = z};
+    struct sb_pp_schedule sch;
+    struct sb_pp_timeline tl;
+    assert_int_equal(sb_pp_schedule_build(&s, &sch), SB_OK);
+    assert_int_equal(sb_pp_simulate(&sch, &t, &tl), SB_OK);
+    assert_true(fabs(tl.step_s - 7) < 1e-12);
+    assert_true(fabs(tl.p2p_wait_s[0] - 0.5) < 1e-12);
+    assert_true(fabs(tl.bubble_s[0] - 3.5) < 1e-12);
+    assert_true(fabs(tl.p2p_wait_s[1] - 0.5) < 1e-12);
+    assert_true(fabs(tl.bubble_s[1] - 3.5) < 1e-12); /* [0, 1] and the tail [4.5, 7] */
+    sb_pp_timeline_free(&tl);
+    sb_pp_schedule_free(&sch);
+}
+
+/* Removes global action g from a schedule. */
+static void remove_action(struct sb_pp_schedule *s, int g)
+{
+    int n = s->offset[s->shape.stages];
+    memmove(&s->actions[g], &s->actions[g + 1], (size_t)(n - g - 1) * sizeof *s->actions);
+    for (int r = 1; r <= s->shape.stages; r++)
+        if (s->offset[r] > g) s->offset[r]--;
+}
+
+/* Global index of the first action (op, mb) of rank r, or -1. */
+static int find(const struct sb_pp_schedule *s, int r, enum sb_pp_op op, int mb)
+{
+    for (int i = 0; i < sb_pp_rank_count(s, r); i++)
+        if (sb_pp_rank_actions(s, r)[i].op == op && sb_pp_rank_actions(s, r)[i].microbatch == mb)
+            return s->offset[r] + i;
+    return -1;
+}
+
+static void expect_broken(struct sb_pp_schedule *s, const char *needle)
+{
+    assert_int_equal(sb_pp_check(s), SB_ERR_INTERNAL);
+    if (!strstr(sb_error_message(), needle)) {
+        print_error("message '%s' lacks '%s'\n", sb_error_message(), needle);
+        fail();
+    }
+}
+
+static void test_broken_lists_are_caught(void **state)
+{
+    (void)state;
+    struct sb_pp_shape s = {SB_PP_1F1B, 3, 3, 1};
+    struct sb_pp_schedule sch;
+
+    /* A receive removed: stage 1 forwards micro-batch 0 without its input. */
+    assert_int_equal(sb_pp_schedule_build(&s, &sch), SB_OK);
+    remove_action(&sch, find(&sch, 1, SB_PP_RECV_ACT, 0));
+    expect_broken(&sch, "rank 1 action 0 (forward mb 0 chunk 0): its input was not received");
+    sb_pp_schedule_free(&sch);
+
+    /* A send removed: its receiver waits forever. */
+    assert_int_equal(sb_pp_schedule_build(&s, &sch), SB_OK);
+    remove_action(&sch, find(&sch, 2, SB_PP_SEND_GRAD, 1));
+    expect_broken(&sch, "(recv_grad mb 1 chunk 0 from rank 2): waits forever: rank 2 ends "
+                        "its list without sending it");
+    sb_pp_schedule_free(&sch);
+
+    /* Stage 0 receives the gradient of micro-batch 0 before it sends the
+     * activation of its last warm-up micro-batch: stage 0 and stage 1 wait
+     * on each other (a swapped order that deadlocks). */
+    assert_int_equal(sb_pp_schedule_build(&s, &sch), SB_OK);
+    int send = find(&sch, 0, SB_PP_SEND_ACT, 0), recv = find(&sch, 0, SB_PP_RECV_GRAD, 0);
+    assert_true(send >= 0 && recv > send);
+    struct sb_pp_action moved = sch.actions[recv];
+    memmove(&sch.actions[send + 1], &sch.actions[send], (size_t)(recv - send) * sizeof moved);
+    sch.actions[send] = moved;
+    expect_broken(&sch, "rank 0 action 1 (recv_grad mb 0 chunk 0 from rank 1): waits forever: a "
+                        "deadlock, rank 1 waits in turn at its action 0 (recv_act mb 0");
+    sb_pp_schedule_free(&sch);
+
+    /* A forward run twice. */
+    assert_int_equal(sb_pp_schedule_build(&s, &sch), SB_OK);
+    int f1 = find(&sch, 0, SB_PP_FORWARD, 1);
+    sch.actions[f1].microbatch = 0;
+    expect_broken(&sch, "rank 0 action");
+    sb_pp_schedule_free(&sch);
+
+    /* M < P (the torchtitan hang): every schedule that allows it checks. */
+    for (int kind = 0; kind < SB_PP_KIND_COUNT; kind++) {
+        struct sb_pp_shape few;
+        if (kind == SB_PP_INTERLEAVED) continue; /* M a multiple of P */
+        assert_int_equal(sb_pp_validate((enum sb_pp_kind)kind, 4, 1, 0, 64, 1, &few), SB_OK);
+        assert_int_equal(sb_pp_schedule_build(&few, &sch), SB_OK);
+        assert_int_equal(sb_pp_check(&sch), SB_OK);
+        sb_pp_schedule_free(&sch);
+    }
+}
+
+static void expect_usage(sb_status st, const char *flag)
+{
+    assert_int_equal(st, SB_ERR_USAGE);
+    if (strncmp(sb_error_message(), flag, strlen(flag)) != 0) {
+        print_error("message '%s' does not start with '%s'\n", sb_error_message(), flag);
+        fail();
+    }
+}
+
+static void test_validation_names_the_flag(void **state)
+{
+    (void)state;
+    struct sb_pp_shape s;
+    expect_usage(sb_pp_validate(SB_PP_1F1B, 5, 8, 0, 4, 1, &s), "--stages");
+    expect_usage(sb_pp_validate(SB_PP_INTERLEAVED, 2, 4, 3, 5, 1, &s), "--stages");
+    expect_usage(sb_pp_validate(SB_PP_INTERLEAVED, 1, 4, 2, 5, 1, &s), "--stages");
+    expect_usage(sb_pp_validate(SB_PP_1F1B, 0, 8, 0, 4, 1, &s), "--stages");
+    expect_usage(sb_pp_validate(SB_PP_GPIPE, 2, 0, 0, 4, 1, &s), "--microbatches");
+    expect_usage(sb_pp_validate(SB_PP_1F1B, 2, 4, 2, 4, 1, &s), "--chunks");
+    expect_usage(sb_pp_validate(SB_PP_INTERLEAVED, 2, 4, 1, 4, 1, &s), "--chunks");
+    expect_usage(sb_pp_validate(SB_PP_INTERLEAVED, 4, 6, 2, 8, 1, &s), "--microbatches");
+    expect_usage(sb_pp_validate(SB_PP_ZBH1, 2, 4, 0, 4, 0, &s), "--schedule");
+    /* Good ones, with the defaults filled in. */
+    assert_int_equal(sb_pp_validate(SB_PP_INTERLEAVED, 2, 4, 0, 4, 0, &s), SB_OK);
+    assert_int_equal(s.chunks, 2);
+    assert_int_equal(sb_pp_validate(SB_PP_1F1B, 4, 1, 0, 4, 0, &s), SB_OK);
+    assert_int_equal(s.chunks, 1);
+    assert_int_equal(sb_pp_validate(SB_PP_ZBH1, 4, 1, 0, 4, 1, &s), SB_OK);
+    assert_int_equal(sb_pp_kind_parse("zb-h1"), SB_PP_ZBH1);
+    assert_int_equal(sb_pp_kind_parse("1F1B"), SB_PP_KIND_COUNT);
+}
+
+/* Narayanan et al. 2021, figure 4 (top), 0-based: four warm-up forwards on
+ * the first stage, one fewer per stage down the pipeline, then one forward
+ * and one backward (two slots) alternately, then the drain. */
+static const char GRID_1F1B_P4_M8[] =
+    "# 1f1b: 4 stages, 8 micro-batches; slots: forward 1, backward 2\n"
+    "stage 0: F0 F1 F2 F3 .  .  .  .  .  .  B0 B0 F4 B1 B1 F5 B2 B2 F6 B3 B3 F7 B4 B4 .  B5 B5 .  B6 B6 .  B7 B7\n"
+    "stage 1: .  F0 F1 F2 .  .  .  .  B0 B0 F3 B1 B1 F4 B2 B2 F5 B3 B3 F6 B4 B4 F7 B5 B5 .  B6 B6 .  B7 B7 .  .\n"
+    "stage 2: .  .  F0 F1 .  .  B0 B0 F2 B1 B1 F3 B2 B2 F4 B3 B3 F5 B4 B4 F6 B5 B5 F7 B6 B6 .  B7 B7 .  .  .  .\n"
+    "stage 3: .  .  .  F0 B0 B0 F1 B1 B1 F2 B2 B2 F3 B3 B3 F4 B4 B4 F5 B5 B5 F6 B6 B6 F7 B7 B7 .  .  .  .  .  .\n";
+
+static void test_grid_1f1b_matches_paper(void **state)
+{
+    (void)state;
+    struct sb_pp_shape s = {SB_PP_1F1B, 4, 8, 1};
+    struct sb_pp_schedule sch;
+    char *buf = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&buf, &size);
+    assert_non_null(out);
+    assert_int_equal(sb_pp_schedule_build(&s, &sch), SB_OK);
+    assert_int_equal(sb_pp_print_grid(&sch, out), SB_OK);
+    fclose(out);
+    assert_string_equal(buf, GRID_1F1B_P4_M8);
+    free(buf);
+    sb_pp_schedule_free(&sch);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matrix_covers_every_schedule),
+        cmocka_unit_test(test_lists_are_complete_ordered_and_checked),
+        cmocka_unit_test(test_live_activations_equal_formula),
+        cmocka_unit_test(test_p2p_messages_equal_formula),
+        cmocka_unit_test(test_unit_bubble_equals_formula),
+        cmocka_unit_test(test_p2p_wait_is_not_bubble),
+        cmocka_unit_test(test_broken_lists_are_caught),
+        cmocka_unit_test(test_validation_names_the_flag),
+        cmocka_unit_test(test_grid_1f1b_matches_paper),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
