@@ -91,6 +91,8 @@ void sb_zero_on_layer(void *ctx, size_t off, size_t count, int backward)
     (void)count;
     struct sb_zero_sync *z = ctx;
     if (z->cb_status) return;
+    /* A layer outside the piece's range is not sharded by it. */
+    if (off < z->range.offset || off >= z->range.offset + z->range.count) return;
     struct sb_zero_unit *u = unit_at(z, off);
     if (!u) {
         z->cb_status = sb_error(SB_ERR_INTERNAL, "zero: no unit at parameter %zu", off);

@@ -291,6 +291,17 @@ int sb_zero_sync_units(const struct sb_zero_sync *z) { return z->n_units; }
 
 size_t sb_zero_sync_unit_floats(const struct sb_zero_sync *z, int i) { return z->u[i].count; }
 
+void sb_zero_sync_block(const struct sb_zero_sync *z, int i, size_t *offset, size_t *count,
+                        size_t *shard_offset)
+{
+    const struct sb_zero_unit *u = &z->u[i];
+    *offset = u->off + u->mine_off;
+    *count = u->mine;
+    *shard_offset = u->soff;
+}
+
+const float *sb_zero_sync_grad_shard(const struct sb_zero_sync *z) { return z->gshard; }
+
 size_t sb_zero_sync_optimizer_bytes(const struct sb_zero_sync *z)
 {
     return sb_optimizer_state_bytes(&z->opt);

@@ -124,6 +124,18 @@ size_t sb_zero_sync_shard_floats(const struct sb_zero_sync *z);
 int sb_zero_sync_units(const struct sb_zero_sync *z);
 size_t sb_zero_sync_unit_floats(const struct sb_zero_sync *z, int i);
 
+/* Which floats this rank owns of unit i: the model's [*offset, *offset +
+ * *count) (its block, sb_split_range of the unit over the communicator's
+ * ranks), stored at [*shard_offset, *shard_offset + *count) of the shard
+ * buffers. */
+void sb_zero_sync_block(const struct sb_zero_sync *z, int i, size_t *offset, size_t *count,
+                        size_t *shard_offset);
+
+/* The gradient shard (sb_zero_sync_shard_floats floats, backend memory):
+ * after sb_zero_sync_finish, this rank's blocks of the summed gradients
+ * (stages 1-2: overwritten by sb_zero_sync_update's all-gather send). */
+const float *sb_zero_sync_grad_shard(const struct sb_zero_sync *z);
+
 /* Bytes of the shard's optimizer state. */
 size_t sb_zero_sync_optimizer_bytes(const struct sb_zero_sync *z);
 

@@ -103,7 +103,8 @@ void sb_zero_discard_params(struct sb_zero_sync *z, struct sb_zero_unit *u);
 void sb_zero_gathered(struct sb_zero_sync *z, struct sb_zero_unit *u);
 
 /* Stage 3's layer hook (workloads/workload.h; ctx = the piece): the layer
- * of `off` is about to run (zero_gather.c). */
+ * of `off` is about to run (zero_gather.c); layers outside the range are
+ * left alone. */
 void sb_zero_on_layer(void *ctx, size_t off, size_t count, int backward);
 
 #endif
