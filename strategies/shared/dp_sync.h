@@ -54,9 +54,10 @@ enum sb_dp_sync_mode {
 struct sb_dp_sync;
 
 /* The piece over communicator `comm` (any: the world or a dp group; kept,
- * not owned) for gradients range of model m (kept, not owned). Buckets are
- * planned over the range's tensors (sb_grad_range_plan). Collective over comm only where the
- * hook is made (PowerSGD's seed agrees by construction; nothing is sent).
+ * not owned) for the gradients in `range` of model m (kept, not owned).
+ * Buckets are planned over the range's tensors (sb_grad_range_plan). Not
+ * collective: nothing is sent (PowerSGD's initial factors agree through
+ * the run's seed). The ranks of comm must start the same steps.
  * Errors: those of sb_grad_range_plan and sb_grad_sync_create;
  * SB_ERR_USAGE for a hook over a range that is not the whole model;
  * SB_ERR_NOMEM. */
