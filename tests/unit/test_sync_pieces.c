@@ -6,9 +6,11 @@
  * two layers (fc2, fc3) on its own. The result must equal, bit for bit,
  * the plain all-reduce (sum) of the same gradients over the group (with 2
  * ranks every element is a + b whatever the algorithm):
- *   - dp_sync (buckets a layer each, overlapping backward): the range of
- *     the gradients is the group's sum, the floats outside it are the
- *     rank's own;
+ *   - dp_sync (buckets a layer each, overlapping backward), with the
+ *     communicator's automatic algorithm and then with the hierarchical
+ *     one (the group's 2 ranks as 2 hosts of 1): the range of the
+ *     gradients is the group's sum, the floats outside it are the rank's
+ *     own;
  *   - zero_sync stages 1, 2 and 3: the gradient shard holds this rank's
  *     blocks of that sum (the blocks of the two ranks cover every unit
  *     once), and after the update the range of the parameters (stage 3:
@@ -90,9 +92,11 @@ static struct sb_grad_range part_range(const struct sb_model *m)
     return (struct sb_grad_range){off, m->n_params - off};
 }
 
-/* dp_sync over the group: the range summed, the rest untouched. */
+/* dp_sync over the group: the range summed, the rest untouched;
+ * hierarchical: the group's all-reduces ran the hierarchical algorithm. */
 static void check_dp_sync(struct sb_comm *group, const struct sb_config *cfg,
-                          const float *local, const float *sum, float *x, uint8_t *y)
+                          const float *local, const float *sum, float *x, uint8_t *y,
+                          int hierarchical)
 {
     struct sb_model *m = model_forward(cfg, x, y);
     CHECK(m, "dp_sync: cannot build the model");
@@ -122,6 +126,9 @@ static void check_dp_sync(struct sb_comm *group, const struct sb_config *cfg,
         CHECK(k->calls == 2 && k->bytes == 4.0 * (double)r.count,
               "dp_sync: %ld all-reduces of %g bytes (want 2 of %zu)", k->calls, k->bytes,
               4 * r.count);
+        long hier = group->allreduce_by_algo[SB_ALLREDUCE_HIERARCHICAL].calls;
+        CHECK(hier == (hierarchical ? 2 : 0), "dp_sync: %ld hierarchical all-reduces (want %d)",
+              hier, hierarchical ? 2 : 0);
     }
     sb_dp_sync_destroy(d);
     m->ops->destroy(m);
@@ -229,7 +236,14 @@ static int run_checks(void)
     MPI_Allreduce(MPI_IN_PLACE, sum, (int)n, MPI_FLOAT, MPI_SUM, mpi_group);
     MPI_Comm_free(&mpi_group);
 
-    check_dp_sync(group, &cfg, local, sum, x, y);
+    check_dp_sync(group, &cfg, local, sum, x, y, 0);
+    if (sb_comm_mpi_group_hosts(group, 1) == SB_OK) {
+        group->allreduce_algo = SB_ALLREDUCE_HIERARCHICAL;
+        check_dp_sync(group, &cfg, local, sum, x, y, 1);
+        group->allreduce_algo = SB_ALLREDUCE_AUTO;
+    } else {
+        CHECK(0, "cannot group the group's ranks into hosts");
+    }
     for (int stage = 1; stage <= 3; stage++) check_zero_sync(group, &cfg, stage, sum, x, y);
 
     free(local);
