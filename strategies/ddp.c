@@ -3,19 +3,21 @@
  * the global batch; the gradients are summed with all-reduces, so every rank
  * applies the same mean gradient and the replicas stay identical.
  *
- * Gradients travel in buckets (strategies/shared/buckets.h, --bucket-mb). With
- * overlap (the default) a bucket's non-blocking all-reduce starts as soon as
- * backward has made its last layer ready, and every later ready callback
- * polls the buckets in flight, because Open MPI advances a non-blocking
- * collective only inside MPI calls; after backward the rank waits for all
- * buckets, then steps the optimizer. --no-overlap starts every bucket after
- * backward. Timing definitions: docs/ddp.md.
+ * The synchronisation is strategies/shared/dp_sync.h over the world
+ * communicator and the whole model: gradient buckets (--bucket-mb)
+ * all-reduced as backward makes them ready (--no-overlap: after backward),
+ * the compression and local SGD hook (--grad-compression, --local-sgd),
+ * and the hierarchical all-reduce where the communicator runs it
+ * (strategy "hierarchical"). Timing definitions: docs/ddp.md.
  *
- * On GPUs (sb_comm_world_create: --comm nccl or host-staged mpi) a bucket's
- * all-reduce runs on NCCL's communication stream, ordered after the kernels
- * that wrote it by an event, and the wait makes the compute stream wait on
- * its completion event; the host never blocks inside the step
- * (src/comm/nccl.c). */
+ * On CPUs the "mpi" communicator runs the --allreduce algorithm
+ * (stratbench's ring or recursive doubling over MPI point-to-point, Open
+ * MPI's MPI_Iallreduce for --allreduce mpi, or the hierarchical one:
+ * src/comm/mpi.c). On GPUs (sb_comm_world_create: --comm nccl, or
+ * host-staged mpi) a bucket's all-reduce runs on NCCL's communication
+ * stream, ordered after the kernels that wrote it by an event, and the wait
+ * makes the compute stream wait on its completion event; the host never
+ * blocks inside the step (src/comm/nccl.c). */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -24,23 +26,15 @@
 
 #include "comm/allreduce_algo.h"
 #include "comm/cost_model.h"
-#include "core/clock.h"
-#include "core/stats.h"
 #include "strategies/shared/buckets.h"
+#include "strategies/shared/dp_sync.h"
 #include "strategies/shared/grad_sync.h"
 #include "strategies/shared/replica.h"
 
 struct ddp {
     struct sb_replica *replica;
-    struct sb_comm *comm;
-    struct sb_bucket_plan plan;
-    struct sb_comm_request *req; /* (plan.n) this step's request per bucket */
-    size_t *pending;             /* (plan.n) floats of each bucket not yet ready */
-    int launched;                /* buckets started this step, in plan order */
-    sb_status cb_status;         /* first error inside the ready callback */
-    double *hidden_ms;           /* (n_hidden) comm - comm_exposed per step (host-timed) */
-    size_t n_hidden, cap_hidden;
-    struct sb_grad_sync *sync;   /* --grad-compression / --local-sgd (cpu; NULL on GPUs) */
+    struct sb_comm *comm;     /* the world: ddp's dp communicator */
+    struct sb_dp_sync *sync;  /* the gradients' synchronisation over comm */
 };
 
 /* ddp's own flags (cfg->strategy_opts). */
@@ -69,13 +63,9 @@ static void ddp_destroy(struct sb_strategy *s)
 {
     struct ddp *d = s->impl;
     if (!d) return;
+    sb_dp_sync_destroy(d->sync);
     sb_replica_destroy(d->replica);
     sb_comm_destroy(d->comm);
-    sb_bucket_plan_free(&d->plan);
-    sb_grad_sync_destroy(d->sync);
-    free(d->req);
-    free(d->pending);
-    free(d->hidden_ms);
     free(d);
 }
 
@@ -84,96 +74,30 @@ static sb_status ddp_init(struct sb_strategy *s)
     struct ddp *d = calloc(1, sizeof *d);
     if (!d) return sb_error(SB_ERR_NOMEM, "ddp: out of memory");
     s->impl = d;
+    const struct sb_config *cfg = s->env->cfg;
     /* Before the replica: on cuda it selects this rank's GPU for the thread. */
-    SB_TRY(sb_comm_world_create(s->env->cfg, s->env->job, s->env->placement->device[0],
-                                &d->comm));
+    SB_TRY(sb_comm_world_create(cfg, s->env->job, s->env->placement->device[0], &d->comm));
     SB_TRY(sb_replica_create(s->env, 1, &d->replica));
     s->replica = d->replica;
     s->comms[s->n_comms++] = d->comm;
     s->world = d->comm;
-    /* On GPUs the host clocks below see issue times (the nccl wait does not
+    /* On GPUs the host clocks see issue times (the nccl wait does not
      * block the host), so comm is the compute stream's span from the end of
      * backward to the optimizer, timed by events (replica.h). */
     d->replica->device_comm = sb_replica_on_device(d->replica);
     struct sb_model *m = d->replica->model;
-    SB_TRY(sb_bucket_plan_create(m->layers, m->n_layers, opts(s->env->cfg)->bucket_mb, &d->plan));
-    d->req = calloc((size_t)d->plan.n, sizeof *d->req);
-    d->pending = calloc((size_t)d->plan.n, sizeof *d->pending);
-    if (!d->req || !d->pending) return sb_error(SB_ERR_NOMEM, "ddp: out of memory");
-    const struct sb_config *cfg = s->env->cfg;
     long steps = (long)cfg->epochs * (s->env->data->train.n / sb_config_global_batch(cfg));
     if (cfg->max_steps && cfg->max_steps < steps) steps = cfg->max_steps;
-    if (s->env->be->host_memory || strcmp(cfg->grad_compression, "none") != 0)
-        SB_TRY(sb_grad_sync_create(cfg, m, d->comm, s->env->be->host_memory, steps - 1,
-                                   &d->sync));
+    struct sb_dp_sync_cfg sc = {
+        .bucket_mb = opts(cfg)->bucket_mb,
+        .overlap = opts(cfg)->overlap,
+        .device_comm = d->replica->device_comm,
+        .run = cfg,
+        .host_memory = s->env->be->host_memory,
+        .last_step = steps - 1,
+    };
+    SB_TRY(sb_dp_sync_create(d->comm, m, sb_grad_range_whole(m), &sc, &d->sync));
     return sb_comm_broadcast(d->comm, m->params, m->n_params, 0);
-}
-
-/* Whether buckets start during backward: --no-overlap says no, and so
- * does a communicator whose all-reduce completes before it returns (staged,
- * --comm mpi on GPUs): started from backward, its copies and MPI call would
- * run inside the backward phase, booked as backward with comm ~ 0; after
- * backward they are booked as comm. */
-static int overlaps(const struct sb_strategy *s)
-{
-    const struct ddp *d = s->impl;
-    return opts(s->env->cfg)->overlap && sb_comm_overlaps(d->comm);
-}
-
-/* Starts, in plan order, every bucket whose gradients are all ready (a
- * later bucket never starts before an earlier one, so all ranks issue the
- * same sequence of collectives). */
-static sb_status launch_ready(struct ddp *d)
-{
-    float *grads = d->replica->model->grads;
-    while (d->launched < d->plan.n && d->pending[d->launched] == 0) {
-        const struct sb_bucket *b = &d->plan.buckets[d->launched];
-        d->req[d->launched].index = d->launched; /* named by the watchdog */
-        SB_TRY(sb_comm_iallreduce(d->comm, grads + b->offset, b->count,
-                                  &d->req[d->launched]));
-        d->launched++;
-    }
-    return SB_OK;
-}
-
-/* Polls every bucket in flight so that MPI progresses them. */
-static sb_status poll_launched(struct ddp *d)
-{
-    for (int i = 0; i < d->launched; i++) {
-        int done = 0;
-        SB_TRY(sb_comm_test(d->comm, &d->req[i], &done));
-    }
-    return SB_OK;
-}
-
-/* Backward's ready callback: grads[offset, offset + count) are final. */
-static void on_ready(void *ctx, size_t offset, size_t count)
-{
-    struct ddp *d = ctx;
-    if (d->cb_status) return;
-    size_t lo = offset, hi = offset + count;
-    for (int i = 0; i < d->plan.n; i++) {
-        const struct sb_bucket *b = &d->plan.buckets[i];
-        size_t a = lo > b->offset ? lo : b->offset;
-        size_t z = hi < b->offset + b->count ? hi : b->offset + b->count;
-        if (a < z) d->pending[i] -= z - a < d->pending[i] ? z - a : d->pending[i];
-    }
-    sb_status st = launch_ready(d);
-    if (!st) st = poll_launched(d);
-    d->cb_status = st;
-}
-
-static sb_status record_hidden(struct ddp *d, double hidden_ms)
-{
-    if (d->n_hidden == d->cap_hidden) {
-        size_t cap = d->cap_hidden ? 2 * d->cap_hidden : 1024;
-        double *p = realloc(d->hidden_ms, cap * sizeof *p);
-        if (!p) return sb_error(SB_ERR_NOMEM, "ddp: out of memory");
-        d->hidden_ms = p;
-        d->cap_hidden = cap;
-    }
-    d->hidden_ms[d->n_hidden++] = hidden_ms;
-    return SB_OK;
 }
 
 static sb_status ddp_step(struct sb_strategy *s, long step, const int32_t *global_idx,
@@ -181,51 +105,15 @@ static sb_status ddp_step(struct sb_strategy *s, long step, const int32_t *globa
 {
     struct ddp *d = s->impl;
     const struct sb_config *cfg = s->env->cfg;
-    struct sb_model *m = d->replica->model;
-    int rank = d->comm->rank;
-    const int32_t *mine = global_idx + (size_t)rank * cfg->batch;
-    for (int i = 0; i < d->plan.n; i++) d->pending[i] = d->plan.buckets[i].count;
-    d->launched = 0;
-    d->cb_status = SB_OK;
-
-    if (d->sync && sb_grad_sync_local(d->sync, step)) {
-        /* Local SGD: this replica's own mean gradient, its own step, and
-         * every H steps the models averaged (strategies/shared/grad_sync.h). */
-        SB_TRY(sb_replica_gradients(d->replica, mine, cfg->batch, cfg->batch, NULL, NULL, out));
-        SB_TRY(sb_replica_update(d->replica, m->grads, out));
-        return sb_grad_sync_after_local_update(d->sync, step, m->params, out);
-    }
-    if (d->sync && sb_grad_sync_hooked(d->sync, step)) {
-        /* Compressed: after backward, through the hook (no overlap). */
-        SB_TRY(sb_replica_gradients(d->replica, mine, cfg->batch, sb_config_global_batch(cfg),
-                                    NULL, NULL, out));
-        SB_TRY(sb_grad_sync_gradients(d->sync, step, m->grads, out));
-        return sb_replica_update(d->replica, m->grads, out);
-    }
-    /* A step that measures the error against the exact average needs every
-     * local gradient before its buckets start. */
-    int measure = d->sync && sb_grad_sync_measure_due(d->sync, step);
-    SB_TRY(sb_replica_gradients(d->replica, mine, cfg->batch, sb_config_global_batch(cfg),
-                                overlaps(s) && !measure ? on_ready : NULL, d, out));
-    double t_backward_end = sb_now_s();
-    SB_TRY(d->cb_status);
-    if (measure) SB_TRY(sb_grad_sync_reference(d->sync, m->grads));
-    /* Buckets not started during backward (all of them without overlap). */
-    for (int i = 0; i < d->plan.n; i++) d->pending[i] = 0;
-    SB_TRY(launch_ready(d));
-    for (int i = 0; i < d->plan.n; i++) SB_TRY(sb_comm_wait(d->comm, &d->req[i]));
-    if (d->sync) {
-        if (measure) sb_grad_sync_compare(d->sync, m->grads);
-        sb_grad_sync_count_plain(d->sync);
-    }
-
-    if (d->replica->device_comm) return sb_replica_update(d->replica, m->grads, out);
-    double total_s, exposed_s, hidden_s;
-    sb_bucket_comm_times(d->req, d->plan.n, t_backward_end, &total_s, &exposed_s, &hidden_s);
-    out->phase_ms[SB_PHASE_COMM] += 1e3 * total_s;
-    out->phase_ms[SB_PHASE_COMM_EXPOSED] += 1e3 * exposed_s;
-    SB_TRY(record_hidden(d, 1e3 * hidden_s));
-    return sb_replica_update(d->replica, m->grads, out);
+    const int32_t *mine = global_idx + (size_t)d->comm->rank * cfg->batch;
+    /* Local SGD: this replica's own mean gradient and its own step. */
+    int local = sb_dp_sync_begin(d->sync, step) == SB_DP_SYNC_LOCAL;
+    SB_TRY(sb_replica_gradients(d->replica, mine, cfg->batch,
+                                local ? cfg->batch : sb_config_global_batch(cfg),
+                                sb_dp_sync_ready_fn(d->sync), d->sync, out));
+    SB_TRY(sb_dp_sync_finish(d->sync, out));
+    SB_TRY(sb_replica_update(d->replica, d->replica->model->grads, out));
+    return sb_dp_sync_after_local_update(d->sync, out);
 }
 
 static sb_status ddp_evaluate(struct sb_strategy *s, double *accuracy)
@@ -234,7 +122,7 @@ static sb_status ddp_evaluate(struct sb_strategy *s, double *accuracy)
     struct ddp *d = s->impl;
     int n = s->env->data->test.n, first, count;
     sb_split_range(n, d->comm->size, d->comm->rank, &first, &count);
-    if (d->sync && !sb_grad_sync_in_sync(d->sync)) {
+    if (!sb_dp_sync_in_sync(d->sync)) {
         /* Local SGD between averagings: the replicas differ, so rank 0
          * scores its own model on the whole test set. */
         first = 0;
@@ -248,28 +136,13 @@ static sb_status ddp_evaluate(struct sb_strategy *s, double *accuracy)
     return SB_OK;
 }
 
-/* States the bucket plan (bucket_count; bucket_bytes in launch order, the
- * first SB_DETAIL_VALUES_MAX), overlap (1/0) and, when steps were measured,
- * the median and mean over measured steps of comm - comm_exposed in ms. */
+/* The bucket plan, overlap, the hook's keys and the hidden comm
+ * (sb_dp_sync_describe). */
 static void ddp_describe(const struct sb_strategy *s, long measured_steps,
                          struct sb_strategy_details *det)
 {
     const struct ddp *d = s->impl;
-    double v = d->plan.n;
-    sb_details_add(det, "bucket_count", 0, &v, 1);
-    double bytes[SB_DETAIL_VALUES_MAX];
-    int k = d->plan.n < SB_DETAIL_VALUES_MAX ? d->plan.n : SB_DETAIL_VALUES_MAX;
-    for (int i = 0; i < k; i++) bytes[i] = (double)d->plan.buckets[i].count * sizeof(float);
-    sb_details_add(det, "bucket_bytes", 1, bytes, k);
-    sb_details_add_bool(det, "overlap", overlaps(s));
-    if (d->sync) sb_grad_sync_describe(d->sync, d->comm, measured_steps, det);
-    struct sb_summary sum;
-    /* The harness's measured steps are the last measured_steps steps. */
-    size_t n = measured_steps < (long)d->n_hidden ? (size_t)measured_steps : d->n_hidden;
-    if (n > 0 && sb_summarize(d->hidden_ms + d->n_hidden - n, n, &sum) == SB_OK) {
-        sb_details_add(det, "comm_hidden_ms_median", 0, &sum.median, 1);
-        sb_details_add(det, "comm_hidden_ms_mean", 0, &sum.mean, 1);
-    }
+    sb_dp_sync_describe(d->sync, measured_steps, det);
 }
 
 /* ddp's buckets for the model: the run's plan as its describe stated it
@@ -393,7 +266,7 @@ static int ddp_comm_model(const struct sb_comm_model_query *q, struct sb_comm_mo
 static float *ddp_replica_params(struct sb_strategy *s, int i, int *n)
 {
     struct ddp *d = s->impl;
-    *n = d->sync && !sb_grad_sync_in_sync(d->sync) ? 0 : 1;
+    *n = sb_dp_sync_in_sync(d->sync) ? 1 : 0;
     if (*n == 0) return NULL;
     return i == 0 ? d->replica->model->params : NULL;
 }
@@ -403,7 +276,7 @@ static float *ddp_replica_params(struct sb_strategy *s, int i, int *n)
 static void ddp_reset_counters(struct sb_strategy *s)
 {
     struct ddp *d = s->impl;
-    if (d->sync) sb_grad_sync_reset(d->sync);
+    sb_dp_sync_reset_counters(d->sync);
 }
 
 /* ddp's ops; the registry's "hierarchical" is the same strategy with the

@@ -1,30 +1,16 @@
 /* Strategy "zero": sharded data parallelism (ZeRO, Rajbhandari et al., SC
  * 2020; PyTorch FSDP), one MPI rank per replica, launched like ddp.
  *
- * The flat buffers are cut into units, and every unit into n blocks, one
- * per rank (sb_split_range); a rank's shard is its block of every unit,
- * stored contiguously (the shard's optimizer state, and its gradients and
- * parameters where the stage shards them).
- *   stage 1 (ZeroRedundancyOptimizer; DeepSpeed stage 1): units = ddp's
- *     buckets; after backward every bucket is reduce-scattered into the
- *     shard's gradient, the rank steps its blocks of the parameters with
- *     its shard of the optimizer state, and the blocks are all-gathered.
- *   stage 2 (FSDP SHARD_GRAD_OP; DeepSpeed stage 2): the same, but each
- *     bucket's reduce-scatter starts as soon as backward has made it ready
- *     (overlapped, as ddp's buckets) and the bucket's full gradients are
- *     freed once it completes: the rank keeps only its gradient shard.
- *   stage 3 (FSDP FULL_SHARD; DeepSpeed stage 3): units = layers; the
- *     rank keeps only its shard of the parameters; the workload's layer
- *     hook (workloads/workload.h) gathers each layer before its forward
- *     and again before its backward, prefetching the next layer's gather,
- *     frees each gathered layer after use, and backward reduce-scatters
- *     each layer's gradients as they become ready.
+ * The sharding is strategies/shared/zero_sync.h over the world
+ * communicator and the whole model: stage 1 shards the optimizer state,
+ * stage 2 also the gradients (reduce-scatters overlapping backward), stage
+ * 3 also the parameters (layers gathered by the layer hook).
  * Communication per rank per step: 2Ψ(n-1)/n floats (stages 1-2: one
  * reduce-scatter and one all-gather of Ψ), 3Ψ(n-1)/n (stage 3: two
  * all-gathers). Derivation and the memory formula: docs/zero.md.
- * "Freed" is the backend's discard (cpu: pages back to the kernel); the
- * workload's flat buffers keep their virtual size. CPU only for now: the
- * GPU communicators have no reduce-scatter or all-gather yet. */
+ * CPU only for now (zero_validate): staged has no reduce-scatter or
+ * all-gather, and nccl's take blocks of one size while the shards differ
+ * by one float (docs/zero.md). */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -32,10 +18,9 @@
 #include <string.h>
 
 #include "comm/cost_model.h"
-#include "core/clock.h"
-#include "strategies/shared/buckets.h"
 #include "strategies/shared/optimizer.h"
 #include "strategies/shared/replica.h"
+#include "strategies/shared/zero_sync.h"
 
 /* zero's own flags (cfg->strategy_opts). */
 struct zero_opts {
@@ -63,52 +48,12 @@ static const struct sb_strategy_option zero_options[] = {
 static const char *const zero_comm_keys[] = {"sent_bytes_per_rank_per_step",
                                              "formula_sent_bytes_per_rank_per_step", NULL};
 
-enum unit_state { UNIT_FREE = 0, UNIT_GATHERING, UNIT_READY };
-
-/* One unit: a bucket (stages 1-2) or a layer (stage 3). */
-struct unit {
-    size_t off, count;  /* in the flat buffers */
-    size_t *counts;     /* (size) block of each rank */
-    size_t mine_off;    /* this rank's block: [off + mine_off, + mine) */
-    size_t mine;
-    size_t soff;        /* where the block lives in the shard buffers */
-    size_t pending;     /* floats of the unit not yet ready this step */
-    int rs_issued, rs_freed;
-    struct sb_comm_request rs, ag;
-    enum unit_state state; /* stage 3: its parameters in m->params */
-    int gathered_for;      /* stage 3: 0 forward, 1 backward */
-};
-
 struct zero {
     struct sb_replica *replica;
-    struct sb_comm *comm;  /* training traffic, counted in the report */
-    struct sb_comm *quiet; /* evaluation and --save-params gathers (a duplicate) */
-    struct sb_comm *gcomm; /* the one stage 3's hook gathers over now */
+    struct sb_comm *comm;       /* the world: zero's dp communicator, counted */
+    struct sb_zero_sync *sync;  /* units, shards and gathers over comm */
     int stage, size, rank;
-    struct sb_bucket_plan plan;
-    int n_units;
-    struct unit *u;        /* (n_units) in backward (launch) order: u[0] ends the buffer */
-    size_t shard;          /* floats of this rank's shard */
-    float *gshard;         /* (shard) reduced gradients; stages 1-2: also the all-gather's send */
-    float *pshard;         /* (shard) stage 3: the parameters */
-    struct sb_optimizer opt; /* (shard) */
-    sb_status cb_status;   /* first error inside a callback */
-    int launched;          /* units whose reduce-scatter started this step, in order */
-    int backward_phase;    /* stage 3: the hook has seen backward this step */
-    int half;              /* --grad-compression fp16|bf16: 16-bit reduce-scatters */
-    enum sb_half_format fmt;
-    double convert_s;      /* this step's 16-bit conversion seconds (compress phase) */
-    /* This step's seconds inside the hooks (on_layer, on_ready) that the
-     * model's forward (0) and backward (1) timed as theirs: on collectives
-     * (blocked_s; frees and conversions excluded) and on conversions
-     * (hook_convert_s, backward only); zero_step moves them to comm_exposed
-     * and compress. free_s: the frees' seconds (they stay compute). */
-    double blocked_s[2], hook_convert_s, free_s;
-    /* (3 n_units) this step's collectives, for the comm phase's union of
-     * their spans: n_iv of them, stage 3's gathers as each completes (two
-     * a unit), then every unit's reduce-scatter. */
-    struct sb_comm_request *iv;
-    int n_iv;
+    int half;                   /* --grad-compression fp16|bf16: 16-bit reduce-scatters */
 };
 
 static int zero_processes(const struct sb_config *cfg) { return cfg->replicas; }
@@ -143,251 +88,10 @@ static void zero_destroy(struct sb_strategy *s)
 {
     struct zero *z = s->impl;
     if (!z) return;
-    if (z->replica) z->replica->model->layer_hook = NULL;
+    sb_zero_sync_destroy(z->sync);
     sb_replica_destroy(z->replica);
-    for (int i = 0; z->u && i < z->n_units; i++) free(z->u[i].counts);
-    free(z->u);
-    free(z->iv);
-    sb_bucket_plan_free(&z->plan);
-    sb_optimizer_free(&z->opt);
-    if (s->env && s->env->be) {
-        s->env->be->free(z->gshard);
-        s->env->be->free(z->pshard);
-    }
-    sb_comm_destroy(z->quiet);
     sb_comm_destroy(z->comm);
     free(z);
-}
-
-/* The unit holding parameter offset `off` (stage 3: a layer's start). */
-static struct unit *unit_at(struct zero *z, size_t off)
-{
-    for (int i = 0; i < z->n_units; i++)
-        if (off >= z->u[i].off && off < z->u[i].off + z->u[i].count) return &z->u[i];
-    return NULL;
-}
-
-/* Frees unit u's gathered parameters; the seconds go to z->free_s. */
-static void discard_params(struct zero *z, struct unit *u)
-{
-    const struct sb_model *m = z->replica->model;
-    double t0 = sb_now_s();
-    z->replica->env->be->discard(m->params + u->off, u->count * sizeof(float));
-    z->free_s += sb_now_s() - t0;
-    u->state = UNIT_FREE;
-}
-
-/* Stages 2-3: frees unit u's full gradients once its reduce-scatter has
- * completed; the seconds go to z->free_s. */
-static void discard_grads(struct zero *z, struct unit *u)
-{
-    const struct sb_model *m = z->replica->model;
-    double t0 = sb_now_s();
-    z->replica->env->be->discard(m->grads + u->off, u->count * sizeof(float));
-    z->free_s += sb_now_s() - t0;
-    u->rs_freed = 1;
-}
-
-/* Stage 3: unit u's gather has completed (u->ag.done_s set); a training
- * step's (over z->comm) is kept for the comm phase (z->iv). */
-static void gathered(struct zero *z, struct unit *u)
-{
-    u->state = UNIT_READY;
-    if (z->gcomm == z->comm && z->n_iv < 2 * z->n_units) z->iv[z->n_iv++] = u->ag;
-}
-
-/* The clocks at a hook's entry (see hook_leave). */
-struct hook_mark {
-    double t, free_s, convert_s;
-};
-
-static struct hook_mark hook_enter(const struct zero *z)
-{
-    return (struct hook_mark){sb_now_s(), z->free_s, z->convert_s};
-}
-
-/* Leaves a hook entered at `at`, run inside the model's forward (backward
- * 0) or backward (1): its seconds less the frees and 16-bit conversions
- * inside it were spent on collectives (issuing, polling, waiting for
- * them: compute waited) and go to z->blocked_s[backward]; the
- * conversions to z->hook_convert_s. */
-static void hook_leave(struct zero *z, int backward, struct hook_mark at)
-{
-    double convert = z->convert_s - at.convert_s;
-    double s = sb_now_s() - at.t - (z->free_s - at.free_s) - convert;
-    z->blocked_s[backward] += s > 0.0 ? s : 0.0;
-    z->hook_convert_s += convert;
-}
-
-/* Stage 3: starts gathering unit u's parameters into m->params over
- * z->gcomm, for forward (0) or backward (1). */
-static sb_status gather_start(struct zero *z, struct unit *u, int backward)
-{
-    struct sb_model *m = z->replica->model;
-    u->state = UNIT_GATHERING;
-    u->gathered_for = backward;
-    u->ag.index = (int)(u - z->u);
-    return sb_comm_iallgather(z->gcomm, z->pshard + u->soff, m->params + u->off, u->counts,
-                              &u->ag);
-}
-
-/* Polls every unit in flight (Open MPI progresses non-blocking
- * collectives only inside MPI calls); stages 2-3 free a unit's full
- * gradients once its reduce-scatter has completed. */
-static sb_status poll_units(struct zero *z)
-{
-    for (int i = 0; i < z->n_units; i++) {
-        struct unit *u = &z->u[i];
-        int done = 0;
-        if (u->state == UNIT_GATHERING) SB_TRY(sb_comm_test(z->gcomm, &u->ag, &done));
-        if (done) gathered(z, u);
-        if (u->rs_issued && !u->rs_freed) {
-            SB_TRY(sb_comm_test(z->comm, &u->rs, &done));
-            if (done && z->stage >= 2) discard_grads(z, u);
-        }
-    }
-    return SB_OK;
-}
-
-/* Stage 3: unit u's layer is about to run in forward (backward 0) or
- * backward (1): gathers it (waiting), prefetches the next, frees what is
- * done with, bounds the reduce-scatters in flight. */
-static sb_status layer_begin(struct zero *z, struct unit *u, int backward)
-{
-    sb_status st = SB_OK;
-    int i = (int)(u - z->u); /* forward runs i = n_units-1 .. 0, backward 0 .. n_units-1 */
-    if (backward && !z->backward_phase) {
-        /* Forward is over: free what it gathered (the last layer too, so
-         * that backward gathers every layer again: 3Ψ per step). */
-        z->backward_phase = 1;
-        for (int k = 0; k < z->n_units && !st; k++) {
-            struct unit *w = &z->u[k];
-            if (w->state == UNIT_GATHERING) {
-                st = sb_comm_wait(z->gcomm, &w->ag);
-                gathered(z, w);
-            }
-            if (w->state == UNIT_READY && w->gathered_for == 0) discard_params(z, w);
-        }
-    }
-    /* The previous layer in this pass's order is done with its parameters:
-     * free it first, so that at most two layers (this one and the
-     * prefetched next) are gathered at once. */
-    int next = backward ? i + 1 : i - 1, prev = backward ? i - 1 : i + 1;
-    if (!st && prev >= 0 && prev < z->n_units && z->u[prev].state == UNIT_READY)
-        discard_params(z, &z->u[prev]);
-    if (!st && u->state == UNIT_FREE) st = gather_start(z, u, backward);
-    if (!st && u->state == UNIT_GATHERING) {
-        st = sb_comm_wait(z->gcomm, &u->ag);
-        gathered(z, u);
-    }
-    if (!st && next >= 0 && next < z->n_units && z->u[next].state == UNIT_FREE)
-        st = gather_start(z, &z->u[next], backward);
-    /* Bound the full gradients held: the reduce-scatters of the layers
-     * before the previous one must be complete, and their gradients freed
-     * (as FSDP limits its in-flight collectives). */
-    for (int k = 0; !st && backward && k + 1 < i; k++) {
-        struct unit *w = &z->u[k];
-        if (!w->rs_issued || w->rs_freed) continue;
-        st = sb_comm_wait(z->comm, &w->rs);
-        if (!st) discard_grads(z, w);
-    }
-    if (!st) st = poll_units(z);
-    return st;
-}
-
-/* Stage 3's layer hook (workloads/workload.h): the layer of `off` is about
- * to run. Its time on collectives is the step's (hook_leave). */
-static void on_layer(void *ctx, size_t off, size_t count, int backward)
-{
-    (void)count;
-    struct zero *z = ctx;
-    if (z->cb_status) return;
-    struct unit *u = unit_at(z, off);
-    if (!u) {
-        z->cb_status = sb_error(SB_ERR_INTERNAL, "zero: no unit at parameter %zu", off);
-        return;
-    }
-    struct hook_mark at = hook_enter(z);
-    z->cb_status = layer_begin(z, u, backward);
-    hook_leave(z, backward != 0, at);
-}
-
-/* Starts, in unit order, the reduce-scatter of every unit whose
- * gradients are all ready (every rank issues the same sequence). */
-static sb_status launch_ready(struct zero *z)
-{
-    const struct sb_model *m = z->replica->model;
-    while (z->launched < z->n_units && z->u[z->launched].pending == 0) {
-        struct unit *u = &z->u[z->launched];
-        u->rs.index = z->launched;
-        if (z->half) /* blocking: complete once issued */
-            SB_TRY(sb_comm_reduce_scatter16(z->comm, z->fmt, m->grads + u->off,
-                                            z->gshard + u->soff, u->counts, &u->rs,
-                                            &z->convert_s));
-        else
-            SB_TRY(sb_comm_ireduce_scatter(z->comm, m->grads + u->off, z->gshard + u->soff,
-                                           u->counts, &u->rs));
-        u->rs_issued = 1;
-        z->launched++;
-    }
-    return SB_OK;
-}
-
-/* Backward's ready callback (stages 2-3): grads[off, off + count) are
- * final. Its time on collectives (issuing and polling the reduce-scatters;
- * the whole blocking 16-bit one, less its conversions) is the step's
- * (hook_leave). */
-static void on_ready(void *ctx, size_t off, size_t count)
-{
-    struct zero *z = ctx;
-    if (z->cb_status) return;
-    struct hook_mark at = hook_enter(z);
-    size_t lo = off, hi = off + count;
-    for (int i = 0; i < z->n_units; i++) {
-        struct unit *u = &z->u[i];
-        size_t a = lo > u->off ? lo : u->off;
-        size_t b = hi < u->off + u->count ? hi : u->off + u->count;
-        if (a < b) u->pending -= b - a < u->pending ? b - a : u->pending;
-    }
-    sb_status st = launch_ready(z);
-    if (!st) st = poll_units(z);
-    z->cb_status = st;
-    hook_leave(z, 1, at);
-}
-
-/* Cuts the buffers into units and this rank's shard out of them. */
-static sb_status plan_units(struct zero *z, const struct sb_config *cfg)
-{
-    const struct sb_model *m = z->replica->model;
-    /* Stage 3's units are layers: buckets capped below any layer's size. */
-    double cap = z->stage == 3 ? SB_BUCKET_CAP_PER_LAYER_MB : opts(cfg)->bucket_mb;
-    SB_TRY(sb_bucket_plan_create(m->layers, m->n_layers, cap, &z->plan));
-    z->n_units = z->plan.n;
-    z->u = calloc((size_t)z->n_units, sizeof *z->u);
-    z->iv = calloc(3 * (size_t)z->n_units, sizeof *z->iv);
-    if (!z->u || !z->iv) return sb_error(SB_ERR_NOMEM, "zero: out of memory");
-    z->shard = 0;
-    for (int i = 0; i < z->n_units; i++) {
-        struct unit *u = &z->u[i];
-        u->off = z->plan.buckets[i].offset;
-        u->count = z->plan.buckets[i].count;
-        if (u->count > (size_t)0x7fffffff)
-            return sb_error(SB_ERR_USAGE, "zero: a layer of more than 2^31 parameters");
-        u->counts = calloc((size_t)z->size, sizeof *u->counts);
-        if (!u->counts) return sb_error(SB_ERR_NOMEM, "zero: out of memory");
-        for (int r = 0; r < z->size; r++) {
-            int first, n;
-            sb_split_range((int)u->count, z->size, r, &first, &n);
-            u->counts[r] = (size_t)n;
-            if (r == z->rank) {
-                u->mine_off = (size_t)first;
-                u->mine = (size_t)n;
-            }
-        }
-        u->soff = z->shard;
-        z->shard += u->mine;
-    }
-    return SB_OK;
 }
 
 static sb_status zero_init(struct sb_strategy *s)
@@ -396,108 +100,26 @@ static sb_status zero_init(struct sb_strategy *s)
     if (!z) return sb_error(SB_ERR_NOMEM, "zero: out of memory");
     s->impl = z;
     const struct sb_config *cfg = s->env->cfg;
-    const struct sb_backend_ops *be = s->env->be;
     z->stage = opts(cfg)->stage;
     z->half = half_wire(cfg);
-    z->fmt = strcmp(cfg->grad_compression, "bf16") == 0 ? SB_HALF_BF16 : SB_HALF_FP16;
     SB_TRY(sb_comm_world_create(cfg, s->env->job, s->env->placement->device[0], &z->comm));
     z->size = z->comm->size;
     z->rank = z->comm->rank;
-    /* A duplicate for traffic that is no training step's (every rank). */
-    SB_TRY(sb_comm_split(z->comm, 0, z->rank, &z->quiet));
-    z->gcomm = z->comm;
     SB_TRY(sb_replica_create(s->env, 0, &z->replica));
     s->replica = z->replica;
-    s->comms[s->n_comms++] = z->comm; /* z->quiet is uncounted by design */
+    s->comms[s->n_comms++] = z->comm; /* the piece's quiet duplicate is uncounted by design */
     s->world = z->comm;
     struct sb_model *m = z->replica->model;
-    SB_TRY(plan_units(z, cfg));
-    SB_TRY(be->alloc((void **)&z->gshard, (z->shard ? z->shard : 1) * sizeof(float)));
-    SB_TRY(sb_optimizer_init(&z->opt, be, cfg, z->shard));
     SB_TRY(sb_comm_broadcast(z->comm, m->params, m->n_params, 0));
-    if (z->stage < 3) return SB_OK;
-    /* Stage 3 keeps its blocks of the parameters and frees the rest. */
-    SB_TRY(be->alloc((void **)&z->pshard, (z->shard ? z->shard : 1) * sizeof(float)));
-    for (int i = 0; i < z->n_units; i++)
-        be->copy(z->pshard + z->u[i].soff, m->params + z->u[i].off + z->u[i].mine_off,
-                 z->u[i].mine);
-    be->discard(m->params, m->n_params * sizeof(float));
-    be->discard(m->grads, m->n_params * sizeof(float));
-    m->layer_hook = on_layer;
-    m->layer_ctx = z;
-    return SB_OK;
-}
-
-/* Stages 1-2 after the reduce-scatters: steps this rank's blocks of the
- * parameters in place, then all-gathers every unit's blocks (sent from
- * the gradient shard, which holds a copy: MPI's all-gather may not read
- * its send buffer inside its receive buffer). */
-static sb_status step_and_gather(struct zero *z, struct sb_step_result *out)
-{
-    const struct sb_backend_ops *be = z->replica->env->be;
-    struct sb_model *m = z->replica->model;
-    double t0 = sb_now_s();
-    for (int i = 0; i < z->n_units; i++) {
-        struct unit *u = &z->u[i];
-        sb_optimizer_step_part(&z->opt, u->soff, u->mine, m->params + u->off + u->mine_off,
-                               z->gshard + u->soff);
-    }
-    sb_optimizer_end_step(&z->opt);
-    for (int i = 0; i < z->n_units; i++) {
-        struct unit *u = &z->u[i];
-        be->copy(z->gshard + u->soff, m->params + u->off + u->mine_off, u->mine);
-    }
-    double t1 = sb_now_s();
-    out->phase_ms[SB_PHASE_OPTIMIZER] += 1e3 * (t1 - t0);
-    for (int i = 0; i < z->n_units; i++) {
-        struct unit *u = &z->u[i];
-        u->ag.index = i;
-        SB_TRY(sb_comm_iallgather(z->comm, z->gshard + u->soff, m->params + u->off, u->counts,
-                                  &u->ag));
-    }
-    for (int i = 0; i < z->n_units; i++) SB_TRY(sb_comm_wait(z->comm, &z->u[i].ag));
-    double ms = 1e3 * (sb_now_s() - t1);
-    out->phase_ms[SB_PHASE_COMM] += ms;
-    out->phase_ms[SB_PHASE_COMM_EXPOSED] += ms;
-    return be->check();
-}
-
-/* Orders collectives by their start (qsort). */
-static int by_start(const void *a, const void *b)
-{
-    double x = ((const struct sb_comm_request *)a)->start_s;
-    double y = ((const struct sb_comm_request *)b)->start_s;
-    return (x > y) - (x < y);
-}
-
-/* The step's phases, once its collectives are complete (t_backward_end:
- * when backward returned). The hooks ran inside forward and backward, so
- * the seconds they blocked on collectives move from those phases to
- * comm_exposed (compute waited for them), and their 16-bit conversions from
- * backward to compress: the phases are disjoint, and data + forward +
- * backward + comm_exposed + compress + optimizer is the step (less the
- * bookkeeping's microseconds). comm is the union of the spans of the
- * step's collectives (stage 3's gathers included; issue to observed
- * completion), less the conversions inside the 16-bit ones; comm_exposed
- * the hooks' blocked seconds plus the part of that union after backward
- * (less the conversions there), at most comm (a hook's own bookkeeping,
- * microseconds outside any collective's span, is dropped). Stages 1-2's
- * all-gathers after the optimizer are step_and_gather's. */
-static void step_phases(struct zero *z, double t_backward_end, struct sb_step_result *out)
-{
-    for (int i = 0; i < z->n_units; i++) z->iv[z->n_iv++] = z->u[i].rs;
-    qsort(z->iv, (size_t)z->n_iv, sizeof *z->iv, by_start);
-    double total_s, exposed_s, hidden_s;
-    sb_bucket_comm_times(z->iv, z->n_iv, t_backward_end, &total_s, &exposed_s, &hidden_s);
-    double blocked_s = z->blocked_s[0] + z->blocked_s[1];
-    double convert_after_s = z->convert_s - z->hook_convert_s;
-    out->phase_ms[SB_PHASE_FORWARD] -= 1e3 * z->blocked_s[0];
-    out->phase_ms[SB_PHASE_BACKWARD] -= 1e3 * (z->blocked_s[1] + z->hook_convert_s);
-    double comm_s = fmax(total_s - z->convert_s, 0.0);
-    out->phase_ms[SB_PHASE_COMPRESS] += 1e3 * z->convert_s;
-    out->phase_ms[SB_PHASE_COMM] += 1e3 * comm_s;
-    out->phase_ms[SB_PHASE_COMM_EXPOSED] +=
-        1e3 * fmin(blocked_s + fmax(exposed_s - convert_after_s, 0.0), comm_s);
+    struct sb_zero_sync_cfg zc = {
+        .stage = z->stage,
+        .bucket_mb = opts(cfg)->bucket_mb,
+        .overlap = opts(cfg)->overlap,
+        .half = z->half,
+        .fmt = strcmp(cfg->grad_compression, "bf16") == 0 ? SB_HALF_BF16 : SB_HALF_FP16,
+        .run = cfg,
+    };
+    return sb_zero_sync_create(z->comm, m, s->env->be, sb_grad_range_whole(m), &zc, &z->sync);
 }
 
 static sb_status zero_step(struct sb_strategy *s, long step, const int32_t *global_idx,
@@ -506,52 +128,17 @@ static sb_status zero_step(struct sb_strategy *s, long step, const int32_t *glob
     (void)step;
     struct zero *z = s->impl;
     const struct sb_config *cfg = s->env->cfg;
-    for (int i = 0; i < z->n_units; i++) {
-        struct unit *u = &z->u[i];
-        u->pending = u->count;
-        u->rs_issued = u->rs_freed = 0;
-    }
-    z->launched = 0;
-    z->convert_s = z->hook_convert_s = z->free_s = 0.0;
-    z->blocked_s[0] = z->blocked_s[1] = 0.0;
-    z->n_iv = 0;
-    z->cb_status = SB_OK;
-    z->backward_phase = 0;
-    z->gcomm = z->comm;
-    int overlap = z->stage == 3 || (z->stage == 2 && opts(cfg)->overlap);
+    sb_zero_sync_begin(z->sync);
     SB_TRY(sb_replica_gradients(z->replica, global_idx + (size_t)z->rank * cfg->batch,
                                 cfg->batch, sb_config_global_batch(cfg),
-                                overlap ? on_ready : NULL, z, out));
-    double t_backward_end = sb_now_s();
-    SB_TRY(z->cb_status);
-    /* Reduce-scatters not started during backward (all of them in stage 1). */
-    for (int i = 0; i < z->n_units; i++) z->u[i].pending = 0;
-    SB_TRY(launch_ready(z));
-    for (int i = 0; i < z->n_units; i++) {
-        struct unit *u = &z->u[i];
-        SB_TRY(sb_comm_wait(z->comm, &u->rs));
-        if (z->stage >= 2 && !u->rs_freed) discard_grads(z, u);
-    }
-    /* The first layer's parameters, still gathered from its backward. */
-    for (int i = 0; z->stage == 3 && i < z->n_units; i++)
-        if (z->u[i].state != UNIT_FREE) {
-            if (z->u[i].state == UNIT_GATHERING) {
-                SB_TRY(sb_comm_wait(z->comm, &z->u[i].ag));
-                gathered(z, &z->u[i]);
-            }
-            discard_params(z, &z->u[i]);
-        }
-    step_phases(z, t_backward_end, out);
-    if (z->stage < 3) return step_and_gather(z, out);
-    double t0 = sb_now_s();
-    sb_optimizer_step(&z->opt, z->pshard, z->gshard);
-    out->phase_ms[SB_PHASE_OPTIMIZER] += 1e3 * (sb_now_s() - t0);
-    return s->env->be->check();
+                                sb_zero_sync_ready_fn(z->sync), z->sync, out));
+    SB_TRY(sb_zero_sync_finish(z->sync, out));
+    return sb_zero_sync_update(z->sync, out);
 }
 
 /* Replicas agree (stages 1-2 hold all parameters): each rank scores a
  * slice of the test set, in the same number of forward passes on every
- * rank (stage 3's hook gathers layers in each, over the quiet
+ * rank (stage 3's hook gathers layers in each, over the piece's quiet
  * communicator, so every rank must run as many). */
 static sb_status zero_evaluate(struct sb_strategy *s, double *accuracy)
 {
@@ -563,23 +150,17 @@ static sb_status zero_evaluate(struct sb_strategy *s, double *accuracy)
     int passes = (most + eb - 1) / eb;
     long correct = 0;
     sb_status st = SB_OK;
-    z->gcomm = z->quiet;
-    z->backward_phase = 0;
+    sb_zero_sync_quiet(z->sync, 1);
     for (int p = 0; p < passes && !st; p++) {
         int pf, pc;
         long c = 0;
         sb_split_range(count, passes, p, &pf, &pc);
-        z->cb_status = SB_OK;
         st = sb_replica_evaluate(z->replica, first + pf, pc, &c);
-        if (!st) st = z->cb_status;
-        for (int i = 0; !st && z->stage == 3 && i < z->n_units; i++)
-            if (z->u[i].state != UNIT_FREE) {
-                if (z->u[i].state == UNIT_GATHERING) st = sb_comm_wait(z->quiet, &z->u[i].ag);
-                discard_params(z, &z->u[i]);
-            }
+        sb_status rel = sb_zero_sync_release(z->sync);
+        if (!st) st = rel;
         correct += c;
     }
-    z->gcomm = z->comm;
+    sb_zero_sync_quiet(z->sync, 0);
     SB_TRY(st);
     double total = (double)correct;
     SB_TRY(sb_comm_allreduce_f64(z->comm, &total, 1));
@@ -593,17 +174,10 @@ static sb_status zero_read_params(struct sb_strategy *s, float *host)
 {
     struct zero *z = s->impl;
     struct sb_model *m = z->replica->model;
-    if (z->stage == 3) {
-        for (int i = 0; i < z->n_units; i++) {
-            struct unit *u = &z->u[i];
-            SB_TRY(sb_comm_iallgather(z->quiet, z->pshard + u->soff, m->params + u->off,
-                                      u->counts, &u->ag));
-            SB_TRY(sb_comm_wait(z->quiet, &u->ag));
-        }
-    }
+    SB_TRY(sb_zero_sync_gather_all(z->sync));
     sb_status st = s->env->be->download(host, m->params, m->n_params * sizeof(float));
-    for (int i = 0; z->stage == 3 && i < z->n_units; i++) discard_params(z, &z->u[i]);
-    return st;
+    sb_status rel = sb_zero_sync_release(z->sync);
+    return st ? st : rel;
 }
 
 /* Stages 1-2: every rank holds all parameters, identical after the
@@ -652,10 +226,10 @@ static int zero_memory(const struct sb_strategy *s, struct sb_memory_entry *out,
     if (cap < 1) return 0;
     const struct sb_model *m = z->replica->model;
     sb_memory_entry_of_replica(s, z->replica, z->rank, out);
-    double shard = (double)z->shard * sizeof(float);
+    double shard = (double)sb_zero_sync_shard_floats(z->sync) * sizeof(float);
     double big[2] = {0, 0};
-    for (int i = 0; i < z->n_units; i++) {
-        double b = (double)z->u[i].count * sizeof(float);
+    for (int i = 0; i < sb_zero_sync_units(z->sync); i++) {
+        double b = (double)sb_zero_sync_unit_floats(z->sync, i) * sizeof(float);
         if (b > big[0]) {
             big[1] = big[0];
             big[0] = b;
@@ -665,7 +239,7 @@ static int zero_memory(const struct sb_strategy *s, struct sb_memory_entry *out,
     }
     out->held.param_bytes = z->stage >= 3 ? shard : (double)m->n_params * sizeof(float);
     out->held.grad_bytes = z->stage >= 2 ? shard : (double)m->n_params * sizeof(float);
-    out->held.optimizer_bytes = (double)sb_optimizer_state_bytes(&z->opt);
+    out->held.optimizer_bytes = (double)sb_zero_sync_optimizer_bytes(z->sync);
     out->comm_bytes = z->stage == 1 ? shard : z->stage == 2 ? big[0] : big[0] + big[1] + big[0];
     return 1;
 }
@@ -688,9 +262,9 @@ static void zero_describe(const struct sb_strategy *s, long measured_steps,
                          formula_sent_bytes(z, (double)z->replica->model->n_params), 0);
     double v = z->stage;
     sb_details_add(d, "zero_stage", 0, &v, 1);
-    v = z->n_units;
+    v = sb_zero_sync_units(z->sync);
     sb_details_add(d, "units", 0, &v, 1);
-    v = (double)z->shard;
+    v = (double)sb_zero_sync_shard_floats(z->sync);
     sb_details_add(d, "shard_params", 0, &v, 1);
 }
 
@@ -710,7 +284,7 @@ static void zero_describe(const struct sb_strategy *s, long measured_steps,
  * comm (NaN). The report compares comm_s with the measured comm phase
  * (measured_comm_ms): the union of the step's reduce-scatter and
  * all-gather spans, stage 3's gathers in forward and backward included
- * (step_phases). */
+ * (zero_sync.c, step_phases). */
 static void model_row(const struct sb_comm_model_query *q, int stage, int units,
                       struct sb_comm_model_row *row)
 {
