@@ -24,7 +24,24 @@ enum sb_comm_kind {
     SB_COMM_PULL,          /* server -> worker (parameters), point-to-point */
     SB_COMM_REDUCE_SCATTER, /* reduce-scatter (sb_comm_ireduce_scatter) */
     SB_COMM_ALLGATHER,     /* all-gather (sb_comm_iallgather) */
+    SB_COMM_SENDRECV,      /* point-to-point activations and their gradients between
+                            * pipeline stages (sb_comm_isend/irecv), nccl-tests' sendrecv */
     SB_COMM_NKINDS
+};
+
+/* What a communicator is for, as the report groups traffic
+ * (comm.by_role): the axes of a process grid (comm/grid.h) and the levels
+ * of a multi-host job. A communicator is SB_COMM_ROLE_WORLD unless its
+ * maker says otherwise; a split inherits its parent's role until the
+ * caller sets it. */
+enum sb_comm_role {
+    SB_COMM_ROLE_WORLD = 0,  /* every rank of the job */
+    SB_COMM_ROLE_DP,         /* data-parallel: replicas of one model part (gradient sync) */
+    SB_COMM_ROLE_TP,         /* tensor-parallel: the shards of one layer */
+    SB_COMM_ROLE_PP,         /* pipeline: the stages of one model replica */
+    SB_COMM_ROLE_HOST_LOCAL, /* the ranks of one host */
+    SB_COMM_ROLE_CROSS_HOST, /* one rank per host */
+    SB_COMM_NROLES
 };
 
 /* Totals for one kind, seen from one rank. bytes counts the message size as
@@ -80,8 +97,8 @@ struct sb_comm_ops {
     /* buf (n) on every rank = buf on `root`. */
     sb_status (*broadcast)(struct sb_comm *c, float *buf, size_t n, int root);
     /* Blocking point-to-point send/receive of n floats; `kind` is the
-     * counter the call belongs to (SB_COMM_PUSH, SB_COMM_PULL;
-     * SB_COMM_NKINDS: uncounted), for a device-timed communicator that
+     * counter the call belongs to (SB_COMM_PUSH, SB_COMM_PULL,
+     * SB_COMM_SENDRECV; SB_COMM_NKINDS: uncounted), for a device-timed communicator that
      * credits the seconds itself. */
     sb_status (*send)(struct sb_comm *c, const float *buf, size_t n, int peer,
                       enum sb_comm_kind kind);
@@ -139,8 +156,9 @@ struct sb_comm_ops {
     sb_status (*irecv)(struct sb_comm *c, float *buf, size_t n, int peer,
                        struct sb_comm_request *req);
     /* Collective: the members with the same color form a new communicator
-     * *out, ranked by key (ties by rank); color < 0: the members that share
-     * memory with this one (one host). */
+     * *out (same op set, its own counters), ranked by key (ties by rank);
+     * color < 0: the members that share memory with this one (one host;
+     * "nccl" refuses it with SB_ERR_USAGE: NCCL has no such split). */
     sb_status (*split)(struct sb_comm *c, int color, int key, struct sb_comm **out);
     /* 1 for a communicator whose ops return before the transfer is done
      * (nccl: enqueued on a stream): it adds each call's seconds to the
@@ -182,6 +200,17 @@ struct sb_comm {
      * sb_comm_mpi_group_hosts); reset with the counters. */
     struct sb_comm_stage stages[SB_COMM_STAGES_MAX];
     int n_stages;
+    /* What the communicator is for (comm.by_role in the report). */
+    enum sb_comm_role role;
+};
+
+/* The traffic of the communicators of one role, seen from one rank:
+ * `ranks` is that communicator's size (the n of its busbw factors; the
+ * first one's where several of one role are summed), 0 when the role has
+ * none. */
+struct sb_comm_role_totals {
+    int ranks;
+    struct sb_comm_counter counters[SB_COMM_NKINDS];
 };
 
 /* Timed, counted wrappers: each adds one call, its bytes and its seconds
@@ -208,7 +237,8 @@ sb_status sb_comm_recv_any(struct sb_comm *c, float *buf, size_t n, int *peer,
 sb_status sb_comm_iallreduce(struct sb_comm *c, float *buf, size_t n,
                              struct sb_comm_request *req);
 /* Counted non-blocking point-to-point send (isend) or receive (irecv) of n
- * floats to/from `peer`, as `kind` (SB_COMM_PUSH or SB_COMM_PULL), into the
+ * floats to/from `peer`, as `kind` (SB_COMM_PUSH, SB_COMM_PULL, or
+ * SB_COMM_SENDRECV for a pipeline's activations and gradients), into the
  * caller's *req: counts one call and 4n bytes of `kind` when issued (as
  * sb_comm_send/sb_comm_recv do) and its seconds when completion is observed
  * by sb_comm_test or sb_comm_wait; records a flight-recorder entry with the
@@ -311,8 +341,15 @@ void sb_comm_reset_counters(struct sb_comm *c);
 void sb_comm_destroy(struct sb_comm *c);
 
 /* Report name of a kind: "allreduce", "broadcast", "push", "pull",
- * "reduce_scatter", "allgather"; "unknown" out of range. */
+ * "reduce_scatter", "allgather", "sendrecv"; "unknown" out of range. */
 const char *sb_comm_kind_name(enum sb_comm_kind kind);
+
+/* Report name of a role: "world", "dp", "tp", "pp", "host_local",
+ * "cross_host"; "unknown" out of range. */
+const char *sb_comm_role_name(enum sb_comm_role role);
+
+/* Adds c's counters to t (t->ranks = c->size if t has none yet). */
+void sb_comm_role_add(struct sb_comm_role_totals *t, const struct sb_comm *c);
 
 /* Algorithm bandwidth in GB/s (10^9 bytes/s), as nccl-tests'
  * PERFORMANCE.md defines it: algbw = bytes / seconds, the message size over
@@ -322,14 +359,20 @@ double sb_comm_algbw_GBps(double bytes, double seconds);
 
 /* Bus-bandwidth factor of a kind over n ranks, as nccl-tests'
  * PERFORMANCE.md defines it: all-reduce 2(n-1)/n; reduce-scatter and
- * all-gather (n-1)/n; broadcast 1; point-to-point push and pull 1 (each
- * byte crosses one link once). */
+ * all-gather (n-1)/n; broadcast 1; point-to-point push, pull and sendrecv
+ * 1 (each byte crosses one link once; nccl-tests' sendrecv_perf). */
 double sb_comm_busbw_factor(enum sb_comm_kind kind, int n);
 
 /* MPI communicator over a duplicate of `mpi_comm` (an MPI_Comm passed as a
  * pointer so this header needs no mpi.h); collective over it. Errors:
  * SB_ERR_COMM naming the MPI call, SB_ERR_NOMEM. */
 sb_status sb_comm_mpi_create(const void *mpi_comm, struct sb_comm **out);
+
+/* The MPI communicator of the "mpi" communicator c, into *(MPI_Comm *)
+ * mpi_comm (still c's: do not free it), e.g. to bootstrap another
+ * communicator over c's members (sb_comm_create_over). Errors:
+ * SB_ERR_USAGE when c is not "mpi". (src/comm/mpi.c) */
+sb_status sb_comm_mpi_comm(const struct sb_comm *c, void *mpi_comm);
 
 /* Groups the ranks of the "mpi" communicator c into hosts for its
  * hierarchical all-reduce (SB_ALLREDUCE_HIERARCHICAL, and --allreduce auto
@@ -432,6 +475,11 @@ sb_status sb_comm_staged_create(struct sb_comm *inner, struct sb_comm **out);
  * stream and waits for it. Errors: SB_ERR_COMM with NCCL's, MPI's or
  * CUDA's message; SB_ERR_DEVICE if the device cannot be selected. */
 sb_status sb_comm_nccl_create(const struct sb_job *job, int device, struct sb_comm **out);
+
+/* The same over the ranks of `mpi_comm` (an MPI_Comm *: e.g. a split of
+ * the job's world, sb_comm_mpi_comm), ranked as in it. Collective over
+ * mpi_comm. Errors: those of sb_comm_nccl_create. (src/comm/nccl_setup.c) */
+sb_status sb_comm_nccl_create_mpi(const void *mpi_comm, int device, struct sb_comm **out);
 
 /* n NCCL members in one process (mirrored), member i on devices[i], via
  * ncclCommInitAll; devices must be distinct (NCCL refuses a GPU twice: for
