@@ -417,6 +417,11 @@ struct sb_comm_entry {
      * caller with sb_local_group_destroy). NULL: not in this build. */
     sb_status (*threads)(int n, const int *devices, struct sb_local_group **group,
                          struct sb_comm **comms);
+    /* Over the members of `parent`, an "mpi" communicator (the job's
+     * world, or a split of it such as a grid's axis: comm/grid.h), ranked
+     * as in it, this rank's GPU `device` chosen; collective over parent.
+     * NULL: not available in this build. */
+    sb_status (*over)(struct sb_comm *parent, int device, struct sb_comm **out);
 };
 
 /* The registry entry named `name` ("mpi", "nccl"), whether or not this
@@ -439,6 +444,20 @@ struct sb_config;
  * otherwise those of the create functions. (src/comm/factory.c) */
 sb_status sb_comm_world_create(const struct sb_config *cfg, const struct sb_job *job, int device,
                                struct sb_comm **out);
+/* (sb_comm_world_create's and sb_comm_threads_create's communicators have
+ * role SB_COMM_ROLE_DP: every strategy's replicas synchronise over them.) */
+
+/* The same communicator as sb_comm_world_create would make for `cfg`, but
+ * over the members of `parent` (an "mpi" communicator: the job's world or
+ * a split of it, e.g. a grid's axis communicator), ranked as in parent,
+ * with parent's role: on cpu "mpi" over a duplicate of parent's MPI
+ * communicator (--allreduce's algorithm), on cuda the entry's `over`
+ * (nccl bootstrapped over parent, or staged over a duplicate).
+ * Collective over parent. Errors: SB_ERR_USAGE when parent is not "mpi"
+ * or the build lacks what cfg asks; those of the create functions.
+ * (src/comm/factory.c) */
+sb_status sb_comm_create_over(const struct sb_config *cfg, struct sb_comm *parent, int device,
+                              struct sb_comm **out);
 
 /* The communicators between the n replica threads of one process
  * (mirrored), from the same registry: on cpu "local" members over a new
