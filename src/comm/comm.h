@@ -294,8 +294,9 @@ sb_status sb_comm_reduce_scatter16(struct sb_comm *c, enum sb_half_format fmt, c
                                    struct sb_comm_request *req, double *convert_s);
 
 /* Collective over c: the members with the same color (>= 0) form a new
- * communicator *out, ranked by key; color < 0: the members that share
- * memory with this one. Errors: SB_ERR_USAGE when c cannot be split,
+ * communicator *out, ranked by key (ties by rank in c), with c's role
+ * (its maker may change it); color < 0: the members that share memory
+ * with this one. Errors: SB_ERR_USAGE when c cannot be split,
  * SB_ERR_COMM, SB_ERR_NOMEM. (src/comm/groups.c) */
 sb_status sb_comm_split(struct sb_comm *c, int color, int key, struct sb_comm **out);
 
