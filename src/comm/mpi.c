@@ -33,8 +33,8 @@ static sb_status mpi_allreduce(struct sb_comm *c, float *buf, size_t n)
     sb_status st = SB_OK;
     for (size_t o = 0; o < n && !st; o += SB_MPI_CHUNK, k++) {
         int m = (int)(n - o < SB_MPI_CHUNK ? n - o : SB_MPI_CHUNK);
-        st = SB_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf + o, m, MPI_FLOAT, MPI_SUM, sb_mpi_handle(c),
-                                      &r[k]));
+        st = SB_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf + o, m, MPI_FLOAT, MPI_SUM,
+                                         sb_mpi_handle(c), &r[k]));
         if (st) k--;
     }
     sb_status wst = sb_mpi_wait(r, k, MPI_STATUSES_IGNORE, "MPI_Iallreduce");
@@ -51,8 +51,8 @@ static sb_status mpi_allreduce_f64(struct sb_comm *c, double *buf, size_t n)
     if (!copy) return sb_error(SB_ERR_NOMEM, "MPI_Iallreduce: out of memory");
     memcpy(copy, buf, n * sizeof *copy);
     MPI_Request r;
-    sb_status st = SB_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, copy, (int)n, MPI_DOUBLE, MPI_SUM,
-                                            sb_mpi_handle(c), &r));
+    sb_status st = SB_MPI_CHECK(
+            MPI_Iallreduce(MPI_IN_PLACE, copy, (int)n, MPI_DOUBLE, MPI_SUM, sb_mpi_handle(c), &r));
     if (st) {
         free(copy);
         return st;
@@ -89,8 +89,8 @@ static sb_status library_iallreduce(struct sb_comm *c, float *buf, size_t n,
     if (!p) return sb_error(SB_ERR_NOMEM, "MPI_Iallreduce: out of memory");
     for (size_t o = 0; o < n; o += SB_MPI_CHUNK) {
         int k = (int)(n - o < SB_MPI_CHUNK ? n - o : SB_MPI_CHUNK);
-        sb_status st = SB_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf + o, k, MPI_FLOAT,
-                                                MPI_SUM, sb_mpi_handle(c), &p->req[p->n]));
+        sb_status st = SB_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf + o, k, MPI_FLOAT, MPI_SUM,
+                                                   sb_mpi_handle(c), &p->req[p->n]));
         if (st) { /* requests already started cannot be cancelled: finish them */
             MPI_Waitall(p->n, p->req, MPI_STATUSES_IGNORE);
             free(p);
@@ -282,7 +282,7 @@ static sb_status mpi_ireduce_scatter(struct sb_comm *c, const float *send, float
     sb_status st = int_counts(counts, c->size, cnt, disp);
     if (!st)
         st = SB_MPI_CHECK(MPI_Ireduce_scatter(send, recv, cnt, MPI_FLOAT, MPI_SUM, sb_mpi_handle(c),
-                                           &p->req[0]));
+                                              &p->req[0]));
     if (st) {
         free(p);
         return st;
@@ -304,8 +304,8 @@ static sb_status mpi_iallgather(struct sb_comm *c, const float *send, float *rec
     if (!p) return sb_error(SB_ERR_NOMEM, "MPI_Iallgatherv: out of memory");
     sb_status st = int_counts(counts, c->size, cnt, disp);
     if (!st)
-        st = SB_MPI_CHECK(MPI_Iallgatherv(send, cnt[c->rank], MPI_FLOAT, recv, cnt, disp,
-                                       MPI_FLOAT, sb_mpi_handle(c), &p->req[0]));
+        st = SB_MPI_CHECK(MPI_Iallgatherv(send, cnt[c->rank], MPI_FLOAT, recv, cnt, disp, MPI_FLOAT,
+                                          sb_mpi_handle(c), &p->req[0]));
     if (st) {
         free(p);
         return st;
@@ -321,7 +321,7 @@ static sb_status mpi_split(struct sb_comm *c, int color, int key, struct sb_comm
 {
     MPI_Comm h;
     SB_TRY(color < 0 ? SB_MPI_CHECK(MPI_Comm_split_type(sb_mpi_handle(c), MPI_COMM_TYPE_SHARED, key,
-                                                     MPI_INFO_NULL, &h))
+                                                        MPI_INFO_NULL, &h))
                      : SB_MPI_CHECK(MPI_Comm_split(sb_mpi_handle(c), color, key, &h)));
     return wrap(h, out);
 }

@@ -63,7 +63,8 @@ sb_status sb_nccl_stream_of(struct sb_comm *c, cudaStream_t *out)
     if (sb_cuda_current_device() != sb_nccl_impl(c)->device)
         SB_TRY(sb_cuda_set_device(sb_nccl_impl(c)->device));
     *out = (cudaStream_t)sb_cuda_stream();
-    if (!*out) return sb_error(SB_ERR_COMM, "nccl: no CUDA stream on device %d", sb_nccl_impl(c)->device);
+    if (!*out)
+        return sb_error(SB_ERR_COMM, "nccl: no CUDA stream on device %d", sb_nccl_impl(c)->device);
     return SB_OK;
 }
 
@@ -130,8 +131,9 @@ static sb_status nccl_allreduce(struct sb_comm *c, float *buf, size_t n)
 {
     cudaStream_t s;
     SB_TRY(sb_nccl_stream_of(c, &s));
-    SB_NCCL_TIMED(c, SB_COMM_ALLREDUCE, s, ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, sb_nccl_impl(c)->comm, s),
-          "ncclAllReduce");
+    SB_NCCL_TIMED(c, SB_COMM_ALLREDUCE, s,
+                  ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, sb_nccl_impl(c)->comm, s),
+                  "ncclAllReduce");
     return SB_OK;
 }
 
@@ -166,8 +168,9 @@ static sb_status nccl_allreduce16(struct sb_comm *c, enum sb_half_format fmt, fl
     uint16_t *h = m->scratch;
     int bf16 = fmt == SB_HALF_BF16;
     SB_TRY(SB_CUDA_CHECK((cudaError_t)sb_nccl_half_encode(buf, h, n, bf16, s), SB_ERR_COMM));
-    SB_NCCL_TIMED(c, SB_COMM_ALLREDUCE, s, ncclAllReduce(h, h, n, bf16 ? ncclBfloat16 : ncclFloat16, ncclSum, m->comm, s),
-          "ncclAllReduce (16-bit)");
+    SB_NCCL_TIMED(c, SB_COMM_ALLREDUCE, s,
+                  ncclAllReduce(h, h, n, bf16 ? ncclBfloat16 : ncclFloat16, ncclSum, m->comm, s),
+                  "ncclAllReduce (16-bit)");
     return SB_CUDA_CHECK((cudaError_t)sb_nccl_half_decode(h, buf, n, bf16, s), SB_ERR_COMM);
 }
 
@@ -182,10 +185,9 @@ static sb_status nccl_allreduce_f64(struct sb_comm *c, double *buf, size_t n)
     size_t bytes = n * sizeof *buf;
     SB_TRY(ensure_scratch(sb_nccl_impl(c), bytes, s));
     void *d = sb_nccl_impl(c)->scratch;
-    SB_TRY(SB_CUDA_CHECK(cudaMemcpyAsync(d, buf, bytes, cudaMemcpyHostToDevice, s),
-                         SB_ERR_COMM));
+    SB_TRY(SB_CUDA_CHECK(cudaMemcpyAsync(d, buf, bytes, cudaMemcpyHostToDevice, s), SB_ERR_COMM));
     SB_TRY(sb_nccl_check(ncclAllReduce(d, d, n, ncclDouble, ncclSum, sb_nccl_impl(c)->comm, s),
-                      "ncclAllReduce (f64)"));
+                         "ncclAllReduce (f64)"));
     SB_TRY(SB_CUDA_CHECK(cudaMemcpyAsync(buf, d, bytes, cudaMemcpyDeviceToHost, s),
                          SB_ERR_COMM));
     SB_TRY(SB_CUDA_CHECK(cudaStreamSynchronize(s), SB_ERR_COMM));
@@ -198,8 +200,9 @@ static sb_status nccl_broadcast(struct sb_comm *c, float *buf, size_t n, int roo
 {
     cudaStream_t s;
     SB_TRY(sb_nccl_stream_of(c, &s));
-    SB_NCCL_TIMED(c, SB_COMM_BROADCAST, s, ncclBroadcast(buf, buf, n, ncclFloat, root, sb_nccl_impl(c)->comm, s),
-          "ncclBroadcast");
+    SB_NCCL_TIMED(c, SB_COMM_BROADCAST, s,
+                  ncclBroadcast(buf, buf, n, ncclFloat, root, sb_nccl_impl(c)->comm, s),
+                  "ncclBroadcast");
     return SB_OK;
 }
 
@@ -225,7 +228,7 @@ sb_status sb_nccl_async_begin(struct sb_comm *c, enum sb_comm_kind kind, struct 
  * records the completion event that test polls and wait orders the
  * compute stream after. */
 sb_status sb_nccl_async_end(struct sb_comm *c, struct nccl_slot *q, ncclResult_t rc,
-                           const char *what, struct sb_comm_request *req)
+                            const char *what, struct sb_comm_request *req)
 {
     SB_TRY(sb_nccl_check(rc, what));
     SB_TRY(SB_CUDA_CHECK(cudaEventRecord(q->done, sb_nccl_impl(c)->comm_stream), SB_ERR_COMM));
@@ -241,9 +244,10 @@ static sb_status nccl_iallreduce(struct sb_comm *c, float *buf, size_t n,
 {
     struct nccl_slot *q;
     SB_TRY(sb_nccl_async_begin(c, SB_COMM_ALLREDUCE, &q));
-    return sb_nccl_async_end(c, q, ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, sb_nccl_impl(c)->comm,
-                                         sb_nccl_impl(c)->comm_stream),
-                     "ncclAllReduce (bucket)", req);
+    return sb_nccl_async_end(c, q,
+                             ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, sb_nccl_impl(c)->comm,
+                                           sb_nccl_impl(c)->comm_stream),
+                             "ncclAllReduce (bucket)", req);
 }
 
 /* NCCL's reduce-scatter and all-gather take one block size for every
@@ -269,9 +273,10 @@ static sb_status nccl_ireduce_scatter(struct sb_comm *c, const float *send, floa
     SB_TRY(equal_blocks(c, counts, "ncclReduceScatter", &count));
     struct nccl_slot *q;
     SB_TRY(sb_nccl_async_begin(c, SB_COMM_REDUCE_SCATTER, &q));
-    return sb_nccl_async_end(c, q, ncclReduceScatter(send, recv, count, ncclFloat, ncclSum,
-                                             sb_nccl_impl(c)->comm, sb_nccl_impl(c)->comm_stream),
-                     "ncclReduceScatter", req);
+    return sb_nccl_async_end(c, q,
+                             ncclReduceScatter(send, recv, count, ncclFloat, ncclSum,
+                                               sb_nccl_impl(c)->comm, sb_nccl_impl(c)->comm_stream),
+                             "ncclReduceScatter", req);
 }
 
 /* ncclAllGather: send (count floats) -> recv (size x count), rank order. */
@@ -282,9 +287,10 @@ static sb_status nccl_iallgather(struct sb_comm *c, const float *send, float *re
     SB_TRY(equal_blocks(c, counts, "ncclAllGather", &count));
     struct nccl_slot *q;
     SB_TRY(sb_nccl_async_begin(c, SB_COMM_ALLGATHER, &q));
-    return sb_nccl_async_end(c, q, ncclAllGather(send, recv, count, ncclFloat, sb_nccl_impl(c)->comm,
-                                         sb_nccl_impl(c)->comm_stream),
-                     "ncclAllGather", req);
+    return sb_nccl_async_end(c, q,
+                             ncclAllGather(send, recv, count, ncclFloat, sb_nccl_impl(c)->comm,
+                                           sb_nccl_impl(c)->comm_stream),
+                             "ncclAllGather", req);
 }
 
 /* Polls the completion event: cudaSuccess = done, cudaErrorNotReady = not

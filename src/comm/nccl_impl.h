@@ -54,14 +54,14 @@ sb_status sb_nccl_acquire(struct sb_comm *c, int kind, struct nccl_slot **out);
  * and done events; returns without waiting: later work on s is ordered
  * after it, and its seconds are harvested from the events later and
  * credited to `kind` (SB_COMM_NKINDS: none). */
-#define SB_NCCL_TIMED(c, kind, s, call, what)                                                             \
-    do {                                                                                    \
-        struct nccl_slot *q_;                                                               \
-        SB_TRY(sb_nccl_acquire((c), (int)(kind), &q_));                                       \
-        SB_TRY(SB_CUDA_CHECK(cudaEventRecord(q_->start, (s)), SB_ERR_COMM));                \
-        SB_TRY(sb_nccl_check((call), (what)));                                                 \
-        SB_TRY(SB_CUDA_CHECK(cudaEventRecord(q_->done, (s)), SB_ERR_COMM));                 \
-        q_->timing = 1;                                                                     \
+#define SB_NCCL_TIMED(c, kind, s, call, what)                                                      \
+    do {                                                                                           \
+        struct nccl_slot *q_;                                                                      \
+        SB_TRY(sb_nccl_acquire((c), (int)(kind), &q_));                                            \
+        SB_TRY(SB_CUDA_CHECK(cudaEventRecord(q_->start, (s)), SB_ERR_COMM));                       \
+        SB_TRY(sb_nccl_check((call), (what)));                                                     \
+        SB_TRY(SB_CUDA_CHECK(cudaEventRecord(q_->done, (s)), SB_ERR_COMM));                        \
+        q_->timing = 1;                                                                            \
     } while (0)
 
 /* Opens a non-blocking call of `kind` on c's communication stream, ordered

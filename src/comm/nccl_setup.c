@@ -48,7 +48,7 @@ sb_status sb_comm_nccl_create_mpi(const void *mpi_comm, int device, struct sb_co
     struct sb_comm *c;
     SB_TRY(sb_nccl_member_new(device, &c));
     sb_status st = sb_nccl_check(ncclCommInitRank(&sb_nccl_impl(c)->comm, size, id, rank),
-                              "ncclCommInitRank");
+                                 "ncclCommInitRank");
     if (st) {
         sb_nccl_destroy(c);
         return st;
@@ -106,11 +106,10 @@ sb_status sb_nccl_split(struct sb_comm *c, int color, int key, struct sb_comm **
     SB_TRY(sb_nccl_stream_of(c, &s)); /* the parent's device, current */
     struct sb_comm *n;
     SB_TRY(sb_nccl_member_new(m->device, &n));
-    sb_status st = sb_nccl_check(ncclCommSplit(m->comm, color, key, &sb_nccl_impl(n)->comm,
-                                               NULL),
+    sb_status st = sb_nccl_check(ncclCommSplit(m->comm, color, key, &sb_nccl_impl(n)->comm, NULL),
                                  "ncclCommSplit");
-    if (!st) st = sb_nccl_check(ncclCommUserRank(sb_nccl_impl(n)->comm, &n->rank),
-                                "ncclCommUserRank");
+    if (!st)
+        st = sb_nccl_check(ncclCommUserRank(sb_nccl_impl(n)->comm, &n->rank), "ncclCommUserRank");
     if (!st) st = sb_nccl_check(ncclCommCount(sb_nccl_impl(n)->comm, &n->size), "ncclCommCount");
     if (st) {
         sb_nccl_destroy(n);

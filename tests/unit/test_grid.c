@@ -200,7 +200,10 @@ static void check_axis(const struct sb_grid *g, struct sb_comm *c, enum axis a,
 
 /* Float i of the message rank `from` sends in direction `dir` (0 forward,
  * 1 backward), and its length. */
-static float value(int from, int dir, size_t i) { return (float)(1000 * from + 100 * dir) + (float)(i % 9); }
+static float value(int from, int dir, size_t i)
+{
+    return (float)(1000 * from + 100 * dir) + (float)(i % 9);
+}
 static size_t length(int from, int dir) { return 3 + 2 * (size_t)from + (size_t)dir; }
 
 static void check_p2p(const struct sb_grid *g, const char *what)

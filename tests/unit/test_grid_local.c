@@ -50,7 +50,10 @@ struct seen {
     int split_size, split_rank, split_members[T];
 };
 
-static float value(int from, int dir, size_t i) { return (float)(1000 * from + 100 * dir) + (float)(i % 7); }
+static float value(int from, int dir, size_t i)
+{
+    return (float)(1000 * from + 100 * dir) + (float)(i % 7);
+}
 static size_t length(int from, int dir) { return 2 + 3 * (size_t)from + (size_t)dir; }
 
 static int members_of(struct sb_comm *c, int me, int *out)
