@@ -170,12 +170,13 @@ sb_status sb_local_irecv(struct sb_comm *c, float *buf, size_t n, int peer,
 static sb_status progress(struct sb_comm *c, struct sb_comm_request *req, int block, int *done)
 {
     struct local_pending *p = req->impl;
-    SB_TRY(take(c, p->peer, p->buf, p->n, block, NULL, done));
-    if (*done) {
+    if (!p) return sb_error(SB_ERR_COMM, "local communicator: a receive that already failed");
+    sb_status st = take(c, p->peer, p->buf, p->n, block, NULL, done);
+    if (st || *done) { /* nothing is in flight on a thread's behalf: free it either way */
         free(p);
         req->impl = NULL;
     }
-    return SB_OK;
+    return st;
 }
 
 sb_status sb_local_test(struct sb_comm *c, struct sb_comm_request *req, int *done)

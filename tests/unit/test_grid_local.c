@@ -12,7 +12,9 @@
  *     neighbours with all requests in flight (both neighbours send first:
  *     local's sends never wait), the data arrive intact and the pp
  *     communicator counts one sendrecv call and 4n bytes per message sent
- *     or received.
+ *     or received;
+ *   - a receive nobody sends to ends at the watchdog's deadline naming the
+ *     call and the peer; a message of the wrong size is an error.
  * Threads record what they saw; the main thread asserts. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,6 +28,7 @@
 
 #include "comm/comm.h"
 #include "comm/grid.h"
+#include "comm/watchdog.h"
 
 #define T 8
 
@@ -250,9 +253,36 @@ static void test_bad_sizes(void **state)
     sb_local_group_destroy(grp);
 }
 
+/* Thread 0 of 2 waits for a message thread 1 never sends: the wait ends
+ * at the deadline (0.2 s) with SB_ERR_COMM; thread 1 sends 3 floats where
+ * 2 are expected: an error, not a truncated copy. */
+static void test_receive_errors(void **state)
+{
+    (void)state;
+    struct sb_local_group *grp = NULL;
+    struct sb_comm *c[2] = {NULL, NULL};
+    assert_int_equal(sb_local_group_create(2, &grp), SB_OK);
+    for (int i = 0; i < 2; i++) assert_int_equal(sb_comm_local_create(grp, i, &c[i]), SB_OK);
+    sb_watchdog_set_timeout(0.2);
+    float buf[3] = {1, 2, 3};
+    struct sb_comm_request r;
+    assert_int_equal(sb_comm_irecv(c[0], buf, 2, 1, SB_COMM_SENDRECV, &r), SB_OK);
+    int done = 1;
+    assert_int_equal(sb_comm_test(c[0], &r, &done), SB_OK);
+    assert_int_equal(done, 0);
+    assert_int_equal(sb_comm_wait(c[0], &r), SB_ERR_COMM);
+    assert_non_null(strstr(sb_error_message(), "replica thread 1 did not send"));
+    sb_watchdog_set_timeout(0.0);
+    assert_int_equal(sb_comm_send(c[1], buf, 3, 0, SB_COMM_SENDRECV), SB_OK);
+    assert_int_equal(sb_comm_recv(c[0], buf, 2, 1, SB_COMM_SENDRECV), SB_ERR_COMM);
+    for (int i = 0; i < 2; i++) sb_comm_destroy(c[i]);
+    sb_local_group_destroy(grp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_receive_errors),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_grids),
         cmocka_unit_test(test_bad_sizes),
