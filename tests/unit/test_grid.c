@@ -20,7 +20,10 @@
  * in flight at once, each message's length and values depending on its
  * sender; the data arrive intact and the pp communicator counts exactly
  * one sendrecv call and 4n bytes per message sent or received, nothing of
- * any other kind.
+ * any other kind. Last, a 1-deep grid (dp = 8): its dp communicator has the
+ * world's members in the world's order, and the factory's communicator
+ * over it (sb_comm_create_over, cpu) has its ranks and its role and sums
+ * over all 8.
  *
  * Run plainly (as `ninja test` does) it checks the example, then starts
  * itself under `mpirun -n 8 --oversubscribe`; STRATBENCH_GRID_MPIRUN
@@ -32,8 +35,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "comm/comm.h"
 #include "comm/grid.h"
+#include "core/config.h"
 
 static int failures;
 
@@ -298,6 +303,36 @@ static void check_grid(struct sb_comm *sub, int dp, int tp, int pp, enum sb_rank
     sb_grid_destroy(g);
 }
 
+static void check_one_deep(struct sb_comm *world)
+{
+    struct sb_grid *g = NULL;
+    CHECK(sb_grid_create(world, world->size, 1, 1, SB_RANK_ORDER_TP_DP_PP, &g) == SB_OK,
+          "1-deep grid");
+    if (!g) return;
+    int got[MAX_RANKS];
+    int n = members(g->dp_comm, world->rank, got);
+    CHECK(n == world->size && g->dp_comm->rank == world->rank, "1-deep: dp rank %d of %d",
+          g->dp_comm->rank, n);
+    for (int i = 0; i < n; i++) CHECK(got[i] == i, "1-deep: dp member %d is rank %d", i, got[i]);
+    struct sb_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.backend = sb_backend_find("cpu");
+    struct sb_comm *over = NULL;
+    CHECK(cfg.backend && sb_comm_create_over(&cfg, g->dp_comm, 0, &over) == SB_OK,
+          "sb_comm_create_over");
+    if (over) {
+        float x = 1.0f;
+        CHECK(sb_comm_allreduce(over, &x, 1) == SB_OK && x == (float)world->size,
+              "over: all-reduce %g", (double)x);
+        CHECK(over->rank == g->dp_comm->rank && over->size == g->dp_comm->size &&
+                  over->role == SB_COMM_ROLE_DP,
+              "over: rank %d size %d role %s", over->rank, over->size,
+              sb_comm_role_name(over->role));
+        sb_comm_destroy(over);
+    }
+    sb_grid_destroy(g);
+}
+
 static int run_checks(void)
 {
     int provided;
@@ -326,6 +361,7 @@ static int run_checks(void)
                 }
         sb_comm_destroy(sub);
     }
+    check_one_deep(c);
     /* A grid whose sizes do not multiply to the world size is refused. */
     struct sb_grid *g = NULL;
     CHECK(sb_grid_create(c, c->size + 1, 1, 1, SB_RANK_ORDER_TP_DP_PP, &g) == SB_ERR_USAGE && !g,
