@@ -252,6 +252,11 @@ sb_status sb_strategy_read_params(struct sb_strategy *s, float *host);
  * size (1 without communicators). Any output may be NULL. */
 void sb_strategy_comm_counters(const struct sb_strategy *s,
                                struct sb_comm_counter out[SB_COMM_NKINDS], int *ranks);
+/* The same counters per communicator role (s->comms[i]->role): out[role]
+ * sums that role's communicators, its ranks the first one's size (0: no
+ * communicator of that role). The report's comm.by_role. */
+void sb_strategy_comm_by_role(const struct sb_strategy *s,
+                              struct sb_comm_role_totals out[SB_COMM_NROLES]);
 void sb_strategy_comm_algorithms(const struct sb_strategy *s,
                                  struct sb_comm_counter by_algo[SB_ALLREDUCE_NALGOS],
                                  const char *names[SB_ALLREDUCE_NALGOS],

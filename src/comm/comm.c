@@ -14,6 +14,7 @@ _Static_assert((int)SB_FLIGHT_ALLREDUCE == (int)SB_COMM_ALLREDUCE &&
                    (int)SB_FLIGHT_PULL == (int)SB_COMM_PULL &&
                    (int)SB_FLIGHT_REDUCE_SCATTER == (int)SB_COMM_REDUCE_SCATTER &&
                    (int)SB_FLIGHT_ALLGATHER == (int)SB_COMM_ALLGATHER &&
+                   (int)SB_FLIGHT_SENDRECV == (int)SB_COMM_SENDRECV &&
                    (int)SB_FLIGHT_METRICS == (int)SB_COMM_NKINDS,
                "flight-recorder kinds must equal communicator kinds");
 
@@ -251,7 +252,7 @@ sb_status sb_comm_wait(struct sb_comm *c, struct sb_comm_request *req)
     static const char *const names[SB_COMM_NKINDS] = {
         [SB_COMM_ALLREDUCE] = "allreduce.wait", [SB_COMM_REDUCE_SCATTER] = "reduce_scatter.wait",
         [SB_COMM_ALLGATHER] = "allgather.wait", [SB_COMM_PUSH] = "push.wait",
-        [SB_COMM_PULL] = "pull.wait"};
+        [SB_COMM_PULL] = "pull.wait", [SB_COMM_SENDRECV] = "sendrecv.wait"};
     sb_nvtx_push_bytes(names[req->kind] ? names[req->kind] : "wait", SB_NVTX_COMM, req->bytes);
     sb_flight_enter(req->seq);
     sb_status st = c->ops->wait(c, req);
@@ -310,9 +311,26 @@ void sb_comm_destroy(struct sb_comm *c)
 
 const char *sb_comm_kind_name(enum sb_comm_kind kind)
 {
-    static const char *const names[SB_COMM_NKINDS] = {"allreduce", "broadcast", "push",
-                                                      "pull", "reduce_scatter", "allgather"};
+    static const char *const names[SB_COMM_NKINDS] = {"allreduce", "broadcast", "push", "pull",
+                                                      "reduce_scatter", "allgather", "sendrecv"};
     return (unsigned)kind < SB_COMM_NKINDS ? names[kind] : "unknown";
+}
+
+const char *sb_comm_role_name(enum sb_comm_role role)
+{
+    static const char *const names[SB_COMM_NROLES] = {"world", "dp", "tp", "pp", "host_local",
+                                                      "cross_host"};
+    return (unsigned)role < SB_COMM_NROLES ? names[role] : "unknown";
+}
+
+void sb_comm_role_add(struct sb_comm_role_totals *t, const struct sb_comm *c)
+{
+    if (t->ranks == 0) t->ranks = c->size;
+    for (int k = 0; k < SB_COMM_NKINDS; k++) {
+        t->counters[k].calls += c->counters[k].calls;
+        t->counters[k].bytes += c->counters[k].bytes;
+        t->counters[k].seconds += c->counters[k].seconds;
+    }
 }
 
 double sb_comm_algbw_GBps(double bytes, double seconds)

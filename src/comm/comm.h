@@ -24,7 +24,24 @@ enum sb_comm_kind {
     SB_COMM_PULL,          /* server -> worker (parameters), point-to-point */
     SB_COMM_REDUCE_SCATTER, /* reduce-scatter (sb_comm_ireduce_scatter) */
     SB_COMM_ALLGATHER,     /* all-gather (sb_comm_iallgather) */
+    SB_COMM_SENDRECV,      /* point-to-point activations and their gradients between
+                            * pipeline stages (sb_comm_isend/irecv), nccl-tests' sendrecv */
     SB_COMM_NKINDS
+};
+
+/* What a communicator is for, as the report groups traffic
+ * (comm.by_role): the axes of a process grid (comm/grid.h) and the levels
+ * of a multi-host job. A communicator is SB_COMM_ROLE_WORLD unless its
+ * maker says otherwise; a split inherits its parent's role until the
+ * caller sets it. */
+enum sb_comm_role {
+    SB_COMM_ROLE_WORLD = 0,  /* every rank of the job */
+    SB_COMM_ROLE_DP,         /* data-parallel: replicas of one model part (gradient sync) */
+    SB_COMM_ROLE_TP,         /* tensor-parallel: the shards of one layer */
+    SB_COMM_ROLE_PP,         /* pipeline: the stages of one model replica */
+    SB_COMM_ROLE_HOST_LOCAL, /* the ranks of one host */
+    SB_COMM_ROLE_CROSS_HOST, /* one rank per host */
+    SB_COMM_NROLES
 };
 
 /* Totals for one kind, seen from one rank. bytes counts the message size as
@@ -80,8 +97,8 @@ struct sb_comm_ops {
     /* buf (n) on every rank = buf on `root`. */
     sb_status (*broadcast)(struct sb_comm *c, float *buf, size_t n, int root);
     /* Blocking point-to-point send/receive of n floats; `kind` is the
-     * counter the call belongs to (SB_COMM_PUSH, SB_COMM_PULL;
-     * SB_COMM_NKINDS: uncounted), for a device-timed communicator that
+     * counter the call belongs to (SB_COMM_PUSH, SB_COMM_PULL,
+     * SB_COMM_SENDRECV; SB_COMM_NKINDS: uncounted), for a device-timed communicator that
      * credits the seconds itself. */
     sb_status (*send)(struct sb_comm *c, const float *buf, size_t n, int peer,
                       enum sb_comm_kind kind);
@@ -139,8 +156,9 @@ struct sb_comm_ops {
     sb_status (*irecv)(struct sb_comm *c, float *buf, size_t n, int peer,
                        struct sb_comm_request *req);
     /* Collective: the members with the same color form a new communicator
-     * *out, ranked by key (ties by rank); color < 0: the members that share
-     * memory with this one (one host). */
+     * *out (same op set, its own counters), ranked by key (ties by rank);
+     * color < 0: the members that share memory with this one (one host;
+     * "nccl" refuses it with SB_ERR_USAGE: NCCL has no such split). */
     sb_status (*split)(struct sb_comm *c, int color, int key, struct sb_comm **out);
     /* 1 for a communicator whose ops return before the transfer is done
      * (nccl: enqueued on a stream): it adds each call's seconds to the
@@ -182,6 +200,17 @@ struct sb_comm {
      * sb_comm_mpi_group_hosts); reset with the counters. */
     struct sb_comm_stage stages[SB_COMM_STAGES_MAX];
     int n_stages;
+    /* What the communicator is for (comm.by_role in the report). */
+    enum sb_comm_role role;
+};
+
+/* The traffic of the communicators of one role, seen from one rank:
+ * `ranks` is that communicator's size (the n of its busbw factors; the
+ * first one's where several of one role are summed), 0 when the role has
+ * none. */
+struct sb_comm_role_totals {
+    int ranks;
+    struct sb_comm_counter counters[SB_COMM_NKINDS];
 };
 
 /* Timed, counted wrappers: each adds one call, its bytes and its seconds
@@ -208,7 +237,8 @@ sb_status sb_comm_recv_any(struct sb_comm *c, float *buf, size_t n, int *peer,
 sb_status sb_comm_iallreduce(struct sb_comm *c, float *buf, size_t n,
                              struct sb_comm_request *req);
 /* Counted non-blocking point-to-point send (isend) or receive (irecv) of n
- * floats to/from `peer`, as `kind` (SB_COMM_PUSH or SB_COMM_PULL), into the
+ * floats to/from `peer`, as `kind` (SB_COMM_PUSH, SB_COMM_PULL, or
+ * SB_COMM_SENDRECV for a pipeline's activations and gradients), into the
  * caller's *req: counts one call and 4n bytes of `kind` when issued (as
  * sb_comm_send/sb_comm_recv do) and its seconds when completion is observed
  * by sb_comm_test or sb_comm_wait; records a flight-recorder entry with the
@@ -264,8 +294,9 @@ sb_status sb_comm_reduce_scatter16(struct sb_comm *c, enum sb_half_format fmt, c
                                    struct sb_comm_request *req, double *convert_s);
 
 /* Collective over c: the members with the same color (>= 0) form a new
- * communicator *out, ranked by key; color < 0: the members that share
- * memory with this one. Errors: SB_ERR_USAGE when c cannot be split,
+ * communicator *out, ranked by key (ties by rank in c), with c's role
+ * (its maker may change it); color < 0: the members that share memory
+ * with this one. Errors: SB_ERR_USAGE when c cannot be split,
  * SB_ERR_COMM, SB_ERR_NOMEM. (src/comm/groups.c) */
 sb_status sb_comm_split(struct sb_comm *c, int color, int key, struct sb_comm **out);
 
@@ -311,8 +342,15 @@ void sb_comm_reset_counters(struct sb_comm *c);
 void sb_comm_destroy(struct sb_comm *c);
 
 /* Report name of a kind: "allreduce", "broadcast", "push", "pull",
- * "reduce_scatter", "allgather"; "unknown" out of range. */
+ * "reduce_scatter", "allgather", "sendrecv"; "unknown" out of range. */
 const char *sb_comm_kind_name(enum sb_comm_kind kind);
+
+/* Report name of a role: "world", "dp", "tp", "pp", "host_local",
+ * "cross_host"; "unknown" out of range. */
+const char *sb_comm_role_name(enum sb_comm_role role);
+
+/* Adds c's counters to t (t->ranks = c->size if t has none yet). */
+void sb_comm_role_add(struct sb_comm_role_totals *t, const struct sb_comm *c);
 
 /* Algorithm bandwidth in GB/s (10^9 bytes/s), as nccl-tests'
  * PERFORMANCE.md defines it: algbw = bytes / seconds, the message size over
@@ -322,127 +360,13 @@ double sb_comm_algbw_GBps(double bytes, double seconds);
 
 /* Bus-bandwidth factor of a kind over n ranks, as nccl-tests'
  * PERFORMANCE.md defines it: all-reduce 2(n-1)/n; reduce-scatter and
- * all-gather (n-1)/n; broadcast 1; point-to-point push and pull 1 (each
- * byte crosses one link once). */
+ * all-gather (n-1)/n; broadcast 1; point-to-point push, pull and sendrecv
+ * 1 (each byte crosses one link once; nccl-tests' sendrecv_perf). */
 double sb_comm_busbw_factor(enum sb_comm_kind kind, int n);
 
-/* MPI communicator over a duplicate of `mpi_comm` (an MPI_Comm passed as a
- * pointer so this header needs no mpi.h); collective over it. Errors:
- * SB_ERR_COMM naming the MPI call, SB_ERR_NOMEM. */
-sb_status sb_comm_mpi_create(const void *mpi_comm, struct sb_comm **out);
-
-/* Groups the ranks of the "mpi" communicator c into hosts for its
- * hierarchical all-reduce (SB_ALLREDUCE_HIERARCHICAL, and --allreduce auto
- * where sb_allreduce_choose_hosts picks it): hosts are the ranks that share
- * memory (MPI_COMM_TYPE_SHARED) or, with ranks_per_host > 0, consecutive
- * groups of that many ranks (hosts inside one machine, e.g. network
- * namespaces or a test). Makes three communicators under c (this host's
- * ranks for the reduce-scatter, the ranks of this local rank on every host
- * for the cross-host all-reduce, a second one of this host's ranks for the
- * all-gather, so the two intra-host stages of different buckets never
- * interleave on one communicator) and c->stages. Collective over c.
- * Errors: SB_ERR_USAGE when hosts hold different numbers of ranks (every
- * rank returns it; c is left without grouping) or c is not "mpi";
- * SB_ERR_COMM, SB_ERR_NOMEM. (src/comm/mpi_hier.c) */
-sb_status sb_comm_mpi_group_hosts(struct sb_comm *c, int ranks_per_host);
-
-/* A group of n threads sharing memory; each thread gets its own member.
- * Errors: SB_ERR_NOMEM; SB_ERR_COMM if its barrier cannot be made.
- * Destroy after every member is destroyed; destroy is safe on NULL. */
-struct sb_local_group;
-sb_status sb_local_group_create(int n, struct sb_local_group **out);
-void sb_local_group_destroy(struct sb_local_group *g);
-/* Member `rank` of group `g` (one per thread; do not share). Errors:
- * SB_ERR_NOMEM. */
-sb_status sb_comm_local_create(struct sb_local_group *g, int rank,
-                               struct sb_comm **out);
-
-/* An entry of the communicator registry (src/comm/factory.c): the --comm
- * name and what the communicator needs and offers, for the layers above
- * to ask instead of comparing names. */
-struct sb_job; /* job/job.h: the MPI job the ranks' communicators span */
-
-struct sb_comm_entry {
-    const char *name;      /* --comm */
-    int gpu_per_member;    /* needs a GPU of its own per member (nccl) */
-    int recv_any;          /* receives from any source (central --async needs it) */
-    /* Over the ranks of the job (collective), this rank's GPU `device`
-     * already chosen; NULL: not available in this build. */
-    sb_status (*ranks)(const struct sb_job *job, int device, struct sb_comm **out);
-    /* n members in this process, member i on GPU devices[i]; *group is
-     * the shared-memory group, if the entry makes one (freed by the
-     * caller with sb_local_group_destroy). NULL: not in this build. */
-    sb_status (*threads)(int n, const int *devices, struct sb_local_group **group,
-                         struct sb_comm **comms);
-};
-
-/* The registry entry named `name` ("mpi", "nccl"), whether or not this
- * build has it (its ranks/threads are NULL then), or NULL if unknown. */
-const struct sb_comm_entry *sb_comm_find(const char *name);
-
-struct sb_config;
-/* The communicator registry (src/comm/factory.c): --comm name -> how
- * ranks and how replica threads talk with it on GPUs.
- *
- * The communicator a multi-process strategy should use for `cfg`, over the
- * ranks of `job` (job/job.h): "mpi" when cfg->device is cpu (its allreduce_algo
- * from cfg->allreduce, --allreduce); on cuda, first makes GPU `device`
- * (this rank's, from the job's placement: backend/placement.h) current for
- * this thread (sb_cuda_set_device), then "nccl" for cfg->comm "nccl", or
- * "staged" over "mpi" for cfg->comm "mpi" (device buffers through pinned
- * host memory); `device` is ignored on cpu.
- * Collective over the job: every rank reaches the same branch.
- * Errors: SB_ERR_USAGE when the build lacks CUDA or NCCL for the choice;
- * otherwise those of the create functions. (src/comm/factory.c) */
-sb_status sb_comm_world_create(const struct sb_config *cfg, const struct sb_job *job, int device,
-                               struct sb_comm **out);
-
-/* The communicators between the n replica threads of one process
- * (mirrored), from the same registry: on cpu "local" members over a new
- * shared-memory group (*group; destroy it with sb_local_group_destroy
- * after the members); on cuda member i on GPU devices[i] (n entries),
- * cfg->comm "mpi": "staged" over "local" (any placement), "nccl":
- * ncclCommInitAll (devices must be distinct; *group stays NULL). The
- * caller owns comms[0..n) (all NULL on entry's failure before any was
- * made; destroy those set). Not collective across processes. Errors:
- * SB_ERR_USAGE (no CUDA or NCCL in this build, two NCCL members on one
- * GPU), those of the create functions. (src/comm/factory.c) */
-sb_status sb_comm_threads_create(const struct sb_config *cfg, int n, const int *devices,
-                                 struct sb_local_group **group, struct sb_comm **comms);
-
-#ifdef SB_HAVE_CUDA
-/* Wraps `inner`, a host-memory communicator (mpi, local), for device
- * buffers: each float op copies the device buffer to pinned host memory on
- * the calling thread's stream, runs inner's op, copies back and waits
- * (blocking; iallreduce completes at issue). allreduce_f64 goes
- * straight to inner. Takes ownership of inner (destroyed with the result,
- * or at once on failure). rank and size are inner's. Errors: SB_ERR_NOMEM;
- * the ops return SB_ERR_COMM with CUDA's message, or inner's errors.
- * (src/comm/staged.c) */
-sb_status sb_comm_staged_create(struct sb_comm *inner, struct sb_comm **out);
-#endif
-
-#ifdef SB_HAVE_NCCL
-/* NCCL communicator over the ranks of `mpi_comm` (an MPI_Comm *), one GPU
- * per rank: selects `device` for the calling thread (sb_cuda_set_device),
- * rank 0 makes an ncclUniqueId and broadcasts it over MPI, then every rank
- * calls ncclCommInitRank. Collective over mpi_comm. Buffers passed to the
- * ops are device memory (float ops) on `device`, except allreduce_f64's,
- * which are host doubles (staged). Each op runs on the calling thread's
- * stream and waits for it. Errors: SB_ERR_COMM with NCCL's, MPI's or
- * CUDA's message; SB_ERR_DEVICE if the device cannot be selected. */
-sb_status sb_comm_nccl_create(const struct sb_job *job, int device, struct sb_comm **out);
-
-/* n NCCL members in one process (mirrored), member i on devices[i], via
- * ncclCommInitAll; devices must be distinct (NCCL refuses a GPU twice: for
- * logical replicas on one GPU reduce with the backend's add instead).
- * Use member i from one thread only, after sb_cuda_set_device(devices[i])
- * on that thread; all n threads must enter each collective. A single
- * thread driving several members would have to bracket the n calls with
- * ncclGroupStart/ncclGroupEnd and wait after the group; these ops wait per
- * call, so that use is not supported. out has n slots; on error all are
- * NULL. Errors: SB_ERR_COMM, SB_ERR_NOMEM. */
-sb_status sb_comm_nccl_create_all(int n, const int *devices, struct sb_comm **out);
-#endif
+/* Making communicators (mpi, local, staged, nccl, the --comm registry,
+ * communicators over a parent's members): comm/comm_create.h, included
+ * here so that a user of communicators needs one header. */
+#include "comm/comm_create.h"
 
 #endif

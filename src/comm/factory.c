@@ -4,6 +4,7 @@
  * so ranks use "mpi" (with --allreduce's algorithm) and threads "local",
  * whatever --comm says (the CLI refuses nccl there). A new communicator is
  * its file plus one line in `entries`. See comm.h. */
+#include <mpi.h>
 #include <string.h>
 
 #include "backend/backend.h"
@@ -22,6 +23,29 @@ static sb_status local_threads(int n, struct sb_local_group **group, struct sb_c
 }
 
 #ifdef SB_HAVE_CUDA
+/* "mpi" on GPUs over the members of the "mpi" communicator parent:
+ * staged over a duplicate of parent's MPI communicator. Selects the GPU
+ * first; a member whose selection fails still joins the duplicate and the
+ * agreement (a sum over parent), so no member waits for it. */
+static sb_status staged_over(struct sb_comm *parent, int device, struct sb_comm **out)
+{
+    MPI_Comm h;
+    SB_TRY(sb_comm_mpi_comm(parent, &h));
+    sb_status local = sb_cuda_set_device(device);
+    struct sb_comm *inner = NULL;
+    SB_TRY(sb_comm_mpi_create(&h, &inner));
+    double failed = local != SB_OK;
+    sb_status st = inner->ops->allreduce_f64(inner, &failed, 1);
+    if (!st) st = local;
+    if (!st && failed > 0)
+        st = sb_error(SB_ERR_COMM, "another rank could not select its GPU");
+    if (st) {
+        sb_comm_destroy(inner);
+        return st;
+    }
+    return sb_comm_staged_create(inner, out);
+}
+
 /* "mpi" on GPUs: device buffers staged through pinned host memory. Selects
  * the GPU first (the staging copies use this thread's stream); a rank whose
  * selection fails still joins the collective MPI_Comm_dup and then the
@@ -60,6 +84,15 @@ static sb_status nccl_ranks(const struct sb_job *job, int device, struct sb_comm
     return sb_comm_nccl_create(job, device, out); /* selects the device itself */
 }
 
+/* NCCL over the members of the "mpi" communicator parent, bootstrapped
+ * over it. */
+static sb_status nccl_over(struct sb_comm *parent, int device, struct sb_comm **out)
+{
+    MPI_Comm h;
+    SB_TRY(sb_comm_mpi_comm(parent, &h));
+    return sb_comm_nccl_create_mpi(&h, device, out);
+}
+
 /* ncclCommInitAll over distinct GPUs. */
 static sb_status nccl_threads(int n, const int *devices, struct sb_local_group **group,
                               struct sb_comm **comms)
@@ -77,14 +110,14 @@ static sb_status nccl_threads(int n, const int *devices, struct sb_local_group *
 
 static const struct sb_comm_entry entries[] = {
 #ifdef SB_HAVE_CUDA
-    {"mpi", 0, 1, staged_ranks, staged_threads},
+    {"mpi", 0, 1, staged_ranks, staged_threads, staged_over},
 #else
-    {"mpi", 0, 1, NULL, NULL},
+    {"mpi", 0, 1, NULL, NULL, NULL},
 #endif
 #ifdef SB_HAVE_NCCL
-    {"nccl", 1, 0, nccl_ranks, nccl_threads},
+    {"nccl", 1, 0, nccl_ranks, nccl_threads, nccl_over},
 #else
-    {"nccl", 1, 0, NULL, NULL},
+    {"nccl", 1, 0, NULL, NULL, NULL},
 #endif
 };
 
@@ -115,37 +148,67 @@ static sb_status find_gpu_entry(const struct sb_config *cfg, const struct sb_com
 #endif
 }
 
+/* "mpi" over a duplicate of MPI communicator h, its all-reduce algorithm
+ * from --allreduce (validated by the CLI; "" = auto), its ranks grouped
+ * into hosts for the hierarchical all-reduce: required when named; for
+ * auto, where it could win (2 hosts of 2 ranks at least), and uneven hosts
+ * just leave it out of the choice. */
+static sb_status mpi_over(const struct sb_config *cfg, const MPI_Comm *h, struct sb_comm **out)
+{
+    enum sb_allreduce_algo algo = SB_ALLREDUCE_AUTO;
+    if (cfg->allreduce[0] && sb_allreduce_algo_parse(cfg->allreduce, &algo) != 0)
+        return sb_error(SB_ERR_USAGE, "--allreduce: unknown algorithm '%s'", cfg->allreduce);
+    SB_TRY(sb_comm_mpi_create(h, out));
+    (*out)->allreduce_algo = algo;
+    sb_status st = SB_OK;
+    if (algo == SB_ALLREDUCE_HIERARCHICAL) {
+        st = sb_comm_mpi_group_hosts(*out, cfg->ranks_per_host);
+    } else if (algo == SB_ALLREDUCE_AUTO && (*out)->size >= 4) {
+        st = sb_comm_mpi_group_hosts(*out, cfg->ranks_per_host);
+        if (st == SB_ERR_USAGE) st = SB_OK;
+    }
+    if (st) {
+        sb_comm_destroy(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
 sb_status sb_comm_world_create(const struct sb_config *cfg, const struct sb_job *job, int device,
                                struct sb_comm **out)
 {
     *out = NULL;
+    sb_status st;
     if (cfg->backend->host_memory) {
-        /* --allreduce (validated by the CLI; "" = auto): the algorithm of
-         * the mpi communicator's non-blocking all-reduces. */
-        enum sb_allreduce_algo algo = SB_ALLREDUCE_AUTO;
-        if (cfg->allreduce[0] && sb_allreduce_algo_parse(cfg->allreduce, &algo) != 0)
-            return sb_error(SB_ERR_USAGE, "--allreduce: unknown algorithm '%s'", cfg->allreduce);
-        SB_TRY(sb_comm_mpi_create(sb_job_world(job), out));
-        (*out)->allreduce_algo = algo;
-        /* Hosts for the hierarchical all-reduce: required when named; for
-         * auto, where it could win (2 hosts of 2 ranks at least), and
-         * uneven hosts just leave it out of the choice. */
-        sb_status st = SB_OK;
-        if (algo == SB_ALLREDUCE_HIERARCHICAL) {
-            st = sb_comm_mpi_group_hosts(*out, cfg->ranks_per_host);
-        } else if (algo == SB_ALLREDUCE_AUTO && (*out)->size >= 4) {
-            st = sb_comm_mpi_group_hosts(*out, cfg->ranks_per_host);
-            if (st == SB_ERR_USAGE) st = SB_OK;
-        }
-        if (st) {
-            sb_comm_destroy(*out);
-            *out = NULL;
-        }
-        return st;
+        st = mpi_over(cfg, (const MPI_Comm *)sb_job_world(job), out);
+    } else {
+        const struct sb_comm_entry *e = NULL;
+        SB_TRY(find_gpu_entry(cfg, &e));
+        st = e->ranks(job, device, out);
     }
-    const struct sb_comm_entry *e = NULL;
-    SB_TRY(find_gpu_entry(cfg, &e));
-    return e->ranks(job, device, out);
+    /* Every strategy's replicas synchronise over this communicator: the
+     * data-parallel axis (a 1-deep grid's dp communicator has the same
+     * members). */
+    if (!st) (*out)->role = SB_COMM_ROLE_DP;
+    return st;
+}
+
+sb_status sb_comm_create_over(const struct sb_config *cfg, struct sb_comm *parent, int device,
+                              struct sb_comm **out)
+{
+    *out = NULL;
+    sb_status st;
+    if (cfg->backend->host_memory) {
+        MPI_Comm h;
+        SB_TRY(sb_comm_mpi_comm(parent, &h));
+        st = mpi_over(cfg, &h, out);
+    } else {
+        const struct sb_comm_entry *e = NULL;
+        SB_TRY(find_gpu_entry(cfg, &e));
+        st = e->over(parent, device, out);
+    }
+    if (!st) (*out)->role = parent->role;
+    return st;
 }
 
 sb_status sb_comm_threads_create(const struct sb_config *cfg, int n, const int *devices,
@@ -153,8 +216,14 @@ sb_status sb_comm_threads_create(const struct sb_config *cfg, int n, const int *
 {
     *group = NULL;
     for (int i = 0; i < n; i++) comms[i] = NULL;
-    if (cfg->backend->host_memory) return local_threads(n, group, comms);
-    const struct sb_comm_entry *e = NULL;
-    SB_TRY(find_gpu_entry(cfg, &e));
-    return e->threads(n, devices, group, comms);
+    sb_status st;
+    if (cfg->backend->host_memory) {
+        st = local_threads(n, group, comms);
+    } else {
+        const struct sb_comm_entry *e = NULL;
+        SB_TRY(find_gpu_entry(cfg, &e));
+        st = e->threads(n, devices, group, comms);
+    }
+    for (int i = 0; i < n && !st; i++) comms[i]->role = SB_COMM_ROLE_DP; /* as the world's */
+    return st;
 }

@@ -111,8 +111,8 @@ long sb_flight_step(void) { return atomic_load_explicit(&current_step, memory_or
 const char *sb_flight_kind_name(int kind)
 {
     static const char *const names[SB_FLIGHT_NKINDS] = {
-        "allreduce", "broadcast", "push", "pull", "reduce_scatter", "allgather", "metrics",
-        "exchange"};
+        "allreduce", "broadcast", "push", "pull", "reduce_scatter", "allgather", "sendrecv",
+        "metrics", "exchange"};
     return kind >= 0 && kind < SB_FLIGHT_NKINDS ? names[kind] : "unknown";
 }
 
@@ -143,6 +143,7 @@ void sb_flight_describe(const struct sb_flight_entry *e, char *buf, size_t len)
         break;
     case SB_FLIGHT_PUSH:
     case SB_FLIGHT_PULL:
+    case SB_FLIGHT_SENDRECV:
         if (e->peer < 0) /* a receive from any source not yet matched */
             snprintf(what, sizeof what, "%s from any rank", sb_flight_kind_name(e->kind));
         else

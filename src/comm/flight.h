@@ -16,7 +16,7 @@
 
 #define SB_FLIGHT_CAPACITY 64
 
-/* What a call was. The first six match enum sb_comm_kind. */
+/* What a call was. The first seven match enum sb_comm_kind. */
 enum sb_flight_kind {
     SB_FLIGHT_ALLREDUCE = 0, /* all-reduce of gradients (a ddp bucket: index) */
     SB_FLIGHT_BROADCAST,     /* broadcast of parameters */
@@ -24,6 +24,7 @@ enum sb_flight_kind {
     SB_FLIGHT_PULL,          /* server -> worker */
     SB_FLIGHT_REDUCE_SCATTER, /* a stage of a two-level all-reduce */
     SB_FLIGHT_ALLGATHER,     /* a stage of a two-level all-reduce */
+    SB_FLIGHT_SENDRECV,      /* point-to-point between pipeline stages */
     SB_FLIGHT_METRICS,       /* all-reduce of metrics (loss, accuracy): uncounted */
     SB_FLIGHT_EXCHANGE,      /* other uncounted traffic (shard gather, report gather) */
     SB_FLIGHT_NKINDS

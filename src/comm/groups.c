@@ -7,7 +7,9 @@ sb_status sb_comm_split(struct sb_comm *c, int color, int key, struct sb_comm **
     *out = NULL;
     if (!c->ops->split)
         return sb_error(SB_ERR_USAGE, "the %s communicator cannot be split", c->ops->name);
-    return c->ops->split(c, color, key, out);
+    SB_TRY(c->ops->split(c, color, key, out));
+    (*out)->role = c->role;
+    return SB_OK;
 }
 
 sb_status sb_comm_split_hosts(struct sb_comm *c, int ranks_per_host, struct sb_comm **local,
@@ -33,6 +35,10 @@ sb_status sb_comm_split_hosts(struct sb_comm *c, int ranks_per_host, struct sb_c
     if (!st && !agree && uneven[1] > 0)
         st = sb_error(SB_ERR_COMM, "hosts: another rank could not split the communicator");
     if (!st) st = agree;
+    if (!st) {
+        (*local)->role = SB_COMM_ROLE_HOST_LOCAL;
+        (*cross)->role = SB_COMM_ROLE_CROSS_HOST;
+    }
     if (st) {
         sb_comm_destroy(*local);
         sb_comm_destroy(*cross);

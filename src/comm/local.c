@@ -4,7 +4,10 @@
  * its buffer, then thread r sums chunk r over all buffers (in rank order, so
  * the result is deterministic) and writes the sum back into every buffer.
  * Two barriers per call; each element is read N times and written N times,
- * the minimum for N replicas that each keep a full copy. */
+ * the minimum for N replicas that each keep a full copy.
+ *
+ * split makes new groups in shared memory (the first member of each makes
+ * it; its members free it); point-to-point is a mailbox (local_p2p.c). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -13,17 +16,10 @@
 
 #include "comm/comm.h"
 #include "comm/flight.h"
+#include "comm/local_impl.h"
 #include "comm/watchdog.h"
 #include "core/barrier.h"
 #include "core/clock.h"
-
-struct sb_local_group {
-    int n;
-    struct sb_barrier barrier;
-    _Atomic int64_t *arrived; /* (n) flight sequence number each thread last entered */
-    float **bufs;   /* (n) published float buffers */
-    double **dbufs; /* (n) published double buffers */
-};
 
 /* Meets the other replica threads with the watchdog's deadline (the
  * current call's issue time + --timeout) and gives up on SIGINT/SIGTERM.
@@ -102,32 +98,77 @@ static sb_status local_broadcast(struct sb_comm *c, float *buf, size_t n, int ro
     return wait_all(c);
 }
 
-static sb_status local_send(struct sb_comm *c, const float *buf, size_t n, int peer,
-                           enum sb_comm_kind kind)
+/* A split group is freed by its last member; a caller's group by the
+ * caller (sb_local_group_destroy). */
+static void local_destroy(struct sb_comm *c)
 {
-    (void)c, (void)buf, (void)n, (void)kind;
-    return sb_error(SB_ERR_INTERNAL, "local communicator: send to %d not supported", peer);
+    struct sb_local_group *g = c->impl;
+    if (g && g->owned && atomic_fetch_sub(&g->refs, 1) == 1) {
+        g->owned = 0;
+        sb_local_group_destroy(g);
+    }
+    free(c);
 }
 
-static sb_status local_recv(struct sb_comm *c, float *buf, size_t n, int peer,
-                           enum sb_comm_kind kind)
+/* The members with c's color form a new group: each publishes its color
+ * (< 0: every member, as all threads share memory) and key; the first of
+ * each color in (key, rank) order makes the group; every member then takes
+ * its place in it. Three meetings of the whole group: after publishing,
+ * after making, after taking (so the next split's publishing cannot
+ * overwrite what a slow member still reads). */
+static sb_status local_split(struct sb_comm *c, int color, int key, struct sb_comm **out)
 {
-    (void)c, (void)buf, (void)n, (void)kind;
-    return sb_error(SB_ERR_INTERNAL, "local communicator: recv from %d not supported", peer);
+    struct sb_local_group *g = c->impl;
+    *out = NULL;
+    g->split_color[c->rank] = color < 0 ? -1 : color;
+    g->split_key[c->rank] = key;
+    SB_TRY(wait_all(c));
+    int size = 0, rank = 0, first = -1;
+    for (int q = 0; q < g->n; q++) {
+        if (g->split_color[q] != g->split_color[c->rank]) continue;
+        size++;
+        int kq = g->split_key[q], kr = g->split_key[c->rank];
+        if (kq < kr || (kq == kr && q < c->rank)) rank++;
+        if (first < 0 || kq < g->split_key[first]) first = q;
+    }
+    sb_status made = SB_OK;
+    if (first == c->rank) {
+        struct sb_local_group *n = NULL;
+        made = sb_local_group_create(size, &n);
+        if (!made) {
+            n->owned = 1;
+            atomic_store(&n->refs, size);
+        }
+        g->split_made[c->rank] = n;
+    }
+    SB_TRY(wait_all(c));
+    struct sb_local_group *n = g->split_made[first];
+    sb_status st = made;
+    if (!n && !st) st = sb_error(SB_ERR_COMM, "local split: another replica could not make the "
+                                 "new group");
+    if (!st) st = sb_comm_local_create(n, rank, out);
+    if (st && n && !*out && atomic_fetch_sub(&n->refs, 1) == 1) sb_local_group_destroy(n);
+    sb_status met = wait_all(c);
+    return st ? st : met;
 }
-
-static void local_destroy(struct sb_comm *c) { free(c); }
 
 static const struct sb_comm_ops local_ops = {
     .name = "local",
     .allreduce = local_allreduce,
     .allreduce_f64 = local_allreduce_f64,
     .broadcast = local_broadcast,
-    .send = local_send,
-    .recv = local_recv,
+    .send = sb_local_send,
+    .recv = sb_local_recv,
+    .recv_any = sb_local_recv_any,
     .destroy = local_destroy,
     /* No iallreduce: threads have no progress engine, so sb_comm_iallreduce
-     * runs the blocking all-reduce and the request is complete at issue. */
+     * runs the blocking all-reduce and the request is complete at issue.
+     * test and wait serve the point-to-point receives only. */
+    .test = sb_local_test,
+    .wait = sb_local_wait,
+    .isend = sb_local_isend,
+    .irecv = sb_local_irecv,
+    .split = local_split,
 };
 
 sb_status sb_local_group_create(int n, struct sb_local_group **out)
@@ -139,19 +180,30 @@ sb_status sb_local_group_create(int n, struct sb_local_group **out)
     g->bufs = calloc((size_t)n, sizeof *g->bufs);
     g->dbufs = calloc((size_t)n, sizeof *g->dbufs);
     g->arrived = calloc((size_t)n, sizeof *g->arrived);
-    if (!g->bufs || !g->dbufs || !g->arrived) {
+    g->split_color = calloc((size_t)n, sizeof *g->split_color);
+    g->split_key = calloc((size_t)n, sizeof *g->split_key);
+    g->split_made = calloc((size_t)n, sizeof *g->split_made);
+    sb_status st = SB_OK;
+    if (!g->bufs || !g->dbufs || !g->arrived || !g->split_color || !g->split_key ||
+        !g->split_made)
+        st = sb_error(SB_ERR_NOMEM, "local communicator: out of memory");
+    int barrier = 0, lock = 0, cond = 0;
+    if (!st) barrier = sb_barrier_init(&g->barrier, n) == SB_OK;
+    if (barrier) lock = pthread_mutex_init(&g->mbox_lock, NULL) == 0;
+    if (lock) cond = pthread_cond_init(&g->mbox_cond, NULL) == 0;
+    if (!st && !cond)
+        st = sb_error(SB_ERR_COMM, "local communicator: cannot create its barrier or mailbox");
+    if (st) {
+        if (lock) pthread_mutex_destroy(&g->mbox_lock);
+        if (barrier) sb_barrier_destroy(&g->barrier);
         free(g->bufs);
         free(g->dbufs);
         free(g->arrived);
+        free(g->split_color);
+        free(g->split_key);
+        free(g->split_made);
         free(g);
-        return sb_error(SB_ERR_NOMEM, "local communicator: out of memory");
-    }
-    if (sb_barrier_init(&g->barrier, n) != SB_OK) {
-        free(g->bufs);
-        free(g->dbufs);
-        free(g->arrived);
-        free(g);
-        return sb_error(SB_ERR_COMM, "local communicator: cannot create its barrier");
+        return st;
     }
     *out = g;
     return SB_OK;
@@ -161,9 +213,15 @@ void sb_local_group_destroy(struct sb_local_group *g)
 {
     if (!g) return;
     sb_barrier_destroy(&g->barrier);
+    sb_local_mbox_free(g);
+    pthread_cond_destroy(&g->mbox_cond);
+    pthread_mutex_destroy(&g->mbox_lock);
     free(g->bufs);
     free(g->dbufs);
     free(g->arrived);
+    free(g->split_color);
+    free(g->split_key);
+    free(g->split_made);
     free(g);
 }
 

@@ -14,62 +14,31 @@
 #include <string.h>
 
 #include "comm/comm.h"
-#include "comm/mpi_allreduce.h"
-#include "comm/mpi_hier.h"
 #include "comm/mpi_allreduce16.h"
+#include "comm/mpi_impl.h"
 #include "comm/mpi_wait.h"
 #include "comm/ring.h"
 #include "core/clock.h"
 #include "job/job_mpi.h"
 
-/* The communicator's state: a duplicate of the caller's MPI communicator,
- * the sequence number of the next stratbench all-reduce (its message tag)
- * and the pool of their schedules (and of the 16-bit collectives' scratch). */
-struct mpi_impl {
-    MPI_Comm comm;
-    unsigned seq;
-    struct sb_ar_pool pool;
-    struct sb_hier *hier; /* the host grouping; NULL: none */
-};
-
-static MPI_Comm handle(struct sb_comm *c) { return ((struct mpi_impl *)c->impl)->comm; }
-
-/* MPI counts are int: split larger buffers into chunks of at most 1 Gi. */
-#define MPI_CHUNK ((size_t)1 << 30)
-
 /* Every exchange below is non-blocking MPI plus the one polling wait with
  * the watchdog's deadline (sb_mpi_wait, comm/mpi_wait.h), so that a stalled
  * peer ends the job instead of hanging it. */
 
-/* Chunks of at most MPI_CHUNK floats in n. */
-static int chunks_of(size_t n) { return n ? (int)((n + MPI_CHUNK - 1) / MPI_CHUNK) : 0; }
-
-/* Requests for up to `k` chunks: `local` when k is 1 (no allocation on
- * the common path), else malloc'd (free with release()). */
-static MPI_Request *requests(int k, MPI_Request *local)
-{
-    return k <= 1 ? local : malloc((size_t)k * sizeof(MPI_Request));
-}
-
-static void release(MPI_Request *r, MPI_Request *local)
-{
-    if (r != local) free(r);
-}
-
 static sb_status mpi_allreduce(struct sb_comm *c, float *buf, size_t n)
 {
-    MPI_Request one, *r = requests(chunks_of(n), &one);
+    MPI_Request one, *r = sb_mpi_requests(sb_mpi_chunks_of(n), &one);
     if (!r) return sb_error(SB_ERR_NOMEM, "MPI_Iallreduce: out of memory");
     int k = 0;
     sb_status st = SB_OK;
-    for (size_t o = 0; o < n && !st; o += MPI_CHUNK, k++) {
-        int m = (int)(n - o < MPI_CHUNK ? n - o : MPI_CHUNK);
-        st = SB_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf + o, m, MPI_FLOAT, MPI_SUM, handle(c),
-                                      &r[k]));
+    for (size_t o = 0; o < n && !st; o += SB_MPI_CHUNK, k++) {
+        int m = (int)(n - o < SB_MPI_CHUNK ? n - o : SB_MPI_CHUNK);
+        st = SB_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf + o, m, MPI_FLOAT, MPI_SUM,
+                                         sb_mpi_handle(c), &r[k]));
         if (st) k--;
     }
     sb_status wst = sb_mpi_wait(r, k, MPI_STATUSES_IGNORE, "MPI_Iallreduce");
-    release(r, &one);
+    sb_mpi_release(r, &one);
     return st ? st : wst;
 }
 
@@ -82,8 +51,8 @@ static sb_status mpi_allreduce_f64(struct sb_comm *c, double *buf, size_t n)
     if (!copy) return sb_error(SB_ERR_NOMEM, "MPI_Iallreduce: out of memory");
     memcpy(copy, buf, n * sizeof *copy);
     MPI_Request r;
-    sb_status st = SB_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, copy, (int)n, MPI_DOUBLE, MPI_SUM,
-                                            handle(c), &r));
+    sb_status st = SB_MPI_CHECK(
+            MPI_Iallreduce(MPI_IN_PLACE, copy, (int)n, MPI_DOUBLE, MPI_SUM, sb_mpi_handle(c), &r));
     if (st) {
         free(copy);
         return st;
@@ -97,97 +66,31 @@ static sb_status mpi_allreduce_f64(struct sb_comm *c, double *buf, size_t n)
 
 static sb_status mpi_broadcast(struct sb_comm *c, float *buf, size_t n, int root)
 {
-    MPI_Request one, *r = requests(chunks_of(n), &one);
+    MPI_Request one, *r = sb_mpi_requests(sb_mpi_chunks_of(n), &one);
     if (!r) return sb_error(SB_ERR_NOMEM, "MPI_Ibcast: out of memory");
     int k = 0;
     sb_status st = SB_OK;
-    for (size_t o = 0; o < n && !st; o += MPI_CHUNK, k++) {
-        int m = (int)(n - o < MPI_CHUNK ? n - o : MPI_CHUNK);
-        st = SB_MPI_CHECK(MPI_Ibcast(buf + o, m, MPI_FLOAT, root, handle(c), &r[k]));
+    for (size_t o = 0; o < n && !st; o += SB_MPI_CHUNK, k++) {
+        int m = (int)(n - o < SB_MPI_CHUNK ? n - o : SB_MPI_CHUNK);
+        st = SB_MPI_CHECK(MPI_Ibcast(buf + o, m, MPI_FLOAT, root, sb_mpi_handle(c), &r[k]));
         if (st) k--;
     }
     sb_status wst = sb_mpi_wait(r, k, MPI_STATUSES_IGNORE, "MPI_Ibcast");
-    release(r, &one);
+    sb_mpi_release(r, &one);
     return st ? st : wst;
 }
-
-static sb_status mpi_send(struct sb_comm *c, const float *buf, size_t n, int peer,
-                         enum sb_comm_kind kind)
-{
-    (void)kind;
-    MPI_Request one, *r = requests(chunks_of(n), &one);
-    if (!r) return sb_error(SB_ERR_NOMEM, "MPI_Isend: out of memory");
-    int k = 0;
-    sb_status st = SB_OK;
-    for (size_t o = 0; o < n && !st; o += MPI_CHUNK, k++) {
-        int m = (int)(n - o < MPI_CHUNK ? n - o : MPI_CHUNK);
-        st = SB_MPI_CHECK(MPI_Isend(buf + o, m, MPI_FLOAT, peer, 0, handle(c), &r[k]));
-        if (st) k--;
-    }
-    sb_status wst = sb_mpi_wait(r, k, MPI_STATUSES_IGNORE, "MPI_Isend");
-    release(r, &one);
-    return st ? st : wst;
-}
-
-static sb_status mpi_recv(struct sb_comm *c, float *buf, size_t n, int peer,
-                         enum sb_comm_kind kind)
-{
-    (void)kind;
-    MPI_Request one, *r = requests(chunks_of(n), &one);
-    if (!r) return sb_error(SB_ERR_NOMEM, "MPI_Irecv: out of memory");
-    int k = 0;
-    sb_status st = SB_OK;
-    for (size_t o = 0; o < n && !st; o += MPI_CHUNK, k++) {
-        int m = (int)(n - o < MPI_CHUNK ? n - o : MPI_CHUNK);
-        st = SB_MPI_CHECK(MPI_Irecv(buf + o, m, MPI_FLOAT, peer, 0, handle(c), &r[k]));
-        if (st) k--;
-    }
-    sb_status wst = sb_mpi_wait(r, k, MPI_STATUSES_IGNORE, "MPI_Irecv");
-    release(r, &one);
-    return st ? st : wst;
-}
-
-/* The first chunk from any source fixes the peer; later chunks of the same
- * message come from that peer (MPI keeps one sender's messages in order). */
-static sb_status mpi_recv_any(struct sb_comm *c, float *buf, size_t n, int *peer,
-                             enum sb_comm_kind kind)
-{
-    (void)kind;
-    int source = MPI_ANY_SOURCE;
-    for (size_t o = 0; o < n || o == 0; o += MPI_CHUNK) {
-        int k = (int)(n - o < MPI_CHUNK ? n - o : MPI_CHUNK);
-        MPI_Request r;
-        MPI_Status status;
-        SB_TRY(SB_MPI_CHECK(MPI_Irecv(buf + o, k, MPI_FLOAT, source, 0, handle(c), &r)));
-        SB_TRY(sb_mpi_wait(&r, 1, &status, "MPI_Irecv"));
-        source = status.MPI_SOURCE;
-        if (n == 0) break;
-    }
-    *peer = source;
-    return SB_OK;
-}
-
-/* In-flight state of a non-blocking all-reduce: stratbench's own schedule
- * (op), or one MPI request per chunk of at most MPI_CHUNK floats. */
-struct mpi_pending {
-    struct sb_ar_op *op;
-    struct sb_hier_op *hier; /* a hierarchical all-reduce */
-    const char *what; /* the MPI call, for error messages; NULL: "MPI_Iallreduce" */
-    int n;
-    MPI_Request req[];
-};
 
 /* MPI_Iallreduce of buf (n floats) in chunks into a new pending. */
 static sb_status library_iallreduce(struct sb_comm *c, float *buf, size_t n,
                                     struct mpi_pending **out)
 {
-    int chunks = (int)((n + MPI_CHUNK - 1) / MPI_CHUNK);
+    int chunks = (int)((n + SB_MPI_CHUNK - 1) / SB_MPI_CHUNK);
     struct mpi_pending *p = calloc(1, sizeof *p + (size_t)chunks * sizeof p->req[0]);
     if (!p) return sb_error(SB_ERR_NOMEM, "MPI_Iallreduce: out of memory");
-    for (size_t o = 0; o < n; o += MPI_CHUNK) {
-        int k = (int)(n - o < MPI_CHUNK ? n - o : MPI_CHUNK);
-        sb_status st = SB_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf + o, k, MPI_FLOAT,
-                                                MPI_SUM, handle(c), &p->req[p->n]));
+    for (size_t o = 0; o < n; o += SB_MPI_CHUNK) {
+        int k = (int)(n - o < SB_MPI_CHUNK ? n - o : SB_MPI_CHUNK);
+        sb_status st = SB_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf + o, k, MPI_FLOAT, MPI_SUM,
+                                                   sb_mpi_handle(c), &p->req[p->n]));
         if (st) { /* requests already started cannot be cancelled: finish them */
             MPI_Waitall(p->n, p->req, MPI_STATUSES_IGNORE);
             free(p);
@@ -378,8 +281,8 @@ static sb_status mpi_ireduce_scatter(struct sb_comm *c, const float *send, float
     if (!p) return sb_error(SB_ERR_NOMEM, "MPI_Ireduce_scatter: out of memory");
     sb_status st = int_counts(counts, c->size, cnt, disp);
     if (!st)
-        st = SB_MPI_CHECK(MPI_Ireduce_scatter(send, recv, cnt, MPI_FLOAT, MPI_SUM, handle(c),
-                                           &p->req[0]));
+        st = SB_MPI_CHECK(MPI_Ireduce_scatter(send, recv, cnt, MPI_FLOAT, MPI_SUM, sb_mpi_handle(c),
+                                              &p->req[0]));
     if (st) {
         free(p);
         return st;
@@ -401,8 +304,8 @@ static sb_status mpi_iallgather(struct sb_comm *c, const float *send, float *rec
     if (!p) return sb_error(SB_ERR_NOMEM, "MPI_Iallgatherv: out of memory");
     sb_status st = int_counts(counts, c->size, cnt, disp);
     if (!st)
-        st = SB_MPI_CHECK(MPI_Iallgatherv(send, cnt[c->rank], MPI_FLOAT, recv, cnt, disp,
-                                       MPI_FLOAT, handle(c), &p->req[0]));
+        st = SB_MPI_CHECK(MPI_Iallgatherv(send, cnt[c->rank], MPI_FLOAT, recv, cnt, disp, MPI_FLOAT,
+                                          sb_mpi_handle(c), &p->req[0]));
     if (st) {
         free(p);
         return st;
@@ -411,62 +314,15 @@ static sb_status mpi_iallgather(struct sb_comm *c, const float *send, float *rec
     return SB_OK;
 }
 
-/* MPI_Isend (send != NULL) or MPI_Irecv into recv of n floats with peer,
- * tag 0, one request per chunk of at most MPI_CHUNK floats, into a new
- * pending that mpi_test and mpi_wait complete. Chunks of one message match
- * in order (MPI keeps a pair's messages on one tag in order). */
-static sb_status p2p_start(struct sb_comm *c, const float *send, float *recv, size_t n,
-                           int peer, struct sb_comm_request *req)
-{
-    const char *what = send ? "MPI_Isend" : "MPI_Irecv";
-    int chunks = chunks_of(n);
-    struct mpi_pending *p = calloc(1, sizeof *p + (size_t)chunks * sizeof p->req[0]);
-    if (!p) return sb_error(SB_ERR_NOMEM, "%s: out of memory", what);
-    p->what = what;
-    for (size_t o = 0; o < n; o += MPI_CHUNK) {
-        int k = (int)(n - o < MPI_CHUNK ? n - o : MPI_CHUNK);
-        int rc = send ? MPI_Isend(send + o, k, MPI_FLOAT, peer, 0, handle(c), &p->req[p->n])
-                      : MPI_Irecv(recv + o, k, MPI_FLOAT, peer, 0, handle(c), &p->req[p->n]);
-        sb_status st = SB_MPI_CHECK_RC(rc, what);
-        if (st) { /* requests already started: finish them, within the deadline */
-            (void)sb_mpi_wait(p->req, p->n, MPI_STATUSES_IGNORE, what);
-            free(p);
-            return st;
-        }
-        p->n++;
-    }
-    if (p->n == 0) { /* n == 0: nothing to transfer */
-        free(p);
-        req->impl = NULL;
-        req->done = 1;
-        return SB_OK;
-    }
-    req->impl = p;
-    req->done = 0;
-    return SB_OK;
-}
-
-static sb_status mpi_isend(struct sb_comm *c, const float *buf, size_t n, int peer,
-                           struct sb_comm_request *req)
-{
-    return p2p_start(c, buf, NULL, n, peer, req);
-}
-
-static sb_status mpi_irecv(struct sb_comm *c, float *buf, size_t n, int peer,
-                           struct sb_comm_request *req)
-{
-    return p2p_start(c, NULL, buf, n, peer, req);
-}
-
 static sb_status wrap(MPI_Comm h, struct sb_comm **out);
 
 /* color < 0: the ranks that share memory with this one (one host). */
 static sb_status mpi_split(struct sb_comm *c, int color, int key, struct sb_comm **out)
 {
     MPI_Comm h;
-    SB_TRY(color < 0 ? SB_MPI_CHECK(MPI_Comm_split_type(handle(c), MPI_COMM_TYPE_SHARED, key,
-                                                     MPI_INFO_NULL, &h))
-                     : SB_MPI_CHECK(MPI_Comm_split(handle(c), color, key, &h)));
+    SB_TRY(color < 0 ? SB_MPI_CHECK(MPI_Comm_split_type(sb_mpi_handle(c), MPI_COMM_TYPE_SHARED, key,
+                                                        MPI_INFO_NULL, &h))
+                     : SB_MPI_CHECK(MPI_Comm_split(sb_mpi_handle(c), color, key, &h)));
     return wrap(h, out);
 }
 
@@ -534,17 +390,17 @@ static const struct sb_comm_ops mpi_ops = {
     .allreduce = mpi_allreduce,
     .allreduce_f64 = mpi_allreduce_f64,
     .broadcast = mpi_broadcast,
-    .send = mpi_send,
-    .recv = mpi_recv,
-    .recv_any = mpi_recv_any,
+    .send = sb_mpi_send,
+    .recv = sb_mpi_recv,
+    .recv_any = sb_mpi_recv_any,
     .destroy = mpi_destroy,
     .iallreduce = mpi_iallreduce,
     .test = mpi_test,
     .wait = mpi_wait,
     .ireduce_scatter = mpi_ireduce_scatter,
     .iallgather = mpi_iallgather,
-    .isend = mpi_isend,
-    .irecv = mpi_irecv,
+    .isend = sb_mpi_isend,
+    .irecv = sb_mpi_irecv,
     .split = mpi_split,
     .allreduce16 = mpi_allreduce16,
     .reduce_scatter16 = mpi_reduce_scatter16,
@@ -578,6 +434,15 @@ sb_status sb_comm_mpi_create(const void *mpi_comm, struct sb_comm **out)
     MPI_Comm h;
     SB_TRY(SB_MPI_CHECK(MPI_Comm_dup(*(const MPI_Comm *)mpi_comm, &h)));
     return wrap(h, out);
+}
+
+sb_status sb_comm_mpi_comm(const struct sb_comm *c, void *mpi_comm)
+{
+    if (c->ops != &mpi_ops)
+        return sb_error(SB_ERR_USAGE, "the %s communicator has no MPI communicator of its own",
+                        c->ops->name);
+    *(MPI_Comm *)mpi_comm = sb_mpi_handle(c);
+    return SB_OK;
 }
 
 sb_status sb_comm_mpi_group_hosts(struct sb_comm *c, int ranks_per_host)

@@ -8,10 +8,8 @@
  * after them, so no host wait is needed. allreduce_f64, whose result lands
  * in host memory, waits.
  *
- * Point-to-point (central's pushes and pulls) still waits for the stream
- * after each call: central times its exchanges with host clocks
- * (strategies/central*.c) and a blocking send is what its ordering argument
- * assumes (docs/central.md).
+ * Point-to-point (blocking send and receive, grouped non-blocking isend
+ * and irecv) is in nccl_p2p.c; creation and split in nccl_setup.c.
  *
  * Timing: host clocks would time the issue, not the transfer, so each call
  * is bracketed by two timing events on its stream, from a pool created at
@@ -32,10 +30,10 @@
  * blocking either: the optimizer enqueued afterwards runs after the
  * all-reduce).
  *
- * Bootstrap across processes: rank 0 creates an ncclUniqueId and broadcasts
- * it over MPI; every rank then calls ncclCommInitRank (NCCL user guide,
- * "Creating a communicator"). Within one process (mirrored),
- * ncclCommInitAll creates one member per device. */
+ * Bootstrap (nccl_setup.c): across processes rank 0 creates an
+ * ncclUniqueId and broadcasts it over MPI, every rank then calls
+ * ncclCommInitRank; within one process (mirrored) ncclCommInitAll creates
+ * one member per device. */
 #ifdef SB_HAVE_NCCL
 
 #include <cuda_runtime_api.h>
@@ -43,7 +41,6 @@
 #include <nvtx3/nvToolsExtCudaRt.h>
 #endif
 #include <stdio.h>
-#include <mpi.h>
 #include <nccl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,46 +49,22 @@
 #include "backend/cuda_check.h"
 #include "comm/comm.h"
 #include "comm/nccl_half.h"
-#include "job/job_mpi.h"
+#include "comm/nccl_impl.h"
 
-/* Events for one NCCL call, from the member's pool (created at set-up;
- * nothing is created or allocated per call once the pool is large enough
- * for the calls in flight). */
-struct nccl_slot {
-    cudaEvent_t ready;       /* compute stream -> communication stream (no timing) */
-    cudaEvent_t start, done; /* timing-enabled, around the NCCL call on its stream */
-    int kind;                /* the counter its seconds go to (enum sb_comm_kind) */
-    int timing;              /* recorded; its seconds not yet added (harvest) */
-    int live;                /* held by a non-blocking request (test/wait) */
-};
-
-#define NCCL_SLOTS_INITIAL 64
-
-struct nccl_impl {
-    ncclComm_t comm;
-    int device;
-    void *scratch;        /* device staging for host metrics */
-    size_t scratch_bytes;
-    cudaStream_t comm_stream; /* non-blocking all-reduces (created at set-up) */
-    struct nccl_slot *slots;  /* (n_slots) the event pool */
-    int n_slots;
-};
-
-static sb_status nccl_check(ncclResult_t r, const char *what)
+sb_status sb_nccl_check(ncclResult_t r, const char *what)
 {
     if (r == ncclSuccess) return SB_OK;
     return sb_error(SB_ERR_COMM, "%s: %s", what, ncclGetErrorString(r));
 }
 
-static struct nccl_impl *impl(struct sb_comm *c) { return c->impl; }
-
 /* The calling thread's stream, on this communicator's device. */
-static sb_status stream_of(struct sb_comm *c, cudaStream_t *out)
+sb_status sb_nccl_stream_of(struct sb_comm *c, cudaStream_t *out)
 {
-    if (sb_cuda_current_device() != impl(c)->device)
-        SB_TRY(sb_cuda_set_device(impl(c)->device));
+    if (sb_cuda_current_device() != sb_nccl_impl(c)->device)
+        SB_TRY(sb_cuda_set_device(sb_nccl_impl(c)->device));
     *out = (cudaStream_t)sb_cuda_stream();
-    if (!*out) return sb_error(SB_ERR_COMM, "nccl: no CUDA stream on device %d", impl(c)->device);
+    if (!*out)
+        return sb_error(SB_ERR_COMM, "nccl: no CUDA stream on device %d", sb_nccl_impl(c)->device);
     return SB_OK;
 }
 
@@ -120,7 +93,7 @@ static sb_status grow_pool(struct nccl_impl *m, int n)
  * Errors: a failed transfer (SB_ERR_COMM with CUDA's message). */
 static sb_status harvest(struct sb_comm *c)
 {
-    struct nccl_impl *m = impl(c);
+    struct nccl_impl *m = sb_nccl_impl(c);
     for (int i = 0; i < m->n_slots; i++) {
         struct nccl_slot *q = &m->slots[i];
         if (!q->timing) continue;
@@ -140,40 +113,27 @@ static sb_status harvest(struct sb_comm *c)
 
 /* A free slot for a call of `kind` (harvesting finished ones first; the
  * pool grows only when more calls are in flight than it has slots). */
-static sb_status acquire(struct sb_comm *c, int kind, struct nccl_slot **out)
+sb_status sb_nccl_acquire(struct sb_comm *c, int kind, struct nccl_slot **out)
 {
-    struct nccl_impl *m = impl(c);
+    struct nccl_impl *m = sb_nccl_impl(c);
     SB_TRY(harvest(c));
     if (kind < 0 || kind > SB_COMM_NKINDS) kind = SB_COMM_NKINDS; /* uncounted: credited to none */
     int i = 0;
     while (i < m->n_slots && (m->slots[i].timing || m->slots[i].live)) i++;
-    if (i == m->n_slots) SB_TRY(grow_pool(m, m->n_slots ? m->n_slots : NCCL_SLOTS_INITIAL));
+    if (i == m->n_slots) SB_TRY(grow_pool(m, m->n_slots ? m->n_slots : SB_NCCL_SLOTS_INITIAL));
     struct nccl_slot *q = &m->slots[i];
     q->kind = kind;
     *out = q;
     return SB_OK;
 }
 
-/* Enqueues one device-only NCCL call on stream s between a slot's start
- * and done events; returns without waiting: later work on s is ordered
- * after it, and its seconds are harvested from the events later and
- * credited to `kind` (SB_COMM_NKINDS: none). */
-#define TIMED(c, kind, s, call, what)                                                             \
-    do {                                                                                    \
-        struct nccl_slot *q_;                                                               \
-        SB_TRY(acquire((c), (int)(kind), &q_));                                       \
-        SB_TRY(SB_CUDA_CHECK(cudaEventRecord(q_->start, (s)), SB_ERR_COMM));                \
-        SB_TRY(nccl_check((call), (what)));                                                 \
-        SB_TRY(SB_CUDA_CHECK(cudaEventRecord(q_->done, (s)), SB_ERR_COMM));                 \
-        q_->timing = 1;                                                                     \
-    } while (0)
-
 static sb_status nccl_allreduce(struct sb_comm *c, float *buf, size_t n)
 {
     cudaStream_t s;
-    SB_TRY(stream_of(c, &s));
-    TIMED(c, SB_COMM_ALLREDUCE, s, ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, impl(c)->comm, s),
-          "ncclAllReduce");
+    SB_TRY(sb_nccl_stream_of(c, &s));
+    SB_NCCL_TIMED(c, SB_COMM_ALLREDUCE, s,
+                  ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, sb_nccl_impl(c)->comm, s),
+                  "ncclAllReduce");
     return SB_OK;
 }
 
@@ -202,14 +162,15 @@ static sb_status nccl_allreduce16(struct sb_comm *c, enum sb_half_format fmt, fl
 {
     (void)convert_s;
     cudaStream_t s;
-    SB_TRY(stream_of(c, &s));
-    struct nccl_impl *m = impl(c);
+    SB_TRY(sb_nccl_stream_of(c, &s));
+    struct nccl_impl *m = sb_nccl_impl(c);
     SB_TRY(ensure_scratch(m, (n ? n : 1) * sizeof(uint16_t), s));
     uint16_t *h = m->scratch;
     int bf16 = fmt == SB_HALF_BF16;
     SB_TRY(SB_CUDA_CHECK((cudaError_t)sb_nccl_half_encode(buf, h, n, bf16, s), SB_ERR_COMM));
-    TIMED(c, SB_COMM_ALLREDUCE, s, ncclAllReduce(h, h, n, bf16 ? ncclBfloat16 : ncclFloat16, ncclSum, m->comm, s),
-          "ncclAllReduce (16-bit)");
+    SB_NCCL_TIMED(c, SB_COMM_ALLREDUCE, s,
+                  ncclAllReduce(h, h, n, bf16 ? ncclBfloat16 : ncclFloat16, ncclSum, m->comm, s),
+                  "ncclAllReduce (16-bit)");
     return SB_CUDA_CHECK((cudaError_t)sb_nccl_half_decode(h, buf, n, bf16, s), SB_ERR_COMM);
 }
 
@@ -220,60 +181,42 @@ static sb_status nccl_allreduce16(struct sb_comm *c, enum sb_half_format fmt, fl
 static sb_status nccl_allreduce_f64(struct sb_comm *c, double *buf, size_t n)
 {
     cudaStream_t s;
-    SB_TRY(stream_of(c, &s));
+    SB_TRY(sb_nccl_stream_of(c, &s));
     size_t bytes = n * sizeof *buf;
-    SB_TRY(ensure_scratch(impl(c), bytes, s));
-    void *d = impl(c)->scratch;
-    SB_TRY(SB_CUDA_CHECK(cudaMemcpyAsync(d, buf, bytes, cudaMemcpyHostToDevice, s),
-                         SB_ERR_COMM));
-    SB_TRY(nccl_check(ncclAllReduce(d, d, n, ncclDouble, ncclSum, impl(c)->comm, s),
-                      "ncclAllReduce (f64)"));
+    SB_TRY(ensure_scratch(sb_nccl_impl(c), bytes, s));
+    void *d = sb_nccl_impl(c)->scratch;
+    SB_TRY(SB_CUDA_CHECK(cudaMemcpyAsync(d, buf, bytes, cudaMemcpyHostToDevice, s), SB_ERR_COMM));
+    SB_TRY(sb_nccl_check(ncclAllReduce(d, d, n, ncclDouble, ncclSum, sb_nccl_impl(c)->comm, s),
+                         "ncclAllReduce (f64)"));
     SB_TRY(SB_CUDA_CHECK(cudaMemcpyAsync(buf, d, bytes, cudaMemcpyDeviceToHost, s),
                          SB_ERR_COMM));
     SB_TRY(SB_CUDA_CHECK(cudaStreamSynchronize(s), SB_ERR_COMM));
-    if (impl(c)->comm_stream)
-        SB_TRY(SB_CUDA_CHECK(cudaStreamSynchronize(impl(c)->comm_stream), SB_ERR_COMM));
+    if (sb_nccl_impl(c)->comm_stream)
+        SB_TRY(SB_CUDA_CHECK(cudaStreamSynchronize(sb_nccl_impl(c)->comm_stream), SB_ERR_COMM));
     return harvest(c);
 }
 
 static sb_status nccl_broadcast(struct sb_comm *c, float *buf, size_t n, int root)
 {
     cudaStream_t s;
-    SB_TRY(stream_of(c, &s));
-    TIMED(c, SB_COMM_BROADCAST, s, ncclBroadcast(buf, buf, n, ncclFloat, root, impl(c)->comm, s),
-          "ncclBroadcast");
+    SB_TRY(sb_nccl_stream_of(c, &s));
+    SB_NCCL_TIMED(c, SB_COMM_BROADCAST, s,
+                  ncclBroadcast(buf, buf, n, ncclFloat, root, sb_nccl_impl(c)->comm, s),
+                  "ncclBroadcast");
     return SB_OK;
-}
-
-static sb_status nccl_send(struct sb_comm *c, const float *buf, size_t n, int peer,
-                          enum sb_comm_kind kind)
-{
-    cudaStream_t s;
-    SB_TRY(stream_of(c, &s));
-    TIMED(c, kind, s, ncclSend(buf, n, ncclFloat, peer, impl(c)->comm, s), "ncclSend");
-    return SB_CUDA_CHECK(cudaStreamSynchronize(s), SB_ERR_COMM); /* see "Point-to-point" */
-}
-
-static sb_status nccl_recv(struct sb_comm *c, float *buf, size_t n, int peer,
-                          enum sb_comm_kind kind)
-{
-    cudaStream_t s;
-    SB_TRY(stream_of(c, &s));
-    TIMED(c, kind, s, ncclRecv(buf, n, ncclFloat, peer, impl(c)->comm, s), "ncclRecv");
-    return SB_CUDA_CHECK(cudaStreamSynchronize(s), SB_ERR_COMM); /* see "Point-to-point" */
 }
 
 /* Opens a call of `kind` on the member's communication stream: acquires a
  * slot, makes the communication stream wait for everything enqueued so far
  * on the compute stream (the kernels that wrote the buffer), without the
  * host waiting, and records the slot's start event there. */
-static sb_status async_begin(struct sb_comm *c, enum sb_comm_kind kind, struct nccl_slot **out)
+sb_status sb_nccl_async_begin(struct sb_comm *c, enum sb_comm_kind kind, struct nccl_slot **out)
 {
-    struct nccl_impl *m = impl(c);
+    struct nccl_impl *m = sb_nccl_impl(c);
     cudaStream_t s;
-    SB_TRY(stream_of(c, &s)); /* also makes m->device current */
+    SB_TRY(sb_nccl_stream_of(c, &s)); /* also makes m->device current */
     struct nccl_slot *q;
-    SB_TRY(acquire(c, (int)kind, &q));
+    SB_TRY(sb_nccl_acquire(c, (int)kind, &q));
     SB_TRY(SB_CUDA_CHECK(cudaEventRecord(q->ready, s), SB_ERR_COMM));
     SB_TRY(SB_CUDA_CHECK(cudaStreamWaitEvent(m->comm_stream, q->ready, 0), SB_ERR_COMM));
     SB_TRY(SB_CUDA_CHECK(cudaEventRecord(q->start, m->comm_stream), SB_ERR_COMM));
@@ -284,11 +227,11 @@ static sb_status async_begin(struct sb_comm *c, enum sb_comm_kind kind, struct n
 /* Closes the call opened by async_begin after its NCCL call returned rc:
  * records the completion event that test polls and wait orders the
  * compute stream after. */
-static sb_status async_end(struct sb_comm *c, struct nccl_slot *q, ncclResult_t rc,
-                           const char *what, struct sb_comm_request *req)
+sb_status sb_nccl_async_end(struct sb_comm *c, struct nccl_slot *q, ncclResult_t rc,
+                            const char *what, struct sb_comm_request *req)
 {
-    SB_TRY(nccl_check(rc, what));
-    SB_TRY(SB_CUDA_CHECK(cudaEventRecord(q->done, impl(c)->comm_stream), SB_ERR_COMM));
+    SB_TRY(sb_nccl_check(rc, what));
+    SB_TRY(SB_CUDA_CHECK(cudaEventRecord(q->done, sb_nccl_impl(c)->comm_stream), SB_ERR_COMM));
     q->timing = 1;
     q->live = 1;
     req->impl = q;
@@ -300,10 +243,11 @@ static sb_status nccl_iallreduce(struct sb_comm *c, float *buf, size_t n,
                                  struct sb_comm_request *req)
 {
     struct nccl_slot *q;
-    SB_TRY(async_begin(c, SB_COMM_ALLREDUCE, &q));
-    return async_end(c, q, ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, impl(c)->comm,
-                                         impl(c)->comm_stream),
-                     "ncclAllReduce (bucket)", req);
+    SB_TRY(sb_nccl_async_begin(c, SB_COMM_ALLREDUCE, &q));
+    return sb_nccl_async_end(c, q,
+                             ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, sb_nccl_impl(c)->comm,
+                                           sb_nccl_impl(c)->comm_stream),
+                             "ncclAllReduce (bucket)", req);
 }
 
 /* NCCL's reduce-scatter and all-gather take one block size for every
@@ -328,10 +272,11 @@ static sb_status nccl_ireduce_scatter(struct sb_comm *c, const float *send, floa
     size_t count = 0;
     SB_TRY(equal_blocks(c, counts, "ncclReduceScatter", &count));
     struct nccl_slot *q;
-    SB_TRY(async_begin(c, SB_COMM_REDUCE_SCATTER, &q));
-    return async_end(c, q, ncclReduceScatter(send, recv, count, ncclFloat, ncclSum,
-                                             impl(c)->comm, impl(c)->comm_stream),
-                     "ncclReduceScatter", req);
+    SB_TRY(sb_nccl_async_begin(c, SB_COMM_REDUCE_SCATTER, &q));
+    return sb_nccl_async_end(c, q,
+                             ncclReduceScatter(send, recv, count, ncclFloat, ncclSum,
+                                               sb_nccl_impl(c)->comm, sb_nccl_impl(c)->comm_stream),
+                             "ncclReduceScatter", req);
 }
 
 /* ncclAllGather: send (count floats) -> recv (size x count), rank order. */
@@ -341,10 +286,11 @@ static sb_status nccl_iallgather(struct sb_comm *c, const float *send, float *re
     size_t count = 0;
     SB_TRY(equal_blocks(c, counts, "ncclAllGather", &count));
     struct nccl_slot *q;
-    SB_TRY(async_begin(c, SB_COMM_ALLGATHER, &q));
-    return async_end(c, q, ncclAllGather(send, recv, count, ncclFloat, impl(c)->comm,
-                                         impl(c)->comm_stream),
-                     "ncclAllGather", req);
+    SB_TRY(sb_nccl_async_begin(c, SB_COMM_ALLGATHER, &q));
+    return sb_nccl_async_end(c, q,
+                             ncclAllGather(send, recv, count, ncclFloat, sb_nccl_impl(c)->comm,
+                                           sb_nccl_impl(c)->comm_stream),
+                             "ncclAllGather", req);
 }
 
 /* Polls the completion event: cudaSuccess = done, cudaErrorNotReady = not
@@ -375,11 +321,11 @@ static sb_status nccl_wait(struct sb_comm *c, struct sb_comm_request *req)
     q->live = 0;
     req->impl = NULL;
     cudaStream_t s;
-    SB_TRY(stream_of(c, &s));
+    SB_TRY(sb_nccl_stream_of(c, &s));
     return SB_CUDA_CHECK(cudaStreamWaitEvent(s, q->done, 0), SB_ERR_COMM);
 }
 
-static void nccl_destroy(struct sb_comm *c)
+void sb_nccl_destroy(struct sb_comm *c)
 {
     struct nccl_impl *m = c ? c->impl : NULL;
     if (m) {
@@ -418,9 +364,12 @@ static const struct sb_comm_ops nccl_ops = {
     .allreduce = nccl_allreduce,
     .allreduce_f64 = nccl_allreduce_f64,
     .broadcast = nccl_broadcast,
-    .send = nccl_send,
-    .recv = nccl_recv,
-    .destroy = nccl_destroy,
+    .send = sb_nccl_send,
+    .recv = sb_nccl_recv,
+    .isend = sb_nccl_isend,
+    .irecv = sb_nccl_irecv,
+    .split = sb_nccl_split,
+    .destroy = sb_nccl_destroy,
     .iallreduce = nccl_iallreduce,
     .ireduce_scatter = nccl_ireduce_scatter,
     .iallgather = nccl_iallgather,
@@ -432,7 +381,7 @@ static const struct sb_comm_ops nccl_ops = {
 /* A member with no NCCL communicator yet, with its communication stream
  * and event pool created on `device` (the calling thread's current device
  * is put back). */
-static sb_status member_new(int device, struct sb_comm **out)
+sb_status sb_nccl_member_new(int device, struct sb_comm **out)
 {
     *out = calloc(1, sizeof **out);
     struct nccl_impl *m = calloc(1, sizeof *m);
@@ -458,79 +407,12 @@ static sb_status member_new(int device, struct sb_comm **out)
         nvtxNameCudaStreamA(m->comm_stream, name);
     }
 #endif
-    if (!st) st = grow_pool(m, NCCL_SLOTS_INITIAL);
+    if (!st) st = grow_pool(m, SB_NCCL_SLOTS_INITIAL);
     if (previous >= 0) cudaSetDevice(previous);
     if (st) {
-        nccl_destroy(*out);
+        sb_nccl_destroy(*out);
         *out = NULL;
     }
-    return st;
-}
-
-sb_status sb_comm_nccl_create(const struct sb_job *job, int device, struct sb_comm **out)
-{
-    *out = NULL;
-    MPI_Comm world = sb_job_comm(job);
-    int rank = 0, size = 0;
-    if (MPI_Comm_rank(world, &rank) != MPI_SUCCESS || MPI_Comm_size(world, &size) != MPI_SUCCESS)
-        return sb_error(SB_ERR_COMM, "nccl bootstrap: MPI_Comm_rank/size failed");
-    /* The backend's thread context and the NCCL communicator must share the
-     * device: select it before anything else touches the GPU. A failure here
-     * on one rank is shared with all (the MPI_Allreduce below) before any
-     * rank enters ncclCommInitRank, which would wait for the missing rank. */
-    sb_status local = sb_cuda_set_device(device);
-    ncclUniqueId id;
-    memset(&id, 0, sizeof id);
-    if (rank == 0 && !local) local = nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
-    if (MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, world) != MPI_SUCCESS)
-        return sb_error(SB_ERR_COMM, "nccl bootstrap: MPI_Bcast of the ncclUniqueId failed");
-    int failed = local != SB_OK, any_failed = 0;
-    if (MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, world) != MPI_SUCCESS)
-        return sb_error(SB_ERR_COMM, "nccl bootstrap: MPI_Allreduce of the set-up status failed");
-    if (local) return local;
-    if (any_failed)
-        return sb_error(SB_ERR_COMM, "nccl bootstrap: another rank failed to set up its GPU");
-    struct sb_comm *c;
-    SB_TRY(member_new(device, &c));
-    sb_status st = nccl_check(ncclCommInitRank(&impl(c)->comm, size, id, rank),
-                              "ncclCommInitRank");
-    if (st) {
-        nccl_destroy(c);
-        return st;
-    }
-    c->rank = rank;
-    c->size = size;
-    *out = c;
-    return SB_OK;
-}
-
-sb_status sb_comm_nccl_create_all(int n, const int *devices, struct sb_comm **out)
-{
-    for (int i = 0; i < n; i++) out[i] = NULL;
-    ncclComm_t *comms = calloc((size_t)n, sizeof *comms);
-    if (!comms) return sb_error(SB_ERR_NOMEM, "nccl communicator: out of memory");
-    /* ncclCommInitAll visits every device; put the caller's back, so that a
-     * thread that already has a backend context keeps launching on it. */
-    int previous = -1;
-    if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
-    sb_status st = nccl_check(ncclCommInitAll(comms, n, devices), "ncclCommInitAll");
-    if (previous >= 0) cudaSetDevice(previous);
-    for (int i = 0; i < n && !st; i++) {
-        st = member_new(devices[i], &out[i]);
-        if (st) break;
-        impl(out[i])->comm = comms[i];
-        comms[i] = NULL;
-        out[i]->rank = i;
-        out[i]->size = n;
-    }
-    if (st) {
-        for (int i = 0; i < n; i++) {
-            sb_comm_destroy(out[i]);
-            out[i] = NULL;
-            if (comms[i]) ncclCommDestroy(comms[i]);
-        }
-    }
-    free(comms);
     return st;
 }
 

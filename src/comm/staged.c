@@ -13,7 +13,11 @@
  *
  * There is no non-blocking all-reduce (sb_comm_iallreduce falls back on the
  * blocking one): staging needs the host between the copies, so there is
- * nothing to overlap without a progress thread. Compiled only with CUDA. */
+ * nothing to overlap without a progress thread. Non-blocking
+ * point-to-point (isend, irecv) copies a send to host memory of its own at
+ * issue and a receive to the device when test or wait sees the inner
+ * transfer complete. split splits the inner communicator. Compiled only
+ * with CUDA. */
 #ifdef SB_HAVE_CUDA
 
 #include <cuda_runtime_api.h>
@@ -126,6 +130,129 @@ static sb_status staged_recv_any(struct sb_comm *c, float *buf, size_t n, int *p
     return to_device(m, buf, n);
 }
 
+/* A non-blocking point-to-point transfer in flight: the inner
+ * communicator's request on a host copy of the device buffer. */
+struct staged_p2p {
+    struct sb_comm_request inner; /* on host */
+    float *host;                  /* (n) malloc'd: several may be in flight */
+    float *dev;                   /* a receive's destination; NULL for a send */
+    size_t n;
+};
+
+/* Ends p once its inner request is complete: a receive's host copy goes
+ * to the device (waiting for the copy); frees p. */
+static sb_status p2p_finish(struct staged_p2p *p)
+{
+    sb_status st = SB_OK;
+    if (p->dev && p->n) {
+        cudaStream_t s;
+        st = stream(&s);
+        if (!st) st = SB_CUDA_CHECK(cudaMemcpyAsync(p->dev, p->host, p->n * sizeof(float),
+                                                    cudaMemcpyHostToDevice, s), SB_ERR_COMM);
+        if (!st) st = SB_CUDA_CHECK(cudaStreamSynchronize(s), SB_ERR_COMM);
+    }
+    free(p->host);
+    free(p);
+    return st;
+}
+
+/* Starts a send of device `send` (copied to host first, waiting for the
+ * copy) or a receive into device `recv` of n floats with peer, through the
+ * inner communicator's isend/irecv (or, without them, its blocking
+ * send/recv: complete at issue). */
+static sb_status p2p_start(struct sb_comm *c, const float *send, float *recv, size_t n,
+                           int peer, struct sb_comm_request *req)
+{
+    struct sb_comm *in = impl(c)->inner;
+    struct staged_p2p *p = calloc(1, sizeof *p);
+    if (p) p->host = malloc((n ? n : 1) * sizeof(float));
+    if (!p || !p->host) {
+        free(p);
+        return sb_error(SB_ERR_NOMEM, "staged: out of memory (point-to-point)");
+    }
+    p->dev = recv;
+    p->n = n;
+    p->inner.index = -1;
+    p->inner.kind = req->kind;
+    sb_status st = SB_OK;
+    if (send && n) {
+        cudaStream_t s;
+        st = stream(&s);
+        if (!st) st = SB_CUDA_CHECK(cudaMemcpyAsync(p->host, send, n * sizeof(float),
+                                                    cudaMemcpyDeviceToHost, s), SB_ERR_COMM);
+        if (!st) st = SB_CUDA_CHECK(cudaStreamSynchronize(s), SB_ERR_COMM);
+    }
+    if (!st && (send ? in->ops->isend != NULL : in->ops->irecv != NULL)) {
+        st = send ? in->ops->isend(in, p->host, n, peer, &p->inner)
+                  : in->ops->irecv(in, p->host, n, peer, &p->inner);
+    } else if (!st) {
+        st = send ? in->ops->send(in, p->host, n, peer, req->kind)
+                  : in->ops->recv(in, p->host, n, peer, req->kind);
+        p->inner.done = 1;
+    }
+    if (st) {
+        if (!p->inner.impl) { /* nothing left in flight on the host copy */
+            free(p->host);
+            free(p);
+        }
+        return st;
+    }
+    if (p->inner.done) {
+        req->impl = NULL;
+        req->done = 1;
+        return p2p_finish(p);
+    }
+    req->impl = p;
+    req->done = 0;
+    return SB_OK;
+}
+
+static sb_status staged_isend(struct sb_comm *c, const float *buf, size_t n, int peer,
+                              struct sb_comm_request *req)
+{
+    return p2p_start(c, buf, NULL, n, peer, req);
+}
+
+static sb_status staged_irecv(struct sb_comm *c, float *buf, size_t n, int peer,
+                              struct sb_comm_request *req)
+{
+    return p2p_start(c, NULL, buf, n, peer, req);
+}
+
+/* test and wait of a point-to-point request (the only non-blocking calls
+ * this communicator has): the inner communicator's, then p2p_finish. */
+static sb_status staged_test(struct sb_comm *c, struct sb_comm_request *req, int *done)
+{
+    struct sb_comm *in = impl(c)->inner;
+    struct staged_p2p *p = req->impl;
+    SB_TRY(in->ops->test(in, &p->inner, done));
+    if (!*done) return SB_OK;
+    req->impl = NULL;
+    return p2p_finish(p);
+}
+
+static sb_status staged_wait(struct sb_comm *c, struct sb_comm_request *req)
+{
+    struct sb_comm *in = impl(c)->inner;
+    struct staged_p2p *p = req->impl;
+    SB_TRY(in->ops->wait(in, &p->inner));
+    req->impl = NULL;
+    return p2p_finish(p);
+}
+
+/* The inner communicator split, wrapped again (a staging buffer of its
+ * own). */
+static sb_status staged_split(struct sb_comm *c, int color, int key, struct sb_comm **out)
+{
+    *out = NULL;
+    struct sb_comm *in = impl(c)->inner, *part = NULL;
+    if (!in->ops->split)
+        return sb_error(SB_ERR_USAGE, "the staged %s communicator cannot be split",
+                        in->ops->name);
+    SB_TRY(in->ops->split(in, color, key, &part));
+    return sb_comm_staged_create(part, out);
+}
+
 static void staged_destroy(struct sb_comm *c)
 {
     struct staged_impl *m = c ? c->impl : NULL;
@@ -147,7 +274,13 @@ static const struct sb_comm_ops staged_ops = {
     .recv_any = staged_recv_any,
     .destroy = staged_destroy,
     /* No iallreduce: blocking (see the top of the file); sb_comm_iallreduce
-     * runs allreduce and the request is complete at issue. */
+     * runs allreduce and the request is complete at issue. test and wait
+     * serve the point-to-point requests only. */
+    .test = staged_test,
+    .wait = staged_wait,
+    .isend = staged_isend,
+    .irecv = staged_irecv,
+    .split = staged_split,
 };
 
 sb_status sb_comm_staged_create(struct sb_comm *inner, struct sb_comm **out)

@@ -408,6 +408,7 @@ static sb_status write_outputs(struct loop *L)
     for (int p = 0; p < SB_PHASE_COUNT; p++) rec->phase_ms[p] = L->t.phase_ms[p];
     rec->n_measured = L->t.n;
     sb_strategy_comm_counters(L->s, rec->comm, &rec->comm_ranks);
+    sb_strategy_comm_by_role(L->s, rec->comm_by_role);
     /* Which all-reduce algorithms ran, and their stages (comm.allreduce.algorithms). */
     sb_strategy_comm_algorithms(L->s, rec->allreduce_by_algo, rec->allreduce_algo_names,
                                 rec->comm_stages, &rec->n_comm_stages);

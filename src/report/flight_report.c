@@ -55,7 +55,8 @@ static cJSON *call_json(const struct sb_flight_entry *e, double t0, double now, 
     sb_json_add_num(o, "bytes", (double)e->bytes, fail);
     if (e->peer >= 0) sb_json_add_num(o, "peer", e->peer, fail);
     else if (!cJSON_AddNullToObject(o, "peer")) *fail = 1;
-    if (e->kind == SB_FLIGHT_PUSH || e->kind == SB_FLIGHT_PULL || e->kind == SB_FLIGHT_EXCHANGE)
+    if (e->kind == SB_FLIGHT_PUSH || e->kind == SB_FLIGHT_PULL || e->kind == SB_FLIGHT_SENDRECV ||
+        e->kind == SB_FLIGHT_EXCHANGE)
         sb_json_add_str(o, "direction", e->receive ? "receive" : "send", fail);
     sb_json_add_str(o, "state", sb_flight_state_name(e->state), fail);
     sb_json_add_num(o, "start_s", e->start_s - t0, fail);

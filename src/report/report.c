@@ -228,6 +228,42 @@ static void add_algorithms(cJSON *allreduce, const struct sb_run_record *rec, do
     }
 }
 
+/* comm.by_role: {role: {ranks, <kind>: {calls, bytes, time_s, algbw_GBps,
+ * busbw_GBps, busbw_factor}, total: {calls, bytes, time_s}}} for each role
+ * with a communicator, the measured counters (after warm-up) of that
+ * role's communicators and each kind's busbw over that communicator's own
+ * ranks (nccl-tests' PERFORMANCE.md factors, sb_comm_busbw_factor): a
+ * tensor-parallel all-reduce over tp ranks, a pipeline's sendrecv (factor
+ * 1), a data-parallel all-reduce over the dp ranks. Kinds never called
+ * are absent. */
+static void add_by_role(cJSON *comm, const struct sb_run_record *rec, int *fail)
+{
+    cJSON *o = sb_json_add_obj(comm, "by_role", fail);
+    for (int r = 0; o && r < SB_COMM_NROLES; r++) {
+        const struct sb_comm_role_totals *t = &rec->comm_by_role[r];
+        if (t->ranks == 0) continue;
+        cJSON *e = sb_json_add_obj(o, sb_comm_role_name((enum sb_comm_role)r), fail);
+        if (!e) return;
+        sb_json_add_num(e, "ranks", t->ranks, fail);
+        struct sb_comm_counter total = {0, 0.0, 0.0};
+        for (int k = 0; k < SB_COMM_NKINDS; k++) {
+            const struct sb_comm_counter *c = &t->counters[k];
+            if (c->calls == 0) continue;
+            double factor = sb_comm_busbw_factor((enum sb_comm_kind)k, t->ranks);
+            double algbw_GBps = sb_comm_algbw_GBps(c->bytes, c->seconds);
+            cJSON *kc = add_counter(e, sb_comm_kind_name((enum sb_comm_kind)k), c, fail);
+            if (!kc) return;
+            sb_json_add_num(kc, "algbw_GBps", algbw_GBps, fail);
+            sb_json_add_num(kc, "busbw_GBps", algbw_GBps * factor, fail);
+            sb_json_add_num(kc, "busbw_factor", factor, fail);
+            total.calls += c->calls;
+            total.bytes += c->bytes;
+            total.seconds += c->seconds;
+        }
+        if (!add_counter(e, "total", &total, fail)) return;
+    }
+}
+
 /* The "comm" object. Bandwidths follow nccl-tests' PERFORMANCE.md:
  * algbw = bytes / seconds (the message size over the time of the call) and
  * busbw = algbw * factor, the factor making the number comparable with the
@@ -266,6 +302,7 @@ static void add_comm(cJSON *root, const struct sb_run_record *rec, int *fail)
         if (rec->comm_before[k].calls > 0 && !add_counter(b, sb_comm_kind_name((enum sb_comm_kind)k), &rec->comm_before[k], fail))
             return;
     sb_report_add_comm_model(o, rec, fail);
+    add_by_role(o, rec, fail);
 }
 
 /* key: {ranks, min, median, max, skew, slowest_rank} of a spread. */

@@ -19,7 +19,7 @@
 #include "core/status.h"
 #include "job/probe.h" /* struct sb_link_probe */
 
-#define SB_REPORT_SCHEMA_VERSION "1.10"
+#define SB_REPORT_SCHEMA_VERSION "1.11"
 
 /* Most warnings a report records (sb_run_record.warnings). */
 #define SB_REPORT_MAX_WARNINGS 4
@@ -114,6 +114,9 @@ struct sb_run_record {
      * number of ranks of the collective (n in the busbw factor). */
     struct sb_comm_counter comm[SB_COMM_NKINDS];
     int comm_ranks;
+    /* The same per communicator role (comm.by_role), each with its own
+     * communicator's ranks for busbw; ranks 0: no communicator of it. */
+    struct sb_comm_role_totals comm_by_role[SB_COMM_NROLES];
     /* comm[SB_COMM_ALLREDUCE]'s non-blocking calls by the algorithm that
      * ran, and each algorithm's report name (sb_comm_algo_name; NULL for
      * algorithms that never ran). */

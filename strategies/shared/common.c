@@ -53,6 +53,15 @@ void sb_strategy_comm_counters(const struct sb_strategy *s,
         for (int k = 0; k < SB_COMM_NKINDS; k++) add(&out[k], &s->comms[i]->counters[k]);
 }
 
+void sb_strategy_comm_by_role(const struct sb_strategy *s,
+                              struct sb_comm_role_totals out[SB_COMM_NROLES])
+{
+    memset(out, 0, SB_COMM_NROLES * sizeof *out);
+    for (int i = 0; i < s->n_comms; i++)
+        if ((unsigned)s->comms[i]->role < SB_COMM_NROLES)
+            sb_comm_role_add(&out[s->comms[i]->role], s->comms[i]);
+}
+
 void sb_strategy_comm_algorithms(const struct sb_strategy *s,
                                  struct sb_comm_counter by_algo[SB_ALLREDUCE_NALGOS],
                                  const char *names[SB_ALLREDUCE_NALGOS],

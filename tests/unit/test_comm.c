@@ -251,8 +251,11 @@ static void *member_main(void *arg)
     struct sb_comm_request r;
     if (!st) st = sb_comm_iallreduce(c, m->buf, N, &r); /* complete at issue */
     if (!st && !r.done) st = SB_ERR_INTERNAL;
-    if (!st && sb_comm_send(c, m->buf, 1, 0, SB_COMM_PUSH) != SB_ERR_INTERNAL)
-        st = SB_ERR_INTERNAL; /* threads share memory: no point-to-point */
+    /* Point-to-point around the ring of threads (a send never waits). */
+    float sent = (float)(10 * m->rank), got = -1.0f;
+    if (!st) st = sb_comm_send(c, &sent, 1, (m->rank + 1) % THREADS, SB_COMM_PUSH);
+    if (!st) st = sb_comm_recv(c, &got, 1, (m->rank + THREADS - 1) % THREADS, SB_COMM_PUSH);
+    if (!st && got != (float)(10 * ((m->rank + THREADS - 1) % THREADS))) st = SB_ERR_INTERNAL;
     if (!st && (c->counters[SB_COMM_ALLREDUCE].calls != 2 || c->size != THREADS ||
                 c->rank != m->rank))
         st = SB_ERR_INTERNAL;

@@ -1,0 +1,87 @@
+/* Process grids: the ranks of a communicator (the job's world) laid out
+ * as dp x tp x pp, with one communicator per axis, as Megatron-LM lays out
+ * data, tensor and pipeline parallelism (Narayanan et al., "Efficient
+ * Large-Scale Language Model Training on GPU Clusters Using Megatron-LM",
+ * SC'21, section 3; megatron/core/parallel_state.py).
+ *
+ * A rank's coordinates are (dp_rank, tp_rank, pp_rank). In the default
+ * order tp is innermost, then dp, then pp:
+ *
+ *     rank = tp_rank + tp * (dp_rank + dp * pp_rank)         (tp-dp-pp)
+ *
+ * so the ranks of one tensor-parallel group are neighbours (one host, its
+ * fastest links), and, for 16 ranks with tp 2 and pp 4 (dp 2): tp groups
+ * [0,1] [2,3] ..., dp groups [0,2] [1,3] [4,6] ..., pp groups
+ * [0,4,8,12] [1,5,9,13] .... The alternative order puts pp before dp:
+ *
+ *     rank = tp_rank + tp * (pp_rank + pp * dp_rank)         (tp-pp-dp)
+ *
+ * Each axis communicator is a split of the parent (sb_comm_split) ranked
+ * by the coordinate along its axis, so in the dp communicator rank i is
+ * the replica with dp_rank i, in the pp communicator rank s is stage s,
+ * and a 1-deep grid (dp = world size, tp = pp = 1) has a dp communicator
+ * with the world's members in the world's order. */
+#ifndef SB_GRID_H
+#define SB_GRID_H
+
+#include "comm/comm.h"
+#include "core/status.h"
+
+enum sb_rank_order {
+    SB_RANK_ORDER_TP_DP_PP = 0, /* Megatron-LM's default: tp innermost, then dp, then pp */
+    SB_RANK_ORDER_TP_PP_DP,     /* tp innermost, then pp, then dp */
+    SB_RANK_ORDER_COUNT
+};
+
+/* A rank's place in a dp x tp x pp grid. */
+struct sb_grid_coords {
+    int dp_rank, tp_rank, pp_rank;
+};
+
+struct sb_grid {
+    struct sb_comm *world; /* the parent (not owned) */
+    int dp, tp, pp;        /* the axes' sizes; dp * tp * pp = world->size */
+    enum sb_rank_order order;
+    struct sb_grid_coords me; /* this rank's coordinates */
+    /* One communicator per axis (owned), roles SB_COMM_ROLE_DP, _TP, _PP,
+     * each ranked by the coordinate along its axis. */
+    struct sb_comm *dp_comm, *tp_comm, *pp_comm;
+    /* The previous and next stage of this rank's pipeline, as ranks of
+     * pp_comm (= their stage numbers) and of world; -1 at the first
+     * (prev) and last (next) stage: the pipeline is not a ring. */
+    int pp_prev, pp_next;
+    int pp_prev_world, pp_next_world;
+};
+
+/* The rank of the parent communicator at coordinates c of a dp x tp x pp
+ * grid in `order` (the formulas above); -1 when c is outside the grid. */
+int sb_grid_rank_of(int dp, int tp, int pp, enum sb_rank_order order,
+                    struct sb_grid_coords c);
+
+/* The coordinates of `rank` (0 .. dp*tp*pp - 1) in that grid: the inverse
+ * of sb_grid_rank_of. */
+struct sb_grid_coords sb_grid_coords_of(int dp, int tp, int pp, enum sb_rank_order order,
+                                        int rank);
+
+/* Lays the members of `world` out as dp x tp x pp in `order` and makes
+ * the three axis communicators by sb_comm_split (so any communicator with
+ * split works: mpi, local, nccl, staged). Collective over world: every
+ * member calls it with the same sizes and order. Errors: SB_ERR_USAGE
+ * (before any split, on every member alike) when a size is < 1, when
+ * dp * tp * pp != world->size (naming --replicas, --tp and --stages) or
+ * the order is unknown; those of sb_comm_split (SB_ERR_USAGE for a
+ * communicator without split, SB_ERR_COMM, SB_ERR_NOMEM). */
+sb_status sb_grid_create(struct sb_comm *world, int dp, int tp, int pp, enum sb_rank_order order,
+                         struct sb_grid **out);
+
+/* Destroys the axis communicators and the grid (not world); safe on NULL. */
+void sb_grid_destroy(struct sb_grid *g);
+
+/* "tp-dp-pp" or "tp-pp-dp"; "unknown" out of range. */
+const char *sb_rank_order_name(enum sb_rank_order order);
+
+/* The order named `name` (as sb_rank_order_name writes it) into *out.
+ * Errors: SB_ERR_USAGE for any other name. */
+sb_status sb_rank_order_parse(const char *name, enum sb_rank_order *out);
+
+#endif
