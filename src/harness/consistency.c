@@ -165,7 +165,8 @@ static sb_status read_replicas(struct check *c)
     sb_status local = SB_OK;
     long target = corrupt_target();
     int first = c->offsets[c->rank];
-    if (target >= first && target < first + c->n_local) local = corrupt(c->s, (int)(target - first));
+    if (target >= first && target < first + c->n_local)
+        local = corrupt(c->s, (int)(target - first));
     if (!local) local = read_local(c->s, c->n_local, c->n_params, c->host, c->hash);
     SB_TRY(sb_job_allgather_int(c->job, local ? -1 : c->n_local, c->counts));
     for (int r = 0; r < c->size; r++)

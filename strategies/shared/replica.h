@@ -126,8 +126,9 @@ sb_status sb_replica_count_step(struct sb_replica *r, struct sb_step_result *res
  * recorded errors after forward (be->check, no wait), so a failed kernel or
  * library call ends the step with SB_ERR_DEVICE.
  * Timing: on the host path (replica_host.c), host clocks around each
- * phase of this step (the passes above, then sb_replica_count_step). On the device path (replica_device.c), CUDA events
- * on the stream; the phases added to res are the PREVIOUS step's (data,
+ * phase of this step (the passes above, then sb_replica_count_step). On
+ * the device path (replica_device.c: the passes fused, not split), CUDA
+ * events on the stream; the phases added to res are the PREVIOUS step's (data,
  * forward, backward, optimizer, and comm if r->device_comm), read here
  * after this step's work is enqueued, waiting only while the device has not
  * finished that previous step; the first step adds none, the last step's
