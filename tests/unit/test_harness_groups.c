@@ -1,7 +1,8 @@
-/* Unit test of the replica consistency check over groups
- * (src/harness/consistency.c) in a real MPI job of 4 ranks, one replica
- * each, on the cpu backend with a stand-in strategy whose parameters and
- * consistency groups each case sets:
+/* Unit test of what the harness asks a strategy about its groups, in a
+ * real MPI job of 4 ranks, one replica each, on the cpu backend with a
+ * stand-in strategy whose parameters and consistency groups each case sets.
+ *
+ * The replica consistency check over groups (src/harness/consistency.c):
  *
  * - two groups ({0, 1} and {2, 3}) that hold different parameters, each
  *   agreeing within itself, pass, while the same parameters checked as one
@@ -12,6 +13,11 @@
  * - groups may hold parts of different sizes;
  * - a difference within the tolerance passes but is measured;
  * - a rank without replicas (a server) takes part without a group.
+ *
+ * The wait phase (src/harness/cross_rank.c): with compute 1, 2, 3, 4 ms on
+ * ranks 0..3, the harness derives rank 0's wait as 4 - 1 = 3 ms over what
+ * the strategy reported, unless the strategy owns its wait (owns_wait):
+ * then its own wait and bubble stay.
  * Starts itself under `mpirun -n 4`; exit 0 pass, 1 fail, 77 skip (no
  * mpirun). */
 #include <math.h>
@@ -22,6 +28,8 @@
 #include "backend/backend.h"
 #include "core/status.h"
 #include "harness/consistency.h"
+#include "harness/loop.h"
+#include "harness/straggler.h"
 #include "job/job.h"
 #include "strategies/shared/replica.h"
 #include "strategies/strategy.h"
@@ -66,9 +74,47 @@ static const struct sb_strategy_ops group_ops = {.name = "groups",
                                                  .replica_params = fake_replica_params,
                                                  .consistency_group = fake_group};
 
+static const struct sb_strategy_ops owning_ops = {.name = "owning", .owns_wait = 1};
+
 static struct sb_model model;
 static struct sb_replica replica;
+static struct sb_config cfg;
 static struct sb_strategy_env env;
+
+#define STEPS 3
+
+/* Runs the cross-rank accounting over STEPS steps in which this rank
+ * computed 1 + rank ms (forward) and reported a wait of 0.25 ms and a
+ * bubble of 0.5 ms; on rank 0, *wait and *bubble are its phases after it
+ * (the last step's; every step is alike) and *wait_across the median
+ * across ranks of the ranks' wait. */
+static sb_status cross_rank(const struct sb_strategy_ops *ops, double *wait, double *bubble,
+                            double *wait_across)
+{
+    struct sb_strategy s = {.ops = ops, .env = &env, .replica = &replica};
+    struct sb_run_record rec = {.cfg = &cfg};
+    struct sb_loop L = {.cfg = &cfg, .job = &job, .s = &s, .rec = &rec};
+    sb_status st = sb_loop_timings_alloc(&L.t, STEPS);
+    for (int i = 0; !st && i < STEPS; i++) {
+        L.t.step_ms[i] = 10.0;
+        for (int p = 0; p < SB_PHASE_COUNT; p++) L.t.phase_ms[p][i] = 0.0;
+        L.t.phase_ms[SB_PHASE_FORWARD][i] = 1.0 + job.rank;
+        L.t.phase_ms[SB_PHASE_WAIT][i] = 0.25;
+        L.t.phase_ms[SB_PHASE_BUBBLE][i] = 0.5;
+        L.t.n++;
+    }
+    if (!st) st = sb_loop_cross_rank_stats(&L);
+    if (!st) {
+        *wait = L.t.phase_ms[SB_PHASE_WAIT][STEPS - 1];
+        *bubble = L.t.phase_ms[SB_PHASE_BUBBLE][STEPS - 1];
+        *wait_across = rec.phases_by_rank[SB_PHASE_WAIT].median;
+    }
+    sb_loop_timings_free(&L.t);
+    free((void *)rec.noise_by_rank);
+    free((void *)rec.memory);
+    sb_straggler_free(&rec.stragglers);
+    return st;
+}
 
 /* Fills this rank's n parameters with base + k / 100 and runs one check
  * with ops; returns its status and *acc. */
@@ -89,7 +135,9 @@ static int run_checks(int argc, char **argv)
         return 1;
     }
     replica.model = &model;
+    cfg.replicas = RANKS;
     env.be = &sb_backend_cpu;
+    env.cfg = &cfg;
     struct sb_consistency acc;
     int half = job.rank / 2; /* group 0: ranks 0, 1; group 1: ranks 2, 3 */
     group = half;
@@ -140,6 +188,20 @@ static int run_checks(int argc, char **argv)
     CHECK(strstr(sb_error_message(), "replica 2 (rank 3) diverged from replica 1"),
           "message '%s'", sb_error_message());
     n_local = 1;
+
+    /* The harness derives the wait; a strategy that owns it keeps its own. */
+    double wait = -1.0, bubble = -1.0, across = -1.0;
+    st = cross_rank(&world_ops, &wait, &bubble, &across);
+    CHECK(st == SB_OK, "cross-rank stats: %s", sb_error_message());
+    /* Derived: ranks wait 3, 2, 1, 0 ms; their median 1.5. */
+    if (job.rank == 0)
+        CHECK(wait == 3.0 && bubble == 0.5 && across == 1.5,
+              "derived: wait %g, bubble %g, across ranks %g", wait, bubble, across);
+    st = cross_rank(&owning_ops, &wait, &bubble, &across);
+    CHECK(st == SB_OK, "cross-rank stats: %s", sb_error_message());
+    if (job.rank == 0)
+        CHECK(wait == 0.25 && bubble == 0.5 && across == 0.25,
+              "owned: wait %g, bubble %g, across ranks %g", wait, bubble, across);
 
     int rank = job.rank;
     sb_job_finish(&job);
