@@ -6,6 +6,8 @@
 
 #include <stdlib.h>
 
+#include "core/clock.h"
+#include "core/nvtx.h"
 #include "data/sampler.h"
 #include "strategies/shared/replica_path.h"
 
@@ -180,6 +182,19 @@ sb_status sb_replica_backward(struct sb_replica *r, int slot, sb_grad_ready_fn r
                         "backward overwrites the gradients");
     r->forwarded = -1;
     return r->path->backward(r, sl, ready, ctx, res);
+}
+
+double sb_replica_bubble_begin(void)
+{
+    sb_nvtx_push("bubble", SB_NVTX_BUBBLE, 0);
+    return sb_now_s();
+}
+
+void sb_replica_bubble_end(double t0, struct sb_step_result *res)
+{
+    double t1 = sb_now_s();
+    sb_nvtx_pop();
+    res->phase_ms[SB_PHASE_BUBBLE] += 1e3 * (t1 - t0);
 }
 
 sb_status sb_replica_gradients(struct sb_replica *r, const int32_t *idx, int n,

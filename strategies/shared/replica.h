@@ -56,7 +56,7 @@ struct sb_replica {
     /* The training loss, summed in backend memory by every forward (one
      * double: on a GPU it stays on the device) and read into the step
      * result once per epoch: on the epoch's last step, or on the step that
-     * reaches --max-steps (sb_replica_gradients). */
+     * reaches --max-steps (sb_replica_count_step). */
     double *loss_acc;
     long steps;          /* steps that ran so far */
     int steps_per_epoch; /* of the global batch */
@@ -107,6 +107,16 @@ sb_status sb_replica_forward(struct sb_replica *r, int slot, int global_batch,
  * accumulate = 1; the workload's. */
 sb_status sb_replica_backward(struct sb_replica *r, int slot, sb_grad_ready_fn ready, void *ctx,
                               int accumulate, struct sb_step_result *res);
+
+/* A bubble: the time a stage idles because another stage has not
+ * delivered (a pipeline's blocking receive of activations or gradients).
+ * sb_replica_bubble_begin opens the NVTX range "bubble" (category
+ * SB_NVTX_BUBBLE, the trace's "bubble") and returns the host clock (s);
+ * sb_replica_bubble_end closes the range and adds the time since t0 to
+ * res->phase_ms[SB_PHASE_BUBBLE]. Host clocks: on a device the wait being
+ * timed is the host's (a receive that returns once the data is there). */
+double sb_replica_bubble_begin(void);
+void sb_replica_bubble_end(double t0, struct sb_step_result *res);
 
 /* Ends a step's passes (call once per step, after its last backward):
  * counts the step and, on the epoch's last step or the --max-steps step,

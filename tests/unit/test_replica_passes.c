@@ -10,7 +10,9 @@
  * - the passes refuse what the workload cannot do yet: a backward whose
  *   forward did not run last, a forward of a slot other than 0, an
  *   accumulating backward, a slot out of range; data fills any slot of a
- *   replica with several. */
+ *   replica with several;
+ * - a bubble is timed as the bubble phase alone, in an NVTX range
+ *   "bubble" of the category whose trace name is "bubble". */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,7 +23,9 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "core/clock.h"
 #include "core/config.h"
+#include "core/nvtx.h"
 #include "strategies/shared/replica.h"
 #include "strategies/strategy.h"
 
@@ -174,12 +178,52 @@ static void passes_refuse_what_the_workload_cannot_do(void **state)
     sb_replica_destroy(r);
 }
 
+/* The ranges the NVTX hook saw: the last push's name and category, and
+ * how many are open. */
+static const char *pushed_name;
+static int pushed_category, open_ranges;
+
+static void hook_push(const char *name, int category, uint64_t payload, int is_bytes)
+{
+    (void)payload;
+    (void)is_bytes;
+    pushed_name = name;
+    pushed_category = category;
+    open_ranges++;
+}
+
+static void hook_pop(void) { open_ranges--; }
+
+static void bubble_is_its_own_phase_and_range(void **state)
+{
+    (void)state;
+    static const struct sb_nvtx_hook hook = {hook_push, hook_pop};
+    sb_nvtx_set_hook(&hook);
+    struct sb_step_result res = {0};
+    double t0 = sb_replica_bubble_begin();
+    assert_int_equal(open_ranges, 1);
+    assert_string_equal(pushed_name, "bubble");
+    assert_int_equal(pushed_category, SB_NVTX_BUBBLE);
+    assert_string_equal(sb_nvtx_category_name(SB_NVTX_BUBBLE), "bubble");
+    assert_string_equal(sb_phase_name(SB_PHASE_BUBBLE), "bubble");
+    while (sb_now_s() - t0 < 2e-3) { /* idle 2 ms */ }
+    sb_replica_bubble_end(t0, &res);
+    sb_nvtx_set_hook(NULL);
+    assert_int_equal(open_ranges, 0);
+    assert_true(res.phase_ms[SB_PHASE_BUBBLE] >= 2.0);
+    for (int p = 0; p < SB_PHASE_COUNT; p++)
+        if (p != SB_PHASE_BUBBLE) assert_true(res.phase_ms[p] == 0.0);
+    /* Not compute: the bubble is idle time. */
+    assert_true(sb_phase_compute_ms(res.phase_ms) == 0.0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(passes_equal_the_fused_step),
         cmocka_unit_test(each_pass_times_its_own_phase),
         cmocka_unit_test(passes_refuse_what_the_workload_cannot_do),
+        cmocka_unit_test(bubble_is_its_own_phase_and_range),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
