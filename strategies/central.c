@@ -35,9 +35,16 @@ static const struct sb_strategy_option central_options[] = {
 
 static const char *const central_comm_keys[] = {"server_link_bytes_per_step", NULL};
 
-static int central_processes(const struct sb_config *cfg)
+/* Replicas (workers) and --servers server ranks. */
+static int central_world_size(const struct sb_config *cfg)
 {
     return cfg->replicas + sb_central_opts(cfg)->servers;
+}
+
+static int central_replicas_of_world(const struct sb_config *cfg, int world)
+{
+    int replicas = world - sb_central_opts(cfg)->servers;
+    return replicas > 0 ? replicas : 0;
 }
 
 /* --async needs a receive from any source, which NCCL lacks. */
@@ -419,7 +426,8 @@ const struct sb_strategy_ops sb_strategy_central = {
     .options = central_options,
     .options_size = sizeof(struct central_opts),
     .comm_keys = central_comm_keys,
-    .processes = central_processes,
+    .world_size = central_world_size,
+    .replicas_of_world = central_replicas_of_world,
     .validate = central_validate,
     .init = central_init,
     .step = central_step,

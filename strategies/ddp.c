@@ -57,8 +57,6 @@ static const struct sb_strategy_option ddp_options[] = {
     {0},
 };
 
-static int ddp_processes(const struct sb_config *cfg) { return cfg->replicas; }
-
 static void ddp_destroy(struct sb_strategy *s)
 {
     struct ddp *d = s->impl;
@@ -287,7 +285,6 @@ static void ddp_reset_counters(struct sb_strategy *s)
     .uses_mpi = 1,                              \
     .options = ddp_options,                     \
     .options_size = sizeof(struct ddp_opts),    \
-    .processes = ddp_processes,                 \
     .init = ddp_init,                           \
     .step = ddp_step,                           \
     .evaluate = ddp_evaluate,                   \

@@ -142,12 +142,6 @@ static void release_started(struct mirrored *mr, int started)
     }
 }
 
-static int mirrored_processes(const struct sb_config *cfg)
-{
-    (void)cfg;
-    return 1;
-}
-
 static void mirrored_destroy(struct sb_strategy *s)
 {
     struct mirrored *mr = s->impl;
@@ -285,7 +279,6 @@ const struct sb_strategy_ops sb_strategy_mirrored = {
     .name = "mirrored",
     .summary = "N replicas in one process, one thread (and GPU) each (TF MirroredStrategy)",
     .uses_mpi = 0,
-    .processes = mirrored_processes,
     .init = mirrored_init,
     .step = mirrored_step,
     .evaluate = mirrored_evaluate,

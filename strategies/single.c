@@ -4,12 +4,6 @@
 
 #include "strategies/shared/replica.h"
 
-static int single_processes(const struct sb_config *cfg)
-{
-    (void)cfg;
-    return 1;
-}
-
 static sb_status single_init(struct sb_strategy *s)
 {
     struct sb_replica *r;
@@ -57,7 +51,6 @@ const struct sb_strategy_ops sb_strategy_single = {
     .max_replicas = 1,
     .baseline = 1,
     .cuda_graph = 1,
-    .processes = single_processes,
     .init = single_init,
     .step = single_step,
     .evaluate = single_evaluate,

@@ -132,9 +132,25 @@ struct sb_strategy_ops {
     /* Keys the strategy may add to the report's "comm" object (NULL-
      * terminated, or NULL); written as null in other strategies' reports. */
     const char *const *comm_keys;
-    /* Processes the strategy needs for `cfg` (1 if !uses_mpi); affine in
-     * cfg->replicas (replicas + a fixed number of other ranks). */
-    int (*processes)(const struct sb_config *cfg);
+    /* 1 when the strategy measures its own wait and bubble phases (a
+     * pipeline, whose stages idle for each other by design: that is its
+     * bubble, not a straggler's wait); the harness then keeps what its
+     * steps reported. 0: the harness derives every rank's wait from the
+     * ranks' compute times (sb_rank_timings_fill_wait) and the bubble is
+     * what the strategy reported (0). */
+    int owns_wait;
+    /* The replicas <-> world mapping (sb_strategy_world_size and
+     * sb_strategy_replicas_of_world call these or their defaults).
+     * world_size: the processes the strategy needs for cfg (optional;
+     * NULL: cfg->replicas if uses_mpi, else 1); e.g. replicas + servers
+     * (central), replicas x stages (a pipeline: --replicas D --stages P
+     * needs D*P ranks). replicas_of_world: the replica count that makes
+     * world_size(cfg) equal `world` with cfg's other flags, or 0 when none
+     * does (optional; NULL: `world` if uses_mpi, else cfg->replicas). The
+     * two must round-trip: replicas_of_world(cfg, world_size(cfg)) ==
+     * cfg->replicas (tests/unit/test_strategy_world.c). */
+    int (*world_size)(const struct sb_config *cfg);
+    int (*replicas_of_world)(const struct sb_config *cfg, int world);
     /* Optional: checks the combination of cfg's values that only this
      * strategy knows (e.g. --async on cuda needs --comm mpi). Errors:
      * SB_ERR_USAGE with one line naming the flag. */
@@ -176,6 +192,17 @@ struct sb_strategy_ops {
      * returns replica i's parameter buffer (n_params floats, backend
      * memory), NULL when i >= *n. For the check of harness/consistency.h. */
     float *(*replica_params)(struct sb_strategy *s, int i, int *n);
+    /* Optional (NULL: 0 on every rank, so the whole world is one group):
+     * this process's consistency group. Ranks that return the same value
+     * hold the same part of the model (e.g. a pipeline stage) and the
+     * check compares their replicas with each other only (the dp group:
+     * the colour its dp communicator was split with); every replica of a
+     * process belongs to the process's group. Values >= 0. */
+    int (*consistency_group)(const struct sb_strategy *s);
+    /* Optional (NULL: s->replica's model's n_params): the parameters of the
+     * whole model (the report's model.n_params, --save-params' size), for a
+     * strategy whose ranks hold parts of it. */
+    size_t (*model_n_params)(const struct sb_strategy *s);
     /* Optional (NULL: the report's comm.model is null and stratbench
      * predict has no rows for it): the α–β prediction of its communication
      * per step (src/comm/cost_model.h). With q->cfg, the variant the run
@@ -234,8 +261,24 @@ const struct sb_strategy_ops *sb_strategy_at(int i);
 sb_status sb_strategy_place(const struct sb_strategy_ops *ops, const struct sb_config *cfg,
                             int local_rank, int local_size, struct sb_placement *out);
 
-/* Number of parameters of the model (s->replica's). */
+/* Number of parameters of the whole model: the model_n_params op, else
+ * s->replica's (every rank holds the whole model). */
 size_t sb_strategy_n_params(const struct sb_strategy *s);
+/* Number of parameters this process's replicas hold (s->replica's model:
+ * the whole model, or the part a rank of a model-parallel strategy
+ * holds). */
+size_t sb_strategy_local_n_params(const struct sb_strategy *s);
+/* This process's consistency group (the consistency_group op, else 0). */
+int sb_strategy_consistency_group(const struct sb_strategy *s);
+
+/* The processes ops needs for cfg (its world_size op, or the default:
+ * cfg->replicas if uses_mpi, else 1). */
+int sb_strategy_world_size(const struct sb_strategy_ops *ops, const struct sb_config *cfg);
+/* The replicas a world of `world` processes holds under cfg's other flags
+ * (its replicas_of_world op, or the default: `world` if uses_mpi, else
+ * cfg->replicas); 0 when no replica count fits. */
+int sb_strategy_replicas_of_world(const struct sb_strategy_ops *ops, const struct sb_config *cfg,
+                                  int world);
 /* vals (n) = sum over the job's processes (over s->world; as they are
  * without one). Errors: the communicator's. */
 sb_status sb_strategy_reduce_sum(struct sb_strategy *s, double *vals, int n);
@@ -318,9 +361,10 @@ int sb_strategy_option_foreign(const struct sb_strategy_ops *ops, const char *ar
 sb_status sb_strategy_check(const struct sb_strategy_ops *ops, const struct sb_config *cfg);
 
 /* Under a launcher's MPI world of `world_size` processes: sets
- * cfg->replicas from the world (unless replicas_given) and checks that
- * ops needs exactly that many processes, then sb_strategy_check. Errors:
- * SB_ERR_USAGE naming --replicas. */
+ * cfg->replicas from the world (sb_strategy_replicas_of_world, unless
+ * replicas_given) and checks that ops needs exactly that many processes
+ * (sb_strategy_world_size), then sb_strategy_check. Errors: SB_ERR_USAGE
+ * naming --replicas. */
 sb_status sb_strategy_fit_world(const struct sb_strategy_ops *ops, struct sb_config *cfg,
                                 int world_size, int replicas_given);
 

@@ -56,8 +56,6 @@ struct zero {
     int half;                   /* --grad-compression fp16|bf16: 16-bit reduce-scatters */
 };
 
-static int zero_processes(const struct sb_config *cfg) { return cfg->replicas; }
-
 /* Whether the run reduce-scatters over a 16-bit wire (--grad-compression
  * fp16 or bf16). */
 static int half_wire(const struct sb_config *cfg)
@@ -345,7 +343,6 @@ const struct sb_strategy_ops sb_strategy_zero = {
     .options_size = sizeof(struct zero_opts),
     .comm_keys = zero_comm_keys,
     .grad_sync = 1, /* fp16/bf16 only (zero_validate): the reduce-scatter's wire */
-    .processes = zero_processes,
     .validate = zero_validate,
     .init = zero_init,
     .step = zero_step,

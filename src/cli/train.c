@@ -123,7 +123,7 @@ static void launch_self(const struct sb_train_opts *opts, const struct sb_launch
     sb_status st = sb_train_check_outputs(cfg);
     /* Memory: every rank is on this host unless $STRATBENCH_MPIRUN
      * (a hostfile) spreads them, then each host holds at least one. */
-    int np_all = ops->processes(cfg);
+    int np_all = sb_strategy_world_size(ops, cfg);
     if (!st) st = sb_mem_check(cfg, np_all, getenv("STRATBENCH_MPIRUN") ? 1 : np_all);
     if (!st) st = sb_mnist_load(cfg->data_dir, &data);
     if (!st) warn_unchecked(cfg, &data);
@@ -132,7 +132,7 @@ static void launch_self(const struct sb_train_opts *opts, const struct sb_launch
     /* Inside a Slurm allocation (sbatch -n N), use its N tasks unless
      * --replicas says otherwise; the ranks take replicas from the world. */
     int np = !opts->replicas_given && launch->slurm_tasks > 1 ? launch->slurm_tasks
-                                                              : ops->processes(cfg);
+                                                              : np_all;
     const char *outputs[] = {cfg->report_path, cfg->trace_path, cfg->mllog_path,
                              cfg->save_params_path};
     struct sb_watch_plan plan = {.np = np, .timeout_s = cfg->timeout_s, .report = cfg->report_path,

@@ -22,6 +22,7 @@ static void hook_pop(void)
 
 static const char *const category_names[SB_NVTX_NCATEGORIES] = {
     "none", "epoch", "step", "data", "forward", "backward", "comm", "optimizer", "eval",
+    "bubble",
 };
 
 const char *sb_nvtx_category_name(enum sb_nvtx_category c)
@@ -33,10 +34,11 @@ const char *sb_nvtx_category_name(enum sb_nvtx_category c)
 #include <nvtx3/nvToolsExt.h>
 #include <pthread.h>
 
-/* Distinct, colour-blind-safe hues (Okabe-Ito palette). */
+/* Distinct, colour-blind-safe hues (Okabe-Ito palette), and a light grey
+ * for the bubble (idle time). */
 static const uint32_t category_colors[SB_NVTX_NCATEGORIES] = {
     0xFF999999, 0xFF000000, 0xFF56B4E9, 0xFFF0E442, 0xFF009E73,
-    0xFFD55E00, 0xFFCC79A7, 0xFF0072B2, 0xFFE69F00,
+    0xFFD55E00, 0xFFCC79A7, 0xFF0072B2, 0xFFE69F00, 0xFFDDDDDD,
 };
 
 static nvtxDomainHandle_t domain;

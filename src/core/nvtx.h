@@ -22,6 +22,7 @@ enum sb_nvtx_category {
     SB_NVTX_COMM,
     SB_NVTX_OPTIMIZER,
     SB_NVTX_EVAL,
+    SB_NVTX_BUBBLE, /* a pipeline stage waiting for another stage (SB_PHASE_BUBBLE) */
     SB_NVTX_NCATEGORIES
 };
 

@@ -5,7 +5,7 @@ const char *sb_phase_name(enum sb_phase phase)
 {
     static const char *const names[SB_PHASE_COUNT] = {
         "data", "h2d", "forward", "backward",
-        "comm", "comm_exposed", "optimizer", "wait", "compress",
+        "comm", "comm_exposed", "optimizer", "wait", "compress", "bubble",
     };
     return (unsigned)phase < SB_PHASE_COUNT ? names[phase] : "unknown";
 }

@@ -10,9 +10,13 @@ enum sb_phase {
     SB_PHASE_COMM,         /* communication, total */
     SB_PHASE_COMM_EXPOSED, /* communication not overlapped with compute */
     SB_PHASE_OPTIMIZER,
-    SB_PHASE_WAIT,         /* idle at a synchronisation point */
+    SB_PHASE_WAIT,         /* idle at a synchronisation point, for the slowest rank */
     SB_PHASE_COMPRESS,     /* gradient compression and decompression (--grad-compression):
                             * conversions, PowerSGD's products; not part of comm */
+    SB_PHASE_BUBBLE,       /* a pipeline stage idle because another stage has not
+                            * delivered its activations or gradients yet; measured by
+                            * the strategy that schedules the stages (0 for data-parallel
+                            * strategies); neither comm nor wait */
     SB_PHASE_COUNT
 };
 
@@ -21,7 +25,7 @@ const char *sb_phase_name(enum sb_phase phase);
 
 /* Compute time of a step from its phase times (ms): data + h2d + forward
  * + backward, the work a replica does before the step's synchronisation
- * point. */
+ * point (a bubble is idle time, not compute). */
 double sb_phase_compute_ms(const double phase_ms[SB_PHASE_COUNT]);
 
 /* The wait of participant r (ms) at a synchronisation point that every one

@@ -1,6 +1,7 @@
 /* The replica consistency check; see consistency.h. */
 #include "harness/consistency.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,34 +72,41 @@ static sb_status read_local(struct sb_strategy *s, int n_local, size_t n_params,
     return SB_OK;
 }
 
-/* One check's view of the job and its buffers: counts[r] and offsets[r]
- * (size) the replicas of process r and the index of its first, total of
- * them all; host (n_local x n_params) and hash[n_local] this process's
- * replicas, all_hash[total] every replica's hash, ref[n_params] the
- * reference replica's parameters. */
+/* One check's view of the job and its buffers: counts[r], offsets[r],
+ * groups[r] and sizes[r] (size entries each) the replicas of process r,
+ * the index of its first, its consistency group and its replicas'
+ * parameter count; lead[r] the lowest rank with replicas in r's group (-1
+ * for a rank without replicas); total replicas of them all; host (n_local
+ * x n_params) and hash[n_local] this process's replicas, all_hash[total]
+ * every replica's hash, ref[max_params] a group's reference replica's
+ * parameters. */
 struct check {
     struct sb_strategy *s;
     const struct sb_job *job;
     int rank, size;
-    int n_local, total;
-    size_t n_params;
-    int *counts, *offsets;
+    int n_local, total, group;
+    size_t n_params, max_params;
+    int *counts, *offsets, *groups, *sizes, *lead;
     float *host, *ref;
     uint64_t *hash, *all_hash;
 };
-
 
 /* The buffers of the check; SB_ERR_NOMEM is this process's local outcome
  * (agreed on by exchange_counts before anyone waits for it). */
 static sb_status check_alloc(struct check *c)
 {
     size_t local = c->n_local > 0 ? (size_t)c->n_local : 1;
-    c->counts = calloc((size_t)c->size, sizeof *c->counts);
-    c->offsets = calloc((size_t)c->size, sizeof *c->offsets);
+    size_t size = (size_t)c->size;
+    c->counts = calloc(size, sizeof *c->counts);
+    c->offsets = calloc(size, sizeof *c->offsets);
+    c->groups = calloc(size, sizeof *c->groups);
+    c->sizes = calloc(size, sizeof *c->sizes);
+    c->lead = calloc(size, sizeof *c->lead);
     c->host = malloc(local * c->n_params * sizeof *c->host);
     c->hash = malloc(local * sizeof *c->hash);
-    c->ref = malloc(c->n_params * sizeof *c->ref);
-    return c->counts && c->offsets && c->host && c->hash && c->ref
+    if (c->n_params > INT_MAX) return sb_error(SB_ERR_INTERNAL, "replica check: %zu parameters "
+                                               "exceed an int", c->n_params);
+    return c->counts && c->offsets && c->groups && c->sizes && c->lead && c->host && c->hash
                ? SB_OK : sb_error(SB_ERR_NOMEM, "replica check: out of memory");
 }
 
@@ -106,14 +114,18 @@ static void check_free(struct check *c)
 {
     free(c->counts);
     free(c->offsets);
+    free(c->groups);
+    free(c->sizes);
+    free(c->lead);
     free(c->host);
     free(c->hash);
     free(c->ref);
     free(c->all_hash);
 }
 
-/* Every process's replica count, offsets and total, agreed with the local
- * outcome: a process that failed makes every process return an error. */
+/* Every process's replica count, offsets, group and parameter count, the
+ * total, and each group's lead rank, agreed with the local outcome: a
+ * process that failed makes every process return an error. */
 static sb_status exchange_counts(struct check *c, sb_status local)
 {
     /* counts[size] = every process's n_local (-1: it failed locally). */
@@ -126,6 +138,22 @@ static sb_status exchange_counts(struct check *c, sb_status local)
         c->total += c->counts[r] > 0 ? c->counts[r] : 0;
     }
     if (failed) return local ? local : sb_error(SB_ERR_COMM, "replica check: another rank failed");
+    SB_TRY(sb_job_allgather_int(c->job, c->group, c->groups));
+    SB_TRY(sb_job_allgather_int(c->job, (int)c->n_params, c->sizes));
+    c->max_params = 0;
+    for (int r = 0; r < c->size; r++) {
+        c->lead[r] = -1;
+        for (int q = 0; q <= r && c->counts[r] > 0 && c->lead[r] < 0; q++)
+            if (c->counts[q] > 0 && c->groups[q] == c->groups[r]) c->lead[r] = q;
+        if (c->counts[r] > 0 && (size_t)c->sizes[r] > c->max_params)
+            c->max_params = (size_t)c->sizes[r];
+    }
+    /* Replicas of one group hold the same part: the same parameter count. */
+    for (int r = 0; r < c->size; r++)
+        if (c->lead[r] >= 0 && c->sizes[r] != c->sizes[c->lead[r]])
+            return sb_error(SB_ERR_INTERNAL, "replica check: rank %d holds %d parameters, "
+                            "rank %d of its group %d holds %d", r, c->sizes[r], c->lead[r],
+                            c->groups[r], c->sizes[c->lead[r]]);
     return SB_OK;
 }
 
@@ -137,7 +165,8 @@ static sb_status read_replicas(struct check *c)
     sb_status local = SB_OK;
     long target = corrupt_target();
     int first = c->offsets[c->rank];
-    if (target >= first && target < first + c->n_local) local = corrupt(c->s, (int)(target - first));
+    if (target >= first && target < first + c->n_local)
+        local = corrupt(c->s, (int)(target - first));
     if (!local) local = read_local(c->s, c->n_local, c->n_params, c->host, c->hash);
     SB_TRY(sb_job_allgather_int(c->job, local ? -1 : c->n_local, c->counts));
     for (int r = 0; r < c->size; r++)
@@ -156,43 +185,91 @@ static sb_status gather_hashes(struct check *c)
                                  c->offsets);
 }
 
-/* Hashes differ: the largest |difference| of any replica from the first
- * (the lowest process that holds replicas broadcasts it), folded into
- * *acc; SB_ERR_INTERNAL naming the replica and its rank beyond the
- * tolerance (sb_consistency_tolerance). */
+/* Whether some replica of lead rank q's group hashes differently from the
+ * group's first replica (q's first). */
+static int group_differs(const struct check *c, int q)
+{
+    uint64_t first = c->all_hash[c->offsets[q]];
+    for (int r = q; r < c->size; r++)
+        if (c->lead[r] == q)
+            for (int i = 0; i < c->counts[r]; i++)
+                if (c->all_hash[c->offsets[r] + i] != first) return 1;
+    return 0;
+}
+
+/* The worst replica found so far: the largest difference relative to its
+ * group's tolerance. */
+struct worst {
+    double ratio, diff, tolerance;
+    int replica;
+};
+
+/* Group of lead rank q differs: its first replica's parameters broadcast
+ * from q to every process (a collective of the whole job, every process
+ * taking part), and this process's replicas in the group compared with
+ * them, folded into *w. */
+static sb_status measure_group(struct check *c, int q, struct worst *w)
+{
+    size_t n = (size_t)c->sizes[q];
+    if (c->rank == q) memcpy(c->ref, c->host, n * sizeof *c->ref);
+    SB_TRY(sb_job_bcast_floats(c->job, c->ref, n, q));
+    if (c->lead[c->rank] != q) return SB_OK;
+    double max_ref = 0.0;
+    for (size_t k = 0; k < n; k++)
+        if (fabs(c->ref[k]) > max_ref) max_ref = fabs(c->ref[k]);
+    double tol = sb_consistency_tolerance(max_ref);
+    int first = c->offsets[c->rank];
+    uint64_t ref_hash = c->all_hash[c->offsets[q]];
+    for (int i = 0; i < c->n_local; i++) {
+        if (c->all_hash[first + i] == ref_hash) continue;
+        double d = sb_params_max_abs_diff(c->host + (size_t)i * n, c->ref, n);
+        if (w->replica < 0 || d / tol > w->ratio)
+            *w = (struct worst){d / tol, d, tol, first + i};
+    }
+    return SB_OK;
+}
+
+/* The rank that holds global replica index `replica`. */
+static int rank_of_replica(const struct check *c, int replica)
+{
+    int rank = 0;
+    while (rank + 1 < c->size && c->offsets[rank + 1] <= replica) rank++;
+    return rank;
+}
+
+/* Hashes differ within a group: for every group that differs, the largest
+ * |difference| of its replicas from its first (the lowest process of the
+ * group that holds replicas broadcasts it); the replica furthest beyond
+ * its group's tolerance (sb_consistency_tolerance) over the job, folded
+ * into *acc; SB_ERR_INTERNAL naming the replica and its rank beyond it. */
 static sb_status measure_divergence(struct check *c, long step, struct sb_consistency *acc)
 {
     acc->checksums_equal = 0;
-    int owner = 0;
-    while (c->counts[owner] == 0) owner++;
-    if (c->rank == owner) memcpy(c->ref, c->host, c->n_params * sizeof *c->ref);
-    SB_TRY(sb_job_bcast_floats(c->job, c->ref, c->n_params, owner));
-    double max_ref = 0.0;
-    for (size_t k = 0; k < c->n_params; k++)
-        if (fabs(c->ref[k]) > max_ref) max_ref = fabs(c->ref[k]);
-    /* This process's worst replica, then the worst of all (MPI_MAXLOC). */
-    struct {
-        double diff;
-        int replica;
-    } worst = {0.0, -1};
-    int first = c->offsets[c->rank];
-    for (int i = 0; i < c->n_local; i++) {
-        if (c->all_hash[first + i] == c->all_hash[0]) continue;
-        double d = sb_params_max_abs_diff(c->host + (size_t)i * c->n_params, c->ref, c->n_params);
-        if (worst.replica < 0 || d > worst.diff) worst.diff = d, worst.replica = first + i;
+    if (!(c->ref = malloc(c->max_params * sizeof *c->ref)))
+        return sb_error(SB_ERR_NOMEM, "replica check: out of memory");
+    struct worst w = {0.0, 0.0, NAN, -1};
+    for (int q = 0; q < c->size; q++)
+        if (c->lead[q] == q && group_differs(c, q)) SB_TRY(measure_group(c, q, &w));
+    /* The worst replica of all (MPI_MAXLOC on the ratio), then its
+     * difference and tolerance from the process that holds it. */
+    double ratio = w.replica < 0 ? -1.0 : w.ratio;
+    int replica = w.replica;
+    SB_TRY(sb_job_max_loc(c->job, &ratio, &replica));
+    int owner = rank_of_replica(c, replica);
+    double found[2] = {c->rank == owner ? w.diff : -INFINITY,
+                       c->rank == owner ? w.tolerance : -INFINITY};
+    SB_TRY(sb_job_max_double(c->job, &found[0]));
+    SB_TRY(sb_job_max_double(c->job, &found[1]));
+    acc->tolerance = found[1];
+    if (found[0] > acc->max_abs_diff || acc->worst_replica < 0) {
+        acc->max_abs_diff = found[0];
+        acc->worst_replica = replica;
     }
-    SB_TRY(sb_job_max_loc(c->job, &worst.diff, &worst.replica));
-    acc->tolerance = sb_consistency_tolerance(max_ref);
-    if (worst.diff > acc->max_abs_diff || acc->worst_replica < 0) {
-        acc->max_abs_diff = worst.diff;
-        acc->worst_replica = worst.replica;
-    }
-    if (worst.diff <= acc->tolerance) return SB_OK;
-    int rank = 0;
-    while (rank + 1 < c->size && c->offsets[rank + 1] <= worst.replica) rank++;
+    if (!(found[0] > found[1])) return SB_OK;
+    int lead_replica = c->offsets[c->lead[owner]];
     return sb_error(SB_ERR_INTERNAL, "replica check after step %ld: replica %d (rank %d) "
-                    "diverged from replica 0: max |parameter difference| %g > tolerance %g",
-                    step, worst.replica, rank, worst.diff, acc->tolerance);
+                    "diverged from replica %d: max |parameter difference| %g > tolerance %g",
+                    step, replica, owner, lead_replica, found[0], found[1]);
 }
 
 sb_status sb_consistency_check(struct sb_strategy *s, const struct sb_job *job, long step,
@@ -205,14 +282,15 @@ sb_status sb_consistency_check(struct sb_strategy *s, const struct sb_job *job, 
         acc->tolerance = NAN; /* until values are compared */
     }
     if (s->ops->replica_params) (void)s->ops->replica_params(s, 0, &c.n_local);
-    c.n_params = sb_strategy_n_params(s);
+    c.n_params = c.n_local > 0 ? sb_strategy_local_n_params(s) : 0;
+    c.group = sb_strategy_consistency_group(s);
     sb_status local = check_alloc(&c);
     sb_status st = c.counts ? exchange_counts(&c, local) : local;
     if (!st) st = read_replicas(&c);
     if (!st) st = gather_hashes(&c);
     acc->replicas = c.total;
     int differ = 0;
-    for (int i = 1; !st && i < c.total; i++) differ |= c.all_hash[i] != c.all_hash[0];
+    for (int q = 0; !st && q < c.size; q++) differ |= c.lead[q] == q && group_differs(&c, q);
     if (!st && differ) st = measure_divergence(&c, step, acc);
     check_free(&c);
     return st;

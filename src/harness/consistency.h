@@ -1,14 +1,19 @@
 /* The replica consistency check (as nccl-tests checks every result it
- * times): after training, and every --check-every N steps, all replicas'
- * parameters are compared. Every process hashes each replica it holds
- * (FNV-1a over the float bits), the hashes are all-gathered, and only when
- * some differ is the reference (replica 0: the first replica of the lowest
- * rank holding one) broadcast, so each process measures the largest
- * |difference| of its differing replicas from it; the largest over the job
- * and its replica are all-reduced. Synchronous strategies keep replicas
- * bitwise identical (every replica applies the same summed gradient), so
- * anything above float summation order (sb_consistency_tolerance) fails the
- * run, naming the replica. */
+ * times): after training, and every --check-every N steps, the parameters
+ * of replicas that hold the same part of the model are compared. The
+ * strategy names each process's consistency group (its consistency_group
+ * op: ranks that hold the same part, the dp group; by default the whole
+ * world, every rank holding the whole model). Every process hashes each
+ * replica it holds (FNV-1a over the float bits), the hashes are
+ * all-gathered, and only when some differ from their group's first is that
+ * group's reference (its first replica: the first of the lowest rank of the
+ * group holding one) broadcast, so each process measures the largest
+ * |difference| of its differing replicas from it; the replica furthest
+ * beyond its group's tolerance over the job is all-reduced. Synchronous
+ * strategies keep a group's replicas bitwise identical (every replica
+ * applies the same summed gradient), so anything above float summation
+ * order (sb_consistency_tolerance) fails the run, naming the replica.
+ * Replicas of different groups are never compared. */
 #ifndef SB_CONSISTENCY_H
 #define SB_CONSISTENCY_H
 
@@ -42,12 +47,17 @@ double sb_params_max_abs_diff(const float *x, const float *ref, size_t n);
 double sb_consistency_tolerance(double max_abs_ref);
 
 /* Runs one check of every replica of strategy `s` across `job` after step
- * `step` (collective: every process calls it at the same step) and folds
- * the result into *acc. Uses s->ops->replica_params; a strategy without it
- * (or with no replicas to compare, e.g. central --async) is recorded as not
- * checked. Errors: SB_ERR_INTERNAL "replica R (rank Q) diverged ..." when
- * the largest difference exceeds the tolerance (on every process);
- * SB_ERR_NOMEM, SB_ERR_COMM, the backend's copy errors. */
+ * `step` (collective: every process calls it at the same step), each
+ * against its group's first replica, and folds the result into *acc
+ * (tolerance: that of the worst replica's group). Uses
+ * s->ops->replica_params (replica i's buffer of
+ * sb_strategy_local_n_params floats) and sb_strategy_consistency_group; a
+ * strategy without replica_params (or with no replicas to compare, e.g.
+ * central --async) is recorded as not checked. Errors: SB_ERR_INTERNAL
+ * "replica R (rank Q) diverged from replica F ..." when a difference
+ * exceeds its group's tolerance (on every process), or when two replicas
+ * of one group hold different parameter counts; SB_ERR_NOMEM, SB_ERR_COMM,
+ * the backend's copy errors. */
 sb_status sb_consistency_check(struct sb_strategy *s, const struct sb_job *job, long step,
                                struct sb_consistency *acc);
 

@@ -48,8 +48,9 @@ sb_status sb_rank_timings_gather(const struct sb_job *job, const double *step_ms
  *   wait_r(s)    = max over ranks q of compute_q(s) - compute_r(s),
  * the time rank r idles at step s's synchronisation point (all-reduce,
  * push) waiting for the slowest rank to get there (sb_phase_compute_ms,
- * sb_phase_wait_ms). Replaces what the strategy reported. No-op with one
- * rank. Errors: SB_ERR_NOMEM. */
+ * sb_phase_wait_ms). Replaces what the strategy reported; the harness
+ * does not call it for a strategy that owns its wait (owns_wait). No-op
+ * with one rank. Errors: SB_ERR_NOMEM. */
 sb_status sb_rank_timings_fill_wait(struct sb_rank_timings *t);
 
 /* The spread across ranks of each rank's median step_ms and phase times

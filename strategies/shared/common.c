@@ -23,7 +23,33 @@ sb_status sb_strategy_place(const struct sb_strategy_ops *ops, const struct sb_c
     return sb_placement_decide(&q, out);
 }
 
-size_t sb_strategy_n_params(const struct sb_strategy *s) { return s->replica->model->n_params; }
+size_t sb_strategy_n_params(const struct sb_strategy *s)
+{
+    return s->ops->model_n_params ? s->ops->model_n_params(s) : s->replica->model->n_params;
+}
+
+size_t sb_strategy_local_n_params(const struct sb_strategy *s)
+{
+    return s->replica->model->n_params;
+}
+
+int sb_strategy_consistency_group(const struct sb_strategy *s)
+{
+    return s->ops->consistency_group ? s->ops->consistency_group(s) : 0;
+}
+
+int sb_strategy_world_size(const struct sb_strategy_ops *ops, const struct sb_config *cfg)
+{
+    if (ops->world_size) return ops->world_size(cfg);
+    return ops->uses_mpi ? cfg->replicas : 1;
+}
+
+int sb_strategy_replicas_of_world(const struct sb_strategy_ops *ops, const struct sb_config *cfg,
+                                  int world)
+{
+    if (ops->replicas_of_world) return ops->replicas_of_world(cfg, world);
+    return ops->uses_mpi ? world : cfg->replicas;
+}
 
 sb_status sb_strategy_reduce_sum(struct sb_strategy *s, double *vals, int n)
 {
@@ -108,7 +134,8 @@ double sb_strategy_model_state_bytes(const struct sb_strategy_ops *ops,
     struct sb_model_state worker, server;
     sb_strategy_model_state_formula(ops, cfg, n_params, 0, &worker);
     double most = sb_model_state_bytes(&worker);
-    if (ops->processes && ops->processes(cfg) > cfg->replicas) {
+    /* Ranks besides the replicas are servers (central). */
+    if (sb_strategy_world_size(ops, cfg) > cfg->replicas) {
         sb_strategy_model_state_formula(ops, cfg, n_params, 1, &server);
         if (sb_model_state_bytes(&server) > most) most = sb_model_state_bytes(&server);
     }

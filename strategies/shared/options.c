@@ -123,15 +123,12 @@ sb_status sb_strategy_check(const struct sb_strategy_ops *ops, const struct sb_c
 sb_status sb_strategy_fit_world(const struct sb_strategy_ops *ops, struct sb_config *cfg,
                                 int world_size, int replicas_given)
 {
-    int given = cfg->replicas;
-    cfg->replicas = 0;
-    int others = ops->processes(cfg); /* ranks that are not replicas (servers) */
-    cfg->replicas = replicas_given ? given : world_size - others;
-    int need = cfg->replicas + others;
+    if (!replicas_given) cfg->replicas = sb_strategy_replicas_of_world(ops, cfg, world_size);
+    int need = sb_strategy_world_size(ops, cfg);
     if (cfg->replicas < 1 || need != world_size)
         return sb_error(SB_ERR_USAGE, "--replicas: strategy %s with %d replica%s needs %d "
-                        "processes (%d besides the replicas), but the MPI world has %d",
-                        ops->name, cfg->replicas, cfg->replicas == 1 ? "" : "s", need, others,
+                        "processes, but the MPI world has %d",
+                        ops->name, cfg->replicas, cfg->replicas == 1 ? "" : "s", need,
                         world_size);
     return sb_strategy_check(ops, cfg);
 }

@@ -1,10 +1,13 @@
-/* One data-parallel replica; see replica.h. What both paths of the step
- * share: creating and freeing the replica, choosing its path once
- * (replica_path.h), counting steps and reading the loss, evaluation. */
+/* One replica; see replica.h. What both paths of the step share:
+ * creating and freeing the replica and its slots, choosing its path once
+ * (replica_path.h), checking the passes' arguments, counting steps and
+ * reading the loss, evaluation. */
 #include "strategies/shared/replica.h"
 
 #include <stdlib.h>
 
+#include "core/clock.h"
+#include "core/nvtx.h"
 #include "data/sampler.h"
 #include "strategies/shared/replica_path.h"
 
@@ -15,8 +18,11 @@ void sb_replica_destroy(struct sb_replica *r)
     if (r->path && r->path->release) r->path->release(r);
     if (r->model) r->model->ops->destroy(r->model);
     sb_optimizer_free(&r->opt);
-    be->free(r->x);
-    be->free(r->y);
+    for (int k = 0; r->slot && k < r->slots; k++) {
+        be->free(r->slot[k].x);
+        be->free(r->slot[k].y);
+    }
+    free(r->slot);
     free(r->eval_idx);
     be->free(r->loss_acc);
     free(r);
@@ -32,6 +38,27 @@ static const struct sb_replica_path *path_for(const struct sb_backend_ops *be)
 sb_status sb_replica_create(const struct sb_strategy_env *env, int with_optimizer,
                             struct sb_replica **out)
 {
+    return sb_replica_create_slots(env, with_optimizer, 1, out);
+}
+
+/* Allocates r->slots batch buffers of max_batch samples each. */
+static sb_status alloc_slots(struct sb_replica *r, int slots)
+{
+    const struct sb_backend_ops *be = r->env->be;
+    if (!(r->slot = calloc((size_t)slots, sizeof *r->slot)))
+        return sb_error(SB_ERR_NOMEM, "replica: out of memory");
+    r->slots = slots;
+    size_t in_dim = (size_t)r->model->in_dim;
+    for (int k = 0; k < slots; k++) {
+        SB_TRY(be->alloc((void **)&r->slot[k].x, (size_t)r->max_batch * in_dim * sizeof(float)));
+        SB_TRY(be->alloc((void **)&r->slot[k].y, (size_t)r->max_batch));
+    }
+    return SB_OK;
+}
+
+sb_status sb_replica_create_slots(const struct sb_strategy_env *env, int with_optimizer,
+                                  int slots, struct sb_replica **out)
+{
     const struct sb_config *cfg = env->cfg;
     const struct sb_backend_ops *be = env->be;
     *out = NULL;
@@ -39,17 +66,20 @@ sb_status sb_replica_create(const struct sb_strategy_env *env, int with_optimize
     if (!r) return sb_error(SB_ERR_NOMEM, "replica: out of memory");
     r->env = env;
     r->path = path_for(be);
+    r->forwarded = -1;
     sb_status st = SB_OK;
     if (!r->path) {
         st = sb_error(SB_ERR_INTERNAL, "replica: device backend in a build without CUDA");
         goto fail;
     }
+    if (slots < 1 || (slots > 1 && !r->path->data)) {
+        st = sb_error(SB_ERR_INTERNAL, "replica: %d slots on the %s path", slots,
+                      r->path->on_device ? "device" : "host");
+        goto fail;
+    }
     r->max_batch = cfg->batch > cfg->eval_batch ? cfg->batch : cfg->eval_batch;
     if ((st = env->workload->create(cfg, be, r->max_batch, &r->model))) goto fail;
-    size_t in_dim = (size_t)r->model->in_dim;
-    if ((st = be->alloc((void **)&r->x, (size_t)r->max_batch * in_dim * sizeof(float))) ||
-        (st = be->alloc((void **)&r->y, (size_t)r->max_batch)))
-        goto fail;
+    if ((st = alloc_slots(r, slots))) goto fail;
     if (with_optimizer && (st = sb_optimizer_init(&r->opt, be, cfg, r->model->n_params)))
         goto fail;
     if ((st = be->alloc((void **)&r->loss_acc, sizeof *r->loss_acc))) goto fail; /* zeroed */
@@ -73,7 +103,7 @@ int sb_replica_on_device(const struct sb_replica *r) { return r->path->on_device
  * step, adds the loss summed since the last read to res->loss_sum and
  * zeroes the sum. On a GPU the read is the step's only wait for the
  * device, once per epoch; a failed read is an error (never a loss of 0). */
-static sb_status count_step(struct sb_replica *r, struct sb_step_result *res)
+sb_status sb_replica_count_step(struct sb_replica *r, struct sb_step_result *res)
 {
     const struct sb_config *cfg = r->env->cfg;
     r->steps++;
@@ -88,16 +118,101 @@ static sb_status count_step(struct sb_replica *r, struct sb_step_result *res)
     return SB_OK;
 }
 
+/* *sl = the slot a pass names. Errors: SB_ERR_INTERNAL naming the pass for
+ * a slot out of range or a path without split passes (the device path). */
+static sb_status pass_slot(struct sb_replica *r, int slot, const char *pass,
+                           struct sb_replica_slot **sl)
+{
+    if (!r->path->data)
+        return sb_error(SB_ERR_INTERNAL, "replica: the %s pass runs on the host path only "
+                        "(the device path fuses the passes: sb_replica_gradients)", pass);
+    if (slot < 0 || slot >= r->slots)
+        return sb_error(SB_ERR_INTERNAL, "replica: %s pass of slot %d, the replica has %d",
+                        pass, slot, r->slots);
+    *sl = &r->slot[slot];
+    return SB_OK;
+}
+
+sb_status sb_replica_data(struct sb_replica *r, int slot, const int32_t *idx, int n,
+                          struct sb_step_result *res)
+{
+    struct sb_replica_slot *sl = NULL;
+    SB_TRY(pass_slot(r, slot, "data", &sl));
+    if (n < 1 || n > r->max_batch)
+        return sb_error(SB_ERR_INTERNAL, "replica: data pass of %d samples (1..%d)", n,
+                        r->max_batch);
+    sl->n = 0;
+    SB_TRY(r->path->data(r, sl, idx, n, res));
+    sl->n = n;
+    return SB_OK;
+}
+
+sb_status sb_replica_forward(struct sb_replica *r, int slot, int global_batch,
+                             struct sb_step_result *res)
+{
+    struct sb_replica_slot *sl = NULL;
+    SB_TRY(pass_slot(r, slot, "forward", &sl));
+    if (sl->n < 1)
+        return sb_error(SB_ERR_INTERNAL, "replica: forward of slot %d before its data", slot);
+    /* The workload's whole-model forward keeps one batch's activations, so
+     * only slot 0 has a place for them; its part ops (forward_part with a
+     * slot) would take any slot here. */
+    if (slot != 0)
+        return sb_error(SB_ERR_INTERNAL, "replica: forward of slot %d: the workload keeps "
+                        "one batch's activations (slot 0)", slot);
+    r->forwarded = -1;
+    SB_TRY(r->path->forward(r, sl, global_batch, res));
+    r->forwarded = slot;
+    res->samples += sl->n;
+    return SB_OK;
+}
+
+sb_status sb_replica_backward(struct sb_replica *r, int slot, sb_grad_ready_fn ready, void *ctx,
+                              int accumulate, struct sb_step_result *res)
+{
+    struct sb_replica_slot *sl = NULL;
+    SB_TRY(pass_slot(r, slot, "backward", &sl));
+    if (r->forwarded != slot)
+        return sb_error(SB_ERR_INTERNAL, "replica: backward of slot %d, whose forward did not "
+                        "run last", slot);
+    /* The whole-model backward overwrites the gradients; accumulating
+     * micro-batches needs the workload's backward_part(accumulate). */
+    if (accumulate)
+        return sb_error(SB_ERR_INTERNAL, "replica: backward with accumulate: the workload's "
+                        "backward overwrites the gradients");
+    r->forwarded = -1;
+    return r->path->backward(r, sl, ready, ctx, res);
+}
+
+double sb_replica_bubble_begin(void)
+{
+    sb_nvtx_push("bubble", SB_NVTX_BUBBLE, 0);
+    return sb_now_s();
+}
+
+void sb_replica_bubble_end(double t0, struct sb_step_result *res)
+{
+    double t1 = sb_now_s();
+    sb_nvtx_pop();
+    res->phase_ms[SB_PHASE_BUBBLE] += 1e3 * (t1 - t0);
+}
+
 sb_status sb_replica_gradients(struct sb_replica *r, const int32_t *idx, int n,
                                int global_batch, sb_grad_ready_fn ready, void *ctx,
                                struct sb_step_result *res)
 {
+    if (!r->path->gradients) { /* a path of split passes (the host path) */
+        SB_TRY(sb_replica_data(r, 0, idx, n, res));
+        SB_TRY(sb_replica_forward(r, 0, global_batch, res));
+        SB_TRY(sb_replica_backward(r, 0, ready, ctx, 0, res));
+        return sb_replica_count_step(r, res);
+    }
     int ran = 0;
     SB_TRY(r->path->gradients(r, idx, n, global_batch, ready, ctx, res, &ran));
     res->samples += n;
     /* A captured step has not run yet: counted (and its loss read, when
      * due) after its launch, in sb_replica_update. */
-    return ran ? count_step(r, res) : SB_OK;
+    return ran ? sb_replica_count_step(r, res) : SB_OK;
 }
 
 sb_status sb_replica_update(struct sb_replica *r, const float *grads,
@@ -107,7 +222,7 @@ sb_status sb_replica_update(struct sb_replica *r, const float *grads,
         return sb_error(SB_ERR_INTERNAL, "replica: update without optimizer state");
     int ran = 0;
     SB_TRY(r->path->update(r, grads, res, &ran));
-    return ran ? count_step(r, res) : SB_OK;
+    return ran ? sb_replica_count_step(r, res) : SB_OK;
 }
 
 sb_status sb_replica_evaluate(struct sb_replica *r, int first, int count, long *correct)
@@ -119,7 +234,7 @@ sb_status sb_replica_evaluate(struct sb_replica *r, int first, int count, long *
         for (int i = 0; i < k; i++) r->eval_idx[i] = o + i;
         SB_TRY(r->path->gather_test(r, r->eval_idx, k));
         long c = 0;
-        SB_TRY(r->model->ops->predict(r->model, r->x, r->y, k, &c));
+        SB_TRY(r->model->ops->predict(r->model, r->slot[0].x, r->slot[0].y, k, &c));
         SB_TRY(r->env->be->check()); /* a failed count reads as 0: report it instead */
         hits += c;
     }

@@ -1,7 +1,13 @@
-/* One data-parallel replica: a model, its optimizer state and batch
- * buffers, and the step pieces every strategy composes (compute gradients,
- * apply them, evaluate). Timing of the data, forward, backward and optimizer
- * phases happens here, so all strategies time them the same way. */
+/* One replica: a model (or, once workloads build parts, a model part), its
+ * optimizer state and batch buffers, and the step pieces every strategy
+ * composes. The pieces are the replica passes, each timed as its own
+ * phase: data (sb_replica_data), forward of a slot (sb_replica_forward),
+ * backward of a slot (sb_replica_backward), the optimizer
+ * (sb_replica_update); sb_replica_gradients is data + forward + backward of
+ * one batch for the data-parallel strategies, and a pipeline schedule is a
+ * loop over the passes in its own strategy file (docs/design.md, "Replica
+ * passes"). Timing of the phases happens here, so all strategies time them
+ * the same way. */
 #ifndef SB_REPLICA_H
 #define SB_REPLICA_H
 
@@ -11,12 +17,28 @@
 struct sb_replica_path;   /* how a step runs: host or device (replica_path.h) */
 struct sb_replica_device; /* the device path's state (replica_device.c) */
 
+/* One micro-batch's batch buffers: a slot. A pipeline keeps several
+ * micro-batches in flight (forwarded, not yet backwarded), each in its own
+ * slot. */
+struct sb_replica_slot {
+    float *x;   /* (max_batch, in_dim) batch images, backend memory */
+    uint8_t *y; /* (max_batch) batch labels, backend memory */
+    int n;      /* samples that sb_replica_data put here (0: none yet) */
+};
+
 struct sb_replica {
     const struct sb_strategy_env *env;
     struct sb_model *model;
     struct sb_optimizer opt; /* over all n_params; opt.m NULL without optimizer */
-    float *x;          /* (max_batch, in_dim) batch images, backend memory */
-    uint8_t *y;        /* (max_batch) batch labels, backend memory */
+    /* slots batch buffers (slot[0] also serves evaluation). Forward and
+     * backward run on slot 0 only while the workload keeps one batch's
+     * activations (its whole-model forward/backward ops); a workload's
+     * per-slot part ops lift that (sb_replica_forward). */
+    struct sb_replica_slot *slot;
+    int slots;
+    /* The slot whose forward ran and whose backward has not: the model
+     * keeps that forward's activations; -1: none. */
+    int forwarded;
     int32_t *eval_idx; /* (eval_batch) scratch indices for evaluation */
     /* The step's path, chosen once at create from the backend's
      * host_memory: host clocks on host memory, the graph-ready device step
@@ -34,21 +56,76 @@ struct sb_replica {
     /* The training loss, summed in backend memory by every forward (one
      * double: on a GPU it stays on the device) and read into the step
      * result once per epoch: on the epoch's last step, or on the step that
-     * reaches --max-steps (sb_replica_gradients). */
+     * reaches --max-steps (sb_replica_count_step). */
     double *loss_acc;
     long steps;          /* steps that ran so far */
     int steps_per_epoch; /* of the global batch */
     int max_batch;
 };
 
-/* Creates a replica with the workload's initial parameters from cfg->seed.
- * with_optimizer = 0 omits the optimizer state (central's workers, zero,
- * which step a shard with their own sb_optimizer).
+/* Creates a replica with the workload's initial parameters from cfg->seed
+ * and one slot. with_optimizer = 0 omits the optimizer state (central's
+ * workers, zero, which step a shard with their own sb_optimizer).
  * Errors: SB_ERR_NOMEM, or the workload's. */
 sb_status sb_replica_create(const struct sb_strategy_env *env, int with_optimizer,
                             struct sb_replica **out);
 
-/* Gathers training samples idx[0..n) (data phase), runs forward and
+/* sb_replica_create with `slots` >= 1 batch buffers (micro-batches in
+ * flight). Errors: as sb_replica_create; SB_ERR_INTERNAL for slots < 1 or
+ * slots > 1 on the device path (one batch buffer there). */
+sb_status sb_replica_create_slots(const struct sb_strategy_env *env, int with_optimizer,
+                                  int slots, struct sb_replica **out);
+
+/* --- the replica passes (host path; the device path runs only the fused
+ * sb_replica_gradients: replica_device.c) --- */
+
+/* The data pass: gathers training samples idx[0..n) (host indices, n <=
+ * max_batch) into slot `slot`'s batch buffers, timed as the data phase
+ * (added to res->phase_ms, host clock). Errors: SB_ERR_INTERNAL for a slot
+ * out of range, n out of range, or the device path. */
+sb_status sb_replica_data(struct sb_replica *r, int slot, const int32_t *idx, int n,
+                          struct sb_step_result *res);
+
+/* The forward pass of slot `slot`'s batch (gathered by sb_replica_data)
+ * with gradient scale 1/global_batch, so that summing the gradients of all
+ * replicas and micro-batches gives the mean over the global batch; the loss
+ * sum goes to the replica's loss sum (read by sb_replica_count_step), the
+ * slot's samples to res->samples, the time to the forward phase. Checks
+ * the backend's recorded errors after forward (be->check). Errors:
+ * SB_ERR_INTERNAL for a slot without data, or a slot other than 0 while the
+ * workload keeps one batch's activations; SB_ERR_DEVICE; the workload's. */
+sb_status sb_replica_forward(struct sb_replica *r, int slot, int global_batch,
+                             struct sb_step_result *res);
+
+/* The backward pass of slot `slot` (whose forward ran last), timed as the
+ * backward phase: writes the model's gradients, calling `ready` (may be
+ * NULL) as layers' gradients become final (last layer first).
+ * accumulate = 1 adds to the gradients instead of overwriting them (for
+ * micro-batches of one step); the workload's whole-model backward only
+ * overwrites, so accumulate = 1 waits for its part ops. Errors:
+ * SB_ERR_INTERNAL for a slot whose forward did not run last, or
+ * accumulate = 1; the workload's. */
+sb_status sb_replica_backward(struct sb_replica *r, int slot, sb_grad_ready_fn ready, void *ctx,
+                              int accumulate, struct sb_step_result *res);
+
+/* A bubble: the time a stage idles because another stage has not
+ * delivered (a pipeline's blocking receive of activations or gradients).
+ * sb_replica_bubble_begin opens the NVTX range "bubble" (category
+ * SB_NVTX_BUBBLE, the trace's "bubble") and returns the host clock (s);
+ * sb_replica_bubble_end closes the range and adds the time since t0 to
+ * res->phase_ms[SB_PHASE_BUBBLE]. Host clocks: on a device the wait being
+ * timed is the host's (a receive that returns once the data is there). */
+double sb_replica_bubble_begin(void);
+void sb_replica_bubble_end(double t0, struct sb_step_result *res);
+
+/* Ends a step's passes (call once per step, after its last backward):
+ * counts the step and, on the epoch's last step or the --max-steps step,
+ * adds the loss summed since the last read to res->loss_sum. Errors: the
+ * backend's download of the loss sum (SB_ERR_DEVICE). */
+sb_status sb_replica_count_step(struct sb_replica *r, struct sb_step_result *res);
+
+/* Data, forward and backward of one batch in slot 0, then the step's count:
+ * gathers training samples idx[0..n) (data phase), runs forward and
  * backward with gradient scale 1/global_batch, so that summing the grads of
  * all replicas gives the mean gradient over the global batch. Adds phase
  * times to res->phase_ms and n to res->samples. The loss sum is added to
@@ -59,8 +136,9 @@ sb_status sb_replica_create(const struct sb_strategy_env *env, int with_optimize
  * recorded errors after forward (be->check, no wait), so a failed kernel or
  * library call ends the step with SB_ERR_DEVICE.
  * Timing: on the host path (replica_host.c), host clocks around each
- * phase of this step. On the device path (replica_device.c), CUDA events
- * on the stream; the phases added to res are the PREVIOUS step's (data,
+ * phase of this step (the passes above, then sb_replica_count_step). On
+ * the device path (replica_device.c: the passes fused, not split), CUDA
+ * events on the stream; the phases added to res are the PREVIOUS step's (data,
  * forward, backward, optimizer, and comm if r->device_comm), read here
  * after this step's work is enqueued, waiting only while the device has not
  * finished that previous step; the first step adds none, the last step's

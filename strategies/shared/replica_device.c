@@ -21,7 +21,13 @@
  * into one CUDA graph (thread-local stream capture), which is then
  * launched for that step and for every later one. The batch indices come
  * from device memory that the graph's first kernel reads and advances, so
- * each replay trains on the next batch. */
+ * each replay trains on the next batch.
+ *
+ * The passes are not split here yet: this path runs data, forward and
+ * backward fused (sb_replica_gradients), with one slot. Splitting it means
+ * one mark pair per pass and slot and a capture that spans a schedule's
+ * passes; until then sb_replica_data, _forward and _backward refuse the
+ * device path (replica.c). */
 #ifdef SB_HAVE_CUDA
 
 #include <stdlib.h>
@@ -227,15 +233,16 @@ static sb_status enqueue_gradients(struct sb_replica *r, int n, int global_batch
     sb_status st = mark(d, MARK_START);
     if (!st) {
         sb_cuda_take_batch(d->idx, d->perm, d->pos, n, global_batch);
-        be->gather(r->x, r->y, d->train_pixels, d->train_labels, d->idx, n,
-                   sp->rows * sp->cols);
+        be->gather(r->slot[0].x, r->slot[0].y, d->train_pixels, d->train_labels, d->idx,
+                   n, sp->rows * sp->cols);
         st = mark(d, MARK_DATA_END);
     }
     sb_nvtx_pop();
     if (st) return st;
 
     sb_nvtx_push("forward", SB_NVTX_FORWARD, 0);
-    st = m->ops->forward(m, r->x, r->y, n, 1.0f / (float)global_batch, r->loss_acc);
+    st = m->ops->forward(m, r->slot[0].x, r->slot[0].y, n, 1.0f / (float)global_batch,
+                         r->loss_acc);
     if (!st) st = be->check();
     if (!st) st = mark(d, MARK_FORWARD_END);
     sb_nvtx_pop();
@@ -311,7 +318,8 @@ static sb_status gather_test(struct sb_replica *r, const int32_t *idx, int n)
     const struct sb_split *sp = &r->env->data->test;
     struct sb_replica_device *d = r->dev;
     SB_TRY(be->upload(d->idx, idx, (size_t)n * sizeof *idx));
-    be->gather(r->x, r->y, d->test_pixels, d->test_labels, d->idx, n, sp->rows * sp->cols);
+    be->gather(r->slot[0].x, r->slot[0].y, d->test_pixels, d->test_labels, d->idx, n,
+               sp->rows * sp->cols);
     return SB_OK;
 }
 

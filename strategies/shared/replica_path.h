@@ -21,9 +21,23 @@ struct sb_replica_path {
     sb_status (*init)(struct sb_replica *r);
     /* Frees what init made; safe after a failed or absent init (may be NULL). */
     void (*release)(struct sb_replica *r);
-    /* Data, forward and backward of one step as sb_replica_gradients
-     * (replica.h), adding phase times to res. *ran = 1 when the step's work
-     * has been issued, 0 when it was only captured (it runs in update). */
+    /* The passes of sb_replica_data, sb_replica_forward and
+     * sb_replica_backward (replica.h) on slot `sl`, adding their phase
+     * times to res; replica.c has checked the slot and the arguments. NULL
+     * on a path that runs only the fused gradients below (the device path).
+     * Forward adds the loss sum to r->loss_acc and nothing to res->samples
+     * (replica.c counts the samples). */
+    sb_status (*data)(struct sb_replica *r, struct sb_replica_slot *sl, const int32_t *idx,
+                      int n, struct sb_step_result *res);
+    sb_status (*forward)(struct sb_replica *r, struct sb_replica_slot *sl, int global_batch,
+                         struct sb_step_result *res);
+    sb_status (*backward)(struct sb_replica *r, struct sb_replica_slot *sl,
+                          sb_grad_ready_fn ready, void *ctx, struct sb_step_result *res);
+    /* Data, forward and backward of one step fused, as sb_replica_gradients
+     * (replica.h), adding phase times to res; NULL on a path with the
+     * passes above (sb_replica_gradients then calls them). *ran = 1 when
+     * the step's work has been issued, 0 when it was only captured (it runs
+     * in update). */
     sb_status (*gradients)(struct sb_replica *r, const int32_t *idx, int n, int global_batch,
                            sb_grad_ready_fn ready, void *ctx, struct sb_step_result *res,
                            int *ran);
@@ -31,7 +45,7 @@ struct sb_replica_path {
      * when this call ran a step that gradients only captured. */
     sb_status (*update)(struct sb_replica *r, const float *grads, struct sb_step_result *res,
                         int *ran);
-    /* Gathers test samples idx[0..n) (host indices) into r->x, r->y. */
+    /* Gathers test samples idx[0..n) (host indices) into slot 0's buffers. */
     sb_status (*gather_test)(struct sb_replica *r, const int32_t *idx, int n);
 };
 

@@ -173,7 +173,8 @@ static void loss_is_read_once_per_epoch(void **state)
         if (s + 1 < TRAIN_N / BATCH) assert_true(res.loss_sum == 0.0); /* not read yet */
         else total = res.loss_sum;
         struct sb_model *m = r->model;
-        assert_int_equal(m->ops->forward(m, r->x, r->y, BATCH, 1.0f, &alone), SB_OK);
+        assert_int_equal(m->ops->forward(m, r->slot[0].x, r->slot[0].y, BATCH, 1.0f, &alone),
+                         SB_OK);
         per_step[s] = alone;
     }
     double expect = 0.0;
