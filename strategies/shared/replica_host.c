@@ -12,19 +12,19 @@ static sb_status gradients(struct sb_replica *r, const int32_t *idx, int n, int 
     struct sb_model *m = r->model;
     *ran = 0;
     double t0 = sb_now_s();
-    sb_nvtx_push("data", SB_NVTX_DATA, 0);
+    sb_nvtx_push_phase("data", SB_NVTX_DATA);
     sb_mnist_gather(&r->env->data->train, idx, n, r->x, r->y);
     sb_nvtx_pop();
     double t1 = sb_now_s();
 
-    sb_nvtx_push("forward", SB_NVTX_FORWARD, 0);
+    sb_nvtx_push_phase("forward", SB_NVTX_FORWARD);
     sb_status st = m->ops->forward(m, r->x, r->y, n, 1.0f / (float)global_batch, r->loss_acc);
     if (!st) st = r->env->be->check();
     sb_nvtx_pop();
     if (st) return st;
     double t2 = sb_now_s();
 
-    sb_nvtx_push("backward", SB_NVTX_BACKWARD, 0);
+    sb_nvtx_push_phase("backward", SB_NVTX_BACKWARD);
     st = m->ops->backward(m, ready, ctx);
     sb_nvtx_pop();
     if (st) return st;
@@ -42,10 +42,8 @@ static sb_status update(struct sb_replica *r, const float *grads, struct sb_step
 {
     *ran = 0; /* gradients ran the step's other phases already */
     double t0 = sb_now_s();
-    sb_nvtx_push("optimizer", SB_NVTX_OPTIMIZER, 0);
-    sb_optimizer_step(&r->opt, r->model->params, grads);
+    sb_optimizer_step(&r->opt, r->model->params, grads); /* its own NVTX range */
     sb_status st = r->env->be->check();
-    sb_nvtx_pop();
     res->phase_ms[SB_PHASE_OPTIMIZER] += 1e3 * (sb_now_s() - t0);
     return st;
 }
