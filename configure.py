@@ -27,6 +27,7 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIRS = ["src", "strategies", "workloads"]  # every *.c and *.cu below these
 MAIN_SOURCE = "src/main.c"                        # the program's main(); the rest is the library
 UNIT_TESTS = "tests/unit/test_*.c"                # each one becomes build/tests/test_<name>
+NVTX_INJECT = "tests/nvtx_inject/nvtx_inject.c"  # NVTX tool of test_nvtx.py (with NVTX3 only)
 FUZZ_TARGETS = "tests/fuzz/fuzz_*.c"              # each one becomes build/fuzz/fuzz_<name> (ninja fuzz)
 FUZZ_DIR = "build/fuzz"                           # the library again, built by clang for libFuzzer
 FUZZ_SANITIZE = "-fsanitize=fuzzer,address,undefined"
@@ -154,7 +155,7 @@ def find_sources(suffix):
 def source_folders():
     """Every folder whose listing decides what is built (ninja re-runs configure when one changes)."""
     dirs = []
-    for d in SOURCE_DIRS + ["tests/unit", "tests/fuzz"]:
+    for d in SOURCE_DIRS + ["tests/unit", "tests/fuzz", os.path.dirname(NVTX_INJECT)]:
         if os.path.isdir(d):
             dirs += [d] + sorted(p.rstrip("/") for p in glob.glob(f"{d}/**/", recursive=True) if p.rstrip("/") != d)
     return uniq(dirs)
@@ -470,6 +471,12 @@ def write_ninja(cfg):
         "  command = $cc $ldflags -o $out $in $libs",
         "  description = LINK $out",
         "",
+        "rule shlib",
+        "  command = $cc -MMD -MF $out.d $cflags -fPIC -shared -o $out $in -ldl",
+        "  depfile = $out.d",
+        "  deps = gcc",
+        "  description = SHLIB $out",
+        "",
         "rule pytest",
         f"  command = {cfg['test_env']}STRATBENCH_BUILD=build $python -m pytest -q tests",
         "  description = TEST",
@@ -509,6 +516,10 @@ def write_ninja(cfg):
         out += [f"build {ninja_path(obj)}: cc {ninja_path(src)}", "  cflags = $cflags $test_cflags",
                 f"build {TEST_DIR}/{name}: link {ninja_path(obj)} {' '.join(lib_dep)}", "  libs = $test_libs $libs"]
         targets.append(f"{TEST_DIR}/{name}")
+    if cfg["cuda"]["nvtx"] and os.path.isfile(NVTX_INJECT):  # NVTX_INJECTION64_PATH of test_nvtx.py
+        lib = f"{TEST_DIR}/libnvtx_inject.so"
+        out += [f"build {lib}: shlib {ninja_path(NVTX_INJECT)}"]
+        targets.append(lib)
     out += fuzz_build_lines(cfg, [s for s in c_sources if s != MAIN_SOURCE])
     out += ["", f"build all: phony {' '.join(targets)}", "build test: pytest | all", "default all", ""]
 

@@ -13,7 +13,7 @@ below 1, that the model charges them more than they cost there.
                                  [--repeats 3] [--steps 12] [--warmup 4]
     bench/alpha_by_hosts.py --analyse DIR      # again from DIR's reports (no root)
 Each pair is the run of median step of --repeats runs. About 1 minute at 1 Gbit/s and
-5 at 100 Mbit/s with the defaults (docs/cost-model.md, "What α stands for").
+5 at 100 Mbit/s with the defaults (docs/cost-model.md, "What the 2-host α stands for at 4 and 8 hosts").
 """
 import json
 import pathlib

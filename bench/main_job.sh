@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The main job, from a fresh Debian machine: install the dependencies, build,
 # then train the MLP on full MNIST (shipped in data/mnist, or $STRATBENCH_DATA)
-# under all five strategies and leave one JSON report each in
+# under all six strategies and leave one JSON report each in
 # runs/main-<UTC time>/ (or $1). Prints a summary table at the end (global
 # batch, speedup and efficiency against single) and one verdict line: which
 # strategy reached the target accuracy first on this machine, and whether it
-# was compute-bound or communication-bound (from the phases). Warnings a run
+# was compute-bound or communication-bound (from the phases), and which held
+# the least model state per rank (the memory ledger). Warnings a run
 # recorded (oversubscribed cores, a noisy run) are repeated under the table.
 #
 #   bench/main_job.sh [OUT_DIR]        REPLICAS=2 EPOCHS=3 by default;
@@ -40,11 +41,12 @@ run mirrored --strategy mirrored --replicas "$replicas"
 run ddp      --strategy ddp      --replicas "$replicas"
 run central  --strategy central  --replicas "$replicas" --servers 1
 run hierarchical --strategy hierarchical --replicas "$replicas"
+run zero     --strategy zero     --replicas "$replicas" --zero-stage 3
 
 /usr/bin/python3 - "$out" <<'PY'
 import json, pathlib, sys
 out = pathlib.Path(sys.argv[1])
-names = ("single", "mirrored", "ddp", "central", "hierarchical")
+names = ("single", "mirrored", "ddp", "central", "hierarchical", "zero")
 reps = {n: json.loads((out / f"{n}.json").read_text()) for n in names}
 base = reps["single"]["samples_per_s"]
 
@@ -55,6 +57,12 @@ def mean(r, phase):
     else rank 0's mean."""
     by_rank = r.get("phases_by_rank_ms", {}).get(phase)
     return by_rank["median"] if by_rank else r["phases_ms"][phase]["mean"]
+
+
+def state_mb(r):
+    """The largest model state (parameters + gradients + optimizer state) of any rank
+    that holds a replica's share, MB (memory.by_rank; reports/README.md)."""
+    return 1e-6 * max(e["model_state_bytes"] for e in r["memory"]["by_rank"])
 
 
 def bound(r):
@@ -70,9 +78,9 @@ def bound(r):
 print(f"\n# reports in {out}/ (speedup and efficiency: samples/s against single's; comm exp. "
       f"and bound: median over ranks)")
 print(f"# {'strategy':<12} {'replicas':>8} {'global':>7} {'accuracy':>9} {'tta':>8} {'samples/s':>10} "
-      f"{'speedup':>8} {'effic.':>7} {'step p50':>9} {'comm exp.':>9} {'bound':>14}")
+      f"{'speedup':>8} {'effic.':>7} {'step p50':>9} {'comm exp.':>9} {'bound':>14} {'state':>7}")
 print(f"# {'':<12} {'':>8} {'batch':>7} {'%':>9} {'s':>8} {'':>10} {'x':>8} {'':>7} {'ms':>9} "
-      f"{'ms':>9}")
+      f"{'ms':>9} {'':>14} {'MB/rank':>7}")
 for name in names:
     r = reps[name]
     tta = r["time_to_accuracy_s"]
@@ -81,7 +89,7 @@ for name in names:
     print(f"  {name:<12} {r['replicas']:>8} {r['config']['global_batch']:>7} "
           f"{100 * r['final_test_accuracy']:>9.2f} {'-' if tta is None else format(tta, '.2f'):>8} "
           f"{r['samples_per_s']:>10.0f} {speedup:>8.2f} {speedup / r['replicas']:>7.2f} "
-          f"{r['step_ms']['median']:>9.3f} {comm:>9.3f} {kind:>14}")
+          f"{r['step_ms']['median']:>9.3f} {comm:>9.3f} {kind:>14} {state_mb(r):>7.2f}")
 for name in names:
     for w in reps[name].get("warnings", []):
         print(f"# warning ({name}): {w}")
@@ -100,6 +108,10 @@ else:
             f"({r_of(best)})")
 kind, comm, compute, step = bound(reps[best])
 noted = "; its run has warnings (above)" if reps[best].get("warnings") else ""
+least = min(reps, key=lambda n: state_mb(reps[n]))
+memory = (f"least model state per rank: {least}, {state_mb(reps[least]):.2f} MB against "
+          f"{state_mb(reps['ddp']):.2f} MB for ddp's full replica "
+          f"({state_mb(reps[least]) / state_mb(reps['ddp']):.2f}x)")
 print(f"verdict: {head}; {kind}: per step {compute:.2f} ms compute (forward+backward+optimizer) "
-      f"against {comm:.2f} ms exposed communication, of {step:.2f} ms{noted}")
+      f"against {comm:.2f} ms exposed communication, of {step:.2f} ms{noted}; {memory}")
 PY

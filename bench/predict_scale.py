@@ -31,7 +31,7 @@ Two measurements and one correction turn the α–β model of a 2-host run into 
 prediction for this machine's n hosts (docs/cost-model.md, "Predictions at scale"):
 
  - The link from the 2-host runs' own steps (`stratbench predict REPORT --calibrate
-   LAYERS`, docs/cost-model.md "α under load, from the messages"): the default run
+   LAYERS`, docs/cost-model.md "The link: α under load and B"): the default run
    (its gradients in one bucket) and the same run with a bucket per layer
    (--no-overlap). The probe's α is a 1-byte round trip on an idle link (~15 µs) and
    its B a 1 MiB ping-pong; a ring step under load pays far more per message (Open

@@ -24,6 +24,7 @@
 #include "backend/cuda.h"
 #include "comm/watchdog.h"
 #include "core/clock.h"
+#include "core/nvtx.h"
 #include "core/test_fault.h"
 #include "strategies/shared/mirrored.h"
 
@@ -52,6 +53,9 @@ static void run_job(struct member *me)
                            : sb_comm_broadcast(me->comm, m->params, m->n_params, 0);
         break;
     case JOB_STEP: {
+        /* Replica 0 runs inside the harness's step range; the others open
+         * their own, so that their phases carry the step (core/nvtx.h). */
+        if (me->index > 0) sb_nvtx_push("step", SB_NVTX_STEP, (uint64_t)mr->step);
         memset(&me->result, 0, sizeof me->result);
         st = sb_replica_gradients(me->replica, mr->global_idx + (size_t)me->index * cfg->batch,
                                   cfg->batch, sb_config_global_batch(cfg), NULL, NULL,
@@ -67,6 +71,7 @@ static void run_job(struct member *me)
         }
         if (!st) st = cst;
         if (!st) st = sb_replica_update(me->replica, m->grads, &me->result);
+        if (me->index > 0) sb_nvtx_pop();
         break;
     }
     case JOB_EVALUATE: {
@@ -87,6 +92,9 @@ static void *member_main(void *arg)
 {
     struct member *me = arg;
     struct mirrored *mr = me->owner;
+    char name[32];
+    snprintf(name, sizeof name, "replica %d", me->index);
+    sb_nvtx_name_thread(name);
     for (;;) {
         sb_barrier_wait(&mr->start);
         enum job job = mr->job;
@@ -227,9 +235,9 @@ static sb_status mirrored_init(struct sb_strategy *s)
 static sb_status mirrored_step(struct sb_strategy *s, long step, const int32_t *global_idx,
                                struct sb_step_result *out)
 {
-    (void)step;
     struct mirrored *mr = s->impl;
     mr->global_idx = global_idx;
+    mr->step = step;
     SB_TRY(dispatch(mr, JOB_STEP));
     /* Phases are replica 0's; loss and samples cover every replica. Wait is
      * how long replica 0 idles at the all-reduce for the slowest replica's

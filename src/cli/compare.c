@@ -12,6 +12,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "cli/compare_internal.h"
 #include "cli/stats_tests.h"
 #include "cli/suggest.h"
 #include "cli/sweep.h"
@@ -19,26 +20,14 @@
 #include "core/config.h"
 #include "report/json_util.h"
 
-#define MAX_REPEATS 1024
-
-/* --format json's schema: reports/compare.schema.json. */
-#define COMPARE_SCHEMA_VERSION "1.0"
-
-/* What compare judges. The default is samples_per_s: samples trained over
- * the wall time of training, a rate that means the same for any run length
- * (the epoch time of a 150-step run is not that of a 300-step one) and,
- * being wall time, sees the few long preemptions (a CPU hog) that the
- * median step hides. */
-enum metric { M_SAMPLES_PER_S, M_EPOCH_S, M_STEP_MS, M_STEP_P95_MS, M_COUNT };
-static const char *const METRIC_NAME[M_COUNT] = {"samples_per_s", "epoch_s", "step_ms",
-                                                 "step_p95_ms"};
-static const char *const METRIC_UNIT[M_COUNT] = {"samples/s", "s", "ms", "ms"};
+const char *const METRIC_NAME[M_COUNT] = {"samples_per_s", "epoch_s", "step_ms", "step_p95_ms"};
+const char *const METRIC_UNIT[M_COUNT] = {"samples/s", "s", "ms", "ms"};
+const char *const ON_NOISY_NAME[ON_NOISY_COUNT] = {"rerun", "fail", "warn"};
 
 /* What defines the work a run did: two runs are comparable only when these
  * agree (compare refuses otherwise, naming the field, unless --force).
  * steps_total stands for the data set (its size times the epochs, or the
  * step limit). Each is read from the run report; "config.x" is x in config. */
-#define N_WORK 9
 static const char *const WORK_FIELD[N_WORK] = {
     "config.workload", "config.hidden",       "config.replicas",
     "config.batch",    "config.global_batch", "config.epochs",
@@ -50,37 +39,6 @@ static const char *const WORK_FIELD[N_WORK] = {
 #define ABSURD_RATIO 1000.0
 /* Longest training a report may claim: a year. */
 #define MAX_TRAIN_S (365.0 * 86400)
-
-struct opts {
-    double alpha, threshold; /* threshold as a fraction (0.05 = 5%) */
-    enum metric metric;
-    int larger_better;       /* samples_per_s */
-    const char *format;      /* text | markdown | json | github */
-    int force, help;
-    const char *base, *new_;
-};
-
-/* One comparable configuration: its values per repeat. */
-struct entry {
-    char key[512];   /* strategy|workload|replicas|global_batch|hidden|device */
-    char scaling[16];/* strong, weak, or "run" for a single run report (matches either) */
-    char label[160]; /* "mirrored n=2 weak (global batch 128)" */
-    double v[MAX_REPEATS];
-    double step_med[MAX_REPEATS], step_p95[MAX_REPEATS]; /* the tail, shown beside v */
-    int n;
-    int per_repeat;  /* 1: one value per repeat (sweep); 0: one run's step median */
-    char work[N_WORK][96]; /* WORK_FIELD values of the first report, as JSON text */
-    int has_work;
-    const char *path;      /* the file the entry came from (for messages) */
-};
-
-struct side {
-    char path[4096]; /* the JSON file read */
-    cJSON *doc;
-    int partial;     /* a scaling.json of an interrupted sweep */
-    struct entry *e;
-    int n;
-};
 
 static const char *str_at(const cJSON *o, const char *k)
 {
@@ -199,6 +157,7 @@ static sb_status add_report(struct entry *e, const cJSON *rep, enum metric m, co
     if (e->n == MAX_REPEATS) return SB_OK;
     e->step_med[e->n] = rv.step_ms;
     e->step_p95[e->n] = rv.step_p95_ms;
+    sb_report_noise_read(rep, &e->noise[e->n]);
     e->v[e->n++] = v;
     return SB_OK;
 }
@@ -340,21 +299,10 @@ static sb_status check_work(const struct entry *b, const struct entry *n)
     return SB_OK;
 }
 
-enum verdict { NOISE, REGRESSION, IMPROVEMENT };
-static const char *const VERDICT[] = {"noise", "REGRESSION", "improvement"};
-
-struct result {
-    const struct entry *b, *n;
-    double base_med, new_med, change; /* change: (new - base)/base */
-    double base_step[2], new_step[2]; /* medians over repeats of step_ms median, p95 */
-    double p;                         /* NaN when no rank test was possible */
-    int low_power;                    /* repeats too few for p to reach alpha */
-    enum verdict verdict;
-};
-
 /* The verdict on one matched point: the median moved by more than the
  * threshold in the worse (better) direction AND, with repeats on both sides,
- * the two-sided Mann-Whitney p-value is below alpha. */
+ * the two-sided Mann-Whitney p-value is below alpha. The verdict is noisy
+ * when a repeat of either side was (compare_noise.h). */
 static sb_status decide(const struct opts *o, const struct entry *b, const struct entry *n,
                         struct result *r)
 {
@@ -383,132 +331,11 @@ static sb_status decide(const struct opts *o, const struct entry *b, const struc
                         n->path, ratio);
     r->verdict = !significant ? NOISE : worse > o->threshold ? REGRESSION
                : worse < -o->threshold ? IMPROVEMENT : NOISE;
-    return SB_OK;
-}
-
-/* Prints doc as JSON and a newline, then frees doc. `fail`: building doc
- * ran out of memory (nothing is printed). Errors: SB_ERR_NOMEM. */
-static sb_status print_json(cJSON *doc, int fail)
-{
-    char *t = fail ? NULL : cJSON_Print(doc);
-    cJSON_Delete(doc);
-    if (!t) return sb_error(SB_ERR_NOMEM, "compare: out of memory building the JSON output");
-    printf("%s\n", t);
-    cJSON_free(t);
-    return SB_OK;
-}
-
-/* --format github: the benchmark-action list, one {name, unit, value} per
- * point (the new side's median). */
-static sb_status print_github(const struct opts *o, const struct result *r, int nr)
-{
-    int fail = 0;
-    cJSON *list = cJSON_CreateArray();
-    for (int i = 0; i < nr; i++) {
-        cJSON *x = cJSON_CreateObject();
-        sb_json_add_str(x, "name", r[i].n->label, &fail);
-        sb_json_add_str(x, "unit", METRIC_UNIT[o->metric], &fail);
-        sb_json_add_num(x, "value", r[i].new_med, &fail);
-        sb_json_append(list, x, &fail);
-    }
-    return print_json(list, fail || !list);
-}
-
-/* One point of --format json. */
-static cJSON *json_point(const struct result *r, int *fail)
-{
-    cJSON *x = cJSON_CreateObject();
-    sb_json_add_str(x, "name", r->n->label, fail);
-    sb_json_add_num(x, "base_median", r->base_med, fail);
-    sb_json_add_num(x, "new_median", r->new_med, fail);
-    sb_json_add_num(x, "base_step_ms_median", r->base_step[0], fail);
-    sb_json_add_num(x, "base_step_ms_p95", r->base_step[1], fail);
-    sb_json_add_num(x, "new_step_ms_median", r->new_step[0], fail);
-    sb_json_add_num(x, "new_step_ms_p95", r->new_step[1], fail);
-    sb_json_add_num(x, "change", isfinite(r->change) ? r->change : 0, fail);
-    sb_json_add_num(x, "p_value", r->p, fail); /* null when NaN: no rank test */
-    sb_json_add_str(x, "test", isnan(r->p) ? "threshold-only" : "mann-whitney-u", fail);
-    sb_json_add_num(x, "base_repeats", r->b->n, fail);
-    sb_json_add_num(x, "new_repeats", r->n->n, fail);
-    sb_json_add_str(x, "verdict", r->verdict == REGRESSION ? "regression" : VERDICT[r->verdict],
-                    fail);
-    return x;
-}
-
-/* --format json: the verdict document (reports/compare.schema.json). */
-static sb_status print_verdict_json(const struct opts *o, const struct result *r, int nr,
-                                    const struct side *b, const struct side *n, int regressions)
-{
-    int fail = 0;
-    cJSON *doc = cJSON_CreateObject(), *pts;
-    sb_json_add_str(doc, "schema_version", COMPARE_SCHEMA_VERSION, &fail);
-    sb_json_add_str(doc, "kind", "stratbench-compare", &fail);
-    sb_json_add_str(doc, "base", b->path, &fail);
-    sb_json_add_str(doc, "new", n->path, &fail);
-    sb_json_add_str(doc, "metric", METRIC_NAME[o->metric], &fail);
-    sb_json_add_str(doc, "unit", METRIC_UNIT[o->metric], &fail);
-    sb_json_add_item(doc, "larger_is_better", cJSON_CreateBool(o->larger_better), &fail);
-    sb_json_add_num(doc, "alpha", o->alpha, &fail);
-    sb_json_add_num(doc, "threshold", o->threshold, &fail);
-    sb_json_add_num(doc, "regressions", regressions, &fail);
-    pts = sb_json_add_arr(doc, "points", &fail);
-    for (int i = 0; i < nr; i++) sb_json_append(pts, json_point(&r[i], &fail), &fail);
-    return print_json(doc, fail || !doc);
-}
-
-/* The text table (default, '#' before every non-data line) or --format
- * markdown, with the notes and the count of regressions. */
-static void print_table(const struct opts *o, const struct result *r, int nr, int regressions,
-                        int any_no_test, int any_low_power)
-{
-    const char *unit = METRIC_UNIT[o->metric], *metric = METRIC_NAME[o->metric];
-    const char *better = o->larger_better ? "larger is better" : "smaller is better";
-    int md = strcmp(o->format, "markdown") == 0;
-    if (md)
-        printf("### stratbench compare: %s (%s, %s)\n\n| point | base | new | change | p | verdict "
-               "| step ms p50/p95 base | new |\n"
-               "|---|---:|---:|---:|---:|---|---:|---:|\n", metric, unit, better);
-    else
-        printf("# compare %s (%s), %s: two-sided Mann-Whitney U at alpha %g and |change| > %g%%\n"
-               "# %-44s %12s %12s %8s %8s  %-11s %17s %17s\n", metric, better, unit, o->alpha,
-               o->threshold * 100, "point", "base", "new", "change", "p", "verdict",
-               "step p50/p95 base", "new (ms)");
-    for (int i = 0; i < nr; i++) {
-        char p[32], tb[48], tn[48];
-        if (isnan(r[i].p)) snprintf(p, sizeof p, "-");
-        else snprintf(p, sizeof p, "%.3g", r[i].p);
-        snprintf(tb, sizeof tb, "%.3g/%.3g", r[i].base_step[0], r[i].base_step[1]);
-        snprintf(tn, sizeof tn, "%.3g/%.3g", r[i].new_step[0], r[i].new_step[1]);
-        printf(md ? "| %s | %.4g | %.4g | %+.1f%% | %s | %s | %s | %s |\n"
-                  : "  %-44s %12.4g %12.4g %+7.1f%% %8s  %-11s %17s %17s\n",
-               r[i].n->label, r[i].base_med, r[i].new_med, 100 * r[i].change, p,
-               VERDICT[r[i].verdict], tb, tn);
-    }
-    const char *pre = md ? "\n" : "# ";
-    if (any_no_test)
-        printf("%snote: a side has one run report (per-step summaries only): no repeat-level test "
-               "was possible, the threshold alone decided\n", pre);
-    if (any_low_power)
-        printf("%snote: too few repeats for the rank test to reach alpha %g (4+ per side needed "
-               "at 0.05): such points are never called regressions\n", pre, o->alpha);
-    printf("%s%d regression%s in %d matched point%s\n", pre, regressions, regressions == 1 ? "" : "s",
-           nr, nr == 1 ? "" : "s");
-}
-
-/* Prints the results in --format text, markdown, json or github. Errors:
- * SB_ERR_NOMEM (json, github). */
-static sb_status print_results(const struct opts *o, const struct result *r, int nr,
-                               const struct side *b, const struct side *n)
-{
-    int any_no_test = 0, any_low_power = 0, regressions = 0;
-    for (int i = 0; i < nr; i++) {
-        any_no_test |= isnan(r[i].p);
-        any_low_power |= r[i].low_power;
-        regressions += r[i].verdict == REGRESSION;
-    }
-    if (strcmp(o->format, "github") == 0) return print_github(o, r, nr);
-    if (strcmp(o->format, "json") == 0) return print_verdict_json(o, r, nr, b, n, regressions);
-    print_table(o, r, nr, regressions, any_no_test, any_low_power);
+    /* Either side measured while other work took the CPUs: whatever the
+     * verdict, it may describe the machine rather than the build. */
+    sb_compare_side_noise(b, &r->noise[0]);
+    sb_compare_side_noise(n, &r->noise[1]);
+    r->noisy = r->noise[0].noisy_repeats > 0 || r->noise[1].noisy_repeats > 0;
     return SB_OK;
 }
 
@@ -525,11 +352,17 @@ static void usage(FILE *out)
             "  --alpha A        0.05        significance level of the two-sided Mann-Whitney U test\n"
             "  --threshold T    5%%          minimum change of the median to call a regression\n"
             "  --format F       text        text, markdown, json or github (github-action-benchmark)\n"
+            "  --on-noisy P     rerun       what a regression with a noisy side (a repeat whose\n"
+            "                               report says \"noisy run\": other work took the CPUs)\n"
+            "                               does: rerun (exit 3: rerun the noisy repeats, e.g.\n"
+            "                               sweep --rerun-noisy, and compare again), fail (exit 1,\n"
+            "                               as a quiet regression) or warn (exit 0, a note)\n"
             "  --force                      compare even if the environments or the work (steps,\n"
             "                               epochs, warm-up, batch, data set) differ, or a sweep\n"
             "                               is partial\n"
             "exit status: 0 no regression, 1 regression, 2 bad input or the gate cannot decide\n"
-            "(different work, implausible values, too few repeats to reach alpha)\n");
+            "(different work, implausible values, too few repeats to reach alpha), 3 only noisy\n"
+            "regressions under --on-noisy rerun\n");
 }
 
 static sb_status parse_opts(struct opts *o, int argc, char **argv)
@@ -537,9 +370,11 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
     static const struct option longs[] = {
         {"metric", 1, NULL, 'm'}, {"alpha", 1, NULL, 'a'}, {"threshold", 1, NULL, 't'},
         {"format", 1, NULL, 'f'}, {"force", 0, NULL, 'F'}, {"help", 0, NULL, 'h'},
+        {"on-noisy", 1, NULL, 'n'},
         {NULL, 0, NULL, 0}};
     *o = (struct opts){.alpha = 0.05, .threshold = 0.05, .format = "text",
-                       .metric = M_SAMPLES_PER_S, .larger_better = 1};
+                       .metric = M_SAMPLES_PER_S, .larger_better = 1,
+                       .on_noisy = ON_NOISY_RERUN};
     optind = 1;
     opterr = 0;
     char *end;
@@ -574,6 +409,14 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
             o->format = optarg;
             break;
         case 'F': o->force = 1; break;
+        case 'n':
+            o->on_noisy = ON_NOISY_COUNT;
+            for (int k = 0; k < ON_NOISY_COUNT; k++)
+                if (strcmp(optarg, ON_NOISY_NAME[k]) == 0) o->on_noisy = (enum on_noisy)k;
+            if (o->on_noisy == ON_NOISY_COUNT)
+                return sb_error(SB_ERR_USAGE, "--on-noisy: '%s' is not rerun, fail or warn",
+                                optarg);
+            break;
         case 'h': o->help = 1; return SB_OK;
         default:
             return sb_cli_bad_flag("compare", argv[optind - 1], longs);
@@ -593,7 +436,10 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
     return SB_OK;
 }
 
-static sb_status compare(const struct opts *o, struct side *b, struct side *n, int *regressions)
+/* Compares BASE and NEW and prints the verdicts; *quiet and *noisy count
+ * the regressions with both sides quiet and with a noisy side. */
+static sb_status compare(const struct opts *o, struct side *b, struct side *n, int *quiet,
+                         int *noisy)
 {
     SB_TRY(load_side(o->base, o->metric, b));
     SB_TRY(check_unique(b));
@@ -644,10 +490,8 @@ static sb_status compare(const struct opts *o, struct side *b, struct side *n, i
                       "BASE, %d in NEW: the smallest possible p is above alpha), so the gate can "
                       "never fail; run the sweeps with --repeats 5 (or 4+ per side)", o->alpha,
                       r[low].b->n, r[low].n->n);
-    if (!st) st = print_results(o, r, nr, b, n);
-    if (!st) {
-        for (int i = 0; i < nr; i++) *regressions += r[i].verdict == REGRESSION;
-    }
+    if (!st) st = sb_compare_print(o, r, nr, b, n);
+    if (!st) sb_compare_count(r, nr, quiet, noisy);
     free(r);
     return st;
 }
@@ -656,13 +500,13 @@ int sb_compare_main(int argc, char **argv)
 {
     struct opts o;
     struct side b = {0}, n = {0};
-    int regressions = 0;
+    int quiet = 0, noisy = 0;
     sb_status st = parse_opts(&o, argc, argv);
     if (!st && o.help) {
         usage(stdout);
         return 0;
     }
-    if (!st) st = compare(&o, &b, &n, &regressions);
+    if (!st) st = compare(&o, &b, &n, &quiet, &noisy);
     cJSON_Delete(b.doc);
     cJSON_Delete(n.doc);
     free(b.e);
@@ -671,5 +515,7 @@ int sb_compare_main(int argc, char **argv)
         fprintf(stderr, "stratbench: %s\n", sb_error_message());
         return 2; /* bad input, whatever the cause: the gate could not decide */
     }
-    return regressions ? 1 : 0;
+    if (quiet) return 1;
+    if (!noisy) return 0;
+    return o.on_noisy == ON_NOISY_FAIL ? 1 : o.on_noisy == ON_NOISY_RERUN ? 3 : 0;
 }

@@ -8,8 +8,11 @@
 #define SB_COMPARE_H
 
 /* Runs `stratbench compare` with argv[0] = "compare"; returns the exit
- * status: 0 no regression, 1 at least one regression, 2 bad input (one line
- * on stderr naming the flag, file, or the environment field that differs). */
+ * status: 0 no regression, 1 at least one regression (with both sides
+ * quiet, or any under --on-noisy fail), 2 bad input (one line on stderr
+ * naming the flag, file, or the environment field that differs), 3 only
+ * regressions with a noisy side under --on-noisy rerun (the default): the
+ * gate asks for the noisy repeats to be run again. */
 int sb_compare_main(int argc, char **argv);
 
 #endif

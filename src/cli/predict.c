@@ -14,6 +14,7 @@
 #include "backend/backend.h"
 #include "cli/outputs.h"
 #include "cli/predict_link.h"
+#include "cli/predict_rows.h"
 #include "cli/suggest.h"
 #include "cli/sweep.h"
 #include "cli/train_opts.h"
@@ -22,66 +23,6 @@
 #include "core/status.h"
 #include "strategies/strategy.h"
 #include "workloads/workload.h"
-
-#define PREDICT_SCHEMA_VERSION "1.3"
-#define MAX_COUNTS 64
-#define MAX_BUCKETS 64
-/* Plausibility bounds on what a report says (a corrupt or hand-edited report
- * is refused, not extrapolated): a petabyte of parameters (2.5e14 fp32, far
- * above any model), a message latency of 10 s, 100 TB/s of link (above any
- * NVLink or NIC). */
-#define MAX_PARAM_BYTES 1e15
-#define MAX_ALPHA_S 10.0
-#define MAX_BANDWIDTH_BPS 1e14
-#define MAX_STRATEGIES 32     /* registered strategies predict looks at */
-#define MAX_VARIANTS 8        /* rows one strategy gives per replica count */
-#define MAX_ROWS_PER_COUNT 32 /* rows of all strategies per replica count */
-
-struct opts {
-    const char *report;
-    int counts[MAX_COUNTS];
-    int n_counts;
-    double bandwidth_Bps; /* 0 = the report's */
-    double latency_s;     /* < 0 = the report's */
-    const char *calibrate; /* --calibrate LAYERS: the link from two runs' steps */
-    double device_memory_bytes; /* --device-memory; 0 = not given */
-    int json;
-    const char *out;
-    int help;
-};
-
-/* What predict takes from a report. */
-struct run {
-    char strategy[64];
-    int replicas, batch, overlap;
-    double bytes;                /* parameter bytes: M */
-    double compute_ms;           /* data + h2d + forward + backward + optimizer */
-    double step_ms;              /* step_ms.median (NaN when absent) */
-    int plain;                   /* no --grad-compression, no local SGD */
-    double backward_ms;
-    double buckets[MAX_BUCKETS]; /* the run's gradient buckets, launch order (when its
-                                  * strategy_details list them all) */
-    int n_buckets;                /* 0: not listed */
-    struct sb_link link;
-    const char *link_kind;       /* link.source: "probe", "given" or "calibrated" */
-    double alpha_probe_s;        /* comm.model.alpha_s (NaN when absent) */
-    char workload[32];           /* config.workload and config.hidden: the model whose */
-    int hidden[SB_MAX_HIDDEN], n_hidden;    /* matrices PowerSGD would compress */
-    enum sb_optimizer_kind optimizer; /* config.optimizer (sgd when absent) */
-    double activation_bytes;          /* memory.by_rank[0].activation_bytes (0 when absent) */
-};
-
-/* One predicted point. */
-struct row {
-    int replicas, servers;
-    const char *strategy, *algorithm;
-    char method[SB_METHOD_NAME_MAX]; /* the gradient method: "none", "fp16/bf16",
-                                      * "powersgd-r2", ... (sb_method_name) */
-    double comm_ms, exposed_ms, step_ms, samples_per_s, efficiency;
-    double model_state_bytes; /* the ledger formula's, the largest rank's */
-    double memory_bytes;      /* model state + the run's activations */
-    int fits;                 /* memory_bytes <= --device-memory: 1, 0; -1 not asked */
-};
 
 static void usage(FILE *out)
 {
@@ -322,44 +263,6 @@ static void load_memory_inputs(const cJSON *doc, struct run *r)
     r->activation_bytes = isfinite(act) && act > 0 ? act : 0.0;
 }
 
-/* The configuration row w stands for: w's replicas, the run's optimizer,
- * ops's defaults, and the options its variant names: a "servers" option
- * takes w->servers, a variant "stage-K" the option whose flag ends in
- * "-stage" (zero's --zero-stage). Written past the flag's accepted range
- * (--servers stops at 64; predict's rows reach 512). */
-static void row_config(const struct run *r, const struct sb_strategy_ops *ops,
-                       const struct row *w, struct sb_config *cfg)
-{
-    memset(cfg, 0, sizeof *cfg);
-    cfg->replicas = w->replicas;
-    cfg->optimizer = r->optimizer;
-    sb_strategy_options_defaults(ops, cfg);
-    for (const struct sb_strategy_option *op = ops->options; op && op->flag; op++) {
-        size_t len = strlen(op->flag);
-        int v = -1;
-        if (strcmp(op->flag, "servers") == 0) v = w->servers;
-        else if (len >= 6 && strcmp(op->flag + len - 6, "-stage") == 0 &&
-                 strncmp(w->algorithm, "stage-", 6) == 0)
-            v = atoi(w->algorithm + 6);
-        if (v >= 0 && op->kind == SB_OPTION_INT)
-            memcpy(cfg->strategy_opts + op->offset, &v, sizeof v);
-    }
-}
-
-/* Fills w's memory columns: the largest model state of any rank by the
- * ledger's formula (sb_strategy_model_state_bytes: the ZeRO paper's fp32
- * accounting, docs/zero.md) for Ψ = M / 4, plus the run's activations;
- * fits against --device-memory where given. */
-static void row_memory(const struct run *r, const struct opts *o,
-                       const struct sb_strategy_ops *ops, struct row *w)
-{
-    struct sb_config cfg;
-    row_config(r, ops, w, &cfg);
-    w->model_state_bytes = sb_strategy_model_state_bytes(ops, &cfg, r->bytes / 4.0);
-    w->memory_bytes = w->model_state_bytes + r->activation_bytes;
-    w->fits = o->device_memory_bytes > 0 ? w->memory_bytes <= o->device_memory_bytes : -1;
-}
-
 /* Reads what predict needs from the report at `path`; need_link: the
  * report must have a probed link unless --bandwidth and --latency replace
  * it. Bad input names the report (SB_ERR_INPUT). */
@@ -497,298 +400,6 @@ static sb_status calibrated_link(const struct opts *o, struct run *r)
     return SB_OK;
 }
 
-static void finish_row(const struct run *r, struct row *w)
-{
-    w->step_ms = r->compute_ms + w->exposed_ms;
-    w->samples_per_s = 1e3 * (double)w->replicas * r->batch / w->step_ms;
-    w->efficiency = r->compute_ms / w->step_ms;
-}
-
-/* w's comm, exposed (all of comm where the model states none), step,
- * samples/s and efficiency from model row m, its communication divided by
- * `every` (local SGD: one all-reduce every H steps). */
-static void set_times(const struct run *r, const struct sb_comm_model_row *m, double every,
-                      struct row *w)
-{
-    w->comm_ms = 1e3 * m->comm_s / every;
-    w->exposed_ms = isnan(m->exposed_s) ? w->comm_ms : 1e3 * m->exposed_s / every;
-    finish_row(r, w);
-}
-
-/* Builds the report's model on the cpu backend (its workload and
- * --hidden) into *out; free with the workload's destroy, which
- * *ops_out gives. Errors: those of building the model; SB_ERR_INPUT when
- * the report names no known workload. */
-static sb_status build_model(const struct run *r, const struct sb_workload_ops **ops_out,
-                             struct sb_model **out)
-{
-    const struct sb_workload_ops *wl = sb_workload_find(r->workload);
-    const struct sb_backend_ops *be = sb_backend_find("cpu");
-    if (!wl || !be) return sb_error(SB_ERR_INPUT, "predict: the report's workload is unknown");
-    struct sb_train_opts t;
-    sb_train_opts_defaults(&t);
-    snprintf(t.cfg.workload, sizeof t.cfg.workload, "%s", r->workload);
-    if (r->n_hidden > 0 && r->n_hidden <= SB_MAX_HIDDEN) {
-        t.cfg.n_hidden = r->n_hidden;
-        for (int i = 0; i < r->n_hidden; i++) t.cfg.hidden[i] = r->hidden[i];
-    }
-    *ops_out = wl;
-    return wl->create(&t.cfg, be, 1, out);
-}
-
-/* PowerSGD's factors for the report's model at rank `rank`: *mn = sum of m
- * n over the matrices it compresses, *mnr = sum of (m + n) r over them
- * (sb_strategy_powersgd_factors plans them from the workload's own layout).
- * Errors: those of build_model. */
-static sb_status powersgd_factors(const struct run *r, int rank, double *mn, double *mnr)
-{
-    const struct sb_workload_ops *wl = NULL;
-    struct sb_model *m = NULL;
-    SB_TRY(build_model(r, &wl, &m));
-    sb_status st = sb_strategy_powersgd_factors(m, rank, mn, mnr);
-    wl->destroy(m);
-    return st;
-}
-
-/* The layers of the report's model (zero stage 3's units: the run's hook
- * gathers one layer at a time, sb_bucket_plan_create's layers), or 0 when
- * the model cannot be built (an unknown workload): the caller's models
- * then fall back to the buckets. */
-static int model_layers(const struct run *r)
-{
-    const struct sb_workload_ops *wl = NULL;
-    struct sb_model *m = NULL;
-    int layers = 0;
-    if (build_model(r, &wl, &m)) return 0;
-    if (sb_strategy_model_layers(m, &layers)) layers = 0;
-    wl->destroy(m);
-    return layers;
-}
-
-/* The ranks and periods predict models (bench/compression.py's). */
-static const int POWERSGD_RANKS[] = {1, 2, 4};
-static const int LOCAL_SGD_H[] = {4, 16};
-
-/* One row of `ops` for method `name`: its comm_model's first (--allreduce
- * auto) variant on the buckets `bytes` (nb), after backward (no overlap:
- * the methods run after it), communication divided by `every`. */
-static int method_row(const struct run *r, const struct sb_comm_model_query *q,
-                      const struct sb_strategy_ops *ops, const double *bytes, int nb,
-                      double every, const char *name, struct row *w)
-{
-    struct sb_comm_model_query mq = *q;
-    struct sb_comm_model_row model[MAX_VARIANTS];
-    mq.bucket_bytes = bytes;
-    mq.n_buckets = nb;
-    mq.overlap = 0;
-    mq.bytes = 0;
-    for (int b = 0; b < nb; b++) mq.bytes += bytes[b];
-    if (ops->comm_model(&mq, model, MAX_VARIANTS) < 1) return 0;
-    *w = (struct row){.replicas = q->replicas, .servers = model[0].servers,
-                      .strategy = ops->name, .algorithm = model[0].variant};
-    snprintf(w->method, sizeof w->method, "%s", name);
-    set_times(r, &model[0], every, w);
-    return 1;
-}
-
-/* Rows of the gradient methods (docs/cost-model.md) for a strategy whose
- * rows all-reduce the gradient buckets, at most cap: fp16/bf16 (every
- * bucket at half its bytes), PowerSGD at ranks 1, 2, 4 (three all-reduces:
- * the uncompressed tensors, 4(n_params - sum mn) bytes, and P and Q, each
- * modelled as half of 4 sum (m+n) r), local SGD H = 4, 16 (the plain
- * all-reduce every H steps: 1/H of it per step). Returns the rows added. */
-static int method_rows(const struct run *r, const struct sb_comm_model_query *q,
-                       const struct sb_strategy_ops *ops, struct row *rows, int cap)
-{
-    double half[MAX_BUCKETS], plain[MAX_BUCKETS];
-    char name[SB_METHOD_NAME_MAX];
-    int nb = r->n_buckets ? r->n_buckets : 1, k = 0;
-    for (int b = 0; b < nb; b++) {
-        plain[b] = r->n_buckets ? r->buckets[b] : r->bytes;
-        half[b] = plain[b] / 2;
-    }
-    if (k < cap) k += method_row(r, q, ops, half, nb, 1.0, "fp16/bf16", &rows[k]);
-    for (size_t i = 0; i < sizeof POWERSGD_RANKS / sizeof POWERSGD_RANKS[0] && k < cap; i++) {
-        double mn, mnr;
-        if (powersgd_factors(r, POWERSGD_RANKS[i], &mn, &mnr)) break; /* no model: no rows */
-        double three[3] = {r->bytes - 4.0 * mn, 2.0 * mnr, 2.0 * mnr};
-        sb_method_name("powersgd", POWERSGD_RANKS[i], 0, name, sizeof name);
-        k += method_row(r, q, ops, three, 3, 1.0, name, &rows[k]);
-    }
-    for (size_t i = 0; i < sizeof LOCAL_SGD_H / sizeof LOCAL_SGD_H[0] && k < cap; i++) {
-        sb_method_name("none", 0, LOCAL_SGD_H[i], name, sizeof name);
-        k += method_row(r, q, ops, plain, nb, LOCAL_SGD_H[i], name, &rows[k]);
-    }
-    return k;
-}
-
-/* A strategy's model line for the table's header. */
-typedef char legend_line[sizeof(((struct sb_comm_model_row *)0)->legend)];
-
-/* Rows (at most cap): per replica count, every variant of every registered
- * strategy that has a cost model (its comm_model op), in registry order; a
- * variant that states no exposed time exposes all of its communication.
- * legends[i] gets registered strategy i's model line, "" for one without a
- * model. Returns the number of rows. */
-static int predict_rows(const struct run *r, const struct opts *o, struct row *rows, int cap,
-                        legend_line legends[MAX_STRATEGIES])
-{
-    struct sb_comm_model_row model[MAX_VARIANTS];
-    int k = 0, n_strategies = sb_strategy_count(), layers = model_layers(r);
-    for (int i = 0; i < MAX_STRATEGIES; i++) legends[i][0] = 0;
-    for (int c = 0; c < o->n_counts; c++) {
-        struct sb_comm_model_query q = {
-            .link = r->link,
-            .replicas = o->counts[c],
-            .bytes = r->bytes,
-            .backward_s = 1e-3 * r->backward_ms,
-            .bucket_bytes = r->n_buckets ? r->buckets : NULL,
-            .n_buckets = r->n_buckets,
-            .overlap = r->overlap,
-            .layers = layers,
-        };
-        for (int i = 0; i < n_strategies && i < MAX_STRATEGIES; i++) {
-            const struct sb_strategy_ops *ops = sb_strategy_at(i);
-            if (!ops->comm_model) continue;
-            int n = ops->comm_model(&q, model, MAX_VARIANTS);
-            if (n > 0 && c == 0) snprintf(legends[i], sizeof legends[i], "%s", model[0].legend);
-            for (int v = 0; v < n && k < cap; v++) {
-                struct row *w = &rows[k++];
-                *w = (struct row){.replicas = q.replicas, .servers = model[v].servers,
-                                  .strategy = ops->name, .algorithm = model[v].variant,
-                                  .method = "none"};
-                set_times(r, &model[v], 1.0, w);
-                row_memory(r, o, ops, w);
-            }
-            if (ops->predict_methods) {
-                int added = method_rows(r, &q, ops, rows + k, cap - k);
-                for (int j = k; j < k + added; j++) row_memory(r, o, ops, &rows[j]);
-                k += added;
-            }
-        }
-    }
-    return k;
-}
-
-/* The memory columns' header line. */
-static void print_memory_legend(const struct run *r, const struct opts *o)
-{
-    printf("# memory per rank: model state by the ledger's formula (fp32; %s: %d optimizer "
-           "float%s per parameter; docs/zero.md) + the run's activations %.1f MB; fits: <= "
-           "--device-memory", sb_optimizer_name(r->optimizer),
-           r->optimizer == SB_OPTIMIZER_ADAM ? 2 : 1, r->optimizer == SB_OPTIMIZER_ADAM ? "s" : "",
-           1e-6 * r->activation_bytes);
-    if (o->device_memory_bytes > 0) printf(" %.4g GB\n", 1e-9 * o->device_memory_bytes);
-    else printf(" (not given)\n");
-}
-
-static void print_table(const struct run *r, const struct opts *o, const struct row *rows,
-                        int n, legend_line legends[MAX_STRATEGIES])
-{
-    printf("# stratbench predict: %s (%s, %d replica%s measured, %.0f bytes of parameters, "
-           "batch %d per replica)\n", o->report, r->strategy, r->replicas,
-           r->replicas == 1 ? "" : "s", r->bytes, r->batch);
-    printf("# link: latency %.2f us, bandwidth %.4g GB/s = %.4g Gbit/s (%s)\n",
-           1e6 * r->link.alpha_s, 1e-9 * r->link.bandwidth_Bps, 8e-9 * r->link.bandwidth_Bps,
-           strcmp(r->link_kind, "probe") == 0        ? "probed at the start of the run"
-           : strcmp(r->link_kind, "calibrated") == 0 ? "calibrated from the steps of the two runs"
-                                                     : "given");
-    printf("# compute per step: %.3f ms (data + h2d + forward + backward + optimizer, slowest "
-           "rank), the same at every scale (weak scaling)\n", r->compute_ms);
-    printf("# model (docs/cost-model.md): "); /* one line per strategy's model */
-    for (int i = 0, first = 1; i < sb_strategy_count() && i < MAX_STRATEGIES; i++)
-        if (legends[i][0]) {
-            printf("%s%s", first ? "" : "\n# ", legends[i]);
-            first = 0;
-        }
-    printf(" efficiency = compute / step\n");
-    print_memory_legend(r, o);
-    printf("#\n");
-    printf("# %8s  %-8s  %7s  %-18s  %-12s  %12s  %12s  %12s  %14s  %10s  %12s  %12s  %4s\n",
-           "replicas", "strategy", "servers", "algorithm", "method", "comm", "exposed", "step",
-           "samples", "efficiency", "state/rank", "memory/rank", "fits");
-    printf("# %8s  %-8s  %7s  %-18s  %-12s  %12s  %12s  %12s  %14s  %10s  %12s  %12s  %4s\n", "",
-           "", "", "", "", "ms", "ms", "ms", "1/s", "", "MB", "MB", "");
-    for (int i = 0; i < n; i++) {
-        const struct row *w = &rows[i];
-        printf("  %8d  %-8s  %7d  %-18s  %-12s  %12.3f  %12.3f  %12.3f  %14.1f  %10.4f  %12.1f"
-               "  %12.1f  %4s\n", w->replicas, w->strategy, w->servers, w->algorithm, w->method,
-               w->comm_ms, w->exposed_ms, w->step_ms, w->samples_per_s, w->efficiency,
-               1e-6 * w->model_state_bytes, 1e-6 * w->memory_bytes,
-               w->fits < 0 ? "-" : w->fits ? "yes" : "no");
-    }
-}
-
-/* The memory inputs of the JSON document (reports/README.md). */
-static int add_memory_header(cJSON *doc, const struct run *r, const struct opts *o)
-{
-    return cJSON_AddStringToObject(doc, "optimizer",
-                                   sb_optimizer_name(r->optimizer)) &&
-           cJSON_AddNumberToObject(doc, "activation_bytes", r->activation_bytes) &&
-           (o->device_memory_bytes > 0
-                ? cJSON_AddNumberToObject(doc, "device_memory_bytes", o->device_memory_bytes) != NULL
-                : cJSON_AddNullToObject(doc, "device_memory_bytes") != NULL);
-}
-
-/* A row's memory columns. */
-static int add_memory_row(cJSON *e, const struct row *w)
-{
-    return cJSON_AddNumberToObject(e, "model_state_bytes", w->model_state_bytes) &&
-           cJSON_AddNumberToObject(e, "memory_bytes", w->memory_bytes) &&
-           (w->fits < 0 ? cJSON_AddNullToObject(e, "fits") != NULL
-                        : cJSON_AddBoolToObject(e, "fits", w->fits) != NULL);
-}
-
-/* The JSON document of the prediction (documented in reports/README.md). */
-static cJSON *to_json(const struct run *r, const struct opts *o, const struct row *rows, int n)
-{
-    cJSON *doc = cJSON_CreateObject(), *link = NULL, *arr = NULL;
-    int ok = doc && cJSON_AddStringToObject(doc, "schema_version", PREDICT_SCHEMA_VERSION) &&
-             cJSON_AddStringToObject(doc, "report", o->report) &&
-             cJSON_AddStringToObject(doc, "measured_strategy", r->strategy) &&
-             cJSON_AddNumberToObject(doc, "measured_replicas", r->replicas) &&
-             cJSON_AddNumberToObject(doc, "batch", r->batch) &&
-             cJSON_AddNumberToObject(doc, "bytes", r->bytes) &&
-             cJSON_AddNumberToObject(doc, "compute_ms", r->compute_ms) &&
-             cJSON_AddNumberToObject(doc, "backward_ms", r->backward_ms) &&
-             cJSON_AddBoolToObject(doc, "overlap", r->overlap) &&
-             add_memory_header(doc, r, o) &&
-             (link = cJSON_AddObjectToObject(doc, "link")) &&
-             cJSON_AddNumberToObject(link, "alpha_s", r->link.alpha_s) &&
-             cJSON_AddNumberToObject(link, "bandwidth_Bps", r->link.bandwidth_Bps) &&
-             cJSON_AddStringToObject(link, "source", r->link_kind) &&
-             (!o->calibrate ||
-              (cJSON_AddStringToObject(link, "calibrate_report", o->calibrate) &&
-               (isfinite(r->alpha_probe_s)
-                    ? cJSON_AddNumberToObject(link, "alpha_probe_s", r->alpha_probe_s)
-                    : cJSON_AddNullToObject(link, "alpha_probe_s")))) &&
-             (arr = cJSON_AddArrayToObject(doc, "rows"));
-    for (int i = 0; ok && i < n; i++) {
-        const struct row *w = &rows[i];
-        cJSON *e = cJSON_CreateObject();
-        if (!e || !cJSON_AddItemToArray(arr, e)) {
-            cJSON_Delete(e);
-            ok = 0;
-            break;
-        }
-        ok = cJSON_AddNumberToObject(e, "replicas", w->replicas) &&
-             cJSON_AddStringToObject(e, "strategy", w->strategy) &&
-             cJSON_AddNumberToObject(e, "servers", w->servers) &&
-             cJSON_AddStringToObject(e, "algorithm", w->algorithm) &&
-             cJSON_AddStringToObject(e, "method", w->method) &&
-             cJSON_AddNumberToObject(e, "comm_ms", w->comm_ms) &&
-             cJSON_AddNumberToObject(e, "exposed_ms", w->exposed_ms) &&
-             cJSON_AddNumberToObject(e, "step_ms", w->step_ms) &&
-             cJSON_AddNumberToObject(e, "samples_per_s", w->samples_per_s) &&
-             cJSON_AddNumberToObject(e, "efficiency", w->efficiency) && add_memory_row(e, w);
-    }
-    if (!ok) {
-        cJSON_Delete(doc);
-        return NULL;
-    }
-    return doc;
-}
-
 int sb_predict_main(int argc, char **argv)
 {
     struct opts o;
@@ -807,8 +418,8 @@ int sb_predict_main(int argc, char **argv)
     int cap = MAX_COUNTS * MAX_ROWS_PER_COUNT;
     struct row *rows = malloc((size_t)cap * sizeof *rows);
     legend_line legends[MAX_STRATEGIES];
-    int n = rows ? predict_rows(&r, &o, rows, cap, legends) : 0;
-    cJSON *doc = rows ? to_json(&r, &o, rows, n) : NULL;
+    int n = rows ? sb_predict_rows(&r, &o, rows, cap, legends) : 0;
+    cJSON *doc = rows ? sb_predict_to_json(&r, &o, rows, n) : NULL;
     if (!doc) {
         free(rows);
         fprintf(stderr, "stratbench: predict: out of memory\n");
@@ -821,7 +432,7 @@ int sb_predict_main(int argc, char **argv)
             if (text) printf("%s\n", text);
             cJSON_free(text);
         } else {
-            print_table(&r, &o, rows, n, legends);
+            sb_predict_print_table(&r, &o, rows, n, legends);
         }
     }
     free(rows);

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/compare_noise.h"
 #include "cli/outputs.h"
 #include "cli/suggest.h"
 #include "cli/sweep_opts.h"
@@ -320,6 +321,13 @@ static sb_status run_point(const struct sweep_opts *o, const char *self, struct 
         if (!reused) {
             unlink(path); /* a stale report must not pass for this run's */
             code = run_child(ca.argv, log_path);
+            /* --rerun-noisy K: a repeat that says "noisy run" runs again. */
+            for (int k = 1; k <= o->rerun_noisy && code == 0 && !interrupted &&
+                            sb_report_file_noisy(path); k++) {
+                printf("# %s: noisy run, rerun %d of %d\n", name, k, o->rerun_noisy);
+                unlink(path);
+                code = run_child(ca.argv, log_path);
+            }
             if (interrupted) break; /* the interrupted run is not recorded */
         } else {
             code = 0;

@@ -57,6 +57,8 @@ void sb_sweep_usage(FILE *out)
             "  --global-batch G    256         strong scaling: per-replica batch = G / n\n"
             "  --batch B           64          weak scaling: per-replica batch\n"
             "  --repeats R         5           runs per point (4+ per side lets compare's rank test reach 0.05)\n"
+            "  --rerun-noisy K     0           run a repeat again, up to K times, while its report\n"
+            "                                  says \"noisy run\" (compare --on-noisy rerun)\n"
             "  --epochs E          1           epochs per run\n"
             "  --max-steps N       none        step limit per run\n"
             "  --data DIR          $STRATBENCH_DATA  MNIST folder\n"
@@ -262,6 +264,7 @@ static sb_status parse_flag(struct sweep_opts *o, int c, const char *arg)
         o->out_given = 1;
         break;
     case 'R': o->resume = 1; break;
+    case 'N': SB_TRY(parse_int("rerun-noisy", arg, 0, 100, &v)); o->rerun_noisy = (int)v; break;
     }
     return SB_OK;
 }
@@ -298,7 +301,8 @@ sb_status sb_sweep_opts_parse(struct sweep_opts *o, int argc, char **argv)
         {"global-batch", 1, NULL, 'G'}, {"batch", 1, NULL, 'b'}, {"repeats", 1, NULL, 'r'},
         {"epochs", 1, NULL, 'e'}, {"max-steps", 1, NULL, 'm'}, {"data", 1, NULL, 'd'},
         {"out", 1, NULL, 'o'}, {"resume", 0, NULL, 'R'}, {"help", 0, NULL, 'h'},
-        {"grad-compression", 1, NULL, 'c'}, {"local-sgd", 1, NULL, 'l'}, {NULL, 0, NULL, 0}};
+        {"grad-compression", 1, NULL, 'c'}, {"local-sgd", 1, NULL, 'l'},
+        {"rerun-noisy", 1, NULL, 'N'}, {NULL, 0, NULL, 0}};
     SB_TRY(set_defaults(o));
     optind = 1;
     opterr = 0;
@@ -307,7 +311,7 @@ sb_status sb_sweep_opts_parse(struct sweep_opts *o, int argc, char **argv)
             o->help = 1;
             return SB_OK;
         }
-        if (!strchr("snScelGbrmdoR", c) || c == 0)
+        if (!strchr("snScelGbrmdoRN", c) || c == 0)
             return sb_cli_bad_flag("sweep", argv[optind - 1], longs);
         SB_TRY(parse_flag(o, c, optarg));
     }

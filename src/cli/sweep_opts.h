@@ -36,6 +36,7 @@ struct sweep_opts {
     int n_replicas;
     int scaling[2]; /* [0] strong, [1] weak requested */
     int repeats, epochs, batch, global_batch;
+    int rerun_noisy; /* --rerun-noisy K: reruns of a repeat whose report is noisy */
     long max_steps; /* 0: none */
     char out[SB_SWEEP_PATH_LEN];
     const char *data;

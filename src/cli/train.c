@@ -13,6 +13,7 @@
 #include "cli/train_opts.h"
 #include "comm/watchdog.h"
 #include "core/interrupt.h"
+#include "core/page_cache.h"
 #include "core/test_fault.h"
 #include "data/mnist.h"
 #include "harness/harness.h"
@@ -168,7 +169,8 @@ static sb_status start_rank(const struct sb_config *cfg, const struct sb_launche
 
 /* The checks every rank runs before training (collective on every rank,
  * whatever they find): the watchdog, the world against the strategy, GPU
- * placement, outputs (rank 0 writes them), memory and the data. */
+ * placement, outputs (rank 0 writes them), memory, --clear-cache and the
+ * data. */
 static sb_status check_rank(struct sb_train_opts *opts, struct sb_job *job, struct sb_mnist *data)
 {
     struct sb_config *cfg = &opts->cfg;
@@ -182,6 +184,9 @@ static sb_status check_rank(struct sb_train_opts *opts, struct sb_job *job, stru
     if (!st && job->rank == 0) st = sb_train_check_outputs(cfg); /* rank 0 writes them */
     /* The watching parent checked the memory of the whole job already. */
     if (!st && !sb_control_on()) st = sb_mem_check(cfg, job->size, job->local_size);
+    /* --clear-cache: once per host, before the data is read (MLPerf's
+     * cache_clear, core/page_cache.h). */
+    if (!st && cfg->clear_cache && job->local_rank == 0) st = sb_page_cache_drop();
     if (!st) st = sb_mnist_load(cfg->data_dir, data);
     /* One warning: the watching parent gave it, else rank 0. */
     if (!st && job->rank == 0 && !sb_control_on()) warn_unchecked(cfg, data);

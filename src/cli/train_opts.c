@@ -12,6 +12,7 @@
 #include "cli/outputs.h"
 #include "cli/suggest.h"
 #include "comm/allreduce_algo.h"
+#include "core/page_cache.h"
 #include "data/mnist.h"
 #include "data/sampler.h"
 #include "strategies/strategy.h"
@@ -24,7 +25,7 @@ enum {
     OPT_EVAL_BATCH, OPT_TRACE, OPT_COMM, OPT_ALLREDUCE, OPT_PROBE_LINKS, OPT_NO_PROBE_LINKS,
     OPT_CUDA_GRAPH, OPT_CHECK_EVERY, OPT_MLLOG, OPT_TIMEOUT, OPT_OPTIMIZER, OPT_RANKS_PER_HOST,
     OPT_GRAD_COMPRESSION, OPT_POWERSGD_RANK, OPT_POWERSGD_START, OPT_LOCAL_SGD,
-    OPT_LOCAL_SGD_WARMUP,
+    OPT_LOCAL_SGD_WARMUP, OPT_MLLOG_BENCHMARK, OPT_CLEAR_CACHE,
     OPT_STRATEGY_FLAG = 512, /* + index into strategy_flags[] */
 };
 
@@ -60,6 +61,8 @@ static const struct option common_options[] = {
     {"cuda-graph", no_argument, NULL, OPT_CUDA_GRAPH},
     {"check-every", required_argument, NULL, OPT_CHECK_EVERY},
     {"mllog", required_argument, NULL, OPT_MLLOG},
+    {"mllog-benchmark", required_argument, NULL, OPT_MLLOG_BENCHMARK},
+    {"clear-cache", no_argument, NULL, OPT_CLEAR_CACHE},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"grad-compression", required_argument, NULL, OPT_GRAD_COMPRESSION},
     {"powersgd-rank", required_argument, NULL, OPT_POWERSGD_RANK},
@@ -183,6 +186,11 @@ void sb_train_opts_usage(FILE *out)
             "  --check-every N        also compare all replicas' parameters every N steps\n"
             "                         (0 = only at the end of the run, always done)\n"
             "  --mllog FILE           MLPerf :::MLLOG event lines (rank 0, atomically)\n"
+            "  --mllog-benchmark NAME submission_benchmark of the --mllog (default\n"
+            "                         mnist_<workload>; MLCommons' checker admits only\n"
+            "                         its own benchmarks: README, MLPerf-style logs)\n"
+            "  --clear-cache          drop the page cache before the run (root; the\n"
+            "                         --mllog says cache_clear true)\n"
             "  --timeout SECONDS      %-10g watchdog: an exchange not done this long after it\n"
             "                                    starts ends the job, naming who did not arrive\n"
             "                                    (0 = off, else at least 0.001; docs/faults.md)\n"
@@ -359,6 +367,15 @@ static sb_status parse_one(struct sb_train_opts *o, int opt, const char *arg)
     case OPT_TRACE: return parse_path("trace", arg, c->trace_path);
     case OPT_CUDA_GRAPH: c->cuda_graph = 1; return SB_OK;
     case OPT_MLLOG: return parse_path("mllog", arg, c->mllog_path);
+    case OPT_MLLOG_BENCHMARK:
+        if (!*arg || strlen(arg) >= sizeof c->mllog_benchmark ||
+            strspn(arg, "abcdefghijklmnopqrstuvwxyz0123456789_") != strlen(arg))
+            return sb_error(SB_ERR_USAGE, "--mllog-benchmark: expected a benchmark name of "
+                            "a-z, 0-9 and _ (at most %zu characters), got '%s'",
+                            sizeof c->mllog_benchmark - 1, arg);
+        strcpy(c->mllog_benchmark, arg);
+        return SB_OK;
+    case OPT_CLEAR_CACHE: c->clear_cache = 1; return SB_OK;
     case OPT_TIMEOUT:
         SB_TRY(parse_double("timeout", arg, 0.0, 86400.0, &c->timeout_s));
         /* Below a millisecond no exchange can finish (a 1-byte round trip
@@ -495,6 +512,11 @@ static sb_status validate(struct sb_train_opts *o)
         return sb_error(SB_ERR_USAGE, "--workload: unknown workload '%s' (expected one of: %s)",
                         c->workload, sb_workload_names());
     SB_TRY(validate_device(c));
+    const char *why = NULL;
+    if (c->clear_cache && !sb_page_cache_droppable(&why))
+        return sb_error(SB_ERR_USAGE, "--clear-cache: cannot drop the page cache "
+                        "(/proc/sys/vm/drop_caches: %s): run as root, or leave the flag out "
+                        "(an --mllog then says cache_clear false)", why);
     if (!o->lr_given && c->optimizer == SB_OPTIMIZER_ADAM) c->lr = SB_LR_DEFAULT_ADAM;
     if (c->cuda_graph && c->optimizer == SB_OPTIMIZER_ADAM)
         return sb_error(SB_ERR_USAGE, "--cuda-graph: a captured step would freeze Adam's bias "

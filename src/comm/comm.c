@@ -149,6 +149,7 @@ sb_status sb_comm_iallreduce(struct sb_comm *c, float *buf, size_t n,
                              struct sb_comm_request *req)
 {
     request_begin(c, SB_COMM_ALLREDUCE, n * sizeof(float), req);
+    sb_nvtx_push_bytes("allreduce.issue", SB_NVTX_COMM, req->bytes);
     sb_status st;
     if (c->ops->iallreduce) {
         st = c->ops->iallreduce(c, buf, n, req);
@@ -160,6 +161,7 @@ sb_status sb_comm_iallreduce(struct sb_comm *c, float *buf, size_t n,
         c->allreduce_by_algo[req->algo].calls++;
         c->allreduce_by_algo[req->algo].bytes += (double)req->bytes;
     }
+    sb_nvtx_pop();
     request_issued(c, req, st);
     return st;
 }
@@ -215,7 +217,10 @@ static sb_status issue_blocks(struct sb_comm *c, enum sb_comm_kind kind,
     size_t n = 0;
     for (int r = 0; r < c->size; r++) n += counts[r];
     request_begin(c, kind, n * sizeof(float), req);
+    sb_nvtx_push_bytes(kind == SB_COMM_REDUCE_SCATTER ? "reduce_scatter.issue" : "allgather.issue",
+                       SB_NVTX_COMM, req->bytes);
     sb_status st = op(c, send, recv, counts, req);
+    sb_nvtx_pop();
     request_issued(c, req, st);
     return st;
 }
@@ -286,9 +291,11 @@ int sb_comm_overlaps(const struct sb_comm *c)
 
 sb_status sb_comm_allreduce_f64(struct sb_comm *c, double *buf, size_t n)
 {
+    sb_nvtx_push_bytes("allreduce_f64", SB_NVTX_COMM, n * sizeof(double));
     int64_t seq = sb_flight_issue(SB_FLIGHT_METRICS, n * sizeof(double), -1, -1);
     sb_status st = c->ops->allreduce_f64(c, buf, n);
     sb_flight_complete(seq, st == SB_OK);
+    sb_nvtx_pop();
     return st;
 }
 

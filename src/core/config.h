@@ -73,6 +73,9 @@ struct sb_config {
      * (strategies/strategy.h), never by the layers below strategies/. */
     _Alignas(double) unsigned char strategy_opts[SB_STRATEGY_OPTS_BYTES];
     char mllog_path[PATH_MAX];   /* "" = no :::MLLOG file (report/mllog.h) */
+    char mllog_benchmark[SB_NAME_MAX]; /* --mllog-benchmark: submission_benchmark; "" =
+                                        * mnist_<workload> */
+    int clear_cache;             /* --clear-cache: drop the page cache before the run */
     double timeout_s;            /* watchdog: an exchange not complete this many
                                   * seconds after issue ends the job; 0 = off */
     /* strategy, device and comm resolved once by the CLI to their registry

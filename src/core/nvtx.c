@@ -5,6 +5,8 @@
 #include <stddef.h>
 
 static _Atomic(const struct sb_nvtx_hook *) hook = NULL;
+/* The payload of the last step range this thread opened. */
+static _Thread_local uint64_t thread_step;
 
 void sb_nvtx_set_hook(const struct sb_nvtx_hook *h) { atomic_store(&hook, h); }
 
@@ -33,6 +35,8 @@ const char *sb_nvtx_category_name(enum sb_nvtx_category c)
 #ifdef SB_HAVE_NVTX
 #include <nvtx3/nvToolsExt.h>
 #include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /* Distinct, colour-blind-safe hues (Okabe-Ito palette), and a light grey
  * for the bubble (idle time). */
@@ -72,6 +76,11 @@ static void pop(void)
     pthread_once(&domain_once, domain_create);
     nvtxDomainRangePop(domain);
 }
+
+void sb_nvtx_name_thread(const char *name)
+{
+    nvtxNameOsThreadA((uint32_t)syscall(SYS_gettid), name);
+}
 #else
 static void push(const char *name, enum sb_nvtx_category category, uint64_t payload)
 {
@@ -79,12 +88,20 @@ static void push(const char *name, enum sb_nvtx_category category, uint64_t payl
 }
 
 static void pop(void) {}
+
+void sb_nvtx_name_thread(const char *name) { (void)name; }
 #endif
 
 void sb_nvtx_push(const char *name, enum sb_nvtx_category category, uint64_t step)
 {
+    if (category == SB_NVTX_STEP) thread_step = step;
     hook_push(name, (int)category, step, 0);
     push(name, category, step);
+}
+
+void sb_nvtx_push_phase(const char *name, enum sb_nvtx_category category)
+{
+    sb_nvtx_push(name, category, thread_step);
 }
 
 void sb_nvtx_push_bytes(const char *name, enum sb_nvtx_category category, uint64_t bytes)

@@ -149,7 +149,7 @@ static sb_status evaluate_epoch(struct sb_loop *L, int epoch, const double loss[
     sb_nvtx_pop();
     if (st) return st;
     double e1 = sb_now_s();
-    SB_MLLOG_EVAL_STOP(L->ml, epoch, accuracy);
+    SB_MLLOG_EVAL_STOP(L->ml, epoch, accuracy, rec->samples_trained + loss[1]);
 
     struct sb_epoch_record *e = &rec->epochs[rec->n_epochs++];
     e->epoch = epoch;

@@ -59,17 +59,25 @@ const char *sb_mllog_str(char *buf, size_t cap, const char *s);
  *   submission_benchmark ("mnist_<workload>"), submission_org
  *   ("stratbench"), submission_division ("open"), submission_status
  *   ("onprem"), submission_platform ("<world_size>x<device>"), seed,
- *   global_batch_size, opt_name ("sgd"), opt_base_learning_rate (the lr
- *   used, after --lr-scaling), gradient_accumulation_steps (1),
- *   train_samples and eval_samples (the data set's sizes). Only keys of the
- *   library's constants.py are used (it has none for SGD momentum).
+ *   global_batch_size, opt_name ("sgd" or "adam"), opt_base_learning_rate
+ *   (the lr used, after --lr-scaling), gradient_accumulation_steps (1),
+ *   train_samples and eval_samples (the data set's sizes), and what the
+ *   training rules ask every log to disclose (mlperf-logging's
+ *   training_6.1.0/common.yaml): cache_clear (true only when --clear-cache
+ *   dropped the page cache), lowest_numerical_precision_in_linear / _attn
+ *   ("fp32") / _comm ("fp16", "bfloat16" under --grad-compression, else
+ *   "fp32"), tensor_, pipeline_, context_ and expert_parallelism (1),
+ *   micro_batch_size (the batch per replica), config_filename ("command
+ *   line"). submission_benchmark is --mllog-benchmark when given. Only keys
+ *   of the library's constants.py are used (it has none for SGD momentum).
  * SB_MLLOG_RUN_START(log): init_stop, run_start (training begins).
  * SB_MLLOG_EPOCH_START(log, e): block_start {first_epoch_num: e,
  *   epoch_count: 1}, epoch_start {epoch_num: e} (epochs count from 1).
  * SB_MLLOG_EPOCH_STOP(log, e): epoch_stop, block_stop.
  * SB_MLLOG_EVAL_START(log, e): eval_start {epoch_num: e}.
- * SB_MLLOG_EVAL_STOP(log, e, acc): eval_accuracy (value: fraction of the
- *   test set), eval_stop.
+ * SB_MLLOG_EVAL_STOP(log, e, acc, samples): eval_accuracy (value: fraction
+ *   of the test set; metadata samples_count: training samples seen so far,
+ *   every replica's), eval_stop.
  * SB_MLLOG_RUN_STOP(log, reached): run_stop {status: "success" when the
  *   target accuracy was reached, else "aborted"}, at the end of training. */
 struct sb_config;
@@ -83,7 +91,7 @@ void sb_mllog_init_at(struct sb_mllog *log, const char *file, int line,
 void sb_mllog_run_start_at(struct sb_mllog *log, const char *file, int line);
 void sb_mllog_epoch_at(struct sb_mllog *log, const char *file, int line, int start, int epoch);
 void sb_mllog_eval_at(struct sb_mllog *log, const char *file, int line, int start, int epoch,
-                      double accuracy);
+                      double accuracy, double samples);
 void sb_mllog_run_stop_at(struct sb_mllog *log, const char *file, int line, int reached);
 
 #define SB_MLLOG_INIT(log, cfg, world, train_n, eval_n) \
@@ -91,8 +99,9 @@ void sb_mllog_run_stop_at(struct sb_mllog *log, const char *file, int line, int 
 #define SB_MLLOG_RUN_START(log) sb_mllog_run_start_at((log), __FILE__, __LINE__)
 #define SB_MLLOG_EPOCH_START(log, e) sb_mllog_epoch_at((log), __FILE__, __LINE__, 1, (e))
 #define SB_MLLOG_EPOCH_STOP(log, e) sb_mllog_epoch_at((log), __FILE__, __LINE__, 0, (e))
-#define SB_MLLOG_EVAL_START(log, e) sb_mllog_eval_at((log), __FILE__, __LINE__, 1, (e), 0.0)
-#define SB_MLLOG_EVAL_STOP(log, e, acc) sb_mllog_eval_at((log), __FILE__, __LINE__, 0, (e), (acc))
+#define SB_MLLOG_EVAL_START(log, e) sb_mllog_eval_at((log), __FILE__, __LINE__, 1, (e), 0.0, 0.0)
+#define SB_MLLOG_EVAL_STOP(log, e, acc, samples) \
+    sb_mllog_eval_at((log), __FILE__, __LINE__, 0, (e), (acc), (samples))
 #define SB_MLLOG_RUN_STOP(log, reached) sb_mllog_run_stop_at((log), __FILE__, __LINE__, (reached))
 
 /* Writes the lines to `path` atomically (a temporary file, then rename).

@@ -39,6 +39,7 @@ struct mirrored {
     int stalled;                /* a replica thread missed the done barrier's deadline:
                                  * the threads are left alone, the process is ending */
     const int32_t *global_idx;
+    long step;                  /* the step a JOB_STEP runs (the replica threads' NVTX ranges) */
     double *compute_ms;         /* (n) each replica's compute time this step, for wait */
 };
 

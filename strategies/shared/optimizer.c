@@ -4,6 +4,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/nvtx.h"
+
 int sb_optimizer_state_floats(const struct sb_config *cfg)
 {
     return cfg->optimizer == SB_OPTIMIZER_ADAM ? 2 : 1;
@@ -27,6 +29,10 @@ sb_status sb_optimizer_init(struct sb_optimizer *o, const struct sb_backend_ops 
 void sb_optimizer_step_part(struct sb_optimizer *o, size_t first, size_t count, float *params,
                             const float *grads)
 {
+    if (!o->range_open) {
+        sb_nvtx_push_phase("optimizer", SB_NVTX_OPTIMIZER);
+        o->range_open = 1;
+    }
     if (o->kind == SB_OPTIMIZER_SGD) {
         o->be->sgd_momentum(params, o->m + first, grads, count, o->lr, o->momentum);
         return;
@@ -40,7 +46,12 @@ void sb_optimizer_step_part(struct sb_optimizer *o, size_t first, size_t count, 
                 (float)sqrt(bc2));
 }
 
-void sb_optimizer_end_step(struct sb_optimizer *o) { o->t++; }
+void sb_optimizer_end_step(struct sb_optimizer *o)
+{
+    if (o->range_open) sb_nvtx_pop();
+    o->range_open = 0;
+    o->t++;
+}
 
 void sb_optimizer_step(struct sb_optimizer *o, float *params, const float *grads)
 {

@@ -25,6 +25,7 @@ struct sb_optimizer {
     float lr;      /* effective learning rate */
     float momentum;
     long t;        /* steps taken (Adam's bias correction uses t + 1) */
+    int range_open; /* this step's NVTX "optimizer" range is open (a step of parts) */
 };
 
 /* Optimizer-state floats per parameter for cfg's optimizer: 1 (SGD's
@@ -48,7 +49,10 @@ void sb_optimizer_step(struct sb_optimizer *o, float *params, const float *grads
 /* The same step on a part of the state: params and grads (count floats
  * each) are the parameters and gradients of state range [first, first +
  * count), stepped as step t + 1; a step made of parts (zero's shard
- * blocks) ends with one sb_optimizer_end_step. */
+ * blocks) ends with one sb_optimizer_end_step. The step's NVTX range
+ * "optimizer" (payload: the thread's step, core/nvtx.h) opens at its first
+ * part and closes at sb_optimizer_end_step, so every strategy's update is
+ * marked wherever it steps its optimizer. */
 void sb_optimizer_step_part(struct sb_optimizer *o, size_t first, size_t count, float *params,
                             const float *grads);
 

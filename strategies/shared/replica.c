@@ -186,7 +186,7 @@ sb_status sb_replica_backward(struct sb_replica *r, int slot, sb_grad_ready_fn r
 
 double sb_replica_bubble_begin(void)
 {
-    sb_nvtx_push("bubble", SB_NVTX_BUBBLE, 0);
+    sb_nvtx_push_phase("bubble", SB_NVTX_BUBBLE);
     return sb_now_s();
 }
 

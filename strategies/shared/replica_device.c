@@ -229,7 +229,7 @@ static sb_status enqueue_gradients(struct sb_replica *r, int n, int global_batch
     const struct sb_split *sp = &r->env->data->train;
     struct sb_replica_device *d = r->dev;
     struct sb_model *m = r->model;
-    sb_nvtx_push("data", SB_NVTX_DATA, 0);
+    sb_nvtx_push_phase("data", SB_NVTX_DATA);
     sb_status st = mark(d, MARK_START);
     if (!st) {
         sb_cuda_take_batch(d->idx, d->perm, d->pos, n, global_batch);
@@ -240,7 +240,7 @@ static sb_status enqueue_gradients(struct sb_replica *r, int n, int global_batch
     sb_nvtx_pop();
     if (st) return st;
 
-    sb_nvtx_push("forward", SB_NVTX_FORWARD, 0);
+    sb_nvtx_push_phase("forward", SB_NVTX_FORWARD);
     st = m->ops->forward(m, r->slot[0].x, r->slot[0].y, n, 1.0f / (float)global_batch,
                          r->loss_acc);
     if (!st) st = be->check();
@@ -248,7 +248,7 @@ static sb_status enqueue_gradients(struct sb_replica *r, int n, int global_batch
     sb_nvtx_pop();
     if (st) return st;
 
-    sb_nvtx_push("backward", SB_NVTX_BACKWARD, 0);
+    sb_nvtx_push_phase("backward", SB_NVTX_BACKWARD);
     st = m->ops->backward(m, ready, ctx);
     if (!st) st = mark(d, MARK_BACKWARD_END);
     sb_nvtx_pop();
@@ -291,14 +291,12 @@ static sb_status update(struct sb_replica *r, const float *grads, struct sb_step
         d->replayed = 0;
         return SB_OK;
     }
-    sb_nvtx_push("optimizer", SB_NVTX_OPTIMIZER, 0);
     sb_status st = mark(d, MARK_OPT_START);
     if (!st) {
         sb_optimizer_step(&r->opt, r->model->params, grads);
         st = mark(d, MARK_OPT_END);
     }
     if (!st) st = be->check();
-    sb_nvtx_pop();
     if (st && sb_cuda_step_graph_capturing(d->graph)) /* leave the stream usable, as in */
         sb_cuda_step_graph_abort(d->graph);            /* gradients */
     if (st || !sb_cuda_step_graph_capturing(d->graph)) return st;

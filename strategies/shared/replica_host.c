@@ -9,7 +9,7 @@ static sb_status data(struct sb_replica *r, struct sb_replica_slot *sl, const in
                       int n, struct sb_step_result *res)
 {
     double t0 = sb_now_s();
-    sb_nvtx_push("data", SB_NVTX_DATA, 0);
+    sb_nvtx_push_phase("data", SB_NVTX_DATA);
     sb_mnist_gather(&r->env->data->train, idx, n, sl->x, sl->y);
     sb_nvtx_pop();
     res->phase_ms[SB_PHASE_DATA] += 1e3 * (sb_now_s() - t0);
@@ -21,7 +21,7 @@ static sb_status forward(struct sb_replica *r, struct sb_replica_slot *sl, int g
 {
     struct sb_model *m = r->model;
     double t0 = sb_now_s();
-    sb_nvtx_push("forward", SB_NVTX_FORWARD, 0);
+    sb_nvtx_push_phase("forward", SB_NVTX_FORWARD);
     sb_status st = m->ops->forward(m, sl->x, sl->y, sl->n, 1.0f / (float)global_batch,
                                    r->loss_acc);
     if (!st) st = r->env->be->check();
@@ -37,7 +37,7 @@ static sb_status backward(struct sb_replica *r, struct sb_replica_slot *sl,
     (void)sl; /* the model keeps the one forwarded batch's activations */
     struct sb_model *m = r->model;
     double t0 = sb_now_s();
-    sb_nvtx_push("backward", SB_NVTX_BACKWARD, 0);
+    sb_nvtx_push_phase("backward", SB_NVTX_BACKWARD);
     sb_status st = m->ops->backward(m, ready, ctx);
     sb_nvtx_pop();
     if (st) return st;
@@ -50,10 +50,8 @@ static sb_status update(struct sb_replica *r, const float *grads, struct sb_step
 {
     *ran = 0; /* the passes ran the step's other phases already */
     double t0 = sb_now_s();
-    sb_nvtx_push("optimizer", SB_NVTX_OPTIMIZER, 0);
-    sb_optimizer_step(&r->opt, r->model->params, grads);
+    sb_optimizer_step(&r->opt, r->model->params, grads); /* its own NVTX range */
     sb_status st = r->env->be->check();
-    sb_nvtx_pop();
     res->phase_ms[SB_PHASE_OPTIMIZER] += 1e3 * (sb_now_s() - t0);
     return st;
 }

@@ -41,7 +41,9 @@ def sweeps(stratbench, mnist_dir, tmp_path_factory):
 def rewrite(src, dst, factor, quiet=False):
     """Copies sweep dir `src` to `dst`, multiplying every time by `factor` (throughputs
     divided) in the run reports and in scaling.json; `quiet` first sets each repeat's
-    step time and training wall time to the point's median x (1 + 0.01 k)."""
+    step time and training wall time to the point's median x (1 + 0.01 k) and clears
+    its noise (no `noisy run` warning, no stalls, no involuntary context switches), as
+    a quiet machine would have measured it (test_compare_noise.py puts noise back)."""
     shutil.copytree(src, dst)
     doc = json.loads((dst / "scaling.json").read_text())
     for p in doc["points"]:
@@ -50,6 +52,8 @@ def rewrite(src, dst, factor, quiet=False):
         med_step = statistics.median(rep["step_ms"]["median"] for rep in reps)
         med_train = statistics.median(rep["train_s"] for rep in reps)
         for k, (r, rep) in enumerate(zip(ok, reps)):
+            if quiet:
+                quieten(rep)
             step = med_step * (1 + 0.01 * k) if quiet else rep["step_ms"]["median"]
             train = med_train * (1 + 0.01 * k) if quiet else rep["train_s"]
             scale = step * factor / rep["step_ms"]["median"]
@@ -73,6 +77,15 @@ def rewrite(src, dst, factor, quiet=False):
     return dst
 
 
+def quieten(rep):
+    """Clears a run report's noise signals (reports/README.md: warnings, noise_by_rank,
+    step_ms.stall_fraction)."""
+    rep["warnings"] = [w for w in rep.get("warnings", []) if not w.startswith("noisy run")]
+    rep["step_ms"]["stall_fraction"] = 0.0
+    for r in rep.get("noise_by_rank", []):
+        r["involuntary_context_switches"] = 0
+
+
 def compare(stratbench, *args):
     return run([stratbench, "compare", *args])
 
@@ -83,9 +96,10 @@ def test_same_build_is_not_a_regression(stratbench, sweeps):
     assert proc.returncode == 0, describe(proc)
     assert "0 regressions in 3 matched points" in proc.stdout
     # Two real sweeps on a shared machine: a verdict, never bad input. (Load can
-    # really slow one sweep down, so 1 is an honest answer here too.)
+    # really slow one sweep down, so 1 is an honest answer here too, and 3 where
+    # the load also made a side noisy.)
     proc = compare(stratbench, a / "scaling.json", b)
-    assert proc.returncode in (0, 1), describe(proc)
+    assert proc.returncode in (0, 1, 3), describe(proc)
     assert "matched points" in proc.stdout
 
 
@@ -172,7 +186,7 @@ def test_environment_mismatch_is_refused(stratbench, sweeps, tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "cpu_model" in lines[0] and "--force" in lines[0]
     proc = compare(stratbench, "--force", sweeps[0], other)
-    assert proc.returncode in (0, 1), describe(proc)
+    assert proc.returncode in (0, 1, 3), describe(proc)  # 3: a side was noisy
 
 
 @pytest.mark.parametrize("content", ["not json {", '{"schema_version": "1.0", "hello": 1}',

@@ -1,6 +1,8 @@
-"""The regression gate sees a real slowdown: a CPU hog (a busy loop pinned to one
-core) running beside the second sweep makes `compare` exit 1, while a repeat of
-the same build on a quiet machine exits 0.
+"""The regression gate under a real CPU hog (a busy loop pinned to one core) running
+beside the second sweep of the same build: the slowdown is seen, and it is labelled
+noisy, not silently called a regression: the hog's runs say "noisy run", so compare
+marks the verdict `(noisy)` and exits 3 (--on-noisy rerun, the default), 1 only under
+--on-noisy fail. A repeat of the same build on a quiet machine exits 0.
 
 Nothing is edited: the slowdown is real, so the test depends on the machine.
 It measures the noise floor itself and skips, saying why, when the machine is
@@ -76,7 +78,7 @@ def test_cpu_hog_is_a_regression_and_a_repeat_is_not(stratbench, mnist_dir, tmp_
     again = sweep(stratbench, mnist_dir, tmp_path / "again")
     proc = run([stratbench, "compare", base, again])
     cv_again = epoch_cv(again)
-    if proc.returncode != 0 or cv_again > CV_MAX:
+    if proc.returncode != 0 or cv_again > CV_MAX or "(noisy)" in proc.stdout:
         pytest.skip(f"machine noisy: a repeat of the same build gave exit {proc.returncode}, "
                     f"epoch time cv {100 * cv_again:.1f}% (load now {load_per_core():.2f} per "
                     f"core)\n{proc.stdout}")
@@ -93,5 +95,7 @@ def test_cpu_hog_is_a_regression_and_a_repeat_is_not(stratbench, mnist_dir, tmp_
     print(f"\nnoise floor: epoch cv base {100 * cv:.1f}%, repeat {100 * cv_again:.1f}%; "
           f"median epoch base {median_epoch(base):.4f} s, repeat {median_epoch(again):.4f} s, "
           f"with the hog {median_epoch(slow):.4f} s ({median_epoch(slow) / median_epoch(base):.2f}x)")
-    assert proc.returncode == 1, describe(proc)
-    assert "REGRESSION" in proc.stdout and "samples_per_s" in proc.stdout
+    assert proc.returncode == 3, describe(proc)
+    assert "REGRESSION (noisy)" in proc.stdout and "samples_per_s" in proc.stdout
+    proc = run([stratbench, "compare", "--on-noisy", "fail", base, slow])
+    assert proc.returncode == 1 and "REGRESSION (noisy)" in proc.stdout, describe(proc)

@@ -1,0 +1,91 @@
+/* What `stratbench predict`'s files share (predict.c reads the report and
+ * the flags, predict_rows.c computes the rows, predict_output.c prints them):
+ * the flags, the measured run, one predicted row. Private to src/cli/predict*.c. */
+#ifndef SB_PREDICT_ROWS_H
+#define SB_PREDICT_ROWS_H
+
+#include <cjson/cJSON.h>
+
+#include "comm/cost_model.h"
+#include "core/config.h"
+#include "strategies/strategy.h"
+
+#define PREDICT_SCHEMA_VERSION "1.3"
+#define MAX_COUNTS 64
+#define MAX_BUCKETS 64
+/* Plausibility bounds on what a report says (a corrupt or hand-edited report
+ * is refused, not extrapolated): a petabyte of parameters (2.5e14 fp32, far
+ * above any model), a message latency of 10 s, 100 TB/s of link (above any
+ * NVLink or NIC). */
+#define MAX_PARAM_BYTES 1e15
+#define MAX_ALPHA_S 10.0
+#define MAX_BANDWIDTH_BPS 1e14
+#define MAX_STRATEGIES 32     /* registered strategies predict looks at */
+#define MAX_VARIANTS 8        /* rows one strategy gives per replica count */
+#define MAX_ROWS_PER_COUNT 32 /* rows of all strategies per replica count */
+
+struct opts {
+    const char *report;
+    int counts[MAX_COUNTS];
+    int n_counts;
+    double bandwidth_Bps; /* 0 = the report's */
+    double latency_s;     /* < 0 = the report's */
+    const char *calibrate; /* --calibrate LAYERS: the link from two runs' steps */
+    double device_memory_bytes; /* --device-memory; 0 = not given */
+    int json;
+    const char *out;
+    int help;
+};
+
+/* What predict takes from a report. */
+struct run {
+    char strategy[64];
+    int replicas, batch, overlap;
+    double bytes;                /* parameter bytes: M */
+    double compute_ms;           /* data + h2d + forward + backward + optimizer */
+    double step_ms;              /* step_ms.median (NaN when absent) */
+    int plain;                   /* no --grad-compression, no local SGD */
+    double backward_ms;
+    double buckets[MAX_BUCKETS]; /* the run's gradient buckets, launch order (when its
+                                  * strategy_details list them all) */
+    int n_buckets;                /* 0: not listed */
+    struct sb_link link;
+    const char *link_kind;       /* link.source: "probe", "given" or "calibrated" */
+    double alpha_probe_s;        /* comm.model.alpha_s (NaN when absent) */
+    char workload[32];           /* config.workload and config.hidden: the model whose */
+    int hidden[SB_MAX_HIDDEN], n_hidden;    /* matrices PowerSGD would compress */
+    enum sb_optimizer_kind optimizer; /* config.optimizer (sgd when absent) */
+    double activation_bytes;          /* memory.by_rank[0].activation_bytes (0 when absent) */
+};
+
+/* One predicted point. */
+struct row {
+    int replicas, servers;
+    const char *strategy, *algorithm;
+    char method[SB_METHOD_NAME_MAX]; /* the gradient method: "none", "fp16/bf16",
+                                      * "powersgd-r2", ... (sb_method_name) */
+    double comm_ms, exposed_ms, step_ms, samples_per_s, efficiency;
+    double model_state_bytes; /* the ledger formula's, the largest rank's */
+    double memory_bytes;      /* model state + the run's activations */
+    int fits;                 /* memory_bytes <= --device-memory: 1, 0; -1 not asked */
+};
+
+/* A strategy's model line for the table's header. */
+typedef char legend_line[sizeof(((struct sb_comm_model_row *)0)->legend)];
+
+/* Rows (at most cap): per replica count of o, every variant of every
+ * registered strategy that has a cost model, and the gradient methods'
+ * rows (predict_rows.c). legends[i] gets registered strategy i's model
+ * line. Returns the number of rows. */
+int sb_predict_rows(const struct run *r, const struct opts *o, struct row *rows, int cap,
+                    legend_line legends[MAX_STRATEGIES]);
+
+/* Prints the n rows as predict's table on stdout (predict_output.c). */
+void sb_predict_print_table(const struct run *r, const struct opts *o, const struct row *rows,
+                            int n, legend_line legends[MAX_STRATEGIES]);
+
+/* The JSON document of the prediction (reports/README.md), or NULL when out
+ * of memory; free with cJSON_Delete. */
+cJSON *sb_predict_to_json(const struct run *r, const struct opts *o, const struct row *rows, int n);
+
+#endif
