@@ -58,6 +58,7 @@ struct watch {
     size_t fill;
     double launched_at, startup_s, finalize_s, forwarded_at;
     int forwarded, killed, reaped, status;
+    double launcher_stopped_at; /* when mpirun was first seen stopped (0: running) */
     char missed[1536];   /* set when a start-up or finalize deadline passed */
 };
 
@@ -344,10 +345,30 @@ static void forward_or_kill(struct watch *w)
     }
 }
 
+/* After start-up (every rank joined), mpirun stopped for longer than
+ * --timeout: it no longer passes the ranks' lines on nor finalizes them,
+ * and its ranks may spin in MPI_Finalize forever (issue 39, item 1). Sets
+ * w->missed; 1 when the job is to be ended. At start-up the start-up
+ * deadline names the stopped launcher (sb_rank_progress_describe). */
+static int launcher_stopped(struct watch *w, double now, double timeout_s)
+{
+    if (timeout_s <= 0 || w->reaped || w->rp.n_joined < w->np) return 0;
+    if (sb_process_state(w->child) != 'T') {
+        w->launcher_stopped_at = 0;
+        return 0;
+    }
+    if (!w->launcher_stopped_at) w->launcher_stopped_at = now;
+    if (now - w->launcher_stopped_at <= timeout_s) return 0;
+    snprintf(w->missed, sizeof w->missed, "the MPI launcher (pid %ld) was stopped for over "
+             "%g s (--timeout) after start-up: it no longer carries the ranks' lines nor ends "
+             "them; the job was ended", (long)w->child, timeout_s);
+    return 1;
+}
+
 /* Start-up and finalize deadlines: name what did not arrive (w->missed),
  * end every process of the job at once (a stopped one cannot answer a
  * SIGTERM). */
-static void check_deadlines(struct watch *w)
+static void check_deadlines(struct watch *w, double timeout_s)
 {
     if (w->killed || w->forwarded || w->fatal_at || w->missed[0]) return;
     double now = sb_now_s();
@@ -362,6 +383,8 @@ static void check_deadlines(struct watch *w)
         snprintf(w->missed, sizeof w->missed, "finalize did not complete within %.0f s "
                  "(--timeout + 5) after the first rank was done: %s; the job was "
                  "ended", w->finalize_s, what);
+    } else {
+        launcher_stopped(w, now, timeout_s);
     }
     if (w->missed[0]) {
         end_job(w->child);
@@ -398,11 +421,11 @@ static int read_stderr(struct watch *w)
 /* Watches mpirun until its stderr ends: forwards signals, keeps the
  * deadlines, passes stdout on and takes stderr's lines; then drains
  * stdout and reaps mpirun (w->status). */
-static void watch_job(struct watch *w)
+static void watch_job(struct watch *w, double timeout_s)
 {
     for (;;) {
         forward_or_kill(w);
-        check_deadlines(w);
+        check_deadlines(w, timeout_s);
         struct pollfd p[2] = {{.fd = w->err_fd, .events = POLLIN},
                               {.fd = w->out_fd, .events = POLLIN}};
         int r = poll(p, 2, 100);
@@ -545,7 +568,7 @@ sb_status sb_launch_watch(char **args, const struct sb_watch_plan *plan, int *ex
     w->startup_s = startup_deadline_s(plan->timeout_s);
     w->finalize_s = finalize_deadline_s(plan->timeout_s);
     w->launched_at = sb_now_s();
-    watch_job(w);
+    watch_job(w, plan->timeout_s);
     *exit_code = verdict(w, args[0], plan, before);
     if (*exit_code != 0) sb_output_remove_written(plan->outputs, plan->n_outputs, before);
     if (*exit_code == 0 && w->out_errno) {
