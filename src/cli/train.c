@@ -17,6 +17,7 @@
 #include "data/mnist.h"
 #include "harness/harness.h"
 #include "harness/mem_estimate.h"
+#include "harness/straggler.h"
 #include "job/control.h"
 #include "job/launcher.h"
 #include "report/flight_report.h"
@@ -133,6 +134,9 @@ static void launch_self(const struct sb_train_opts *opts, const struct sb_launch
      * --replicas says otherwise; the ranks take replicas from the world. */
     int np = !opts->replicas_given && launch->slurm_tasks > 1 ? launch->slurm_tasks
                                                               : ops->processes(cfg);
+    /* The test-only slow rank, refused once here rather than by every rank. */
+    double slow_ms = 0.0;
+    if (!st) st = sb_slow_rank_hook(0, np, &slow_ms);
     const char *outputs[] = {cfg->report_path, cfg->trace_path, cfg->mllog_path,
                              cfg->save_params_path};
     struct sb_watch_plan plan = {.np = np, .timeout_s = cfg->timeout_s, .report = cfg->report_path,
