@@ -61,3 +61,96 @@ def test_garbage_slow_rank_is_refused_once_before_launch(stratbench, mnist_dir, 
                                   "RANK in 0..1 and MS in 0..60000, got 'one:5'"], describe(proc)
     assert proc.stdout == "", describe(proc)  # not launched: no links probed, no header
     assert not report.exists()
+
+
+# Item 4: the installer writes only fresh temporary files, all or nothing, one line.
+
+INSTALL = [str(REPO_ROOT / "tools" / "install.py")]
+
+
+def install(prefix, *, shell_before=None, after=None, build_dir=None):
+    """Runs tools/install.py --prefix PREFIX (after the shell commands `shell_before`,
+    then `after`, inside one private mount namespace when given); returns the process."""
+    cmd = [os.environ.get("PYTHON", "python3"), *INSTALL, "--prefix", str(prefix)]
+    if build_dir:
+        cmd += ["--build", str(build_dir)]
+    if shell_before is None:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    script = f"{shell_before} && {' '.join(map(repr, cmd))}; rc=$?; {after or 'true'}; exit $rc"
+    return subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True,
+                          timeout=120, cwd=REPO_ROOT)
+
+
+def tree(path):
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*"))
+
+
+def can_mount():
+    if os.geteuid() != 0:
+        return False
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs tmpfs /mnt"],
+                           capture_output=True)
+    return probe.returncode == 0
+
+
+def test_install_never_writes_through_a_planted_link(build_dir, tmp_path):
+    prefix = tmp_path / "prefix"
+    (prefix / "bin").mkdir(parents=True)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    planted = prefix / "bin" / "stratbench.tmp-install"
+    planted.symlink_to(victim)
+    proc = install(prefix, build_dir=build_dir)
+    assert proc.returncode == 0, proc.stderr
+    assert victim.read_text() == "precious\n"
+    assert planted.is_symlink()
+    installed = prefix / "bin" / "stratbench"
+    assert installed.read_bytes() == (build_dir / "stratbench").read_bytes()
+    assert os.access(installed, os.X_OK) and not installed.is_symlink()
+    assert os.readlink(prefix / "bin" / "stratbench-plot") == \
+        "../share/stratbench/reports/plot.py"
+    assert [p for p in tree(prefix) if p.endswith(".tmp-install")] == \
+        ["bin/stratbench.tmp-install"]  # the planted one only
+    proc = install(prefix, build_dir=build_dir)  # again over a complete install
+    assert proc.returncode == 0, proc.stderr
+    assert victim.read_text() == "precious\n"
+
+
+def test_install_into_a_prefix_that_is_a_file(build_dir, tmp_path):
+    prefix = tmp_path / "file"
+    prefix.write_text("not a folder\n")
+    for target in (prefix, prefix / "sub"):
+        proc = install(target, build_dir=build_dir)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr == f"install: {prefix}: not a folder (--prefix)\n"
+    assert prefix.read_text() == "not a folder\n"
+    assert tree(tmp_path) == ["file"]
+
+
+@pytest.mark.skipif(not can_mount(), reason="needs root and mount namespaces (unshare -m) "
+                    "for a read-only or a full file system")
+def test_install_into_a_read_only_prefix(build_dir, tmp_path):
+    mnt = tmp_path / "ro"
+    mnt.mkdir()
+    proc = install(mnt / "prefix", build_dir=build_dir,
+                   shell_before=f"mount -t tmpfs -o size=1m,ro tmpfs {mnt}")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == f"install: {mnt}: read-only file system (--prefix)\n"
+
+
+@pytest.mark.skipif(not can_mount(), reason="needs root and mount namespaces (unshare -m) "
+                    "for a read-only or a full file system")
+def test_install_on_a_full_disk_leaves_nothing_half_done(build_dir, tmp_path):
+    """2 MiB of tmpfs hold the program (3 MB) only in part: the copy fails midway."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    proc = install(mnt / "prefix", build_dir=build_dir,
+                   shell_before=f"mount -t tmpfs -o size=2m tmpfs {mnt} && mkdir {mnt}/prefix",
+                   after=f"find {mnt} -mindepth 1")
+    assert proc.returncode == 1, proc.stderr
+    errs = proc.stderr.splitlines()
+    assert len(errs) == 1 and errs[0].startswith(f"install: {mnt}/prefix/") and \
+        errs[0].endswith(": No space left on device"), proc.stderr
+    assert "Traceback" not in proc.stderr
+    # What `find` saw before the mount went away: the prefix the user made, nothing in it.
+    assert proc.stdout.splitlines()[-1] == f"{mnt}/prefix", proc.stdout
