@@ -154,3 +154,73 @@ def test_install_on_a_full_disk_leaves_nothing_half_done(build_dir, tmp_path):
     assert "Traceback" not in proc.stderr
     # What `find` saw before the mount went away: the prefix the user made, nothing in it.
     assert proc.stdout.splitlines()[-1] == f"{mnt}/prefix", proc.stdout
+
+
+# Item 3: a resumed sweep checks that each report belongs to its run; one sweep per --out.
+
+def sweep_args(stratbench, mnist_dir, out, *more):
+    return [stratbench, "sweep", "--strategies", "single", "--replicas", "1", "--scaling",
+            "weak", "--repeats", "2", "--epochs", "1", "--max-steps", "20", "--data", mnist_dir,
+            "--out", out, *more, "--", "--warmup-steps", "5"]
+
+
+def test_resume_reruns_a_missing_or_foreign_report(stratbench, mnist_dir, small_report,
+                                                   tmp_path):
+    out = tmp_path / "s"
+    first = run(sweep_args(stratbench, mnist_dir, out), timeout=300)
+    assert first.returncode == 0, describe(first)
+    # As an interrupted sweep leaves it; then one report is lost and another is replaced
+    # by a report of other work (ddp, 2 replicas).
+    doc = json.loads((out / "scaling.json").read_text())
+    doc["partial"] = True
+    (out / "scaling.json").write_text(json.dumps(doc))
+    (out / "single-n1-weak-r1.json").unlink()
+    (out / "single-n1-weak-r2.json").write_bytes(small_report.read_bytes())
+    proc = run(sweep_args(stratbench, mnist_dir, out, "--resume"), timeout=300)
+    assert proc.returncode == 0, describe(proc)
+    said = [l for l in proc.stdout.splitlines() if l.startswith("# resume:")]
+    assert len(said) == 2, describe(proc)
+    assert said[0] == ("# resume: single-n1-weak-r1: its report is missing (No such file or "
+                       "directory); running it again"), describe(proc)
+    assert said[1].startswith("# resume: single-n1-weak-r2: its command line has '") and \
+        said[1].endswith("; running it again"), describe(proc)
+    assert "(finished before)" not in proc.stdout and "FAILED" not in proc.stdout
+    doc = json.loads((out / "scaling.json").read_text())
+    assert doc["partial"] is False and doc["points"][0]["runs_ok"] == 2
+    for r in (1, 2):
+        rep = json.loads((out / f"single-n1-weak-r{r}.json").read_text())
+        assert rep["strategy"] == "single" and rep["replicas"] == 1 and rep["steps_total"] == 20
+    # Resumed once more, with every report its own: both kept.
+    doc["partial"] = True
+    (out / "scaling.json").write_text(json.dumps(doc))
+    again = run(sweep_args(stratbench, mnist_dir, out, "--resume"), timeout=300)
+    assert again.returncode == 0, describe(again)
+    assert again.stdout.count("(finished before)") == 2 and "# resume:" not in again.stdout
+
+
+def test_second_sweep_into_the_same_out_is_refused(stratbench, mnist_dir, tmp_path):
+    import signal
+    import time
+    from conftest import cpu_by_default
+    out = tmp_path / "s"
+    args = [str(a) for a in sweep_args(stratbench, mnist_dir, out)]
+    args[args.index("--max-steps") + 1] = "100000"
+    args[args.index("--epochs") + 1] = "50"
+    first = subprocess.Popen(cpu_by_default(args), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=child_env())
+    try:
+        t0 = time.monotonic()
+        while not (out / "single-n1-weak-r1.log").exists():
+            assert time.monotonic() - t0 < 60 and first.poll() is None, first.communicate()
+            time.sleep(0.05)
+        for more in ([], ["--resume"]):
+            second = run(sweep_args(stratbench, mnist_dir, out, *more), timeout=60)
+            assert second.returncode == 2, describe(second)
+            assert lines(second.stderr) == [
+                f"stratbench: --out {out}: another sweep is writing into this folder (it "
+                "holds its lock); wait for it, or give another --out"], describe(second)
+            assert second.stdout == ""
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.communicate(timeout=60)
+    assert first.returncode == 130
