@@ -229,6 +229,11 @@ static void record_run(const struct sweep_opts *o, struct sb_sweep_point *pt, in
     const char *why = NULL; /* why a run that exited 0 still failed */
     if (code == 0 && sb_json_read_file(path, &rep) != SB_OK) code = 1, why = "no report";
     if (code == 0 && !(measured_steps(rep) >= 1)) code = 1, why = "measured no step";
+    /* A run that diverged or stopped learning (harness/divergence.h) completed,
+     * but its speed is no result: failed, with the reason. */
+    const char *diverged =
+        code ? NULL : cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rep, "diverged"));
+    if (diverged) code = 1, why = diverged;
     const struct sweep_method *m = method_of(o, pt);
     printf("[%d/%d] %s%s%s n=%d %s r%d: %s", ++pg->done, pg->total, pt->strategy, m ? " " : "",
            m ? m->name : "", pt->replicas, sb_sweep_scaling_name[pt->scaling], r,
@@ -238,7 +243,8 @@ static void record_run(const struct sweep_opts *o, struct sb_sweep_point *pt, in
     sb_json_add_str(run, "report", strrchr(path, '/') + 1, fail);
     sb_json_add_str(run, "log", strrchr(log_path, '/') + 1, fail);
     sb_json_add_str(run, "status", code ? "failed" : "ok", fail);
-    sb_json_add_num(run, "exit_status", code, fail);
+    sb_json_add_num(run, "exit_status", diverged ? 0 : code, fail);
+    if (diverged) sb_json_add_str(run, "diverged", diverged, fail);
     if (code) {
         if (why) printf("FAILED (%s, see %s)\n", why, log_path);
         else printf("FAILED (exit %d, see %s)\n", code, log_path);

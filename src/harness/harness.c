@@ -22,6 +22,7 @@
 #include "job/probe.h"
 #include "harness/rank_stats.h"
 #include "harness/run_noise.h"
+#include "harness/divergence.h"
 #include "harness/run_warnings.h"
 #include "harness/straggler.h"
 #include "report/mllog.h"
@@ -395,6 +396,8 @@ static void warn_if_misleading(struct loop *L, const struct sb_job *job)
     if (L->t.n > 0 && sb_summarize(L->t.step_ms, L->t.n, &s) == SB_OK)
         stall = sb_stall_fraction(L->t.step_ms, L->t.n, s.median);
     sb_run_warnings_check(L->rec, compute_threads(L, job), sysconf(_SC_NPROCESSORS_ONLN), stall);
+    sb_divergence_check(L->rec, SB_MNIST_CLASSES,
+                        sb_steps_per_epoch(L->data->train.n, sb_config_global_batch(L->cfg)));
     sb_run_warnings_print(L->rec);
 }
 

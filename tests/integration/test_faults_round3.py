@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import REPO_ROOT, child_env, describe, run, train
+from conftest import REPO_ROOT, child_env, describe, run, train, validate_report
 
 
 def lines(stderr):
@@ -224,3 +224,70 @@ def test_second_sweep_into_the_same_out_is_refused(stratbench, mnist_dir, tmp_pa
         first.send_signal(signal.SIGINT)
         first.communicate(timeout=60)
     assert first.returncode == 130
+
+
+# Item 2: a run that diverged or stopped learning is flagged, refused by compare, and
+# failed in a sweep (harness/divergence.h; docs/faults.md, "Diverged training").
+
+def flagged_run(stratbench, mnist_dir, report, *flags):
+    proc = run([stratbench, "train", "--data", mnist_dir, "--report", report, *flags])
+    assert proc.returncode == 0, describe(proc)
+    return proc, json.loads(report.read_text())
+
+
+@pytest.mark.parametrize("flags", [
+    ("--optimizer", "adam", "--lr", "1000", "--max-steps", "30"),
+    ("--strategy", "ddp", "--replicas", "2", "--lr", "10", "--max-steps", "30"),
+])
+def test_blown_up_loss_is_flagged_and_refused(flags, stratbench, mnist_dir, tmp_path):
+    report = tmp_path / "r.json"
+    proc, rep = flagged_run(stratbench, mnist_dir, report, *flags)
+    warning = [l for l in proc.stdout.splitlines() if l.startswith("warning:")]
+    assert len(warning) == 1 and "diverged: train loss " in warning[0], describe(proc)
+    assert "> 10 x ln(10) = 23.0" in warning[0] and "(lower --lr)" in warning[0]
+    assert rep["diverged"].startswith("diverged: train loss ")
+    assert rep["diverged"] in rep["warnings"]
+    assert rep["time_to_accuracy_s"] is None
+    assert rep["epochs"][-1]["train_loss"] > 23.0
+    validate_report(report)
+    cmp = run([stratbench, "compare", report, report])
+    assert cmp.returncode == 2, describe(cmp)
+    assert lines(cmp.stderr) == [f"stratbench: {report}: {rep['diverged']}"], describe(cmp)
+
+
+def test_run_that_does_not_learn_is_flagged(stratbench, mnist_dir, tmp_path):
+    report = tmp_path / "r.json"
+    proc, rep = flagged_run(stratbench, mnist_dir, report, "--batch", "1024", "--lr", "1e-9",
+                            "--epochs", "1")
+    assert rep["final_test_accuracy"] <= 0.2 and rep["steps_total"] == 58
+    assert rep["diverged"].startswith("not learning: test accuracy "), rep["diverged"]
+    assert "after 58 steps (an epoch or more) <= 2 x chance (20%)" in rep["diverged"]
+    assert f"warning: {rep['diverged']}" in proc.stdout
+
+
+def test_normal_runs_are_not_flagged(stratbench, mnist_dir, small_report, tmp_path):
+    rep = json.loads(small_report.read_text())  # 20 steps: accuracy near chance, loss falling
+    assert rep["diverged"] is None
+    assert not any("diverged" in w or "not learning" in w for w in rep["warnings"])
+    report = tmp_path / "r.json"
+    proc, rep = flagged_run(stratbench, mnist_dir, report, "--batch", "1024", "--epochs", "1")
+    assert rep["diverged"] is None and rep["final_test_accuracy"] > 0.5, describe(proc)
+    assert "diverged" not in proc.stdout and "not learning" not in proc.stdout
+
+
+def test_sweep_fails_the_runs_whose_loss_blew_up(stratbench, mnist_dir, tmp_path):
+    out = tmp_path / "s"
+    args = [a for a in sweep_args(stratbench, mnist_dir, out)]
+    args[args.index("--repeats") + 1] = "1"
+    proc = run(args + ["--optimizer", "adam", "--lr", "1000"], timeout=300)
+    assert proc.returncode == 1, describe(proc)
+    assert "single n=1 weak r1: FAILED (diverged: train loss " in proc.stdout, describe(proc)
+    doc = json.loads((out / "scaling.json").read_text())
+    (point,) = doc["points"]
+    (r,) = point["runs"]
+    assert r["status"] == "failed" and r["exit_status"] == 0
+    assert r["diverged"].startswith("diverged: train loss ")
+    assert point["runs_ok"] == 0
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((REPO_ROOT / "reports" / "scaling.schema.json").read_text())
+    jsonschema.validate(doc, schema)
