@@ -334,6 +334,9 @@ static void forward_or_kill(struct watch *w)
      * soon after (a host cut off from the network keeps mpirun waiting for
      * its daemon), end it from here. */
     int abort_stuck = w->fatal_at && sb_now_s() - w->fatal_at > ABORT_WAIT_S;
+    /* ... unless a rank said it finalizes (an agreed refusal): mpirun ends
+     * that job, bounded by the finalize deadline (check_deadlines). */
+    if (w->rp.done_at) abort_stuck = 0;
     if ((sig || abort_stuck) && !w->forwarded) {
         kill(w->child, SIGTERM);
         w->forwarded = 1;
@@ -370,7 +373,7 @@ static int launcher_stopped(struct watch *w, double now, double timeout_s)
  * SIGTERM). */
 static void check_deadlines(struct watch *w, double timeout_s)
 {
-    if (w->killed || w->forwarded || w->fatal_at || w->missed[0]) return;
+    if (w->killed || w->forwarded || (w->fatal_at && !w->rp.done_at) || w->missed[0]) return;
     double now = sb_now_s();
     char what[1024];
     pid_t alive = w->reaped ? 0 : w->child;
