@@ -81,6 +81,20 @@ def install(prefix, *, shell_before=None, after=None, build_dir=None):
                           timeout=120, cwd=REPO_ROOT)
 
 
+@pytest.fixture
+def fake_build(tmp_path):
+    """A build folder of what install.py copies from it: a 3 MiB stand-in program (more
+    than the 2 MiB disk below holds), the man page and the completion. The tests need no
+    real build (the sanitizer CI builds the program only)."""
+    build = tmp_path / "build"
+    build.mkdir()
+    (build / "stratbench").write_bytes(os.urandom(3 << 20))
+    (build / "stratbench").chmod(0o755)
+    (build / "stratbench.1").write_text(".TH STRATBENCH 1\n")
+    (build / "stratbench.bash").write_text("complete -F _stratbench stratbench\n")
+    return build
+
+
 def tree(path):
     return sorted(str(p.relative_to(path)) for p in path.rglob("*"))
 
@@ -93,46 +107,46 @@ def can_mount():
     return probe.returncode == 0
 
 
-def test_install_never_writes_through_a_planted_link(build_dir, tmp_path):
+def test_install_never_writes_through_a_planted_link(fake_build, tmp_path):
     prefix = tmp_path / "prefix"
     (prefix / "bin").mkdir(parents=True)
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n")
     planted = prefix / "bin" / "stratbench.tmp-install"
     planted.symlink_to(victim)
-    proc = install(prefix, build_dir=build_dir)
+    proc = install(prefix, build_dir=fake_build)
     assert proc.returncode == 0, proc.stderr
     assert victim.read_text() == "precious\n"
     assert planted.is_symlink()
     installed = prefix / "bin" / "stratbench"
-    assert installed.read_bytes() == (build_dir / "stratbench").read_bytes()
+    assert installed.read_bytes() == (fake_build / "stratbench").read_bytes()
     assert os.access(installed, os.X_OK) and not installed.is_symlink()
     assert os.readlink(prefix / "bin" / "stratbench-plot") == \
         "../share/stratbench/reports/plot.py"
     assert [p for p in tree(prefix) if p.endswith(".tmp-install")] == \
         ["bin/stratbench.tmp-install"]  # the planted one only
-    proc = install(prefix, build_dir=build_dir)  # again over a complete install
+    proc = install(prefix, build_dir=fake_build)  # again over a complete install
     assert proc.returncode == 0, proc.stderr
     assert victim.read_text() == "precious\n"
 
 
-def test_install_into_a_prefix_that_is_a_file(build_dir, tmp_path):
+def test_install_into_a_prefix_that_is_a_file(fake_build, tmp_path):
     prefix = tmp_path / "file"
     prefix.write_text("not a folder\n")
     for target in (prefix, prefix / "sub"):
-        proc = install(target, build_dir=build_dir)
+        proc = install(target, build_dir=fake_build)
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr == f"install: {prefix}: not a folder (--prefix)\n"
     assert prefix.read_text() == "not a folder\n"
-    assert tree(tmp_path) == ["file"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["build", "file"]
 
 
 @pytest.mark.skipif(not can_mount(), reason="needs root and mount namespaces (unshare -m) "
                     "for a read-only or a full file system")
-def test_install_into_a_read_only_prefix(build_dir, tmp_path):
+def test_install_into_a_read_only_prefix(fake_build, tmp_path):
     mnt = tmp_path / "ro"
     mnt.mkdir()
-    proc = install(mnt / "prefix", build_dir=build_dir,
+    proc = install(mnt / "prefix", build_dir=fake_build,
                    shell_before=f"mount -t tmpfs -o size=1m,ro tmpfs {mnt}")
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr == f"install: {mnt}: read-only file system (--prefix)\n"
@@ -140,11 +154,11 @@ def test_install_into_a_read_only_prefix(build_dir, tmp_path):
 
 @pytest.mark.skipif(not can_mount(), reason="needs root and mount namespaces (unshare -m) "
                     "for a read-only or a full file system")
-def test_install_on_a_full_disk_leaves_nothing_half_done(build_dir, tmp_path):
-    """2 MiB of tmpfs hold the program (3 MB) only in part: the copy fails midway."""
+def test_install_on_a_full_disk_leaves_nothing_half_done(fake_build, tmp_path):
+    """2 MiB of tmpfs hold the program (3 MiB) only in part: the copy fails midway."""
     mnt = tmp_path / "small"
     mnt.mkdir()
-    proc = install(mnt / "prefix", build_dir=build_dir,
+    proc = install(mnt / "prefix", build_dir=fake_build,
                    shell_before=f"mount -t tmpfs -o size=2m tmpfs {mnt} && mkdir {mnt}/prefix",
                    after=f"find {mnt} -mindepth 1")
     assert proc.returncode == 1, proc.stderr
