@@ -24,7 +24,7 @@
 #define KILL_AFTER_S 3.0
 /* Seconds mpirun gets to end the job after a rank's error line. */
 #define ABORT_WAIT_S 1.5
-/* Seconds to wait for what mpirun left to die after SIGKILL (end_leftovers). */
+/* Seconds to wait for what mpirun left to die after SIGKILL (sb_launch_end_leftovers). */
 #define LEFTOVER_WAIT_S 2.0
 
 /* Open MPI frames its messages with a line of 74 dashes. */
@@ -224,7 +224,7 @@ static sb_status start_child(char **args, int err_pipe[2], int out_pipe[2], stru
     if (pipe2(exec_pipe, O_CLOEXEC) != 0)
         return sb_error(SB_ERR_INTERNAL, "launch: pipe: %s", strerror(errno));
     setenv(SB_CONTROL_ENV, "1", 1);
-    /* Orphans of the job become this process's children (end_leftovers). */
+    /* Orphans of the job become this process's children (sb_launch_end_leftovers). */
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     fflush(stdout);
     fflush(stderr);
