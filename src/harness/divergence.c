@@ -10,7 +10,8 @@ int sb_divergence_check(struct sb_run_record *rec, int classes, long steps_per_e
     double loss = rec->epochs[rec->n_epochs - 1].train_loss;
     double untrained = log((double)classes), limit = SB_DIVERGED_LOSS_FACTOR * untrained;
     double chance = SB_CHANCE_FACTOR / classes, accuracy = rec->final_test_accuracy;
-    int full_epoch = steps_per_epoch > 0 && rec->steps_total >= steps_per_epoch;
+    int full_epoch = steps_per_epoch > 0 && rec->steps_total >= steps_per_epoch &&
+                     rec->steps_total >= SB_NOT_LEARNING_MIN_STEPS;
     if (loss > limit)
         snprintf(rec->diverged, sizeof rec->diverged,
                  "diverged: train loss %.3g > %g x ln(%d) = %.1f (an untrained model's loss "

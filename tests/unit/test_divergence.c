@@ -1,6 +1,7 @@
 /* sb_divergence_check (harness/divergence.h): the loss rule (last epoch's
  * train loss above 10 x ln(C)) at and just past its threshold, the
- * not-learning rule (accuracy <= 2/C) only after a full epoch, and what a
+ * not-learning rule (accuracy <= 2/C) only after a full epoch of at least
+ * SB_NOT_LEARNING_MIN_STEPS steps, and what a
  * flagged record carries: the reason, a warning, a null time to accuracy. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -61,6 +62,14 @@ static void test_accuracy_rule_needs_a_full_epoch(void **state)
     assert_non_null(strstr(rec.diverged, "not learning: test accuracy 20.0% after 937 steps"));
     one_epoch(&rec, &e, 2.0, 0.2001, 937);
     assert_int_equal(sb_divergence_check(&rec, 10, 937), 0);
+    /* An epoch of one step (batch 40000) is too short to judge... */
+    one_epoch(&rec, &e, 2.3, 0.1, 1);
+    assert_int_equal(sb_divergence_check(&rec, 10, 1), 0);
+    one_epoch(&rec, &e, 2.3, 0.1, SB_NOT_LEARNING_MIN_STEPS - 1);
+    assert_int_equal(sb_divergence_check(&rec, 10, 1), 0);
+    /* ... until it has SB_NOT_LEARNING_MIN_STEPS steps. */
+    one_epoch(&rec, &e, 2.3, 0.1, SB_NOT_LEARNING_MIN_STEPS);
+    assert_int_equal(sb_divergence_check(&rec, 10, 1), 1);
 }
 
 static void test_warning_list_full_keeps_the_reason(void **state)
