@@ -306,3 +306,21 @@ def test_sweep_fails_the_runs_whose_loss_blew_up(stratbench, mnist_dir, tmp_path
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads((REPO_ROOT / "reports" / "scaling.schema.json").read_text())
     jsonschema.validate(doc, schema)
+
+
+# Item 8: a folder on an output's path that is a link is followed (docs/faults.md,
+# "Outputs and links"); only the output's own name is refused as a link.
+
+def test_output_through_a_linked_folder_follows_the_link(stratbench, mnist_dir, tmp_path):
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "linkdir").symlink_to(real)
+    proc = run([stratbench, "train", "--data", mnist_dir, "--max-steps", "20", "--report",
+                tmp_path / "linkdir" / "r.json"])
+    assert proc.returncode == 0, describe(proc)
+    assert (real / "r.json").is_file() and not (real / "r.json").is_symlink()
+    (tmp_path / "named").symlink_to(real / "r.json")
+    proc = run([stratbench, "train", "--data", mnist_dir, "--max-steps", "20", "--report",
+                tmp_path / "named"])
+    assert proc.returncode == 2, describe(proc)
+    assert "is a symbolic link" in lines(proc.stderr)[0], describe(proc)
