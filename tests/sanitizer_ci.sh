@@ -30,6 +30,7 @@ cd "$repo"
 STRATBENCH_BUILD="$san/build" /usr/bin/python3 -m pytest -q \
     tests/integration/test_bad_input.py tests/integration/test_faults_inputs.py \
     tests/integration/test_faults_lifecycle.py tests/integration/test_faults.py \
+    tests/integration/test_faults_round3.py \
     ${skip:+-k "$skip"}
 t2=$(date +%s)
 echo "sanitizer build: $((t1 - t0)) s to build, $((t2 - t1)) s of tests"

@@ -142,6 +142,9 @@ static sb_status add_report(struct entry *e, const cJSON *rep, enum metric m, co
         return sb_error(SB_ERR_INPUT, "%s: measured no step (step_ms.n is 0): nothing to compare",
                         path);
     SB_TRY(check_plausible(rep, path));
+    const char *diverged = /* harness/divergence.h; null when the run learned */
+        cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rep, "diverged"));
+    if (diverged) return sb_error(SB_ERR_INPUT, "%s: %s", path, diverged);
     if (!isfinite(v) || v <= 0)
         return sb_error(SB_ERR_INPUT, "%s: no finite %s (train_s, epochs, step_ms)", path,
                         METRIC_NAME[m]);

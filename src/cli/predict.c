@@ -86,7 +86,11 @@ static sb_status parse_rate(const char *text, double *out)
         {"Kbit", 125.0}, {"Mbit", 125e3}, {"Gbit", 125e6}, {"Tbit", 125e9},
         {"B", 1.0}, {"kB", 1e3}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
     };
-    if (parse_quantity(text, units, sizeof units / sizeof units[0], 0, 1, out)) return SB_OK;
+    if (parse_quantity(text, units, sizeof units / sizeof units[0], 0, 1, out)) {
+        if (*out <= MAX_BANDWIDTH_BPS) return SB_OK;
+        return sb_error(SB_ERR_USAGE, "predict: --bandwidth: '%s' is out of range (at most "
+                        "100TB/s, above any NVLink or NIC)", text);
+    }
     return sb_error(SB_ERR_USAGE, "predict: --bandwidth: expected a positive rate like 100gbit, "
                     "1Gbit/s or 12.5GB/s, got '%s'", text);
 }
@@ -95,7 +99,11 @@ static sb_status parse_rate(const char *text, double *out)
 static sb_status parse_time(const char *text, double *out)
 {
     static const struct unit units[] = {{"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1.0}};
-    if (parse_quantity(text, units, sizeof units / sizeof units[0], 1, 0, out)) return SB_OK;
+    if (parse_quantity(text, units, sizeof units / sizeof units[0], 1, 0, out)) {
+        if (*out <= MAX_ALPHA_S) return SB_OK;
+        return sb_error(SB_ERR_USAGE, "predict: --latency: '%s' is out of range (at most 10s "
+                        "per message)", text);
+    }
     return sb_error(SB_ERR_USAGE, "predict: --latency: expected a time like 5us, 0.1ms or "
                     "2ns, got '%s'", text);
 }

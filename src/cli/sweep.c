@@ -21,6 +21,7 @@
 #include "cli/outputs.h"
 #include "cli/suggest.h"
 #include "cli/sweep_opts.h"
+#include "cli/sweep_resume.h"
 #include "cli/sweep_stats.h"
 #include "cli/train_opts.h"
 #include "report/json_util.h"
@@ -121,21 +122,6 @@ static int run_child(char **argv, const char *log_path)
         }
     }
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-/* 1 when the resumed sweep's scaling.json (o->resume_doc) lists the run
- * `report` (a file name, unique per strategy, replicas, scaling and repeat)
- * as ok: it is kept, not run again. */
-static int finished_before(const struct sweep_opts *o, const char *report)
-{
-    const cJSON *p, *r;
-    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(o->resume_doc, "points"))
-        cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(p, "runs")) {
-            const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "report"));
-            const char *status = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "status"));
-            if (name && status && !strcmp(name, report) && !strcmp(status, "ok")) return 1;
-        }
-    return 0;
 }
 
 /* step_ms.n of a run report: the steps it measured (0 when absent). */
@@ -244,6 +230,11 @@ static void record_run(const struct sweep_opts *o, struct sb_sweep_point *pt, in
     const char *why = NULL; /* why a run that exited 0 still failed */
     if (code == 0 && sb_json_read_file(path, &rep) != SB_OK) code = 1, why = "no report";
     if (code == 0 && !(measured_steps(rep) >= 1)) code = 1, why = "measured no step";
+    /* A run that diverged or stopped learning (harness/divergence.h) completed,
+     * but its speed is no result: failed, with the reason. */
+    const char *diverged =
+        code ? NULL : cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rep, "diverged"));
+    if (diverged) code = 1, why = diverged;
     const struct sweep_method *m = method_of(o, pt);
     printf("[%d/%d] %s%s%s n=%d %s r%d: %s", ++pg->done, pg->total, pt->strategy, m ? " " : "",
            m ? m->name : "", pt->replicas, sb_sweep_scaling_name[pt->scaling], r,
@@ -253,7 +244,8 @@ static void record_run(const struct sweep_opts *o, struct sb_sweep_point *pt, in
     sb_json_add_str(run, "report", strrchr(path, '/') + 1, fail);
     sb_json_add_str(run, "log", strrchr(log_path, '/') + 1, fail);
     sb_json_add_str(run, "status", code ? "failed" : "ok", fail);
-    sb_json_add_num(run, "exit_status", code, fail);
+    sb_json_add_num(run, "exit_status", diverged ? 0 : code, fail);
+    if (diverged) sb_json_add_str(run, "diverged", diverged, fail);
     if (code) {
         if (why) printf("FAILED (%s, see %s)\n", why, log_path);
         else printf("FAILED (exit %d, see %s)\n", code, log_path);
@@ -317,7 +309,10 @@ static sb_status run_point(const struct sweep_opts *o, const char *self, struct 
         snprintf(log_path, sizeof log_path, "%s/%s.log", o->out, name);
         struct child_args ca;
         point_argv(o, self, pt, path, &ca);
-        int code, reused = o->resume_doc && finished_before(o, strrchr(path, '/') + 1);
+        char why[512] = "";
+        int code, reused = o->resume_doc &&
+                           sb_sweep_resume_keep(o->resume_doc, path, ca.argv, why, sizeof why);
+        if (why[0]) printf("# resume: %s: %s; running it again\n", name, why);
         if (!reused) {
             unlink(path); /* a stale report must not pass for this run's */
             code = run_child(ca.argv, log_path);
@@ -618,6 +613,7 @@ int sb_sweep_main(int argc, char **argv)
     }
     snprintf(scaling_path, sizeof scaling_path, "%s/scaling.json", o.out);
     if (!st) st = prepare_out(&o, scaling_path, self, &made_len);
+    if (!st) st = sb_sweep_lock_out(o.out); /* held until this process ends */
     if (!st && o.resume) st = resume(&o, scaling_path, &finished);
     if (!st && !finished) st = plan_points(&o, self, pts, &n_pts, &pg);
     if (st || finished) {

@@ -18,7 +18,9 @@
 #include "data/mnist.h"
 #include "harness/harness.h"
 #include "harness/mem_estimate.h"
+#include "harness/straggler.h"
 #include "job/control.h"
+#include "job/hosts.h"
 #include "job/launcher.h"
 #include "report/flight_report.h"
 #include "strategies/strategy.h"
@@ -134,6 +136,9 @@ static void launch_self(const struct sb_train_opts *opts, const struct sb_launch
      * --replicas says otherwise; the ranks take replicas from the world. */
     int np = !opts->replicas_given && launch->slurm_tasks > 1 ? launch->slurm_tasks
                                                               : np_all;
+    /* The test-only slow rank, refused once here rather than by every rank. */
+    double slow_ms = 0.0;
+    if (!st) st = sb_slow_rank_hook(0, np, &slow_ms);
     const char *outputs[] = {cfg->report_path, cfg->trace_path, cfg->mllog_path,
                              cfg->save_params_path};
     struct sb_watch_plan plan = {.np = np, .timeout_s = cfg->timeout_s, .report = cfg->report_path,
@@ -167,6 +172,13 @@ static sb_status start_rank(const struct sb_config *cfg, const struct sb_launche
     return SB_OK;
 }
 
+/* Rank r's host, as the watchdog gathered it (sb_hosts_check_even's callback). */
+static const char *rank_host(int r, void *arg)
+{
+    (void)arg;
+    return sb_watchdog_host(r);
+}
+
 /* The checks every rank runs before training (collective on every rank,
  * whatever they find): the watchdog, the world against the strategy, GPU
  * placement, outputs (rank 0 writes them), memory, --clear-cache and the
@@ -178,6 +190,12 @@ static sb_status check_rank(struct sb_train_opts *opts, struct sb_job *job, stru
     sb_status st = sb_watchdog_start(job);
     if (!st && ops->uses_mpi)
         st = sb_strategy_fit_world(ops, cfg, job->size, opts->replicas_given);
+    /* The hierarchical all-reduce on real hosts: every rank judges the same
+     * gathered host names, so the refusal is agreed and said once. */
+    if (!st && ops->uses_mpi && cfg->ranks_per_host == 0 &&
+        strcmp(cfg->allreduce, "hierarchical") == 0)
+        st = sb_hosts_check_even(job->size, rank_host, NULL, strcmp(cfg->strategy, "hierarchical")
+                                 ? "--allreduce hierarchical" : "--strategy hierarchical");
     if (!st && ops->uses_mpi && !cfg->backend->host_memory) /* NCCL: one GPU per rank */
         st = sb_cuda_check_rank_placement(cfg->comm_entry->gpu_per_member, job->local_size,
                                           sb_cuda_device_count());
@@ -275,6 +293,9 @@ void sb_train_main(int argc, char **argv, int full_argc, char **full_argv,
         sb_mnist_free(&data);
         sb_watchdog_stop();
         out->code = sb_status_exit_code(agreed);
+        /* Every rank refuses alike and finalizes: tell the watcher so, or it
+         * takes the line for an abort that mpirun does not carry out. */
+        if (out->job.mpi) sb_control_done(out->job.rank);
         return;
     }
     train_rank(cfg, &data, full_argc, full_argv, out);

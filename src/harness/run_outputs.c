@@ -8,6 +8,8 @@
 
 #include "core/atomic_file.h"
 #include "core/stats.h"
+#include "data/sampler.h"
+#include "harness/divergence.h"
 #include "harness/loop.h"
 #include "harness/run_warnings.h"
 #include "trace/trace.h"
@@ -72,6 +74,8 @@ static void warn_if_misleading(struct sb_loop *L, const struct sb_job *job)
         stall = sb_stall_fraction(L->t.step_ms, L->t.n, s.median);
     sb_run_warnings_check(L->rec, sb_loop_compute_threads(L, job), sysconf(_SC_NPROCESSORS_ONLN),
                           stall);
+    sb_divergence_check(L->rec, SB_MNIST_CLASSES,
+                        sb_steps_per_epoch(L->data->train.n, sb_config_global_batch(L->cfg)));
     sb_run_warnings_print(L->rec);
 }
 

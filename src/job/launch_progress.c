@@ -59,8 +59,7 @@ void sb_rank_progress_line(struct sb_rank_progress *p, const char *text)
     }
 }
 
-/* 'T' when local process `pid` is stopped, 'Z' a zombie, 0 when gone. */
-static char proc_state(long pid)
+char sb_process_state(long pid)
 {
     char path[64], buf[512];
     snprintf(path, sizeof path, "/proc/%ld/stat", pid);
@@ -85,7 +84,7 @@ static int list_ranks(const struct sb_rank_progress *w, const unsigned char *fla
     for (int r = 0; r < w->np; r++) {
         if (flag && flag[r] != want) continue;
         if (stopped && !(w->pid[r] && strcmp(w->host[r], host) == 0 &&
-                         proc_state(w->pid[r]) == 'T'))
+                         sb_process_state(w->pid[r]) == 'T'))
             continue;
         size_t len = strlen(out);
         if (n == 8) {
@@ -107,7 +106,7 @@ void sb_rank_progress_describe(const struct sb_rank_progress *w, pid_t launcher,
 {
     out[0] = '\0';
     char ranks[1024] = "";
-    if (launcher > 0 && proc_state(launcher) == 'T') {
+    if (launcher > 0 && sb_process_state(launcher) == 'T') {
         snprintf(out, cap, "the MPI launcher (pid %ld) is stopped", (long)launcher);
         return;
     }

@@ -28,6 +28,11 @@ void sb_rank_progress_free(struct sb_rank_progress *p);
  * "joined R", "done R", "finished R". Unknown or out-of-range: ignored. */
 void sb_rank_progress_line(struct sb_rank_progress *p, const char *text);
 
+/* The state letter of local process `pid` from /proc/PID/stat's third
+ * field (proc(5)): 'T' stopped by a signal, 'Z' a zombie, 'R', 'S', ...;
+ * 0 when it is gone or unreadable. */
+char sb_process_state(long pid);
+
 /* Writes to out what did not arrive, as a clause of stratbench's line: the
  * launcher (pid `launcher`, 0: do not look) stopped, local ranks stopped
  * (state T in /proc), and else, at finalize, the ranks that did not finish,

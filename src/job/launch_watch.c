@@ -1,7 +1,6 @@
 /* mpirun as a watched child; see launch_watch.h. */
 #include "job/launch_watch.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -19,11 +18,14 @@
 #include "core/interrupt.h"
 #include "job/control.h"
 #include "job/launch_progress.h"
+#include "job/launch_reap.h"
 
 /* Seconds after forwarding SIGTERM before mpirun and its ranks get SIGKILL. */
 #define KILL_AFTER_S 3.0
 /* Seconds mpirun gets to end the job after a rank's error line. */
 #define ABORT_WAIT_S 1.5
+/* Seconds to wait for what mpirun left to die after SIGKILL (sb_launch_end_leftovers). */
+#define LEFTOVER_WAIT_S 2.0
 
 /* Open MPI frames its messages with a line of 74 dashes. */
 static int is_frame(const char *line)
@@ -58,6 +60,7 @@ struct watch {
     size_t fill;
     double launched_at, startup_s, finalize_s, forwarded_at;
     int forwarded, killed, reaped, status;
+    double launcher_stopped_at; /* when mpirun was first seen stopped (0: running) */
     char missed[1536];   /* set when a start-up or finalize deadline passed */
 };
 
@@ -189,52 +192,6 @@ static void take_line(struct watch *w, const char *line)
     fputs(line, stderr);
 }
 
-/* Sends sig to every descendant of `root` on this machine (mpirun's ranks,
- * which Open MPI puts in process groups of their own, and the daemons and
- * ranks its launch agent started), deepest first is not needed: SIGKILL. */
-static void signal_descendants(pid_t root, int sig)
-{
-    enum { MAX = 4096 };
-    static int pid_of[MAX], ppid_of[MAX];
-    int n = 0;
-    DIR *d = opendir("/proc");
-    if (!d) return;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < MAX) {
-        char *end = NULL;
-        long pid = strtol(e->d_name, &end, 10);
-        if (!end || *end || pid <= 0) continue;
-        char path[64], buf[512];
-        snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
-        size_t got = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[got] = '\0';
-        const char *rp = strrchr(buf, ')'); /* comm may hold spaces */
-        int ppid = 0;
-        char state;
-        if (rp && sscanf(rp + 1, " %c %d", &state, &ppid) == 2) {
-            pid_of[n] = (int)pid;
-            ppid_of[n] = ppid;
-            n++;
-        }
-    }
-    closedir(d);
-    /* Breadth-first from root over the parent links. */
-    static int queue[MAX];
-    int head = 0, tail = 0;
-    queue[tail++] = root;
-    while (head < tail) {
-        int p = queue[head++];
-        for (int i = 0; i < n && tail < MAX; i++)
-            if (ppid_of[i] == p) {
-                queue[tail++] = pid_of[i];
-                kill((pid_t)pid_of[i], sig);
-            }
-    }
-}
-
 /* Seconds start-up (launch to every rank joined) and finalize (first rank
  * done to mpirun ended) may take, from --timeout; 0: no deadline. */
 static double startup_deadline_s(double timeout_s) { return timeout_s > 0 ? 2 * timeout_s + 10 : 0; }
@@ -258,12 +215,6 @@ static int pass_stdout(int fd, int *err)
     return 1;
 }
 
-static void end_job(pid_t child)
-{
-    signal_descendants(child, SIGKILL);
-    kill(child, SIGKILL);
-}
-
 /* Forks and execs mpirun (args) with its stderr and stdout on the given
  * pipes; sets w->child. SB_ERR_USAGE naming the launcher when it cannot be
  * started (exec's errno comes back over a close-on-exec pipe). */
@@ -273,6 +224,8 @@ static sb_status start_child(char **args, int err_pipe[2], int out_pipe[2], stru
     if (pipe2(exec_pipe, O_CLOEXEC) != 0)
         return sb_error(SB_ERR_INTERNAL, "launch: pipe: %s", strerror(errno));
     setenv(SB_CONTROL_ENV, "1", 1);
+    /* Orphans of the job become this process's children (sb_launch_end_leftovers). */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
     fflush(stdout);
     fflush(stderr);
     pid_t parent = getpid();
@@ -333,23 +286,46 @@ static void forward_or_kill(struct watch *w)
      * soon after (a host cut off from the network keeps mpirun waiting for
      * its daemon), end it from here. */
     int abort_stuck = w->fatal_at && sb_now_s() - w->fatal_at > ABORT_WAIT_S;
+    /* ... unless a rank said it finalizes (an agreed refusal): mpirun ends
+     * that job, bounded by the finalize deadline (check_deadlines). */
+    if (w->rp.done_at) abort_stuck = 0;
     if ((sig || abort_stuck) && !w->forwarded) {
         kill(w->child, SIGTERM);
         w->forwarded = 1;
         w->forwarded_at = sb_now_s();
     }
     if (w->forwarded && !w->killed && sb_now_s() - w->forwarded_at > KILL_AFTER_S) {
-        end_job(w->child);
+        sb_launch_end_job(w->child);
         w->killed = 1;
     }
+}
+
+/* After start-up (every rank joined), mpirun stopped for longer than
+ * --timeout: it no longer passes the ranks' lines on nor finalizes them,
+ * and its ranks may spin in MPI_Finalize forever (issue 39, item 1). Sets
+ * w->missed; 1 when the job is to be ended. At start-up the start-up
+ * deadline names the stopped launcher (sb_rank_progress_describe). */
+static int launcher_stopped(struct watch *w, double now, double timeout_s)
+{
+    if (timeout_s <= 0 || w->reaped || w->rp.n_joined < w->np) return 0;
+    if (sb_process_state(w->child) != 'T') {
+        w->launcher_stopped_at = 0;
+        return 0;
+    }
+    if (!w->launcher_stopped_at) w->launcher_stopped_at = now;
+    if (now - w->launcher_stopped_at <= timeout_s) return 0;
+    snprintf(w->missed, sizeof w->missed, "the MPI launcher (pid %ld) was stopped for over "
+             "%g s (--timeout) after start-up: it no longer carries the ranks' lines nor ends "
+             "them; the job was ended", (long)w->child, timeout_s);
+    return 1;
 }
 
 /* Start-up and finalize deadlines: name what did not arrive (w->missed),
  * end every process of the job at once (a stopped one cannot answer a
  * SIGTERM). */
-static void check_deadlines(struct watch *w)
+static void check_deadlines(struct watch *w, double timeout_s)
 {
-    if (w->killed || w->forwarded || w->fatal_at || w->missed[0]) return;
+    if (w->killed || w->forwarded || (w->fatal_at && !w->rp.done_at) || w->missed[0]) return;
     double now = sb_now_s();
     char what[1024];
     pid_t alive = w->reaped ? 0 : w->child;
@@ -362,9 +338,11 @@ static void check_deadlines(struct watch *w)
         snprintf(w->missed, sizeof w->missed, "finalize did not complete within %.0f s "
                  "(--timeout + 5) after the first rank was done: %s; the job was "
                  "ended", w->finalize_s, what);
+    } else {
+        launcher_stopped(w, now, timeout_s);
     }
     if (w->missed[0]) {
-        end_job(w->child);
+        sb_launch_end_job(w->child);
         w->killed = 1;
     }
 }
@@ -398,11 +376,11 @@ static int read_stderr(struct watch *w)
 /* Watches mpirun until its stderr ends: forwards signals, keeps the
  * deadlines, passes stdout on and takes stderr's lines; then drains
  * stdout and reaps mpirun (w->status). */
-static void watch_job(struct watch *w)
+static void watch_job(struct watch *w, double timeout_s)
 {
     for (;;) {
         forward_or_kill(w);
-        check_deadlines(w);
+        check_deadlines(w, timeout_s);
         struct pollfd p[2] = {{.fd = w->err_fd, .events = POLLIN},
                               {.fd = w->out_fd, .events = POLLIN}};
         int r = poll(p, 2, 100);
@@ -417,7 +395,7 @@ static void watch_job(struct watch *w)
             /* mpirun is gone; a rank it left (killed mpirun) may hold the pipe. */
             if (w->killed || w->forwarded) break;
             if (!WIFEXITED(w->status) || WEXITSTATUS(w->status) != 0) {
-                end_job(w->child); /* nothing of the job may stay */
+                sb_launch_end_job(w->child); /* nothing of the job may stay */
                 w->killed = 1;
             }
         }
@@ -537,7 +515,7 @@ sb_status sb_launch_watch(char **args, const struct sb_watch_plan *plan, int *ex
     }
     w->np = plan->np > 0 ? plan->np : 1;
     if (sb_rank_progress_init(&w->rp, w->np) != SB_OK) {
-        end_job(w->child);
+        sb_launch_end_job(w->child);
         waitpid(w->child, NULL, 0);
         free(w);
         return sb_error(SB_ERR_NOMEM, "launch: out of memory");
@@ -545,8 +523,9 @@ sb_status sb_launch_watch(char **args, const struct sb_watch_plan *plan, int *ex
     w->startup_s = startup_deadline_s(plan->timeout_s);
     w->finalize_s = finalize_deadline_s(plan->timeout_s);
     w->launched_at = sb_now_s();
-    watch_job(w);
-    *exit_code = verdict(w, args[0], plan, before);
+    watch_job(w, plan->timeout_s);
+    *exit_code = verdict(w, args[0], plan, before); /* may read the ranks' states */
+    sb_launch_end_leftovers(LEFTOVER_WAIT_S); /* before outputs are removed: none written later */
     if (*exit_code != 0) sb_output_remove_written(plan->outputs, plan->n_outputs, before);
     if (*exit_code == 0 && w->out_errno) {
         /* The run is complete, its report kept; the lines on stdout were

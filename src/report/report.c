@@ -444,6 +444,8 @@ static sb_status build_report(const struct sb_run_record *rec, cJSON **out)
     cJSON *warnings = sb_json_add_arr(root, "warnings", &fail);
     for (int i = 0; warnings && i < rec->n_warnings; i++)
         sb_json_append(warnings, cJSON_CreateString(rec->warnings[i]), &fail);
+    sb_json_add_item(root, "diverged", rec->diverged[0] ? cJSON_CreateString(rec->diverged)
+                                                        : cJSON_CreateNull(), &fail);
     add_replica_check(root, rec, &fail);
     add_stragglers(root, rec, &fail);
     st = add_summary(root, "step_ms", rec->step_ms, rec->n_measured, 1, &fail);

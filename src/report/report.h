@@ -167,6 +167,9 @@ struct sb_run_record {
      * cores, a noisy run. Reported as "warnings" (schema 1.8). */
     char warnings[SB_REPORT_MAX_WARNINGS][256];
     int n_warnings;
+    /* Why the run is taken as diverged or not learning (harness/
+     * divergence.h), "" when it learned. Reported as "diverged" (1.11). */
+    char diverged[256];
 };
 
 /* Builds the report of `rec` and writes it to `path` atomically.

@@ -293,3 +293,32 @@ def _cmdline(d):
         return (d / "cmdline").read_bytes()
     except OSError:
         return b""
+
+
+def _stopped_mpirun_after_start_up(stratbench, mnist_dir, tmp_path, strategy):
+    """Issue 39, item 1: mpirun stopped once training is under way used to leave both
+    ranks spinning in MPI_Finalize forever, the report already written."""
+    report = tmp_path / "r.json"
+    job = start([stratbench, "train", "--data", mnist_dir, "--strategy", strategy,
+                 "--replicas", "2", "--epochs", "2", "--threads", "1", "--timeout", "4",
+                 "--report", report], tmp_path)
+    ranks = job.wait_training(2)
+    (mpirun,) = children(job.proc.pid)
+    os.kill(mpirun, signal.SIGSTOP)
+    rc, seconds = job.end(40)
+    assert rc == 1, job.stderr()
+    assert seconds <= 4 + 5, (seconds, job.stderr())
+    assert job.lines() == [f"stratbench: the MPI launcher (pid {mpirun}) was stopped for over "
+                           "4 s (--timeout) after start-up: it no longer carries the ranks' "
+                           "lines nor ends them; the job was ended"], job.stderr()
+    assert all_gone([mpirun, *ranks.values()])
+    assert not report.exists()
+    assert leftovers(tmp_path) == []
+
+
+def test_stopped_mpirun_after_start_up_ends_the_ddp_job(stratbench, mnist_dir, tmp_path):
+    _stopped_mpirun_after_start_up(stratbench, mnist_dir, tmp_path, "ddp")
+
+
+def test_stopped_mpirun_after_start_up_ends_the_zero_job(stratbench, mnist_dir, tmp_path):
+    _stopped_mpirun_after_start_up(stratbench, mnist_dir, tmp_path, "zero")

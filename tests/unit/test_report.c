@@ -218,7 +218,7 @@ static void test_keys_and_values(void **state)
         "config", "environment", "model", "epochs", "final_test_accuracy",
         "time_to_accuracy_s", "target_accuracy", "train_s",
         "steps_total", "steps_measured", "samples_trained", "samples_per_s",
-        "noise_by_rank", "warnings", "replicas_consistent", "replica_check", "stragglers", "step_ms",
+        "noise_by_rank", "warnings", "diverged", "replicas_consistent", "replica_check", "stragglers", "step_ms",
         "phases_ms", "step_ms_by_rank",
         "phases_by_rank_ms", "comm",
         "strategy_details", "peak_rss_bytes", "memory"};
@@ -231,6 +231,7 @@ static void test_keys_and_values(void **state)
 
     assert_string_equal(get(root, "schema_version")->valuestring,
                         SB_REPORT_SCHEMA_VERSION);
+    assert_true(cJSON_IsNull(get(root, "diverged"))); /* the run learned */
     const cJSON *e = cJSON_GetArrayItem(get(get(root, "memory"), "by_rank"), 0);
     assert_non_null(e);
     assert_string_equal(get(e, "role")->valuestring, "replica");
