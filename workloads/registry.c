@@ -6,10 +6,12 @@
 
 extern const struct sb_workload_ops sb_workload_mlp;
 extern const struct sb_workload_ops sb_workload_cnn;
+extern const struct sb_workload_ops sb_workload_vit;
 
 static const struct sb_workload_ops *const workloads[] = {
     &sb_workload_mlp,
     &sb_workload_cnn,
+    &sb_workload_vit,
 };
 
 const struct sb_workload_ops *sb_workload_find(const char *name)
@@ -19,4 +21,4 @@ const struct sb_workload_ops *sb_workload_find(const char *name)
     return NULL;
 }
 
-const char *sb_workload_names(void) { return "mlp, cnn"; }
+const char *sb_workload_names(void) { return "mlp, cnn, vit"; }

@@ -15,11 +15,37 @@
 #include "core/config.h"
 #include "core/status.h"
 
+/* How tensor parallelism splits a tensor over tp ranks (Megatron-LM,
+ * Shoeybi et al. 2019). */
+enum sb_tp_split {
+    SB_TP_REPLICATED = 0, /* every tp rank holds all of it (embeddings, LayerNorm, head, a
+                           * row-parallel layer's bias) */
+    SB_TP_COLUMN,         /* split by output: the rows of W (out, in) and its bias
+                           * (column-parallel) */
+    SB_TP_ROW,            /* split by input: the columns of W (out, in) (row-parallel; bias
+                           * replicated) */
+};
+
 /* One named tensor inside the flat buffers. */
 struct sb_tensor_desc {
     char name[32];   /* "fc1.weight", ... (PyTorch's state_dict names) */
     size_t offset;   /* in floats, from the start of the flat buffer */
     size_t count;    /* number of floats */
+    enum sb_tp_split tp_split; /* how tensor parallelism splits it */
+    int layer;       /* index into the model's layer table */
+};
+
+/* One layer: the unit zero stage 3 gathers, ddp never splits across
+ * buckets, and a pipeline cuts between. */
+struct sb_layer_desc {
+    char name[32];              /* "fc1", "conv2", "embed", "block3", "head" */
+    int first_tensor, n_tensors;/* m->tensors[first_tensor, first_tensor + n_tensors) */
+    size_t offset, count;       /* params[offset, offset + count), floats: its tensors,
+                                 * consecutive */
+    int in_shape[3], out_shape[3]; /* per-sample activation shape in and out (unused trailing
+                                    * dims 1): mlp fc1 {784,1,1} -> {256,1,1}; a ViT block
+                                    * {65,64,1} -> {65,64,1} */
+    size_t in_floats, out_floats;  /* per sample: products of the shapes */
 };
 
 /* Called by backward each time a layer's gradients are final, last layer
@@ -43,6 +69,8 @@ struct sb_model {
     size_t n_params;
     struct sb_tensor_desc *tensors; /* layout table, in buffer order */
     int n_tensors;
+    struct sb_layer_desc *layers; /* (n_layers) in buffer order, covering [0, n_params) */
+    int n_layers;
     int in_dim;           /* input features per sample (784) */
     int n_classes;        /* 10 */
     int max_batch;        /* largest n accepted by forward/predict */
