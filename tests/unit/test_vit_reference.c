@@ -7,7 +7,7 @@
  * runs forward and backward on the cpu backend, and checks logits, loss and
  * every gradient within 1e-5 relative (per tensor: max |ours - torch| <=
  * 1e-5 * max |torch|). The ledger test checks activation_bytes against the
- * formula of docs/workloads.md. Exits 0 when every test passes. */
+ * formula of docs/workloads.md (per block and in total, within 1 %). Exits 0 when every test passes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -179,10 +179,69 @@ static void test_matches_pytorch(void **state)
     reference_free(&r);
 }
 
+/* activation_bytes of a vit of the given shape for batch b. */
+static size_t ledger(int patch, int width, int depth, int heads, int ratio, int b)
+{
+    struct sb_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.vit = (struct sb_vit_config){.patch = patch, .width = width, .depth = depth,
+                                     .heads = heads, .mlp_ratio = ratio};
+    cfg.batch = b;
+    struct sb_model *m = NULL;
+    assert_int_equal(sb_workload_find("vit")->create(&cfg, &sb_backend_cpu, 1000, &m), SB_OK);
+    size_t bytes = m->activation_bytes;
+    m->ops->destroy(m);
+    return bytes;
+}
+
+/* docs/workloads.md, "Memory ledger": fp32 bytes one block keeps for its
+ * backward, s tokens, b samples, width h, a heads, MLP ratio r:
+ * 4 sbh (8 + 2r) + 4 a s^2 b + 16 sb (48 sbh + 4 a s^2 b + 16 sb at r = 2). */
+static double block_formula(double s, double b, double h, double a, double r)
+{
+    return 4.0 * s * b * h * (8.0 + 2.0 * r) + 4.0 * a * s * s * b + 16.0 * s * b;
+}
+
+/* The rest: the last block's output, the patches, the class-token head and
+ * the backward scratch shared by the blocks (6 sbh + r sbh + a s^2 b floats). */
+static double rest_formula(double s, double b, double h, double a, double r, double pixels)
+{
+    return 4.0 * (s * b * h + b * pixels + 4.0 * b * h + 2.0 * b + 20.0 * b) +
+           4.0 * (6.0 + r) * s * b * h + 4.0 * a * s * s * b;
+}
+
+/* The ledger is what the workload allocates, and the formula predicts it
+ * within 1 %: per block (the difference of two depths) and in total, for
+ * the default model (patch 4: s = 50, width 64, 4 heads, ratio 2) at the
+ * training batch (64, not evaluation's 1000: predict reuses the buffers)
+ * and for patch 7 with other widths. */
+static void test_ledger_matches_formula(void **state)
+{
+    (void)state;
+    const struct {
+        int patch, width, heads, ratio, batch;
+    } cases[] = {{4, 64, 4, 2, 64}, {7, 32, 2, 4, 16}, {4, 48, 3, 2, 5}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int p = cases[c].patch, h = cases[c].width, a = cases[c].heads, r = cases[c].ratio;
+        int b = cases[c].batch, s = (28 / p) * (28 / p) + 1;
+        size_t d2 = ledger(p, h, 2, a, r, b), d3 = ledger(p, h, 3, a, r, b);
+        double per_block = block_formula(s, b, h, a, r);
+        double total = 3.0 * per_block + rest_formula(s, b, h, a, r, 784);
+        printf("# patch %d width %d heads %d ratio %d batch %d: block %zu B (formula %.0f), "
+               "depth 3 %zu B (formula %.0f)\n", p, h, a, r, b, d3 - d2, per_block, d3, total);
+        assert_true(fabs((double)(d3 - d2) - per_block) <= 0.01 * per_block);
+        assert_true(fabs((double)d3 - total) <= 0.01 * total);
+    }
+    /* the default model at batch 64: 48 sbh + 4 a s^2 b + 16 sb per block */
+    assert_true(fabs(block_formula(50, 64, 64, 4, 2) -
+                     (48.0 * 50 * 64 * 64 + 4.0 * 4 * 50 * 50 * 64 + 16.0 * 50 * 64)) < 1.0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_pytorch),
+        cmocka_unit_test(test_ledger_matches_formula),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
