@@ -27,9 +27,9 @@
  * cfg->batch, when smaller than max_batch): a transformer's activations
  * grow with the batch, and evaluation's 1000-sample batches need none of
  * them kept, so predict runs its batch through the same buffers in chunks
- * of cap. The activations are listed in vit.h; docs/workloads.md derives
+ * of cap. The activations are listed in vit_model.h; docs/workloads.md derives
  * their bytes per block. */
-#include "workloads/vit.h"
+#include "workloads/vit_model.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -235,7 +235,7 @@ static sb_status vit_alloc(const struct sb_backend_ops *be, struct vit *p, float
     return be->alloc((void **)ptr, count * sizeof(float));
 }
 
-/* Activations and scratch for cap samples (vit.h lists them). */
+/* Activations and scratch for cap samples (vit_model.h lists them). */
 static sb_status vit_alloc_buffers(struct sb_model *m)
 {
     const struct sb_backend_ops *be = m->be;

@@ -1,11 +1,11 @@
 /* The vit workload's forward and backward passes over the flat buffers
- * (layout and shapes in vit.h and vit.c). All math goes through the
+ * (layout and shapes in vit_model.h and vit.c). All math goes through the
  * backend's ops; one GEMM per linear layer over all n * T tokens, one
  * strided batched GEMM per attention product over all n * heads. */
 #include <math.h>
 
 #include "data/mnist.h"
-#include "workloads/vit.h"
+#include "workloads/vit_model.h"
 
 /* y (rows, out) = x (rows, in) . W^T + b, W (out, in) at params[w]; beta 1
  * adds to y (a residual) instead of overwriting it. */

@@ -15,8 +15,13 @@ static size_t layer_prefix(const char *name)
     return dot ? (size_t)(dot - name) : strlen(name);
 }
 
-static int same_layer(const struct sb_tensor_desc *a, const struct sb_tensor_desc *b)
+/* Same layer: by the layer table's index where the workload filled it
+ * (by_table: a model whose last tensor is in a layer other than 0), else
+ * by name prefix. */
+static int same_layer(const struct sb_tensor_desc *a, const struct sb_tensor_desc *b,
+                      int by_table)
 {
+    if (by_table) return a->layer == b->layer;
     size_t la = layer_prefix(a->name), lb = layer_prefix(b->name);
     return la == lb && memcmp(a->name, b->name, la) == 0;
 }
@@ -53,7 +58,8 @@ sb_status sb_bucket_plan_create(const struct sb_tensor_desc *tensors, int n_tens
     }
     int n_layers = 0;
     for (int t = 0; t < n_tensors; t++)
-        if (t == 0 || !same_layer(&tensors[t - 1], &tensors[t])) first[n_layers++] = t;
+        if (t == 0 || !same_layer(&tensors[t - 1], &tensors[t], tensors[n_tensors - 1].layer > 0))
+            first[n_layers++] = t;
     first[n_layers] = n_tensors;
 
     double cap_bytes = cap_mb * 1048576.0;

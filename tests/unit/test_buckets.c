@@ -24,6 +24,7 @@ static int mlp_table(const int *dims, int n_dims, struct sb_tensor_desc *t)
     int n = 0;
     for (int l = 0; l + 1 < n_dims; l++) {
         size_t w = (size_t)dims[l] * (size_t)dims[l + 1], b = (size_t)dims[l + 1];
+        t[n] = t[n + 1] = (struct sb_tensor_desc){0}; /* no layer table: by name */
         snprintf(t[n].name, sizeof t[n].name, "fc%d.weight", l + 1);
         t[n].offset = off;
         t[n++].count = w;
@@ -114,7 +115,7 @@ static void test_cap_is_inclusive_and_respected(void **state)
 {
     (void)state;
     /* Three layers of 2 tensors, 256 floats = 1 KiB each. */
-    struct sb_tensor_desc t[6];
+    struct sb_tensor_desc t[6] = {0}; /* no layer table: by name */
     const char *names[] = {"a.weight", "a.bias", "b.weight", "b.bias", "c.weight", "c.bias"};
     for (int i = 0; i < 6; i++) {
         snprintf(t[i].name, sizeof t[i].name, "%s", names[i]);

@@ -21,7 +21,7 @@
 
 #include "backend/backend.h"
 #include "core/config.h"
-#include "workloads/vit.h"
+#include "workloads/vit_model.h"
 #include "workloads/workload.h"
 
 #define REFERENCE "tests/data/vit_reference.bin"
@@ -152,7 +152,7 @@ static void test_matches_pytorch(void **state)
     printf("# loss: ours %.9f, torch %.9f\n", loss / r.batch, want_loss);
     assert_true(fabs(loss / r.batch - want_loss) <= REL_TOL * fabs(want_loss));
 
-    /* the logits of that forward, kept in the model (vit.h; cpu: host memory) */
+    /* the logits of that forward, kept in the model (vit_model.h; cpu: host memory) */
     const struct record *lr = find(&r, "", "logits");
     const struct vit *p = m->impl;
     assert_int_equal(lr->count, r.batch * m->n_classes);

@@ -1,8 +1,8 @@
 /* The vit workload's private state, shared by its files: vit.c (layout,
  * initialisation, buffers, the ops table) and vit_pass.c (forward and
  * backward). Not for strategies: they see only struct sb_model. */
-#ifndef SB_VIT_H
-#define SB_VIT_H
+#ifndef SB_VIT_MODEL_H
+#define SB_VIT_MODEL_H
 
 #include <stddef.h>
 
