@@ -84,7 +84,7 @@ def test_default_model_trains_20_steps(name, stratbench, mnist_dir, tmp_path):
                                        "mlp_ratio": 2}
     assert report["model"]["n_params"] == vit_params() == 205962
     assert report["steps_total"] == 20
-    assert report["final_test_accuracy"] > 0.2  # 20 Adam steps are well past chance
+    assert report["final_test_accuracy"] > 0.12  # chance is 0.10 (sd 0.003 on 10k images)
     for rank in report["memory"]["by_rank"]:
         if rank["role"] == "replica":
             assert rank["activation_bytes"] > 0
