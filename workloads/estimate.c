@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "data/mnist.h"
+#include "workloads/vit_model.h"
 
 struct sb_model_size sb_workload_size(const struct sb_config *cfg, int max_batch)
 {
@@ -27,6 +28,8 @@ struct sb_model_size sb_workload_size(const struct sb_config *cfg, int max_batch
          * their gradients, with im2col scratch of the first convolution. */
         s.activation_bytes = rows * 2.0 * (3456 + 864 + 1024 + 256 + 120 + 84 + 10 + 25 * 576) *
                              sizeof(float);
+    } else if (strcmp(cfg->workload, "vit") == 0) {
+        s = sb_vit_size(cfg, max_batch); /* workloads/vit.c: what it allocates */
     }
     return s;
 }

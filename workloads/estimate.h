@@ -16,8 +16,8 @@ struct sb_model_size {
 /* Sizes of cfg->workload's model for batches of max_batch samples: the mlp
  * from --hidden (784 -> hidden... -> 10: weights and biases; act and two
  * delta buffers of the widest layer per sample, as workloads/dense.c
- * allocates), the cnn from its fixed layers (workloads/cnn.c). Unknown
- * workload: zeros. */
+ * allocates), the cnn from its fixed layers (workloads/cnn.c), the vit
+ * from --patch ... --mlp-ratio (sb_vit_size). Unknown workload: zeros. */
 struct sb_model_size sb_workload_size(const struct sb_config *cfg, int max_batch);
 
 #endif

@@ -272,6 +272,23 @@ static sb_status vit_alloc_buffers(struct sb_model *m)
     return SB_OK;
 }
 
+struct sb_model_size sb_vit_size(const struct sb_config *cfg, int max_batch)
+{
+    const struct sb_vit_config *v = &cfg->vit;
+    struct sb_model_size z = {0};
+    if (v->patch < 1 || v->heads < 1 || v->width % v->heads != 0) return z;
+    double b = cfg->batch > 0 && cfg->batch < max_batch ? cfg->batch : max_batch;
+    double g = SB_MNIST_SIDE / v->patch, pd = (double)v->patch * v->patch, s = g * g + 1;
+    double h = v->width, a = v->heads, r = v->mlp_ratio, L = v->depth;
+    double block_params = 4 * h + 4 * (h * h + h) + (r * h * h + r * h) + (h * r * h + h);
+    z.n_params = h + s * h + h * pd + h + L * block_params + 2 * h + 10 * h + 10;
+    double block = 4 * s * b * h * (8 + 2 * r) + 4 * a * s * s * b + 16 * s * b;
+    double rest = 4 * (s * b * h + b * pd * g * g + 4 * b * h + 2 * b + 20 * b) +
+                  4 * (6 + r) * s * b * h + 4 * a * s * s * b;
+    z.activation_bytes = L * block + rest;
+    return z;
+}
+
 static sb_status vit_create(const struct sb_config *cfg, const struct sb_backend_ops *be,
                             int max_batch, struct sb_model **out)
 {

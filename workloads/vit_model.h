@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 
+#include "workloads/estimate.h"
 #include "workloads/workload.h"
 
 #define VIT_MAX_DEPTH 64
@@ -63,5 +64,12 @@ void sb_vit_forward_logits(struct sb_model *m, const float *x, int n);
  * calling ready(ctx, offset, count) per layer, head first, and the layer
  * hook (backward = 1) before each layer reads its parameters. */
 void sb_vit_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx);
+
+/* The vit's parameters and activation bytes from cfg->vit for batches of
+ * max_batch, before anything is allocated: what create allocates
+ * (docs/workloads.md, "Memory ledger"; per block, s tokens, b = the
+ * training cap, h width, a heads, r MLP ratio: 4sbh(8 + 2r) + 4as^2b +
+ * 16sb bytes). Shape flags are assumed valid (train_opts checks them). */
+struct sb_model_size sb_vit_size(const struct sb_config *cfg, int max_batch);
 
 #endif

@@ -190,6 +190,10 @@ static size_t ledger(int patch, int width, int depth, int heads, int ratio, int 
     struct sb_model *m = NULL;
     assert_int_equal(sb_workload_find("vit")->create(&cfg, &sb_backend_cpu, 1000, &m), SB_OK);
     size_t bytes = m->activation_bytes;
+    /* the estimate before allocation (sb_vit_size) is what create allocated */
+    struct sb_model_size est = sb_vit_size(&cfg, 1000);
+    assert_true(est.activation_bytes == (double)bytes);
+    assert_true(est.n_params == (double)m->n_params);
     m->ops->destroy(m);
     return bytes;
 }
