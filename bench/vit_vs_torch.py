@@ -13,6 +13,12 @@ two of backward for each linear layer; the attention's batched products), of
 torch.mm/torch.bmm's median time at that shape with N threads: what a step costs if
 everything but the GEMMs were free. Prints a table; --out writes results.json.
 
+--cpu-time measures CPU seconds instead of wall time, for a machine shared with other
+work (threads 1 only makes sense then): stratbench's step is the difference of the
+process's user + system time between a run of --steps and one of --warmup steps (the
+start-up and the final evaluation cancel), divided by the steps between; torch's and
+the floor's are time.process_time() per step and per product.
+
     /usr/bin/python3 bench/vit_vs_torch.py [--threads 1,2] [--steps 937] [--warmup 10]
 
 Needs a build (build/stratbench) and PyTorch in the python3 that runs it (Debian:
@@ -52,6 +58,7 @@ def parse_args():
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--out", type=pathlib.Path)
+    p.add_argument("--cpu-time", action="store_true", help="CPU seconds, not wall time")
     a = p.parse_args()
     if a.steps <= a.warmup:
         p.error("--steps must exceed --warmup")
@@ -59,9 +66,27 @@ def parse_args():
 
 
 SHAPE = dict(patch=4, width=64, depth=6, heads=4, mlp_ratio=2)
+CLOCK = [time.perf_counter]  # time.process_time under --cpu-time
+
+
+def stratbench_cpu_s(a, threads, steps):
+    """User + system CPU seconds of one stratbench run of `steps` steps."""
+    before = os.times()
+    subprocess.run([str(a.build / "stratbench"), "train", "--workload", "vit",
+                    "--optimizer", "adam", "--batch", str(a.batch), "--threads", str(threads),
+                    "--max-steps", str(steps), "--warmup-steps", "1", "--data", a.data],
+                   check=True, capture_output=True, text=True)
+    after = os.times()
+    return (after.children_user - before.children_user) + \
+        (after.children_system - before.children_system)
 
 
 def stratbench_run(a, threads):
+    if a.cpu_time:
+        long_s = stratbench_cpu_s(a, threads, a.steps)
+        short_s = stratbench_cpu_s(a, threads, a.warmup)
+        step_s = (long_s - short_s) / (a.steps - a.warmup)
+        return {"step_ms_median": 1e3 * step_s, "train_s": step_s * a.steps, "cpu_s": long_s}
     with tempfile.TemporaryDirectory() as tmp:
         report = pathlib.Path(tmp) / "r.json"
         t0 = time.perf_counter()
@@ -83,15 +108,15 @@ def torch_run(a, threads, ref):
     x = torch.randn(a.batch, 784)
     y = torch.randint(0, 10, (a.batch,))
     times = []
-    t_all = time.perf_counter()
+    t_all = CLOCK[0]()
     for _ in range(a.steps):
-        t0 = time.perf_counter()
+        t0 = CLOCK[0]()
         opt.zero_grad(set_to_none=False)
         loss = torch.nn.functional.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
-        times.append(time.perf_counter() - t0)
-    train_s = time.perf_counter() - t_all
+        times.append(CLOCK[0]() - t0)
+    train_s = CLOCK[0]() - t_all
     return {"step_ms_median": 1e3 * statistics.median(times[a.warmup:]), "train_s": train_s}
 
 
@@ -137,9 +162,9 @@ def gemm_floor_ms(b, threads, repeats=20):
                 f()
             ts = []
             for _ in range(repeats):
-                t0 = time.perf_counter()
+                t0 = CLOCK[0]()
                 f()
-                ts.append(time.perf_counter() - t0)
+                ts.append(CLOCK[0]() - t0)
             cache[shape] = 1e3 * statistics.median(ts)
         total += cache[shape]
     return total
@@ -147,6 +172,8 @@ def gemm_floor_ms(b, threads, repeats=20):
 
 def main():
     a = parse_args()
+    if a.cpu_time:
+        CLOCK[0] = time.process_time
     ref = load_reference()
     rows = []
     for threads in [int(t) for t in a.threads.split(",")]:
@@ -156,8 +183,9 @@ def main():
         rows.append({"threads": threads, "stratbench": sb, "torch": th, "gemm_floor_ms": floor,
                      "ratio_vs_torch": sb["step_ms_median"] / th["step_ms_median"],
                      "ratio_vs_floor": sb["step_ms_median"] / floor})
-    print("# vit, batch %d, %d steps (medians after %d), torch %s"
-          % (a.batch, a.steps, a.warmup, torch.__version__))
+    print("# vit, batch %d, %d steps (medians after %d), torch %s, %s"
+          % (a.batch, a.steps, a.warmup, torch.__version__,
+             "CPU time" if a.cpu_time else "wall time"))
     print("# threads  stratbench_ms  torch_ms  floor_ms  sb/torch  sb/floor  sb_train_s  torch_train_s")
     for r in rows:
         print("%9d  %13.1f  %8.1f  %8.1f  %8.2f  %8.2f  %10.1f  %13.1f" % (
