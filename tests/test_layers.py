@@ -237,7 +237,9 @@ def test_no_workload_name_outside_its_file_and_the_registry():
         for name, own in names.items():
             if rel == own:
                 continue
-            literal = re.compile(r'"(?:\\.|[^"\\\n])*\b' + name + r'\b(?:\\.|[^"\\\n])*"')
+            # the name as a word of its own: "--mlp-ratio" is a flag, not the mlp
+            literal = re.compile(r'"(?:\\.|[^"\\\n])*(?<![\w-])' + name +
+                                 r'(?![\w-])(?:\\.|[^"\\\n])*"')
             ops = re.compile(r"\bsb_workload_" + name + r"\b")
             for lineno, line in enumerate(code.splitlines(), 1):
                 if ops.search(line) or (rel not in WORKLOAD_FLAG_PARSING and

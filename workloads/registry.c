@@ -7,10 +7,12 @@
 
 extern const struct sb_workload_ops sb_workload_mlp;
 extern const struct sb_workload_ops sb_workload_cnn;
+extern const struct sb_workload_ops sb_workload_vit;
 
 static const struct sb_workload_ops *const workloads[] = {
     &sb_workload_mlp,
     &sb_workload_cnn,
+    &sb_workload_vit,
 };
 
 #define N_WORKLOADS (sizeof workloads / sizeof workloads[0])

@@ -133,6 +133,63 @@ struct sb_backend_ops {
      * dx[argmax[i]] += dy[i] for every i of dy (n, c, h/2, w/2). */
     void (*maxpool2_backward)(const float *dy, const int32_t *argmax, int n,
                               int c, int h, int w, float *dx);
+
+    /* --- transformer ops (the vit workload; src/backend/cpu_nn.c,
+     * src/backend/cuda_nn.cu). NULL on a backend without them. */
+
+    /* Strided batched SGEMM: for i < batch, C_i = alpha * op(A_i) * op(B_i)
+     * + beta * C_i with A_i = a + i * stride_a (floats), likewise B_i and
+     * C_i; the rest as sgemm (row-major, op(X) = X^T when trans_x). As
+     * cublasSgemmStridedBatched. Attention runs one per (sample, head). */
+    void (*sgemm_strided_batched)(int trans_a, int trans_b, int m, int n, int k,
+                                  float alpha, const float *a, int lda, long stride_a,
+                                  const float *b, int ldb, long stride_b, float beta,
+                                  float *c, int ldc, long stride_c, int batch);
+    /* LayerNorm over each row of x (rows, cols) (Ba et al. 2016; PyTorch's
+     * nn.LayerNorm: biased variance, eps inside the root):
+     * y = (x - mean) * rstd * gamma + beta, rstd = 1 / sqrt(var + eps).
+     * Saves mean (rows) and rstd (rows) for the backward. x and y may not
+     * overlap. */
+    void (*layernorm_forward)(const float *x, const float *gamma, const float *beta,
+                              int rows, int cols, float eps, float *y, float *mean,
+                              float *rstd);
+    /* Backward of layernorm_forward from dy (rows, cols): ADDS dLoss/dx to
+     * dx (so a residual stream's gradient accumulates in place) and
+     * OVERWRITES dgamma (cols) and dbeta (cols) with the sums over rows.
+     * With xhat = (x - mean) * rstd and g = dy * gamma:
+     * dx += rstd * (g - mean_cols(g) - xhat * mean_cols(g * xhat)). */
+    void (*layernorm_backward)(const float *dy, const float *x, const float *gamma,
+                               const float *mean, const float *rstd, int rows, int cols,
+                               float *dx, float *dgamma, float *dbeta);
+    /* GELU, the exact (erf) form, PyTorch's nn.GELU() default (Hendrycks &
+     * Gimpel 2016): y = x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)) for n
+     * values; x and y may be the same array. */
+    void (*gelu_forward)(const float *x, float *y, size_t n);
+    /* dy *= GELU'(x) = Phi(x) + x * phi(x) in place, x the GELU's input. */
+    void (*gelu_backward)(float *dy, const float *x, size_t n);
+    /* Softmax of each row of x (rows, cols), in place (max subtracted
+     * first). */
+    void (*softmax_rows)(float *x, int rows, int cols);
+    /* Backward of softmax_rows in place: dy (rows, cols) becomes
+     * dx = y * (dy - sum_cols(dy * y)), y the softmax output. */
+    void (*softmax_rows_backward)(float *dy, const float *y, int rows, int cols);
+    /* Swaps the two middle axes: x (a, b, c, d) -> y (a, c, b, d),
+     * y[i][k][j][l] = x[i][j][k][l]. Splits attention heads,
+     * (n, tokens, heads, head_dim) -> (n, heads, tokens, head_dim), and
+     * with b and c exchanged merges them back. x and y may not overlap. */
+    void (*transpose_0213)(const float *x, int a, int b, int c, int d, float *y);
+    /* Cuts images x (n, side, side) into non-overlapping p x p patches:
+     * y (n, (side/p)^2, p*p), patch (pr, pc) at index pr * side/p + pc,
+     * its pixels in (row, col) order: y[s][pr*g + pc][i*p + j] =
+     * x[s][(pr*p + i) * side + pc*p + j], g = side / p. p divides side. */
+    void (*patchify)(const float *x, int n, int side, int p, float *y);
+    /* 2-D copy: for r < rows, dst[r * dst_stride + j] = src[r * src_stride
+     * + j] for j < cols (strides in floats; src_stride 0 repeats one row,
+     * as cudaMemcpy2D with a zero pitch would not). */
+    void (*copy2d)(float *dst, long dst_stride, const float *src, long src_stride,
+                   int rows, int cols);
+    /* y[i] = 0 for i < n. */
+    void (*zero)(float *y, size_t n);
 };
 
 /* The backend registered under `name`, or NULL. */

@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "backend/cpu_nn.h"
 #include "data/mnist.h"
 
 /* OpenBLAS extensions (declared in its cblas.h; repeated here in case the
@@ -344,6 +345,17 @@ const struct sb_backend_ops sb_backend_cpu = {
     .transpose_batched = cpu_transpose_batched,
     .maxpool2_forward = cpu_maxpool2_forward,
     .maxpool2_backward = cpu_maxpool2_backward,
+    .sgemm_strided_batched = sb_cpu_sgemm_strided_batched,
+    .layernorm_forward = sb_cpu_layernorm_forward,
+    .layernorm_backward = sb_cpu_layernorm_backward,
+    .gelu_forward = sb_cpu_gelu_forward,
+    .gelu_backward = sb_cpu_gelu_backward,
+    .softmax_rows = sb_cpu_softmax_rows,
+    .softmax_rows_backward = sb_cpu_softmax_rows_backward,
+    .transpose_0213 = sb_cpu_transpose_0213,
+    .patchify = sb_cpu_patchify,
+    .copy2d = sb_cpu_copy2d,
+    .zero = sb_cpu_zero,
 };
 
 void sb_backend_cpu_set_threads(int n) { openblas_set_num_threads(n > 0 ? n : 1); }

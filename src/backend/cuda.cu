@@ -160,6 +160,8 @@ static int ensure_ctx(void)
 
 cudaStream_t sb_cuda_thread_stream(void) { return ensure_ctx() ? ctx.stream : 0; }
 
+cublasHandle_t sb_cuda_thread_blas(void) { return ensure_ctx() ? ctx.blas : nullptr; }
+
 extern "C" void *sb_cuda_stream(void) { return ensure_ctx() ? (void *)ctx.stream : NULL; }
 
 extern "C" int sb_cuda_current_device(void) { return ctx.device; }
@@ -682,4 +684,15 @@ extern "C" const struct sb_backend_ops sb_backend_cuda = {
     .transpose_batched = sb_cuda_transpose_batched,
     .maxpool2_forward = sb_cuda_maxpool2_forward,
     .maxpool2_backward = sb_cuda_maxpool2_backward,
+    .sgemm_strided_batched = sb_cuda_sgemm_strided_batched,
+    .layernorm_forward = sb_cuda_layernorm_forward,
+    .layernorm_backward = sb_cuda_layernorm_backward,
+    .gelu_forward = sb_cuda_gelu_forward,
+    .gelu_backward = sb_cuda_gelu_backward,
+    .softmax_rows = sb_cuda_softmax_rows,
+    .softmax_rows_backward = sb_cuda_softmax_rows_backward,
+    .transpose_0213 = sb_cuda_transpose_0213,
+    .patchify = sb_cuda_patchify,
+    .copy2d = sb_cuda_copy2d,
+    .zero = sb_cuda_zero,
 };

@@ -25,7 +25,8 @@ enum {
     OPT_EVAL_BATCH, OPT_TRACE, OPT_COMM, OPT_ALLREDUCE, OPT_PROBE_LINKS, OPT_NO_PROBE_LINKS,
     OPT_CUDA_GRAPH, OPT_CHECK_EVERY, OPT_MLLOG, OPT_TIMEOUT, OPT_OPTIMIZER, OPT_RANKS_PER_HOST,
     OPT_GRAD_COMPRESSION, OPT_POWERSGD_RANK, OPT_POWERSGD_START, OPT_LOCAL_SGD,
-    OPT_LOCAL_SGD_WARMUP, OPT_MLLOG_BENCHMARK, OPT_CLEAR_CACHE,
+    OPT_LOCAL_SGD_WARMUP, OPT_MLLOG_BENCHMARK, OPT_CLEAR_CACHE, OPT_PATCH, OPT_WIDTH, OPT_DEPTH,
+    OPT_HEADS, OPT_MLP_RATIO,
     OPT_STRATEGY_FLAG = 512, /* + index into strategy_flags[] */
 };
 
@@ -37,6 +38,11 @@ static const struct option common_options[] = {
     {"device", required_argument, NULL, OPT_DEVICE},
     {"comm", required_argument, NULL, OPT_COMM},
     {"hidden", required_argument, NULL, OPT_HIDDEN},
+    {"patch", required_argument, NULL, OPT_PATCH},
+    {"width", required_argument, NULL, OPT_WIDTH},
+    {"depth", required_argument, NULL, OPT_DEPTH},
+    {"heads", required_argument, NULL, OPT_HEADS},
+    {"mlp-ratio", required_argument, NULL, OPT_MLP_RATIO},
     {"replicas", required_argument, NULL, OPT_REPLICAS},
     {"epochs", required_argument, NULL, OPT_EPOCHS},
     {"batch", required_argument, NULL, OPT_BATCH},
@@ -109,6 +115,8 @@ void sb_train_opts_defaults(struct sb_train_opts *opts)
     c->comm[0] = '\0'; /* resolved by validate: nccl on cuda (if built), mpi on cpu */
     c->hidden[0] = 256;
     c->n_hidden = 1;
+    c->vit = (struct sb_vit_config){.patch = 4, .width = 64, .depth = 6, .heads = 4,
+                                    .mlp_ratio = 2};
     c->replicas = 1;
     c->epochs = 3;
     c->batch = 64;
@@ -149,6 +157,11 @@ void sb_train_opts_usage(FILE *out)
             "  --comm NAME            %-10s nccl | mpi: how GPU replicas talk (mpi = host\n"
             "                                    memory, staged; default nccl on cuda, mpi on cpu)\n"
             "  --hidden LIST          %-10d hidden widths of the mlp, e.g. 1024,1024\n"
+            "  --patch N              %-10d vit: patch side in pixels (divides 28: 4, 7)\n"
+            "  --width N              %-10d vit: embedding width (a multiple of --heads)\n"
+            "  --depth N              %-10d vit: transformer blocks\n"
+            "  --heads N              %-10d vit: attention heads\n"
+            "  --mlp-ratio N          %-10d vit: MLP width = N x --width\n"
             "  --replicas N           %-10d data-parallel replicas (under mpirun: world size\n"
             "                                    minus servers)\n"
 
@@ -207,7 +220,8 @@ void sb_train_opts_usage(FILE *out)
             "\n"
             "strategy flags (each taken only by the strategies named):\n",
             c->strategy, sb_strategy_names_joined(" | "), c->workload, sb_workload_names(),
-            "auto", "auto", c->hidden[0], c->replicas, c->epochs, c->batch, "sgd", c->lr,
+            "auto", "auto", c->hidden[0], c->vit.patch, c->vit.width, c->vit.depth, c->vit.heads,
+            c->vit.mlp_ratio, c->replicas, c->epochs, c->batch, "sgd", c->lr,
             SB_LR_DEFAULT_ADAM, c->momentum, "none", (unsigned long long)c->seed, c->target_accuracy, "0",
             c->warmup_steps, "0", c->eval_batch, c->allreduce, sb_allreduce_algo_names(" | "),
             c->ranks_per_host, c->timeout_s, c->grad_compression, c->powersgd_rank, "0", "0", "0");
@@ -324,6 +338,11 @@ static sb_status parse_one(struct sb_train_opts *o, int opt, const char *arg)
         strcpy(c->comm, arg);
         return SB_OK;
     case OPT_HIDDEN: return parse_hidden(arg, c);
+    case OPT_PATCH: return parse_int("patch", arg, 1, 28, &c->vit.patch);
+    case OPT_WIDTH: return parse_int("width", arg, 1, 4096, &c->vit.width);
+    case OPT_DEPTH: return parse_int("depth", arg, 1, 64, &c->vit.depth);
+    case OPT_HEADS: return parse_int("heads", arg, 1, 256, &c->vit.heads);
+    case OPT_MLP_RATIO: return parse_int("mlp-ratio", arg, 1, 64, &c->vit.mlp_ratio);
     case OPT_REPLICAS:
         o->replicas_given = 1;
         return parse_int("replicas", arg, 1, 4096, &c->replicas);
@@ -500,6 +519,20 @@ static sb_status validate_grad_sync(const struct sb_config *c, const struct sb_s
     return SB_OK;
 }
 
+/* The vit workload's shape (checked whatever the workload, so a bad flag
+ * never waits for --workload vit): --patch divides the 28-pixel side,
+ * --width is a multiple of --heads. */
+static sb_status validate_vit(const struct sb_vit_config *v)
+{
+    if (SB_MNIST_SIDE % v->patch != 0)
+        return sb_error(SB_ERR_USAGE, "--patch: %d does not divide the %d-pixel side (use 4, 7, "
+                        "14 or 28)", v->patch, SB_MNIST_SIDE);
+    if (v->width % v->heads != 0)
+        return sb_error(SB_ERR_USAGE, "--heads: %d does not divide --width %d", v->heads,
+                        v->width);
+    return SB_OK;
+}
+
 /* Checks that need several flags together. */
 static sb_status validate(struct sb_train_opts *o)
 {
@@ -512,6 +545,7 @@ static sb_status validate(struct sb_train_opts *o)
         return sb_error(SB_ERR_USAGE, "--workload: unknown workload '%s' (expected one of: %s)",
                         c->workload, sb_workload_names());
     SB_TRY(validate_device(c));
+    SB_TRY(validate_vit(&c->vit));
     const char *why = NULL;
     if (c->clear_cache && !sb_page_cache_droppable(&why))
         return sb_error(SB_ERR_USAGE, "--clear-cache: cannot drop the page cache "

@@ -36,13 +36,20 @@ enum sb_optimizer_kind { SB_OPTIMIZER_SGD = 0, SB_OPTIMIZER_ADAM };
 
 struct sb_config {
     char strategy[SB_NAME_MAX];  /* a name in strategies/registry.c */
-    char workload[SB_NAME_MAX];  /* a name in workloads/registry.c: mlp | cnn */
+    char workload[SB_NAME_MAX];  /* a name in workloads/registry.c: mlp | cnn | vit */
     char device[SB_NAME_MAX];    /* a name in src/backend/registry.c: cpu | cuda */
     char comm[SB_NAME_MAX];      /* --comm, a name in src/comm/factory.c: on cuda nccl |
                                   * mpi (host-staged), for ranks and replica threads alike;
                                   * on cpu ranks use mpi and replica threads local */
     int hidden[SB_MAX_HIDDEN];   /* hidden layer widths of the mlp */
     int n_hidden;
+    struct sb_vit_config {       /* the vit workload's architecture (workloads/vit.c) */
+        int patch;               /* --patch: side of a square patch in pixels, divides 28 */
+        int width;               /* --width: embedding width, divisible by heads */
+        int depth;               /* --depth: transformer blocks */
+        int heads;               /* --heads: attention heads per block */
+        int mlp_ratio;           /* --mlp-ratio: MLP hidden width = mlp_ratio * width */
+    } vit;
     int replicas;                /* data-parallel replicas (workers) */
     int epochs;
     int batch;                   /* per-replica batch; global = replicas * batch */

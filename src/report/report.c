@@ -54,6 +54,14 @@ static void add_config(cJSON *root, const struct sb_run_record *rec, int *fail)
         cJSON_Delete(hidden);
         *fail = 1;
     }
+    cJSON *v = sb_json_add_obj(o, "transformer", fail); /* --patch ... --mlp-ratio */
+    if (v) {
+        sb_json_add_num(v, "patch", c->vit.patch, fail);
+        sb_json_add_num(v, "width", c->vit.width, fail);
+        sb_json_add_num(v, "depth", c->vit.depth, fail);
+        sb_json_add_num(v, "heads", c->vit.heads, fail);
+        sb_json_add_num(v, "mlp_ratio", c->vit.mlp_ratio, fail);
+    }
     sb_json_add_num(o, "replicas", c->replicas, fail);
     sb_json_add_num(o, "epochs", c->epochs, fail);
     sb_json_add_num(o, "batch", c->batch, fail);

@@ -329,6 +329,102 @@ static void test_cnn_ops(int n, int c, int h, int w, int k)
     free(x), free(cols), free(dcols), free(dx), free(t), free(py), free(arg), free(dyp);
 }
 
+/* The vit's ops (cuda_nn.cu against cpu_nn.c): batched attention GEMMs,
+ * LayerNorm (forward, and the backward that adds into dx), GELU, row
+ * softmax, the head transpose, patchify, copy2d and zero. rows x cols is a
+ * LayerNorm's shape; the attention is batch x (t, hd). */
+static void test_vit_ops(int rows, int cols, int batch, int t, int hd)
+{
+    size_t n = (size_t)rows * cols;
+    char name[80];
+    /* batched GEMM: scores (t, t) = q (t, hd) . k^T, then (t, hd) = p . v */
+    size_t nq = (size_t)batch * t * hd, ns = (size_t)batch * t * t;
+    float *q = host_random(nq), *k = host_random(nq), *sc = host_random(ns);
+    void *d_q = dev_copy(q, nq * 4), *d_k = dev_copy(k, nq * 4), *d_s = dev_copy(sc, ns * 4);
+    cpu->sgemm_strided_batched(0, 1, t, t, hd, 0.25f, q, hd, (long)t * hd, k, hd, (long)t * hd,
+                               0.0f, sc, t, (long)t * t, batch);
+    gpu->sgemm_strided_batched(0, 1, t, t, hd, 0.25f, d_q, hd, (long)t * hd, d_k, hd,
+                               (long)t * hd, 0.0f, d_s, t, (long)t * t, batch);
+    snprintf(name, sizeof name, "sgemm_strided_batched %dx(%d,%d)", batch, t, hd);
+    expect(name, d_s, sc, ns, 1e-5 * hd);
+    float *sc_cpu = xmalloc(ns * 4);
+    memcpy(sc_cpu, sc, ns * 4);
+    d_s = dev_copy(sc, ns * 4); /* the cpu's scores on both sides for softmax */
+    cpu->softmax_rows(sc, batch * t, t), gpu->softmax_rows(d_s, batch * t, t);
+    expect("softmax_rows", d_s, sc, ns, 1e-6);
+    float *dp = host_random(ns);
+    void *d_dp = dev_copy(dp, ns * 4), *d_p = dev_copy(sc, ns * 4);
+    cpu->softmax_rows_backward(dp, sc, batch * t, t), gpu->softmax_rows_backward(d_dp, d_p, batch * t, t);
+    expect("softmax_rows_backward", d_dp, dp, ns, 1e-5);
+    gpu->free(d_p);
+    void *d_c = dev_copy(q, nq * 4);
+    float *ctx = xmalloc(nq * 4);
+    cpu->sgemm_strided_batched(1, 0, t, hd, t, 1.0f, sc, t, (long)t * t, k, hd, (long)t * hd,
+                               0.0f, ctx, hd, (long)t * hd, batch);
+    d_p = dev_copy(sc, ns * 4);
+    gpu->sgemm_strided_batched(1, 0, t, hd, t, 1.0f, d_p, t, (long)t * t, d_k, hd, (long)t * hd,
+                               0.0f, d_c, hd, (long)t * hd, batch);
+    snprintf(name, sizeof name, "sgemm_strided_batched^T %dx(%d,%d)", batch, t, hd);
+    expect(name, d_c, ctx, nq, 1e-5 * t);
+    gpu->free(d_p);
+    /* LayerNorm */
+    float *x = host_random(n), *g = host_random((size_t)cols), *b = host_random((size_t)cols);
+    float *y = xmalloc(n * 4), *mean = xmalloc((size_t)rows * 4), *rstd = xmalloc((size_t)rows * 4);
+    void *d_x = dev_copy(x, n * 4), *d_g = dev_copy(g, (size_t)cols * 4);
+    void *d_b = dev_copy(b, (size_t)cols * 4), *d_y = dev_copy(y, n * 4);
+    void *d_m = dev_copy(mean, (size_t)rows * 4), *d_r = dev_copy(rstd, (size_t)rows * 4);
+    cpu->layernorm_forward(x, g, b, rows, cols, 1e-5f, y, mean, rstd);
+    gpu->layernorm_forward(d_x, d_g, d_b, rows, cols, 1e-5f, d_y, d_m, d_r);
+    snprintf(name, sizeof name, "layernorm_forward %dx%d", rows, cols);
+    expect(name, d_y, y, n, 1e-5);
+    expect("layernorm mean", d_m, mean, (size_t)rows, 1e-6);
+    expect("layernorm rstd", d_r, rstd, (size_t)rows, 1e-4);
+    float *dy = host_random(n), *dx = host_random(n), *dg = xmalloc((size_t)cols * 4);
+    float *db = xmalloc((size_t)cols * 4);
+    void *d_dy = dev_copy(dy, n * 4), *d_dx = dev_copy(dx, n * 4);
+    void *d_dg = dev_copy(g, (size_t)cols * 4), *d_db = dev_copy(b, (size_t)cols * 4);
+    d_m = dev_copy(mean, (size_t)rows * 4), d_r = dev_copy(rstd, (size_t)rows * 4);
+    cpu->layernorm_backward(dy, x, g, mean, rstd, rows, cols, dx, dg, db);
+    gpu->layernorm_backward(d_dy, d_x, d_g, d_m, d_r, rows, cols, d_dx, d_dg, d_db);
+    expect("layernorm_backward dx", d_dx, dx, n, 1e-5);
+    expect("layernorm_backward dgamma", d_dg, dg, (size_t)cols, 1e-5 * rows);
+    expect("layernorm_backward dbeta", d_db, db, (size_t)cols, 1e-6 * rows);
+    /* GELU */
+    for (size_t i = 0; i < n; i++) x[i] *= 4.0f;
+    void *d_x4 = dev_copy(x, n * 4);
+    d_y = dev_copy(y, n * 4);
+    cpu->gelu_forward(x, y, n), gpu->gelu_forward(d_x4, d_y, n);
+    expect("gelu_forward", d_y, y, n, 1e-6);
+    d_dy = dev_copy(dy, n * 4);
+    cpu->gelu_backward(dy, x, n), gpu->gelu_backward(d_dy, d_x4, n);
+    expect("gelu_backward", d_dy, dy, n, 1e-6);
+    /* reshapes: (2, t, heads, hd) <-> (2, heads, t, hd); patchify; copy2d; zero */
+    int heads = 4;
+    size_t nt = (size_t)2 * t * heads * hd;
+    float *a = host_random(nt), *at = xmalloc(nt * 4);
+    void *d_a = dev_copy(a, nt * 4), *d_at = dev_copy(a, nt * 4);
+    cpu->transpose_0213(a, 2, t, heads, hd, at), gpu->transpose_0213(d_a, 2, t, heads, hd, d_at);
+    expect("transpose_0213", d_at, at, nt, 0.0);
+    float *img = host_random(3 * 784), *pt = xmalloc(3 * 784 * 4);
+    void *d_img = dev_copy(img, 3 * 784 * 4), *d_pt = dev_copy(img, 3 * 784 * 4);
+    cpu->patchify(img, 3, 28, 4, pt), gpu->patchify(d_img, 3, 28, 4, d_pt);
+    expect("patchify p=4", d_pt, pt, 3 * 784, 0.0);
+    d_pt = dev_copy(img, 3 * 784 * 4);
+    cpu->patchify(img, 3, 28, 7, pt), gpu->patchify(d_img, 3, 28, 7, d_pt);
+    expect("patchify p=7", d_pt, pt, 3 * 784, 0.0);
+    void *d_cp = dev_copy(pt, 3 * 784 * 4);
+    cpu->copy2d(pt + 5, 100, img, 0, 7, 30), gpu->copy2d((float *)d_cp + 5, 100, d_img, 0, 7, 30);
+    expect("copy2d (repeated row)", d_cp, pt, 3 * 784, 0.0);
+    d_cp = dev_copy(pt, 3 * 784 * 4);
+    cpu->zero(pt, 3 * 784), gpu->zero(d_cp, 3 * 784);
+    expect("zero", d_cp, pt, 3 * 784, 0.0);
+    gpu->free(d_q), gpu->free(d_k), gpu->free(d_dp), gpu->free(d_x), gpu->free(d_g);
+    gpu->free(d_b), gpu->free(d_x4), gpu->free(d_a), gpu->free(d_img);
+    free(q), free(k), free(sc), free(sc_cpu), free(dp), free(ctx), free(x), free(g), free(b);
+    free(y), free(mean), free(rstd), free(dy), free(dx), free(dg), free(db), free(a), free(at);
+    free(img), free(pt);
+}
+
 /* Events: a wait on an event recorded on this stream, and the phase timer
  * (the first step reports nothing; the next reports the previous one's). */
 static void test_events_and_timer(void)
@@ -400,6 +496,8 @@ int main(void)
     test_cnn_ops(3, 2, 9, 8, 3);
     test_cnn_ops(4, 3, 12, 11, 5); /* the cnn's kernel side, odd output sides */
     test_cnn_ops(2, 1, 28, 28, 5);
+    test_vit_ops(64 * 50, 64, 64 * 4, 50, 16); /* the default vit at batch 64 */
+    test_vit_ops(37, 200, 3, 17, 8);           /* more columns than a warp, odd sizes */
     test_events_and_timer();
     if (gpu->sync()) {
         printf("FAIL: %s\n", sb_error_message());

@@ -1,6 +1,7 @@
 /* Finite-difference gradient checks of the workloads on the cpu backend.
  *
- * For mlp (one and two hidden layers) and cnn: a tiny random batch, the
+ * For mlp (one and two hidden layers), cnn and vit (depth 2, width 16, 2
+ * heads, patch 7): a tiny random batch, the
  * analytic gradient (forward with grad_scale = 1/n, then backward) against
  * central differences of the mean loss, (L(p + eps) - L(p - eps)) / 2eps,
  * for a sample of entries of EVERY tensor (an entry whose eps-interval holds
@@ -67,6 +68,8 @@ static void fixture_init(struct fixture *f, const char *name, const int *hidden,
     snprintf(cfg.workload, sizeof cfg.workload, "%s", name);
     for (int i = 0; i < n_hidden; i++) cfg.hidden[i] = hidden[i];
     cfg.n_hidden = n_hidden;
+    cfg.vit = (struct sb_vit_config){.patch = 7, .width = 16, .depth = 2, .heads = 2,
+                                     .mlp_ratio = 2};
     cfg.seed = 42;
     const struct sb_workload_ops *ops = sb_workload_find(name);
     assert_non_null(ops);
@@ -196,11 +199,37 @@ static void assert_ready_order(const struct fixture *f)
     assert_int_equal(end, 0);
 }
 
+/* Backward called ready once per entry of the layer table, last first,
+ * with each layer's range; the layers tile [0, n_params) in order and
+ * their tensors are consecutive. */
+static void assert_ready_layers(const struct fixture *f)
+{
+    const struct sb_model *m = f->m;
+    assert_true(m->n_layers > 0 && m->n_layers <= MAX_READY);
+    assert_int_equal(f->n_ready, m->n_layers);
+    size_t end = m->n_params;
+    int tensors = m->n_tensors;
+    for (int i = 0; i < m->n_layers; i++) {
+        const struct sb_layer_desc *l = &m->layers[m->n_layers - 1 - i];
+        assert_int_equal(f->ready_off[i], l->offset);
+        assert_int_equal(f->ready_count[i], l->count);
+        assert_int_equal(l->offset + l->count, end);
+        assert_int_equal(l->first_tensor + l->n_tensors, tensors);
+        for (int t = l->first_tensor; t < tensors; t++)
+            assert_int_equal(m->tensors[t].layer, m->n_layers - 1 - i);
+        end = l->offset;
+        tensors = l->first_tensor;
+    }
+    assert_int_equal(end, 0);
+    assert_int_equal(tensors, 0);
+}
+
 static void check_workload(const char *name, const int *hidden, int n_hidden)
 {
     struct fixture f;
     fixture_init(&f, name, hidden, n_hidden);
-    assert_ready_order(&f);
+    if (f.m->n_layers) assert_ready_layers(&f);
+    else assert_ready_order(&f);
     int checked = 0, kinks = 0;
     int bad = check_gradient(&f, f.grad, &checked, &kinks, NULL);
     printf("# %s: %d of %d sampled gradient entries mismatch, %d next to a kink\n", name, bad,
@@ -229,6 +258,12 @@ static void test_cnn(void **state)
 {
     (void)state;
     check_workload("cnn", NULL, 0);
+}
+
+static void test_vit(void **state)
+{
+    (void)state;
+    check_workload("vit", NULL, 0);
 }
 
 /* The check can fail: one wrong entry per tensor (the first, which is
@@ -336,6 +371,7 @@ int main(void)
         cmocka_unit_test(test_mlp_one_hidden_layer),
         cmocka_unit_test(test_mlp_two_hidden_layers),
         cmocka_unit_test(test_cnn),
+        cmocka_unit_test(test_vit),
         cmocka_unit_test(test_wrong_gradient_is_detected),
         cmocka_unit_test(test_cnn_layout),
         cmocka_unit_test(test_im2col_col2im),

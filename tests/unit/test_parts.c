@@ -149,7 +149,7 @@ static void test_layer_tables(void **state)
     assert_int_equal(m->n_params, 44426);
     assert_int_equal(sb_workload_size(&cnn, 2).n_params, 44426);
     m->ops->destroy(m);
-    assert_string_equal(sb_workload_names(), "mlp, cnn");
+    assert_string_equal(sb_workload_names(), "mlp, cnn, vit");
 }
 
 /* Checks that backward reports each layer of the part ready once, last

@@ -1,0 +1,137 @@
+/* The CPU backend's transformer ops: batched SGEMM for attention,
+ * LayerNorm, GELU, row softmax and the reshapes around attention heads and
+ * patches. Plain loops over contiguous rows; every op works on a whole
+ * batch. Semantics in backend.h. */
+#include "backend/cpu_nn.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+void sb_cpu_sgemm_strided_batched(int trans_a, int trans_b, int m, int n, int k, float alpha,
+                                  const float *a, int lda, long stride_a, const float *b,
+                                  int ldb, long stride_b, float beta, float *c, int ldc,
+                                  long stride_c, int batch)
+{
+    for (int i = 0; i < batch; i++)
+        cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                    trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a + i * stride_a, lda,
+                    b + i * stride_b, ldb, beta, c + i * stride_c, ldc);
+}
+
+void sb_cpu_layernorm_forward(const float *x, const float *gamma, const float *beta, int rows,
+                              int cols, float eps, float *y, float *mean, float *rstd)
+{
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * cols;
+        float *yr = y + (size_t)r * cols;
+        double sum = 0.0, sq = 0.0;
+        for (int c = 0; c < cols; c++) sum += xr[c];
+        double mu = sum / cols;
+        for (int c = 0; c < cols; c++) sq += (xr[c] - mu) * (xr[c] - mu);
+        float rs = (float)(1.0 / sqrt(sq / cols + eps));
+        float m = (float)mu;
+        for (int c = 0; c < cols; c++) yr[c] = (xr[c] - m) * rs * gamma[c] + beta[c];
+        mean[r] = m;
+        rstd[r] = rs;
+    }
+}
+
+void sb_cpu_layernorm_backward(const float *dy, const float *x, const float *gamma,
+                               const float *mean, const float *rstd, int rows, int cols,
+                               float *dx, float *dgamma, float *dbeta)
+{
+    memset(dgamma, 0, (size_t)cols * sizeof *dgamma);
+    memset(dbeta, 0, (size_t)cols * sizeof *dbeta);
+    for (int r = 0; r < rows; r++) {
+        const float *dyr = dy + (size_t)r * cols, *xr = x + (size_t)r * cols;
+        float *dxr = dx + (size_t)r * cols;
+        float m = mean[r], rs = rstd[r];
+        double sum_g = 0.0, sum_gx = 0.0;
+        for (int c = 0; c < cols; c++) {
+            float xhat = (xr[c] - m) * rs, g = dyr[c] * gamma[c];
+            sum_g += g;
+            sum_gx += (double)g * xhat;
+            dgamma[c] += dyr[c] * xhat;
+            dbeta[c] += dyr[c];
+        }
+        float mg = (float)(sum_g / cols), mgx = (float)(sum_gx / cols);
+        for (int c = 0; c < cols; c++) {
+            float xhat = (xr[c] - m) * rs;
+            dxr[c] += rs * (dyr[c] * gamma[c] - mg - xhat * mgx);
+        }
+    }
+}
+
+void sb_cpu_gelu_forward(const float *x, float *y, size_t n)
+{
+    for (size_t i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * (float)M_SQRT1_2));
+}
+
+void sb_cpu_gelu_backward(float *dy, const float *x, size_t n)
+{
+    const float inv_sqrt_2pi = 0.3989422804014327f;
+    for (size_t i = 0; i < n; i++) {
+        float cdf = 0.5f * (1.0f + erff(x[i] * (float)M_SQRT1_2));
+        float pdf = inv_sqrt_2pi * expf(-0.5f * x[i] * x[i]);
+        dy[i] *= cdf + x[i] * pdf;
+    }
+}
+
+void sb_cpu_softmax_rows(float *x, int rows, int cols)
+{
+    for (int r = 0; r < rows; r++) {
+        float *xr = x + (size_t)r * cols;
+        float mx = xr[0];
+        for (int c = 1; c < cols; c++) mx = xr[c] > mx ? xr[c] : mx;
+        float sum = 0.0f;
+        for (int c = 0; c < cols; c++) {
+            xr[c] = expf(xr[c] - mx);
+            sum += xr[c];
+        }
+        float inv = 1.0f / sum;
+        for (int c = 0; c < cols; c++) xr[c] *= inv;
+    }
+}
+
+void sb_cpu_softmax_rows_backward(float *dy, const float *y, int rows, int cols)
+{
+    for (int r = 0; r < rows; r++) {
+        float *dr = dy + (size_t)r * cols;
+        const float *yr = y + (size_t)r * cols;
+        float dot = 0.0f;
+        for (int c = 0; c < cols; c++) dot += dr[c] * yr[c];
+        for (int c = 0; c < cols; c++) dr[c] = yr[c] * (dr[c] - dot);
+    }
+}
+
+void sb_cpu_transpose_0213(const float *x, int a, int b, int c, int d, float *y)
+{
+    size_t run = (size_t)d * sizeof *x;
+    for (int i = 0; i < a; i++)
+        for (int j = 0; j < b; j++)
+            for (int k = 0; k < c; k++)
+                memcpy(y + (((size_t)i * c + k) * b + j) * d, x + (((size_t)i * b + j) * c + k) * d,
+                       run);
+}
+
+void sb_cpu_patchify(const float *x, int n, int side, int p, float *y)
+{
+    int g = side / p;
+    for (int s = 0; s < n; s++) {
+        const float *img = x + (size_t)s * side * side;
+        for (int pr = 0; pr < g; pr++)
+            for (int pc = 0; pc < g; pc++)
+                for (int i = 0; i < p; i++, y += p)
+                    memcpy(y, img + (size_t)(pr * p + i) * side + pc * p, (size_t)p * sizeof *y);
+    }
+}
+
+void sb_cpu_copy2d(float *dst, long dst_stride, const float *src, long src_stride, int rows,
+                   int cols)
+{
+    for (int r = 0; r < rows; r++)
+        memcpy(dst + r * dst_stride, src + r * src_stride, (size_t)cols * sizeof *dst);
+}
+
+void sb_cpu_zero(float *y, size_t n) { memset(y, 0, n * sizeof *y); }

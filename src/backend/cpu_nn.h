@@ -1,0 +1,29 @@
+/* The CPU backend's transformer ops (cpu_nn.c), for the ops table in
+ * cpu.c. Semantics, shapes and sources are those of backend.h. */
+#ifndef SB_CPU_NN_H
+#define SB_CPU_NN_H
+
+#include <stddef.h>
+
+/* Loops cblas_sgemm over the batch (OpenBLAS 0.3.21 has no batched SGEMM). */
+void sb_cpu_sgemm_strided_batched(int trans_a, int trans_b, int m, int n, int k, float alpha,
+                                  const float *a, int lda, long stride_a, const float *b,
+                                  int ldb, long stride_b, float beta, float *c, int ldc,
+                                  long stride_c, int batch);
+/* Row statistics accumulate in double. */
+void sb_cpu_layernorm_forward(const float *x, const float *gamma, const float *beta, int rows,
+                              int cols, float eps, float *y, float *mean, float *rstd);
+void sb_cpu_layernorm_backward(const float *dy, const float *x, const float *gamma,
+                               const float *mean, const float *rstd, int rows, int cols,
+                               float *dx, float *dgamma, float *dbeta);
+void sb_cpu_gelu_forward(const float *x, float *y, size_t n);
+void sb_cpu_gelu_backward(float *dy, const float *x, size_t n);
+void sb_cpu_softmax_rows(float *x, int rows, int cols);
+void sb_cpu_softmax_rows_backward(float *dy, const float *y, int rows, int cols);
+void sb_cpu_transpose_0213(const float *x, int a, int b, int c, int d, float *y);
+void sb_cpu_patchify(const float *x, int n, int side, int p, float *y);
+void sb_cpu_copy2d(float *dst, long dst_stride, const float *src, long src_stride, int rows,
+                   int cols);
+void sb_cpu_zero(float *y, size_t n);
+
+#endif

@@ -1,0 +1,413 @@
+/* Workload "vit": a Vision Transformer for MNIST (Dosovitskiy et al. 2021,
+ * "An Image is Worth 16x16 Words"), pre-norm blocks as in timm.
+ *
+ *   x (n, 28, 28) -> patches (n, P, p*p), P = (28/p)^2, each patch's
+ *   pixels in (row, col) order -> linear patch embedding (n, P, W);
+ *   the class token in front, + position embeddings -> (n, T = P + 1, W)
+ *   depth x block: x += proj(attention(q, k, v of LN1(x)))
+ *                  x += fc2(GELU(fc1(LN2(x))))
+ *     attention: heads of hd = W / heads, softmax(q k^T / sqrt(hd)) v,
+ *     non-causal; q, k, v separate linear layers (W, W) so tensor
+ *     parallelism can split heads by output rows
+ *   final LayerNorm on the class token -> linear head (10) -> softmax
+ *   cross-entropy. No dropout. GELU is the exact (erf) form.
+ *
+ * Parameters in one flat buffer in the order of the PyTorch reference
+ * module's state_dict (tools/vit_reference.py): cls_token (W), pos_embed
+ * (T, W), patch_embed.weight (W, p*p), patch_embed.bias,
+ * blocks.<i>.{norm1, q, k, v, proj, norm2, fc1, fc2}.{weight, bias},
+ * norm.{weight, bias}, head.{weight, bias}. Layers: "embed", "block<i>",
+ * "head". Initialisation as PyTorch's and timm's: nn.Linear's
+ * Kaiming-uniform (a = sqrt(5): U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for
+ * weight and bias), LayerNorm weight 1 and bias 0, cls_token and pos_embed
+ * ~ N(0, 0.02^2) truncated to [-2, 2] (timm's trunc_normal_(std=.02)); one
+ * generator stream per tensor (1000 + its index).
+ *
+ * Forward and backward take up to `cap` samples (the training batch,
+ * cfg->batch, when smaller than max_batch): a transformer's activations
+ * grow with the batch, and evaluation's 1000-sample batches need none of
+ * them kept, so predict runs its batch through the same buffers in chunks
+ * of cap. The activations are listed in vit_model.h; docs/workloads.md derives
+ * their bytes per block. */
+#include "workloads/vit_model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/rng.h"
+#include "data/mnist.h"
+#include "workloads/dense.h"
+
+extern const struct sb_workload_ops sb_workload_vit;
+
+/* How a tensor is initialised. */
+enum vit_init { VIT_INIT_LINEAR, VIT_INIT_ONES, VIT_INIT_ZEROS, VIT_INIT_TRUNC_NORMAL };
+
+#define VIT_BLOCK_TENSORS 16
+#define VIT_TRUNC_STD 0.02
+
+static void vit_destroy(struct sb_model *m)
+{
+    if (!m) return;
+    const struct sb_backend_ops *be = m->be;
+    struct vit *p = m->impl;
+    if (p) {
+        for (int l = 0; l < p->depth; l++) {
+            struct vit_block *b = &p->block[l];
+            float *bufs[] = {b->mid,  b->ln1, b->ln2,   b->mean1, b->rstd1, b->mean2, b->rstd2,
+                             b->q,    b->k,   b->v,     b->probs, b->ctx,   b->fc1,   b->gelu};
+            for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->free(bufs[i]);
+        }
+        if (p->res)
+            for (int l = 0; l <= p->depth; l++) be->free(p->res[l]);
+        free(p->res);
+        float *bufs[] = {p->patches, p->xcls, p->lnf,   p->meanf, p->rstdf, p->logits,
+                         p->dlogits, p->tmp,  p->dres,  p->dln,   p->dh[0], p->dh[1],
+                         p->dh[2],   p->dfc,  p->dprobs, p->dlnf, p->dxcls};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->free(bufs[i]);
+        free(p);
+    }
+    be->free(m->params);
+    be->free(m->grads);
+    free(m->tensors);
+    free(m->layers);
+    free(m);
+}
+
+/* Appends a tensor of layer `layer` to the layout table; returns its
+ * offset and records how it is initialised (fan_in for linear ones). */
+static size_t add(struct sb_model *m, enum vit_init *init, int *fan_in, const char *name,
+                  size_t count, enum vit_init how, int fan, enum sb_tp_split split, int layer,
+                  size_t *off)
+{
+    int t = m->n_tensors;
+    size_t at = sb_model_add_tensor(m, name, count, off);
+    init[t] = how;
+    fan_in[t] = fan;
+    m->tensors[t].tp_split = split;
+    m->tensors[t].layer = layer;
+    return at;
+}
+
+/* Closes layer `l` named `name` over the tensors added since `first`. */
+static void close_layer(struct sb_model *m, int l, const char *name, int first, size_t off,
+                        const int in_shape[3], const int out_shape[3])
+{
+    struct sb_layer_desc *d = &m->layers[l];
+    snprintf(d->name, sizeof d->name, "%s", name);
+    d->first_tensor = first;
+    d->n_tensors = m->n_tensors - first;
+    d->offset = m->tensors[first].offset;
+    d->count = off - d->offset;
+    d->in_floats = d->out_floats = 1;
+    for (int i = 0; i < 3; i++) {
+        d->in_shape[i] = in_shape[i];
+        d->out_shape[i] = out_shape[i];
+        d->in_floats *= (size_t)in_shape[i];
+        d->out_floats *= (size_t)out_shape[i];
+    }
+    m->n_layers = l + 1;
+}
+
+/* The layout and layer tables in buffer order; fills init[] and fan_in[]
+ * per tensor and sets m->n_params. */
+static void vit_layout(struct sb_model *m, enum vit_init *init, int *fan_in)
+{
+    struct vit *p = m->impl;
+    size_t off = 0;
+    int W = p->width, T = p->tokens, F = p->mlp_ratio * W;
+    char name[32];
+    const int image[3] = {SB_MNIST_PIXELS, 1, 1}, tokens[3] = {T, W, 1};
+    const int logits[3] = {m->n_classes, 1, 1};
+
+    p->cls = add(m, init, fan_in, "cls_token", (size_t)W, VIT_INIT_TRUNC_NORMAL, 0,
+                 SB_TP_REPLICATED, 0, &off);
+    p->pos = add(m, init, fan_in, "pos_embed", (size_t)T * W, VIT_INIT_TRUNC_NORMAL, 0,
+                 SB_TP_REPLICATED, 0, &off);
+    p->embed_w = add(m, init, fan_in, "patch_embed.weight", (size_t)W * p->patch_dim,
+                     VIT_INIT_LINEAR, p->patch_dim, SB_TP_REPLICATED, 0, &off);
+    p->embed_b = add(m, init, fan_in, "patch_embed.bias", (size_t)W, VIT_INIT_LINEAR,
+                     p->patch_dim, SB_TP_REPLICATED, 0, &off);
+    close_layer(m, 0, "embed", 0, off, image, tokens);
+    p->embed_off = m->layers[0].offset;
+    p->embed_count = m->layers[0].count;
+
+    for (int l = 0; l < p->depth; l++) {
+        struct vit_block *b = &p->block[l];
+        int first = m->n_tensors, layer = l + 1;
+        /* name suffix, field, count, init, fan_in, split */
+        struct {
+            const char *suffix;
+            size_t *at;
+            size_t count;
+            enum vit_init how;
+            int fan;
+            enum sb_tp_split split;
+        } t[VIT_BLOCK_TENSORS] = {
+            {"norm1.weight", &b->norm1_w, (size_t)W, VIT_INIT_ONES, 0, SB_TP_REPLICATED},
+            {"norm1.bias", &b->norm1_b, (size_t)W, VIT_INIT_ZEROS, 0, SB_TP_REPLICATED},
+            {"q.weight", &b->q_w, (size_t)W * W, VIT_INIT_LINEAR, W, SB_TP_COLUMN},
+            {"q.bias", &b->q_b, (size_t)W, VIT_INIT_LINEAR, W, SB_TP_COLUMN},
+            {"k.weight", &b->k_w, (size_t)W * W, VIT_INIT_LINEAR, W, SB_TP_COLUMN},
+            {"k.bias", &b->k_b, (size_t)W, VIT_INIT_LINEAR, W, SB_TP_COLUMN},
+            {"v.weight", &b->v_w, (size_t)W * W, VIT_INIT_LINEAR, W, SB_TP_COLUMN},
+            {"v.bias", &b->v_b, (size_t)W, VIT_INIT_LINEAR, W, SB_TP_COLUMN},
+            {"proj.weight", &b->proj_w, (size_t)W * W, VIT_INIT_LINEAR, W, SB_TP_ROW},
+            {"proj.bias", &b->proj_b, (size_t)W, VIT_INIT_LINEAR, W, SB_TP_REPLICATED},
+            {"norm2.weight", &b->norm2_w, (size_t)W, VIT_INIT_ONES, 0, SB_TP_REPLICATED},
+            {"norm2.bias", &b->norm2_b, (size_t)W, VIT_INIT_ZEROS, 0, SB_TP_REPLICATED},
+            {"fc1.weight", &b->fc1_w, (size_t)F * W, VIT_INIT_LINEAR, W, SB_TP_COLUMN},
+            {"fc1.bias", &b->fc1_b, (size_t)F, VIT_INIT_LINEAR, W, SB_TP_COLUMN},
+            {"fc2.weight", &b->fc2_w, (size_t)W * F, VIT_INIT_LINEAR, F, SB_TP_ROW},
+            {"fc2.bias", &b->fc2_b, (size_t)W, VIT_INIT_LINEAR, F, SB_TP_REPLICATED},
+        };
+        for (int i = 0; i < VIT_BLOCK_TENSORS; i++) {
+            snprintf(name, sizeof name, "blocks.%d.%s", l, t[i].suffix);
+            *t[i].at = add(m, init, fan_in, name, t[i].count, t[i].how, t[i].fan, t[i].split,
+                           layer, &off);
+        }
+        snprintf(name, sizeof name, "block%d", l);
+        close_layer(m, layer, name, first, off, tokens, tokens);
+        b->offset = m->layers[layer].offset;
+        b->count = m->layers[layer].count;
+    }
+
+    int first = m->n_tensors, layer = p->depth + 1;
+    p->norm_w = add(m, init, fan_in, "norm.weight", (size_t)W, VIT_INIT_ONES, 0,
+                    SB_TP_REPLICATED, layer, &off);
+    p->norm_b = add(m, init, fan_in, "norm.bias", (size_t)W, VIT_INIT_ZEROS, 0,
+                    SB_TP_REPLICATED, layer, &off);
+    p->head_w = add(m, init, fan_in, "head.weight", (size_t)m->n_classes * W, VIT_INIT_LINEAR,
+                    W, SB_TP_REPLICATED, layer, &off);
+    p->head_b = add(m, init, fan_in, "head.bias", (size_t)m->n_classes, VIT_INIT_LINEAR, W,
+                    SB_TP_REPLICATED, layer, &off);
+    close_layer(m, layer, "head", first, off, tokens, logits);
+    p->head_off = m->layers[layer].offset;
+    p->head_count = m->layers[layer].count;
+    m->n_params = off;
+}
+
+/* N(0, std^2) truncated to [-2, 2] by redrawing (Box-Muller from two
+ * uniforms; timm's trunc_normal_ bounds are absolute, so at std 0.02 the
+ * cut never bites in practice). */
+static double trunc_normal(struct sb_rng *rng, double std)
+{
+    for (;;) {
+        double u1 = sb_rng_uniform(rng), u2 = sb_rng_uniform(rng);
+        double z = sqrt(-2.0 * log(1.0 - u1)) * cos(2.0 * M_PI * u2) * std;
+        if (z >= -2.0 && z <= 2.0) return z;
+    }
+}
+
+/* Fills m->params per init[] (host copy uploaded on a device backend).
+ * Errors: SB_ERR_NOMEM; the upload's. */
+static sb_status vit_init_params(struct sb_model *m, const enum vit_init *init,
+                                 const int *fan_in, uint64_t seed)
+{
+    const struct sb_backend_ops *be = m->be;
+    float *host = be->host_memory ? m->params : malloc(m->n_params * sizeof *host);
+    if (!host) return sb_error(SB_ERR_NOMEM, "vit: out of memory");
+    for (int t = 0; t < m->n_tensors; t++) {
+        struct sb_rng rng;
+        sb_rng_seed(&rng, seed, 1000 + (uint64_t)t);
+        float *x = host + m->tensors[t].offset;
+        double bound = fan_in[t] > 0 ? 1.0 / sqrt((double)fan_in[t]) : 0.0;
+        for (size_t i = 0; i < m->tensors[t].count; i++)
+            switch (init[t]) {
+            case VIT_INIT_LINEAR: x[i] = (float)((2.0 * sb_rng_uniform(&rng) - 1.0) * bound); break;
+            case VIT_INIT_ONES: x[i] = 1.0f; break;
+            case VIT_INIT_ZEROS: x[i] = 0.0f; break;
+            case VIT_INIT_TRUNC_NORMAL: x[i] = (float)trunc_normal(&rng, VIT_TRUNC_STD); break;
+            }
+    }
+    sb_status st = be->host_memory ? SB_OK : be->upload(m->params, host, m->n_params * sizeof *host);
+    if (host != m->params) free(host);
+    return st;
+}
+
+/* Allocates `count` floats of backend memory at *ptr, counted in
+ * p->alloc_bytes. */
+static sb_status vit_alloc(const struct sb_backend_ops *be, struct vit *p, float **ptr,
+                           size_t count)
+{
+    p->alloc_bytes += count * sizeof(float);
+    return be->alloc((void **)ptr, count * sizeof(float));
+}
+
+/* Activations and scratch for cap samples (vit_model.h lists them). */
+static sb_status vit_alloc_buffers(struct sb_model *m)
+{
+    const struct sb_backend_ops *be = m->be;
+    struct vit *p = m->impl;
+    size_t n = (size_t)p->cap, W = (size_t)p->width, T = (size_t)p->tokens;
+    size_t rows = n * T, F = (size_t)p->mlp_ratio * W, H = (size_t)p->heads;
+    p->res = calloc((size_t)p->depth + 1, sizeof *p->res);
+    if (!p->res) return sb_error(SB_ERR_NOMEM, "vit: out of memory");
+    for (int l = 0; l < p->depth; l++) {
+        struct vit_block *b = &p->block[l];
+        float **wide[] = {&p->res[l], &b->mid, &b->ln1, &b->ln2, &b->q, &b->k, &b->v, &b->ctx};
+        for (size_t i = 0; i < sizeof wide / sizeof wide[0]; i++)
+            SB_TRY(vit_alloc(be, p, wide[i], rows * W));
+        float **stats[] = {&b->mean1, &b->rstd1, &b->mean2, &b->rstd2};
+        for (size_t i = 0; i < sizeof stats / sizeof stats[0]; i++)
+            SB_TRY(vit_alloc(be, p, stats[i], rows));
+        SB_TRY(vit_alloc(be, p, &b->fc1, rows * F));
+        SB_TRY(vit_alloc(be, p, &b->gelu, rows * F));
+        SB_TRY(vit_alloc(be, p, &b->probs, n * H * T * T));
+    }
+    SB_TRY(vit_alloc(be, p, &p->res[p->depth], rows * W));
+    SB_TRY(vit_alloc(be, p, &p->patches, n * (size_t)p->n_patches * (size_t)p->patch_dim));
+    float **cls[] = {&p->xcls, &p->lnf, &p->dlnf, &p->dxcls};
+    for (size_t i = 0; i < sizeof cls / sizeof cls[0]; i++) SB_TRY(vit_alloc(be, p, cls[i], n * W));
+    SB_TRY(vit_alloc(be, p, &p->meanf, n));
+    SB_TRY(vit_alloc(be, p, &p->rstdf, n));
+    SB_TRY(vit_alloc(be, p, &p->logits, n * (size_t)m->n_classes));
+    SB_TRY(vit_alloc(be, p, &p->dlogits, n * (size_t)m->n_classes));
+    float **scratch[] = {&p->tmp, &p->dres, &p->dln, &p->dh[0], &p->dh[1], &p->dh[2]};
+    for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++)
+        SB_TRY(vit_alloc(be, p, scratch[i], rows * W));
+    SB_TRY(vit_alloc(be, p, &p->dfc, rows * F));
+    SB_TRY(vit_alloc(be, p, &p->dprobs, n * H * T * T));
+    return SB_OK;
+}
+
+struct sb_model_size sb_vit_size(const struct sb_config *cfg, int max_batch)
+{
+    const struct sb_vit_config *v = &cfg->vit;
+    struct sb_model_size z = {0};
+    if (v->patch < 1 || v->heads < 1 || v->width % v->heads != 0) return z;
+    double b = cfg->batch > 0 && cfg->batch < max_batch ? cfg->batch : max_batch;
+    double g = SB_MNIST_SIDE / v->patch, pd = (double)v->patch * v->patch, s = g * g + 1;
+    double h = v->width, a = v->heads, r = v->mlp_ratio, L = v->depth;
+    double block_params = 4 * h + 4 * (h * h + h) + (r * h * h + r * h) + (h * r * h + h);
+    z.n_params = h + s * h + h * pd + h + L * block_params + 2 * h + 10 * h + 10;
+    double block = 4 * s * b * h * (8 + 2 * r) + 4 * a * s * s * b + 16 * s * b;
+    double rest = 4 * (s * b * h + b * pd * g * g + 4 * b * h + 2 * b + 20 * b) +
+                  4 * (6 + r) * s * b * h + 4 * a * s * s * b;
+    z.activation_bytes = L * block + rest;
+    return z;
+}
+
+static sb_status vit_create(const struct sb_config *cfg, const struct sb_backend_ops *be,
+                            int max_batch, struct sb_model **out)
+{
+    *out = NULL;
+    const struct sb_vit_config *v = &cfg->vit;
+    if (!be->layernorm_forward || !be->sgemm_strided_batched || !be->patchify)
+        return sb_error(SB_ERR_USAGE, "--workload vit: backend '%s' lacks the transformer ops",
+                        be->name);
+    if (v->patch < 1 || SB_MNIST_SIDE % v->patch != 0)
+        return sb_error(SB_ERR_USAGE, "--patch: %d does not divide %d", v->patch, SB_MNIST_SIDE);
+    if (v->heads < 1 || v->width < 1 || v->width % v->heads != 0)
+        return sb_error(SB_ERR_USAGE, "--heads: %d does not divide --width %d", v->heads,
+                        v->width);
+    if (v->depth < 1 || v->depth > VIT_MAX_DEPTH)
+        return sb_error(SB_ERR_USAGE, "--depth: expected 1..%d, got %d", VIT_MAX_DEPTH, v->depth);
+    if (v->mlp_ratio < 1)
+        return sb_error(SB_ERR_USAGE, "--mlp-ratio: expected >= 1, got %d", v->mlp_ratio);
+
+    struct sb_model *m = calloc(1, sizeof *m);
+    struct vit *p = calloc(1, sizeof *p);
+    int n_tensors = 4 + VIT_BLOCK_TENSORS * v->depth + 4;
+    if (m) {
+        m->tensors = calloc((size_t)n_tensors, sizeof *m->tensors);
+        m->layers = calloc((size_t)v->depth + 2, sizeof *m->layers);
+    }
+    enum vit_init *init = malloc((size_t)n_tensors * sizeof *init);
+    int *fan_in = malloc((size_t)n_tensors * sizeof *fan_in);
+    if (!m || !p || !m->tensors || !m->layers || !init || !fan_in) {
+        if (m) {
+            free(m->tensors);
+            free(m->layers);
+        }
+        free(m);
+        free(p);
+        free(init);
+        free(fan_in);
+        return sb_error(SB_ERR_NOMEM, "vit: out of memory");
+    }
+    m->impl = p;
+    m->be = be;
+    m->in_dim = SB_MNIST_PIXELS;
+    m->n_classes = SB_MNIST_CLASSES;
+    m->max_batch = max_batch;
+    p->patch = v->patch;
+    p->width = v->width;
+    p->depth = v->depth;
+    p->heads = v->heads;
+    p->head_dim = v->width / v->heads;
+    p->mlp_ratio = v->mlp_ratio;
+    p->grid = SB_MNIST_SIDE / v->patch;
+    p->n_patches = p->grid * p->grid;
+    p->tokens = p->n_patches + 1;
+    p->patch_dim = v->patch * v->patch;
+    p->cap = cfg->batch > 0 && cfg->batch < max_batch ? cfg->batch : max_batch;
+
+    vit_layout(m, init, fan_in);
+    /* The whole model (vit has no part ops yet: create_part is NULL). */
+    m->part = (struct sb_part){0, m->n_layers, 0, 1, 1};
+    m->whole_layers = m->n_layers;
+    sb_status st = SB_OK;
+    if ((st = be->alloc((void **)&m->params, m->n_params * sizeof(float))) ||
+        (st = be->alloc((void **)&m->grads, m->n_params * sizeof(float))) ||
+        (st = vit_alloc_buffers(m)) || (st = vit_init_params(m, init, fan_in, cfg->seed))) {
+        free(init);
+        free(fan_in);
+        vit_destroy(m);
+        return st;
+    }
+    free(init);
+    free(fan_in);
+    m->activation_bytes = p->alloc_bytes;
+    m->ops = &sb_workload_vit;
+    *out = m;
+    return SB_OK;
+}
+
+static sb_status vit_forward(struct sb_model *m, const float *x, const uint8_t *y, int n,
+                             float grad_scale, double *loss_sum)
+{
+    struct vit *p = m->impl;
+    if (n <= 0 || n > p->cap)
+        return sb_error(SB_ERR_INTERNAL, "vit: batch %d outside 1..%d", n, p->cap);
+    sb_vit_forward_logits(m, x, n);
+    m->be->softmax_xent(p->logits, y, n, m->n_classes, grad_scale, p->dlogits, loss_sum);
+    return SB_OK;
+}
+
+static sb_status vit_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx)
+{
+    sb_vit_backward(m, ready, ctx);
+    return SB_OK;
+}
+
+/* Runs x in chunks of cap samples through forward (the kept activations are
+ * overwritten: predict comes between steps). */
+static sb_status vit_predict(struct sb_model *m, const float *x, const uint8_t *y, int n,
+                             long *correct)
+{
+    struct vit *p = m->impl;
+    if (n <= 0 || n > m->max_batch)
+        return sb_error(SB_ERR_INTERNAL, "vit: batch %d outside 1..%d", n, m->max_batch);
+    long total = 0;
+    for (int s = 0; s < n; s += p->cap) {
+        int k = n - s < p->cap ? n - s : p->cap;
+        long hits = 0;
+        sb_vit_forward_logits(m, x + (size_t)s * m->in_dim, k);
+        m->be->count_correct(p->logits, y + s, k, m->n_classes, &hits);
+        total += hits;
+    }
+    *correct = total;
+    return SB_OK;
+}
+
+const struct sb_workload_ops sb_workload_vit = {
+    .name = "vit",
+    .size = sb_vit_size,
+    .create = vit_create,
+    .forward = vit_forward,
+    .backward = vit_backward,
+    .predict = vit_predict,
+    .destroy = vit_destroy,
+};

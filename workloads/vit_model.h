@@ -1,0 +1,75 @@
+/* The vit workload's private state, shared by its files: vit.c (layout,
+ * initialisation, buffers, the ops table) and vit_pass.c (forward and
+ * backward). Not for strategies: they see only struct sb_model. */
+#ifndef SB_VIT_MODEL_H
+#define SB_VIT_MODEL_H
+
+#include <stddef.h>
+
+#include "workloads/estimate.h"
+#include "workloads/workload.h"
+
+#define VIT_MAX_DEPTH 64
+#define VIT_LN_EPS 1e-5f /* nn.LayerNorm's default */
+
+/* One pre-norm transformer block: offsets of its parameters in the flat
+ * buffers and the activations its backward reads, for `cap` samples of T
+ * tokens of width W (rows = cap * T). Head layout is (n, heads, T, hd). */
+struct vit_block {
+    size_t norm1_w, norm1_b, q_w, q_b, k_w, k_b, v_w, v_b, proj_w, proj_b;
+    size_t norm2_w, norm2_b, fc1_w, fc1_b, fc2_w, fc2_b;
+    size_t offset, count;    /* the block's parameter range */
+    float *mid;              /* (rows, W) residual stream after attention */
+    float *ln1, *ln2;        /* (rows, W) LayerNorm outputs */
+    float *mean1, *rstd1, *mean2, *rstd2; /* (rows) LayerNorm statistics */
+    float *q, *k, *v;        /* (cap, heads, T, hd) projections, head layout */
+    float *probs;            /* (cap, heads, T, T) attention probabilities */
+    float *ctx;              /* (rows, W) attention context, heads merged */
+    float *fc1;              /* (rows, r W) MLP pre-activation */
+    float *gelu;             /* (rows, r W) GELU output */
+};
+
+struct vit {
+    int patch, width, depth, heads, head_dim, mlp_ratio;
+    int grid;                /* patches per side: 28 / patch */
+    int n_patches;           /* grid^2 */
+    int tokens;              /* T = n_patches + 1 (the class token first) */
+    int patch_dim;           /* patch^2 pixels */
+    int cap;                 /* samples forward/backward take (training batch) */
+    /* parameter offsets outside the blocks */
+    size_t cls, pos, embed_w, embed_b, norm_w, norm_b, head_w, head_b;
+    size_t embed_off, embed_count, head_off, head_count; /* layer ranges */
+    struct vit_block block[VIT_MAX_DEPTH];
+    float **res;             /* res[l] (rows, W): input of block l; res[depth] the output */
+    float *patches;          /* (cap * n_patches, patch_dim) */
+    float *xcls, *lnf;       /* (cap, W) class token before and after the final LayerNorm */
+    float *meanf, *rstdf;    /* (cap) */
+    float *logits, *dlogits; /* (cap, 10) */
+    /* backward scratch, shared by the blocks */
+    float *tmp, *dres, *dln; /* (rows, W) */
+    float *dh[3];            /* (cap, heads, T, hd) */
+    float *dfc;              /* (rows, r W) */
+    float *dprobs;           /* (cap, heads, T, T) */
+    float *dlnf, *dxcls;     /* (cap, W) */
+    int n;                   /* samples of the last forward */
+    size_t alloc_bytes;      /* activation and scratch bytes allocated */
+};
+
+/* Forward of x (n, 784), n <= cap: leaves the logits (n, 10) in p->logits
+ * and keeps what backward needs. Calls the zero stage 3 layer hook before
+ * each layer (embed, blocks, head). */
+void sb_vit_forward_logits(struct sb_model *m, const float *x, int n);
+
+/* Backward of the last forward from p->dlogits: overwrites m->grads,
+ * calling ready(ctx, offset, count) per layer, head first, and the layer
+ * hook (backward = 1) before each layer reads its parameters. */
+void sb_vit_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx);
+
+/* The vit's parameters and activation bytes from cfg->vit for batches of
+ * max_batch, before anything is allocated: what create allocates
+ * (docs/workloads.md, "Memory ledger"; per block, s tokens, b = the
+ * training cap, h width, a heads, r MLP ratio: 4sbh(8 + 2r) + 4as^2b +
+ * 16sb bytes). Shape flags are assumed valid (train_opts checks them). */
+struct sb_model_size sb_vit_size(const struct sb_config *cfg, int max_batch);
+
+#endif

@@ -1,0 +1,196 @@
+/* The vit workload's forward and backward passes over the flat buffers
+ * (layout and shapes in vit_model.h and vit.c). All math goes through the
+ * backend's ops; one GEMM per linear layer over all n * T tokens, one
+ * strided batched GEMM per attention product over all n * heads. */
+#include <math.h>
+
+#include "data/mnist.h"
+#include "workloads/vit_model.h"
+
+/* y (rows, out) = x (rows, in) . W^T + b, W (out, in) at params[w]; beta 1
+ * adds to y (a residual) instead of overwriting it. */
+static void linear(const struct sb_model *m, const float *x, int rows, int in, int out, size_t w,
+                   size_t b, float beta, float *y)
+{
+    const struct sb_backend_ops *be = m->be;
+    be->sgemm(0, 1, rows, out, in, 1.0f, x, in, m->params + w, in, beta, y, out);
+    be->add_bias(y, m->params + b, rows, out);
+}
+
+/* Gradients of linear(): dW (out, in) = dy^T . x, db = colsum(dy), both
+ * overwritten; dx (rows, in) = dy . W, overwritten (beta 0) or added
+ * (beta 1); skipped when dx is NULL. */
+static void linear_backward(struct sb_model *m, const float *dy, const float *x, int rows, int in,
+                            int out, size_t w, size_t b, float beta, float *dx)
+{
+    const struct sb_backend_ops *be = m->be;
+    be->sgemm(1, 0, out, in, rows, 1.0f, dy, out, x, in, 0.0f, m->grads + w, in);
+    be->bias_grad(m->grads + b, dy, rows, out);
+    if (dx) be->sgemm(0, 0, rows, in, out, 1.0f, dy, out, m->params + w, in, beta, dx, in);
+}
+
+/* Patch embedding, class token and position embeddings into res[0]. */
+static void embed_forward(struct sb_model *m, const float *x, int n)
+{
+    struct vit *p = m->impl;
+    const struct sb_backend_ops *be = m->be;
+    int W = p->width, T = p->tokens, P = p->n_patches;
+    sb_model_layer_begin(m, p->embed_off, p->embed_count, 0);
+    be->patchify(x, n, SB_MNIST_SIDE, p->patch, p->patches);
+    /* tmp (n * P, W) = patches . W_e^T + b_e, then into token rows 1..P */
+    linear(m, p->patches, n * P, p->patch_dim, W, p->embed_w, p->embed_b, 0.0f, p->tmp);
+    be->copy2d(p->res[0] + W, (long)T * W, p->tmp, (long)P * W, n, P * W);
+    be->copy2d(p->res[0], (long)T * W, m->params + p->cls, 0, n, W);
+    /* + pos (T, W): one bias row of T * W per sample */
+    be->add_bias(p->res[0], m->params + p->pos, n, T * W);
+}
+
+/* One block on res[l] -> res[l + 1] for n samples. */
+static void block_forward(struct sb_model *m, int l, int n)
+{
+    struct vit *p = m->impl;
+    struct vit_block *b = &p->block[l];
+    const struct sb_backend_ops *be = m->be;
+    int W = p->width, T = p->tokens, H = p->heads, hd = p->head_dim, rows = n * T;
+    int F = p->mlp_ratio * W;
+    const float *x = p->res[l];
+    float *out = p->res[l + 1];
+    const float *prm = m->params;
+    sb_model_layer_begin(m, b->offset, b->count, 0);
+    /* attention: ln1 -> q, k, v (head layout) -> softmax(q k^T / sqrt(hd)) v */
+    be->layernorm_forward(x, prm + b->norm1_w, prm + b->norm1_b, rows, W, VIT_LN_EPS, b->ln1,
+                          b->mean1, b->rstd1);
+    float *qkv[3] = {b->q, b->k, b->v};
+    size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
+    for (int i = 0; i < 3; i++) {
+        linear(m, b->ln1, rows, W, W, wo[i], bo[i], 0.0f, p->tmp);
+        be->transpose_0213(p->tmp, n, T, H, hd, qkv[i]); /* (n, T, H, hd) -> (n, H, T, hd) */
+    }
+    long th = (long)T * hd, tt = (long)T * T;
+    /* scores (T, T) = q (T, hd) . k^T / sqrt(hd), per (sample, head) */
+    be->sgemm_strided_batched(0, 1, T, T, hd, 1.0f / sqrtf((float)hd), b->q, hd, th, b->k, hd,
+                              th, 0.0f, b->probs, T, tt, n * H);
+    be->softmax_rows(b->probs, n * H * T, T);
+    /* context (T, hd) = probs (T, T) . v (T, hd) */
+    be->sgemm_strided_batched(0, 0, T, hd, T, 1.0f, b->probs, T, tt, b->v, hd, th, 0.0f,
+                              p->dh[0], hd, th, n * H);
+    be->transpose_0213(p->dh[0], n, H, T, hd, b->ctx); /* -> (n, T, H, hd) */
+    /* mid = x + ctx . W_o^T + b_o */
+    be->copy(b->mid, x, (size_t)rows * W);
+    linear(m, b->ctx, rows, W, W, b->proj_w, b->proj_b, 1.0f, b->mid);
+    /* MLP: out = mid + gelu(ln2 . W_1^T + b_1) . W_2^T + b_2 */
+    be->layernorm_forward(b->mid, prm + b->norm2_w, prm + b->norm2_b, rows, W, VIT_LN_EPS,
+                          b->ln2, b->mean2, b->rstd2);
+    linear(m, b->ln2, rows, W, F, b->fc1_w, b->fc1_b, 0.0f, b->fc1);
+    be->gelu_forward(b->fc1, b->gelu, (size_t)rows * F);
+    be->copy(out, b->mid, (size_t)rows * W);
+    linear(m, b->gelu, rows, F, W, b->fc2_w, b->fc2_b, 1.0f, out);
+}
+
+/* Final LayerNorm on the class token and the linear head -> logits. */
+static void head_forward(struct sb_model *m, int n)
+{
+    struct vit *p = m->impl;
+    const struct sb_backend_ops *be = m->be;
+    int W = p->width, T = p->tokens;
+    sb_model_layer_begin(m, p->head_off, p->head_count, 0);
+    be->copy2d(p->xcls, W, p->res[p->depth], (long)T * W, n, W);
+    be->layernorm_forward(p->xcls, m->params + p->norm_w, m->params + p->norm_b, n, W,
+                          VIT_LN_EPS, p->lnf, p->meanf, p->rstdf);
+    linear(m, p->lnf, n, W, m->n_classes, p->head_w, p->head_b, 0.0f, p->logits);
+}
+
+void sb_vit_forward_logits(struct sb_model *m, const float *x, int n)
+{
+    struct vit *p = m->impl;
+    embed_forward(m, x, n);
+    for (int l = 0; l < p->depth; l++) block_forward(m, l, n);
+    head_forward(m, n);
+    p->n = n;
+}
+
+/* Head backward: leaves dLoss/d res[depth] in dres (zero off the class
+ * token rows). */
+static void head_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx)
+{
+    struct vit *p = m->impl;
+    const struct sb_backend_ops *be = m->be;
+    int W = p->width, T = p->tokens, n = p->n;
+    sb_model_layer_begin(m, p->head_off, p->head_count, 1);
+    linear_backward(m, p->dlogits, p->lnf, n, W, m->n_classes, p->head_w, p->head_b, 0.0f,
+                    p->dlnf);
+    be->zero(p->dxcls, (size_t)n * W);
+    be->layernorm_backward(p->dlnf, p->xcls, m->params + p->norm_w, p->meanf, p->rstdf, n, W,
+                           p->dxcls, m->grads + p->norm_w, m->grads + p->norm_b);
+    if (ready) ready(ctx, p->head_off, p->head_count);
+    be->zero(p->dres, (size_t)n * T * W);
+    be->copy2d(p->dres, (long)T * W, p->dxcls, W, n, W);
+}
+
+/* Block l backward: dres holds dLoss/d res[l + 1] and becomes dLoss/d
+ * res[l]. */
+static void block_backward(struct sb_model *m, int l, sb_grad_ready_fn ready, void *ctx)
+{
+    struct vit *p = m->impl;
+    struct vit_block *b = &p->block[l];
+    const struct sb_backend_ops *be = m->be;
+    int n = p->n, W = p->width, T = p->tokens, H = p->heads, hd = p->head_dim, rows = n * T;
+    int F = p->mlp_ratio * W;
+    const float *prm = m->params;
+    float *g = m->grads;
+    sb_model_layer_begin(m, b->offset, b->count, 1);
+    /* MLP: dres is d out = d mid through the residual, plus the MLP's path */
+    linear_backward(m, p->dres, b->gelu, rows, F, W, b->fc2_w, b->fc2_b, 0.0f, p->dfc);
+    be->gelu_backward(p->dfc, b->fc1, (size_t)rows * F);
+    linear_backward(m, p->dfc, b->ln2, rows, W, F, b->fc1_w, b->fc1_b, 0.0f, p->dln);
+    be->layernorm_backward(p->dln, b->mid, prm + b->norm2_w, b->mean2, b->rstd2, rows, W, p->dres,
+                           g + b->norm2_w, g + b->norm2_b);
+    /* attention: dres is now d mid */
+    linear_backward(m, p->dres, b->ctx, rows, W, W, b->proj_w, b->proj_b, 0.0f, p->tmp);
+    be->transpose_0213(p->tmp, n, T, H, hd, p->dh[0]); /* d context, head layout */
+    long th = (long)T * hd, tt = (long)T * T;
+    /* dprobs (T, T) = dctx (T, hd) . v^T; dv (T, hd) = probs^T . dctx */
+    be->sgemm_strided_batched(0, 1, T, T, hd, 1.0f, p->dh[0], hd, th, b->v, hd, th, 0.0f,
+                              p->dprobs, T, tt, n * H);
+    be->sgemm_strided_batched(1, 0, T, hd, T, 1.0f, b->probs, T, tt, p->dh[0], hd, th, 0.0f,
+                              p->dh[2], hd, th, n * H);
+    be->softmax_rows_backward(p->dprobs, b->probs, n * H * T, T); /* -> d scores */
+    /* dq = dscores . k / sqrt(hd); dk = dscores^T . q / sqrt(hd) */
+    float scale = 1.0f / sqrtf((float)hd);
+    be->sgemm_strided_batched(0, 0, T, hd, T, scale, p->dprobs, T, tt, b->k, hd, th, 0.0f,
+                              p->dh[0], hd, th, n * H);
+    be->sgemm_strided_batched(1, 0, T, hd, T, scale, p->dprobs, T, tt, b->q, hd, th, 0.0f,
+                              p->dh[1], hd, th, n * H);
+    size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
+    for (int i = 0; i < 3; i++) {
+        be->transpose_0213(p->dh[i], n, H, T, hd, p->tmp); /* -> (n, T, H, hd) */
+        linear_backward(m, p->tmp, b->ln1, rows, W, W, wo[i], bo[i], i ? 1.0f : 0.0f, p->dln);
+    }
+    be->layernorm_backward(p->dln, p->res[l], prm + b->norm1_w, b->mean1, b->rstd1, rows, W,
+                           p->dres, g + b->norm1_w, g + b->norm1_b);
+    if (ready) ready(ctx, b->offset, b->count);
+}
+
+/* Embedding backward from dres = dLoss/d res[0]. */
+static void embed_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx)
+{
+    struct vit *p = m->impl;
+    const struct sb_backend_ops *be = m->be;
+    int n = p->n, W = p->width, T = p->tokens, P = p->n_patches;
+    sb_model_layer_begin(m, p->embed_off, p->embed_count, 1);
+    /* d pos = sum over samples; d cls = its first row */
+    be->bias_grad(m->grads + p->pos, p->dres, n, T * W);
+    be->copy(m->grads + p->cls, m->grads + p->pos, (size_t)W);
+    be->copy2d(p->tmp, (long)P * W, p->dres + W, (long)T * W, n, P * W);
+    linear_backward(m, p->tmp, p->patches, n * P, p->patch_dim, W, p->embed_w, p->embed_b, 0.0f,
+                    NULL);
+    if (ready) ready(ctx, p->embed_off, p->embed_count);
+}
+
+void sb_vit_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx)
+{
+    struct vit *p = m->impl;
+    head_backward(m, ready, ctx);
+    for (int l = p->depth - 1; l >= 0; l--) block_backward(m, l, ready, ctx);
+    embed_backward(m, ready, ctx);
+}
