@@ -406,4 +406,8 @@ sb_status sb_strategy_model_layers(const struct sb_model *m, int *layers);
 sb_status sb_strategy_print_schedule(const char *schedule, int stages, int microbatches,
                                      int chunks, FILE *out);
 
+/* The layout model (dp x tp x pp; `stratbench predict --layouts`, the
+ * report's layout): part of the interface that the layers above see. */
+#include "strategies/shared/layout_model.h"
+
 #endif
