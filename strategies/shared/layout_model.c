@@ -38,14 +38,14 @@ static double stage_sum(const struct sb_layout *l, const struct sb_layout_inputs
 /* Per-layer quantities of a tp rank (tp = the layout's tp). */
 static double layer_flops(const struct sb_layout_inputs *in, int i, int tp)
 {
-    const struct sb_layout_layer *y = &in->layers[i];
+    const struct sb_layer_summary *y = &in->layers[i];
     double split = y->params > 0 ? y->split_params / y->params : 0.0;
     return y->flops * ((1.0 - split) + split / tp);
 }
 
 static double layer_params(const struct sb_layout_inputs *in, int i, int tp)
 {
-    const struct sb_layout_layer *y = &in->layers[i];
+    const struct sb_layer_summary *y = &in->layers[i];
     return y->params - y->split_params + y->split_params / tp;
 }
 
@@ -53,7 +53,7 @@ static double layer_params(const struct sb_layout_inputs *in, int i, int tp)
  * layer's output is its shard's), the first layer also its input. */
 static double layer_act(const struct sb_layout_inputs *in, int i, int tp)
 {
-    const struct sb_layout_layer *y = &in->layers[i];
+    const struct sb_layer_summary *y = &in->layers[i];
     return (y->tp_column && !y->tp_row ? y->out_floats / tp : y->out_floats) +
            (i == 0 ? y->in_floats : 0.0);
 }
@@ -121,7 +121,7 @@ sb_status sb_layout_check(const struct sb_layout *l, const struct sb_layout_inpu
     if (l->tp == 1) return SB_OK;
     int any = 0;
     for (int i = 0; i < in->n_layers; i++) {
-        const struct sb_layout_layer *y = &in->layers[i];
+        const struct sb_layer_summary *y = &in->layers[i];
         if (y->split_width <= 0) continue;
         any = 1;
         if (y->split_width % l->tp != 0)

@@ -38,6 +38,7 @@
 #include "core/config.h"
 #include "core/status.h"
 #include "strategies/shared/schedule.h"
+#include "workloads/workload.h"
 
 struct sb_strategy_ops;
 
@@ -51,24 +52,9 @@ struct sb_layout {
     enum sb_rank_order order;
 };
 
-/* One layer of the whole model as the layout model sees it (from the
- * report's model.layers or the workload's layer table). */
-struct sb_layout_layer {
-    char name[32];
-    double params;        /* floats of the layer */
-    double split_params;  /* of which tp splits (column- and row-parallel tensors) */
-    double in_floats, out_floats; /* activation floats per sample in and out */
-    int tp_column;        /* has a column-parallel weight: all-reduces its input
-                           * gradient in backward (f) */
-    int tp_row;           /* has a row-parallel weight: all-reduces its output in
-                           * forward (g) */
-    int split_width;      /* the width tp splits (0: nothing split) */
-    double flops;         /* forward work per sample, any unit (shares are used) */
-};
-
 /* What the model is given. */
 struct sb_layout_inputs {
-    const struct sb_layout_layer *layers;
+    const struct sb_layer_summary *layers;
     int n_layers;
     int global_batch;              /* samples per step, all replicas together */
     double data_s_per_sample;      /* measured data + h2d, s per sample */

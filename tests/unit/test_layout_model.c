@@ -24,22 +24,22 @@
 #define REL 1e-12
 
 /* mlp 784-256-256-10: fc1 column-parallel, fc2 row-parallel, fc3 whole. */
-static struct sb_layout_layer mlp[3];
+static struct sb_layer_summary mlp[3];
 /* four equal layers, nothing split (for the pipeline's hand answers) */
-static struct sb_layout_layer four[4];
+static struct sb_layer_summary four[4];
 
 static void setup_layers(void)
 {
-    mlp[0] = (struct sb_layout_layer){"fc1", 784 * 256 + 256, 784 * 256 + 256, 784, 256, 1, 0,
+    mlp[0] = (struct sb_layer_summary){"fc1", 784 * 256 + 256, 784 * 256 + 256, 784, 256, 1, 0,
                                       256, 784 * 256};
-    mlp[1] = (struct sb_layout_layer){"fc2", 256 * 256 + 256, 256 * 256, 256, 256, 0, 1, 256,
+    mlp[1] = (struct sb_layer_summary){"fc2", 256 * 256 + 256, 256 * 256, 256, 256, 0, 1, 256,
                                       256 * 256};
-    mlp[2] = (struct sb_layout_layer){"fc3", 256 * 10 + 10, 0, 256, 10, 0, 0, 0, 256 * 10};
+    mlp[2] = (struct sb_layer_summary){"fc3", 256 * 10 + 10, 0, 256, 10, 0, 0, 0, 256 * 10};
     for (int i = 0; i < 4; i++)
-        four[i] = (struct sb_layout_layer){"L", 1000, 0, 100, 100, 0, 0, 0, 1000};
+        four[i] = (struct sb_layer_summary){"L", 1000, 0, 100, 100, 0, 0, 0, 1000};
 }
 
-static struct sb_layout_inputs inputs(const struct sb_layout_layer *layers, int n, int batch)
+static struct sb_layout_inputs inputs(const struct sb_layer_summary *layers, int n, int batch)
 {
     struct sb_layout_inputs in = {
         .layers = layers, .n_layers = n, .global_batch = batch,
@@ -52,7 +52,7 @@ static struct sb_layout_inputs inputs(const struct sb_layout_layer *layers, int 
     return in;
 }
 
-static double params_of(const struct sb_layout_layer *l, int n)
+static double params_of(const struct sb_layer_summary *l, int n)
 {
     double p = 0;
     for (int i = 0; i < n; i++) p += l[i].params;
