@@ -45,7 +45,22 @@ static void usage(FILE *out)
             "                                    16GiB, 80GB, 512MiB\n"
             "  --json                            print JSON instead of the table\n"
             "  --out FILE                        also write the JSON to FILE (atomically)\n"
-            "  -h, --help                        this text\n");
+            "  -h, --help                        this text\n"
+            "\n"
+            "usage: stratbench predict REPORT --layouts --hosts H --ranks-per-host R [flags]\n"
+            "\n"
+            "Ranks every dp x tp x pp layout of H x R ranks (micro-batches, schedule, zero\n"
+            "stage, rank order) by predicted step time, with memory per rank, bubble share\n"
+            "and communication per axis (docs/layouts.md).\n"
+            "\n"
+            "  --hosts H, --ranks-per-host R     the ranks: H hosts of R ranks each\n"
+            "  --bandwidth RATE, --latency TIME  the cross-host link (probed)\n"
+            "  --intra-bandwidth RATE            the link within a host (probed)\n"
+            "  --intra-latency TIME\n"
+            "  --global-batch N       (measured) samples per step, all replicas\n"
+            "  --device-memory SIZE              leave out layouts that do not fit\n"
+            "  --top N                20         table rows (0: all; the JSON has all)\n"
+            "  --json, --out FILE                as above\n");
 }
 
 /* A unit a number may carry, and what one of it is in the quantity's own
@@ -79,7 +94,7 @@ static int parse_quantity(const char *text, const struct unit *units, size_t n, 
 }
 
 /* "100gbit", "1Gbit/s", "12.5GB/s", "125MB" -> bytes per second. */
-static sb_status parse_rate(const char *text, double *out)
+static sb_status parse_rate(const char *flag, const char *text, double *out)
 {
     static const struct unit units[] = {
         {"bit", 0.125}, {"kbit", 125.0}, {"mbit", 125e3}, {"gbit", 125e6}, {"tbit", 125e9},
@@ -87,17 +102,17 @@ static sb_status parse_rate(const char *text, double *out)
         {"B", 1.0}, {"kB", 1e3}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
     };
     if (parse_quantity(text, units, sizeof units / sizeof units[0], 0, 1, out)) return SB_OK;
-    return sb_error(SB_ERR_USAGE, "predict: --bandwidth: expected a positive rate like 100gbit, "
-                    "1Gbit/s or 12.5GB/s, got '%s'", text);
+    return sb_error(SB_ERR_USAGE, "predict: %s: expected a positive rate like 100gbit, "
+                    "1Gbit/s or 12.5GB/s, got '%s'", flag, text);
 }
 
 /* "5us", "0.1ms", "2ns", "0s" -> seconds. */
-static sb_status parse_time(const char *text, double *out)
+static sb_status parse_time(const char *flag, const char *text, double *out)
 {
     static const struct unit units[] = {{"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1.0}};
     if (parse_quantity(text, units, sizeof units / sizeof units[0], 1, 0, out)) return SB_OK;
-    return sb_error(SB_ERR_USAGE, "predict: --latency: expected a time like 5us, 0.1ms or "
-                    "2ns, got '%s'", text);
+    return sb_error(SB_ERR_USAGE, "predict: %s: expected a time like 5us, 0.1ms or "
+                    "2ns, got '%s'", flag, text);
 }
 
 /* "16GiB", "80GB", "512MiB", "1.5TB" -> bytes (KiB.. powers of 1024, kB..
@@ -139,6 +154,51 @@ static sb_status parse_counts(const char *text, struct opts *o)
                     "1..1000000 like 8,64,512, got '%s'", MAX_COUNTS, text);
 }
 
+/* An integer flag in [lo, hi] into *out; SB_ERR_USAGE naming the flag. */
+static sb_status parse_int(const char *flag, const char *text, int lo, int hi, int *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text || *end || v < lo || v > hi)
+        return sb_error(SB_ERR_USAGE, "predict: %s: expected an integer in %d..%d, got '%s'",
+                        flag, lo, hi, text);
+    *out = (int)v;
+    return SB_OK;
+}
+
+/* The flags of --layouts go together: --hosts and --ranks-per-host with
+ * it, the intra-host link, --global-batch and --top only with it, and
+ * neither --replicas nor --calibrate (the layouts' link comes from the
+ * probe or the flags). SB_ERR_USAGE naming the flag. */
+static sb_status check_layout_flags(const struct opts *o, int counts_given)
+{
+    const char *only = o->intra_bandwidth_Bps > 0 ? "--intra-bandwidth"
+                       : o->intra_latency_s >= 0  ? "--intra-latency"
+                       : o->global_batch > 0      ? "--global-batch"
+                       : o->top >= 0              ? "--top"
+                       : o->hosts > 0             ? "--hosts"
+                       : o->ranks_per_host > 0    ? "--ranks-per-host"
+                                                  : NULL;
+    if (!o->layouts) {
+        if (only) return sb_error(SB_ERR_USAGE, "predict: %s: only with --layouts", only);
+        return SB_OK;
+    }
+    if (!(o->hosts > 0))
+        return sb_error(SB_ERR_USAGE, "predict: --layouts needs --hosts H (and --ranks-per-host R)");
+    if (!(o->ranks_per_host > 0))
+        return sb_error(SB_ERR_USAGE, "predict: --layouts needs --ranks-per-host R");
+    if ((long)o->hosts * o->ranks_per_host > 4096)
+        return sb_error(SB_ERR_USAGE, "predict: --hosts x --ranks-per-host: at most 4096 ranks");
+    if (counts_given)
+        return sb_error(SB_ERR_USAGE, "predict: --replicas: not with --layouts (the ranks are "
+                        "--hosts x --ranks-per-host)");
+    if (o->calibrate)
+        return sb_error(SB_ERR_USAGE, "predict: --calibrate: not with --layouts (give "
+                        "--bandwidth/--latency and --intra-bandwidth/--intra-latency)");
+    return SB_OK;
+}
+
 static sb_status parse_opts(struct opts *o, int argc, char **argv)
 {
     static const struct option longs[] = {
@@ -147,10 +207,19 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
         {"calibrate", required_argument, NULL, 'c'},
         {"device-memory", required_argument, NULL, 'm'},
         {"out", required_argument, NULL, 'o'},      {"help", no_argument, NULL, 'h'},
+        {"layouts", no_argument, NULL, 'y'},        {"hosts", required_argument, NULL, 'H'},
+        {"ranks-per-host", required_argument, NULL, 'R'},
+        {"intra-bandwidth", required_argument, NULL, 'B'},
+        {"intra-latency", required_argument, NULL, 'L'},
+        {"global-batch", required_argument, NULL, 'g'},
+        {"top", required_argument, NULL, 't'},
         {NULL, 0, NULL, 0}};
     memset(o, 0, sizeof *o);
     o->latency_s = -1.0;
+    o->intra_latency_s = -1.0;
+    o->top = -1;
     SB_TRY(parse_counts("8,64,512", o));
+    int counts_given = 0;
     optind = 1;
     opterr = 0;
     for (;;) {
@@ -159,9 +228,19 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
         if (c == -1) break;
         switch (c) {
         case 'h': o->help = 1; return SB_OK;
-        case 'r': SB_TRY(parse_counts(optarg, o)); break;
-        case 'b': SB_TRY(parse_rate(optarg, &o->bandwidth_Bps)); break;
-        case 'l': SB_TRY(parse_time(optarg, &o->latency_s)); break;
+        case 'r':
+            SB_TRY(parse_counts(optarg, o));
+            counts_given = 1;
+            break;
+        case 'b': SB_TRY(parse_rate("--bandwidth", optarg, &o->bandwidth_Bps)); break;
+        case 'l': SB_TRY(parse_time("--latency", optarg, &o->latency_s)); break;
+        case 'B': SB_TRY(parse_rate("--intra-bandwidth", optarg, &o->intra_bandwidth_Bps)); break;
+        case 'L': SB_TRY(parse_time("--intra-latency", optarg, &o->intra_latency_s)); break;
+        case 'y': o->layouts = 1; break;
+        case 'H': SB_TRY(parse_int("--hosts", optarg, 1, 4096, &o->hosts)); break;
+        case 'R': SB_TRY(parse_int("--ranks-per-host", optarg, 1, 1024, &o->ranks_per_host)); break;
+        case 'g': SB_TRY(parse_int("--global-batch", optarg, 1, 1 << 24, &o->global_batch)); break;
+        case 't': SB_TRY(parse_int("--top", optarg, 0, 1 << 20, &o->top)); break;
         case 'm': SB_TRY(parse_size(optarg, &o->device_memory_bytes)); break;
         case 'c':
             if (!*optarg) return sb_error(SB_ERR_USAGE, "predict: --calibrate: expected a path");
@@ -181,6 +260,7 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
         return sb_error(SB_ERR_USAGE, "predict: expected one REPORT, got %d arguments (see "
                         "stratbench predict --help)", argc - optind);
     o->report = argv[optind];
+    SB_TRY(check_layout_flags(o, counts_given));
     if (o->calibrate && (o->bandwidth_Bps > 0 || o->latency_s >= 0))
         return sb_error(SB_ERR_USAGE, "predict: --calibrate measures the link: give it or "
                         "--bandwidth/--latency, not both");
@@ -263,6 +343,50 @@ static void load_memory_inputs(const cJSON *doc, struct run *r)
     r->activation_bytes = isfinite(act) && act > 0 ? act : 0.0;
 }
 
+/* What --layouts reads besides: the phases apart, the measured zero stage,
+ * the probe's link classes, model.layers. */
+static void load_layout_inputs(const cJSON *doc, struct run *r)
+{
+    r->data_ms = phase_ms(doc, "data") + phase_ms(doc, "h2d");
+    r->forward_ms = phase_ms(doc, "forward");
+    r->optimizer_ms = phase_ms(doc, "optimizer");
+    double z = num_path(doc, (const char *[]){"layout", "zero_stage"}, 2);
+    if (!isfinite(z)) z = num_path(doc, (const char *[]){"strategy_details", "zero_stage"}, 2);
+    r->zero_stage = isfinite(z) ? (int)z : 0;
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(doc, "comm"), "model");
+    r->probe_cross_host =
+        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "probe_cross_host"));
+    const char *k_a[] = {"links", "intra", "alpha_s"}, *k_b[] = {"links", "intra", "bandwidth_Bps"};
+    double a = num_path(model, k_a, 3), b = num_path(model, k_b, 3);
+    r->intra_probed = a >= 0 && a <= MAX_ALPHA_S && b > 0 && b <= MAX_BANDWIDTH_BPS;
+    if (r->intra_probed) r->intra = (struct sb_link){a, b, 0.0};
+    const cJSON *layers = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(doc, "model"), "layers"), *e;
+    r->n_layers = 0;
+    cJSON_ArrayForEach(e, layers) {
+        if (r->n_layers >= SB_PREDICT_LAYERS_MAX) break;
+        struct sb_layer_summary *y = &r->layers[r->n_layers];
+        const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "name"));
+        snprintf(y->name, sizeof y->name, "%s", name ? name : "?");
+        const char *k[] = {"params", "split_params", "in_floats", "out_floats", "split_width",
+                           "flops"};
+        double v[6];
+        for (int i = 0; i < 6; i++) v[i] = num_path(e, &k[i], 1);
+        y->params = v[0], y->split_params = v[1], y->in_floats = v[2], y->out_floats = v[3];
+        y->split_width = isfinite(v[4]) ? (int)v[4] : 0, y->flops = v[5];
+        y->tp_column = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "tp_column"));
+        y->tp_row = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "tp_row"));
+        for (int i = 0; i < 6; i++)
+            if (i != 4 && !(v[i] >= 0 && isfinite(v[i]))) y->params = NAN;
+        if (!(y->split_params <= y->params)) { /* a corrupt entry: build the table instead */
+            r->n_layers = 0;
+            return;
+        }
+        r->n_layers++;
+    }
+}
+
 /* Reads what predict needs from the report at `path`; need_link: the
  * report must have a probed link unless --bandwidth and --latency replace
  * it. Bad input names the report (SB_ERR_INPUT). */
@@ -316,6 +440,7 @@ static sb_status load_run(const struct opts *o, const char *path, int need_link,
         for (int i = 0; i < r->n_buckets; i++) sum += r->buckets[i];
         if (fabs(sum - r->bytes) > 0.5) r->n_buckets = 0; /* not all listed: each model's default */
         load_memory_inputs(doc, r);
+        load_layout_inputs(doc, r);
         const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(doc, "config");
         /* plain: the gradient method sb_method_name calls "none" (any local
          * SGD period > 0 counts as one) */
@@ -357,7 +482,7 @@ static sb_status load_run(const struct opts *o, const char *path, int need_link,
  * report and what is wrong, or predict_link's. */
 static sb_status calibrated_link(const struct opts *o, struct run *r)
 {
-    struct run l;
+    static struct run l;
     SB_TRY(load_run(o, o->calibrate, 0, &l));
     const struct run *both[2] = {r, &l};
     const char *paths[2] = {o->report, o->calibrate};
@@ -403,13 +528,14 @@ static sb_status calibrated_link(const struct opts *o, struct run *r)
 int sb_predict_main(int argc, char **argv)
 {
     struct opts o;
-    struct run r;
+    static struct run r; /* its layer table is large */
     sb_status st = parse_opts(&o, argc, argv);
     if (!st && o.help) {
         usage(stdout);
         return 0;
     }
-    if (!st) st = load_run(&o, o.report, !o.calibrate, &r);
+    if (!st) st = load_run(&o, o.report, !o.calibrate && !o.layouts, &r);
+    if (!st && o.layouts) return sb_predict_layouts_main(&o, &r);
     if (!st && o.calibrate) st = calibrated_link(&o, &r);
     if (st) {
         fprintf(stderr, "stratbench: %s\n", sb_error_message());
