@@ -556,7 +556,7 @@ static sb_status plan_points(const struct sweep_opts *o, const char *self,
     for (int s = 0; s < 2; s++) {
         if (!o->scaling[s]) continue;
         int has_single = 0;
-        for (int i = 0; i < o->n_strategies; i++)
+        for (int i = 0; i < o->n_strategies && !o->n_layouts; i++)
             for (int j = 0; j < o->n_replicas; j++)
                 has_single |= !strcmp(o->strategies[i], "single") && o->replicas[j] == 1;
         if (!has_single)
