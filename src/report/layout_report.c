@@ -5,7 +5,9 @@
 
 void sb_report_add_layout(cJSON *root, const struct sb_run_record *rec, int *fail)
 {
-    const struct sb_report_layout *l = &rec->layout;
+    struct sb_report_layout dflt = {rec->cfg ? rec->cfg->replicas : 1, 1, 1, 1, 1, 0, NULL,
+                                     "tp-dp-pp"};
+    const struct sb_report_layout *l = rec->layout.dp > 0 ? &rec->layout : &dflt;
     cJSON *o = sb_json_add_obj(root, "layout", fail);
     if (!o) return;
     sb_json_add_num(o, "dp", l->dp, fail);

@@ -9,7 +9,9 @@
 #include "report/report.h"
 
 /* Adds "layout" to root: {dp, tp, pp, microbatches, schedule, chunks,
- * zero_stage, rank_order} from rec->layout (reports/README.md). Sets *fail
+ * zero_stage, rank_order} from rec->layout (reports/README.md); a record
+ * whose layout is not filled (dp 0) is data-parallel: dp = cfg->replicas,
+ * tp = pp = 1, stage 0. Sets *fail
  * when cJSON cannot allocate. */
 void sb_report_add_layout(cJSON *root, const struct sb_run_record *rec, int *fail);
 

@@ -215,7 +215,7 @@ static void test_keys_and_values(void **state)
 
     static const char *const order[] = {
         "schema_version", "strategy", "workload", "replicas", "world_size",
-        "config", "environment", "model", "epochs", "final_test_accuracy",
+        "config", "environment", "model", "layout", "epochs", "final_test_accuracy",
         "time_to_accuracy_s", "target_accuracy", "train_s",
         "steps_total", "steps_measured", "samples_trained", "samples_per_s",
         "noise_by_rank", "warnings", "replicas_consistent", "replica_check", "stragglers", "step_ms",
@@ -231,6 +231,14 @@ static void test_keys_and_values(void **state)
 
     assert_string_equal(get(root, "schema_version")->valuestring,
                         SB_REPORT_SCHEMA_VERSION);
+    /* an unfilled layout is data-parallel over the replicas; no layer table: null */
+    const cJSON *layout = get(root, "layout");
+    assert_int_equal(get(layout, "dp")->valueint, f->cfg.replicas);
+    assert_int_equal(get(layout, "tp")->valueint, 1);
+    assert_int_equal(get(layout, "pp")->valueint, 1);
+    assert_true(cJSON_IsNull(get(layout, "schedule")));
+    assert_string_equal(get(layout, "rank_order")->valuestring, "tp-dp-pp");
+    assert_true(cJSON_IsNull(get(get(root, "model"), "layers")));
     const cJSON *e = cJSON_GetArrayItem(get(get(root, "memory"), "by_rank"), 0);
     assert_non_null(e);
     assert_string_equal(get(e, "role")->valuestring, "replica");
