@@ -23,18 +23,21 @@
 
 #define REL 1e-12
 
-/* mlp 784-256-256-10: fc1 column-parallel, fc2 row-parallel, fc3 whole. */
+/* mlp 784-512-256-10: fc1 column-parallel, fc2 row-parallel, fc3 whole
+ * (widths that differ, so that a formula reading in for out fails). */
+#define H1 512
+#define H2 256
 static struct sb_layer_summary mlp[3];
 /* four equal layers, nothing split (for the pipeline's hand answers) */
 static struct sb_layer_summary four[4];
 
 static void setup_layers(void)
 {
-    mlp[0] = (struct sb_layer_summary){"fc1", 784 * 256 + 256, 784 * 256 + 256, 784, 256, 1, 0,
-                                      256, 784 * 256};
-    mlp[1] = (struct sb_layer_summary){"fc2", 256 * 256 + 256, 256 * 256, 256, 256, 0, 1, 256,
-                                      256 * 256};
-    mlp[2] = (struct sb_layer_summary){"fc3", 256 * 10 + 10, 0, 256, 10, 0, 0, 0, 256 * 10};
+    mlp[0] = (struct sb_layer_summary){"fc1", 784 * H1 + H1, 784 * H1 + H1, 784, H1, 1, 0,
+                                      H1, 784 * H1};
+    mlp[1] = (struct sb_layer_summary){"fc2", H1 * H2 + H2, H1 * H2, H1, H2, 0, 1, H1,
+                                      H1 * H2};
+    mlp[2] = (struct sb_layer_summary){"fc3", H2 * 10 + 10, 0, H2, 10, 0, 0, 0, H2 * 10};
     for (int i = 0; i < 4; i++)
         four[i] = (struct sb_layer_summary){"L", 1000, 0, 100, 100, 0, 0, 0, 1000};
 }
@@ -91,7 +94,7 @@ static void test_dp_only_is_the_strategy_row(void **state)
         assert_float_equal(p.bubble_s, 0.0, 0.0);
         assert_float_equal(p.dp_bytes, 4 * psi, 0.0);
         /* memory: the ZeRO accounting of the whole model + 8 bytes per
-         * activation float (784 in + 256 + 256 + 10 out) per sample */
+         * activation float (784 in + 512 + 256 + 10 out) per sample */
         struct sb_config cfg;
         memset(&cfg, 0, sizeof cfg);
         cfg.replicas = 4;
@@ -103,7 +106,7 @@ static void test_dp_only_is_the_strategy_row(void **state)
         double by_hand[4] = {12 * psi, 8 * psi + 4 * psi / 4, 4 * psi + 8 * psi / 4,
                              12 * psi / 4};
         assert_true(fabs(state_bytes - by_hand[zero]) <= 1e-6 * by_hand[zero]);
-        double act = 8.0 * (784 + 256 + 256 + 10) * 64;
+        double act = 8.0 * (784 + H1 + H2 + 10) * 64;
         assert_true(fabs(p.memory_bytes - (state_bytes + act)) <= REL * p.memory_bytes);
     }
 }
@@ -150,7 +153,7 @@ static void test_tp_collectives(void **state)
     struct sb_layout_inputs in = inputs(mlp, 3, 64);
     double f, b;
     sb_layout_tp_bytes(&in, 0, 3, 64, &f, &b);
-    assert_float_equal(f, 4.0 * 64 * 256, 0.0); /* fc2's output */
+    assert_float_equal(f, 4.0 * 64 * H2, 0.0); /* fc2's output */
     assert_float_equal(b, 4.0 * 64 * 784, 0.0); /* fc1's input gradient */
     for (int r = 1; r <= 2; r++) {
         in.ranks_per_host = r;
@@ -163,16 +166,16 @@ static void test_tp_collectives(void **state)
         assert_true(fabs(p.tp_comm_s - tp) <= REL * tp);
         assert_float_equal(p.tp_bytes, f + b, 0.0);
         /* compute: each layer's work split in the share of its split
-         * parameters: fc1 halved, fc2's 65536 of 65792 halved, fc3 whole */
-        double flops = 784 * 256 + 256 * 256 + 2560;
-        double tp_rank = 784 * 128 + 65536.0 * (256 + 32768) / 65792 + 2560;
-        double compute = 64 * 6e-4 * tp_rank / flops;
+         * parameters: fc1 halved, fc2's H1 H2 of H1 H2 + H2 halved, fc3 whole */
+        double flops = 784.0 * H1 + H1 * H2 + H2 * 10;
+        double fc2 = (double)H1 * H2 * (H2 + H1 * H2 / 2.0) / (H1 * H2 + H2);
+        double compute = 64 * 6e-4 * (784.0 * H1 / 2 + fc2 + H2 * 10) / flops;
         assert_true(fabs(p.compute_s - compute) <= REL * compute);
         /* model state: SGD 12 bytes per held parameter */
-        double held = 784 * 128 + 128 + 256 * 128 + 256 + 2570;
+        double held = (784.0 * H1 + H1) / 2 + H1 * H2 / 2.0 + H2 + H2 * 10 + 10;
         assert_true(fabs(p.model_state_bytes - 12 * held) <= REL * p.model_state_bytes);
     }
-    /* tp 3 does not divide 256; a cut between fc1 and fc2 splits the pair */
+    /* tp 3 does not divide 512; a cut between fc1 and fc2 splits the pair */
     struct sb_layout bad = {1, 3, 1, 1, SB_PP_GPIPE, 1, 0, SB_RANK_ORDER_TP_DP_PP};
     assert_int_equal(sb_layout_check(&bad, &in, 3), SB_ERR_USAGE);
     struct sb_layout cut = {1, 2, 3, 2, SB_PP_GPIPE, 1, 0, SB_RANK_ORDER_TP_DP_PP};
