@@ -45,22 +45,8 @@ static void usage(FILE *out)
             "                                    16GiB, 80GB, 512MiB\n"
             "  --json                            print JSON instead of the table\n"
             "  --out FILE                        also write the JSON to FILE (atomically)\n"
-            "  -h, --help                        this text\n"
-            "\n"
-            "usage: stratbench predict REPORT --layouts --hosts H --ranks-per-host R [flags]\n"
-            "\n"
-            "Ranks every dp x tp x pp layout of H x R ranks (micro-batches, schedule, zero\n"
-            "stage, rank order) by predicted step time, with memory per rank, bubble share\n"
-            "and communication per axis (docs/layouts.md).\n"
-            "\n"
-            "  --hosts H, --ranks-per-host R     the ranks: H hosts of R ranks each\n"
-            "  --bandwidth RATE, --latency TIME  the cross-host link (probed)\n"
-            "  --intra-bandwidth RATE            the link within a host (probed)\n"
-            "  --intra-latency TIME\n"
-            "  --global-batch N       (measured) samples per step, all replicas\n"
-            "  --device-memory SIZE              leave out layouts that do not fit\n"
-            "  --top N                20         table rows (0: all; the JSON has all)\n"
-            "  --json, --out FILE                as above\n");
+            "  -h, --help                        this text\n");
+    sb_predict_layouts_usage(out);
 }
 
 /* A unit a number may carry, and what one of it is in the quantity's own
@@ -167,38 +153,6 @@ static sb_status parse_int(const char *flag, const char *text, int lo, int hi, i
     return SB_OK;
 }
 
-/* The flags of --layouts go together: --hosts and --ranks-per-host with
- * it, the intra-host link, --global-batch and --top only with it, and
- * neither --replicas nor --calibrate (the layouts' link comes from the
- * probe or the flags). SB_ERR_USAGE naming the flag. */
-static sb_status check_layout_flags(const struct opts *o, int counts_given)
-{
-    const char *only = o->intra_bandwidth_Bps > 0 ? "--intra-bandwidth"
-                       : o->intra_latency_s >= 0  ? "--intra-latency"
-                       : o->global_batch > 0      ? "--global-batch"
-                       : o->top >= 0              ? "--top"
-                       : o->hosts > 0             ? "--hosts"
-                       : o->ranks_per_host > 0    ? "--ranks-per-host"
-                                                  : NULL;
-    if (!o->layouts) {
-        if (only) return sb_error(SB_ERR_USAGE, "predict: %s: only with --layouts", only);
-        return SB_OK;
-    }
-    if (!(o->hosts > 0))
-        return sb_error(SB_ERR_USAGE, "predict: --layouts needs --hosts H (and --ranks-per-host R)");
-    if (!(o->ranks_per_host > 0))
-        return sb_error(SB_ERR_USAGE, "predict: --layouts needs --ranks-per-host R");
-    if ((long)o->hosts * o->ranks_per_host > 4096)
-        return sb_error(SB_ERR_USAGE, "predict: --hosts x --ranks-per-host: at most 4096 ranks");
-    if (counts_given)
-        return sb_error(SB_ERR_USAGE, "predict: --replicas: not with --layouts (the ranks are "
-                        "--hosts x --ranks-per-host)");
-    if (o->calibrate)
-        return sb_error(SB_ERR_USAGE, "predict: --calibrate: not with --layouts (give "
-                        "--bandwidth/--latency and --intra-bandwidth/--intra-latency)");
-    return SB_OK;
-}
-
 static sb_status parse_opts(struct opts *o, int argc, char **argv)
 {
     static const struct option longs[] = {
@@ -260,7 +214,7 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
         return sb_error(SB_ERR_USAGE, "predict: expected one REPORT, got %d arguments (see "
                         "stratbench predict --help)", argc - optind);
     o->report = argv[optind];
-    SB_TRY(check_layout_flags(o, counts_given));
+    SB_TRY(sb_predict_layouts_check_flags(o, counts_given));
     if (o->calibrate && (o->bandwidth_Bps > 0 || o->latency_s >= 0))
         return sb_error(SB_ERR_USAGE, "predict: --calibrate measures the link: give it or "
                         "--bandwidth/--latency, not both");
@@ -276,22 +230,19 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
     return SB_OK;
 }
 
-/* obj.a.b... as a number, or NAN. */
-static double num_path(const cJSON *o, const char *const *keys, int n)
+double sb_predict_num_path(const cJSON *o, const char *const *keys, int n)
 {
     for (int i = 0; i < n && o; i++) o = cJSON_GetObjectItemCaseSensitive(o, keys[i]);
     return cJSON_IsNumber(o) ? o->valuedouble : NAN;
 }
 
-/* The slowest rank's median of `phase` (phases_by_rank_ms.<phase>.max),
- * else rank 0's median (phases_ms.<phase>.median). */
-static double phase_ms(const cJSON *doc, const char *phase)
+double sb_predict_phase_ms(const cJSON *doc, const char *phase)
 {
     const char *by_rank[] = {"phases_by_rank_ms", phase, "max"};
-    double v = num_path(doc, by_rank, 3);
+    double v = sb_predict_num_path(doc, by_rank, 3);
     if (isfinite(v)) return v;
     const char *rank0[] = {"phases_ms", phase, "median"};
-    return num_path(doc, rank0, 3);
+    return sb_predict_num_path(doc, rank0, 3);
 }
 
 /* Reads what predict needs from the report; bad input names the report. */
@@ -339,52 +290,8 @@ static void load_memory_inputs(const cJSON *doc, struct run *r)
     const cJSON *ranks = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(doc, "memory"), "by_rank");
     const char *k_act[] = {"activation_bytes"};
-    double act = num_path(cJSON_GetArrayItem(ranks, 0), k_act, 1);
+    double act = sb_predict_num_path(cJSON_GetArrayItem(ranks, 0), k_act, 1);
     r->activation_bytes = isfinite(act) && act > 0 ? act : 0.0;
-}
-
-/* What --layouts reads besides: the phases apart, the measured zero stage,
- * the probe's link classes, model.layers. */
-static void load_layout_inputs(const cJSON *doc, struct run *r)
-{
-    r->data_ms = phase_ms(doc, "data") + phase_ms(doc, "h2d");
-    r->forward_ms = phase_ms(doc, "forward");
-    r->optimizer_ms = phase_ms(doc, "optimizer");
-    double z = num_path(doc, (const char *[]){"layout", "zero_stage"}, 2);
-    if (!isfinite(z)) z = num_path(doc, (const char *[]){"strategy_details", "zero_stage"}, 2);
-    r->zero_stage = isfinite(z) ? (int)z : 0;
-    const cJSON *model = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(doc, "comm"), "model");
-    r->probe_cross_host =
-        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "probe_cross_host"));
-    const char *k_a[] = {"links", "intra", "alpha_s"}, *k_b[] = {"links", "intra", "bandwidth_Bps"};
-    double a = num_path(model, k_a, 3), b = num_path(model, k_b, 3);
-    r->intra_probed = a >= 0 && a <= MAX_ALPHA_S && b > 0 && b <= MAX_BANDWIDTH_BPS;
-    if (r->intra_probed) r->intra = (struct sb_link){a, b, 0.0};
-    const cJSON *layers = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(doc, "model"), "layers"), *e;
-    r->n_layers = 0;
-    cJSON_ArrayForEach(e, layers) {
-        if (r->n_layers >= SB_PREDICT_LAYERS_MAX) break;
-        struct sb_layer_summary *y = &r->layers[r->n_layers];
-        const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "name"));
-        snprintf(y->name, sizeof y->name, "%s", name ? name : "?");
-        const char *k[] = {"params", "split_params", "in_floats", "out_floats", "split_width",
-                           "flops"};
-        double v[6];
-        for (int i = 0; i < 6; i++) v[i] = num_path(e, &k[i], 1);
-        y->params = v[0], y->split_params = v[1], y->in_floats = v[2], y->out_floats = v[3];
-        y->split_width = isfinite(v[4]) ? (int)v[4] : 0, y->flops = v[5];
-        y->tp_column = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "tp_column"));
-        y->tp_row = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "tp_row"));
-        for (int i = 0; i < 6; i++)
-            if (i != 4 && !(v[i] >= 0 && isfinite(v[i]))) y->params = NAN;
-        if (!(y->split_params <= y->params)) { /* a corrupt entry: build the table instead */
-            r->n_layers = 0;
-            return;
-        }
-        r->n_layers++;
-    }
 }
 
 /* Reads what predict needs from the report at `path`; need_link: the
@@ -402,14 +309,14 @@ static sb_status load_run(const struct opts *o, const char *path, int need_link,
     const char *k_bytes[] = {"model", "param_bytes"};
     const char *k_alpha[] = {"comm", "model", "alpha_s"};
     const char *k_bw[] = {"comm", "model", "bandwidth_Bps"};
-    r->replicas = (int)num_path(doc, k_replicas, 1);
-    r->batch = (int)num_path(doc, k_batch, 2);
-    r->bytes = num_path(doc, k_bytes, 2);
+    r->replicas = (int)sb_predict_num_path(doc, k_replicas, 1);
+    r->batch = (int)sb_predict_num_path(doc, k_batch, 2);
+    r->bytes = sb_predict_num_path(doc, k_bytes, 2);
     const char *phases[] = {"data", "h2d", "forward", "backward", "optimizer"};
     r->compute_ms = 0.0;
-    for (int i = 0; i < 5; i++) r->compute_ms += phase_ms(doc, phases[i]);
-    r->backward_ms = phase_ms(doc, "backward");
-    r->step_ms = num_path(doc, (const char *[]){"step_ms", "median"}, 2);
+    for (int i = 0; i < 5; i++) r->compute_ms += sb_predict_phase_ms(doc, phases[i]);
+    r->backward_ms = sb_predict_phase_ms(doc, "backward");
+    r->step_ms = sb_predict_num_path(doc, (const char *[]){"step_ms", "median"}, 2);
     if (!cJSON_IsString(v) || strncmp(v->valuestring, "1.", 2) != 0) {
         st = sb_error(SB_ERR_INPUT, "predict: %s: not a stratbench run report (schema_version "
                       "1.x expected)", path);
@@ -440,7 +347,7 @@ static sb_status load_run(const struct opts *o, const char *path, int need_link,
         for (int i = 0; i < r->n_buckets; i++) sum += r->buckets[i];
         if (fabs(sum - r->bytes) > 0.5) r->n_buckets = 0; /* not all listed: each model's default */
         load_memory_inputs(doc, r);
-        load_layout_inputs(doc, r);
+        sb_predict_load_layout_inputs(doc, r);
         const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(doc, "config");
         /* plain: the gradient method sb_method_name calls "none" (any local
          * SGD period > 0 counts as one) */
@@ -451,8 +358,8 @@ static sb_status load_run(const struct opts *o, const char *path, int need_link,
         char method[SB_METHOD_NAME_MAX];
         sb_method_name(gc, 0, h > 0 ? (int)fmin(ceil(h), 1e9) : 0, method, sizeof method);
         r->plain = strcmp(method, "none") == 0;
-        r->link.alpha_s = r->alpha_probe_s = num_path(doc, k_alpha, 3);
-        r->link.bandwidth_Bps = num_path(doc, k_bw, 3);
+        r->link.alpha_s = r->alpha_probe_s = sb_predict_num_path(doc, k_alpha, 3);
+        r->link.bandwidth_Bps = sb_predict_num_path(doc, k_bw, 3);
         r->link_kind = o->bandwidth_Bps > 0 || o->latency_s >= 0 ? "given" : "probe";
         if (o->bandwidth_Bps > 0) r->link.bandwidth_Bps = o->bandwidth_Bps;
         if (o->latency_s >= 0) r->link.alpha_s = o->latency_s;
@@ -464,11 +371,11 @@ static sb_status load_run(const struct opts *o, const char *path, int need_link,
               !(r->link.bandwidth_Bps > 0 && r->link.bandwidth_Bps <= MAX_BANDWIDTH_BPS))))
             st = sb_error(SB_ERR_INPUT, "predict: %s: comm.model's link is corrupt (alpha_s %g, "
                           "bandwidth_Bps %g: expected 0 <= alpha_s <= %g s and 0 < "
-                          "bandwidth_Bps <= %g)", path, num_path(doc, k_alpha, 3),
-                          num_path(doc, k_bw, 3), MAX_ALPHA_S, MAX_BANDWIDTH_BPS);
+                          "bandwidth_Bps <= %g)", path, sb_predict_num_path(doc, k_alpha, 3),
+                          sb_predict_num_path(doc, k_bw, 3), MAX_ALPHA_S, MAX_BANDWIDTH_BPS);
         else if (need_link && (!(r->link.bandwidth_Bps > 0) || !(r->link.alpha_s >= 0)))
             st = no_link_error(path, r->strategy,
-                               num_path(doc, (const char *[]){"world_size"}, 1));
+                               sb_predict_num_path(doc, (const char *[]){"world_size"}, 1));
     }
     cJSON_Delete(doc);
     return st;

@@ -20,6 +20,97 @@ static const int MICROBATCHES[] = {1, 2, 4, 8, 16};
 static const enum sb_pp_kind SCHEDULES[] = {SB_PP_GPIPE, SB_PP_1F1B, SB_PP_INTERLEAVED,
                                             SB_PP_ZBH1};
 
+void sb_predict_layouts_usage(FILE *out)
+{
+    fprintf(out,
+            "\n"
+            "usage: stratbench predict REPORT --layouts --hosts H --ranks-per-host R [flags]\n"
+            "\n"
+            "Ranks every dp x tp x pp layout of H x R ranks (micro-batches, schedule, zero\n"
+            "stage, rank order) by predicted step time, with memory per rank, bubble share\n"
+            "and communication per axis (docs/layouts.md).\n"
+            "\n"
+            "  --hosts H, --ranks-per-host R     the ranks: H hosts of R ranks each\n"
+            "  --bandwidth RATE, --latency TIME  the cross-host link (probed)\n"
+            "  --intra-bandwidth RATE            the link within a host (probed)\n"
+            "  --intra-latency TIME\n"
+            "  --global-batch N       (measured) samples per step, all replicas\n"
+            "  --device-memory SIZE              leave out layouts that do not fit\n"
+            "  --top N                20         table rows (0: all; the JSON has all)\n"
+            "  --json, --out FILE                as above\n");
+}
+
+sb_status sb_predict_layouts_check_flags(const struct opts *o, int counts_given)
+{
+    const char *only = o->intra_bandwidth_Bps > 0 ? "--intra-bandwidth"
+                       : o->intra_latency_s >= 0  ? "--intra-latency"
+                       : o->global_batch > 0      ? "--global-batch"
+                       : o->top >= 0              ? "--top"
+                       : o->hosts > 0             ? "--hosts"
+                       : o->ranks_per_host > 0    ? "--ranks-per-host"
+                                                  : NULL;
+    if (!o->layouts) {
+        if (only) return sb_error(SB_ERR_USAGE, "predict: %s: only with --layouts", only);
+        return SB_OK;
+    }
+    if (!(o->hosts > 0))
+        return sb_error(SB_ERR_USAGE, "predict: --layouts needs --hosts H (and --ranks-per-host R)");
+    if (!(o->ranks_per_host > 0))
+        return sb_error(SB_ERR_USAGE, "predict: --layouts needs --ranks-per-host R");
+    if ((long)o->hosts * o->ranks_per_host > 4096)
+        return sb_error(SB_ERR_USAGE, "predict: --hosts x --ranks-per-host: at most 4096 ranks");
+    if (counts_given)
+        return sb_error(SB_ERR_USAGE, "predict: --replicas: not with --layouts (the ranks are "
+                        "--hosts x --ranks-per-host)");
+    if (o->calibrate)
+        return sb_error(SB_ERR_USAGE, "predict: --calibrate: not with --layouts (give "
+                        "--bandwidth/--latency and --intra-bandwidth/--intra-latency)");
+    return SB_OK;
+}
+
+
+void sb_predict_load_layout_inputs(const cJSON *doc, struct run *r)
+{
+    r->data_ms = sb_predict_phase_ms(doc, "data") + sb_predict_phase_ms(doc, "h2d");
+    r->forward_ms = sb_predict_phase_ms(doc, "forward");
+    r->optimizer_ms = sb_predict_phase_ms(doc, "optimizer");
+    double z = sb_predict_num_path(doc, (const char *[]){"layout", "zero_stage"}, 2);
+    if (!isfinite(z)) z = sb_predict_num_path(doc, (const char *[]){"strategy_details", "zero_stage"}, 2);
+    r->zero_stage = isfinite(z) ? (int)z : 0;
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(doc, "comm"), "model");
+    r->probe_cross_host =
+        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "probe_cross_host"));
+    const char *k_a[] = {"links", "intra", "alpha_s"}, *k_b[] = {"links", "intra", "bandwidth_Bps"};
+    double a = sb_predict_num_path(model, k_a, 3), b = sb_predict_num_path(model, k_b, 3);
+    r->intra_probed = a >= 0 && a <= MAX_ALPHA_S && b > 0 && b <= MAX_BANDWIDTH_BPS;
+    if (r->intra_probed) r->intra = (struct sb_link){a, b, 0.0};
+    const cJSON *layers = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(doc, "model"), "layers"), *e;
+    r->n_layers = 0;
+    cJSON_ArrayForEach(e, layers) {
+        if (r->n_layers >= SB_PREDICT_LAYERS_MAX) break;
+        struct sb_layer_summary *y = &r->layers[r->n_layers];
+        const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "name"));
+        snprintf(y->name, sizeof y->name, "%s", name ? name : "?");
+        const char *k[] = {"params", "split_params", "in_floats", "out_floats", "split_width",
+                           "flops"};
+        double v[6];
+        for (int i = 0; i < 6; i++) v[i] = sb_predict_num_path(e, &k[i], 1);
+        y->params = v[0], y->split_params = v[1], y->in_floats = v[2], y->out_floats = v[3];
+        y->split_width = isfinite(v[4]) ? (int)v[4] : 0, y->flops = v[5];
+        y->tp_column = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "tp_column"));
+        y->tp_row = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "tp_row"));
+        for (int i = 0; i < 6; i++)
+            if (i != 4 && !(v[i] >= 0 && isfinite(v[i]))) y->params = NAN;
+        if (!(y->split_params <= y->params)) { /* a corrupt entry: build the table instead */
+            r->n_layers = 0;
+            return;
+        }
+        r->n_layers++;
+    }
+}
+
 struct ranked {
     struct sb_layout l;
     struct sb_layout_prediction p;

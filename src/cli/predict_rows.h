@@ -4,6 +4,8 @@
 #ifndef SB_PREDICT_ROWS_H
 #define SB_PREDICT_ROWS_H
 
+#include <stdio.h>
+
 #include <cjson/cJSON.h>
 
 #include "comm/cost_model.h"
@@ -110,6 +112,28 @@ cJSON *sb_predict_to_json(const struct run *r, const struct opts *o, const struc
  * without model.layers (before schema 1.12), into r->layers. Errors:
  * SB_ERR_INPUT for an unknown workload, those of building the model. */
 sb_status sb_predict_build_layers(struct run *r);
+
+/* obj.keys[0].keys[1]... (n keys) as a number, or NAN (predict.c). */
+double sb_predict_num_path(const cJSON *o, const char *const *keys, int n);
+
+/* The slowest rank's median of `phase` (phases_by_rank_ms.<phase>.max),
+ * else rank 0's median (phases_ms.<phase>.median), or NAN (predict.c). */
+double sb_predict_phase_ms(const cJSON *doc, const char *phase);
+
+/* --layouts' usage lines (predict_layouts.c). */
+void sb_predict_layouts_usage(FILE *out);
+
+/* The flags of --layouts go together: --hosts and --ranks-per-host with it,
+ * the intra-host link, --global-batch and --top only with it, and neither
+ * --replicas (counts_given) nor --calibrate. SB_ERR_USAGE naming the flag. */
+sb_status sb_predict_layouts_check_flags(const struct opts *o, int counts_given);
+
+/* What --layouts reads from a report besides what load_run reads: the
+ * phases apart, the measured zero stage (layout.zero_stage, else
+ * strategy_details.zero_stage), the probe's link classes
+ * (comm.model.links.intra), model.layers (n_layers 0 when absent or
+ * corrupt: predict then builds the table from the configuration). */
+void sb_predict_load_layout_inputs(const cJSON *doc, struct run *r);
 
 /* `stratbench predict REPORT --layouts ...` after the flags and the report
  * are read (predict_layouts.c): every layout that fits, ranked, printed or
