@@ -141,16 +141,20 @@ struct sb_layer_summary {
     double params;        /* floats of the layer */
     double split_params;  /* of which tensor parallelism splits (column-/row-parallel) */
     double in_floats, out_floats; /* activation floats per sample in and out */
-    int tp_column;        /* holds a column-parallel tensor: its input gradient is
-                           * all-reduced over tp in backward (Megatron-LM's f) */
-    int tp_row;           /* holds a row-parallel tensor: its output is all-reduced
-                           * over tp in forward (Megatron-LM's g) */
-    int split_width;      /* the width tp splits (column: out_shape[0], row:
-                           * in_shape[0]); 0: nothing split */
+    int tp_column;        /* tp all-reduces of its input gradient in backward (Megatron-LM's
+                           * f, one per column-parallel group: a layer holding only column-
+                           * parallel tensors 1, a layer holding pairs (a transformer block)
+                           * as many as its row-parallel tensors), each of in_floats */
+    int tp_row;           /* tp all-reduces of its output in forward (Megatron-LM's g, one
+                           * per row-parallel tensor), each of out_floats */
+    int split_width;      /* the width tp must divide: the gcd of its column-parallel
+                           * tensors' sizes (a bias: its out width), else in_shape[0] of a
+                           * row-parallel layer; 0: nothing split */
     double flops;         /* forward multiply-adds x 2 per sample, estimated as
-                           * 2 x params x the output's positions (out_shape[1] x
-                           * out_shape[2]: 1 for a dense layer, H x W for a
-                           * convolution); the layout model uses shares of it */
+                           * 2 x params x the output's positions: out_shape[1] x
+                           * out_shape[2] (1 for a dense layer {out,1,1}, H x W for a
+                           * convolution {C,H,W}), out_shape[0] for a sequence
+                           * {tokens,width,1}; the layout model uses shares of it */
 };
 
 struct sb_model_size {

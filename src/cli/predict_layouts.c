@@ -69,6 +69,13 @@ sb_status sb_predict_layouts_check_flags(const struct opts *o, int counts_given)
 }
 
 
+/* A layer's all-reduce count: a number (0..64), or true as 1. */
+static int count_of(const cJSON *v)
+{
+    if (cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= 64) return (int)v->valuedouble;
+    return cJSON_IsTrue(v);
+}
+
 void sb_predict_load_layout_inputs(const cJSON *doc, struct run *r)
 {
     r->data_ms = sb_predict_phase_ms(doc, "data") + sb_predict_phase_ms(doc, "h2d");
@@ -99,8 +106,8 @@ void sb_predict_load_layout_inputs(const cJSON *doc, struct run *r)
         for (int i = 0; i < 6; i++) v[i] = sb_predict_num_path(e, &k[i], 1);
         y->params = v[0], y->split_params = v[1], y->in_floats = v[2], y->out_floats = v[3];
         y->split_width = isfinite(v[4]) ? (int)v[4] : 0, y->flops = v[5];
-        y->tp_column = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "tp_column"));
-        y->tp_row = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "tp_row"));
+        y->tp_column = count_of(cJSON_GetObjectItemCaseSensitive(e, "tp_column"));
+        y->tp_row = count_of(cJSON_GetObjectItemCaseSensitive(e, "tp_row"));
         for (int i = 0; i < 6; i++)
             if (i != 4 && !(v[i] >= 0 && isfinite(v[i]))) y->params = NAN;
         if (!(y->split_params <= y->params)) { /* a corrupt entry: build the table instead */

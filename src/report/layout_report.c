@@ -40,9 +40,8 @@ void sb_report_add_layers(cJSON *model, const struct sb_run_record *rec, int *fa
         sb_json_add_num(e, "split_params", y->split_params, fail);
         sb_json_add_num(e, "in_floats", y->in_floats, fail);
         sb_json_add_num(e, "out_floats", y->out_floats, fail);
-        if (!cJSON_AddBoolToObject(e, "tp_column", y->tp_column) ||
-            !cJSON_AddBoolToObject(e, "tp_row", y->tp_row))
-            *fail = 1;
+        sb_json_add_num(e, "tp_column", y->tp_column, fail);
+        sb_json_add_num(e, "tp_row", y->tp_row, fail);
         sb_json_add_num(e, "split_width", y->split_width, fail);
         sb_json_add_num(e, "flops", y->flops, fail);
     }

@@ -71,8 +71,8 @@ void sb_layout_tp_bytes(const struct sb_layout_inputs *in, int first, int end, d
 {
     *forward_bytes = *backward_bytes = 0.0;
     for (int i = first; i < end && i < in->n_layers; i++) {
-        if (in->layers[i].tp_row) *forward_bytes += 4.0 * b * in->layers[i].out_floats;
-        if (in->layers[i].tp_column) *backward_bytes += 4.0 * b * in->layers[i].in_floats;
+        *forward_bytes += in->layers[i].tp_row * 4.0 * b * in->layers[i].out_floats;
+        *backward_bytes += in->layers[i].tp_column * 4.0 * b * in->layers[i].in_floats;
     }
 }
 
@@ -230,9 +230,13 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
             double f1, b1;
             cut(in->n_layers, l->pp * l->chunks, c * l->pp + s, &first, &count);
             for (int i = first; i < first + count; i++) {
+                const struct sb_layer_summary *y = &in->layers[i];
                 sb_layout_tp_bytes(in, i, i + 1, b, &f1, &b1);
-                double tf = f1 > 0 ? sb_cost_ring_allreduce_s(tp_link, l->tp, f1) : 0.0;
-                double tb = b1 > 0 ? sb_cost_ring_allreduce_s(tp_link, l->tp, b1) : 0.0;
+                /* tp_row all-reduces of out_floats forward, tp_column of in_floats back */
+                double tf = y->tp_row * sb_cost_ring_allreduce_s(tp_link, l->tp,
+                                                                 4.0 * b * y->out_floats);
+                double tb = y->tp_column * sb_cost_ring_allreduce_s(tp_link, l->tp,
+                                                                    4.0 * b * y->in_floats);
                 t_f += tf;
                 t_b += tb;
                 tp_s += l->microbatches * (tf + tb);

@@ -112,10 +112,10 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
                             int world_size, struct sb_layout_prediction *out);
 
 /* The bytes of the tp collectives one micro-batch of b samples runs on a
- * stage holding layers [first, end): 4 b (sum of out_floats of its
- * row-parallel layers) forward and 4 b (sum of in_floats of its
- * column-parallel layers) backward (Shoeybi et al. 2019: two all-reduces of
- * b s h forward and two backward per transformer block). */
+ * stage holding layers [first, end): 4 b (sum of tp_row x out_floats)
+ * forward and 4 b (sum of tp_column x in_floats) backward (Shoeybi et al.
+ * 2019: two all-reduces of b s h forward and two backward per transformer
+ * block, one each per column/row pair of the mlp). */
 void sb_layout_tp_bytes(const struct sb_layout_inputs *in, int first, int end, double b,
                         double *forward_bytes, double *backward_bytes);
 

@@ -16,10 +16,12 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "comm/grid.h"
 #include "strategies/strategy.h"
+#include "workloads/model_table.h"
 
 #define REL 1e-12
 
@@ -198,6 +200,61 @@ static void test_refusals(void **state)
     assert_int_equal(sb_layout_check(&l, &in, 4), SB_ERR_USAGE); /* 32 / 3 */
 }
 
+/* The layer table from a model's tensors (sb_model_layer_summaries): a
+ * transformer block of width W = 64, mlp F = 256, 65 tokens (q, k, v and fc1
+ * column-parallel with their biases, proj and fc2 row-parallel with
+ * replicated biases, LayerNorms replicated) runs 2 all-reduces of b s h
+ * forward and 2 backward (Shoeybi et al. 2019), must be split by a divisor of
+ * gcd(W, F), and works 2 x params x 65 per sample; a dense column-parallel
+ * layer runs one backward all-reduce of its input. */
+static void test_summaries_of_a_block(void **state)
+{
+    (void)state;
+    enum { W = 64, F = 256 };
+    struct { const char *name; size_t count; enum sb_tp_split split; } t[] = {
+        {"norm1.weight", W, SB_TP_REPLICATED}, {"q.weight", W * W, SB_TP_COLUMN},
+        {"q.bias", W, SB_TP_COLUMN}, {"k.weight", W * W, SB_TP_COLUMN},
+        {"k.bias", W, SB_TP_COLUMN}, {"v.weight", W * W, SB_TP_COLUMN},
+        {"v.bias", W, SB_TP_COLUMN}, {"proj.weight", W * W, SB_TP_ROW},
+        {"proj.bias", W, SB_TP_REPLICATED}, {"fc1.weight", F * W, SB_TP_COLUMN},
+        {"fc1.bias", F, SB_TP_COLUMN}, {"fc2.weight", W * F, SB_TP_ROW},
+        {"fc2.bias", W, SB_TP_REPLICATED},
+        {"fc.weight", 784 * F, SB_TP_COLUMN}, {"fc.bias", F, SB_TP_COLUMN}};
+    struct sb_tensor_desc tensors[15];
+    size_t block = 0;
+    for (int i = 0; i < 15; i++) {
+        tensors[i] = (struct sb_tensor_desc){.count = t[i].count, .tp_split = t[i].split};
+        snprintf(tensors[i].name, sizeof tensors[i].name, "%s", t[i].name);
+        if (i < 13) block += t[i].count;
+    }
+    struct sb_layer_desc layers[2] = {
+        {.name = "block0", .first_tensor = 0, .n_tensors = 13, .count = block,
+         .in_shape = {65, W, 1}, .out_shape = {65, W, 1}, .in_floats = 65 * W,
+         .out_floats = 65 * W},
+        {.name = "fc", .first_tensor = 13, .n_tensors = 2, .count = 784 * F + F,
+         .in_shape = {784, 1, 1}, .out_shape = {F, 1, 1}, .in_floats = 784, .out_floats = F}};
+    struct sb_model m = {.tensors = tensors, .n_tensors = 15, .layers = layers, .n_layers = 2};
+    struct sb_layer_summary y[2];
+    assert_int_equal(sb_model_layer_summaries(&m, y, 2), 2);
+    assert_int_equal(y[0].tp_row, 2);
+    assert_int_equal(y[0].tp_column, 2);
+    assert_int_equal(y[0].split_width, 64); /* gcd(W, F) */
+    assert_float_equal(y[0].flops, 2.0 * block * 65, 0.0);
+    assert_float_equal(y[0].split_params, block - 3.0 * W, 0.0); /* less norm1, the 2 row biases */
+    assert_int_equal(y[1].tp_row, 0);
+    assert_int_equal(y[1].tp_column, 1);
+    assert_int_equal(y[1].split_width, F);
+    assert_float_equal(y[1].flops, 2.0 * (784 * F + F), 0.0);
+    struct sb_layout_inputs in = {.layers = y, .n_layers = 2};
+    double f, b;
+    sb_layout_tp_bytes(&in, 0, 1, 8, &f, &b);
+    assert_float_equal(f, 2 * 4.0 * 8 * 65 * W, 0.0); /* 2 all-reduces of b s h forward */
+    assert_float_equal(b, 2 * 4.0 * 8 * 65 * W, 0.0); /* and 2 backward */
+    sb_layout_tp_bytes(&in, 1, 2, 8, &f, &b);
+    assert_float_equal(f, 0.0, 0.0);
+    assert_float_equal(b, 4.0 * 8 * 784, 0.0);
+}
+
 /* Which axis crosses hosts, 8 ranks (dp 2, tp 2, pp 2). */
 static void test_axis_links(void **state)
 {
@@ -223,7 +280,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dp_only_is_the_strategy_row), cmocka_unit_test(test_pp_only_bubble),
         cmocka_unit_test(test_tp_collectives), cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_axis_links),
+        cmocka_unit_test(test_axis_links),     cmocka_unit_test(test_summaries_of_a_block),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
