@@ -319,19 +319,17 @@ def plot_memory(points, mode, out, title_extra, base, skipped):
 
 
 def layout_scatter(ax, rows):
-    """Scatters (memory MB, step ms, name[, yerr]) rows, each point labelled by its layout."""
-    for i, r in enumerate(rows):
-        mem, step, name = r[0], r[1], r[2]
-        yerr = r[3] if len(r) > 3 else None
+    """Scatters (memory MB, step ms, name, yerr, tag) rows: each point tagged on the chart
+    (tag: its name, or its rank where names would crowd), named in the legend."""
+    for i, (mem, step, name, yerr, tag) in enumerate(rows):
         ax.errorbar([mem], [step], yerr=yerr, marker="o", color=f"C{i % 10}", linestyle="none",
                     capsize=3, label=name)
-        ax.annotate(name, (mem, step), textcoords="offset points", xytext=(4, 4), fontsize=7)
+        ax.annotate(tag, (mem, step), textcoords="offset points", xytext=(4, 4), fontsize=7)
     ax.set(xlabel="memory per rank, MB (largest rank)", ylabel="step time, ms")
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    if len(rows) <= 12:
-        ax.legend(title="layout", fontsize=7)
+    ax.legend(title="layout", fontsize=7, loc="lower left")
 
 
 def plot_layouts(points, mode, out, title_extra, skipped):
@@ -344,7 +342,8 @@ def plot_layouts(points, mode, out, title_extra, skipped):
         if not isinstance(layout, dict) or not isinstance(mem, (int, float)) \
                 or p["step_ms"]["median"] is None:
             continue
-        rows.append((mem / 1e6, p["step_ms"]["median"], layout["name"], err(p, "step_ms")))
+        rows.append((mem / 1e6, p["step_ms"]["median"], layout["name"], err(p, "step_ms"),
+                     layout["name"]))
     if not rows:
         if any(isinstance(p.get("layout"), dict) for p in points):
             skipped.append((f"layouts-{mode}", "no layout point with a step time and a memory "
@@ -356,11 +355,11 @@ def plot_layouts(points, mode, out, title_extra, skipped):
     return [save(fig, out, f"layouts-{mode}")]
 
 
-def plot_predicted_layouts(doc, out, top=20):
+def plot_predicted_layouts(doc, out, top=10):
     """`stratbench predict --layouts --json`: predicted step time against memory per
-    rank, the `top` fastest layouts."""
-    rows = [(r["memory"]["memory_bytes"] / 1e6, r["step_ms"], f"{r['rank']}: {r['name']}")
-            for r in doc["layouts"][:top]]
+    rank, the `top` fastest layouts, each tagged by its rank."""
+    rows = [(r["memory"]["memory_bytes"] / 1e6, r["step_ms"], f"{r['rank']}: {r['name']}", None,
+             str(r["rank"])) for r in doc["layouts"][:top]]
     fig, ax = plt.subplots(figsize=(8, 5))
     layout_scatter(ax, rows)
     ax.set_title(f"Predicted step vs memory per rank, {doc['hosts']} x "
