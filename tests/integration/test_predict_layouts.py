@@ -6,6 +6,7 @@ with a pipeline; --device-memory leaves out what does not fit; the JSON follows
 reports/predict-layouts.schema.json; bad input exits 2 naming the flag."""
 
 import json
+import sys
 
 import pytest
 
@@ -176,3 +177,14 @@ def test_a_missing_link_is_named(stratbench, report):
     proc = run([stratbench, "predict", str(report), "--layouts", "--hosts", "2",
                 "--ranks-per-host", "2"], check=False)
     assert proc.returncode == 2 and "--bandwidth" in proc.stderr
+
+
+def test_plot_draws_step_against_memory(stratbench, report, tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "layouts.json"
+    layouts(stratbench, report, "--hosts", 2, "--ranks-per-host", 2, "--out", out, *SLOW)
+    charts = tmp_path / "charts"
+    p = run([sys.executable, REPO_ROOT / "reports" / "plot.py", out, "--out", charts])
+    assert p.returncode == 0, p.stderr
+    svg = (charts / "predicted-layouts.svg").read_text()
+    assert "1: " + json.loads(out.read_text())["layouts"][0]["name"] in svg
