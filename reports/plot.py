@@ -318,6 +318,55 @@ def plot_memory(points, mode, out, title_extra, base, skipped):
                                f"memory-{mode}")]
 
 
+def layout_scatter(ax, rows):
+    """Scatters (memory MB, step ms, name, yerr, tag) rows: each point tagged on the chart
+    (tag: its name, or its rank where names would crowd), named in the legend."""
+    for i, (mem, step, name, yerr, tag) in enumerate(rows):
+        ax.errorbar([mem], [step], yerr=yerr, marker="o", color=f"C{i % 10}", linestyle="none",
+                    capsize=3, label=name)
+        ax.annotate(tag, (mem, step), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    ax.set(xlabel="memory per rank, MB (largest rank)", ylabel="step time, ms")
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(title="layout", fontsize=7, loc="lower left")
+
+
+def plot_layouts(points, mode, out, title_extra, skipped):
+    """Step time against memory per rank, one point per layout of the sweep (--layouts,
+    scaling.json 1.4); [] and a reason in `skipped` when the sweep ran no layout or its
+    reports had no memory ledger."""
+    rows = []
+    for p in points:
+        layout, mem = p.get("layout"), p.get("memory_per_rank_bytes")
+        if not isinstance(layout, dict) or not isinstance(mem, (int, float)) \
+                or p["step_ms"]["median"] is None:
+            continue
+        rows.append((mem / 1e6, p["step_ms"]["median"], layout["name"], err(p, "step_ms"),
+                     layout["name"]))
+    if not rows:
+        if any(isinstance(p.get("layout"), dict) for p in points):
+            skipped.append((f"layouts-{mode}", "no layout point with a step time and a memory "
+                            "ledger"))
+        return []
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    layout_scatter(ax, sorted(rows))
+    ax.set_title(f"Step time vs memory per rank by layout, {mode}{title_extra}")
+    return [save(fig, out, f"layouts-{mode}")]
+
+
+def plot_predicted_layouts(doc, out, top=10):
+    """`stratbench predict --layouts --json`: predicted step time against memory per
+    rank, the `top` fastest layouts, each tagged by its rank."""
+    rows = [(r["memory"]["memory_bytes"] / 1e6, r["step_ms"], f"{r['rank']}: {r['name']}", None,
+             str(r["rank"])) for r in doc["layouts"][:top]]
+    fig, ax = plt.subplots(figsize=(8, 5))
+    layout_scatter(ax, rows)
+    ax.set_title(f"Predicted step vs memory per rank, {doc['hosts']} x "
+                 f"{doc['ranks_per_host']} ranks, {len(rows)} fastest layouts")
+    return save(fig, out, "predicted-layouts")
+
+
 def plot_predicted(doc, out):
     """Predicted efficiency against replicas, one line per strategy/servers/algorithm."""
     import matplotlib.ticker
@@ -491,7 +540,7 @@ def main():
         print(f"plot.py: {args.scaling_json}: {e}", file=sys.stderr)
         return 2
     predicted = isinstance(doc, dict) and str(doc.get("schema_version", "")).startswith("1.") \
-        and "rows" in doc and "link" in doc
+        and (("rows" in doc and "link" in doc) or doc.get("kind") == "layouts")
     if not predicted and (not isinstance(doc, dict) or not str(doc.get("schema_version", "")).startswith("1.")
                           or "points" not in doc):
         print(f"plot.py: {args.scaling_json}: not a scaling.json of major version 1", file=sys.stderr)
@@ -514,6 +563,11 @@ def main():
         print(f"plot.py: --out {args.out}: {e}", file=sys.stderr)
         return 2
     if predicted:
+        if doc.get("kind") == "layouts":
+            CAPTION = (f"layout model (docs/layouts.md) from the run report {doc.get('report')}")
+            plot_predicted_layouts(doc, args.out)
+            print(f"wrote charts to {args.out}")
+            return 0
         CAPTION = (f"alpha-beta model (docs/cost-model.md) from the run report {doc.get('report')}; "
                    f"link {doc['link'].get('source', '?')}")
         plot_predicted(doc, args.out)
@@ -527,6 +581,8 @@ def main():
                             f" ({batch})", skipped)
         charts += plot_memory([p for p in doc["points"] if p["scaling"] == mode], mode,
                               args.out, f" ({batch})", args.scaling_json.parent, skipped)
+        charts += plot_layouts([p for p in doc["points"] if p["scaling"] == mode], mode,
+                               args.out, f" ({batch})", skipped)
     write_index(doc, charts, args.out, args.scaling_json, skipped)
     for name, why in skipped:
         print(f"left out {name}: {why}")

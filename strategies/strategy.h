@@ -264,6 +264,12 @@ sb_status sb_strategy_place(const struct sb_strategy_ops *ops, const struct sb_c
 /* Number of parameters of the whole model: the model_n_params op, else
  * s->replica's (every rank holds the whole model). */
 size_t sb_strategy_n_params(const struct sb_strategy *s);
+
+/* The layer table of the whole model (the report's model.layers) into
+ * out[0, cap), from s->replica's model when it holds the whole model (every
+ * layer, no tp shard); returns how many, 0 when this rank holds a part. */
+int sb_strategy_layer_summaries(const struct sb_strategy *s, struct sb_layer_summary *out,
+                                int cap);
 /* Number of parameters this process's replicas hold (s->replica's model:
  * the whole model, or the part a rank of a model-parallel strategy
  * holds). */
@@ -405,5 +411,9 @@ sb_status sb_strategy_model_layers(const struct sb_model *m, int *layers);
  * fails its check, SB_ERR_NOMEM, SB_ERR_IO. */
 sb_status sb_strategy_print_schedule(const char *schedule, int stages, int microbatches,
                                      int chunks, FILE *out);
+
+/* The layout model (dp x tp x pp; `stratbench predict --layouts`, the
+ * report's layout): part of the interface that the layers above see. */
+#include "strategies/shared/layout_model.h"
 
 #endif

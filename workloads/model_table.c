@@ -173,3 +173,48 @@ sb_status sb_part_check_whole(const struct sb_model *m, const char *workload)
                         workload);
     return SB_OK;
 }
+
+/* The greatest common divisor of a and b (gcd(0, b) = b). */
+static size_t gcd_size(size_t a, size_t b)
+{
+    while (b) {
+        size_t r = a % b;
+        a = b;
+        b = r;
+    }
+    return a;
+}
+
+int sb_model_layer_summaries(const struct sb_model *m, struct sb_layer_summary *out, int cap)
+{
+    int n = 0;
+    for (int l = 0; l < m->n_layers && n < cap; l++, n++) {
+        const struct sb_layer_desc *d = &m->layers[l];
+        struct sb_layer_summary *y = &out[n];
+        memset(y, 0, sizeof *y);
+        snprintf(y->name, sizeof y->name, "%s", d->name);
+        y->params = (double)d->count;
+        y->in_floats = (double)d->in_floats;
+        y->out_floats = (double)d->out_floats;
+        size_t width = 0; /* gcd of the column-parallel tensors' sizes */
+        int columns = 0;
+        for (int t = d->first_tensor; t < d->first_tensor + d->n_tensors; t++) {
+            const struct sb_tensor_desc *x = &m->tensors[t];
+            if (x->tp_split == SB_TP_REPLICATED) continue;
+            y->split_params += (double)x->count;
+            if (x->tp_split == SB_TP_COLUMN) {
+                columns++;
+                width = gcd_size(width, x->count);
+            } else {
+                y->tp_row++;
+            }
+        }
+        y->tp_column = columns == 0 ? 0 : y->tp_row > 0 ? y->tp_row : 1;
+        y->split_width = width ? (int)width : y->tp_row ? d->in_shape[0] : 0;
+        double positions = d->out_shape[2] == 1 && d->out_shape[1] > 1
+                               ? d->out_shape[0]
+                               : (double)d->out_shape[1] * d->out_shape[2];
+        y->flops = 2.0 * y->params * positions;
+    }
+    return n;
+}

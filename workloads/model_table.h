@@ -82,6 +82,11 @@ void sb_model_table_end(struct sb_model_table *t);
 sb_status sb_model_table_init(const struct sb_model_table *t, uint64_t seed,
                               const char *workload);
 
+/* The summaries of m's layers (m holds the whole model: part.tp_size 1;
+ * a part's layers are its own) into out[0, cap); returns how many
+ * (min(m->n_layers, cap)). */
+int sb_model_layer_summaries(const struct sb_model *m, struct sb_layer_summary *out, int cap);
+
 /* Frees the table's specs (not the model's tables, which the model keeps). */
 void sb_model_table_free(struct sb_model_table *t);
 

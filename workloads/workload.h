@@ -134,6 +134,29 @@ static inline void sb_model_tp_allreduce(const struct sb_model *m, float *buf, s
 /* What a workload's model will hold, computed from the configuration before
  * anything is allocated (src/harness/mem_estimate.h adds the strategy's
  * share and checks it against the memory available). */
+/* One layer of a whole model as a layout sees it (the report's
+ * model.layers, the layout model's input: strategies/shared/layout_model.h). */
+struct sb_layer_summary {
+    char name[32];
+    double params;        /* floats of the layer */
+    double split_params;  /* of which tensor parallelism splits (column-/row-parallel) */
+    double in_floats, out_floats; /* activation floats per sample in and out */
+    int tp_column;        /* tp all-reduces of its input gradient in backward (Megatron-LM's
+                           * f, one per column-parallel group: a layer holding only column-
+                           * parallel tensors 1, a layer holding pairs (a transformer block)
+                           * as many as its row-parallel tensors), each of in_floats */
+    int tp_row;           /* tp all-reduces of its output in forward (Megatron-LM's g, one
+                           * per row-parallel tensor), each of out_floats */
+    int split_width;      /* the width tp must divide: the gcd of its column-parallel
+                           * tensors' sizes (a bias: its out width), else in_shape[0] of a
+                           * row-parallel layer; 0: nothing split */
+    double flops;         /* forward multiply-adds x 2 per sample, estimated as
+                           * 2 x params x the output's positions: out_shape[1] x
+                           * out_shape[2] (1 for a dense layer {out,1,1}, H x W for a
+                           * convolution {C,H,W}), out_shape[0] for a sequence
+                           * {tokens,width,1}; the layout model uses shares of it */
+};
+
 struct sb_model_size {
     double n_params;          /* parameters (a double: 65536 x 65536 overflows no int) */
     double activation_bytes;  /* activations and their gradients for max_batch samples */

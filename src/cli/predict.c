@@ -46,6 +46,7 @@ static void usage(FILE *out)
             "  --json                            print JSON instead of the table\n"
             "  --out FILE                        also write the JSON to FILE (atomically)\n"
             "  -h, --help                        this text\n");
+    sb_predict_layouts_usage(out);
 }
 
 /* A unit a number may carry, and what one of it is in the quantity's own
@@ -79,7 +80,7 @@ static int parse_quantity(const char *text, const struct unit *units, size_t n, 
 }
 
 /* "100gbit", "1Gbit/s", "12.5GB/s", "125MB" -> bytes per second. */
-static sb_status parse_rate(const char *text, double *out)
+static sb_status parse_rate(const char *flag, const char *text, double *out)
 {
     static const struct unit units[] = {
         {"bit", 0.125}, {"kbit", 125.0}, {"mbit", 125e3}, {"gbit", 125e6}, {"tbit", 125e9},
@@ -88,24 +89,24 @@ static sb_status parse_rate(const char *text, double *out)
     };
     if (parse_quantity(text, units, sizeof units / sizeof units[0], 0, 1, out)) {
         if (*out <= MAX_BANDWIDTH_BPS) return SB_OK;
-        return sb_error(SB_ERR_USAGE, "predict: --bandwidth: '%s' is out of range (at most "
-                        "100TB/s, above any NVLink or NIC)", text);
+        return sb_error(SB_ERR_USAGE, "predict: %s: '%s' is out of range (at most "
+                        "100TB/s, above any NVLink or NIC)", flag, text);
     }
-    return sb_error(SB_ERR_USAGE, "predict: --bandwidth: expected a positive rate like 100gbit, "
-                    "1Gbit/s or 12.5GB/s, got '%s'", text);
+    return sb_error(SB_ERR_USAGE, "predict: %s: expected a positive rate like 100gbit, "
+                    "1Gbit/s or 12.5GB/s, got '%s'", flag, text);
 }
 
 /* "5us", "0.1ms", "2ns", "0s" -> seconds. */
-static sb_status parse_time(const char *text, double *out)
+static sb_status parse_time(const char *flag, const char *text, double *out)
 {
     static const struct unit units[] = {{"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1.0}};
     if (parse_quantity(text, units, sizeof units / sizeof units[0], 1, 0, out)) {
         if (*out <= MAX_ALPHA_S) return SB_OK;
-        return sb_error(SB_ERR_USAGE, "predict: --latency: '%s' is out of range (at most 10s "
-                        "per message)", text);
+        return sb_error(SB_ERR_USAGE, "predict: %s: '%s' is out of range (at most 10s "
+                        "per message)", flag, text);
     }
-    return sb_error(SB_ERR_USAGE, "predict: --latency: expected a time like 5us, 0.1ms or "
-                    "2ns, got '%s'", text);
+    return sb_error(SB_ERR_USAGE, "predict: %s: expected a time like 5us, 0.1ms or "
+                    "2ns, got '%s'", flag, text);
 }
 
 /* "16GiB", "80GB", "512MiB", "1.5TB" -> bytes (KiB.. powers of 1024, kB..
@@ -147,6 +148,19 @@ static sb_status parse_counts(const char *text, struct opts *o)
                     "1..1000000 like 8,64,512, got '%s'", MAX_COUNTS, text);
 }
 
+/* An integer flag in [lo, hi] into *out; SB_ERR_USAGE naming the flag. */
+static sb_status parse_int(const char *flag, const char *text, int lo, int hi, int *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text || *end || v < lo || v > hi)
+        return sb_error(SB_ERR_USAGE, "predict: %s: expected an integer in %d..%d, got '%s'",
+                        flag, lo, hi, text);
+    *out = (int)v;
+    return SB_OK;
+}
+
 static sb_status parse_opts(struct opts *o, int argc, char **argv)
 {
     static const struct option longs[] = {
@@ -155,10 +169,19 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
         {"calibrate", required_argument, NULL, 'c'},
         {"device-memory", required_argument, NULL, 'm'},
         {"out", required_argument, NULL, 'o'},      {"help", no_argument, NULL, 'h'},
+        {"layouts", no_argument, NULL, 'y'},        {"hosts", required_argument, NULL, 'H'},
+        {"ranks-per-host", required_argument, NULL, 'R'},
+        {"intra-bandwidth", required_argument, NULL, 'B'},
+        {"intra-latency", required_argument, NULL, 'L'},
+        {"global-batch", required_argument, NULL, 'g'},
+        {"top", required_argument, NULL, 't'},
         {NULL, 0, NULL, 0}};
     memset(o, 0, sizeof *o);
     o->latency_s = -1.0;
+    o->intra_latency_s = -1.0;
+    o->top = -1;
     SB_TRY(parse_counts("8,64,512", o));
+    int counts_given = 0;
     optind = 1;
     opterr = 0;
     for (;;) {
@@ -167,9 +190,19 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
         if (c == -1) break;
         switch (c) {
         case 'h': o->help = 1; return SB_OK;
-        case 'r': SB_TRY(parse_counts(optarg, o)); break;
-        case 'b': SB_TRY(parse_rate(optarg, &o->bandwidth_Bps)); break;
-        case 'l': SB_TRY(parse_time(optarg, &o->latency_s)); break;
+        case 'r':
+            SB_TRY(parse_counts(optarg, o));
+            counts_given = 1;
+            break;
+        case 'b': SB_TRY(parse_rate("--bandwidth", optarg, &o->bandwidth_Bps)); break;
+        case 'l': SB_TRY(parse_time("--latency", optarg, &o->latency_s)); break;
+        case 'B': SB_TRY(parse_rate("--intra-bandwidth", optarg, &o->intra_bandwidth_Bps)); break;
+        case 'L': SB_TRY(parse_time("--intra-latency", optarg, &o->intra_latency_s)); break;
+        case 'y': o->layouts = 1; break;
+        case 'H': SB_TRY(parse_int("--hosts", optarg, 1, 4096, &o->hosts)); break;
+        case 'R': SB_TRY(parse_int("--ranks-per-host", optarg, 1, 1024, &o->ranks_per_host)); break;
+        case 'g': SB_TRY(parse_int("--global-batch", optarg, 1, 1 << 24, &o->global_batch)); break;
+        case 't': SB_TRY(parse_int("--top", optarg, 0, 1 << 20, &o->top)); break;
         case 'm': SB_TRY(parse_size(optarg, &o->device_memory_bytes)); break;
         case 'c':
             if (!*optarg) return sb_error(SB_ERR_USAGE, "predict: --calibrate: expected a path");
@@ -189,6 +222,7 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
         return sb_error(SB_ERR_USAGE, "predict: expected one REPORT, got %d arguments (see "
                         "stratbench predict --help)", argc - optind);
     o->report = argv[optind];
+    SB_TRY(sb_predict_layouts_check_flags(o, counts_given));
     if (o->calibrate && (o->bandwidth_Bps > 0 || o->latency_s >= 0))
         return sb_error(SB_ERR_USAGE, "predict: --calibrate measures the link: give it or "
                         "--bandwidth/--latency, not both");
@@ -204,22 +238,19 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
     return SB_OK;
 }
 
-/* obj.a.b... as a number, or NAN. */
-static double num_path(const cJSON *o, const char *const *keys, int n)
+double sb_predict_num_path(const cJSON *o, const char *const *keys, int n)
 {
     for (int i = 0; i < n && o; i++) o = cJSON_GetObjectItemCaseSensitive(o, keys[i]);
     return cJSON_IsNumber(o) ? o->valuedouble : NAN;
 }
 
-/* The slowest rank's median of `phase` (phases_by_rank_ms.<phase>.max),
- * else rank 0's median (phases_ms.<phase>.median). */
-static double phase_ms(const cJSON *doc, const char *phase)
+double sb_predict_phase_ms(const cJSON *doc, const char *phase)
 {
     const char *by_rank[] = {"phases_by_rank_ms", phase, "max"};
-    double v = num_path(doc, by_rank, 3);
+    double v = sb_predict_num_path(doc, by_rank, 3);
     if (isfinite(v)) return v;
     const char *rank0[] = {"phases_ms", phase, "median"};
-    return num_path(doc, rank0, 3);
+    return sb_predict_num_path(doc, rank0, 3);
 }
 
 /* Reads what predict needs from the report; bad input names the report. */
@@ -267,7 +298,7 @@ static void load_memory_inputs(const cJSON *doc, struct run *r)
     const cJSON *ranks = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(doc, "memory"), "by_rank");
     const char *k_act[] = {"activation_bytes"};
-    double act = num_path(cJSON_GetArrayItem(ranks, 0), k_act, 1);
+    double act = sb_predict_num_path(cJSON_GetArrayItem(ranks, 0), k_act, 1);
     r->activation_bytes = isfinite(act) && act > 0 ? act : 0.0;
 }
 
@@ -286,14 +317,14 @@ static sb_status load_run(const struct opts *o, const char *path, int need_link,
     const char *k_bytes[] = {"model", "param_bytes"};
     const char *k_alpha[] = {"comm", "model", "alpha_s"};
     const char *k_bw[] = {"comm", "model", "bandwidth_Bps"};
-    r->replicas = (int)num_path(doc, k_replicas, 1);
-    r->batch = (int)num_path(doc, k_batch, 2);
-    r->bytes = num_path(doc, k_bytes, 2);
+    r->replicas = (int)sb_predict_num_path(doc, k_replicas, 1);
+    r->batch = (int)sb_predict_num_path(doc, k_batch, 2);
+    r->bytes = sb_predict_num_path(doc, k_bytes, 2);
     const char *phases[] = {"data", "h2d", "forward", "backward", "optimizer"};
     r->compute_ms = 0.0;
-    for (int i = 0; i < 5; i++) r->compute_ms += phase_ms(doc, phases[i]);
-    r->backward_ms = phase_ms(doc, "backward");
-    r->step_ms = num_path(doc, (const char *[]){"step_ms", "median"}, 2);
+    for (int i = 0; i < 5; i++) r->compute_ms += sb_predict_phase_ms(doc, phases[i]);
+    r->backward_ms = sb_predict_phase_ms(doc, "backward");
+    r->step_ms = sb_predict_num_path(doc, (const char *[]){"step_ms", "median"}, 2);
     if (!cJSON_IsString(v) || strncmp(v->valuestring, "1.", 2) != 0) {
         st = sb_error(SB_ERR_INPUT, "predict: %s: not a stratbench run report (schema_version "
                       "1.x expected)", path);
@@ -324,6 +355,7 @@ static sb_status load_run(const struct opts *o, const char *path, int need_link,
         for (int i = 0; i < r->n_buckets; i++) sum += r->buckets[i];
         if (fabs(sum - r->bytes) > 0.5) r->n_buckets = 0; /* not all listed: each model's default */
         load_memory_inputs(doc, r);
+        sb_predict_load_layout_inputs(doc, r);
         const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(doc, "config");
         /* plain: the gradient method sb_method_name calls "none" (any local
          * SGD period > 0 counts as one) */
@@ -334,8 +366,8 @@ static sb_status load_run(const struct opts *o, const char *path, int need_link,
         char method[SB_METHOD_NAME_MAX];
         sb_method_name(gc, 0, h > 0 ? (int)fmin(ceil(h), 1e9) : 0, method, sizeof method);
         r->plain = strcmp(method, "none") == 0;
-        r->link.alpha_s = r->alpha_probe_s = num_path(doc, k_alpha, 3);
-        r->link.bandwidth_Bps = num_path(doc, k_bw, 3);
+        r->link.alpha_s = r->alpha_probe_s = sb_predict_num_path(doc, k_alpha, 3);
+        r->link.bandwidth_Bps = sb_predict_num_path(doc, k_bw, 3);
         r->link_kind = o->bandwidth_Bps > 0 || o->latency_s >= 0 ? "given" : "probe";
         if (o->bandwidth_Bps > 0) r->link.bandwidth_Bps = o->bandwidth_Bps;
         if (o->latency_s >= 0) r->link.alpha_s = o->latency_s;
@@ -347,11 +379,11 @@ static sb_status load_run(const struct opts *o, const char *path, int need_link,
               !(r->link.bandwidth_Bps > 0 && r->link.bandwidth_Bps <= MAX_BANDWIDTH_BPS))))
             st = sb_error(SB_ERR_INPUT, "predict: %s: comm.model's link is corrupt (alpha_s %g, "
                           "bandwidth_Bps %g: expected 0 <= alpha_s <= %g s and 0 < "
-                          "bandwidth_Bps <= %g)", path, num_path(doc, k_alpha, 3),
-                          num_path(doc, k_bw, 3), MAX_ALPHA_S, MAX_BANDWIDTH_BPS);
+                          "bandwidth_Bps <= %g)", path, sb_predict_num_path(doc, k_alpha, 3),
+                          sb_predict_num_path(doc, k_bw, 3), MAX_ALPHA_S, MAX_BANDWIDTH_BPS);
         else if (need_link && (!(r->link.bandwidth_Bps > 0) || !(r->link.alpha_s >= 0)))
             st = no_link_error(path, r->strategy,
-                               num_path(doc, (const char *[]){"world_size"}, 1));
+                               sb_predict_num_path(doc, (const char *[]){"world_size"}, 1));
     }
     cJSON_Delete(doc);
     return st;
@@ -365,7 +397,7 @@ static sb_status load_run(const struct opts *o, const char *path, int need_link,
  * report and what is wrong, or predict_link's. */
 static sb_status calibrated_link(const struct opts *o, struct run *r)
 {
-    struct run l;
+    static struct run l;
     SB_TRY(load_run(o, o->calibrate, 0, &l));
     const struct run *both[2] = {r, &l};
     const char *paths[2] = {o->report, o->calibrate};
@@ -411,13 +443,14 @@ static sb_status calibrated_link(const struct opts *o, struct run *r)
 int sb_predict_main(int argc, char **argv)
 {
     struct opts o;
-    struct run r;
+    static struct run r; /* its layer table is large */
     sb_status st = parse_opts(&o, argc, argv);
     if (!st && o.help) {
         usage(stdout);
         return 0;
     }
-    if (!st) st = load_run(&o, o.report, !o.calibrate, &r);
+    if (!st) st = load_run(&o, o.report, !o.calibrate && !o.layouts, &r);
+    if (!st && o.layouts) return sb_predict_layouts_main(&o, &r);
     if (!st && o.calibrate) st = calibrated_link(&o, &r);
     if (st) {
         fprintf(stderr, "stratbench: %s\n", sb_error_message());

@@ -11,6 +11,7 @@
 #include "backend/backend.h"
 #include "cli/train_opts.h"
 #include "core/status.h"
+#include "workloads/model_table.h"
 #include "workloads/workload.h"
 
 /* The configuration row w stands for: w's replicas, the run's optimizer,
@@ -88,6 +89,16 @@ static sb_status build_model(const struct run *r, const struct sb_workload_ops *
     }
     *ops_out = wl;
     return wl->create(&t.cfg, be, 1, out);
+}
+
+sb_status sb_predict_build_layers(struct run *r)
+{
+    const struct sb_workload_ops *wl = NULL;
+    struct sb_model *m = NULL;
+    SB_TRY(build_model(r, &wl, &m));
+    r->n_layers = sb_model_layer_summaries(m, r->layers, SB_PREDICT_LAYERS_MAX);
+    wl->destroy(m);
+    return SB_OK;
 }
 
 /* PowerSGD's factors for the report's model at rank `rank`: *mn = sum of m

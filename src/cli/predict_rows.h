@@ -4,6 +4,8 @@
 #ifndef SB_PREDICT_ROWS_H
 #define SB_PREDICT_ROWS_H
 
+#include <stdio.h>
+
 #include <cjson/cJSON.h>
 
 #include "comm/cost_model.h"
@@ -12,6 +14,7 @@
 
 #define PREDICT_SCHEMA_VERSION "1.3"
 #define MAX_COUNTS 64
+#define SB_PREDICT_LAYERS_MAX 256
 #define MAX_BUCKETS 64
 /* Plausibility bounds on what a report says (a corrupt or hand-edited report
  * is refused, not extrapolated): a petabyte of parameters (2.5e14 fp32, far
@@ -35,6 +38,14 @@ struct opts {
     int json;
     const char *out;
     int help;
+    /* --layouts (predict_layouts.c): rank every dp x tp x pp layout of
+     * hosts x ranks_per_host ranks */
+    int layouts;
+    int hosts, ranks_per_host;  /* 0: not given */
+    double intra_bandwidth_Bps; /* 0 = the report's */
+    double intra_latency_s;     /* < 0 = the report's */
+    int global_batch;           /* 0: the measured run's */
+    int top;                    /* table rows (0: all); -1: not given */
 };
 
 /* What predict takes from a report. */
@@ -56,6 +67,14 @@ struct run {
     int hidden[SB_MAX_HIDDEN], n_hidden;    /* matrices PowerSGD would compress */
     enum sb_optimizer_kind optimizer; /* config.optimizer (sgd when absent) */
     double activation_bytes;          /* memory.by_rank[0].activation_bytes (0 when absent) */
+    /* what --layouts reads besides (NaN when absent) */
+    double data_ms, forward_ms, optimizer_ms; /* data + h2d; forward; optimizer */
+    int zero_stage;                   /* layout.zero_stage (strategy_details.zero_stage) */
+    int probe_cross_host;             /* comm.model.probe_cross_host */
+    int intra_probed;                 /* comm.model.links.intra given */
+    struct sb_link intra;             /* comm.model.links.intra */
+    struct sb_layer_summary layers[SB_PREDICT_LAYERS_MAX]; /* model.layers */
+    int n_layers;                     /* 0: absent (predict builds the model) */
 };
 
 /* One predicted point. */
@@ -87,5 +106,38 @@ void sb_predict_print_table(const struct run *r, const struct opts *o, const str
 /* The JSON document of the prediction (reports/README.md), or NULL when out
  * of memory; free with cJSON_Delete. */
 cJSON *sb_predict_to_json(const struct run *r, const struct opts *o, const struct row *rows, int n);
+
+/* The layer table of the report's model built from its configuration
+ * (config.workload, config.hidden) on the cpu backend, for a report
+ * without model.layers (before schema 1.12), into r->layers. Errors:
+ * SB_ERR_INPUT for an unknown workload, those of building the model. */
+sb_status sb_predict_build_layers(struct run *r);
+
+/* obj.keys[0].keys[1]... (n keys) as a number, or NAN (predict.c). */
+double sb_predict_num_path(const cJSON *o, const char *const *keys, int n);
+
+/* The slowest rank's median of `phase` (phases_by_rank_ms.<phase>.max),
+ * else rank 0's median (phases_ms.<phase>.median), or NAN (predict.c). */
+double sb_predict_phase_ms(const cJSON *doc, const char *phase);
+
+/* --layouts' usage lines (predict_layouts.c). */
+void sb_predict_layouts_usage(FILE *out);
+
+/* The flags of --layouts go together: --hosts and --ranks-per-host with it,
+ * the intra-host link, --global-batch and --top only with it, and neither
+ * --replicas (counts_given) nor --calibrate. SB_ERR_USAGE naming the flag. */
+sb_status sb_predict_layouts_check_flags(const struct opts *o, int counts_given);
+
+/* What --layouts reads from a report besides what load_run reads: the
+ * phases apart, the measured zero stage (layout.zero_stage, else
+ * strategy_details.zero_stage), the probe's link classes
+ * (comm.model.links.intra), model.layers (n_layers 0 when absent or
+ * corrupt: predict then builds the table from the configuration). */
+void sb_predict_load_layout_inputs(const cJSON *doc, struct run *r);
+
+/* `stratbench predict REPORT --layouts ...` after the flags and the report
+ * are read (predict_layouts.c): every layout that fits, ranked, printed or
+ * written. Returns the exit status. */
+int sb_predict_layouts_main(const struct opts *o, struct run *r);
 
 #endif

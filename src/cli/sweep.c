@@ -169,6 +169,7 @@ struct progress {
 /* A child's command line and the strings it points into. */
 struct child_args {
     char n[16], b[16], e[16], m[24];
+    struct sweep_layout_flags layout;
     char *argv[64 + 256];
 };
 
@@ -191,6 +192,11 @@ static void point_argv(const struct sweep_opts *o, const char *self,
     argv[a++] = "--epochs", argv[a++] = ca->e, argv[a++] = "--report", argv[a++] = (char *)path;
     if (o->max_steps) argv[a++] = "--max-steps", argv[a++] = ca->m;
     if (o->data) argv[a++] = "--data", argv[a++] = (char *)o->data;
+    struct sweep_layout_flags *lf = &ca->layout;
+    if (pt->layout >= 0) { /* the layout's own flags (sweep_layouts.c) after the sweep's */
+        sb_sweep_layout_flags(&o->layouts[pt->layout], lf);
+        for (int i = 0; i < lf->n; i++) argv[a++] = lf->words[i];
+    }
     const struct sb_strategy_ops *ops = sb_strategy_find(pt->strategy);
     for (int i = 0; i < o->n_extra && i < 256; i++) {
         int value_follows;
@@ -215,8 +221,21 @@ static void run_name(const struct sweep_opts *o, const struct sb_sweep_point *pt
                      char *name, size_t size)
 {
     const struct sweep_method *m = method_of(o, pt);
+    if (pt->layout >= 0) {
+        char layout[96];
+        sb_layout_name(&o->layouts[pt->layout], layout, sizeof layout);
+        snprintf(name, size, "%s-%s%s%s-%s-r%d", pt->strategy, layout, m ? "-" : "",
+                 m ? m->name : "", sb_sweep_scaling_name[pt->scaling], r);
+        return;
+    }
     snprintf(name, size, "%s%s%s-n%d-%s-r%d", pt->strategy, m ? "-" : "", m ? m->name : "",
              pt->replicas, sb_sweep_scaling_name[pt->scaling], r);
+}
+
+/* The point's "layout" (sweep_layouts.c; null for the other points). */
+static void add_layout(const struct sweep_opts *o, const struct sb_sweep_point *pt, int *fail)
+{
+    sb_sweep_layout_json(pt->layout >= 0 ? &o->layouts[pt->layout] : NULL, pt->json, fail);
 }
 
 /* Records one finished child (exit `code`, report `path`, log `log_path`)
@@ -341,6 +360,7 @@ static sb_status run_point(const struct sweep_opts *o, const char *self, struct 
     }
     sb_status st = sb_sweep_point_summarize(pt, runs, first_report);
     if (!st) add_method(o, pt, first_report, &fail);
+    if (!st) add_layout(o, pt, &fail);
     cJSON_Delete(first_report);
     if (!st && fail)
         st = sb_error(SB_ERR_NOMEM, "sweep: out of memory recording the method of %s n=%d",
@@ -368,6 +388,12 @@ static void add_matrix(cJSON *doc, const struct sweep_opts *o, int *fail)
     for (int i = 0; i < o->n_compressions; i++)
         sb_json_append(a, cJSON_CreateString(o->compressions[i]), fail);
     sb_json_add_item(m, "local_sgd", cJSON_CreateIntArray(o->local_sgd, o->n_local_sgd), fail);
+    a = sb_json_add_arr(m, "layouts", fail);
+    for (int i = 0; i < o->n_layouts; i++) {
+        char name[96];
+        sb_layout_name(&o->layouts[i], name, sizeof name);
+        sb_json_append(a, cJSON_CreateString(name), fail);
+    }
     a = sb_json_add_arr(m, "extra_args", fail);
     for (int i = 0; i < o->n_extra; i++)
         sb_json_append(a, cJSON_CreateString(o->extra[i]), fail);
@@ -490,6 +516,30 @@ static void add_points(const struct sweep_opts *o, const char *self, struct sb_s
     }
 }
 
+/* Adds layout k's point of scaling s (its strategy and flags by
+ * sb_sweep_layout_flags, replicas = dp), for every method its strategy
+ * takes; a layout train refuses (a strategy that does not exist yet, a
+ * layout it cannot run) is skipped with train's reason. */
+static void add_layout_point(const struct sweep_opts *o, const char *self, int k, int s,
+                             struct sb_sweep_point *pts, int *n_pts, struct progress *pg,
+                             char *first_bad)
+{
+    const struct sb_layout *l = &o->layouts[k];
+    struct sweep_layout_flags f;
+    sb_sweep_layout_flags(l, &f);
+    struct sb_sweep_point pt = {.strategy = f.strategy, .replicas = l->dp, .scaling = s,
+                                .method = -1, .layout = k,
+                                .batch = s == 0 ? o->global_batch / l->dp : o->batch};
+    if (!train_takes(o, self, &pt)) {
+        char name[96];
+        sb_layout_name(l, name, sizeof name);
+        printf("# skipped layout %s: %s\n", name, sb_error_message());
+        if (!first_bad[0]) snprintf(first_bad, 256, "%s", sb_error_message());
+        return;
+    }
+    add_points(o, self, pt, pts, n_pts, pg, first_bad);
+}
+
 /* The matrix's points: per scaling, single n=1 first (the baseline) unless
  * the matrix runs it, then strategies x replicas x methods. Errors:
  * SB_ERR_USAGE (train's reason) when train refuses every point. */
@@ -501,21 +551,25 @@ static sb_status plan_points(const struct sweep_opts *o, const char *self,
     for (int s = 0; s < 2; s++) {
         if (!o->scaling[s]) continue;
         int has_single = 0;
-        for (int i = 0; i < o->n_strategies; i++)
+        for (int i = 0; i < o->n_strategies && !o->n_layouts; i++)
             for (int j = 0; j < o->n_replicas; j++)
                 has_single |= !strcmp(o->strategies[i], "single") && o->replicas[j] == 1;
         if (!has_single)
             add_points(o, self, (struct sb_sweep_point){.strategy = "single", .replicas = 1,
                                                         .scaling = s, .method = -1, .implicit = 1,
+                                                        .layout = -1,
                                                         .batch = s == 0 ? o->global_batch : o->batch},
                        pts, n_pts, pg, first_bad);
-        for (int i = 0; i < o->n_strategies; i++)
+        for (int k = 0; k < o->n_layouts; k++)
+            add_layout_point(o, self, k, s, pts, n_pts, pg, first_bad);
+        for (int i = 0; i < o->n_strategies && !o->n_layouts; i++)
             for (int j = 0; j < o->n_replicas; j++) {
                 int n = o->replicas[j];
                 const struct sb_strategy_ops *ops = sb_strategy_find(o->strategies[i]);
                 if (ops && ops->max_replicas > 0 && n > ops->max_replicas) continue;
                 add_points(o, self, (struct sb_sweep_point){.strategy = o->strategies[i],
                                                             .replicas = n, .scaling = s,
+                                                            .layout = -1,
                                                             .batch = s == 0 ? o->global_batch / n
                                                                             : o->batch},
                            pts, n_pts, pg, first_bad);

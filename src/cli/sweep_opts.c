@@ -49,6 +49,11 @@ void sb_sweep_usage(FILE *out)
             "  --strategies LIST   all         strategies (single runs at n=1); all = every\n"
             "                      registered one: %s\n"
             "  --replicas LIST     1,2,4       replica counts\n"
+            "  --layouts LIST      none        instead of --strategies and --replicas: layouts\n"
+            "                      separated by ';', each dpN,tpN,ppN,mN,vN,zN, a schedule and a\n"
+            "                      rank order, e.g. \"dp4;dp4,z1;dp2,tp2\" (docs/layouts.md); one\n"
+            "                      point per layout, the page draws step time against memory\n"
+            "                      per rank\n"
             "  --grad-compression LIST  none   methods: none, fp16, bf16, powersgd, powersgd:R\n"
             "                      (rank R); strategies that take it run each\n"
             "  --local-sgd LIST    0           local SGD periods H (0 = every step); each H > 0\n"
@@ -243,8 +248,11 @@ static sb_status parse_flag(struct sweep_opts *o, int c, const char *arg)
 {
     long v = 0;
     switch (c) {
-    case 's': return parse_strategies(o, arg);
-    case 'n': return parse_int_list("replicas", arg, 1, 1024, o->replicas, &o->n_replicas);
+    case 's': o->strategies_given = 1; return parse_strategies(o, arg);
+    case 'n':
+        o->replicas_given = 1;
+        return parse_int_list("replicas", arg, 1, 1024, o->replicas, &o->n_replicas);
+    case 'L': return sb_sweep_layouts_parse(arg, o->layouts, SB_SWEEP_MAX_LIST, &o->n_layouts);
     case 'S': return parse_scaling(o, arg);
     case 'c': return parse_compressions(o, arg);
     case 'l': return parse_int_list("local-sgd", arg, 0, 1000000, o->local_sgd, &o->n_local_sgd);
@@ -275,7 +283,16 @@ static sb_status check_opts(struct sweep_opts *o)
     SB_TRY(check_extra(o));
     if (o->resume && !o->out_given)
         return sb_error(SB_ERR_USAGE, "--resume: name the interrupted sweep's folder with --out DIR");
+    if (o->n_layouts && (o->strategies_given || o->replicas_given))
+        return sb_error(SB_ERR_USAGE, "--layouts: not with %s (each layout names its strategy "
+                        "and ranks)", o->strategies_given ? "--strategies" : "--replicas");
     if (o->scaling[0])
+        for (int i = 0; i < o->n_layouts; i++)
+            if (o->global_batch % o->layouts[i].dp)
+                return sb_error(SB_ERR_USAGE, "--global-batch: %d is not divisible by dp %d of "
+                                "--layouts (strong scaling splits it evenly)", o->global_batch,
+                                o->layouts[i].dp);
+    if (o->scaling[0] && !o->n_layouts)
         for (int i = 0; i < o->n_replicas; i++)
             if (o->global_batch % o->replicas[i])
                 return sb_error(SB_ERR_USAGE, "--global-batch: %d is not divisible by %d replicas "
@@ -302,7 +319,7 @@ sb_status sb_sweep_opts_parse(struct sweep_opts *o, int argc, char **argv)
         {"epochs", 1, NULL, 'e'}, {"max-steps", 1, NULL, 'm'}, {"data", 1, NULL, 'd'},
         {"out", 1, NULL, 'o'}, {"resume", 0, NULL, 'R'}, {"help", 0, NULL, 'h'},
         {"grad-compression", 1, NULL, 'c'}, {"local-sgd", 1, NULL, 'l'},
-        {"rerun-noisy", 1, NULL, 'N'}, {NULL, 0, NULL, 0}};
+        {"rerun-noisy", 1, NULL, 'N'}, {"layouts", 1, NULL, 'L'}, {NULL, 0, NULL, 0}};
     SB_TRY(set_defaults(o));
     optind = 1;
     opterr = 0;
@@ -311,7 +328,7 @@ sb_status sb_sweep_opts_parse(struct sweep_opts *o, int argc, char **argv)
             o->help = 1;
             return SB_OK;
         }
-        if (!strchr("snScelGbrmdoRN", c) || c == 0)
+        if (!strchr("snScelGbrmdoRNL", c) || c == 0)
             return sb_cli_bad_flag("sweep", argv[optind - 1], longs);
         SB_TRY(parse_flag(o, c, optarg));
     }

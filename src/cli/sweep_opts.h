@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "cli/sweep_layouts.h"
 #include "core/status.h"
 
 #define SB_SWEEP_MAX_LIST 16
@@ -34,6 +35,9 @@ struct sweep_opts {
     int n_methods;
     int replicas[SB_SWEEP_MAX_LIST];
     int n_replicas;
+    struct sb_layout layouts[SB_SWEEP_MAX_LIST]; /* --layouts: replaces strategies x replicas */
+    int n_layouts;
+    int strategies_given, replicas_given;
     int scaling[2]; /* [0] strong, [1] weak requested */
     int repeats, epochs, batch, global_batch;
     int rerun_noisy; /* --rerun-noisy K: reruns of a repeat whose report is noisy */

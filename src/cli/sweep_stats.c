@@ -127,6 +127,13 @@ void sb_sweep_values_from(const cJSON *rep, struct sb_sweep_values *rv)
     rv->epoch_s = n_epochs > 0 ? train_s / n_epochs : NAN;
     rv->tta_s = num_at(rep, "time_to_accuracy_s", NULL);
     rv->accuracy = num_at(rep, "final_test_accuracy", NULL);
+    const cJSON *by_rank = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(rep, "memory"), "by_rank"), *e;
+    rv->memory_per_rank_bytes = NAN;
+    cJSON_ArrayForEach(e, by_rank) {
+        double t = num_at(e, "total_bytes", NULL);
+        if (isfinite(t) && !(t <= rv->memory_per_rank_bytes)) rv->memory_per_rank_bytes = t;
+    }
     const cJSON *ph = cJSON_GetObjectItemCaseSensitive(rep, "phases_ms");
     for (size_t i = 0; i < SB_SWEEP_N_PHASES; i++)
         rv->phase_ms[i] =
@@ -190,6 +197,11 @@ sb_status sb_sweep_point_summarize(struct sb_sweep_point *pt, cJSON *runs,
     for (int i = 0; i < n; i++) v[i] = pt->ok[i].accuracy;
     SB_TRY(sb_median(v, (size_t)n, &med));
     sb_json_add_num(p, "final_test_accuracy", med, &fail);
+    int have = 0;
+    for (int i = 0; i < n; i++)
+        if (isfinite(pt->ok[i].memory_per_rank_bytes)) v[have++] = pt->ok[i].memory_per_rank_bytes;
+    SB_TRY(sb_median(v, (size_t)have, &med));
+    sb_json_add_num(p, "memory_per_rank_bytes", have == n && n > 0 ? med : NAN, &fail);
     cJSON *ph = sb_json_add_obj(p, "phases_ms", &fail);
     for (size_t k = 0; k < SB_SWEEP_N_PHASES; k++) {
         for (int i = 0; i < n; i++) v[i] = pt->ok[i].phase_ms[k];

@@ -32,6 +32,7 @@ struct sb_sweep_values {
     double tta_s;         /* time_to_accuracy_s; NaN if not reached */
     double accuracy;      /* final_test_accuracy */
     double phase_ms[SB_SWEEP_N_PHASES]; /* phases_ms.<phase>.mean */
+    double memory_per_rank_bytes; /* the largest memory.by_rank[].total_bytes; NaN: none */
 };
 
 /* One point of the matrix and its successful repeats' values. */
@@ -41,6 +42,7 @@ struct sb_sweep_point {
     int method;                   /* sweep.c's index of its gradient method; -1 plain */
     int implicit;                 /* the baseline the sweep adds (single n=1 not in the
                                    * matrix): run without the other strategies' flags */
+    int layout;                   /* sweep.c's index of its layout (--layouts); -1 none */
     struct sb_sweep_values *ok;   /* successful repeats (room for every repeat) */
     int n_ok;
     double *t;   /* per-repeat T for speedup: epoch_s (strong), wall_step_ms (weak) */

@@ -17,6 +17,11 @@ static int floor_lg(int p)
     return r;
 }
 
+const struct sb_link *sb_link_crossed(const struct sb_link_classes *l, int crosses_hosts)
+{
+    return crosses_hosts ? &l->inter : &l->intra;
+}
+
 double sb_cost_message_s(const struct sb_link *l, double bytes)
 {
     return l->alpha_s + bytes / l->bandwidth_Bps;

@@ -35,6 +35,20 @@ struct sb_link {
     double gamma_s_per_byte; /* reduction arithmetic γ, s per byte (0 = ignore) */
 };
 
+/* The two link classes of a job on hosts of several ranks each: the link
+ * between two ranks of one host (shared memory, NVLink) and the link
+ * between ranks of two hosts (the network). A job on one host has only
+ * intra; a job of one rank per host only inter; the probe measures both
+ * where it can (src/job/probe.c) and predict takes either per flag. */
+struct sb_link_classes {
+    struct sb_link intra; /* within a host */
+    struct sb_link inter; /* across hosts */
+};
+
+/* The link a communicator's messages cross: &l->inter when its members
+ * span hosts (crosses_hosts != 0), else &l->intra. */
+const struct sb_link *sb_link_crossed(const struct sb_link_classes *l, int crosses_hosts);
+
 /* One message of `bytes`: α + bytes / B (Hockney). */
 double sb_cost_message_s(const struct sb_link *l, double bytes);
 

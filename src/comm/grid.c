@@ -31,6 +31,24 @@ struct sb_grid_coords sb_grid_coords_of(int dp, int tp, int pp, enum sb_rank_ord
     return c;
 }
 
+int sb_grid_axis_crosses_hosts(int dp, int tp, int pp, enum sb_rank_order order,
+                               enum sb_comm_role axis, int ranks_per_host)
+{
+    if (dp < 1 || tp < 1 || pp < 1 || ranks_per_host < 1) return -1;
+    if (axis != SB_COMM_ROLE_DP && axis != SB_COMM_ROLE_TP && axis != SB_COMM_ROLE_PP)
+        return -1;
+    for (int rank = 0; rank < dp * tp * pp; rank++) {
+        /* every rank against the member of its group at coordinate 0 */
+        struct sb_grid_coords c = sb_grid_coords_of(dp, tp, pp, order, rank);
+        if (axis == SB_COMM_ROLE_DP) c.dp_rank = 0;
+        else if (axis == SB_COMM_ROLE_TP) c.tp_rank = 0;
+        else c.pp_rank = 0;
+        if (sb_grid_rank_of(dp, tp, pp, order, c) / ranks_per_host != rank / ranks_per_host)
+            return 1;
+    }
+    return 0;
+}
+
 const char *sb_rank_order_name(enum sb_rank_order order)
 {
     static const char *const names[SB_RANK_ORDER_COUNT] = {"tp-dp-pp", "tp-pp-dp"};

@@ -63,6 +63,17 @@ int sb_grid_rank_of(int dp, int tp, int pp, enum sb_rank_order order,
 struct sb_grid_coords sb_grid_coords_of(int dp, int tp, int pp, enum sb_rank_order order,
                                         int rank);
 
+/* Whether the groups along `axis` (SB_COMM_ROLE_DP, _TP or _PP) of a dp x
+ * tp x pp grid in `order` span more than one host, the ranks placed on
+ * hosts in blocks of ranks_per_host consecutive world ranks (mpirun's
+ * --map-by ppr:R:node, stratbench's --ranks-per-host): 1 when any group
+ * has members on two hosts, 0 when every group stays inside one host (tp
+ * innermost: tp groups do when R % tp == 0), -1 for a bad axis or a size <
+ * 1. The α–β model prices such an axis's collectives on the cross-host
+ * link, the others on the intra-host link (docs/layouts.md). */
+int sb_grid_axis_crosses_hosts(int dp, int tp, int pp, enum sb_rank_order order,
+                               enum sb_comm_role axis, int ranks_per_host);
+
 /* Lays the members of `world` out as dp x tp x pp in `order` and makes
  * the three axis communicators by sb_comm_split (so any communicator with
  * split works: mpi, local, nccl, staged). Collective over world: every

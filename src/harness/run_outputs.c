@@ -4,6 +4,7 @@
  * see loop.h. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "core/atomic_file.h"
@@ -55,6 +56,20 @@ static void predict_comm(const struct sb_strategy_ops *ops, struct sb_run_record
     rec->has_comm_model = ops->comm_model(&q, &rec->comm_model, 1) == 1;
 }
 
+/* The run's layout (the report's `layout`): dp = replicas, tp = pp = 1,
+ * one micro-batch, no schedule, and the zero stage its describe stated
+ * ("zero_stage"; 0 when none): every strategy on main is data-parallel. */
+static void fill_layout(struct sb_run_record *rec)
+{
+    rec->layout = (struct sb_report_layout){.dp = rec->cfg->replicas, .tp = 1, .pp = 1,
+                                            .microbatches = 1, .chunks = 1,
+                                            .rank_order = "tp-dp-pp"};
+    for (int i = 0; i < rec->details.n && i < SB_DETAILS_MAX; i++)
+        if (strcmp(rec->details.item[i].key, "zero_stage") == 0 &&
+            rec->details.item[i].count > 0)
+            rec->layout.zero_stage = (int)rec->details.item[i].values[0];
+}
+
 /* The trace track of `rank`: the strategy's name for it (its trace_label
  * op, e.g. central's servers), NULL ("rank N") otherwise. */
 static const char *trace_label(const struct sb_config *cfg, int rank)
@@ -96,8 +111,15 @@ static sb_status write_outputs(struct sb_loop *L)
     if (L->s->ops->describe) L->s->ops->describe(L->s, (long)L->t.n, &rec->details);
     sb_strategy_report_values(L->s->ops, cfg, &rec->details);
     predict_comm(L->s->ops, rec);
+    fill_layout(rec);
+    struct sb_layer_summary layers[SB_REPORT_LAYERS_MAX];
+    rec->n_layers = sb_strategy_layer_summaries(L->s, layers, SB_REPORT_LAYERS_MAX);
+    rec->layers = layers;
     rec->peak_rss_bytes = sb_peak_rss_bytes();
-    SB_TRY(sb_report_write(cfg->report_path, rec));
+    sb_status st = sb_report_write(cfg->report_path, rec);
+    rec->layers = NULL; /* the array ends here */
+    rec->n_layers = 0;
+    SB_TRY(st);
     L->wrote_report = 1;
     return SB_OK;
 }

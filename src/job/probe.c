@@ -61,7 +61,21 @@ static sb_status probe_pair(MPI_Comm comm, int me, int peer, char *buf, double *
     return SB_OK;
 }
 
-/* Probes every peer in turn (peer[r] = 1 for the ranks rank 0 probes). */
+/* Whether rank q is probed as a cross-host peer: the lowest rank of a
+ * host other than rank 0's, or rank 1 when every rank shares rank 0's
+ * host (all_local). */
+static int probed_peer(const char *hosts, int len, int q, int all_local)
+{
+    const char *hq = hosts + (size_t)q * len;
+    if (all_local) return q == 1;
+    if (strcmp(hq, hosts) == 0) return 0;
+    for (int r = 1; r < q; r++)
+        if (strcmp(hosts + (size_t)r * len, hq) == 0) return 0;
+    return 1;
+}
+
+/* Probes every peer in turn, then, on a job spanning hosts, the lowest
+ * other rank of rank 0's host (the within-host link). */
 static sb_status probe_all(MPI_Comm comm, int rank, int size, const char *hosts, int len,
                            struct sb_link_probe *out)
 {
@@ -69,18 +83,16 @@ static sb_status probe_all(MPI_Comm comm, int rank, int size, const char *hosts,
     if (!buf) return sb_error(SB_ERR_NOMEM, "link probe: out of memory");
     sb_status st = SB_OK;
     double t0 = sb_now_s();
-    double res[5] = {0.0, 1e300, 0.0, 0.0, 0.0}; /* alpha, bandwidth, peers, cross, s */
+    /* alpha, bandwidth, peers, cross, s, intra done, intra alpha, intra B */
+    double res[8] = {0.0, 1e300, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    int all_local = 1, local_peer = -1;
+    for (int r = 1; r < size; r++) {
+        int same = strcmp(hosts + (size_t)r * len, hosts) == 0;
+        if (!same) all_local = 0;
+        if (same && local_peer < 0) local_peer = r;
+    }
     for (int q = 1; q < size && !st; q++) {
-        const char *hq = hosts + (size_t)q * len;
-        /* q is probed if it is the lowest rank of a host other than rank 0's,
-         * or rank 1 when every rank shares rank 0's host. */
-        int first_on_host = strcmp(hq, hosts) != 0;
-        for (int r = 1; r < q && first_on_host; r++)
-            first_on_host = strcmp(hosts + (size_t)r * len, hq) != 0;
-        int all_local = 1;
-        for (int r = 1; r < size && all_local; r++)
-            all_local = strcmp(hosts + (size_t)r * len, hosts) == 0;
-        if (!first_on_host && !(all_local && q == 1)) continue;
+        if (!probed_peer(hosts, len, q, all_local)) continue;
         if (rank != 0 && rank != q) continue;
         double a = 0.0, b = 0.0;
         st = probe_pair(comm, rank == 0 ? 0 : q, q, buf, &a, &b);
@@ -89,11 +101,17 @@ static sb_status probe_all(MPI_Comm comm, int rank, int size, const char *hosts,
             if (b < res[1]) res[1] = b;
             res[2] += 1;
             res[3] = all_local ? 0 : 1;
+            if (all_local) res[5] = 1, res[6] = a, res[7] = b;
         }
+    }
+    if (!st && !all_local && local_peer > 0 && (rank == 0 || rank == local_peer)) {
+        double a = 0.0, b = 0.0;
+        st = probe_pair(comm, rank == 0 ? 0 : local_peer, local_peer, buf, &a, &b);
+        if (!st && rank == 0) res[5] = 1, res[6] = a, res[7] = b;
     }
     free(buf);
     res[4] = sb_now_s() - t0;
-    if (!st) st = SB_MPI_CHECK(MPI_Bcast(res, 5, MPI_DOUBLE, 0, comm));
+    if (!st) st = SB_MPI_CHECK(MPI_Bcast(res, 8, MPI_DOUBLE, 0, comm));
     if (st) return st;
     out->done = res[2] > 0;
     out->alpha_s = res[0];
@@ -101,6 +119,9 @@ static sb_status probe_all(MPI_Comm comm, int rank, int size, const char *hosts,
     out->peers = (int)res[2];
     out->cross_host = (int)res[3];
     out->seconds = res[4];
+    out->intra_done = res[5] > 0;
+    out->intra_alpha_s = res[6];
+    out->intra_bandwidth_Bps = res[7];
     return SB_OK;
 }
 

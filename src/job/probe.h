@@ -15,7 +15,14 @@
  * result is broadcast so every rank holds the same numbers. Cost: a few ms
  * on shared memory or an unshaped link, ~30 ms at 1 Gbit/s, ~0.3 s at
  * 100 Mbit/s. Probe traffic uses its own communicator and is not counted in
- * the report's comm counters. */
+ * the report's comm counters.
+ *
+ * Two link classes (docs/layouts.md): where the job spans hosts and rank
+ * 0's host holds other ranks too, rank 0 also probes the lowest of them, so
+ * that the within-host link is measured beside the cross-host one
+ * (intra_*); on one host the probed link is the within-host link; with one
+ * rank per host there is none. alpha_s and bandwidth_Bps stay the slowest
+ * probed cross-host link (on one host, the shared-memory one), as before. */
 #ifndef SB_PROBE_H
 #define SB_PROBE_H
 
@@ -32,6 +39,9 @@ struct sb_link_probe {
     int peers;             /* links probed (one per other host, or 1) */
     int cross_host;        /* 1 if the probed links cross hosts */
     double seconds;        /* wall time the probe took */
+    int intra_done;        /* 1: a link within one host was probed (on one host: the
+                            * link above; across hosts: rank 0 with a rank of its host) */
+    double intra_alpha_s, intra_bandwidth_Bps; /* that link's α and B */
 };
 
 /* Probes the links of the job (collective over it) into *out (every rank

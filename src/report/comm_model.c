@@ -5,6 +5,26 @@
 
 #include "report/json_util.h"
 
+/* comm.model.links (1.12): the two link classes the probe measured, each
+ * {alpha_s, bandwidth_Bps} or null (docs/layouts.md). */
+static void add_links(cJSON *model, const struct sb_link_probe *p, int *fail)
+{
+    cJSON *links = sb_json_add_obj(model, "links", fail), *c;
+    if (!links) return;
+    if (p->intra_done && (c = sb_json_add_obj(links, "intra", fail))) {
+        sb_json_add_num(c, "alpha_s", p->intra_alpha_s, fail);
+        sb_json_add_num(c, "bandwidth_Bps", p->intra_bandwidth_Bps, fail);
+    } else if (!p->intra_done && !cJSON_AddNullToObject(links, "intra")) {
+        *fail = 1;
+    }
+    if (p->cross_host && (c = sb_json_add_obj(links, "inter", fail))) {
+        sb_json_add_num(c, "alpha_s", p->alpha_s, fail);
+        sb_json_add_num(c, "bandwidth_Bps", p->bandwidth_Bps, fail);
+    } else if (!p->cross_host && !cJSON_AddNullToObject(links, "inter")) {
+        *fail = 1;
+    }
+}
+
 void sb_report_add_comm_model(cJSON *comm, const struct sb_run_record *rec, int *fail)
 {
     const struct sb_config *c = rec->cfg;
@@ -21,6 +41,7 @@ void sb_report_add_comm_model(cJSON *comm, const struct sb_run_record *rec, int 
     sb_json_add_num(o, "probe_peers", rec->link.peers, fail);
     if (!cJSON_AddBoolToObject(o, "probe_cross_host", rec->link.cross_host)) *fail = 1;
     sb_json_add_num(o, "probe_s", rec->link.seconds, fail);
+    add_links(o, &rec->link, fail);
     sb_json_add_str(o, "formula_name", m->formula_name, fail);
     sb_json_add_str(o, "formula", m->formula, fail);
     sb_json_add_num(o, "ranks", c->replicas, fail);

@@ -19,6 +19,7 @@
 #include "report/comm_model.h"
 #include "report/environment.h"
 #include "report/json_util.h"
+#include "report/layout_report.h"
 #include "report/memory_report.h"
 
 /* The add_* builders below, like sb_json_add_* (json_util.h), set *fail when
@@ -435,7 +436,9 @@ static sb_status build_report(const struct sb_run_record *rec, cJSON **out)
         sb_json_add_num(model, "n_params", (double)rec->n_params, &fail);
         sb_json_add_num(model, "param_bytes", (double)rec->n_params * sizeof(float),
                 &fail);
+        sb_report_add_layers(model, rec, &fail);
     }
+    sb_report_add_layout(root, rec, &fail);
     add_epochs(root, rec, &fail);
     sb_json_add_num(root, "final_test_accuracy", rec->final_test_accuracy, &fail);
     sb_json_add_num(root, "time_to_accuracy_s",

@@ -18,8 +18,10 @@
 #include "core/phase.h"
 #include "core/status.h"
 #include "job/probe.h" /* struct sb_link_probe */
+#include "workloads/workload.h" /* struct sb_layer_summary */
 
-#define SB_REPORT_SCHEMA_VERSION "1.11"
+#define SB_REPORT_SCHEMA_VERSION "1.12"
+#define SB_REPORT_LAYERS_MAX 256 /* layers model.layers lists (the rest left off) */
 
 /* Most warnings a report records (sb_run_record.warnings). */
 #define SB_REPORT_MAX_WARNINGS 4
@@ -85,6 +87,15 @@ struct sb_straggler {
     const char **hosts;         /* ranks entries: each rank's host (not owned strings) */
 };
 
+/* The run's layout (the report's `layout`): every data-parallel strategy
+ * is dp = replicas, tp = pp = 1, one micro-batch, no schedule; a strategy
+ * that splits the model fills its own (the harness, run_outputs.c). */
+struct sb_report_layout {
+    int dp, tp, pp, microbatches, chunks, zero_stage;
+    const char *schedule;   /* NULL: no pipeline (JSON null) */
+    const char *rank_order; /* "tp-dp-pp" (Megatron-LM's) or "tp-pp-dp" */
+};
+
 struct sb_run_record {
     const struct sb_config *cfg;
     int argc;
@@ -94,6 +105,11 @@ struct sb_run_record {
     char **hosts;              /* distinct host names of the job */
     int n_hosts;
     size_t n_params;
+    /* The whole model's layer table (model.layers; n_layers 0: null) and
+     * the run's layout (the report's `layout`, report/layout_report.c). */
+    const struct sb_layer_summary *layers;
+    int n_layers;
+    struct sb_report_layout layout;
     int global_batch;
     double effective_lr;
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "backend/cuda.h"
+#include "workloads/model_table.h"
 #include "strategies/shared/optimizer.h"
 #include "strategies/shared/replica.h"
 
@@ -26,6 +27,16 @@ sb_status sb_strategy_place(const struct sb_strategy_ops *ops, const struct sb_c
 size_t sb_strategy_n_params(const struct sb_strategy *s)
 {
     return s->ops->model_n_params ? s->ops->model_n_params(s) : s->replica->model->n_params;
+}
+
+int sb_strategy_layer_summaries(const struct sb_strategy *s, struct sb_layer_summary *out,
+                                int cap)
+{
+    const struct sb_model *m = s->replica ? s->replica->model : NULL;
+    if (!m || m->part.first_layer != 0 || m->part.n_layers != m->whole_layers ||
+        m->part.tp_size != 1)
+        return 0;
+    return sb_model_layer_summaries(m, out, cap);
 }
 
 size_t sb_strategy_local_n_params(const struct sb_strategy *s)

@@ -55,6 +55,7 @@ static int setup(void **state)
     c->hidden[0] = 256;
     c->hidden[1] = 128;
     c->n_hidden = 2;
+    c->vit = (struct sb_vit_config){.patch = 4, .width = 64, .depth = 6, .heads = 4, .mlp_ratio = 2};
     c->replicas = 4;
     c->epochs = 2;
     c->batch = 32;
@@ -215,7 +216,7 @@ static void test_keys_and_values(void **state)
 
     static const char *const order[] = {
         "schema_version", "strategy", "workload", "replicas", "world_size",
-        "config", "environment", "model", "epochs", "final_test_accuracy",
+        "config", "environment", "model", "layout", "epochs", "final_test_accuracy",
         "time_to_accuracy_s", "target_accuracy", "train_s",
         "steps_total", "steps_measured", "samples_trained", "samples_per_s",
         "noise_by_rank", "warnings", "diverged", "replicas_consistent", "replica_check", "stragglers", "step_ms",
@@ -232,6 +233,14 @@ static void test_keys_and_values(void **state)
     assert_string_equal(get(root, "schema_version")->valuestring,
                         SB_REPORT_SCHEMA_VERSION);
     assert_true(cJSON_IsNull(get(root, "diverged"))); /* the run learned */
+    /* an unfilled layout is data-parallel over the replicas; no layer table: null */
+    const cJSON *layout = get(root, "layout");
+    assert_int_equal(get(layout, "dp")->valueint, f->cfg.replicas);
+    assert_int_equal(get(layout, "tp")->valueint, 1);
+    assert_int_equal(get(layout, "pp")->valueint, 1);
+    assert_true(cJSON_IsNull(get(layout, "schedule")));
+    assert_string_equal(get(layout, "rank_order")->valuestring, "tp-dp-pp");
+    assert_true(cJSON_IsNull(get(get(root, "model"), "layers")));
     const cJSON *e = cJSON_GetArrayItem(get(get(root, "memory"), "by_rank"), 0);
     assert_non_null(e);
     assert_string_equal(get(e, "role")->valuestring, "replica");

@@ -1,0 +1,126 @@
+/* The layout model: a prediction of one training step of a dp x tp x pp
+ * layout (with micro-batches, a pipeline schedule, a zero stage and a rank
+ * order) from a measured run's compute, the model's layer table and the two
+ * link classes (within a host, across hosts). `stratbench predict --layouts`
+ * ranks every layout that fits by it; docs/layouts.md derives each term.
+ *
+ * Step time of a layout (every stage alike, the slowest stage's times):
+ *   step = data + m (t_f + t_b) + bubble + dp_exposed + optimizer
+ *   t_f  = forward of one micro-batch on the stage: the stage's share of the
+ *          measured forward, its tp-split layers' share divided by tp, plus
+ *          its tp collectives (the all-reduce of every row-parallel layer's
+ *          output: Megatron-LM's g; Shoeybi et al. 2019, section 3) and one
+ *          point-to-point message of its boundary activation per chunk
+ *          (α + bytes/B on the link pp crosses; Narayanan et al. SC 2021,
+ *          section 3.2)
+ *   t_b  = backward likewise (the all-reduce of every column-parallel
+ *          layer's input gradient: Megatron-LM's f; the boundary gradient)
+ *   bubble by the schedule's formula (schedule_formula.h: (p-1)(t_f+t_b),
+ *          /v interleaved, zb-h1 less its W fill)
+ *   dp_exposed: the existing ddp (zero stage 0) or zero (stages 1, 3) model
+ *          over dp ranks on the link dp crosses, for the stage's parameter
+ *          bytes, its overlap window one micro-batch's backward
+ *   optimizer: the measured optimizer time scaled by the parameters the
+ *          rank updates (its part; zero: its 1/dp shard of the part)
+ * Memory per rank: the ZeRO accounting of the stage's part (the strategy's
+ * model_state_formula: Rajbhandari et al., SC 2020) plus the live
+ * activation slots of the schedule (sb_pp_live_activations) times one
+ * slot's activation bytes (the measured run's activations scaled by the
+ * micro-batch's samples and the stage's share of the activation floats,
+ * tp-split outputs divided by tp).
+ * A dp-only layout of the measured replica count (tp = pp = m = 1) is
+ * exactly the ddp or zero row `stratbench predict` gives (the unit tests). */
+#ifndef SB_LAYOUT_MODEL_H
+#define SB_LAYOUT_MODEL_H
+
+#include "comm/cost_model.h"
+#include "comm/grid.h"
+#include "core/config.h"
+#include "core/status.h"
+#include "strategies/shared/schedule.h"
+#include "workloads/workload.h"
+
+struct sb_strategy_ops;
+
+/* A layout: data, as the report's `layout` object and predict name it. */
+struct sb_layout {
+    int dp, tp, pp;          /* replicas, tensor-parallel ranks, pipeline stages */
+    int microbatches;        /* m: micro-batches per step (1: none) */
+    enum sb_pp_kind schedule; /* the pipeline schedule (gpipe when pp = 1) */
+    int chunks;              /* v: model chunks per rank (interleaved), else 1 */
+    int zero_stage;          /* 0 (ddp's all-reduce) .. 3 */
+    enum sb_rank_order order;
+};
+
+/* What the model is given. */
+struct sb_layout_inputs {
+    const struct sb_layer_summary *layers;
+    int n_layers;
+    int global_batch;              /* samples per step, all replicas together */
+    double data_s_per_sample;      /* measured data + h2d, s per sample */
+    double forward_s_per_sample;   /* measured forward of the whole model, s per sample */
+    double backward_s_per_sample;  /* measured backward, s per sample */
+    double optimizer_s_per_param;  /* measured optimizer step, s per parameter updated */
+    double activation_bytes_per_sample; /* measured activation bytes of the whole model per
+                                         * sample (0: 8 bytes per activation float: the
+                                         * activation and its gradient, fp32) */
+    int ranks_per_host;            /* R: hosts hold R consecutive ranks */
+    struct sb_link_classes links;
+    enum sb_optimizer_kind optimizer;
+    int overlap;                   /* dp's gradient sync overlaps backward (1/0) */
+    const double *bucket_bytes;    /* the measured buckets (used when a stage is the
+                                    * whole model), or NULL */
+    int n_buckets;
+    /* The strategies whose cost model and ZeRO accounting the dp sync uses:
+     * [0] for zero stage 0 (ddp), [1] for stages 1-3 (zero); resolved by the
+     * caller (the command line knows the names). */
+    const struct sb_strategy_ops *dp_sync[2];
+};
+
+/* The prediction of one layout. Times in seconds per step, bytes per rank
+ * per step (communication: the bytes one rank passes to the collective or
+ * sends). */
+struct sb_layout_prediction {
+    double step_s;
+    double data_s, compute_s;   /* data + h2d; m (t_f + t_b) without communication */
+    double bubble_s, bubble_share; /* the schedule's idle; bubble / (ideal + bubble) */
+    double optimizer_s;
+    double tp_comm_s, pp_comm_s, dp_comm_s, dp_exposed_s; /* per axis */
+    double tp_bytes, pp_bytes, dp_bytes;
+    int tp_cross, pp_cross, dp_cross; /* the axis's groups span hosts (1/0) */
+    double model_state_bytes, activation_bytes, memory_bytes; /* the largest rank's */
+    int first_layer[64];        /* stage s holds layers [first_layer[s], first_layer[s+1]) */
+};
+
+#define SB_LAYOUT_MAX_STAGES 63
+
+/* Checks layout l against the model and the hosts: dp tp pp = hosts x R
+ * (world_size, given by the caller), tp dividing every split width, the
+ * stages' uniform cuts (sb_split_range's: the first n % (p v) virtual stages
+ * one layer more) not separating a column-parallel layer from its
+ * row-parallel partner when tp > 1, the schedule valid (sb_pp_validate),
+ * m dividing the batch of a replica, zero stages 2-3 refused with pp > 1
+ * (docs/layouts.md: they would reduce-scatter the gradients once per
+ * micro-batch). Errors: SB_ERR_USAGE with one line saying why. */
+sb_status sb_layout_check(const struct sb_layout *l, const struct sb_layout_inputs *in,
+                          int world_size);
+
+/* Predicts layout l (checked by sb_layout_check) into *out (formulas at the
+ * top of this file). Errors: those of sb_layout_check; SB_ERR_INPUT when a
+ * dp_sync strategy has no cost model. */
+sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_inputs *in,
+                            int world_size, struct sb_layout_prediction *out);
+
+/* The bytes of the tp collectives one micro-batch of b samples runs on a
+ * stage holding layers [first, end): 4 b (sum of tp_row x out_floats)
+ * forward and 4 b (sum of tp_column x in_floats) backward (Shoeybi et al.
+ * 2019: two all-reduces of b s h forward and two backward per transformer
+ * block, one each per column/row pair of the mlp). */
+void sb_layout_tp_bytes(const struct sb_layout_inputs *in, int first, int end, double b,
+                        double *forward_bytes, double *backward_bytes);
+
+/* "dp2-tp2-pp2-m4-1f1b-z1-tp-dp-pp" style name of a layout (interleaved adds
+ * "-v2"), into buf. */
+void sb_layout_name(const struct sb_layout *l, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,39 @@
+"""The two link classes across 2 hosts of the one-machine cluster (tests/cluster; root
+only, skipped otherwise): with 2 ranks per host the start-up probe measures the
+cross-host link and, beside it, the link between rank 0 and the other rank of its host;
+the report's comm.model.links holds both (inter = the top-level alpha_s and
+bandwidth_Bps, which keep their meaning), the shaped cross-host link is the slower, and
+`predict --layouts` takes both from the report and prices tp inside a host on the
+within-host link."""
+
+import json
+
+from conftest import run
+
+RATE_BPS = 100e6 / 8  # 100 Mbit/s
+
+
+def test_probe_measures_both_classes(cluster, stratbench, mnist_dir, tmp_path):
+    c = cluster(2)
+    c.shape("100mbit")
+    report = tmp_path / "r.json"
+    proc = c.stratbench(stratbench, "train", "--data", mnist_dir, "--device", "cpu",
+                        "--strategy", "ddp", "--replicas", 4, "--threads", 1, "--max-steps", 20,
+                        "--report", report)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(report.read_text())
+    assert len(set(doc["environment"]["hosts"])) == 2
+    model = doc["comm"]["model"]
+    links = model["links"]
+    assert model["probe_cross_host"] is True
+    assert links["inter"] == {"alpha_s": model["alpha_s"], "bandwidth_Bps": model["bandwidth_Bps"]}
+    # the shaped link: at most its rate (plus the token bucket's burst slack), far
+    # below the within-host link
+    assert links["inter"]["bandwidth_Bps"] < 1.2 * RATE_BPS
+    assert links["intra"]["bandwidth_Bps"] > 10 * links["inter"]["bandwidth_Bps"]
+    pred = run([stratbench, "predict", report, "--layouts", "--hosts", 2, "--ranks-per-host",
+                2, "--json"], check=True)
+    layouts = json.loads(pred.stdout)
+    assert layouts["links"]["intra"]["source"] == layouts["links"]["inter"]["source"] == "probe"
+    tp = [r for r in layouts["layouts"] if r["tp"] == 2]
+    assert tp and all(r["comm"]["tp"]["link"] == "intra" for r in tp)

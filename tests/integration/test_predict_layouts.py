@@ -1,0 +1,190 @@
+"""`stratbench predict REPORT --layouts --hosts H --ranks-per-host R`: on a constructed
+report (the wide mlp's layer table, known phases and links), the ranking is by predicted
+step time; a dp-only layout is ddp's (and zero's) predict row; each axis is priced on the
+link its groups cross; 1f1b's bubble share is (p-1)/(m+p-1); zero stages 2-3 never come
+with a pipeline; --device-memory leaves out what does not fit; the JSON follows
+reports/predict-layouts.schema.json; bad input exits 2 naming the flag."""
+
+import json
+import sys
+
+import pytest
+
+from conftest import REPO_ROOT, run
+
+# The wide mlp (784-1024-1024-10): fc1 column-parallel, fc2 row-parallel, fc3 whole.
+LAYERS = [
+    {"name": "fc1", "params": 803840, "split_params": 803840, "in_floats": 784,
+     "out_floats": 1024, "tp_column": True, "tp_row": False, "split_width": 1024,
+     "flops": 2 * 803840},
+    {"name": "fc2", "params": 1049600, "split_params": 1048576, "in_floats": 1024,
+     "out_floats": 1024, "tp_column": False, "tp_row": True, "split_width": 1024,
+     "flops": 2 * 1049600},
+    {"name": "fc3", "params": 10250, "split_params": 0, "in_floats": 1024, "out_floats": 10,
+     "tp_column": False, "tp_row": False, "split_width": 0, "flops": 2 * 10250},
+]
+PSI = sum(layer["params"] for layer in LAYERS)
+PHASES = {"data": 1.0, "h2d": 0.0, "forward": 10.0, "backward": 20.0, "optimizer": 2.0}
+ACT = 3.0e6  # activation bytes of a rank at batch 64
+
+
+def _report(strategy="ddp", zero_stage=0):
+    return {
+        "schema_version": "1.12", "strategy": strategy, "replicas": 2, "world_size": 2,
+        "config": {"batch": 64, "overlap": True, "workload": "mlp", "hidden": [1024, 1024],
+                   "optimizer": "sgd"},
+        "model": {"param_bytes": 4 * PSI, "layers": LAYERS},
+        "layout": {"dp": 2, "tp": 1, "pp": 1, "microbatches": 1, "schedule": None,
+                   "chunks": 1, "zero_stage": zero_stage, "rank_order": "tp-dp-pp"},
+        "phases_ms": {ph: {"median": v} for ph, v in PHASES.items()},
+        "memory": {"by_rank": [{"activation_bytes": ACT}]},
+        "step_ms": {"median": 40.0},
+        "comm": {"model": {"alpha_s": 1e-6, "bandwidth_Bps": 1e10, "probe_cross_host": False,
+                           "links": {"intra": {"alpha_s": 1e-6, "bandwidth_Bps": 1e10},
+                                     "inter": None}}},
+    }
+
+
+@pytest.fixture
+def report(tmp_path):
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(_report()))
+    return path
+
+
+SLOW = ["--bandwidth", "100mbit", "--latency", "50us"]
+
+
+def layouts(stratbench, report, *args, check=True):
+    proc = run([stratbench, "predict", str(report), "--layouts", "--json", *map(str, args)],
+               check=check)
+    return json.loads(proc.stdout) if check else proc
+
+
+def validate(doc):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((REPO_ROOT / "reports" / "predict-layouts.schema.json").read_text())
+    jsonschema.validate(doc, schema)
+
+
+def find(doc, **want):
+    rows = [r for r in doc["layouts"] if all(r[k] == v for k, v in want.items())]
+    assert len(rows) == 1, (want, len(rows))
+    return rows[0]
+
+
+def test_ranking_schema_and_axes(stratbench, report):
+    doc = layouts(stratbench, report, "--hosts", 2, "--ranks-per-host", 2, *SLOW)
+    validate(doc)
+    steps = [r["step_ms"] for r in doc["layouts"]]
+    assert steps == sorted(steps) and len(steps) > 20
+    assert [r["rank"] for r in doc["layouts"]] == list(range(1, len(steps) + 1))
+    assert doc["links"]["intra"]["source"] == "probe"
+    assert doc["links"]["inter"] == {"alpha_s": 50e-6, "bandwidth_Bps": 12.5e6,
+                                     "source": "given"}
+    for r in doc["layouts"]:
+        # zero stages 2-3 are refused with a pipeline (docs/layouts.md)
+        assert not (r["pp"] > 1 and r["zero_stage"] >= 2), r["name"]
+        assert r["dp"] * r["tp"] * r["pp"] == 4
+        if r["pp"] > 1 and r["schedule"] in ("gpipe", "1f1b"):
+            p, m = r["pp"], r["microbatches"]
+            assert r["bubble_share"] == pytest.approx((p - 1) / (m + p - 1), rel=1e-9)
+    # tp innermost: tp 2 stays inside a host of 2 ranks; dp then crosses hosts
+    row = find(doc, dp=2, tp=2, pp=1, zero_stage=0)
+    assert row["comm"]["tp"]["link"] == "intra" and row["comm"]["dp"]["link"] == "inter"
+    # tp's bytes per step: 4b x fc2's output forward + 4b x fc1's input backward
+    b = 128 / 2
+    assert row["comm"]["tp"]["bytes_per_rank"] == 4 * b * (1024 + 784)
+    # the two rank orders of dp 2 x pp 2: tp-dp-pp keeps dp inside a host, tp-pp-dp pp
+    a = find(doc, dp=2, tp=1, pp=2, microbatches=4, schedule="1f1b", zero_stage=0,
+             rank_order="tp-dp-pp")
+    c = find(doc, dp=2, tp=1, pp=2, microbatches=4, schedule="1f1b", zero_stage=0,
+             rank_order="tp-pp-dp")
+    assert (a["comm"]["dp"]["link"], a["comm"]["pp"]["link"]) == ("intra", "inter")
+    assert (c["comm"]["dp"]["link"], c["comm"]["pp"]["link"]) == ("inter", "intra")
+    # at 100 Mbit/s across hosts, the 7 MB gradient crossing hosts costs more than the
+    # pipeline's activations: the best layout keeps dp inside the host
+    best = doc["layouts"][0]
+    assert best["dp"] == 1 or best["comm"]["dp"]["link"] == "intra", best["name"]
+
+
+@pytest.mark.parametrize("zero", [0, 1, 3])
+def test_dp_only_is_predicts_row(stratbench, report, zero):
+    """dp 4 with the measured batch per replica is the ddp (zero) row of plain predict."""
+    doc = layouts(stratbench, report, "--hosts", 4, "--ranks-per-host", 1, "--global-batch",
+                  256, *SLOW)
+    row = find(doc, dp=4, tp=1, pp=1, zero_stage=zero)
+    plain = json.loads(run([stratbench, "predict", str(report), "--replicas", "4", "--json",
+                            *SLOW]).stdout)
+    strategy, algorithm = ("ddp", None) if zero == 0 else ("zero", f"stage-{zero}")
+    rows = [r for r in plain["rows"] if r["strategy"] == strategy and r["method"] == "none"
+            and (algorithm is None or r["algorithm"] == algorithm)]
+    # ddp's first row is --allreduce auto's; the optimizer runs on a 1/4 shard with zero
+    want = rows[0]["step_ms"] - (0 if zero == 0 else PHASES["optimizer"] * 3 / 4)
+    assert row["step_ms"] == pytest.approx(want, rel=1e-9)
+    assert row["memory"]["memory_bytes"] == pytest.approx(rows[0]["memory_bytes"], rel=1e-9)
+    assert row["comm"]["dp"]["link"] == "inter"
+
+
+def test_device_memory_leaves_out_what_does_not_fit(stratbench, report, tmp_path):
+    args = ["--hosts", 1, "--ranks-per-host", 4]
+    everything = layouts(stratbench, report, *args)
+    mems = sorted(r["memory"]["memory_bytes"] for r in everything["layouts"])
+    limit = mems[len(mems) // 2]
+    out = tmp_path / "layouts.json"
+    doc = layouts(stratbench, report, *args, "--device-memory", f"{limit:.0f}B", "--out", out)
+    validate(doc)
+    assert json.loads(out.read_text()) == doc
+    assert doc["device_memory_bytes"] == pytest.approx(float(f"{limit:.0f}"))
+    assert all(r["fits"] and r["memory"]["memory_bytes"] <= limit for r in doc["layouts"])
+    assert doc["left_out_memory"] == sum(m > float(f"{limit:.0f}") for m in mems) > 0
+    assert len(doc["layouts"]) + doc["left_out_memory"] == len(everything["layouts"])
+    assert all(r["fits"] is None for r in everything["layouts"])
+
+
+def test_table(stratbench, report):
+    proc = run([stratbench, "predict", str(report), "--layouts", "--hosts", "2",
+                "--ranks-per-host", "2", "--top", "5", *SLOW])
+    lines = [line for line in proc.stdout.splitlines() if not line.startswith("#")]
+    assert len(lines) == 5
+    assert lines[0].split()[0] == "1"
+    assert "cross-host link: latency 50.00 us" in proc.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--layouts", "--ranks-per-host", "2"], "--hosts"),
+    (["--layouts", "--hosts", "2"], "--ranks-per-host"),
+    (["--layouts", "--hosts", "0", "--ranks-per-host", "2"], "--hosts"),
+    (["--hosts", "2", "--ranks-per-host", "2"], "--hosts: only with --layouts"),
+    (["--intra-bandwidth", "10gbit"], "--intra-bandwidth: only with --layouts"),
+    (["--layouts", "--hosts", "2", "--ranks-per-host", "2", "--replicas", "8"], "--replicas"),
+    (["--layouts", "--hosts", "2", "--ranks-per-host", "2", "--intra-latency", "x"],
+     "--intra-latency"),
+    (["--layouts", "--hosts", "2", "--ranks-per-host", "2", "--top", "-1"], "--top"),
+    (["--layouts", "--hosts", "2", "--ranks-per-host", "2", "--global-batch", "0"],
+     "--global-batch"),
+])
+def test_bad_flags(stratbench, report, args, message):
+    proc = run([stratbench, "predict", str(report), *args], check=False)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    err = proc.stderr.strip().splitlines()
+    assert len(err) == 1 and message in err[0], proc.stderr
+
+
+def test_a_missing_link_is_named(stratbench, report):
+    """The report probed one host: across hosts the link must be given."""
+    proc = run([stratbench, "predict", str(report), "--layouts", "--hosts", "2",
+                "--ranks-per-host", "2"], check=False)
+    assert proc.returncode == 2 and "--bandwidth" in proc.stderr
+
+
+def test_plot_draws_step_against_memory(stratbench, report, tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "layouts.json"
+    layouts(stratbench, report, "--hosts", 2, "--ranks-per-host", 2, "--out", out, *SLOW)
+    charts = tmp_path / "charts"
+    p = run([sys.executable, REPO_ROOT / "reports" / "plot.py", out, "--out", charts])
+    assert p.returncode == 0, p.stderr
+    svg = (charts / "predicted-layouts.svg").read_text()
+    assert "1: " + json.loads(out.read_text())["layouts"][0]["name"] in svg

@@ -1,0 +1,286 @@
+/* Unit tests for the layout model (strategies/shared/layout_model.c) and
+ * the axis-to-link rule (sb_grid_axis_crosses_hosts), each against an
+ * answer worked by hand or against the model it must reduce to:
+ * - a dp-only layout is ddp's (zero's) predict row: compute + exposed
+ *   communication, to rounding, and its memory the ZeRO accounting;
+ * - a pp-only layout's bubble is the schedule's formula (p-1)(t_f + t_b)
+ *   and its share (p-1)/(m+p-1), on free links;
+ * - tp's bytes per micro-batch are 4b(out of the row-parallel layers)
+ *   forward and 4b(in of the column-parallel ones) backward, priced as ring
+ *   all-reduces on the link tp crosses;
+ * - zero stages 2-3 with a pipeline are refused. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "comm/grid.h"
+#include "strategies/strategy.h"
+#include "workloads/model_table.h"
+
+#define REL 1e-12
+
+/* mlp 784-512-256-10: fc1 column-parallel, fc2 row-parallel, fc3 whole
+ * (widths that differ, so that a formula reading in for out fails). */
+#define H1 512
+#define H2 256
+static struct sb_layer_summary mlp[3];
+/* four equal layers, nothing split (for the pipeline's hand answers) */
+static struct sb_layer_summary four[4];
+
+static void setup_layers(void)
+{
+    mlp[0] = (struct sb_layer_summary){"fc1", 784 * H1 + H1, 784 * H1 + H1, 784, H1, 1, 0,
+                                      H1, 784 * H1};
+    mlp[1] = (struct sb_layer_summary){"fc2", H1 * H2 + H2, H1 * H2, H1, H2, 0, 1, H1,
+                                      H1 * H2};
+    mlp[2] = (struct sb_layer_summary){"fc3", H2 * 10 + 10, 0, H2, 10, 0, 0, 0, H2 * 10};
+    for (int i = 0; i < 4; i++)
+        four[i] = (struct sb_layer_summary){"L", 1000, 0, 100, 100, 0, 0, 0, 1000};
+}
+
+static struct sb_layout_inputs inputs(const struct sb_layer_summary *layers, int n, int batch)
+{
+    struct sb_layout_inputs in = {
+        .layers = layers, .n_layers = n, .global_batch = batch,
+        .data_s_per_sample = 1e-5, .forward_s_per_sample = 2e-4, .backward_s_per_sample = 4e-4,
+        .optimizer_s_per_param = 1e-9, .activation_bytes_per_sample = 0, .ranks_per_host = 2,
+        .links = {{1e-5, 1e10, 0}, {1e-4, 1.25e8, 0}}, .optimizer = SB_OPTIMIZER_SGD,
+        .overlap = 1};
+    in.dp_sync[0] = sb_strategy_find("ddp");
+    in.dp_sync[1] = sb_strategy_find("zero");
+    return in;
+}
+
+static double params_of(const struct sb_layer_summary *l, int n)
+{
+    double p = 0;
+    for (int i = 0; i < n; i++) p += l[i].params;
+    return p;
+}
+
+static struct sb_layout dp_only(int dp, int zero)
+{
+    return (struct sb_layout){dp, 1, 1, 1, SB_PP_GPIPE, 1, zero, SB_RANK_ORDER_TP_DP_PP};
+}
+
+/* dp-only, zero stage 0 and 1..3: the strategy's own row, on the link dp
+ * crosses (4 ranks, 2 per host: across hosts). */
+static void test_dp_only_is_the_strategy_row(void **state)
+{
+    (void)state;
+    setup_layers();
+    struct sb_layout_inputs in = inputs(mlp, 3, 256);
+    double psi = params_of(mlp, 3);
+    for (int zero = 0; zero <= 3; zero++) {
+        struct sb_layout l = dp_only(4, zero);
+        struct sb_layout_prediction p;
+        assert_int_equal(sb_layout_predict(&l, &in, 4, &p), SB_OK);
+        const struct sb_strategy_ops *ops = in.dp_sync[zero > 0];
+        struct sb_comm_model_query q = {.link = in.links.inter, .replicas = 4, .bytes = 4 * psi,
+                                        .backward_s = 64 * 4e-4, .overlap = 1, .layers = 3};
+        struct sb_comm_model_row rows[8];
+        int n = ops->comm_model(&q, rows, 8);
+        int k = zero > 0 ? zero - 1 : 0;
+        assert_true(n > k);
+        double exposed = isnan(rows[k].exposed_s) ? rows[k].comm_s : rows[k].exposed_s;
+        double opt = 1e-9 * (zero > 0 ? psi / 4 : psi);
+        double step = 64 * (1e-5 + 2e-4 + 4e-4) + exposed + opt;
+        assert_true(fabs(p.step_s - step) <= REL * step);
+        assert_true(p.dp_cross);
+        assert_float_equal(p.bubble_s, 0.0, 0.0);
+        assert_float_equal(p.dp_bytes, 4 * psi, 0.0);
+        /* memory: the ZeRO accounting of the whole model + 8 bytes per
+         * activation float (784 in + 512 + 256 + 10 out) per sample */
+        struct sb_config cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.replicas = 4;
+        sb_strategy_options_defaults(ops, &cfg);
+        for (const struct sb_strategy_option *o = ops->options; o && o->flag; o++)
+            if (strstr(o->flag, "-stage")) memcpy(cfg.strategy_opts + o->offset, &zero, sizeof zero);
+        double state_bytes = sb_strategy_model_state_bytes(ops, &cfg, psi);
+        /* SGD: 4Ψ parameters + 4Ψ gradients + 4Ψ momentum, sharded by stage */
+        double by_hand[4] = {12 * psi, 8 * psi + 4 * psi / 4, 4 * psi + 8 * psi / 4,
+                             12 * psi / 4};
+        assert_true(fabs(state_bytes - by_hand[zero]) <= 1e-6 * by_hand[zero]);
+        double act = 8.0 * (784 + H1 + H2 + 10) * 64;
+        assert_true(fabs(p.memory_bytes - (state_bytes + act)) <= REL * p.memory_bytes);
+    }
+}
+
+/* pp-only on free links: the bubble is (p-1)(t_f + t_b), its share
+ * (p-1)/(m+p-1); 1f1b's first stage holds min(p, m) slots, gpipe m. */
+static void test_pp_only_bubble(void **state)
+{
+    (void)state;
+    setup_layers();
+    struct sb_layout_inputs in = inputs(four, 4, 64);
+    in.links.intra = in.links.inter = (struct sb_link){0.0, INFINITY, 0.0};
+    in.optimizer_s_per_param = 0;
+    in.data_s_per_sample = 0;
+    for (int kind = SB_PP_GPIPE; kind <= SB_PP_1F1B; kind++) {
+        struct sb_layout l = {1, 1, 4, 8, (enum sb_pp_kind)kind, 1, 0, SB_RANK_ORDER_TP_DP_PP};
+        struct sb_layout_prediction p;
+        assert_int_equal(sb_layout_predict(&l, &in, 4, &p), SB_OK);
+        double b = 64.0 / 8, t_f = 2e-4 * b / 4, t_b = 4e-4 * b / 4;
+        assert_true(fabs(p.bubble_s - 3 * (t_f + t_b)) <= REL * p.bubble_s);
+        assert_true(fabs(p.bubble_share - 3.0 / 11) <= REL);
+        assert_true(fabs(p.step_s - (8 + 3) * (t_f + t_b)) <= REL * p.step_s);
+        int slots = kind == SB_PP_GPIPE ? 8 : 4;
+        double slot = 8.0 * 100 * b; /* one layer's output, 8 bytes a float */
+        /* stage 0 also keeps the model's input */
+        assert_true(fabs(p.activation_bytes - slots * (slot + 8.0 * 100 * b)) <=
+                    REL * p.activation_bytes);
+        /* activations sent forward: m boundary activations of 4b x 100 */
+        assert_float_equal(p.pp_bytes, 8 * 4.0 * b * 100, 0.0);
+    }
+    /* interleaved shrinks it by v */
+    struct sb_layout l = {1, 1, 2, 4, SB_PP_INTERLEAVED, 2, 0, SB_RANK_ORDER_TP_DP_PP};
+    struct sb_layout_prediction p;
+    assert_int_equal(sb_layout_predict(&l, &in, 2, &p), SB_OK);
+    double b = 64.0 / 4, t = (2e-4 + 4e-4) * b / 2;
+    assert_true(fabs(p.bubble_s - t / 2) <= REL * p.bubble_s);
+}
+
+/* tp: the bytes by the formula and their time on the link tp crosses. */
+static void test_tp_collectives(void **state)
+{
+    (void)state;
+    setup_layers();
+    struct sb_layout_inputs in = inputs(mlp, 3, 64);
+    double f, b;
+    sb_layout_tp_bytes(&in, 0, 3, 64, &f, &b);
+    assert_float_equal(f, 4.0 * 64 * H2, 0.0); /* fc2's output */
+    assert_float_equal(b, 4.0 * 64 * 784, 0.0); /* fc1's input gradient */
+    for (int r = 1; r <= 2; r++) {
+        in.ranks_per_host = r;
+        struct sb_layout l = {1, 2, 1, 1, SB_PP_GPIPE, 1, 0, SB_RANK_ORDER_TP_DP_PP};
+        struct sb_layout_prediction p;
+        assert_int_equal(sb_layout_predict(&l, &in, 2, &p), SB_OK);
+        const struct sb_link *link = r == 2 ? &in.links.intra : &in.links.inter;
+        double tp = sb_cost_ring_allreduce_s(link, 2, f) + sb_cost_ring_allreduce_s(link, 2, b);
+        assert_int_equal(p.tp_cross, r == 1);
+        assert_true(fabs(p.tp_comm_s - tp) <= REL * tp);
+        assert_float_equal(p.tp_bytes, f + b, 0.0);
+        /* compute: each layer's work split in the share of its split
+         * parameters: fc1 halved, fc2's H1 H2 of H1 H2 + H2 halved, fc3 whole */
+        double flops = 784.0 * H1 + H1 * H2 + H2 * 10;
+        double fc2 = (double)H1 * H2 * (H2 + H1 * H2 / 2.0) / (H1 * H2 + H2);
+        double compute = 64 * 6e-4 * (784.0 * H1 / 2 + fc2 + H2 * 10) / flops;
+        assert_true(fabs(p.compute_s - compute) <= REL * compute);
+        /* model state: SGD 12 bytes per held parameter */
+        double held = (784.0 * H1 + H1) / 2 + H1 * H2 / 2.0 + H2 + H2 * 10 + 10;
+        assert_true(fabs(p.model_state_bytes - 12 * held) <= REL * p.model_state_bytes);
+    }
+    /* tp 3 does not divide 512; a cut between fc1 and fc2 splits the pair */
+    struct sb_layout bad = {1, 3, 1, 1, SB_PP_GPIPE, 1, 0, SB_RANK_ORDER_TP_DP_PP};
+    assert_int_equal(sb_layout_check(&bad, &in, 3), SB_ERR_USAGE);
+    struct sb_layout cut = {1, 2, 3, 2, SB_PP_GPIPE, 1, 0, SB_RANK_ORDER_TP_DP_PP};
+    assert_int_equal(sb_layout_check(&cut, &in, 6), SB_ERR_USAGE); /* [fc1] [fc2] [fc3] */
+    cut.pp = 2; /* [fc1 fc2] [fc3] keeps the pair */
+    assert_int_equal(sb_layout_check(&cut, &in, 4), SB_OK);
+}
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    setup_layers();
+    struct sb_layout_inputs in = inputs(four, 4, 64);
+    struct sb_layout l = {2, 1, 2, 2, SB_PP_1F1B, 1, 2, SB_RANK_ORDER_TP_DP_PP};
+    assert_int_equal(sb_layout_check(&l, &in, 4), SB_ERR_USAGE); /* zero 2 + pp */
+    l.zero_stage = 1;
+    assert_int_equal(sb_layout_check(&l, &in, 4), SB_OK);
+    assert_int_equal(sb_layout_check(&l, &in, 8), SB_ERR_USAGE); /* not the ranks */
+    l.microbatches = 3;
+    assert_int_equal(sb_layout_check(&l, &in, 4), SB_ERR_USAGE); /* 32 / 3 */
+}
+
+/* The layer table from a model's tensors (sb_model_layer_summaries): a
+ * transformer block of width W = 64, mlp F = 256, 65 tokens (q, k, v and fc1
+ * column-parallel with their biases, proj and fc2 row-parallel with
+ * replicated biases, LayerNorms replicated) runs 2 all-reduces of b s h
+ * forward and 2 backward (Shoeybi et al. 2019), must be split by a divisor of
+ * gcd(W, F), and works 2 x params x 65 per sample; a dense column-parallel
+ * layer runs one backward all-reduce of its input. */
+static void test_summaries_of_a_block(void **state)
+{
+    (void)state;
+    enum { W = 64, F = 256 };
+    struct { const char *name; size_t count; enum sb_tp_split split; } t[] = {
+        {"norm1.weight", W, SB_TP_REPLICATED}, {"q.weight", W * W, SB_TP_COLUMN},
+        {"q.bias", W, SB_TP_COLUMN}, {"k.weight", W * W, SB_TP_COLUMN},
+        {"k.bias", W, SB_TP_COLUMN}, {"v.weight", W * W, SB_TP_COLUMN},
+        {"v.bias", W, SB_TP_COLUMN}, {"proj.weight", W * W, SB_TP_ROW},
+        {"proj.bias", W, SB_TP_REPLICATED}, {"fc1.weight", F * W, SB_TP_COLUMN},
+        {"fc1.bias", F, SB_TP_COLUMN}, {"fc2.weight", W * F, SB_TP_ROW},
+        {"fc2.bias", W, SB_TP_REPLICATED},
+        {"fc.weight", 784 * F, SB_TP_COLUMN}, {"fc.bias", F, SB_TP_COLUMN}};
+    struct sb_tensor_desc tensors[15];
+    size_t block = 0;
+    for (int i = 0; i < 15; i++) {
+        tensors[i] = (struct sb_tensor_desc){.count = t[i].count, .tp_split = t[i].split};
+        snprintf(tensors[i].name, sizeof tensors[i].name, "%s", t[i].name);
+        if (i < 13) block += t[i].count;
+    }
+    struct sb_layer_desc layers[2] = {
+        {.name = "block0", .first_tensor = 0, .n_tensors = 13, .count = block,
+         .in_shape = {65, W, 1}, .out_shape = {65, W, 1}, .in_floats = 65 * W,
+         .out_floats = 65 * W},
+        {.name = "fc", .first_tensor = 13, .n_tensors = 2, .count = 784 * F + F,
+         .in_shape = {784, 1, 1}, .out_shape = {F, 1, 1}, .in_floats = 784, .out_floats = F}};
+    struct sb_model m = {.tensors = tensors, .n_tensors = 15, .layers = layers, .n_layers = 2};
+    struct sb_layer_summary y[2];
+    assert_int_equal(sb_model_layer_summaries(&m, y, 2), 2);
+    assert_int_equal(y[0].tp_row, 2);
+    assert_int_equal(y[0].tp_column, 2);
+    assert_int_equal(y[0].split_width, 64); /* gcd(W, F) */
+    assert_float_equal(y[0].flops, 2.0 * block * 65, 0.0);
+    assert_float_equal(y[0].split_params, block - 3.0 * W, 0.0); /* less norm1, the 2 row biases */
+    assert_int_equal(y[1].tp_row, 0);
+    assert_int_equal(y[1].tp_column, 1);
+    assert_int_equal(y[1].split_width, F);
+    assert_float_equal(y[1].flops, 2.0 * (784 * F + F), 0.0);
+    struct sb_layout_inputs in = {.layers = y, .n_layers = 2};
+    double f, b;
+    sb_layout_tp_bytes(&in, 0, 1, 8, &f, &b);
+    assert_float_equal(f, 2 * 4.0 * 8 * 65 * W, 0.0); /* 2 all-reduces of b s h forward */
+    assert_float_equal(b, 2 * 4.0 * 8 * 65 * W, 0.0); /* and 2 backward */
+    sb_layout_tp_bytes(&in, 1, 2, 8, &f, &b);
+    assert_float_equal(f, 0.0, 0.0);
+    assert_float_equal(b, 4.0 * 8 * 784, 0.0);
+}
+
+/* Which axis crosses hosts, 8 ranks (dp 2, tp 2, pp 2). */
+static void test_axis_links(void **state)
+{
+    (void)state;
+    enum sb_rank_order a = SB_RANK_ORDER_TP_DP_PP, b = SB_RANK_ORDER_TP_PP_DP;
+    /* 2 per host: tp [0,1] stays; dp [0,2] and pp [0,4] cross */
+    assert_int_equal(sb_grid_axis_crosses_hosts(2, 2, 2, a, SB_COMM_ROLE_TP, 2), 0);
+    assert_int_equal(sb_grid_axis_crosses_hosts(2, 2, 2, a, SB_COMM_ROLE_DP, 2), 1);
+    assert_int_equal(sb_grid_axis_crosses_hosts(2, 2, 2, a, SB_COMM_ROLE_PP, 2), 1);
+    /* 4 per host: dp [0,2] stays, pp [0,4] crosses; tp-pp-dp the reverse */
+    assert_int_equal(sb_grid_axis_crosses_hosts(2, 2, 2, a, SB_COMM_ROLE_DP, 4), 0);
+    assert_int_equal(sb_grid_axis_crosses_hosts(2, 2, 2, a, SB_COMM_ROLE_PP, 4), 1);
+    assert_int_equal(sb_grid_axis_crosses_hosts(2, 2, 2, b, SB_COMM_ROLE_PP, 4), 0);
+    assert_int_equal(sb_grid_axis_crosses_hosts(2, 2, 2, b, SB_COMM_ROLE_DP, 4), 1);
+    /* tp 4 on hosts of 2 crosses; one host holds everything */
+    assert_int_equal(sb_grid_axis_crosses_hosts(1, 4, 1, a, SB_COMM_ROLE_TP, 2), 1);
+    assert_int_equal(sb_grid_axis_crosses_hosts(2, 2, 2, a, SB_COMM_ROLE_PP, 8), 0);
+    assert_int_equal(sb_grid_axis_crosses_hosts(2, 2, 2, a, SB_COMM_ROLE_WORLD, 8), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dp_only_is_the_strategy_row), cmocka_unit_test(test_pp_only_bubble),
+        cmocka_unit_test(test_tp_collectives), cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_axis_links),     cmocka_unit_test(test_summaries_of_a_block),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
