@@ -6,49 +6,7 @@
 
 #include <cblas.h>
 #include <math.h>
-#include <stdint.h>
 #include <string.h>
-
-/* e^x for x in [-87, 88] without a library call, so that the loops over
- * rows vectorise (libm's expf and erff are scalar calls without
- * -ffast-math): x = n ln2 + r, |r| <= ln2/2, e^r by Cephes' expf
- * polynomial (Moshier, Cephes Math Library, expf.c: relative error below
- * 2e-7 on the range), 2^n put into the exponent bits. Below -87 it
- * returns e^-87 (~1.6e-38, as good as zero next to 1). */
-static inline float fast_expf(float x)
-{
-    /* quiet comparisons (isless, isgreater) raise no FP exception, so the
-     * compiler may turn them into selects and vectorise the caller's loop */
-    x = isless(x, -87.0f) ? -87.0f : isgreater(x, 88.0f) ? 88.0f : x;
-    float n = (float)(int32_t)(x * 1.44269504088896341f + (isless(x, 0.0f) ? -0.5f : 0.5f));
-    float r = x - n * 0.693359375f + n * 2.12194440e-4f; /* ln2 in two parts */
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    union {
-        int32_t i;
-        float f;
-    } scale = {.i = ((int32_t)n + 127) << 23};
-    return p * scale.f;
-}
-
-/* Phi(x) = (1 + erf(x / sqrt 2)) / 2 given e = exp(-x^2 / 2), by
- * Abramowitz & Stegun 7.1.26 (|error of erf| <= 1.5e-7): erf(z) = 1 -
- * t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) e^(-z^2), t = 1 / (1 + p z),
- * z = |x| / sqrt 2, odd in z. */
-static inline float normal_cdf(float x, float e)
-{
-    float z = fabsf(x) * 0.70710678118654752f;
-    float t = 1.0f / (1.0f + 0.3275911f * z);
-    float poly = t * (0.254829592f +
-                      t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
-    float erf_abs = 1.0f - poly * e;
-    return 0.5f + 0.5f * copysignf(erf_abs, x);
-}
 
 void sb_cpu_sgemm_strided_batched(int trans_a, int trans_b, int m, int n, int k, float alpha,
                                   const float *a, int lda, long stride_a, const float *b,
@@ -107,18 +65,16 @@ void sb_cpu_layernorm_backward(const float *dy, const float *x, const float *gam
 
 void sb_cpu_gelu_forward(const float *x, float *y, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        float v = x[i];
-        y[i] = v * normal_cdf(v, fast_expf(-0.5f * v * v));
-    }
+    for (size_t i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * (float)M_SQRT1_2));
 }
 
 void sb_cpu_gelu_backward(float *dy, const float *x, size_t n)
 {
     const float inv_sqrt_2pi = 0.3989422804014327f;
     for (size_t i = 0; i < n; i++) {
-        float v = x[i], e = fast_expf(-0.5f * v * v);
-        dy[i] *= normal_cdf(v, e) + v * inv_sqrt_2pi * e;
+        float cdf = 0.5f * (1.0f + erff(x[i] * (float)M_SQRT1_2));
+        float pdf = inv_sqrt_2pi * expf(-0.5f * x[i] * x[i]);
+        dy[i] *= cdf + x[i] * pdf;
     }
 }
 
@@ -129,8 +85,10 @@ void sb_cpu_softmax_rows(float *x, int rows, int cols)
         float mx = xr[0];
         for (int c = 1; c < cols; c++) mx = xr[c] > mx ? xr[c] : mx;
         float sum = 0.0f;
-        for (int c = 0; c < cols; c++) xr[c] = fast_expf(xr[c] - mx);
-        for (int c = 0; c < cols; c++) sum += xr[c];
+        for (int c = 0; c < cols; c++) {
+            xr[c] = expf(xr[c] - mx);
+            sum += xr[c];
+        }
         float inv = 1.0f / sum;
         for (int c = 0; c < cols; c++) xr[c] *= inv;
     }
