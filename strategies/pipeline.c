@@ -86,9 +86,10 @@ struct chunk {
     int *slot_of;                 /* (M) micro-batch -> activation slot, -1 */
     int *free_slot, n_free;       /* the slots not holding a micro-batch */
     float *act_in;   /* (slots, mb, in_floats) received input activations */
-    float *grad_in;  /* (slots, mb, in_floats) input gradients, sent back */
+    float *grad_in;  /* (M, mb, in_floats) input gradients, sent back: one per micro-batch,
+                      * so that no backward waits for an earlier send to be received */
     float *grad_out; /* (mb, out_floats) the received output gradient */
-    struct sb_comm_request *send_act, *send_grad; /* (slots) sends in flight */
+    struct sb_comm_request *send_act, *send_grad; /* (slots), (M): sends in flight */
     int backwards;   /* backwards of this step so far */
 };
 
@@ -198,12 +199,13 @@ static sb_status chunk_buffers(struct pipeline *p, struct chunk *c, int n_slots)
     c->slot_of = malloc((size_t)p->M * sizeof *c->slot_of);
     c->free_slot = malloc((size_t)n_slots * sizeof *c->free_slot);
     c->send_act = calloc((size_t)n_slots, sizeof *c->send_act);
-    c->send_grad = calloc((size_t)n_slots, sizeof *c->send_grad);
+    c->send_grad = calloc((size_t)p->M, sizeof *c->send_grad);
     if (!c->slot_of || !c->free_slot || !c->send_act || !c->send_grad)
         return sb_error(SB_ERR_NOMEM, "pipeline: out of memory");
     if (!c->first) {
         SB_TRY(be->alloc((void **)&c->act_in, n_slots * mb * c->in_floats * sizeof(float)));
-        SB_TRY(be->alloc((void **)&c->grad_in, n_slots * mb * c->in_floats * sizeof(float)));
+        SB_TRY(be->alloc((void **)&c->grad_in,
+                         (size_t)p->M * mb * c->in_floats * sizeof(float)));
     }
     if (!c->last) SB_TRY(be->alloc((void **)&c->grad_out, mb * c->out_floats * sizeof(float)));
     return SB_OK;
@@ -424,9 +426,10 @@ static sb_status take_slot(struct pipeline *p, struct chunk *c, int k, int *slot
                             "formula)", p->stage, c->vstage / p->P, k);
         c->slot_of[k] = c->free_slot[--c->n_free];
         sb_pp_stats_live(&p->stats, +1);
-        /* The slot's buffers may still be in a send of its last micro-batch. */
+        /* The slot's output may still be in a send of its last micro-batch
+         * (never in practice: that micro-batch's backward needed the
+         * gradient of what the next stage received). */
         SB_TRY(finish(p->act, &c->send_act[c->slot_of[k]]));
-        SB_TRY(finish(p->grad, &c->send_grad[c->slot_of[k]]));
     }
     *slot = c->slot_of[k];
     return SB_OK;
@@ -483,7 +486,7 @@ static sb_status compute(struct sb_strategy *s, struct pipeline *p, const struct
         if (c->last) out->samples += p->mb;
         return st;
     }
-    float *din = c->first ? NULL : c->grad_in + (size_t)slot * p->mb * c->in_floats;
+    float *din = c->first ? NULL : c->grad_in + (size_t)k * p->mb * c->in_floats;
     int final = c->backwards == p->M - 1;
     double t0 = sb_now_s();
     sb_nvtx_push(action_name(a, p->V), SB_NVTX_BACKWARD, (uint64_t)k);
@@ -527,10 +530,9 @@ static sb_status run_action(struct sb_strategy *s, struct pipeline *p,
         return send(p, p->act, c->r->model->ops->part_output(c->r->model, slot),
                     mb * c->out_floats, a->peer, &c->send_act[slot]);
     case SB_PP_SEND_GRAD:
-        slot = c->slot_of[a->microbatch];
         sb_pp_stats_bytes(&p->stats, mb * c->in_floats * sizeof(float));
-        return send(p, p->grad, c->grad_in + slot * mb * c->in_floats, mb * c->in_floats,
-                    a->peer, &c->send_grad[slot]);
+        return send(p, p->grad, c->grad_in + (size_t)a->microbatch * mb * c->in_floats,
+                    mb * c->in_floats, a->peer, &c->send_grad[a->microbatch]);
     default:
         return sb_error(SB_ERR_INTERNAL, "pipeline: action %s is not run here",
                         sb_pp_op_name(a->op));
@@ -558,10 +560,8 @@ static sb_status pipeline_step(struct sb_strategy *s, long step, const int32_t *
     double t0 = sb_now_s();
     for (int v = 0; v < p->V; v++) { /* the sends still in flight */
         struct chunk *c = &p->chunk[v];
-        for (int k = 0; k < c->r->slots; k++) {
-            SB_TRY(finish(p->act, &c->send_act[k]));
-            SB_TRY(finish(p->grad, &c->send_grad[k]));
-        }
+        for (int k = 0; k < c->r->slots; k++) SB_TRY(finish(p->act, &c->send_act[k]));
+        for (int k = 0; k < p->M; k++) SB_TRY(finish(p->grad, &c->send_grad[k]));
     }
     sb_pp_stats_add(&p->stats, SB_PP_STAT_P2P, sb_now_s() - t0);
     for (int v = 0; v < p->V; v++) {

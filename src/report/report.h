@@ -19,7 +19,7 @@
 #include "core/status.h"
 #include "job/probe.h" /* struct sb_link_probe */
 
-#define SB_REPORT_SCHEMA_VERSION "1.11"
+#define SB_REPORT_SCHEMA_VERSION "1.12"
 
 /* Most warnings a report records (sb_run_record.warnings). */
 #define SB_REPORT_MAX_WARNINGS 4
