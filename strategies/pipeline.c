@@ -118,7 +118,7 @@ static sb_status check_shape(const struct sb_config *cfg, struct sb_pp_shape *sh
     if (!w) return sb_error(SB_ERR_USAGE, "--workload: unknown '%s'", cfg->workload);
     if (!w->create_part || !w->forward_part || !w->backward_part)
         return sb_error(SB_ERR_USAGE, "--workload: %s has no part ops, so --strategy pipeline "
-                        "cannot cut it into stages (mlp and cnn can)", w->name);
+                        "cannot cut it into stages", w->name);
     if (!cfg->backend->host_memory)
         return sb_error(SB_ERR_USAGE, "--strategy pipeline: runs on --device cpu only (the "
                         "replica's device path has no split passes yet)");
