@@ -612,6 +612,7 @@ static sb_status pipeline_evaluate(struct sb_strategy *s, double *accuracy)
     SB_TRY(gather_whole(s, p));
     *accuracy = 0.0;
     if (p->world->rank != 0) return SB_OK;
+    sb_pp_stats_print(&p->stats, stdout);
     const struct sb_config *cfg = s->env->cfg;
     int n = s->env->data->test.n, chunk = cfg->eval_batch;
     long hits = 0;

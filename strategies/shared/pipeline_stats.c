@@ -138,3 +138,27 @@ void sb_pp_stats_describe(const struct sb_pp_stats *st, const struct sb_pp_sched
         sb_pp_timeline_free(&tl);
     }
 }
+
+void sb_pp_stats_print(const struct sb_pp_stats *st, FILE *out)
+{
+    int P = st->shape.stages, K = SB_PP_STAT_COUNT, M = st->shape.microbatches;
+    if (st->steps < 1) return;
+    double f = 0, b = 0, bub = 0, step = 0, lo = 1, hi = 0;
+    for (int r = 0; r < P; r++) {
+        const double *v = st->sum + (size_t)r * K;
+        f += v[SB_PP_STAT_FORWARD] / P;
+        b += v[SB_PP_STAT_BACKWARD] / P;
+        bub += v[SB_PP_STAT_BUBBLE] / P;
+        step += v[SB_PP_STAT_STEP] / P;
+        double frac = v[SB_PP_STAT_STEP] > 0 ? v[SB_PP_STAT_BUBBLE] / v[SB_PP_STAT_STEP] : 0;
+        if (frac < lo) lo = frac;
+        if (frac > hi) hi = frac;
+    }
+    struct sb_pp_stage_times t = {f / st->steps / M, b / st->steps / M, 0};
+    fprintf(out, "pipeline %s: bubble %.1f%% of the step measured (stages %.1f%% .. %.1f%%), "
+            "formula %.1f%% with the run's times; bubble/ideal %.2f formula, %.2f measured\n",
+            sb_pp_kind_name(st->shape.kind), step > 0 ? 100.0 * bub / step : 0.0, 100.0 * lo,
+            100.0 * hi, 100.0 * sb_pp_bubble_fraction_of_step(&st->shape, &t),
+            sb_pp_bubble_over_ideal(&st->shape, &t), f + b > 0 ? bub / (f + b) : 0.0);
+    fflush(out);
+}
