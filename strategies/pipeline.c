@@ -14,10 +14,11 @@
  * order (every schedule here runs a chunk's backwards in that order), so
  * with D = 1 the parameters equal `single --microbatches M` byte for byte.
  *
- * Timing (docs/pipeline.md): a blocking receive is the bubble phase (the
- * stage idles until another stage delivers; the transfer itself is inside
- * it, an upper bound on the idle time); issuing sends and completing them
- * at the end of the step is p2p time, reported beside the bubble. The
+ * Timing (docs/pipeline.md): a blocking receive's wait is split at the
+ * moment its sender posted the message (the sender's clock, aligned to rank
+ * 0's): before it the stage idled for another stage's compute, the bubble
+ * phase; after it, the transfer, point-to-point wait (the comm phase, with
+ * issuing sends and completing them at the end of the step). The
  * strategy owns its wait (strategy.h owns_wait): the end-of-step exchange
  * of the stages' timings is the wait phase. zb-h1 is refused: the
  * workloads' backward_part computes input and weight gradients together. */
@@ -30,6 +31,7 @@
 #include "comm/grid.h"
 #include "core/clock.h"
 #include "core/nvtx.h"
+#include "job/gather.h"
 #include "strategies/shared/dp_sync.h"
 #include "strategies/shared/pipeline_stats.h"
 #include "strategies/shared/replica.h"
@@ -106,6 +108,12 @@ struct pipeline {
     int32_t *eval_idx;
     struct sb_pp_stats stats; /* per stage, summed since the end of warm-up */
     size_t whole_n_params;
+    /* The split of each receive's wait (docs/pipeline.md): per message of
+     * the step (sb_pp_message_id), when its sender posted it and when this
+     * rank began and ended waiting for it, on rank 0's clock. */
+    double *sent_at, *wait_begin, *wait_end; /* (sb_pp_message_count) */
+    int n_msgs;
+    double clock_offset; /* this rank's clock minus world rank 0's, s */
 };
 
 /* Validates the flags against the model (its layers, whether it has part
@@ -235,6 +243,9 @@ static void pipeline_destroy(struct sb_strategy *s)
     be->free(p->eval_y);
     free(p->eval_idx);
     sb_pp_schedule_free(&p->sched);
+    free(p->sent_at);
+    free(p->wait_begin);
+    free(p->wait_end);
     sb_pp_stats_free(&p->stats);
     sb_comm_destroy(p->gather);
     sb_comm_destroy(p->grad);
@@ -359,6 +370,18 @@ static sb_status pipeline_init(struct sb_strategy *s)
     p->act->role = p->grad->role = SB_COMM_ROLE_PP;
     SB_TRY(sb_pp_schedule_build(&shape, &p->sched));
     SB_TRY(sb_pp_check(&p->sched));
+    p->n_msgs = sb_pp_message_count(&shape);
+    p->sent_at = calloc((size_t)p->n_msgs + 1, sizeof *p->sent_at);
+    p->wait_begin = calloc((size_t)p->n_msgs + 1, sizeof *p->wait_begin);
+    p->wait_end = calloc((size_t)p->n_msgs + 1, sizeof *p->wait_end);
+    if (!p->sent_at || !p->wait_begin || !p->wait_end)
+        return sb_error(SB_ERR_NOMEM, "pipeline: out of memory");
+    /* Send and receive times compare across ranks (and hosts) on rank 0's
+     * clock (Cristian's method, as the trace aligns its ranks). */
+    if (s->env->job) {
+        double err;
+        SB_TRY(sb_job_clock_offset(s->env->job, 8, &p->clock_offset, &err));
+    }
     SB_TRY(check_message_order(&p->sched));
     if (opts(cfg)->print_schedule && p->world->rank == 0) SB_TRY(sb_pp_print_grid(&p->sched, stdout));
     SB_TRY(make_whole(s, p));
@@ -435,29 +458,63 @@ static sb_status take_slot(struct pipeline *p, struct chunk *c, int k, int *slot
     return SB_OK;
 }
 
-/* A blocking receive of n floats from pp rank `peer` into buf: the bubble. */
+/* A blocking receive of message a (n floats from pp rank a->peer) into
+ * buf, timed as the bubble phase; split_waits moves the part after the
+ * sender posted it to point-to-point wait at the end of the step. */
 static sb_status receive(struct pipeline *p, struct sb_comm *comm, float *buf, size_t n,
-                         int peer, struct sb_step_result *out)
+                         const struct sb_pp_action *a, struct sb_step_result *out)
 {
     struct sb_comm_request req = {0};
+    int id = sb_pp_message_id(&p->sched.shape, a);
     double t0 = sb_replica_bubble_begin();
-    sb_status st = sb_comm_irecv(comm, buf, n, peer, SB_COMM_SENDRECV, &req);
+    sb_status st = sb_comm_irecv(comm, buf, n, a->peer, SB_COMM_SENDRECV, &req);
     if (!st) st = sb_comm_wait(comm, &req);
     sb_replica_bubble_end(t0, out);
-    sb_pp_stats_add(&p->stats, SB_PP_STAT_BUBBLE, sb_now_s() - t0);
+    double t1 = sb_now_s();
+    sb_pp_stats_add(&p->stats, SB_PP_STAT_BUBBLE, t1 - t0);
+    p->wait_begin[id] = t0 - p->clock_offset;
+    p->wait_end[id] = t1 - p->clock_offset;
     return st;
 }
 
-/* A non-blocking send, its issue timed as p2p. */
+/* A non-blocking send of message a, its issue timed as p2p. */
 static sb_status send(struct pipeline *p, struct sb_comm *comm, const float *buf, size_t n,
-                      int peer, struct sb_comm_request *req)
+                      const struct sb_pp_action *a, struct sb_comm_request *req)
 {
     double t0 = sb_now_s();
     SB_TRY(finish(comm, req)); /* never two sends in one request */
     *req = (struct sb_comm_request){0};
-    sb_status st = sb_comm_isend(comm, buf, n, peer, SB_COMM_SENDRECV, req);
+    p->sent_at[sb_pp_message_id(&p->sched.shape, a)] = sb_now_s() - p->clock_offset;
+    sb_status st = sb_comm_isend(comm, buf, n, a->peer, SB_COMM_SENDRECV, req);
     sb_pp_stats_add(&p->stats, SB_PP_STAT_P2P, sb_now_s() - t0);
     return st;
+}
+
+/* Splits each receive's wait of this step at the moment its sender posted
+ * the message (the senders' times summed over the pp communicator: each
+ * message has one sender): before it the stage idled for another stage's
+ * compute (bubble), after it for the transfer (point-to-point wait, moved
+ * to the comm phase). Collective over the pp communicator. */
+static sb_status split_waits(struct pipeline *p, struct sb_step_result *out)
+{
+    SB_TRY(sb_comm_allreduce_f64(p->grid->pp_comm, p->sent_at, (size_t)p->n_msgs));
+    double moved = 0;
+    for (int id = 0; id < p->n_msgs; id++) {
+        double tb = p->wait_begin[id], te = p->wait_end[id], ts = p->sent_at[id];
+        if (te <= 0) continue; /* not received here */
+        double transfer = te - (ts > tb ? ts : tb);
+        if (transfer < 0) transfer = 0; /* within the clocks' error */
+        if (transfer > te - tb) transfer = te - tb;
+        moved += transfer;
+    }
+    out->phase_ms[SB_PHASE_BUBBLE] -= 1e3 * moved;
+    out->phase_ms[SB_PHASE_COMM] += 1e3 * moved;
+    sb_pp_stats_add(&p->stats, SB_PP_STAT_BUBBLE, -moved);
+    sb_pp_stats_add(&p->stats, SB_PP_STAT_P2P, moved);
+    memset(p->sent_at, 0, (size_t)p->n_msgs * sizeof *p->sent_at);
+    memset(p->wait_begin, 0, (size_t)p->n_msgs * sizeof *p->wait_begin);
+    memset(p->wait_end, 0, (size_t)p->n_msgs * sizeof *p->wait_end);
+    return SB_OK;
 }
 
 /* Runs one compute action a on chunk c: its forward or backward. */
@@ -519,20 +576,20 @@ static sb_status run_action(struct sb_strategy *s, struct pipeline *p,
     case SB_PP_RECV_ACT:
         SB_TRY(take_slot(p, c, a->microbatch, &slot));
         sb_pp_stats_bytes(&p->stats, mb * c->in_floats * sizeof(float));
-        return receive(p, p->act, c->act_in + slot * mb * c->in_floats, mb * c->in_floats,
-                       a->peer, out);
+        return receive(p, p->act, c->act_in + slot * mb * c->in_floats, mb * c->in_floats, a,
+                       out);
     case SB_PP_RECV_GRAD:
         sb_pp_stats_bytes(&p->stats, mb * c->out_floats * sizeof(float));
-        return receive(p, p->grad, c->grad_out, mb * c->out_floats, a->peer, out);
+        return receive(p, p->grad, c->grad_out, mb * c->out_floats, a, out);
     case SB_PP_SEND_ACT:
         slot = c->slot_of[a->microbatch];
         sb_pp_stats_bytes(&p->stats, mb * c->out_floats * sizeof(float));
         return send(p, p->act, c->r->model->ops->part_output(c->r->model, slot),
-                    mb * c->out_floats, a->peer, &c->send_act[slot]);
+                    mb * c->out_floats, a, &c->send_act[slot]);
     case SB_PP_SEND_GRAD:
         sb_pp_stats_bytes(&p->stats, mb * c->in_floats * sizeof(float));
         return send(p, p->grad, c->grad_in + (size_t)a->microbatch * mb * c->in_floats,
-                    mb * c->in_floats, a->peer, &c->send_grad[a->microbatch]);
+                    mb * c->in_floats, a, &c->send_grad[a->microbatch]);
     default:
         return sb_error(SB_ERR_INTERNAL, "pipeline: action %s is not run here",
                         sb_pp_op_name(a->op));
@@ -570,8 +627,10 @@ static sb_status pipeline_step(struct sb_strategy *s, long step, const int32_t *
         if (c->sync) SB_TRY(sb_dp_sync_finish(c->sync, out));
         SB_TRY(sb_replica_update(c->r, c->r->model->grads, out));
     }
-    /* The stages' timings of this step, summed over the world (the wait). */
+    /* The receives' split and the stages' timings of this step, summed
+     * over the world: the wait. */
     double t_wait = sb_now_s();
+    SB_TRY(split_waits(p, out));
     sb_status st = sb_pp_stats_end_step(&p->stats, p->world, p->D, t_wait - t_step);
     out->phase_ms[SB_PHASE_WAIT] += 1e3 * (sb_now_s() - t_wait);
     return st;
