@@ -93,6 +93,8 @@ struct chunk {
     float *grad_out; /* (mb, out_floats) the received output gradient */
     struct sb_comm_request *send_act, *send_grad; /* (slots), (M): sends in flight */
     int backwards;   /* backwards of this step so far */
+    int live, peak;  /* slots holding a micro-batch now, and the step's most */
+    double per_slot, scratch; /* the workload's activation bytes per slot and besides */
 };
 
 struct pipeline {
@@ -114,6 +116,7 @@ struct pipeline {
     double *sent_at, *wait_begin, *wait_end; /* (sb_pp_message_count) */
     int n_msgs;
     double clock_offset; /* this rank's clock minus world rank 0's, s */
+    double comm_bytes; /* the receive and send buffers of every chunk */
 };
 
 /* Validates the flags against the model (its layers, whether it has part
@@ -255,6 +258,25 @@ static void pipeline_destroy(struct sb_strategy *s)
     free(p);
 }
 
+/* The workload's activation bytes per slot and of its scratch for chunk
+ * c's `part` (built with 1 and with 2 slots, then freed). */
+static sb_status probe_slot_bytes(struct sb_strategy *s, struct pipeline *p,
+                                  const struct sb_part *part, struct chunk *c)
+{
+    double bytes[2];
+    for (int k = 0; k < 2; k++) {
+        struct sb_part one = *part;
+        one.slots = k + 1;
+        struct sb_model *m = NULL;
+        SB_TRY(s->env->workload->create_part(s->env->cfg, s->env->be, p->mb, &one, &m));
+        bytes[k] = (double)m->activation_bytes;
+        m->ops->destroy(m);
+    }
+    c->per_slot = bytes[1] - bytes[0];
+    c->scratch = 2 * bytes[0] - bytes[1];
+    return SB_OK;
+}
+
 /* Builds this rank's chunks: virtual stages stage, stage + P, ... */
 static sb_status make_chunks(struct sb_strategy *s, struct pipeline *p, const int *slots)
 {
@@ -276,6 +298,10 @@ static sb_status make_chunks(struct sb_strategy *s, struct pipeline *p, const in
         c->in_floats = m->layers[0].in_floats;
         c->out_floats = m->layers[m->n_layers - 1].out_floats;
         SB_TRY(chunk_buffers(p, c, slots[v]));
+        SB_TRY(probe_slot_bytes(s, p, &part, c));
+        p->comm_bytes += (double)((c->first ? 0 : (size_t)slots[v] + (size_t)p->M) * p->mb *
+                                  c->in_floats + (c->last ? 0 : (size_t)p->mb * c->out_floats)) *
+                         sizeof(float);
         if (p->D > 1) {
             struct sb_dp_sync_cfg sc = {.bucket_mb = 25.0, .overlap = 1,
                                         .host_memory = s->env->be->host_memory,
@@ -389,11 +415,17 @@ static sb_status pipeline_init(struct sb_strategy *s)
         return sb_error(SB_ERR_NOMEM, "pipeline: out of memory");
     p->whole_n_params = p->whole->n_params;
     partition(p->whole, p->P * p->V, opts(cfg)->partition == PARTITION_PARAMS, p->layer_first);
-    /* Activation slots: the schedule's live count on this stage (all
-     * chunks together for interleaved, at most M per chunk). */
-    int live = sb_pp_live_activations(&shape, p->stage), slots[64];
+    /* Activation slots: each chunk's most micro-batches in flight in this
+     * rank's list (a forward takes one, a backward frees it); all chunks
+     * together, the schedule's live-activation formula. */
+    int slots[64] = {0}, now[64] = {0};
     if (p->V > 64) return sb_error(SB_ERR_USAGE, "--chunks: at most 64");
-    for (int v = 0; v < p->V; v++) slots[v] = live < p->M ? live : p->M;
+    const struct sb_pp_action *act = sb_pp_rank_actions(&p->sched, p->stage);
+    for (int i = 0; i < sb_pp_rank_count(&p->sched, p->stage); i++) {
+        int v = act[i].chunk;
+        if (act[i].op == SB_PP_FORWARD && ++now[v] > slots[v]) slots[v] = now[v];
+        if (act[i].op == SB_PP_BACKWARD) now[v]--;
+    }
     SB_TRY(make_chunks(s, p, slots));
     size_t boundary[64 * 64];
     if (p->P * p->V - 1 > (int)(sizeof boundary / sizeof boundary[0]))
@@ -449,6 +481,7 @@ static sb_status take_slot(struct pipeline *p, struct chunk *c, int k, int *slot
                             "formula)", p->stage, c->vstage / p->P, k);
         c->slot_of[k] = c->free_slot[--c->n_free];
         sb_pp_stats_live(&p->stats, +1);
+        if (++c->live > c->peak) c->peak = c->live;
         /* The slot's output may still be in a send of its last micro-batch
          * (never in practice: that micro-batch's backward needed the
          * gradient of what the next stage received). */
@@ -558,6 +591,7 @@ static sb_status compute(struct sb_strategy *s, struct pipeline *p, const struct
     c->backwards++;
     c->free_slot[c->n_free++] = slot; /* its activations are spent */
     sb_pp_stats_live(&p->stats, -1);
+    c->live--;
     return st;
 }
 
@@ -609,6 +643,7 @@ static sb_status pipeline_step(struct sb_strategy *s, long step, const int32_t *
         c->n_free = c->r->slots;
         for (int i = 0; i < c->n_free; i++) c->free_slot[i] = c->n_free - 1 - i;
         c->backwards = 0;
+        c->live = c->peak = 0;
         if (c->sync) (void)sb_dp_sync_begin(c->sync, step);
     }
     const struct sb_pp_action *a = sb_pp_rank_actions(&p->sched, p->stage);
@@ -626,6 +661,13 @@ static sb_status pipeline_step(struct sb_strategy *s, long step, const int32_t *
         SB_TRY(sb_replica_count_step(c->r, out));
         if (c->sync) SB_TRY(sb_dp_sync_finish(c->sync, out));
         SB_TRY(sb_replica_update(c->r, c->r->model->grads, out));
+    }
+    /* The activation bytes: the ledger's, and per chunk the workload's
+     * scratch plus its bytes per slot times the slots counted alive. */
+    for (int v = 0; v < p->V; v++) {
+        const struct chunk *c = &p->chunk[v];
+        sb_pp_stats_add(&p->stats, SB_PP_STAT_ACT_LEDGER, (double)c->r->model->activation_bytes);
+        sb_pp_stats_add(&p->stats, SB_PP_STAT_ACT_SLOTS, c->scratch + c->peak * c->per_slot);
     }
     /* The receives' split and the stages' timings of this step, summed
      * over the world: the wait. */
@@ -719,6 +761,30 @@ static int pipeline_consistency_group(const struct sb_strategy *s)
     return p->stage;
 }
 
+/* This rank's ledger: one entry for its stage, every chunk's parameters,
+ * gradients, optimizer state and activations, and its point-to-point
+ * buffers as communication buffers; the formula is the fp32 accounting
+ * for the stage's parameters. */
+static int pipeline_memory(const struct sb_strategy *s, struct sb_memory_entry *out, int cap)
+{
+    const struct pipeline *p = s->impl;
+    if (cap < 1) return 0;
+    sb_memory_entry_of_replica(s, p->chunk[0].r, p->grid->me.dp_rank, out);
+    double n = 0, opt = 0, act = 0;
+    for (int v = 0; v < p->V; v++) {
+        const struct sb_replica *r = p->chunk[v].r;
+        n += (double)r->model->n_params;
+        opt += (double)sb_optimizer_state_bytes(&r->opt);
+        act += (double)r->model->activation_bytes;
+    }
+    out->held.param_bytes = out->held.grad_bytes = n * sizeof(float);
+    out->held.optimizer_bytes = opt;
+    out->activation_bytes = act;
+    out->comm_bytes = p->comm_bytes;
+    sb_strategy_model_state_formula(s->ops, s->env->cfg, n, 0, &out->formula);
+    return 1;
+}
+
 static void pipeline_reset_counters(struct sb_strategy *s)
 {
     struct pipeline *p = s->impl;
@@ -737,6 +803,7 @@ static void pipeline_describe(const struct sb_strategy *s, long measured_steps,
     for (int i = 0; i < n && i < 64; i++) first[i] = p->layer_first[i];
     sb_details_add(det, "pipeline_layer_first", 1, first, n < 64 ? n : 64);
     sb_pp_stats_describe(&p->stats, &p->sched, det);
+
 }
 
 const struct sb_strategy_ops sb_strategy_pipeline = {
@@ -759,5 +826,6 @@ const struct sb_strategy_ops sb_strategy_pipeline = {
     .consistency_group = pipeline_consistency_group,
     .reset_counters = pipeline_reset_counters,
     .describe = pipeline_describe,
+    .memory = pipeline_memory,
     .destroy = pipeline_destroy,
 };

@@ -102,6 +102,8 @@ void sb_pp_stats_describe(const struct sb_pp_stats *st, const struct sb_pp_sched
     sb_details_add(det, "stage_live_activations", 1, v[SB_PP_STAT_PEAK], P);
     for (int r = 0; r < P; r++) x[r] = sb_pp_live_activations(&st->shape, r);
     sb_details_add(det, "stage_live_activations_formula", 1, x, P);
+    sb_details_add(det, "stage_activation_bytes", 1, v[SB_PP_STAT_ACT_LEDGER], P);
+    sb_details_add(det, "stage_activation_bytes_from_slots", 1, v[SB_PP_STAT_ACT_SLOTS], P);
     sb_details_add(det, "stage_p2p_bytes", 1, v[SB_PP_STAT_BYTES], P);
     for (int r = 0; r < P; r++) x[r] = bytes_formula(st, r);
     sb_details_add(det, "stage_p2p_bytes_formula", 1, x, P);

@@ -23,6 +23,9 @@ enum sb_pp_stat {
     SB_PP_STAT_STEP,     /* seconds of the step up to the exchange of these stats */
     SB_PP_STAT_BYTES,    /* point-to-point bytes sent and received */
     SB_PP_STAT_PEAK,     /* activation slots alive at once, the step's most */
+    SB_PP_STAT_ACT_LEDGER, /* activation bytes the ledger holds (the workload's, allocated) */
+    SB_PP_STAT_ACT_SLOTS,  /* activation bytes by the slots counted alive (the strategy's
+                            * formula: scratch + peak x bytes per slot) */
     SB_PP_STAT_COUNT
 };
 
@@ -47,7 +50,8 @@ sb_status sb_pp_stats_init(struct sb_pp_stats *st, const struct sb_pp_shape *sha
 /* Frees what init allocated (a zeroed struct is fine). */
 void sb_pp_stats_free(struct sb_pp_stats *st);
 
-/* Adds seconds to this step's `what` (FORWARD .. STEP). */
+/* Adds seconds to this step's `what` (FORWARD .. STEP), or bytes
+ * (ACT_LEDGER, ACT_SLOTS). */
 void sb_pp_stats_add(struct sb_pp_stats *st, enum sb_pp_stat what, double seconds);
 
 /* Counts point-to-point bytes of this step (sent or received). */
@@ -70,6 +74,7 @@ void sb_pp_stats_reset(struct sb_pp_stats *st);
  * stage_bubble_ms, stage_p2p_ms, stage_step_ms (means per measured step),
  * stage_live_activations (the most slots alive at once, counted),
  * stage_live_activations_formula (sb_pp_live_activations),
+ * stage_activation_bytes (the ledger's) and stage_activation_bytes_from_slots,
  * stage_p2p_bytes (per step, counted), stage_p2p_bytes_formula (every
  * boundary of the stage: M micro-batches x mb samples x floats x 4 bytes,
  * each direction), stage_bubble_fraction (measured bubble / step);

@@ -7,8 +7,9 @@
   sums two replicas' accumulated gradients, another order than single's one running
   sum: within 1e-5 relative (max |diff| / max |param|).
 - The counted activation slots alive at once equal the schedule's formula on every
-  stage, and the point-to-point bytes per step equal M micro-batches x boundary floats x
-  4 bytes each way, exactly (the report's strategy_details).
+  stage, the ledger's activation bytes equal the workload's bytes for those slots
+  within 1%, and the point-to-point bytes per step equal M micro-batches x boundary
+  floats x 4 bytes each way, exactly (the report's strategy_details).
 - Bad combinations exit 2 before any work with one line naming the flag.
 The CI subset runs in about a minute on 2 cores; STRATBENCH_SLOW=1 adds the matrix
 (P = 2, 3, 4; M in {1, 2, P, 2P, 8}; every schedule; mlp and cnn; D = 1 and 2; SGD and
@@ -105,6 +106,17 @@ def test_slots_and_bytes_equal_formula(shape, stratbench, mnist_dir, tmp_path):
     want = {"gpipe": [m] * p, "1f1b": [min(p - i, m) for i in range(p)]}.get(sched)
     if want:
         assert d["stage_live_activations"] == want
+    # The ledger's activation bytes from the counted slots (the workload's scratch plus
+    # its bytes per slot times the slots alive at once), within 1%; and the ledger
+    # (memory.by_rank: one entry per stage, with its peak RSS) holds those bytes.
+    for ledger, slots in zip(d["stage_activation_bytes"], d["stage_activation_bytes_from_slots"]):
+        assert abs(ledger - slots) <= 0.01 * slots
+    by_rank = report["memory"]["by_rank"]
+    assert len(by_rank) == p
+    assert by_rank[0]["activation_bytes"] == d["stage_activation_bytes"][0]
+    assert all(e["peak_rss_bytes"] > 0 for e in by_rank)
+    # Stage 0 holds the first layers' parameters, not the whole model's.
+    assert sum(e["parameter_bytes"] for e in by_rank) == 4 * report["model"]["n_params"]
     assert d["stage_p2p_bytes"] == d["stage_p2p_bytes_formula"]
     # Boundary floats x batch x 4 bytes, both directions, summed over the stage's links.
     first = d["pipeline_layer_first"]
