@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/cost_model.h"
 #include "comm/grid.h"
 #include "core/clock.h"
 #include "core/nvtx.h"
@@ -781,7 +782,10 @@ static int pipeline_memory(const struct sb_strategy *s, struct sb_memory_entry *
     out->held.optimizer_bytes = opt;
     out->activation_bytes = act;
     out->comm_bytes = p->comm_bytes;
-    sb_strategy_model_state_formula(s->ops, s->env->cfg, n, 0, &out->formula);
+    /* The formula for the stage's own parameters (the model-state formula
+     * op takes the whole model's and divides it evenly). */
+    out->formula = (struct sb_model_state){
+        4 * n, 4 * n, 4.0 * sb_optimizer_state_floats(s->env->cfg) * n};
     return 1;
 }
 
@@ -806,6 +810,77 @@ static void pipeline_describe(const struct sb_strategy *s, long measured_steps,
 
 }
 
+/* The model-state bytes of one stage: the fp32 accounting (parameters,
+ * gradients, optimizer state) of Ψ/P parameters, the stages being cut
+ * evenly (Rajbhandari et al., SC 2020, section 3.1, applied to a part). */
+static void pipeline_model_state_formula(const struct sb_config *cfg, double n_params,
+                                         int server, struct sb_model_state *out)
+{
+    (void)server;
+    double psi = n_params / (opts(cfg)->stages > 0 ? opts(cfg)->stages : 1);
+    *out = (struct sb_model_state){4 * psi, 4 * psi, 4.0 * sb_optimizer_state_floats(cfg) * psi};
+}
+
+/* The variants stratbench predict shows: (schedule, stages, chunks) at
+ * M = 8 micro-batches. */
+static const struct {
+    enum sb_pp_kind kind;
+    int stages, chunks;
+    const char *name;
+} predict_variants[] = {
+    {SB_PP_1F1B, 2, 1, "1f1b P2"},
+    {SB_PP_1F1B, 4, 1, "1f1b P4"},
+    {SB_PP_INTERLEAVED, 2, 2, "interleaved P2 V2"},
+    {SB_PP_INTERLEAVED, 4, 2, "interleaved P4 V2"},
+};
+
+/* stratbench predict's pipeline rows (none for a run's own report: the
+ * query's cfg set). A pipeline of P stages and M = 8 micro-batches per
+ * replica: each stage computes 1/P of the measured compute (the uniform
+ * partition, stages assumed equal); the bubble is the schedule's formula
+ * over that (sb_pp_bubble_over_ideal: (p-1)/m for 1f1b, (p-1)/(vm)
+ * interleaved); a point-to-point message of a micro-batch's boundary
+ * activation costs α + b/B (b = the mean cut's bytes per sample × batch/M)
+ * and the fill and the drain put 2(P-1)V of them on the step's critical
+ * path (the steady state's overlap compute); with n > 1 replicas each
+ * stage's gradients (1/P of the parameters) are ring all-reduced over its
+ * n replicas after the drain. comm_s: the point-to-point time of a middle
+ * stage (4M messages; 2M with P = 2) plus the all-reduce; exposed_s: the
+ * pipeline's step less the measured compute of one replica, so predict's
+ * step (compute + exposed) is the pipeline's step (negative where the
+ * stages' split compute outweighs the bubble). */
+static int pipeline_comm_model(const struct sb_comm_model_query *q,
+                               struct sb_comm_model_row *rows, int cap)
+{
+    if (q->cfg || !(q->compute_s > 0) || !(q->boundary_bytes > 0) || q->batch < 8 ||
+        q->layers < 2)
+        return 0;
+    int k = 0, m = 8;
+    double b = q->boundary_bytes * q->batch / m, msg = sb_cost_message_s(&q->link, b);
+    for (size_t i = 0; i < sizeof predict_variants / sizeof predict_variants[0] && k < cap; i++) {
+        int p = predict_variants[i].stages, v = predict_variants[i].chunks;
+        if (p * v > q->layers) continue;
+        struct sb_pp_shape shape = {predict_variants[i].kind, p, m, v};
+        double ideal = q->compute_s / p;
+        struct sb_pp_stage_times t = {ideal / m / 2, ideal / m / 2, 0};
+        double bubble = sb_pp_bubble_over_ideal(&shape, &t) * ideal;
+        double sync = sb_cost_ring_allreduce_s(&q->link, q->replicas, q->bytes / p);
+        double step = ideal + bubble + 2.0 * (p - 1) * v * msg + sync;
+        rows[k++] = (struct sb_comm_model_row){
+            .variant = predict_variants[i].name,
+            .formula_name = "pipeline",
+            .formula = "compute/P (1 + bubble/ideal) + 2(P-1)V (a + b/B) + ring over the stage's "
+                       "share",
+            .comm_s = (p > 2 ? 4.0 : 2.0) * m * v * msg + sync,
+            .exposed_s = step - q->compute_s,
+        };
+        snprintf(rows[k - 1].legend, sizeof rows[k - 1].legend,
+                 "pipeline compute/P per stage + the schedule's bubble + 2(P-1)V transfers "
+                 "a + b/B (b: %.0f B/sample at a cut) + ring of 1/P, M = 8;", q->boundary_bytes);
+    }
+    return k;
+}
+
 const struct sb_strategy_ops sb_strategy_pipeline = {
     .name = "pipeline",
     .summary = "layers cut into --stages ranks, --microbatches streamed by --schedule "
@@ -827,5 +902,7 @@ const struct sb_strategy_ops sb_strategy_pipeline = {
     .reset_counters = pipeline_reset_counters,
     .describe = pipeline_describe,
     .memory = pipeline_memory,
+    .comm_model = pipeline_comm_model,
+    .model_state_formula = pipeline_model_state_formula,
     .destroy = pipeline_destroy,
 };

@@ -90,6 +90,13 @@ struct sb_comm_model_query {
     int overlap;                /* cfg NULL: the measured run overlapped backward (1/0) */
     int layers;                 /* cfg NULL: the model's layers (zero stage 3's units),
                                  * 0: not known */
+    /* cfg NULL, for a strategy that splits the model (pipeline): the
+     * measured run's compute per step of one replica (s), its batch per
+     * replica, and the bytes per sample of an activation at a cut between
+     * two layers (the mean over the model's cuts); 0: not known. */
+    double compute_s;
+    int batch;
+    double boundary_bytes;
 };
 
 struct sb_replica;

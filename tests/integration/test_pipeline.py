@@ -16,6 +16,7 @@ The CI subset runs in about a minute on 2 cores; STRATBENCH_SLOW=1 adds the matr
 Adam). No test depends on how fast anything is.
 """
 
+import json
 import os
 
 import numpy as np
@@ -176,3 +177,28 @@ def test_print_schedule(stratbench, mnist_dir, tmp_path):
     out = proc.stdout
     assert "stage 0: F0 F1 F2" in out, describe(proc)
     assert out.index("stage 0:") < out.index("epoch")
+
+
+def test_predict_pipeline_rows(stratbench, mnist_dir, tmp_path):
+    """stratbench predict's pipeline rows: with the run's compute C, the link (a, B), the
+    batch b, the mean cut's bytes per sample s and the parameter bytes M, 1f1b over P = 2
+    stages and 8 micro-batches steps in C/2 (1 + (P-1)/8) + 2(P-1)(a + s b/8 / B) +
+    2(n-1)(a + (M/2)/(nB)) (docs/pipeline.md), computed here."""
+    rep = tmp_path / "single.json"
+    train(stratbench, mnist_dir, "--threads", "1", "--max-steps", "12", "--warmup-steps", "2",
+          "--report", rep)
+    proc = run([stratbench, "predict", rep, "--replicas", "1,4", "--bandwidth", "1gbit",
+                "--latency", "50us", "--json"], timeout=60)
+    assert proc.returncode == 0, describe(proc)
+    doc = json.loads(proc.stdout)
+    a, bw = doc["link"]["alpha_s"], doc["link"]["bandwidth_Bps"]
+    compute, m, batch = 1e-3 * doc["compute_ms"], doc["bytes"], doc["batch"]
+    cut = 4 * 256  # the default mlp's one cut: fc1's 256 outputs per sample
+    rows = {(r["replicas"], r["algorithm"]): r for r in doc["rows"] if r["strategy"] == "pipeline"}
+    assert set(rows) == {(1, "1f1b P2"), (4, "1f1b P2")}  # 2 layers: no deeper cut
+    for n in (1, 4):
+        ring = 2 * (n - 1) * (a + m / 2 / (n * bw))
+        want = compute / 2 * (1 + 1 / 8) + 2 * (a + cut * batch / 8 / bw) + ring
+        got = rows[(n, "1f1b P2")]
+        assert abs(1e-3 * got["step_ms"] - want) <= 1e-9 + 1e-9 * want
+        assert abs(got["exposed_ms"] - (got["step_ms"] - doc["compute_ms"])) <= 1e-9
