@@ -154,8 +154,8 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize("flags,flag", BAD, ids=[f for _, f in BAD] and
-                         [f"{i}-{f}" for i, (_, f) in enumerate(BAD)])
+@pytest.mark.parametrize("flags,flag", BAD,
+                         ids=[f"{i}-{f}" for i, (_, f) in enumerate(BAD)])
 def test_bad_input(flags, flag, stratbench, mnist_dir):
     proc = run([stratbench, "train", "--data", mnist_dir, "--strategy", "pipeline", *flags],
                timeout=60)
