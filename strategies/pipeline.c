@@ -34,6 +34,7 @@
 #include "core/nvtx.h"
 #include "job/gather.h"
 #include "strategies/shared/dp_sync.h"
+#include "strategies/shared/pipeline_plan.h"
 #include "strategies/shared/pipeline_stats.h"
 #include "strategies/shared/replica.h"
 #include "strategies/shared/schedule.h"
@@ -105,18 +106,10 @@ struct pipeline {
     int P, M, V, D, stage, mb;
     struct chunk *chunk; /* (V) */
     int *layer_first;    /* (P*V + 1) virtual stage -> its first layer */
-    struct sb_model *whole; /* world rank 0: the whole model (evaluation, read_params) */
-    float *eval_x;
-    uint8_t *eval_y;
-    int32_t *eval_idx;
+    struct sb_replica *whole; /* world rank 0: the whole model (evaluation, read_params) */
     struct sb_pp_stats stats; /* per stage, summed since the end of warm-up */
     size_t whole_n_params;
-    /* The split of each receive's wait (docs/pipeline.md): per message of
-     * the step (sb_pp_message_id), when its sender posted it and when this
-     * rank began and ended waiting for it, on rank 0's clock. */
-    double *sent_at, *wait_begin, *wait_end; /* (sb_pp_message_count) */
-    int n_msgs;
-    double clock_offset; /* this rank's clock minus world rank 0's, s */
+    struct sb_pp_waits waits; /* each receive's wait, split at its sender's post */
     double comm_bytes; /* the receive and send buffers of every chunk */
 };
 
@@ -173,35 +166,6 @@ static int pipeline_replicas_of_world(const struct sb_config *cfg, int world)
     return p > 0 && world % p == 0 ? world / p : 0;
 }
 
-/* first[v] = the first layer of virtual stage v of n (first[n] = layers):
- * uniform, as sb_split_range cuts them; params, each cut where the
- * parameters so far come closest to their even share, at least one layer
- * per stage. */
-static void partition(const struct sb_model *whole, int n, int by_params, int *first)
-{
-    int L = whole->n_layers;
-    for (int v = 0; v < n; v++) {
-        int f, c;
-        sb_split_range(L, n, v, &f, &c);
-        first[v] = f;
-    }
-    first[n] = L;
-    if (!by_params) return;
-    double total = (double)whole->n_params, sum = 0;
-    int at = 0;
-    for (int v = 0; v < n - 1; v++) {
-        double target = total * (v + 1) / n;
-        int end = at + 1; /* at least one layer */
-        sum += (double)whole->layers[at].count;
-        while (end < L - (n - 1 - v) &&
-               fabs(sum + (double)whole->layers[end].count - target) < fabs(sum - target)) {
-            sum += (double)whole->layers[end].count;
-            end++;
-        }
-        first[v + 1] = at = end;
-    }
-}
-
 /* Allocates chunk c's slots, buffers and requests for n_slots
  * micro-batches in flight. */
 static sb_status chunk_buffers(struct pipeline *p, struct chunk *c, int n_slots)
@@ -242,14 +206,9 @@ static void pipeline_destroy(struct sb_strategy *s)
     }
     free(p->chunk);
     free(p->layer_first);
-    if (p->whole) p->whole->ops->destroy(p->whole);
-    be->free(p->eval_x);
-    be->free(p->eval_y);
-    free(p->eval_idx);
+    sb_replica_destroy(p->whole);
     sb_pp_schedule_free(&p->sched);
-    free(p->sent_at);
-    free(p->wait_begin);
-    free(p->wait_end);
+    sb_pp_waits_free(&p->waits);
     sb_pp_stats_free(&p->stats);
     sb_comm_destroy(p->gather);
     sb_comm_destroy(p->grad);
@@ -315,62 +274,6 @@ static sb_status make_chunks(struct sb_strategy *s, struct pipeline *p, const in
     return SB_OK;
 }
 
-/* Checks that between every pair of ranks, per direction, the receiver
- * takes the messages in the order the sender sends them: the point-to-
- * point calls carry no tag, so a pair's messages on one communicator
- * match in issue order. */
-static sb_status check_message_order(const struct sb_pp_schedule *sc)
-{
-    int P = sc->shape.stages, n = sb_pp_message_count(&sc->shape);
-    int *sent = malloc((size_t)n * sizeof *sent), *rank_of = calloc((size_t)n, sizeof *rank_of);
-    if (!sent || !rank_of) {
-        free(sent);
-        free(rank_of);
-        return sb_error(SB_ERR_NOMEM, "pipeline: out of memory");
-    }
-    /* The position of each message among its sender's sends to that peer
-     * in that direction, then the same count on the receiving side. */
-    sb_status st = SB_OK;
-    for (int pass = 0; pass < 2 && !st; pass++)
-        for (int r = 0; r < P && !st; r++)
-            for (int q = 0; q < P && !st; q++)
-                for (int dir = 0; dir < 2 && !st; dir++) {
-                    int k = 0;
-                    const struct sb_pp_action *a = sb_pp_rank_actions(sc, r);
-                    for (int i = 0; i < sb_pp_rank_count(sc, r); i++) {
-                        enum sb_pp_op op = a[i].op;
-                        int is_send = op == SB_PP_SEND_ACT || op == SB_PP_SEND_GRAD;
-                        int is_grad = op == SB_PP_SEND_GRAD || op == SB_PP_RECV_GRAD;
-                        if (a[i].peer != q || is_grad != dir || is_send != (pass == 0) ||
-                            sb_pp_message_id(&sc->shape, &a[i]) < 0)
-                            continue;
-                        int id = sb_pp_message_id(&sc->shape, &a[i]);
-                        if (pass == 0) sent[id] = k++;
-                        else if (sent[id] != k++)
-                            st = sb_error(SB_ERR_INTERNAL, "pipeline: rank %d receives message "
-                                          "%d from rank %d out of its send order", r, id, q);
-                    }
-                }
-    free(sent);
-    free(rank_of);
-    return st;
-}
-
-/* The whole model on world rank 0, for evaluation and read_params. */
-static sb_status make_whole(struct sb_strategy *s, struct pipeline *p)
-{
-    const struct sb_config *cfg = s->env->cfg;
-    const struct sb_backend_ops *be = s->env->be;
-    SB_TRY(s->env->workload->create(cfg, be, cfg->eval_batch, &p->whole));
-    if (p->world->rank != 0) return SB_OK;
-    SB_TRY(be->alloc((void **)&p->eval_x,
-                     (size_t)cfg->eval_batch * p->whole->in_dim * sizeof(float)));
-    SB_TRY(be->alloc((void **)&p->eval_y, (size_t)cfg->eval_batch));
-    if (!(p->eval_idx = malloc((size_t)cfg->eval_batch * sizeof *p->eval_idx)))
-        return sb_error(SB_ERR_NOMEM, "pipeline: out of memory");
-    return SB_OK;
-}
-
 static sb_status pipeline_init(struct sb_strategy *s)
 {
     struct pipeline *p = calloc(1, sizeof *p);
@@ -397,46 +300,37 @@ static sb_status pipeline_init(struct sb_strategy *s)
     p->act->role = p->grad->role = SB_COMM_ROLE_PP;
     SB_TRY(sb_pp_schedule_build(&shape, &p->sched));
     SB_TRY(sb_pp_check(&p->sched));
-    p->n_msgs = sb_pp_message_count(&shape);
-    p->sent_at = calloc((size_t)p->n_msgs + 1, sizeof *p->sent_at);
-    p->wait_begin = calloc((size_t)p->n_msgs + 1, sizeof *p->wait_begin);
-    p->wait_end = calloc((size_t)p->n_msgs + 1, sizeof *p->wait_end);
-    if (!p->sent_at || !p->wait_begin || !p->wait_end)
-        return sb_error(SB_ERR_NOMEM, "pipeline: out of memory");
     /* Send and receive times compare across ranks (and hosts) on rank 0's
      * clock (Cristian's method, as the trace aligns its ranks). */
-    if (s->env->job) {
-        double err;
-        SB_TRY(sb_job_clock_offset(s->env->job, 8, &p->clock_offset, &err));
-    }
-    SB_TRY(check_message_order(&p->sched));
+    double offset = 0, err;
+    if (s->env->job) SB_TRY(sb_job_clock_offset(s->env->job, 8, &offset, &err));
+    SB_TRY(sb_pp_waits_init(&p->waits, sb_pp_message_count(&shape), offset));
+    SB_TRY(sb_pp_check_message_order(&p->sched));
     if (opts(cfg)->print_schedule && p->world->rank == 0) SB_TRY(sb_pp_print_grid(&p->sched, stdout));
-    SB_TRY(make_whole(s, p));
+    /* The whole model (its layer table cuts the stages; world rank 0 keeps
+     * it to evaluate and to gather the parameters into). */
+    SB_TRY(sb_replica_create(s->env, 0, &p->whole));
+    struct sb_model *whole = p->whole->model;
     if (!(p->layer_first = malloc((size_t)(p->P * p->V + 1) * sizeof *p->layer_first)))
         return sb_error(SB_ERR_NOMEM, "pipeline: out of memory");
-    p->whole_n_params = p->whole->n_params;
-    partition(p->whole, p->P * p->V, opts(cfg)->partition == PARTITION_PARAMS, p->layer_first);
+    p->whole_n_params = whole->n_params;
+    sb_pp_partition(whole, p->P * p->V, opts(cfg)->partition == PARTITION_PARAMS, p->layer_first);
     /* Activation slots: each chunk's most micro-batches in flight in this
      * rank's list (a forward takes one, a backward frees it); all chunks
      * together, the schedule's live-activation formula. */
-    int slots[64] = {0}, now[64] = {0};
+    int slots[64];
     if (p->V > 64) return sb_error(SB_ERR_USAGE, "--chunks: at most 64");
-    const struct sb_pp_action *act = sb_pp_rank_actions(&p->sched, p->stage);
-    for (int i = 0; i < sb_pp_rank_count(&p->sched, p->stage); i++) {
-        int v = act[i].chunk;
-        if (act[i].op == SB_PP_FORWARD && ++now[v] > slots[v]) slots[v] = now[v];
-        if (act[i].op == SB_PP_BACKWARD) now[v]--;
-    }
+    sb_pp_chunk_slots(&p->sched, p->stage, slots);
     SB_TRY(make_chunks(s, p, slots));
     size_t boundary[64 * 64];
     if (p->P * p->V - 1 > (int)(sizeof boundary / sizeof boundary[0]))
         return sb_error(SB_ERR_USAGE, "--stages: at most %d virtual stages",
                         (int)(sizeof boundary / sizeof boundary[0]));
     for (int b = 0; b < p->P * p->V - 1; b++)
-        boundary[b] = p->whole->layers[p->layer_first[b + 1] - 1].out_floats;
+        boundary[b] = whole->layers[p->layer_first[b + 1] - 1].out_floats;
     SB_TRY(sb_pp_stats_init(&p->stats, &shape, p->stage, p->mb, boundary));
     if (p->world->rank != 0) { /* only rank 0 evaluates */
-        p->whole->ops->destroy(p->whole);
+        sb_replica_destroy(p->whole);
         p->whole = NULL;
     }
     s->comms[s->n_comms++] = p->act;
@@ -452,22 +346,6 @@ static sb_status pipeline_init(struct sb_strategy *s)
 static sb_status finish(struct sb_comm *comm, struct sb_comm_request *req)
 {
     return req->impl && !req->done ? sb_comm_wait(comm, req) : SB_OK;
-}
-
-/* The NVTX and trace name of a compute action ("F3", "B3"; interleaved
- * "F3a", "B3b": the chunk as a letter); names live as long as the run. */
-static const char *action_name(const struct sb_pp_action *a, int chunks)
-{
-    enum { MB = 256, CH = 8 };
-    static char names[2][MB][CH][16];
-    int bwd = a->op != SB_PP_FORWARD;
-    if (a->microbatch >= MB || a->chunk >= CH) return bwd ? "backward" : "forward";
-    char *nm = names[bwd][a->microbatch][a->chunk];
-    if (!nm[0]) {
-        if (chunks > 1) snprintf(nm, 16, "%c%d%c", bwd ? 'B' : 'F', a->microbatch, 'a' + a->chunk);
-        else snprintf(nm, 16, "%c%d", bwd ? 'B' : 'F', a->microbatch);
-    }
-    return nm;
 }
 
 /* The slot of micro-batch k on chunk c, taking a free one at its first
@@ -506,8 +384,7 @@ static sb_status receive(struct pipeline *p, struct sb_comm *comm, float *buf, s
     sb_replica_bubble_end(t0, out);
     double t1 = sb_now_s();
     sb_pp_stats_add(&p->stats, SB_PP_STAT_BUBBLE, t1 - t0);
-    p->wait_begin[id] = t0 - p->clock_offset;
-    p->wait_end[id] = t1 - p->clock_offset;
+    sb_pp_waits_received(&p->waits, id, t0, t1);
     return st;
 }
 
@@ -518,7 +395,7 @@ static sb_status send(struct pipeline *p, struct sb_comm *comm, const float *buf
     double t0 = sb_now_s();
     SB_TRY(finish(comm, req)); /* never two sends in one request */
     *req = (struct sb_comm_request){0};
-    p->sent_at[sb_pp_message_id(&p->sched.shape, a)] = sb_now_s() - p->clock_offset;
+    sb_pp_waits_sent(&p->waits, sb_pp_message_id(&p->sched.shape, a), sb_now_s());
     sb_status st = sb_comm_isend(comm, buf, n, a->peer, SB_COMM_SENDRECV, req);
     sb_pp_stats_add(&p->stats, SB_PP_STAT_P2P, sb_now_s() - t0);
     return st;
@@ -531,23 +408,12 @@ static sb_status send(struct pipeline *p, struct sb_comm *comm, const float *buf
  * to the comm phase). Collective over the pp communicator. */
 static sb_status split_waits(struct pipeline *p, struct sb_step_result *out)
 {
-    SB_TRY(sb_comm_allreduce_f64(p->grid->pp_comm, p->sent_at, (size_t)p->n_msgs));
     double moved = 0;
-    for (int id = 0; id < p->n_msgs; id++) {
-        double tb = p->wait_begin[id], te = p->wait_end[id], ts = p->sent_at[id];
-        if (te <= 0) continue; /* not received here */
-        double transfer = te - (ts > tb ? ts : tb);
-        if (transfer < 0) transfer = 0; /* within the clocks' error */
-        if (transfer > te - tb) transfer = te - tb;
-        moved += transfer;
-    }
+    SB_TRY(sb_pp_waits_split(&p->waits, p->grid->pp_comm, &moved));
     out->phase_ms[SB_PHASE_BUBBLE] -= 1e3 * moved;
     out->phase_ms[SB_PHASE_COMM] += 1e3 * moved;
     sb_pp_stats_add(&p->stats, SB_PP_STAT_BUBBLE, -moved);
     sb_pp_stats_add(&p->stats, SB_PP_STAT_P2P, moved);
-    memset(p->sent_at, 0, (size_t)p->n_msgs * sizeof *p->sent_at);
-    memset(p->wait_begin, 0, (size_t)p->n_msgs * sizeof *p->wait_begin);
-    memset(p->wait_end, 0, (size_t)p->n_msgs * sizeof *p->wait_end);
     return SB_OK;
 }
 
@@ -565,7 +431,7 @@ static sb_status compute(struct sb_strategy *s, struct pipeline *p, const struct
         const float *in = c->first ? c->r->slot[slot].x
                                    : c->act_in + (size_t)slot * p->mb * c->in_floats;
         double t0 = sb_now_s();
-        sb_nvtx_push(action_name(a, p->V), SB_NVTX_FORWARD, (uint64_t)k);
+        sb_nvtx_push(sb_pp_action_label(a, p->V), SB_NVTX_FORWARD, (uint64_t)k);
         sb_status st = m->ops->forward_part(m, slot, in, c->r->slot[slot].y, p->mb,
                                             1.0f / (float)sb_config_global_batch(s->env->cfg),
                                             c->r->loss_acc);
@@ -580,7 +446,7 @@ static sb_status compute(struct sb_strategy *s, struct pipeline *p, const struct
     float *din = c->first ? NULL : c->grad_in + (size_t)k * p->mb * c->in_floats;
     int final = c->backwards == p->M - 1;
     double t0 = sb_now_s();
-    sb_nvtx_push(action_name(a, p->V), SB_NVTX_BACKWARD, (uint64_t)k);
+    sb_nvtx_push(sb_pp_action_label(a, p->V), SB_NVTX_BACKWARD, (uint64_t)k);
     sb_status st = m->ops->backward_part(m, slot, c->last ? NULL : c->grad_out, din,
                                          c->backwards > 0,
                                          final && c->sync ? sb_dp_sync_ready_fn(c->sync) : NULL,
@@ -685,17 +551,18 @@ static sb_status gather_whole(struct sb_strategy *s, struct pipeline *p)
 {
     const struct sb_backend_ops *be = s->env->be;
     if (p->grid->me.dp_rank != 0) return SB_OK;
+    struct sb_model *whole = p->whole ? p->whole->model : NULL;
     for (int vs = 0; vs < p->P * p->V; vs++) {
         int owner = vs % p->P, v = vs / p->P;
         if (p->stage == 0 && owner == 0) {
             const struct sb_model *m = p->chunk[v].r->model;
-            size_t off = p->whole->layers[p->layer_first[vs]].offset;
-            be->copy(p->whole->params + off, m->params, m->n_params);
+            size_t off = whole->layers[p->layer_first[vs]].offset;
+            be->copy(whole->params + off, m->params, m->n_params);
         } else if (p->stage == 0) {
-            size_t off = p->whole->layers[p->layer_first[vs]].offset;
-            const struct sb_layer_desc *end = &p->whole->layers[p->layer_first[vs + 1] - 1];
+            size_t off = whole->layers[p->layer_first[vs]].offset;
+            const struct sb_layer_desc *end = &whole->layers[p->layer_first[vs + 1] - 1];
             struct sb_comm_request req = {0};
-            SB_TRY(sb_comm_irecv(p->gather, p->whole->params + off, end->offset + end->count - off,
+            SB_TRY(sb_comm_irecv(p->gather, whole->params + off, end->offset + end->count - off,
                                  owner, SB_COMM_SENDRECV, &req));
             SB_TRY(sb_comm_wait(p->gather, &req));
         } else if (owner == p->stage) {
@@ -715,17 +582,9 @@ static sb_status pipeline_evaluate(struct sb_strategy *s, double *accuracy)
     *accuracy = 0.0;
     if (p->world->rank != 0) return SB_OK;
     sb_pp_stats_print(&p->stats, stdout);
-    const struct sb_config *cfg = s->env->cfg;
-    int n = s->env->data->test.n, chunk = cfg->eval_batch;
+    int n = s->env->data->test.n;
     long hits = 0;
-    for (int o = 0; o < n; o += chunk) {
-        int k = n - o < chunk ? n - o : chunk;
-        for (int i = 0; i < k; i++) p->eval_idx[i] = o + i;
-        sb_mnist_gather(&s->env->data->test, p->eval_idx, k, p->eval_x, p->eval_y);
-        long c = 0;
-        SB_TRY(p->whole->ops->predict(p->whole, p->eval_x, p->eval_y, k, &c));
-        hits += c;
-    }
+    SB_TRY(sb_replica_evaluate(p->whole, 0, n, &hits));
     *accuracy = (double)hits / n;
     return SB_OK;
 }
@@ -735,7 +594,8 @@ static sb_status pipeline_read_params(struct sb_strategy *s, float *host)
     struct pipeline *p = s->impl;
     SB_TRY(gather_whole(s, p));
     if (p->world->rank != 0) return SB_OK;
-    return s->env->be->download(host, p->whole->params, p->whole->n_params * sizeof(float));
+    const struct sb_model *whole = p->whole->model;
+    return s->env->be->download(host, whole->params, whole->n_params * sizeof(float));
 }
 
 /* The whole model's parameter count (every rank built the whole model
@@ -821,66 +681,6 @@ static void pipeline_model_state_formula(const struct sb_config *cfg, double n_p
     *out = (struct sb_model_state){4 * psi, 4 * psi, 4.0 * sb_optimizer_state_floats(cfg) * psi};
 }
 
-/* The variants stratbench predict shows: (schedule, stages, chunks) at
- * M = 8 micro-batches. */
-static const struct {
-    enum sb_pp_kind kind;
-    int stages, chunks;
-    const char *name;
-} predict_variants[] = {
-    {SB_PP_1F1B, 2, 1, "1f1b P2"},
-    {SB_PP_1F1B, 4, 1, "1f1b P4"},
-    {SB_PP_INTERLEAVED, 2, 2, "interleaved P2 V2"},
-    {SB_PP_INTERLEAVED, 4, 2, "interleaved P4 V2"},
-};
-
-/* stratbench predict's pipeline rows (none for a run's own report: the
- * query's cfg set). A pipeline of P stages and M = 8 micro-batches per
- * replica: each stage computes 1/P of the measured compute (the uniform
- * partition, stages assumed equal); the bubble is the schedule's formula
- * over that (sb_pp_bubble_over_ideal: (p-1)/m for 1f1b, (p-1)/(vm)
- * interleaved); a point-to-point message of a micro-batch's boundary
- * activation costs α + b/B (b = the mean cut's bytes per sample × batch/M)
- * and the fill and the drain put 2(P-1)V of them on the step's critical
- * path (the steady state's overlap compute); with n > 1 replicas each
- * stage's gradients (1/P of the parameters) are ring all-reduced over its
- * n replicas after the drain. comm_s: the point-to-point time of a middle
- * stage (4M messages; 2M with P = 2) plus the all-reduce; exposed_s: the
- * pipeline's step less the measured compute of one replica, so predict's
- * step (compute + exposed) is the pipeline's step (negative where the
- * stages' split compute outweighs the bubble). */
-static int pipeline_comm_model(const struct sb_comm_model_query *q,
-                               struct sb_comm_model_row *rows, int cap)
-{
-    if (q->cfg || !(q->compute_s > 0) || !(q->boundary_bytes > 0) || q->batch < 8 ||
-        q->layers < 2)
-        return 0;
-    int k = 0, m = 8;
-    double b = q->boundary_bytes * q->batch / m, msg = sb_cost_message_s(&q->link, b);
-    for (size_t i = 0; i < sizeof predict_variants / sizeof predict_variants[0] && k < cap; i++) {
-        int p = predict_variants[i].stages, v = predict_variants[i].chunks;
-        if (p * v > q->layers) continue;
-        struct sb_pp_shape shape = {predict_variants[i].kind, p, m, v};
-        double ideal = q->compute_s / p;
-        struct sb_pp_stage_times t = {ideal / m / 2, ideal / m / 2, 0};
-        double bubble = sb_pp_bubble_over_ideal(&shape, &t) * ideal;
-        double sync = sb_cost_ring_allreduce_s(&q->link, q->replicas, q->bytes / p);
-        double step = ideal + bubble + 2.0 * (p - 1) * v * msg + sync;
-        rows[k++] = (struct sb_comm_model_row){
-            .variant = predict_variants[i].name,
-            .formula_name = "pipeline",
-            .formula = "compute/P (1 + bubble/ideal) + 2(P-1)V (a + b/B) + ring over the stage's "
-                       "share",
-            .comm_s = (p > 2 ? 4.0 : 2.0) * m * v * msg + sync,
-            .exposed_s = step - q->compute_s,
-        };
-        snprintf(rows[k - 1].legend, sizeof rows[k - 1].legend,
-                 "pipeline compute/P per stage + the schedule's bubble + 2(P-1)V transfers "
-                 "a + b/B (b: %.0f B/sample at a cut) + ring of 1/P, M = 8;", q->boundary_bytes);
-    }
-    return k;
-}
-
 const struct sb_strategy_ops sb_strategy_pipeline = {
     .name = "pipeline",
     .summary = "layers cut into --stages ranks, --microbatches streamed by --schedule "
@@ -902,7 +702,7 @@ const struct sb_strategy_ops sb_strategy_pipeline = {
     .reset_counters = pipeline_reset_counters,
     .describe = pipeline_describe,
     .memory = pipeline_memory,
-    .comm_model = pipeline_comm_model,
+    .comm_model = sb_pp_predict_rows,
     .model_state_formula = pipeline_model_state_formula,
     .destroy = pipeline_destroy,
 };

@@ -164,3 +164,53 @@ void sb_pp_stats_print(const struct sb_pp_stats *st, FILE *out)
             sb_pp_bubble_over_ideal(&st->shape, &t), f + b > 0 ? bub / (f + b) : 0.0);
     fflush(out);
 }
+
+sb_status sb_pp_waits_init(struct sb_pp_waits *w, int n, double clock_offset_s)
+{
+    *w = (struct sb_pp_waits){.n = n, .clock_offset_s = clock_offset_s};
+    w->sent_at = calloc((size_t)n + 1, sizeof *w->sent_at);
+    w->wait_begin = calloc((size_t)n + 1, sizeof *w->wait_begin);
+    w->wait_end = calloc((size_t)n + 1, sizeof *w->wait_end);
+    if (!w->sent_at || !w->wait_begin || !w->wait_end)
+        return sb_error(SB_ERR_NOMEM, "pipeline: out of memory");
+    return SB_OK;
+}
+
+void sb_pp_waits_free(struct sb_pp_waits *w)
+{
+    free(w->sent_at);
+    free(w->wait_begin);
+    free(w->wait_end);
+    memset(w, 0, sizeof *w);
+}
+
+void sb_pp_waits_sent(struct sb_pp_waits *w, int id, double t_s)
+{
+    if (id >= 0 && id < w->n) w->sent_at[id] = t_s - w->clock_offset_s;
+}
+
+void sb_pp_waits_received(struct sb_pp_waits *w, int id, double t0, double t1)
+{
+    if (id < 0 || id >= w->n) return;
+    w->wait_begin[id] = t0 - w->clock_offset_s;
+    w->wait_end[id] = t1 - w->clock_offset_s;
+}
+
+sb_status sb_pp_waits_split(struct sb_pp_waits *w, struct sb_comm *comm, double *moved_s)
+{
+    SB_TRY(sb_comm_allreduce_f64(comm, w->sent_at, (size_t)w->n));
+    double moved = 0;
+    for (int id = 0; id < w->n; id++) {
+        double tb = w->wait_begin[id], te = w->wait_end[id], ts = w->sent_at[id];
+        if (te <= 0) continue; /* not received here */
+        double transfer = te - (ts > tb ? ts : tb);
+        if (transfer < 0) transfer = 0; /* within the clocks' error */
+        if (transfer > te - tb) transfer = te - tb;
+        moved += transfer;
+    }
+    *moved_s = moved;
+    memset(w->sent_at, 0, (size_t)w->n * sizeof *w->sent_at);
+    memset(w->wait_begin, 0, (size_t)w->n * sizeof *w->wait_begin);
+    memset(w->wait_end, 0, (size_t)w->n * sizeof *w->wait_end);
+    return SB_OK;
+}

@@ -95,4 +95,31 @@ void sb_pp_stats_describe(const struct sb_pp_stats *st, const struct sb_pp_sched
  * steps. */
 void sb_pp_stats_print(const struct sb_pp_stats *st, FILE *out);
 
+/* Each receive's wait of a step, split at the moment its sender posted the
+ * message: per message (sb_pp_message_id) its post time on the sender and
+ * the receiver's wait, all on world rank 0's clock (a rank's own clock
+ * less clock_offset_s: sb_job_clock_offset). */
+struct sb_pp_waits {
+    double *sent_at, *wait_begin, *wait_end; /* (n) s; 0: none this step */
+    int n;
+    double clock_offset_s;
+};
+
+/* Prepares w for n messages per step. Errors: SB_ERR_NOMEM. */
+sb_status sb_pp_waits_init(struct sb_pp_waits *w, int n, double clock_offset_s);
+void sb_pp_waits_free(struct sb_pp_waits *w);
+
+/* Message id was posted at t_s (this rank's clock). */
+void sb_pp_waits_sent(struct sb_pp_waits *w, int id, double t_s);
+
+/* This rank waited for message id from t0 to t1 (its clock). */
+void sb_pp_waits_received(struct sb_pp_waits *w, int id, double t0, double t1);
+
+/* Ends a step: sums the posts over `comm` (the pipeline's stages: each
+ * message has one sender) and sets *moved_s to the part of this rank's
+ * waits after the post (transfer: point-to-point wait, not bubble),
+ * clamped to each wait (clock error), then clears the step. Collective over
+ * comm. Errors: the communicator's. */
+sb_status sb_pp_waits_split(struct sb_pp_waits *w, struct sb_comm *comm, double *moved_s);
+
 #endif
