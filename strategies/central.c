@@ -25,11 +25,11 @@ _Static_assert(sizeof(struct central_opts) <= SB_STRATEGY_OPTS_BYTES, "central o
 
 static const struct sb_strategy_option central_options[] = {
     {"servers", "K", SB_OPTION_INT, offsetof(struct central_opts, servers), 0, 64, 0, 0,
-     "servers", 0, "0: rank 0 also trains; K: K dedicated servers, one shard each"},
+     "servers", 0, "0: rank 0 also trains; K: K dedicated servers, one shard each", NULL},
     {"sync", NULL, SB_OPTION_SWITCH, offsetof(struct central_opts, async), 0, 0, 0, 0, "async",
-     1, "step barrier, the same update as single (default)"},
+     1, "step barrier, the same update as single (default)", NULL},
     {"async", NULL, SB_OPTION_SWITCH, offsetof(struct central_opts, async), 0, 0, 0, 1,
-     "async", 1, "no step barrier: each push applied at once (stale)"},
+     "async", 1, "no step barrier: each push applied at once (stale)", NULL},
     {0},
 };
 

@@ -51,9 +51,9 @@ static const struct ddp_opts *opts(const struct sb_config *cfg)
 
 static const struct sb_strategy_option ddp_options[] = {
     {"bucket-mb", "X", SB_OPTION_NUMBER, offsetof(struct ddp_opts, bucket_mb), 1e-6, 1e6, 25.0,
-     0, "bucket_mb", 0, "gradient bucket size in MiB"},
+     0, "bucket_mb", 0, "gradient bucket size in MiB", NULL},
     {"no-overlap", NULL, SB_OPTION_SWITCH, offsetof(struct ddp_opts, overlap), 0, 0, 1, 0,
-     "overlap", 1, "all-reduce after backward instead of during it"},
+     "overlap", 1, "all-reduce after backward instead of during it", NULL},
     {0},
 };
 

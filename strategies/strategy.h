@@ -54,6 +54,7 @@ enum sb_option_kind {
     SB_OPTION_INT,    /* int field, "--flag N" */
     SB_OPTION_NUMBER, /* double field, "--flag X" */
     SB_OPTION_SWITCH, /* int field set to `set` by "--flag" (no value) */
+    SB_OPTION_CHOICE, /* int field, "--flag NAME": the index of NAME in `choices` */
 };
 struct sb_strategy_option {
     const char *flag;       /* long name without "--"; NULL ends a table */
@@ -67,6 +68,8 @@ struct sb_strategy_option {
                              * written there (state it in describe instead) */
     int report_bool;        /* written as true/false */
     const char *help;       /* one line of usage text */
+    const char *const *choices; /* CHOICE: the names, NULL-terminated (lo, hi unused;
+                                 * def is an index; report_key must be NULL) */
 };
 
 /* What a strategy's comm_model op (below) is asked. */
@@ -87,6 +90,13 @@ struct sb_comm_model_query {
     int overlap;                /* cfg NULL: the measured run overlapped backward (1/0) */
     int layers;                 /* cfg NULL: the model's layers (zero stage 3's units),
                                  * 0: not known */
+    /* cfg NULL, for a strategy that splits the model (pipeline): the
+     * measured run's compute per step of one replica (s), its batch per
+     * replica, and the bytes per sample of an activation at a cut between
+     * two layers (the mean over the model's cuts); 0: not known. */
+    double compute_s;
+    int batch;
+    double boundary_bytes;
 };
 
 struct sb_replica;

@@ -37,11 +37,11 @@ static const struct zero_opts *opts(const struct sb_config *cfg)
 
 static const struct sb_strategy_option zero_options[] = {
     {"zero-stage", "S", SB_OPTION_INT, offsetof(struct zero_opts, stage), 1, 3, 3, 0,
-     "zero_stage", 0, "shard optimizer state (1), + gradients (2), + parameters (3)"},
+     "zero_stage", 0, "shard optimizer state (1), + gradients (2), + parameters (3)", NULL},
     {"bucket-mb", "X", SB_OPTION_NUMBER, offsetof(struct zero_opts, bucket_mb), 1e-6, 1e6, 25.0,
-     0, "bucket_mb", 0, "gradient bucket size in MiB"},
+     0, "bucket_mb", 0, "gradient bucket size in MiB", NULL},
     {"no-overlap", NULL, SB_OPTION_SWITCH, offsetof(struct zero_opts, overlap), 0, 0, 1, 0,
-     "overlap", 1, "all-reduce after backward instead of during it"},
+     "overlap", 1, "all-reduce after backward instead of during it", NULL},
     {0},
 };
 

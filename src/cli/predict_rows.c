@@ -33,6 +33,8 @@ static void row_config(const struct run *r, const struct sb_strategy_ops *ops,
         else if (len >= 6 && strcmp(op->flag + len - 6, "-stage") == 0 &&
                  strncmp(w->algorithm, "stage-", 6) == 0)
             v = atoi(w->algorithm + 6);
+        else if (strcmp(op->flag, "stages") == 0 && strstr(w->algorithm, " P"))
+            v = atoi(strstr(w->algorithm, " P") + 2); /* a pipeline's "1f1b P4" */
         if (v >= 0 && op->kind == SB_OPTION_INT)
             memcpy(cfg->strategy_opts + op->offset, &v, sizeof v);
     }
@@ -130,6 +132,21 @@ static int model_layers(const struct run *r)
     return layers;
 }
 
+/* Bytes per sample of the activation at a cut between two layers of the
+ * report's model, the mean over its cuts (a pipeline's boundary), or 0
+ * when the model cannot be built or has one layer. */
+static double model_boundary_bytes(const struct run *r)
+{
+    const struct sb_workload_ops *wl = NULL;
+    struct sb_model *m = NULL;
+    if (build_model(r, &wl, &m)) return 0;
+    double sum = 0;
+    for (int l = 0; l + 1 < m->n_layers; l++) sum += 4.0 * (double)m->layers[l].out_floats;
+    double mean = m->n_layers > 1 ? sum / (m->n_layers - 1) : 0;
+    wl->destroy(m);
+    return mean;
+}
+
 /* The ranks and periods predict models (bench/compression.py's). */
 static const int POWERSGD_RANKS[] = {1, 2, 4};
 static const int LOCAL_SGD_H[] = {4, 16};
@@ -198,6 +215,7 @@ int sb_predict_rows(const struct run *r, const struct opts *o, struct row *rows,
 {
     struct sb_comm_model_row model[MAX_VARIANTS];
     int k = 0, n_strategies = sb_strategy_count(), layers = model_layers(r);
+    double boundary = model_boundary_bytes(r);
     for (int i = 0; i < MAX_STRATEGIES; i++) legends[i][0] = 0;
     for (int c = 0; c < o->n_counts; c++) {
         struct sb_comm_model_query q = {
@@ -209,6 +227,9 @@ int sb_predict_rows(const struct run *r, const struct opts *o, struct row *rows,
             .n_buckets = r->n_buckets,
             .overlap = r->overlap,
             .layers = layers,
+            .compute_s = 1e-3 * r->compute_ms,
+            .batch = r->batch,
+            .boundary_bytes = boundary,
         };
         for (int i = 0; i < n_strategies && i < MAX_STRATEGIES; i++) {
             const struct sb_strategy_ops *ops = sb_strategy_at(i);

@@ -12,7 +12,7 @@
 #include "core/config.h"
 #include "strategies/strategy.h"
 
-#define PREDICT_SCHEMA_VERSION "1.3"
+#define PREDICT_SCHEMA_VERSION "1.4"
 #define MAX_COUNTS 64
 #define SB_PREDICT_LAYERS_MAX 256
 #define MAX_BUCKETS 64

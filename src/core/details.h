@@ -7,7 +7,7 @@
 #define SB_DETAILS_H
 
 /* One entry: a number (is_list = 0, values[0]) or a list. */
-#define SB_DETAILS_MAX 16
+#define SB_DETAILS_MAX 24
 #define SB_DETAIL_VALUES_MAX 64
 struct sb_detail {
     char key[48];      /* e.g. "bucket_count", "bucket_bytes", "staleness_max" */

@@ -73,7 +73,8 @@ sb_status sb_loop_cross_rank_stats(struct sb_loop *L)
                    sb_rank_timings_at(&all, 0, SB_RANK_FIELD_PHASE(SB_PHASE_WAIT)),
                    all.n_steps * sizeof(double));
         if (!st) st = sb_rank_timings_spread(&all, &L->rec->step_by_rank, L->rec->phases_by_rank);
-        if (!st)
+        /* Its stages' compute differs by the partition, not by a slow rank. */
+        if (!st && !L->s->ops->owns_wait)
             st = sb_stragglers(&all, L->t.step_ms, L->t.n,
                                sb_loop_compute_threads(L, job) > sysconf(_SC_NPROCESSORS_ONLN),
                                &L->rec->stragglers);

@@ -70,6 +70,21 @@ sb_status sb_strategy_option_parse(const struct sb_strategy_ops *ops, struct sb_
         option_set(cfg, o, o->set);
         return SB_OK;
     }
+    if (o->kind == SB_OPTION_CHOICE) {
+        char names[256];
+        size_t len = 0;
+        names[0] = '\0';
+        for (int i = 0; o->choices[i]; i++) {
+            if (arg && strcmp(arg, o->choices[i]) == 0) {
+                option_set(cfg, o, i);
+                return SB_OK;
+            }
+            len += (size_t)snprintf(names + len, len < sizeof names ? sizeof names - len : 0,
+                                    "%s%s", i ? " | " : "", o->choices[i]);
+        }
+        return sb_error(SB_ERR_USAGE, "--%s: expected %s, got '%s'", flag, names,
+                        arg ? arg : "");
+    }
     char *end = NULL;
     double v = arg ? strtod(arg, &end) : NAN;
     int integral = o->kind != SB_OPTION_INT || (v == floor(v));
@@ -162,7 +177,10 @@ void sb_strategy_options_usage(FILE *out)
             takers(o->flag, who, sizeof who);
             snprintf(head, sizeof head, "--%s%s%s", o->flag, o->metavar ? " " : "",
                      o->metavar ? o->metavar : "");
-            if (o->kind != SB_OPTION_SWITCH) snprintf(def, sizeof def, "%g", o->def);
+            if (o->kind == SB_OPTION_CHOICE)
+                snprintf(def, sizeof def, "%s", o->choices[(int)o->def]);
+            else if (o->kind != SB_OPTION_SWITCH)
+                snprintf(def, sizeof def, "%g", o->def);
             fprintf(out, "  %-22s %-10s %s: %s\n", head, def, who, o->help);
         }
 }

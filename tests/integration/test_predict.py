@@ -87,7 +87,8 @@ def test_table_and_json(stratbench, ddp_report, tmp_path):
     assert all(ln.startswith("#") for ln in lines[:len(lines) - len(data)])
     # 3 counts x (ddp auto, ddp binomial, central k=1, central k=n, zero stages 1, 2, 3)
     # and ddp's 6 gradient methods (fp16/bf16, powersgd r = 1, 2, 4, local SGD H = 4, 16)
-    assert len(data) == 3 * (7 + 6)
+    # and the pipeline's 1f1b over 2 stages (the mlp's 2 layers cut no deeper)
+    assert len(data) == 3 * (7 + 6 + 1)
     units = [ln for ln in lines if ln.startswith("#") and " ms " in ln and "1/s" in ln]
     assert len(units) == 1
     doc = json.loads(out.read_text())
@@ -187,6 +188,8 @@ def test_memory_rows_and_device_memory(stratbench, ddp_report, tmp_path):
         n, k = r["replicas"], r["servers"]
         want = {"ddp": 12 * psi, "central": max(8 * psi, 8 * psi + 4 * psi / max(k, 1))}.get(
             r["strategy"])
+        if r["strategy"] == "pipeline":  # a stage holds 1/P of the model ("1f1b P2")
+            want = 12 * psi / int(r["algorithm"].split(" P")[1].split()[0])
         if r["strategy"] == "zero":
             stage = int(r["algorithm"].split("-")[1])
             want = {1: 8 * psi + 4 * psi / n, 2: 4 * psi + 8 * psi / n, 3: 12 * psi / n}[stage]
@@ -216,7 +219,7 @@ def test_json_flag_prints_json(stratbench, ddp_report):
     doc = json.loads(proc.stdout)
     validate_against(doc, "predict.schema.json")
     assert doc["link"]["source"] == "probe"
-    assert [r["replicas"] for r in doc["rows"] if r["method"] == "none"] == [4] * 7
+    assert [r["replicas"] for r in doc["rows"] if r["method"] == "none"] == [4] * 8
 
 
 def test_plot_predicted_efficiency(stratbench, ddp_report, tmp_path):
