@@ -131,6 +131,7 @@ void sb_dense_forward(struct sb_dense *d, const struct sb_model *m, int slot, co
         be->sgemm(0, 1, n, out, in, 1.0f, x, in, m->params + d->w_off[l], in, 0.0f, y, out);
         if (d->split[l] == SB_TP_ROW) sb_model_tp_allreduce(m, y, (size_t)n * out);
         be->add_bias(y, m->params + d->b_off[l], n, out);
+        sb_model_round(m, y, (size_t)n * out); /* the GEMM's output, stored 16-bit */
         if (l + 1 < d->n_layers) be->relu_forward(y, (size_t)n * out);
     }
     d->n[slot] = n;
@@ -150,6 +151,7 @@ void sb_dense_backward(struct sb_dense *d, struct sb_model *m, int slot, const f
         be->relu_backward(dz, act_of(d, d->end, slot), count);
     } else {
         dz = sb_dense_dlogits(d, slot);
+        sb_model_round(m, dz, (size_t)n * d->dim[d->n_layers]); /* the loss's gradient */
     }
     float beta = accumulate ? 1.0f : 0.0f;
     for (int l = d->end - 1; l >= d->first; l--) {
@@ -165,6 +167,7 @@ void sb_dense_backward(struct sb_dense *d, struct sb_model *m, int slot, const f
         } else {
             be->bias_grad(gb, dz, n, out);
         }
+        sb_model_round(m, m->grads + d->w_off[l], (size_t)out * in + out);
         if (ready) ready(ctx, d->w_off[l], (size_t)out * in + out);
         if (l == d->first && !dinput) break;
         /* d x (n, in) = dz (n, out) . W_l (out, in); through the ReLU that
@@ -172,6 +175,7 @@ void sb_dense_backward(struct sb_dense *d, struct sb_model *m, int slot, const f
         float *dx = l == d->first ? dinput : d->delta[l % 2];
         be->sgemm(0, 0, n, in, out, 1.0f, dz, out, m->params + d->w_off[l], in, 0.0f, dx, in);
         if (d->split[l] == SB_TP_COLUMN) sb_model_tp_allreduce(m, dx, (size_t)n * in);
+        sb_model_round(m, dx, (size_t)n * in);
         if (l > d->first) be->relu_backward(dx, x, (size_t)n * in);
         dz = dx;
     }

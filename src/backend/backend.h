@@ -92,6 +92,17 @@ struct sb_backend_ops {
     void (*add)(float *y, const float *x, size_t n);
     /* y[i] *= a for i < n. */
     void (*scale)(float *y, float a, size_t n);
+    /* x[i] = x[i] rounded to the 16-bit format fmt (an enum sb_half_format
+     * of core/half.h: fp16 or bf16; round to nearest, ties to even) and
+     * widened back, for i < n: a 16-bit value stored in a float buffer
+     * (--precision bf16|fp16, strategies/shared/precision.h). fp16 values
+     * beyond its range become +-inf, as a conversion on a device does. */
+    void (*round_half)(float *x, size_t n, int fmt);
+    /* Sets *found to 1 when any of x[0..n) is inf or NaN (leaves it
+     * otherwise), then x[i] *= a for i < n: a loss scaler's unscale and
+     * check in one pass (PyTorch's _amp_foreach_non_finite_check_and_unscale_).
+     * found is host memory. */
+    void (*unscale_check)(float *x, float a, size_t n, int *found);
     /* Batch gather from a dataset held in backend memory (uploaded once):
      * for i < n, x[i] (dim floats) = (pixels[idx[i]] / 255 - 0.1307) / 0.3081
      * elementwise, as sb_mnist_gather, and y[i] = labels[idx[i]]. pixels

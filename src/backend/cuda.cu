@@ -13,6 +13,8 @@
  * row-major is C^T = op(B)^T op(A)^T in column-major: call cuBLAS with the
  * operands swapped and m, n swapped; leading dimensions stay as given. */
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <mutex>
@@ -449,6 +451,23 @@ __global__ void k_add(float *y, const float *x, size_t n) { GRID_STRIDE(i, n) y[
 
 __global__ void k_scale(float *y, float a, size_t n) { GRID_STRIDE(i, n) y[i] *= a; }
 
+/* fmt 0: fp16, 1: bf16 (core/half.h's enum), round to nearest even. */
+__global__ void k_round_half(float *x, size_t n, int fmt)
+{
+    GRID_STRIDE(i, n)
+    x[i] = fmt ? __bfloat162float(__float2bfloat16_rn(x[i])) : __half2float(__float2half_rn(x[i]));
+}
+
+/* *flag = 1 where any x[i] is not finite; x[i] *= a. */
+__global__ void k_unscale_check(float *x, float a, size_t n, int *flag)
+{
+    GRID_STRIDE(i, n)
+    {
+        if (!isfinite(x[i])) *flag = 1;
+        x[i] *= a;
+    }
+}
+
 __global__ void k_gather(float *x, uint8_t *y, const uint8_t *pixels, const uint8_t *labels,
                          const int32_t *idx, int n, int dim)
 {
@@ -535,6 +554,29 @@ static void cu_copy(float *dst, const float *src, size_t n)
 static void cu_add(float *y, const float *x, size_t n) { LAUNCH(k_add, n, y, x, n); }
 
 static void cu_scale(float *y, float a, size_t n) { LAUNCH(k_scale, n, y, a, n); }
+
+static void cu_round_half(float *x, size_t n, int fmt) { LAUNCH(k_round_half, n, x, n, fmt); }
+
+/* The flag lives in the pinned result buffer's int view: one launch, one
+ * read back (the step waits for it, as the loss scaler's decision must). */
+static void cu_unscale_check(float *x, float a, size_t n, int *found)
+{
+    if (!ensure_ctx() || n == 0) return;
+    int *flag = (int *)ctx.result_dev;
+    cudaError_t e = cudaMemsetAsync(flag, 0, sizeof(int), ctx.stream);
+    if (e == cudaSuccess) {
+        k_unscale_check<<<sb_cuda_blocks(n), SB_CUDA_THREADS, 0, ctx.stream>>>(x, a, n, flag);
+        sb_cuda_check_launch("k_unscale_check");
+        e = cudaMemcpyAsync(ctx.result_host, flag, sizeof(int), cudaMemcpyDeviceToHost,
+                            ctx.stream);
+    }
+    if (e == cudaSuccess) e = cudaStreamSynchronize(ctx.stream);
+    if (e != cudaSuccess) {
+        sb_cuda_fail("unscaling the gradients", cudaGetErrorString(e));
+        return;
+    }
+    if (*(int *)ctx.result_host) *found = 1;
+}
 
 static void cu_gather(float *x, uint8_t *y, const uint8_t *pixels, const uint8_t *labels,
                       const int32_t *idx, int n, int dim)
@@ -676,6 +718,8 @@ extern "C" const struct sb_backend_ops sb_backend_cuda = {
     .copy = cu_copy,
     .add = cu_add,
     .scale = cu_scale,
+    .round_half = cu_round_half,
+    .unscale_check = cu_unscale_check,
     .gather = cu_gather,
     .im2col = sb_cuda_im2col,
     .col2im = sb_cuda_col2im,

@@ -93,6 +93,7 @@ static sb_status write_outputs(struct sb_loop *L)
     sb_strategy_report_values(L->s->ops, cfg, &rec->details);
     predict_comm(L->s->ops, rec);
     rec->peak_rss_bytes = sb_peak_rss_bytes();
+    sb_strategy_precision_state(L->s, &rec->loss_scale, &rec->skipped_steps);
     SB_TRY(sb_report_write(cfg->report_path, rec));
     L->wrote_report = 1;
     return SB_OK;

@@ -19,7 +19,7 @@
 #include "core/status.h"
 #include "job/probe.h" /* struct sb_link_probe */
 
-#define SB_REPORT_SCHEMA_VERSION "1.11"
+#define SB_REPORT_SCHEMA_VERSION "1.12"
 
 /* Most warnings a report records (sb_run_record.warnings). */
 #define SB_REPORT_MAX_WARNINGS 4
@@ -154,6 +154,10 @@ struct sb_run_record {
     struct sb_consistency replica_check; /* after training (and every --check-every) */
 
     long peak_rss_bytes;       /* VmHWM of rank 0 */
+    /* --precision's state at the end (rank 0's): fp16's loss scale S (1
+     * otherwise) and the steps its scaler skipped. */
+    double loss_scale;
+    long skipped_steps;
     /* The memory ledger: every rank's entries (n_memory, rank order;
      * mirrored states one per replica), gathered at the end of training;
      * NULL: none. */

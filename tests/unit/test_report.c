@@ -119,7 +119,7 @@ static int setup(void **state)
         r->phases_by_rank[p] = (struct sb_rank_spread){COMM_RANKS, p, p + 0.5, p + 2.0, 2.0, p % 4};
     r->peak_rss_bytes = sb_peak_rss_bytes();
     static const struct sb_memory_entry ledger = {
-        "replica", 1, 1, {100, 200, 400}, 8, 16, {100, 200, 400}, 4096, -1};
+        "replica", 1, 1, {100, 200, 400}, 8, 16, {100, 200, 400}, 4096, -1, 0};
     r->memory = &ledger;
     r->n_memory = 1;
     /* The strategies' flags and comm keys, as the harness adds them. */
