@@ -221,7 +221,7 @@ static void test_keys_and_values(void **state)
         "noise_by_rank", "warnings", "replicas_consistent", "replica_check", "stragglers", "step_ms",
         "phases_ms", "step_ms_by_rank",
         "phases_by_rank_ms", "comm",
-        "strategy_details", "peak_rss_bytes", "memory"};
+        "strategy_details", "peak_rss_bytes", "memory", "precision"};
     const cJSON *item = root->child;
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++, item = item->next) {
         assert_non_null(item);
@@ -239,6 +239,12 @@ static void test_keys_and_values(void **state)
     assert_true(num(e, "formula_model_state_bytes") == 700);
     assert_true(num(e, "peak_rss_bytes") == 4096);
     assert_true(cJSON_IsNull(get(e, "peak_device_memory_bytes")));
+    assert_true(num(e, "emulation_bytes") == 0);
+    /* fp32 (the configuration's default): scale 1, nothing skipped. */
+    const cJSON *prec = get(root, "precision");
+    assert_string_equal(get(prec, "precision")->valuestring, "fp32");
+    assert_true(num(prec, "loss_scale") == 1 && num(prec, "skipped_steps") == 0);
+    assert_string_equal(get(get(root, "config"), "precision")->valuestring, "fp32");
     assert_string_equal(get(root, "strategy")->valuestring, "ddp");
     assert_true(num(root, "replicas") == 4);
 
