@@ -168,3 +168,26 @@ def test_16_bit_gradients_halve_the_wire_exactly(name, stratbench, mnist_dir, tm
         assert c[kind]["bytes"] * 2 == fp32["bytes"], p
         if name != "ddp2":
             assert c["allgather"]["bytes"] == runs["fp32"]["comm"]["allgather"]["bytes"]
+
+
+ACCURACY_CASES = {
+    "single": ["--strategy", "single"],
+    "ddp2": ["--strategy", "ddp", "--replicas", "2"],
+    "zero3": ["--strategy", "zero", "--zero-stage", "3", "--replicas", "2"],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(ACCURACY_CASES))
+def test_16_bit_reaches_fp32_accuracy(name, stratbench, mnist_dir, tmp_path):
+    """The mlp, 3 epochs, the same global batch: bf16's and fp16's final test accuracy
+    within 0.3 points of fp32's (docs/precision.md has the figures)."""
+    acc = {}
+    for p in ("fp32", "bf16", "fp16"):
+        report = tmp_path / f"{p}.json"
+        train(stratbench, mnist_dir, *ACCURACY_CASES[name], "--precision", p, "--epochs", 3,
+              "--threads", 1, "--report", report, timeout=1800)
+        r = validate_report(report)
+        acc[p] = 100 * r["final_test_accuracy"]
+    for p in ("bf16", "fp16"):
+        assert abs(acc[p] - acc["fp32"]) <= 0.3, acc
