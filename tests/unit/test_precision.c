@@ -13,6 +13,7 @@
  * - the loss scaler follows torch.amp.GradScaler: S = 2^16, halved and the
  *   step skipped on inf/NaN, doubled after 2000 good steps in a row; the
  *   unscale divides by S exactly and finds an inf or a NaN anywhere;
+ * - fp16 rounding of a buffer (vector path) equals the scalar conversion;
  * - the optimizer's master weights: the compute copy is the master rounded
  *   after every step, and the master keeps what the rounding drops.
  * Exits 0 when every test passes, non-zero otherwise. */
@@ -205,6 +206,35 @@ static void test_master_weights_keep_what_rounding_drops(void **state)
     sb_optimizer_free(&o);
 }
 
+/* sb_half_round (8 at a time with F16C where the CPU has it) equals the
+ * scalar conversion for values across fp16's range: normals, ties,
+ * subnormals, below the smallest subnormal, overflow, inf and NaN. */
+static void test_fp16_round_matches_the_scalar_conversion(void **state)
+{
+    (void)state;
+    enum { N = 4099 }; /* not a multiple of 8: the scalar tail runs too */
+    static float x[N], want[N];
+    struct sb_rng rng;
+    sb_rng_seed(&rng, 11, 1);
+    for (int i = 0; i < N; i++) {
+        double e = -30.0 + 48.0 * sb_rng_uniform(&rng); /* 2^-30 .. 2^18 */
+        x[i] = (float)((sb_rng_uniform(&rng) < 0.5 ? -1 : 1) * pow(2.0, e));
+    }
+    x[0] = 1.0f + 0x1p-11f;  /* a tie: to even (1) */
+    x[1] = 65520.0f;         /* rounds to inf */
+    x[2] = 0x1p-25f;         /* half the smallest subnormal: a tie, to 0 */
+    x[3] = INFINITY;
+    x[4] = NAN;
+    x[5] = 0x1.8p-24f;       /* 1.5 subnormal quanta: a tie, to even (2 quanta) */
+    for (int i = 0; i < N; i++) want[i] = sb_fp16_to_f32(sb_f32_to_fp16(x[i]));
+    sb_half_round(SB_HALF_FP16, x, N);
+    for (int i = 0; i < N; i++) {
+        if (isnan(want[i])) assert_true(isnan(x[i]));
+        else assert_true(memcmp(&x[i], &want[i], sizeof x[i]) == 0);
+    }
+    assert_true(x[0] == 1.0f && isinf(x[1]) && x[2] == 0.0f && x[5] == 0x1p-23f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -212,6 +242,7 @@ int main(void)
         cmocka_unit_test(test_bf16_model_computes_with_bf16_values),
         cmocka_unit_test(test_loss_scaler_is_grad_scaler),
         cmocka_unit_test(test_master_weights_keep_what_rounding_drops),
+        cmocka_unit_test(test_fp16_round_matches_the_scalar_conversion),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
