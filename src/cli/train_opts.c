@@ -516,6 +516,10 @@ static sb_status validate_grad_sync(const struct sb_config *c, const struct sb_s
 static sb_status validate_precision(const struct sb_config *c)
 {
     if (c->precision == SB_PRECISION_FP32) return SB_OK;
+    if (c->cuda_graph && c->precision == SB_PRECISION_FP16)
+        return sb_error(SB_ERR_USAGE, "--cuda-graph: not with --precision fp16 (the loss "
+                        "scaler decides on the host whether a step runs; a replayed graph "
+                        "cannot skip one)");
     int half = strcmp(c->grad_compression, "fp16") == 0 || strcmp(c->grad_compression, "bf16") == 0;
     if (half)
         return sb_error(SB_ERR_USAGE, "--grad-compression %s: not with --precision %s (the "
