@@ -48,6 +48,16 @@ struct sb_backend_ops {
     void (*sgemm)(int trans_a, int trans_b, int m, int n, int k, float alpha,
                   const float *a, int lda, const float *b, int ldb, float beta,
                   float *c, int ldc);
+    /* sgemm with 16-bit inputs in format fmt (core/half.h's enum) and fp32
+     * accumulation and output: A and B, float buffers holding 16-bit
+     * values (--precision bf16|fp16), are converted to 16-bit copies and
+     * multiplied by the tensor cores (cuda: cublasGemmEx, CUDA_R_16BF or
+     * CUDA_R_16F inputs, CUBLAS_COMPUTE_32F). NULL where sgemm on the
+     * rounded values already is that arithmetic (cpu: fp32 products of
+     * 16-bit values are exact, the sums fp32). */
+    void (*gemm_half)(int fmt, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                      const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                      int ldc);
     /* y (rows, cols) += bias (cols) broadcast over rows. */
     void (*add_bias)(float *y, const float *bias, int rows, int cols);
     /* y = max(y, 0) elementwise over n values, in place. */
