@@ -520,6 +520,10 @@ static sb_status validate_precision(const struct sb_config *c)
         return sb_error(SB_ERR_USAGE, "--cuda-graph: not with --precision fp16 (the loss "
                         "scaler decides on the host whether a step runs; a replayed graph "
                         "cannot skip one)");
+    if (c->local_sgd > 0)
+        return sb_error(SB_ERR_USAGE, "--local-sgd: not with --precision %s (local SGD averages "
+                        "the 16-bit compute copies, not the fp32 master weights the optimizer "
+                        "steps)", sb_precision_name(c->precision));
     int half = strcmp(c->grad_compression, "fp16") == 0 || strcmp(c->grad_compression, "bf16") == 0;
     if (half)
         return sb_error(SB_ERR_USAGE, "--grad-compression %s: not with --precision %s (the "

@@ -46,6 +46,8 @@ def short(stratbench, mnist_dir, tmp_path, tag, *flags, steps=3, env=None):
     (["--strategy", "zero", "--replicas", "2", "--precision", "fp16", "--grad-compression",
       "bf16"], "--grad-compression bf16: not with --precision fp16"),
     (["--strategy", "central", "--replicas", "2", "--precision", "fp16"], "--precision fp16"),
+    (["--strategy", "ddp", "--replicas", "2", "--precision", "bf16", "--local-sgd", "4"],
+     "--local-sgd: not with --precision bf16"),
 ])
 def test_bad_precision_exits_2_naming_the_flag(flags, named, stratbench, mnist_dir, tmp_path):
     report = tmp_path / "r.json"
