@@ -125,19 +125,6 @@ static sb_status parse_size(const char *text, double *out)
                     "16GiB, 80GB or 512MiB, got '%s'", text);
 }
 
-/* "7.5e9", "125000" -> a parameter count in [1, 1e15]. */
-static sb_status parse_params(const char *text, double *out)
-{
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (errno || end == text || *end || !isfinite(v) || v < 1 || v > 1e15)
-        return sb_error(SB_ERR_USAGE, "predict: --params: expected a parameter count in "
-                        "1..1e15 like 7.5e9, got '%s'", text);
-    *out = v;
-    return SB_OK;
-}
-
 /* "8,64,512" -> counts, each 1..1000000. */
 static sb_status parse_counts(const char *text, struct opts *o)
 {
@@ -191,7 +178,7 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
             if (!*optarg) return sb_error(SB_ERR_USAGE, "predict: --calibrate: expected a path");
             o->calibrate = optarg;
             break;
-        case 'p': SB_TRY(parse_params(optarg, &o->n_params)); break;
+        case 'p': SB_TRY(sb_predict_parse_params(optarg, &o->n_params)); break;
         case 'P':
             if (!sb_precision_parse(optarg, &o->precision))
                 return sb_error(SB_ERR_USAGE, "predict: --precision: expected fp32, bf16 or "

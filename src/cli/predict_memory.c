@@ -1,7 +1,10 @@
 /* `stratbench predict --params N`: the model state per rank of ddp and
  * ZeRO stages 1-3 for a model of N parameters, from the strategies' own
  * ledger formulas (model_state_formula) alone; see predict_rows.h. */
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
@@ -99,6 +102,18 @@ static void print_table(const struct opts *o)
                    1e-9 * m.param_bytes, 1e-9 * m.grad_bytes, 1e-9 * m.optimizer_bytes,
                    1e-9 * sb_model_state_bytes(&m));
         }
+}
+
+sb_status sb_predict_parse_params(const char *text, double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || *end || !isfinite(v) || v < 1 || v > 1e15)
+        return sb_error(SB_ERR_USAGE, "predict: --params: expected a parameter count in "
+                        "1..1e15 like 7.5e9, got '%s'", text);
+    *out = v;
+    return SB_OK;
 }
 
 int sb_predict_memory(const struct opts *o)

@@ -93,6 +93,10 @@ int sb_predict_rows(const struct run *r, const struct opts *o, struct row *rows,
  * be written. */
 int sb_predict_memory(const struct opts *o);
 
+/* --params: "7.5e9", "125000" -> *out, a parameter count in [1, 1e15].
+ * Errors: SB_ERR_USAGE naming --params. */
+sb_status sb_predict_parse_params(const char *text, double *out);
+
 /* Prints the n rows as predict's table on stdout (predict_output.c). */
 void sb_predict_print_table(const struct run *r, const struct opts *o, const struct row *rows,
                             int n, legend_line legends[MAX_STRATEGIES]);
