@@ -20,6 +20,7 @@
 
 #include "core/clock.h"
 #include "strategies/shared/central.h"
+#include "strategies/shared/precision.h"
 
 _Static_assert(sizeof(struct central_opts) <= SB_STRATEGY_OPTS_BYTES, "central options");
 
@@ -53,6 +54,13 @@ static sb_status central_validate(const struct sb_config *cfg)
     if (sb_central_opts(cfg)->async && !cfg->comm_entry->recv_any)
         return sb_error(SB_ERR_USAGE, "--async with --comm nccl: NCCL has no receive from any "
                         "source; use --comm mpi");
+    /* fp16's loss scaler must decide alike wherever the loss is scaled:
+     * the workers scale it, the servers see the sums, and no message
+     * carries the servers' decision back yet (docs/precision.md). */
+    if (cfg->precision == SB_PRECISION_FP16)
+        return sb_error(SB_ERR_USAGE, "--precision fp16: not with --strategy central (its loss "
+                        "scaler would decide on the servers while the workers scale the loss; "
+                        "use bf16, which needs no loss scaling)");
     return SB_OK;
 }
 
@@ -382,8 +390,8 @@ static void central_model_state_formula(const struct sb_config *cfg, double n_pa
                                         int server, struct sb_model_state *out)
 {
     int k = sb_central_opts(cfg)->servers > 0 ? sb_central_opts(cfg)->servers : 1;
-    out->param_bytes = 4.0 * n_params;
-    out->grad_bytes = 4.0 * n_params;
+    out->param_bytes = sb_precision_value_bytes(cfg) * n_params;
+    out->grad_bytes = sb_precision_value_bytes(cfg) * n_params;
     out->optimizer_bytes = server ? 4.0 * sb_optimizer_state_floats(cfg) * n_params / k : 0.0;
 }
 

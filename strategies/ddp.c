@@ -234,8 +234,7 @@ static int ddp_comm_model(const struct sb_comm_model_query *q, struct sb_comm_mo
         if (cap < 1 || a == SB_ALLREDUCE_HIERARCHICAL) return 0;
         int overlap = opts(q->cfg)->overlap, local_h = q->cfg->local_sgd;
         double wire = wire_bytes_stated(q->details);
-        if (strcmp(q->cfg->grad_compression, "fp16") == 0 ||
-            strcmp(q->cfg->grad_compression, "bf16") == 0) {
+        if (sb_config_grad_wire16(q->cfg, NULL)) { /* compression, or --precision bf16|fp16 */
             for (int b = 0; b < nb; b++) bytes[b] /= 2; /* the 16-bit wire */
             overlap = 0;
         } else if (strcmp(q->cfg->grad_compression, "powersgd") == 0 && wire > 0) {

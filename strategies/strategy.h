@@ -338,6 +338,12 @@ void sb_strategy_model_state_formula(const struct sb_strategy_ops *ops,
 double sb_strategy_model_state_bytes(const struct sb_strategy_ops *ops,
                                      const struct sb_config *cfg, double n_params);
 
+/* --precision's state at the end, from this process's replica (s->replica;
+ * the one whose scaler decides, on every strategy): fp16's loss scale S
+ * (*loss_scale; 1 under fp32 and bf16) and the steps skipped for inf/NaN
+ * (*skipped). 1 and 0 without a replica. */
+void sb_strategy_precision_state(const struct sb_strategy *s, double *loss_scale, long *skipped);
+
 /* This process's memory ledger (the op, or the default): at most cap
  * entries into out, returns the count. */
 int sb_strategy_memory(const struct sb_strategy *s, struct sb_memory_entry *out, int cap);

@@ -19,6 +19,7 @@
 
 #include "comm/cost_model.h"
 #include "strategies/shared/optimizer.h"
+#include "strategies/shared/precision.h"
 #include "strategies/shared/replica.h"
 #include "strategies/shared/zero_sync.h"
 
@@ -57,11 +58,15 @@ struct zero {
 };
 
 /* Whether the run reduce-scatters over a 16-bit wire (--grad-compression
- * fp16 or bf16). */
-static int half_wire(const struct sb_config *cfg)
+ * fp16 or bf16, or --precision bf16|fp16: sb_config_grad_wire16). */
+static int half_wire(const struct sb_config *cfg) { return sb_config_grad_wire16(cfg, NULL); }
+
+/* The 16-bit wire's format (meaningful where half_wire). */
+static enum sb_half_format wire_fmt(const struct sb_config *cfg)
 {
-    return strcmp(cfg->grad_compression, "fp16") == 0 ||
-           strcmp(cfg->grad_compression, "bf16") == 0;
+    int fmt = SB_HALF_FP16;
+    sb_config_grad_wire16(cfg, &fmt);
+    return (enum sb_half_format)fmt;
 }
 
 /* --grad-compression fp16|bf16 compresses the reduce-scatter; PowerSGD
@@ -114,7 +119,7 @@ static sb_status zero_init(struct sb_strategy *s)
         .bucket_mb = opts(cfg)->bucket_mb,
         .overlap = opts(cfg)->overlap,
         .half = z->half,
-        .fmt = strcmp(cfg->grad_compression, "bf16") == 0 ? SB_HALF_BF16 : SB_HALF_FP16,
+        .fmt = wire_fmt(cfg),
         .run = cfg,
     };
     return sb_zero_sync_create(z->comm, m, s->env->be, sb_grad_range_whole(m), &zc, &z->sync);
@@ -131,7 +136,9 @@ static sb_status zero_step(struct sb_strategy *s, long step, const int32_t *glob
                                 cfg->batch, sb_config_global_batch(cfg),
                                 sb_zero_sync_ready_fn(z->sync), z->sync, out));
     SB_TRY(sb_zero_sync_finish(z->sync, out));
-    return sb_zero_sync_update(z->sync, out);
+    int skip = 0; /* fp16: every rank skips the same step */
+    SB_TRY(sb_zero_sync_unscale(z->sync, &z->replica->scaler, &skip));
+    return skip ? SB_OK : sb_zero_sync_update(z->sync, out);
 }
 
 /* Replicas agree (stages 1-2 hold all parameters): each rank scores a
@@ -187,18 +194,19 @@ static float *zero_replica_params(struct sb_strategy *s, int i, int *n)
     return i < *n ? z->replica->model->params : NULL;
 }
 
-/* ZeRO's accounting for fp32 (docs/zero.md): parameters 4Ψ, gradients
- * 4Ψ, optimizer state 4sΨ; stage 1 divides the optimizer state by n,
+/* ZeRO's accounting (docs/zero.md, docs/precision.md): parameters bΨ,
+ * gradients bΨ (b = 4 fp32, 2 bf16/fp16), optimizer state KΨ with K = 4s
+ * (s: sb_optimizer_state_floats, the master weights included); stage 1 divides the optimizer state by n,
  * stage 2 also the gradients, stage 3 also the parameters. */
 static void zero_model_state_formula(const struct sb_config *cfg, double n_params, int server,
                                      struct sb_model_state *out)
 {
     (void)server;
     int stage = opts(cfg)->stage;
-    double n = cfg->replicas, p = 4.0 * n_params;
+    double n = cfg->replicas, p = sb_precision_value_bytes(cfg) * n_params;
     out->param_bytes = stage >= 3 ? p / n : p;
     out->grad_bytes = stage >= 2 ? p / n : p;
-    out->optimizer_bytes = sb_optimizer_state_floats(cfg) * p / n;
+    out->optimizer_bytes = 4.0 * sb_optimizer_state_floats(cfg) * n_params / n;
 }
 
 /* Bytes per rank per step that the formula says the collectives send:

@@ -144,6 +144,7 @@ static sb_status cnn_create_part(const struct sb_config *cfg, const struct sb_ba
     }
     m->impl = p;
     m->be = be;
+    sb_model_set_precision(m, cfg);
     m->in_dim = CNN_SIDE * CNN_SIDE;
     m->n_classes = SB_MNIST_CLASSES;
     m->max_batch = max_batch;
@@ -159,6 +160,7 @@ static sb_status cnn_create_part(const struct sb_config *cfg, const struct sb_ba
         return st;
     }
     sb_model_table_free(&t);
+    sb_model_round(m, m->params, m->n_params); /* 16-bit parameters from the start */
     m->ops = &sb_workload_cnn;
     *out = m;
     return SB_OK;

@@ -115,9 +115,10 @@ void sb_conv_forward(struct sb_conv *cv, struct sb_conv_scratch *s, const struct
     sb_model_layer_begin(m, cv->w_off, (size_t)cv->c_out * fan_in + cv->c_out, 0);
     be->im2col(x, n, cv->c_in, cv->h, cv->w, SB_CONV_K, cols);
     /* nhwc (n*oh*ow, out) = cols (n*oh*ow, fan_in) . W^T (fan_in, out) + b */
-    be->sgemm(0, 1, positions, cv->c_out, fan_in, 1.0f, cols, fan_in, m->params + cv->w_off,
-              fan_in, 0.0f, s->nhwc, cv->c_out);
+    sb_model_gemm(m, 0, 1, positions, cv->c_out, fan_in, 1.0f, cols, fan_in, m->params + cv->w_off,
+                  fan_in, 0.0f, s->nhwc, cv->c_out);
     be->add_bias(s->nhwc, m->params + cv->b_off, positions, cv->c_out);
+    sb_model_round(m, s->nhwc, (size_t)positions * cv->c_out); /* the GEMM's output, 16-bit */
     /* (n, oh*ow, out) -> NCHW (n, out, oh*ow) */
     be->transpose_batched(s->nhwc, n, cv->oh * cv->ow, cv->c_out, act);
     be->relu_forward(act, (size_t)positions * cv->c_out);
@@ -141,8 +142,8 @@ void sb_conv_backward(struct sb_conv *cv, struct sb_conv_scratch *s, struct sb_m
     /* NCHW (n, out, oh*ow) -> (n*oh*ow, out) */
     be->transpose_batched(s->dact, n, cv->c_out, cv->oh * cv->ow, s->nhwc);
     /* dW (out, fan_in) = dnhwc^T (out, n*oh*ow) . cols (n*oh*ow, fan_in) */
-    be->sgemm(1, 0, cv->c_out, fan_in, positions, 1.0f, s->nhwc, cv->c_out, cols, fan_in,
-              accumulate ? 1.0f : 0.0f, m->grads + cv->w_off, fan_in);
+    sb_model_gemm(m, 1, 0, cv->c_out, fan_in, positions, 1.0f, s->nhwc, cv->c_out, cols, fan_in,
+                  accumulate ? 1.0f : 0.0f, m->grads + cv->w_off, fan_in);
     if (accumulate) {
         /* dact is free once transposed. */
         be->bias_grad(s->dact, s->nhwc, positions, cv->c_out);
@@ -150,10 +151,13 @@ void sb_conv_backward(struct sb_conv *cv, struct sb_conv_scratch *s, struct sb_m
     } else {
         be->bias_grad(gb, s->nhwc, positions, cv->c_out);
     }
+    sb_model_round(m, m->grads + cv->w_off, (size_t)cv->c_out * fan_in + cv->c_out);
     if (ready) ready(ctx, cv->w_off, (size_t)cv->c_out * fan_in + cv->c_out);
     if (!dx) return;
     /* dcols (n*oh*ow, fan_in) = dnhwc (n*oh*ow, out) . W (out, fan_in) */
-    be->sgemm(0, 0, positions, fan_in, cv->c_out, 1.0f, s->nhwc, cv->c_out,
-              m->params + cv->w_off, fan_in, 0.0f, s->dcols, fan_in);
+    sb_model_gemm(m, 0, 0, positions, fan_in, cv->c_out, 1.0f, s->nhwc, cv->c_out,
+                  m->params + cv->w_off, fan_in, 0.0f, s->dcols, fan_in);
+    sb_model_round(m, s->dcols, (size_t)positions * fan_in);
     be->col2im(s->dcols, n, cv->c_in, cv->h, cv->w, SB_CONV_K, dx);
+    sb_model_round(m, dx, (size_t)n * cv->c_in * cv->h * cv->w); /* col2im's sums */
 }

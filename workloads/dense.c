@@ -128,9 +128,10 @@ void sb_dense_forward(struct sb_dense *d, const struct sb_model *m, int slot, co
         float *x = act_of(d, l, slot), *y = act_of(d, l + 1, slot);
         sb_model_layer_begin(m, d->w_off[l], (size_t)out * in + out, 0);
         /* y (n, out) = x (n, in) . W_l^T (in, out) + b_l */
-        be->sgemm(0, 1, n, out, in, 1.0f, x, in, m->params + d->w_off[l], in, 0.0f, y, out);
+        sb_model_gemm(m, 0, 1, n, out, in, 1.0f, x, in, m->params + d->w_off[l], in, 0.0f, y, out);
         if (d->split[l] == SB_TP_ROW) sb_model_tp_allreduce(m, y, (size_t)n * out);
         be->add_bias(y, m->params + d->b_off[l], n, out);
+        sb_model_round(m, y, (size_t)n * out); /* the GEMM's output, stored 16-bit */
         if (l + 1 < d->n_layers) be->relu_forward(y, (size_t)n * out);
     }
     d->n[slot] = n;
@@ -150,6 +151,7 @@ void sb_dense_backward(struct sb_dense *d, struct sb_model *m, int slot, const f
         be->relu_backward(dz, act_of(d, d->end, slot), count);
     } else {
         dz = sb_dense_dlogits(d, slot);
+        sb_model_round(m, dz, (size_t)n * d->dim[d->n_layers]); /* the loss's gradient */
     }
     float beta = accumulate ? 1.0f : 0.0f;
     for (int l = d->end - 1; l >= d->first; l--) {
@@ -157,7 +159,7 @@ void sb_dense_backward(struct sb_dense *d, struct sb_model *m, int slot, const f
         float *x = act_of(d, l, slot), *gb = m->grads + d->b_off[l];
         sb_model_layer_begin(m, d->w_off[l], (size_t)out * in + out, 1);
         /* dW_l (out, in) = dz^T (out, n) . x (n, in); db_l = colsum(dz) */
-        be->sgemm(1, 0, out, in, n, 1.0f, dz, out, x, in, beta, m->grads + d->w_off[l], in);
+        sb_model_gemm(m, 1, 0, out, in, n, 1.0f, dz, out, x, in, beta, m->grads + d->w_off[l], in);
         if (accumulate) {
             /* delta[l % 2] is free until this layer's input gradient. */
             be->bias_grad(d->delta[l % 2], dz, n, out);
@@ -165,13 +167,16 @@ void sb_dense_backward(struct sb_dense *d, struct sb_model *m, int slot, const f
         } else {
             be->bias_grad(gb, dz, n, out);
         }
+        sb_model_round(m, m->grads + d->w_off[l], (size_t)out * in + out);
         if (ready) ready(ctx, d->w_off[l], (size_t)out * in + out);
         if (l == d->first && !dinput) break;
         /* d x (n, in) = dz (n, out) . W_l (out, in); through the ReLU that
          * made x, except for the part's input. */
         float *dx = l == d->first ? dinput : d->delta[l % 2];
-        be->sgemm(0, 0, n, in, out, 1.0f, dz, out, m->params + d->w_off[l], in, 0.0f, dx, in);
+        sb_model_gemm(m, 0, 0, n, in, out, 1.0f, dz, out, m->params + d->w_off[l], in, 0.0f, dx,
+                          in);
         if (d->split[l] == SB_TP_COLUMN) sb_model_tp_allreduce(m, dx, (size_t)n * in);
+        sb_model_round(m, dx, (size_t)n * in);
         if (l > d->first) be->relu_backward(dx, x, (size_t)n * in);
         dz = dx;
     }

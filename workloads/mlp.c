@@ -69,6 +69,7 @@ static sb_status mlp_create_part(const struct sb_config *cfg, const struct sb_ba
     struct sb_model_table t = {0};
     m->impl = d;
     m->be = be;
+    sb_model_set_precision(m, cfg);
     m->in_dim = SB_MNIST_PIXELS;
     m->n_classes = SB_MNIST_CLASSES;
     m->max_batch = max_batch;
@@ -94,6 +95,7 @@ static sb_status mlp_create_part(const struct sb_config *cfg, const struct sb_ba
         (st = sb_model_table_init(&t, cfg->seed, MLP)))
         goto fail;
     m->activation_bytes = d->alloc_bytes;
+    sb_model_round(m, m->params, m->n_params); /* 16-bit parameters from the start */
     sb_model_table_free(&t);
     m->ops = &sb_workload_mlp;
     *out = m;

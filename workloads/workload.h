@@ -113,8 +113,43 @@ struct sb_model {
     void *layer_ctx;
     sb_tp_allreduce_fn tp_allreduce; /* set by a strategy when part.tp_size > 1 */
     void *tp_ctx;
+    /* --precision bf16|fp16: 1, and the format (core/half.h's enum): the
+     * layers round every GEMM output they write, forward and backward, and
+     * each layer's gradients before reporting them ready (sb_model_round;
+     * docs/precision.md). 0: fp32, nothing rounded. */
+    int half;
+    int half_fmt;
     void *impl;           /* workload-private state */
 };
+
+/* Sets m->half and m->half_fmt from cfg->precision (create calls it). */
+static inline void sb_model_set_precision(struct sb_model *m, const struct sb_config *cfg)
+{
+    m->half = cfg->precision != SB_PRECISION_FP32;
+    m->half_fmt = cfg->precision == SB_PRECISION_BF16 ? 1 : 0; /* SB_HALF_BF16 : SB_HALF_FP16 */
+}
+
+/* The backend's sgemm (backend.h) for m's layers: its gemm_half with
+ * 16-bit inputs under --precision bf16|fp16 where the backend has one
+ * (cuda's tensor cores), else sgemm (on the cpu the inputs are 16-bit
+ * values already and the products exact). */
+static inline void sb_model_gemm(const struct sb_model *m, int trans_a, int trans_b, int rows,
+                                 int cols, int k, float alpha, const float *a, int lda,
+                                 const float *b, int ldb, float beta, float *c, int ldc)
+{
+    if (m->half && m->be->gemm_half)
+        m->be->gemm_half(m->half_fmt, trans_a, trans_b, rows, cols, k, alpha, a, lda, b, ldb,
+                         beta, c, ldc);
+    else
+        m->be->sgemm(trans_a, trans_b, rows, cols, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+/* Rounds buf[0..count) (backend memory) to m's 16-bit format when m->half;
+ * nothing under fp32. */
+static inline void sb_model_round(const struct sb_model *m, float *buf, size_t count)
+{
+    if (m->half && count) m->be->round_half(buf, count, m->half_fmt);
+}
 
 /* Calls m's layer hook, if any, for the layer at params[offset, offset +
  * count). */

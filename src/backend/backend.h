@@ -48,6 +48,16 @@ struct sb_backend_ops {
     void (*sgemm)(int trans_a, int trans_b, int m, int n, int k, float alpha,
                   const float *a, int lda, const float *b, int ldb, float beta,
                   float *c, int ldc);
+    /* sgemm with 16-bit inputs in format fmt (core/half.h's enum) and fp32
+     * accumulation and output: A and B, float buffers holding 16-bit
+     * values (--precision bf16|fp16), are converted to 16-bit copies and
+     * multiplied by the tensor cores (cuda: cublasGemmEx, CUDA_R_16BF or
+     * CUDA_R_16F inputs, CUBLAS_COMPUTE_32F). NULL where sgemm on the
+     * rounded values already is that arithmetic (cpu: fp32 products of
+     * 16-bit values are exact, the sums fp32). */
+    void (*gemm_half)(int fmt, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                      const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                      int ldc);
     /* y (rows, cols) += bias (cols) broadcast over rows. */
     void (*add_bias)(float *y, const float *bias, int rows, int cols);
     /* y = max(y, 0) elementwise over n values, in place. */
@@ -92,6 +102,17 @@ struct sb_backend_ops {
     void (*add)(float *y, const float *x, size_t n);
     /* y[i] *= a for i < n. */
     void (*scale)(float *y, float a, size_t n);
+    /* x[i] = x[i] rounded to the 16-bit format fmt (an enum sb_half_format
+     * of core/half.h: fp16 or bf16; round to nearest, ties to even) and
+     * widened back, for i < n: a 16-bit value stored in a float buffer
+     * (--precision bf16|fp16, strategies/shared/precision.h). fp16 values
+     * beyond its range become +-inf, as a conversion on a device does. */
+    void (*round_half)(float *x, size_t n, int fmt);
+    /* Sets *found to 1 when any of x[0..n) is inf or NaN (leaves it
+     * otherwise), then x[i] *= a for i < n: a loss scaler's unscale and
+     * check in one pass (PyTorch's _amp_foreach_non_finite_check_and_unscale_).
+     * found is host memory. */
+    void (*unscale_check)(float *x, float a, size_t n, int *found);
     /* Batch gather from a dataset held in backend memory (uploaded once):
      * for i < n, x[i] (dim floats) = (pixels[idx[i]] / 255 - 0.1307) / 0.3081
      * elementwise, as sb_mnist_gather, and y[i] = labels[idx[i]]. pixels

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "backend/cpu_nn.h"
+#include "core/half.h"
 #include "data/mnist.h"
 
 /* OpenBLAS extensions (declared in its cblas.h; repeated here in case the
@@ -230,6 +231,21 @@ static void cpu_scale(float *y, float a, size_t n)
     for (size_t i = 0; i < n; i++) y[i] *= a;
 }
 
+static void cpu_round_half(float *x, size_t n, int fmt)
+{
+    sb_half_round((enum sb_half_format)fmt, x, n);
+}
+
+static void cpu_unscale_check(float *x, float a, size_t n, int *found)
+{
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        bad |= !isfinite(x[i]);
+        x[i] *= a;
+    }
+    if (bad) *found = 1;
+}
+
 /* Each row of cols is one output position's receptive field: c * k runs of
  * k contiguous input values. */
 static void cpu_im2col(const float *x, int n, int c, int h, int w, int k, float *cols)
@@ -339,6 +355,8 @@ const struct sb_backend_ops sb_backend_cpu = {
     .copy = cpu_copy_floats,
     .add = cpu_add,
     .scale = cpu_scale,
+    .round_half = cpu_round_half,
+    .unscale_check = cpu_unscale_check,
     .gather = cpu_gather,
     .im2col = cpu_im2col,
     .col2im = cpu_col2im,

@@ -13,6 +13,8 @@
  * row-major is C^T = op(B)^T op(A)^T in column-major: call cuBLAS with the
  * operands swapped and m, n swapped; leading dimensions stay as given. */
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <mutex>
@@ -55,10 +57,12 @@ struct thread_ctx {
     double *result_host;    /* one reduced value, pinned host */
     float *bias_scratch;    /* (BIAS_TARGET_BLOCKS * 32) partial column sums, device */
     void *blas_workspace;   /* (SB_CUBLAS_WORKSPACE_BYTES) cuBLAS's, device */
+    void *half[2];          /* gemm_half's 16-bit copies of A and B, device */
+    size_t half_cap[2];     /* their capacities, in 16-bit elements */
     char error[256];        /* first failure of a void op, "" if none */
 };
 
-static thread_local thread_ctx ctx = {-1, 0, 0, 0, 0, 0, 0, 0, 0, ""};
+static thread_local thread_ctx ctx = {-1, 0, 0, 0, 0, 0, 0, 0, 0, {0, 0}, {0, 0}, ""};
 
 void sb_cuda_fail(const char *what, const char *why)
 {
@@ -90,7 +94,9 @@ extern "C" void sb_cuda_release_thread(void)
     if (ctx.result_host) cudaFreeHost(ctx.result_host);
     if (ctx.bias_scratch) cudaFree(ctx.bias_scratch);
     if (ctx.blas_workspace) cudaFree(ctx.blas_workspace);
-    ctx = thread_ctx{-1, 0, 0, 0, 0, 0, 0, 0, 0, ""};
+    for (int i = 0; i < 2; i++)
+        if (ctx.half[i]) cudaFree(ctx.half[i]);
+    ctx = thread_ctx{-1, 0, 0, 0, 0, 0, 0, 0, 0, {0, 0}, {0, 0}, ""};
 }
 
 static sb_status create_ctx(int device)
@@ -357,6 +363,48 @@ static void cu_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha,
     if (s != CUBLAS_STATUS_SUCCESS) sb_cuda_fail("cublasSgemm", cublasGetStatusString(s));
 }
 
+/* Grows gemm_half's 16-bit copy `which` (0: A, 1: B) to n elements. A
+ * step's first GEMMs allocate; later ones (and a captured graph) reuse. */
+static int ensure_half(int which, size_t n)
+{
+    if (ctx.half_cap[which] >= n) return 1;
+    cudaFree(ctx.half[which]);
+    ctx.half[which] = NULL;
+    ctx.half_cap[which] = 0;
+    cudaError_t e = cudaMalloc(&ctx.half[which], n * sizeof(uint16_t));
+    if (e != cudaSuccess) {
+        sb_cuda_fail("cudaMalloc (16-bit GEMM inputs)", cudaGetErrorString(e));
+        return 0;
+    }
+    ctx.half_cap[which] = n;
+    return 1;
+}
+
+__global__ void k_to_half(const float *x, void *out, size_t n, int fmt);
+
+/* 16-bit inputs, fp32 accumulation and output (backend.h): A and B
+ * converted (round to nearest even: the values are 16-bit already, so
+ * exactly), then cublasGemmEx with CUBLAS_COMPUTE_32F. Row-major as
+ * cu_sgemm: C^T = op(B)^T op(A)^T in cuBLAS's column-major terms. */
+static void cu_gemm_half(int fmt, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                         const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                         int ldc)
+{
+    if (!ensure_ctx()) return;
+    size_t na = (size_t)(trans_a ? k : m) * lda, nb = (size_t)(trans_b ? n : k) * ldb;
+    if (!na || !nb || !ensure_half(0, na) || !ensure_half(1, nb)) return;
+    k_to_half<<<sb_cuda_blocks(na), SB_CUDA_THREADS, 0, ctx.stream>>>(a, ctx.half[0], na, fmt);
+    sb_cuda_check_launch("k_to_half");
+    k_to_half<<<sb_cuda_blocks(nb), SB_CUDA_THREADS, 0, ctx.stream>>>(b, ctx.half[1], nb, fmt);
+    sb_cuda_check_launch("k_to_half");
+    cudaDataType_t t = fmt ? CUDA_R_16BF : CUDA_R_16F;
+    cublasStatus_t s = cublasGemmEx(ctx.blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                    trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha,
+                                    ctx.half[1], t, ldb, ctx.half[0], t, lda, &beta, c,
+                                    CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (s != CUBLAS_STATUS_SUCCESS) sb_cuda_fail("cublasGemmEx", cublasGetStatusString(s));
+}
+
 /* ------------------------------------------------------------ elementwise */
 
 #define GRID_STRIDE(i, n)                                                            \
@@ -451,6 +499,33 @@ __global__ void k_add(float *y, const float *x, size_t n) { GRID_STRIDE(i, n) y[
 
 __global__ void k_scale(float *y, float a, size_t n) { GRID_STRIDE(i, n) y[i] *= a; }
 
+/* fmt 0: fp16, 1: bf16 (core/half.h's enum), round to nearest even. */
+__global__ void k_round_half(float *x, size_t n, int fmt)
+{
+    GRID_STRIDE(i, n)
+    x[i] = fmt ? __bfloat162float(__float2bfloat16_rn(x[i])) : __half2float(__float2half_rn(x[i]));
+}
+
+/* out[i] = x[i] as fmt (0: __half, 1: __nv_bfloat16), round to nearest even. */
+__global__ void k_to_half(const float *x, void *out, size_t n, int fmt)
+{
+    GRID_STRIDE(i, n)
+    {
+        if (fmt) ((__nv_bfloat16 *)out)[i] = __float2bfloat16_rn(x[i]);
+        else ((__half *)out)[i] = __float2half_rn(x[i]);
+    }
+}
+
+/* *flag = 1 where any x[i] is not finite; x[i] *= a. */
+__global__ void k_unscale_check(float *x, float a, size_t n, int *flag)
+{
+    GRID_STRIDE(i, n)
+    {
+        if (!isfinite(x[i])) *flag = 1;
+        x[i] *= a;
+    }
+}
+
 __global__ void k_gather(float *x, uint8_t *y, const uint8_t *pixels, const uint8_t *labels,
                          const int32_t *idx, int n, int dim)
 {
@@ -537,6 +612,29 @@ static void cu_copy(float *dst, const float *src, size_t n)
 static void cu_add(float *y, const float *x, size_t n) { LAUNCH(k_add, n, y, x, n); }
 
 static void cu_scale(float *y, float a, size_t n) { LAUNCH(k_scale, n, y, a, n); }
+
+static void cu_round_half(float *x, size_t n, int fmt) { LAUNCH(k_round_half, n, x, n, fmt); }
+
+/* The flag lives in the pinned result buffer's int view: one launch, one
+ * read back (the step waits for it, as the loss scaler's decision must). */
+static void cu_unscale_check(float *x, float a, size_t n, int *found)
+{
+    if (!ensure_ctx() || n == 0) return;
+    int *flag = (int *)ctx.result_dev;
+    cudaError_t e = cudaMemsetAsync(flag, 0, sizeof(int), ctx.stream);
+    if (e == cudaSuccess) {
+        k_unscale_check<<<sb_cuda_blocks(n), SB_CUDA_THREADS, 0, ctx.stream>>>(x, a, n, flag);
+        sb_cuda_check_launch("k_unscale_check");
+        e = cudaMemcpyAsync(ctx.result_host, flag, sizeof(int), cudaMemcpyDeviceToHost,
+                            ctx.stream);
+    }
+    if (e == cudaSuccess) e = cudaStreamSynchronize(ctx.stream);
+    if (e != cudaSuccess) {
+        sb_cuda_fail("unscaling the gradients", cudaGetErrorString(e));
+        return;
+    }
+    if (*(int *)ctx.result_host) *found = 1;
+}
 
 static void cu_gather(float *x, uint8_t *y, const uint8_t *pixels, const uint8_t *labels,
                       const int32_t *idx, int n, int dim)
@@ -666,6 +764,7 @@ extern "C" const struct sb_backend_ops sb_backend_cuda = {
     .sync = cu_sync,
     .check = cu_check,
     .sgemm = cu_sgemm,
+    .gemm_half = cu_gemm_half,
     .add_bias = cu_add_bias,
     .relu_forward = cu_relu_forward,
     .relu_backward = cu_relu_backward,
@@ -678,6 +777,8 @@ extern "C" const struct sb_backend_ops sb_backend_cuda = {
     .copy = cu_copy,
     .add = cu_add,
     .scale = cu_scale,
+    .round_half = cu_round_half,
+    .unscale_check = cu_unscale_check,
     .gather = cu_gather,
     .im2col = sb_cuda_im2col,
     .col2im = sb_cuda_col2im,

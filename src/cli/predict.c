@@ -28,6 +28,8 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: stratbench predict REPORT [flags]\n"
+            "       stratbench predict --params N [--replicas LIST] [--precision P]\n"
+            "                          [--optimizer O] [--json] [--out FILE]\n"
             "\n"
             "Extrapolates a run report to other replica counts with the alpha-beta cost\n"
             "model: step time, samples/s and efficiency per strategy, from the run's\n"
@@ -43,6 +45,11 @@ static void usage(FILE *out)
             "                                    under load, B of the all-reduce)\n"
             "  --device-memory SIZE              mark the rows whose memory per rank fits:\n"
             "                                    16GiB, 80GB, 512MiB\n"
+            "  --params N                        no REPORT: the model state per rank of ddp\n"
+            "                                    and zero stages 1-3 for N parameters (7.5e9)\n"
+            "                                    in the ZeRO paper's accounting\n"
+            "  --precision P          fp32       with --params: fp32 | bf16 | fp16\n"
+            "  --optimizer O          adam       with --params: adam | sgd\n"
             "  --json                            print JSON instead of the table\n"
             "  --out FILE                        also write the JSON to FILE (atomically)\n"
             "  -h, --help                        this text\n");
@@ -175,8 +182,12 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
         {"intra-latency", required_argument, NULL, 'L'},
         {"global-batch", required_argument, NULL, 'g'},
         {"top", required_argument, NULL, 't'},
+        {"params", required_argument, NULL, 'p'},   {"precision", required_argument, NULL, 'P'},
+        {"optimizer", required_argument, NULL, 'O'},
         {NULL, 0, NULL, 0}};
     memset(o, 0, sizeof *o);
+    o->optimizer = SB_OPTIMIZER_ADAM; /* the paper's K = 12 is mixed-precision Adam's */
+    int memory_flag = 0;              /* --precision or --optimizer given */
     o->latency_s = -1.0;
     o->intra_latency_s = -1.0;
     o->top = -1;
@@ -208,6 +219,20 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
             if (!*optarg) return sb_error(SB_ERR_USAGE, "predict: --calibrate: expected a path");
             o->calibrate = optarg;
             break;
+        case 'p': SB_TRY(sb_predict_parse_params(optarg, &o->n_params)); break;
+        case 'P':
+            if (!sb_precision_parse(optarg, &o->precision))
+                return sb_error(SB_ERR_USAGE, "predict: --precision: expected fp32, bf16 or "
+                                "fp16, got '%s'", optarg);
+            memory_flag = 1;
+            break;
+        case 'O':
+            if (strcmp(optarg, "adam") != 0 && strcmp(optarg, "sgd") != 0)
+                return sb_error(SB_ERR_USAGE, "predict: --optimizer: expected adam or sgd, got "
+                                "'%s'", optarg);
+            o->optimizer = strcmp(optarg, "adam") == 0 ? SB_OPTIMIZER_ADAM : SB_OPTIMIZER_SGD;
+            memory_flag = 1;
+            break;
         case 'j': o->json = 1; break;
         case 'o':
             if (!*optarg) return sb_error(SB_ERR_USAGE, "predict: --out: expected a path");
@@ -218,6 +243,23 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
             return sb_cli_bad_flag("predict", flag, longs);
         }
     }
+    if (o->n_params > 0) { /* the memory table alone: no report */
+        if (optind != argc)
+            return sb_error(SB_ERR_USAGE, "predict: --params: takes no REPORT (got '%s')",
+                            argv[optind]);
+        if (o->calibrate || o->bandwidth_Bps > 0 || o->latency_s >= 0 ||
+            o->device_memory_bytes > 0)
+            return sb_error(SB_ERR_USAGE, "predict: --params: only with --replicas, "
+                            "--precision, --optimizer, --json and --out");
+        if (o->out) {
+            const struct sb_output out = {"--out", o->out};
+            SB_TRY(sb_outputs_check(&out, 1));
+        }
+        return SB_OK;
+    }
+    if (memory_flag)
+        return sb_error(SB_ERR_USAGE, "predict: --precision and --optimizer go with --params "
+                        "(a REPORT states its own)");
     if (optind != argc - 1)
         return sb_error(SB_ERR_USAGE, "predict: expected one REPORT, got %d arguments (see "
                         "stratbench predict --help)", argc - optind);
@@ -295,6 +337,10 @@ static void load_memory_inputs(const cJSON *doc, struct run *r)
     r->optimizer = cJSON_IsString(opt) && strcmp(opt->valuestring, "adam") == 0
                        ? SB_OPTIMIZER_ADAM
                        : SB_OPTIMIZER_SGD;
+    const cJSON *prec = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(doc, "config"), "precision");
+    r->precision = SB_PRECISION_FP32; /* reports before schema 1.12 trained in fp32 */
+    if (cJSON_IsString(prec)) sb_precision_parse(prec->valuestring, &r->precision);
     const cJSON *ranks = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(doc, "memory"), "by_rank");
     const char *k_act[] = {"activation_bytes"};
@@ -449,6 +495,7 @@ int sb_predict_main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
+    if (!st && o.n_params > 0) return sb_predict_memory(&o);
     if (!st) st = load_run(&o, o.report, !o.calibrate && !o.layouts, &r);
     if (!st && o.layouts) return sb_predict_layouts_main(&o, &r);
     if (!st && o.calibrate) st = calibrated_link(&o, &r);

@@ -25,6 +25,7 @@ static void row_config(const struct run *r, const struct sb_strategy_ops *ops,
     memset(cfg, 0, sizeof *cfg);
     cfg->replicas = w->replicas;
     cfg->optimizer = r->optimizer;
+    cfg->precision = r->precision;
     sb_strategy_options_defaults(ops, cfg);
     for (const struct sb_strategy_option *op = ops->options; op && op->flag; op++) {
         size_t len = strlen(op->flag);
@@ -41,8 +42,8 @@ static void row_config(const struct run *r, const struct sb_strategy_ops *ops,
 }
 
 /* Fills w's memory columns: the largest model state of any rank by the
- * ledger's formula (sb_strategy_model_state_bytes: the ZeRO paper's fp32
- * accounting, docs/zero.md) for Ψ = M / 4, plus the run's activations;
+ * ledger's formula (sb_strategy_model_state_bytes: the ZeRO paper's
+ * accounting in the run's precision, docs/zero.md, docs/precision.md) for Ψ = M / 4, plus the run's activations;
  * fits against --device-memory where given. */
 static void row_memory(const struct run *r, const struct opts *o,
                        const struct sb_strategy_ops *ops, struct row *w)

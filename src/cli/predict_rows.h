@@ -35,6 +35,9 @@ struct opts {
     double latency_s;     /* < 0 = the report's */
     const char *calibrate; /* --calibrate LAYERS: the link from two runs' steps */
     double device_memory_bytes; /* --device-memory; 0 = not given */
+    double n_params;             /* --params N: memory per rank only, no report; 0 = not given */
+    enum sb_precision precision; /* --params: --precision (fp32 unless given) */
+    enum sb_optimizer_kind optimizer; /* --params: --optimizer (adam unless given) */
     int json;
     const char *out;
     int help;
@@ -66,6 +69,7 @@ struct run {
     char workload[32];           /* config.workload and config.hidden: the model whose */
     int hidden[SB_MAX_HIDDEN], n_hidden;    /* matrices PowerSGD would compress */
     enum sb_optimizer_kind optimizer; /* config.optimizer (sgd when absent) */
+    enum sb_precision precision;      /* config.precision (fp32 when absent) */
     double activation_bytes;          /* memory.by_rank[0].activation_bytes (0 when absent) */
     /* what --layouts reads besides (NaN when absent) */
     double data_ms, forward_ms, optimizer_ms; /* data + h2d; forward; optimizer */
@@ -98,6 +102,19 @@ typedef char legend_line[sizeof(((struct sb_comm_model_row *)0)->legend)];
  * line. Returns the number of rows. */
 int sb_predict_rows(const struct run *r, const struct opts *o, struct row *rows, int cap,
                     legend_line legends[MAX_STRATEGIES]);
+
+/* `stratbench predict --params N`: prints (or with o->json, writes as
+ * JSON; o->out also to a file) the model state per rank of ddp and zero
+ * stages 1-3 at each of o's replica counts for Ψ = o->n_params in o's
+ * precision and optimizer, by the strategies' ledger formulas
+ * (predict_memory.c; the ZeRO paper's Table 1 for Ψ = 7.5e9, N = 64,
+ * bf16, Adam). Returns the exit status: 0, or 1 when the output could not
+ * be written. */
+int sb_predict_memory(const struct opts *o);
+
+/* --params: "7.5e9", "125000" -> *out, a parameter count in [1, 1e15].
+ * Errors: SB_ERR_USAGE naming --params. */
+sb_status sb_predict_parse_params(const char *text, double *out);
 
 /* Prints the n rows as predict's table on stdout (predict_output.c). */
 void sb_predict_print_table(const struct run *r, const struct opts *o, const struct row *rows,

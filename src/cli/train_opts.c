@@ -25,8 +25,8 @@ enum {
     OPT_EVAL_BATCH, OPT_TRACE, OPT_COMM, OPT_ALLREDUCE, OPT_PROBE_LINKS, OPT_NO_PROBE_LINKS,
     OPT_CUDA_GRAPH, OPT_CHECK_EVERY, OPT_MLLOG, OPT_TIMEOUT, OPT_OPTIMIZER, OPT_RANKS_PER_HOST,
     OPT_GRAD_COMPRESSION, OPT_POWERSGD_RANK, OPT_POWERSGD_START, OPT_LOCAL_SGD,
-    OPT_LOCAL_SGD_WARMUP, OPT_MLLOG_BENCHMARK, OPT_CLEAR_CACHE, OPT_PATCH, OPT_WIDTH, OPT_DEPTH,
-    OPT_HEADS, OPT_MLP_RATIO,
+    OPT_LOCAL_SGD_WARMUP, OPT_PRECISION, OPT_MLLOG_BENCHMARK, OPT_CLEAR_CACHE, OPT_PATCH,
+    OPT_WIDTH, OPT_DEPTH, OPT_HEADS, OPT_MLP_RATIO,
     OPT_STRATEGY_FLAG = 512, /* + index into strategy_flags[] */
 };
 
@@ -75,6 +75,7 @@ static const struct option common_options[] = {
     {"powersgd-start", required_argument, NULL, OPT_POWERSGD_START},
     {"local-sgd", required_argument, NULL, OPT_LOCAL_SGD},
     {"local-sgd-warmup", required_argument, NULL, OPT_LOCAL_SGD_WARMUP},
+    {"precision", required_argument, NULL, OPT_PRECISION},
     {"help", no_argument, NULL, 'h'},
 };
 #define N_COMMON ((int)(sizeof common_options / sizeof common_options[0]))
@@ -216,6 +217,9 @@ void sb_train_opts_usage(FILE *out)
             "  --local-sgd H          %-10s replicas step alone and average the models every\n"
             "                                    H steps (0 = off; PostLocalSGD)\n"
             "  --local-sgd-warmup N   %-10s synchronous steps before local SGD starts\n"
+            "  --precision P          %-10s fp32 | bf16 | fp16: 16-bit parameters, activations\n"
+            "                                    and gradients, fp32 master weights; fp16 with\n"
+            "                                    dynamic loss scaling (docs/precision.md)\n"
             "  -h, --help             this text\n"
             "\n"
             "strategy flags (each taken only by the strategies named):\n",
@@ -224,7 +228,7 @@ void sb_train_opts_usage(FILE *out)
             c->vit.mlp_ratio, c->replicas, c->epochs, c->batch, "sgd", c->lr,
             SB_LR_DEFAULT_ADAM, c->momentum, "none", (unsigned long long)c->seed, c->target_accuracy, "0",
             c->warmup_steps, "0", c->eval_batch, c->allreduce, sb_allreduce_algo_names(" | "),
-            c->ranks_per_host, c->timeout_s, c->grad_compression, c->powersgd_rank, "0", "0", "0");
+            c->ranks_per_host, c->timeout_s, c->grad_compression, c->powersgd_rank, "0", "0", "0", "fp32");
     sb_strategy_options_usage(out);
 }
 
@@ -416,6 +420,11 @@ static sb_status parse_one(struct sb_train_opts *o, int opt, const char *arg)
     case OPT_POWERSGD_START:
         return parse_long("powersgd-start", arg, 0, LONG_MAX, &c->powersgd_start);
     case OPT_LOCAL_SGD: return parse_int("local-sgd", arg, 0, 1000000, &c->local_sgd);
+    case OPT_PRECISION:
+        if (!sb_precision_parse(arg, &c->precision))
+            return sb_error(SB_ERR_USAGE, "--precision: expected fp32, bf16 or fp16, got '%s'",
+                            arg);
+        return SB_OK;
     case OPT_LOCAL_SGD_WARMUP:
         return parse_long("local-sgd-warmup", arg, 0, LONG_MAX, &c->local_sgd_warmup);
     }
@@ -533,6 +542,29 @@ static sb_status validate_vit(const struct sb_vit_config *v)
     return SB_OK;
 }
 
+/* --precision bf16|fp16 with a gradient compression: the gradients are
+ * already 16-bit, so a 16-bit wire of the other format would round them
+ * twice (refused); the same format is what the precision does anyway
+ * (refused too, as a flag that changes nothing). */
+static sb_status validate_precision(const struct sb_config *c)
+{
+    if (c->precision == SB_PRECISION_FP32) return SB_OK;
+    if (c->cuda_graph && c->precision == SB_PRECISION_FP16)
+        return sb_error(SB_ERR_USAGE, "--cuda-graph: not with --precision fp16 (the loss "
+                        "scaler decides on the host whether a step runs; a replayed graph "
+                        "cannot skip one)");
+    if (c->local_sgd > 0)
+        return sb_error(SB_ERR_USAGE, "--local-sgd: not with --precision %s (local SGD averages "
+                        "the 16-bit compute copies, not the fp32 master weights the optimizer "
+                        "steps)", sb_precision_name(c->precision));
+    int half = strcmp(c->grad_compression, "fp16") == 0 || strcmp(c->grad_compression, "bf16") == 0;
+    if (half)
+        return sb_error(SB_ERR_USAGE, "--grad-compression %s: not with --precision %s (the "
+                        "gradients are already %s, and so is their wire)", c->grad_compression,
+                        sb_precision_name(c->precision), sb_precision_name(c->precision));
+    return SB_OK;
+}
+
 /* Checks that need several flags together. */
 static sb_status validate(struct sb_train_opts *o)
 {
@@ -567,6 +599,7 @@ static sb_status validate(struct sb_train_opts *o)
         return sb_error(SB_ERR_USAGE, "--allreduce %s: only strategies of MPI ranks on --device "
                         "cpu choose their all-reduce (NCCL and threads use their own)",
                         c->allreduce);
+    SB_TRY(validate_precision(c));
     SB_TRY(validate_grad_sync(c, s));
     if (c->cuda_graph && !s->cuda_graph) {
         char able[256] = "";

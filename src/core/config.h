@@ -31,6 +31,11 @@ enum sb_optimizer_kind { SB_OPTIMIZER_SGD = 0, SB_OPTIMIZER_ADAM };
 /* Default learning rates: SGD's (chosen for this suite, docs/design.md)
  * and Adam's (PyTorch's torch.optim.Adam default), used when --lr is not
  * given. */
+/* --precision: the format of the parameters, activations and gradients
+ * forward and backward compute with (fp32 master weights and optimizer
+ * state in every case; strategies/shared/precision.h, docs/precision.md). */
+enum sb_precision { SB_PRECISION_FP32 = 0, SB_PRECISION_BF16, SB_PRECISION_FP16 };
+
 #define SB_LR_DEFAULT_SGD 0.03
 #define SB_LR_DEFAULT_ADAM 0.001
 
@@ -99,7 +104,21 @@ struct sb_config {
     long powersgd_start;         /* --powersgd-start N: plain all-reduce for the first N steps */
     int local_sgd;               /* --local-sgd H: average the models every H steps; 0 = off */
     long local_sgd_warmup;       /* --local-sgd-warmup N: synchronous steps before local SGD */
+    enum sb_precision precision; /* --precision fp32 | bf16 | fp16 */
 };
+
+/* "fp32", "bf16" or "fp16". */
+const char *sb_precision_name(enum sb_precision p);
+
+/* The precision named `name` into *out; returns 0 for an unknown name. */
+int sb_precision_parse(const char *name, enum sb_precision *out);
+
+/* Whether the gradients of a run cross the wire as 16-bit values, and in
+ * which format (*fmt, an enum sb_half_format of core/half.h): with
+ * --grad-compression fp16|bf16, or with --precision bf16|fp16 (the
+ * gradient is already 16-bit: its all-reduce or reduce-scatter moves 2
+ * bytes per element). 0: an fp32 wire. */
+int sb_config_grad_wire16(const struct sb_config *cfg, int *fmt);
 
 /* Learning rate actually used by the optimizer: lr, times replicas under
  * --lr-scaling linear (the linear scaling rule, Goyal et al. 2017,

@@ -52,6 +52,15 @@ F16C_TARGET static size_t decode8(const uint16_t *h, float *out, size_t n)
     return i;
 }
 
+F16C_TARGET static size_t round8(float *x, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(x + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i),
+                                                                _MM_FROUND_TO_NEAREST_INT)));
+    return i;
+}
+
 F16C_TARGET static size_t accumulate8(float *acc, const uint16_t *h, size_t n)
 {
     size_t i = 0;
@@ -89,6 +98,7 @@ static int have_f16c(void)
 static size_t encode8(const float *x, uint16_t *out, size_t n) { (void)x; (void)out; (void)n; return 0; }
 static size_t decode8(const uint16_t *h, float *out, size_t n) { (void)h; (void)out; (void)n; return 0; }
 static size_t accumulate8(float *acc, const uint16_t *h, size_t n) { (void)acc; (void)h; (void)n; return 0; }
+static size_t round8(float *x, size_t n) { (void)x; (void)n; return 0; }
 static int have_f16c(void) { return 0; }
 #endif
 
@@ -197,7 +207,11 @@ void sb_half_accumulate(enum sb_half_format fmt, float *acc, const uint16_t *h, 
 
 void sb_half_round(enum sb_half_format fmt, float *x, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        x[i] = fmt == SB_HALF_BF16 ? sb_bf16_to_f32(sb_f32_to_bf16(x[i]))
-                                   : sb_fp16_to_f32(sb_f32_to_fp16(x[i]));
+    size_t i = 0;
+    if (fmt == SB_HALF_BF16) {
+        for (; i < n; i++) x[i] = sb_bf16_to_f32(sb_f32_to_bf16(x[i]));
+        return;
+    }
+    if (have_f16c()) i = round8(x, n); /* 8 at a time, the same rounding */
+    for (; i < n; i++) x[i] = sb_fp16_to_f32(sb_f32_to_fp16(x[i]));
 }

@@ -23,9 +23,14 @@ struct sb_memory_entry {
     struct sb_model_state held;    /* what the strategy allocated */
     double comm_bytes;        /* communication buffers and gathered parameters */
     double activation_bytes;  /* activations and backward scratch (the workload's) */
-    struct sb_model_state formula; /* the ZeRO paper's accounting, fp32 */
+    struct sb_model_state formula; /* the ZeRO paper's accounting for the run's precision */
     double peak_rss_bytes;    /* the process's VmHWM (set by the harness); < 0 unknown */
     double peak_device_bytes; /* the process's peak device memory; < 0: not on a device */
+    /* --precision bf16|fp16: `held` counts each 16-bit parameter and
+     * gradient at 2 bytes, as a device storing them so would; this suite
+     * stores them rounded in float buffers (4 bytes), and the 2 bytes a
+     * value that adds are here (docs/precision.md). 0 under fp32. */
+    double emulation_bytes;
 };
 
 /* param + grad + optimizer bytes. */

@@ -128,6 +128,7 @@ static sb_status write_outputs(struct sb_loop *L)
     rec->n_layers = sb_strategy_layer_summaries(L->s, layers, SB_REPORT_LAYERS_MAX);
     rec->layers = layers;
     rec->peak_rss_bytes = sb_peak_rss_bytes();
+    sb_strategy_precision_state(L->s, &rec->loss_scale, &rec->skipped_steps);
     sb_status st = sb_report_write(cfg->report_path, rec);
     rec->layers = NULL; /* the array ends here */
     rec->n_layers = 0;

@@ -7,10 +7,12 @@
 
 /* How the formula counts (docs/zero.md). */
 static const char ACCOUNTING[] =
-    "fp32 model state per rank (Rajbhandari et al., SC 2020, sections 3.1 and 5, with 4-byte "
-    "parameters and gradients): parameters 4P, gradients 4P, optimizer state 4sP "
-    "(s = 1 for SGD momentum, 2 for Adam), each divided by the number of ranks that "
-    "share it where the strategy shards it (docs/zero.md)";
+    "model state per rank (Rajbhandari et al., SC 2020, sections 3.1 and 5): parameters bP, "
+    "gradients bP, optimizer state 4sP, with b = 4 bytes a value under fp32 and 2 under "
+    "bf16/fp16, s = 1 for SGD momentum, 2 for Adam, plus 1 for the fp32 master weights under "
+    "bf16/fp16 (K = 4s: 12 for mixed-precision Adam), each divided by the number of ranks "
+    "that share it where the strategy shards it (docs/zero.md, docs/precision.md); "
+    "emulation_bytes: what storing 16-bit values in float buffers adds";
 
 void sb_report_add_memory(cJSON *root, const struct sb_run_record *rec, int *fail)
 {
@@ -31,7 +33,9 @@ void sb_report_add_memory(cJSON *root, const struct sb_run_record *rec, int *fai
         sb_json_add_num(o, "comm_buffer_bytes", e->comm_bytes, fail);
         sb_json_add_num(o, "activation_bytes", e->activation_bytes, fail);
         sb_json_add_num(o, "model_state_bytes", model, fail);
-        sb_json_add_num(o, "total_bytes", model + e->comm_bytes + e->activation_bytes, fail);
+        sb_json_add_num(o, "emulation_bytes", e->emulation_bytes, fail);
+        sb_json_add_num(o, "total_bytes",
+                        model + e->emulation_bytes + e->comm_bytes + e->activation_bytes, fail);
         sb_json_add_num(o, "formula_parameter_bytes", e->formula.param_bytes, fail);
         sb_json_add_num(o, "formula_gradient_bytes", e->formula.grad_bytes, fail);
         sb_json_add_num(o, "formula_optimizer_state_bytes", e->formula.optimizer_bytes, fail);

@@ -102,6 +102,7 @@ static void add_config(cJSON *root, const struct sb_run_record *rec, int *fail)
     sb_json_add_num(o, "powersgd_start", (double)c->powersgd_start, fail);
     sb_json_add_num(o, "local_sgd", c->local_sgd, fail);
     sb_json_add_num(o, "local_sgd_warmup", (double)c->local_sgd_warmup, fail);
+    sb_json_add_str(o, "precision", sb_precision_name(c->precision), fail);
 }
 
 /* "strategy_details": the numbers a strategy states about itself (bucket
@@ -475,6 +476,12 @@ static sb_status build_report(const struct sb_run_record *rec, cJSON **out)
     add_details(root, rec, &fail);
     sb_json_add_num(root, "peak_rss_bytes", (double)rec->peak_rss_bytes, &fail);
     sb_report_add_memory(root, rec, &fail);
+    cJSON *prec = sb_json_add_obj(root, "precision", &fail);
+    if (prec) {
+        sb_json_add_str(prec, "precision", sb_precision_name(rec->cfg->precision), &fail);
+        sb_json_add_num(prec, "loss_scale", rec->loss_scale > 0 ? rec->loss_scale : 1.0, &fail);
+        sb_json_add_num(prec, "skipped_steps", (double)rec->skipped_steps, &fail);
+    }
 
 done:
     if (st == SB_OK && fail)

@@ -170,6 +170,10 @@ struct sb_run_record {
     struct sb_consistency replica_check; /* after training (and every --check-every) */
 
     long peak_rss_bytes;       /* VmHWM of rank 0 */
+    /* --precision's state at the end (rank 0's): fp16's loss scale S (1
+     * otherwise) and the steps its scaler skipped. */
+    double loss_scale;
+    long skipped_steps;
     /* The memory ledger: every rank's entries (n_memory, rank order;
      * mirrored states one per replica), gathered at the end of training;
      * NULL: none. */

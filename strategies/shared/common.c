@@ -7,6 +7,7 @@
 #include "backend/cuda.h"
 #include "workloads/model_table.h"
 #include "strategies/shared/optimizer.h"
+#include "strategies/shared/precision.h"
 #include "strategies/shared/replica.h"
 
 sb_status sb_strategy_place(const struct sb_strategy_ops *ops, const struct sb_config *cfg,
@@ -133,9 +134,11 @@ void sb_strategy_model_state_formula(const struct sb_strategy_ops *ops,
         ops->model_state_formula(cfg, n_params, server, out);
         return;
     }
-    /* A full replica: the ZeRO paper's baseline (its section 3.1) in fp32. */
-    out->param_bytes = 4.0 * n_params;
-    out->grad_bytes = 4.0 * n_params;
+    /* A full replica: the ZeRO paper's baseline (its section 3.1), b bytes
+     * a value (4 fp32, 2 bf16/fp16). */
+    double b = sb_precision_value_bytes(cfg);
+    out->param_bytes = b * n_params;
+    out->grad_bytes = b * n_params;
     out->optimizer_bytes = 4.0 * sb_optimizer_state_floats(cfg) * n_params;
 }
 
@@ -167,10 +170,22 @@ void sb_memory_entry_of_replica(const struct sb_strategy *s, const struct sb_rep
     sb_strategy_model_state_formula(s->ops, s->env->cfg, (double)m->n_params, 0, &out->formula);
 }
 
+void sb_strategy_precision_state(const struct sb_strategy *s, double *loss_scale, long *skipped)
+{
+    *loss_scale = s->replica ? s->replica->scaler.scale : 1.0;
+    *skipped = s->replica ? s->replica->scaler.skipped : 0;
+}
+
 int sb_strategy_memory(const struct sb_strategy *s, struct sb_memory_entry *out, int cap)
 {
-    if (s->ops->memory) return s->ops->memory(s, out, cap);
-    if (cap < 1 || !s->replica) return 0;
-    sb_memory_entry_of_replica(s, s->replica, s->world ? s->world->rank : 0, out);
-    return 1;
+    int n = 0;
+    if (s->ops->memory) {
+        n = s->ops->memory(s, out, cap);
+    } else if (cap >= 1 && s->replica) {
+        sb_memory_entry_of_replica(s, s->replica, s->world ? s->world->rank : 0, out);
+        n = 1;
+    }
+    /* Every strategy allocates float buffers: restated in the run's precision. */
+    for (int i = 0; i < n; i++) sb_precision_ledger(s->env->cfg, &out[i]);
+    return n;
 }

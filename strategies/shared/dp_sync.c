@@ -44,7 +44,8 @@ sb_status sb_dp_sync_create(struct sb_comm *comm, struct sb_model *m, struct sb_
         if (!d->req || !d->pending) st = sb_error(SB_ERR_NOMEM, "dp_sync: out of memory");
     }
     const struct sb_config *run = cfg->run;
-    if (!st && run && (cfg->host_memory || strcmp(run->grad_compression, "none") != 0)) {
+    if (!st && run && (cfg->host_memory || strcmp(run->grad_compression, "none") != 0 ||
+                       run->precision != SB_PRECISION_FP32)) {
         if (range.offset != 0 || range.count != m->n_params)
             st = sb_error(SB_ERR_USAGE, "--grad-compression/--local-sgd: synchronise the whole "
                           "model (a range of %zu of its %zu parameters was given)",

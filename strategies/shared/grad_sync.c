@@ -51,6 +51,12 @@ sb_status sb_grad_sync_create(const struct sb_config *cfg, const struct sb_model
     static const char *const names[] = {"none", "fp16", "bf16", "powersgd"};
     int mode = -1;
     const char *want = cfg->grad_compression[0] ? cfg->grad_compression : "none";
+    /* --precision bf16|fp16: the gradients are already 16-bit, so they take
+     * the 16-bit wire of their format (sb_config_grad_wire16). */
+    int fmt = 0;
+    if (strcmp(want, "none") == 0 && cfg->precision != SB_PRECISION_FP32 &&
+        sb_config_grad_wire16(cfg, &fmt))
+        want = fmt == SB_HALF_BF16 ? "bf16" : "fp16";
     for (int i = 0; i < 4; i++)
         if (strcmp(want, names[i]) == 0) mode = i;
     if (mode < 0)

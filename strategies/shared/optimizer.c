@@ -4,11 +4,13 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/half.h"
 #include "core/nvtx.h"
 
 int sb_optimizer_state_floats(const struct sb_config *cfg)
 {
-    return cfg->optimizer == SB_OPTIMIZER_ADAM ? 2 : 1;
+    return (cfg->optimizer == SB_OPTIMIZER_ADAM ? 2 : 1) +
+           (cfg->precision != SB_PRECISION_FP32 ? 1 : 0);
 }
 
 sb_status sb_optimizer_init(struct sb_optimizer *o, const struct sb_backend_ops *be,
@@ -23,7 +25,23 @@ sb_status sb_optimizer_init(struct sb_optimizer *o, const struct sb_backend_ops 
     size_t bytes = (n ? n : 1) * sizeof(float);
     SB_TRY(be->alloc((void **)&o->m, bytes));
     if (o->kind == SB_OPTIMIZER_ADAM) SB_TRY(be->alloc((void **)&o->v, bytes));
+    if (cfg->precision != SB_PRECISION_FP32) {
+        o->half_fmt = cfg->precision == SB_PRECISION_BF16 ? SB_HALF_BF16 : SB_HALF_FP16;
+        SB_TRY(be->alloc((void **)&o->master, bytes));
+    }
     return SB_OK;
+}
+
+/* torch.optim.Adam (_single_tensor_adam): step_size = lr / (1 - b1^t),
+ * denominator sqrt(v) / sqrt(1 - b2^t) + eps. */
+static void adam_part(struct sb_optimizer *o, size_t first, size_t count, float *params,
+                      const float *grads)
+{
+    double t = (double)(o->t + 1);
+    double bc1 = 1.0 - pow(SB_ADAM_BETA1, t), bc2 = 1.0 - pow(SB_ADAM_BETA2, t);
+    o->be->adam(params, o->m + first, o->v + first, grads, count, (float)SB_ADAM_BETA1,
+                (float)SB_ADAM_BETA2, (float)SB_ADAM_EPS, (float)(o->lr / bc1),
+                (float)sqrt(bc2));
 }
 
 void sb_optimizer_step_part(struct sb_optimizer *o, size_t first, size_t count, float *params,
@@ -33,17 +51,20 @@ void sb_optimizer_step_part(struct sb_optimizer *o, size_t first, size_t count, 
         sb_nvtx_push_phase("optimizer", SB_NVTX_OPTIMIZER);
         o->range_open = 1;
     }
+    float *compute = params; /* the 16-bit copy, written after the step */
+    if (o->master) {
+        if (o->t == 0) o->be->copy(o->master + first, params, count);
+        params = o->master + first;
+    }
     if (o->kind == SB_OPTIMIZER_SGD) {
         o->be->sgd_momentum(params, o->m + first, grads, count, o->lr, o->momentum);
-        return;
+    } else {
+        adam_part(o, first, count, params, grads);
     }
-    /* torch.optim.Adam (_single_tensor_adam): step_size = lr / (1 - b1^t),
-     * denominator sqrt(v) / sqrt(1 - b2^t) + eps. */
-    double t = (double)(o->t + 1);
-    double bc1 = 1.0 - pow(SB_ADAM_BETA1, t), bc2 = 1.0 - pow(SB_ADAM_BETA2, t);
-    o->be->adam(params, o->m + first, o->v + first, grads, count, (float)SB_ADAM_BETA1,
-                (float)SB_ADAM_BETA2, (float)SB_ADAM_EPS, (float)(o->lr / bc1),
-                (float)sqrt(bc2));
+    if (o->master) {
+        o->be->copy(compute, params, count);
+        o->be->round_half(compute, count, o->half_fmt);
+    }
 }
 
 void sb_optimizer_end_step(struct sb_optimizer *o)
@@ -61,7 +82,7 @@ void sb_optimizer_step(struct sb_optimizer *o, float *params, const float *grads
 
 size_t sb_optimizer_state_bytes(const struct sb_optimizer *o)
 {
-    return (o->m ? o->n : 0) * sizeof(float) + (o->v ? o->n : 0) * sizeof(float);
+    return ((o->m ? o->n : 0) + (o->v ? o->n : 0) + (o->master ? o->n : 0)) * sizeof(float);
 }
 
 void sb_optimizer_free(struct sb_optimizer *o)
@@ -69,5 +90,6 @@ void sb_optimizer_free(struct sb_optimizer *o)
     if (!o->be) return;
     o->be->free(o->m);
     o->be->free(o->v);
-    o->m = o->v = NULL;
+    o->be->free(o->master);
+    o->m = o->v = o->master = NULL;
 }

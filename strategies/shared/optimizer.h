@@ -25,13 +25,22 @@ struct sb_optimizer {
     float lr;      /* effective learning rate */
     float momentum;
     long t;        /* steps taken (Adam's bias correction uses t + 1) */
+    /* --precision bf16|fp16: the fp32 master weights (n), the parameters
+     * the optimizer steps; the caller's params are the 16-bit compute copy,
+     * written as the master rounded (half_fmt, core/half.h) after every
+     * step. The master is taken from the (16-bit) parameters at the first
+     * step, as DeepSpeed and Megatron-LM build theirs from the model's
+     * 16-bit weights. NULL under fp32: params are stepped in place. */
+    float *master;
+    int half_fmt;
     int range_open; /* this step's NVTX "optimizer" range is open (a step of parts) */
 };
 
 /* Optimizer-state floats per parameter for cfg's optimizer: 1 (SGD's
- * momentum) or 2 (Adam's two moments); the ZeRO paper's K = 4 x this for
- * fp32 training (Rajbhandari et al. 2020, section 3.1, with fp32 master
- * copies omitted: this suite trains in fp32). */
+ * momentum) or 2 (Adam's two moments), plus 1 for the fp32 master weights
+ * under --precision bf16|fp16; the ZeRO paper's K = 4 x this
+ * (Rajbhandari et al. 2020, section 3.1: K = 12 for mixed-precision Adam,
+ * 8 for fp32 Adam, whose parameters are their own master). */
 int sb_optimizer_state_floats(const struct sb_config *cfg);
 
 /* Allocates zeroed state for n parameters in backend memory (cfg's
@@ -59,7 +68,7 @@ void sb_optimizer_step_part(struct sb_optimizer *o, size_t first, size_t count, 
 /* Ends a step made of sb_optimizer_step_part calls (t advances). */
 void sb_optimizer_end_step(struct sb_optimizer *o);
 
-/* Bytes of its state (m and v). */
+/* Bytes of its state (m, v and the master weights). */
 size_t sb_optimizer_state_bytes(const struct sb_optimizer *o);
 
 /* Frees the state; safe on a zeroed or freed struct. */

@@ -4,6 +4,7 @@
  * reading the loss, evaluation. */
 #include "strategies/shared/replica.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 #include "core/clock.h"
@@ -91,6 +92,7 @@ static sb_status create_replica(const struct sb_strategy_env *env, int with_opti
     struct sb_replica *r = calloc(1, sizeof *r);
     if (!r) return sb_error(SB_ERR_NOMEM, "replica: out of memory");
     r->env = env;
+    sb_loss_scaler_init(&r->scaler, cfg);
     r->path = path_for(be);
     r->forwarded = -1;
     sb_status st = SB_OK;
@@ -172,6 +174,7 @@ sb_status sb_replica_data(struct sb_replica *r, int slot, const int32_t *idx, in
                         r->max_batch);
     sl->n = 0;
     SB_TRY(r->path->data(r, sl, idx, n, res));
+    sb_precision_round(r->env->cfg, r->env->be, sl->x, (size_t)n * (size_t)r->model->in_dim);
     sl->n = n;
     return SB_OK;
 }
@@ -196,6 +199,28 @@ sb_status sb_replica_forward(struct sb_replica *r, int slot, int global_batch,
     return SB_OK;
 }
 
+/* The test hook of precision.h: +inf into the first gradient, as an fp16
+ * overflow would put it, before the layer holding it is reported ready
+ * (where a strategy reduces during backward) or after backward. */
+struct inject {
+    struct sb_replica *r;
+    sb_grad_ready_fn ready;
+    void *ctx;
+};
+
+static void write_inf(struct sb_replica *r)
+{
+    const float inf = INFINITY;
+    (void)r->env->be->upload(r->model->grads, &inf, sizeof inf);
+}
+
+static void inject_ready(void *ctx, size_t offset, size_t count)
+{
+    struct inject *in = ctx;
+    if (offset == 0) write_inf(in->r);
+    in->ready(in->ctx, offset, count);
+}
+
 sb_status sb_replica_backward(struct sb_replica *r, int slot, sb_grad_ready_fn ready, void *ctx,
                               int accumulate, struct sb_step_result *res)
 {
@@ -210,7 +235,11 @@ sb_status sb_replica_backward(struct sb_replica *r, int slot, sb_grad_ready_fn r
         return sb_error(SB_ERR_INTERNAL, "replica: backward with accumulate: the workload's "
                         "backward overwrites the gradients");
     r->forwarded = -1;
-    return r->path->backward(r, sl, ready, ctx, res);
+    if (!sb_precision_inject_inf(r->steps)) return r->path->backward(r, sl, ready, ctx, res);
+    struct inject in = {r, ready, ctx};
+    SB_TRY(r->path->backward(r, sl, ready ? inject_ready : NULL, &in, res));
+    if (!ready) write_inf(r);
+    return SB_OK;
 }
 
 double sb_replica_bubble_begin(void)
@@ -249,6 +278,13 @@ sb_status sb_replica_update(struct sb_replica *r, const float *grads,
 {
     if (!r->opt.m)
         return sb_error(SB_ERR_INTERNAL, "replica: update without optimizer state");
+    if (r->scaler.enabled) {
+        int found_inf = 0;
+        /* The gradients are the caller's buffers, unscaled in place. */
+        sb_loss_scaler_unscale(&r->scaler, r->env->be, (float *)grads, r->opt.n, &found_inf);
+        SB_TRY(r->env->be->check());
+        if (sb_loss_scaler_update(&r->scaler, found_inf)) return SB_OK; /* skipped */
+    }
     int ran = 0;
     SB_TRY(r->path->update(r, grads, res, &ran));
     return ran ? sb_replica_count_step(r, res) : SB_OK;
@@ -262,6 +298,8 @@ sb_status sb_replica_evaluate(struct sb_replica *r, int first, int count, long *
         int k = first + count - o < chunk ? first + count - o : chunk;
         for (int i = 0; i < k; i++) r->eval_idx[i] = o + i;
         SB_TRY(r->path->gather_test(r, r->eval_idx, k));
+        sb_precision_round(r->env->cfg, r->env->be, r->slot[0].x,
+                           (size_t)k * (size_t)r->model->in_dim);
         long c = 0;
         SB_TRY(r->model->ops->predict(r->model, r->slot[0].x, r->slot[0].y, k, &c));
         SB_TRY(r->env->be->check()); /* a failed count reads as 0: report it instead */

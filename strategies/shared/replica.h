@@ -12,6 +12,7 @@
 #define SB_REPLICA_H
 
 #include "strategies/shared/optimizer.h"
+#include "strategies/shared/precision.h"
 #include "strategies/strategy.h"
 
 struct sb_replica_path;   /* how a step runs: host or device (replica_path.h) */
@@ -58,6 +59,12 @@ struct sb_replica {
      * result once per epoch: on the epoch's last step, or on the step that
      * reaches --max-steps (sb_replica_count_step). */
     double *loss_acc;
+    /* fp16's dynamic loss scaler (precision.h): forward scales the loss by
+     * its S, sb_replica_update unscales and may skip the step; S = 1 and
+     * never a skip under fp32 and bf16. A strategy whose ranks see
+     * different pieces of the gradient (zero, central's servers) agrees on
+     * the skip itself and updates this scaler. */
+    struct sb_loss_scaler scaler;
     long steps;          /* steps that ran so far */
     int steps_per_epoch; /* of the global batch */
     int max_batch;
@@ -168,8 +175,12 @@ int sb_replica_on_device(const struct sb_replica *r);
 
 /* Applies cfg's optimizer (r->opt) using `grads` (n_params, backend memory; the
  * model's own gradient buffer or an aggregate), timed as the optimizer
- * phase, then checks the backend's recorded errors (be->check). Errors:
- * SB_ERR_DEVICE (the backend), SB_ERR_INTERNAL without optimizer state. */
+ * phase, then checks the backend's recorded errors (be->check). Under
+ * fp16 the gradients are first unscaled in place (1/S) and the step is
+ * skipped when any is inf or NaN (r->scaler): every replica that calls
+ * this holds the same reduced gradients (single, ddp, mirrored), so every
+ * one decides alike. Errors: SB_ERR_DEVICE (the backend), SB_ERR_INTERNAL
+ * without optimizer state. */
 sb_status sb_replica_update(struct sb_replica *r, const float *grads,
                             struct sb_step_result *res);
 

@@ -235,14 +235,15 @@ static sb_status enqueue_gradients(struct sb_replica *r, int n, int global_batch
         sb_cuda_take_batch(d->idx, d->perm, d->pos, n, global_batch);
         be->gather(r->slot[0].x, r->slot[0].y, d->train_pixels, d->train_labels, d->idx,
                    n, sp->rows * sp->cols);
+        sb_precision_round(r->env->cfg, be, r->slot[0].x, (size_t)n * sp->rows * sp->cols);
         st = mark(d, MARK_DATA_END);
     }
     sb_nvtx_pop();
     if (st) return st;
 
     sb_nvtx_push_phase("forward", SB_NVTX_FORWARD);
-    st = m->ops->forward(m, r->slot[0].x, r->slot[0].y, n, 1.0f / (float)global_batch,
-                         r->loss_acc);
+    st = m->ops->forward(m, r->slot[0].x, r->slot[0].y, n,
+                         sb_loss_scaler_factor(&r->scaler) / (float)global_batch, r->loss_acc);
     if (!st) st = be->check();
     if (!st) st = mark(d, MARK_FORWARD_END);
     sb_nvtx_pop();

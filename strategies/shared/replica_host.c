@@ -22,7 +22,9 @@ static sb_status forward(struct sb_replica *r, struct sb_replica_slot *sl, int g
     struct sb_model *m = r->model;
     double t0 = sb_now_s();
     sb_nvtx_push_phase("forward", SB_NVTX_FORWARD);
-    sb_status st = m->ops->forward(m, sl->x, sl->y, sl->n, 1.0f / (float)global_batch,
+    /* fp16: the loss scaled by S (1 otherwise: the plain 1/global_batch). */
+    sb_status st = m->ops->forward(m, sl->x, sl->y, sl->n,
+                                   sb_loss_scaler_factor(&r->scaler) / (float)global_batch,
                                    r->loss_acc);
     if (!st) st = r->env->be->check();
     sb_nvtx_pop();

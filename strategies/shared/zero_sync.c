@@ -285,6 +285,19 @@ sb_status sb_zero_sync_update(struct sb_zero_sync *z, struct sb_step_result *out
     return z->be->check();
 }
 
+sb_status sb_zero_sync_unscale(struct sb_zero_sync *z, struct sb_loss_scaler *ls, int *skip)
+{
+    *skip = 0;
+    if (!ls->enabled) return SB_OK;
+    int found = 0;
+    sb_loss_scaler_unscale(ls, z->be, z->gshard, z->shard, &found);
+    SB_TRY(z->be->check());
+    double any = found;
+    SB_TRY(sb_comm_allreduce_f64(z->comm, &any, 1));
+    *skip = sb_loss_scaler_update(ls, any > 0);
+    return SB_OK;
+}
+
 size_t sb_zero_sync_shard_floats(const struct sb_zero_sync *z) { return z->shard; }
 
 int sb_zero_sync_units(const struct sb_zero_sync *z) { return z->n_units; }

@@ -38,6 +38,7 @@
 
 #include "core/half.h"
 #include "strategies/shared/grad_range.h"
+#include "strategies/shared/precision.h"
 #include "strategies/strategy.h"
 
 /* What the piece does. */
@@ -117,6 +118,16 @@ sb_status sb_zero_sync_release(struct sb_zero_sync *z);
 sb_status sb_zero_sync_gather_all(struct sb_zero_sync *z);
 
 /* Floats of this rank's shard. */
+/* fp16's loss scaling on a sharded gradient (after sb_zero_sync_finish,
+ * before sb_zero_sync_update): unscales this rank's gradient shard by 1/S,
+ * agrees with every rank of the communicator on whether any shard held an
+ * inf or NaN (a sum of one double, uncounted: a decision, not training
+ * traffic), and updates the scaler ls alike on every rank; *skip = 1 when
+ * the step must be skipped (then no rank calls sb_zero_sync_update: the
+ * parameters stay as they are everywhere). Nothing (*skip = 0) when ls is
+ * disabled. Errors: the communicator's, the backend's. */
+sb_status sb_zero_sync_unscale(struct sb_zero_sync *z, struct sb_loss_scaler *ls, int *skip);
+
 size_t sb_zero_sync_shard_floats(const struct sb_zero_sync *z);
 
 /* Number of units, and the floats of unit i (launch order: unit 0 ends the

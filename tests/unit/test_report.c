@@ -120,7 +120,7 @@ static int setup(void **state)
         r->phases_by_rank[p] = (struct sb_rank_spread){COMM_RANKS, p, p + 0.5, p + 2.0, 2.0, p % 4};
     r->peak_rss_bytes = sb_peak_rss_bytes();
     static const struct sb_memory_entry ledger = {
-        "replica", 1, 1, {100, 200, 400}, 8, 16, {100, 200, 400}, 4096, -1};
+        "replica", 1, 1, {100, 200, 400}, 8, 16, {100, 200, 400}, 4096, -1, 0};
     r->memory = &ledger;
     r->n_memory = 1;
     /* The strategies' flags and comm keys, as the harness adds them. */
@@ -222,7 +222,7 @@ static void test_keys_and_values(void **state)
         "noise_by_rank", "warnings", "diverged", "replicas_consistent", "replica_check", "stragglers", "step_ms",
         "phases_ms", "step_ms_by_rank",
         "phases_by_rank_ms", "comm",
-        "strategy_details", "peak_rss_bytes", "memory"};
+        "strategy_details", "peak_rss_bytes", "memory", "precision"};
     const cJSON *item = root->child;
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++, item = item->next) {
         assert_non_null(item);
@@ -249,6 +249,12 @@ static void test_keys_and_values(void **state)
     assert_true(num(e, "formula_model_state_bytes") == 700);
     assert_true(num(e, "peak_rss_bytes") == 4096);
     assert_true(cJSON_IsNull(get(e, "peak_device_memory_bytes")));
+    assert_true(num(e, "emulation_bytes") == 0);
+    /* fp32 (the configuration's default): scale 1, nothing skipped. */
+    const cJSON *prec = get(root, "precision");
+    assert_string_equal(get(prec, "precision")->valuestring, "fp32");
+    assert_true(num(prec, "loss_scale") == 1 && num(prec, "skipped_steps") == 0);
+    assert_string_equal(get(get(root, "config"), "precision")->valuestring, "fp32");
     assert_string_equal(get(root, "strategy")->valuestring, "ddp");
     assert_true(num(root, "replicas") == 4);
 

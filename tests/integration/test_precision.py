@@ -1,0 +1,217 @@
+"""Mixed precision (--precision fp32|bf16|fp16, strategies/shared/precision.h,
+docs/precision.md): fp32 is the default and changes nothing; bad values and senseless
+combinations exit 2 naming the flag; fp16's loss scaler skips a step whose gradients hold an
+injected inf on every rank alike (the step counted, the parameters as they were); the memory
+ledger equals the ZeRO paper's formula for every precision, strategy and stage; `predict
+--params` reproduces the paper's Table 1; the 16-bit gradients halve ddp's and zero's wire
+bytes exactly; bf16 under ddp and zero equals bf16 single within the derived one-step bound.
+The slow test compares the accuracy of bf16 and fp16 with fp32's (mlp, 3 epochs)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import child_env, describe, load_params, run, train, validate_report
+
+STRATEGIES = {
+    "single": ["--strategy", "single"],
+    "ddp2": ["--strategy", "ddp", "--replicas", "2"],
+    "mirrored2": ["--strategy", "mirrored", "--replicas", "2"],
+    "central2": ["--strategy", "central", "--replicas", "2"],
+    "zero1": ["--strategy", "zero", "--zero-stage", "1", "--replicas", "2"],
+    "zero2": ["--strategy", "zero", "--zero-stage", "2", "--replicas", "2"],
+    "zero3": ["--strategy", "zero", "--zero-stage", "3", "--replicas", "2"],
+}
+
+
+def short(stratbench, mnist_dir, tmp_path, tag, *flags, steps=3, env=None):
+    """A short run with a report (and the parameters) under tmp_path/tag.*; returns
+    (report, parameters)."""
+    report, params = tmp_path / f"{tag}.json", tmp_path / f"{tag}.params"
+    args = [stratbench, "train", "--data", mnist_dir, "--max-steps", steps, "--warmup-steps", 1,
+            "--threads", 1, "--report", report, "--save-params", params, *flags]
+    e = child_env()
+    e.update(env or {})
+    proc = run(args, env=e, timeout=300)
+    assert proc.returncode == 0, describe(proc)
+    return validate_report(report), load_params(params)
+
+
+@pytest.mark.parametrize("flags,named", [
+    (["--precision", "fp8"], "--precision"),
+    (["--precision", "BF16"], "--precision"),
+    (["--strategy", "ddp", "--replicas", "2", "--precision", "bf16", "--grad-compression",
+      "fp16"], "--grad-compression fp16: not with --precision bf16"),
+    (["--strategy", "zero", "--replicas", "2", "--precision", "fp16", "--grad-compression",
+      "bf16"], "--grad-compression bf16: not with --precision fp16"),
+    (["--strategy", "central", "--replicas", "2", "--precision", "fp16"], "--precision fp16"),
+    (["--strategy", "ddp", "--replicas", "2", "--precision", "bf16", "--local-sgd", "4"],
+     "--local-sgd: not with --precision bf16"),
+])
+def test_bad_precision_exits_2_naming_the_flag(flags, named, stratbench, mnist_dir, tmp_path):
+    report = tmp_path / "r.json"
+    proc = run([stratbench, "train", "--data", mnist_dir, "--report", report, *flags])
+    assert proc.returncode == 2, describe(proc)
+    lines = [l for l in proc.stderr.splitlines() if l.startswith("stratbench:")]
+    assert len(lines) == 1 and named in lines[0], proc.stderr
+    assert not report.exists()
+
+
+def test_fp32_is_the_default_and_changes_nothing(stratbench, mnist_dir, tmp_path):
+    plain, p_plain = short(stratbench, mnist_dir, tmp_path, "plain", steps=5)
+    fp32, p_fp32 = short(stratbench, mnist_dir, tmp_path, "fp32", "--precision", "fp32", steps=5)
+    assert p_plain.tobytes() == p_fp32.tobytes()
+    for r in (plain, fp32):
+        assert r["config"]["precision"] == "fp32"
+        assert r["precision"] == {"precision": "fp32", "loss_scale": 1, "skipped_steps": 0}
+        assert all(e["emulation_bytes"] == 0 for e in r["memory"]["by_rank"])
+
+
+def test_bf16_parameters_are_bf16_values(stratbench, mnist_dir, tmp_path):
+    """The compute copy is the master rounded: every saved parameter is a bf16 value (its
+    low 16 bits zero), and training moved them."""
+    _, p = short(stratbench, mnist_dir, tmp_path, "bf16", "--precision", "bf16", steps=5)
+    _, p0 = short(stratbench, mnist_dir, tmp_path, "fp32", steps=5)
+    assert not np.any(p.view(np.uint32) & 0xFFFF)
+    assert np.any(p0.view(np.uint32) & 0xFFFF)  # fp32 values are not
+    assert np.max(np.abs(p - p0)) < 0.05 and not np.array_equal(p, p0)
+
+
+@pytest.mark.parametrize("name", ["single", "ddp2", "zero2"])
+def test_loss_scaling_skips_an_injected_inf(name, stratbench, mnist_dir, tmp_path):
+    """An inf written into the first gradient at step 5 (0-based; STRATBENCH_TEST_FAULT
+    inf-grad:5, on every replica): the step is skipped on every rank (zero 2: the inf lands
+    in rank 0's shard only, so the ranks must agree), counted, the scale halved, and the
+    parameters after 6 steps are those after 5."""
+    flags = [*STRATEGIES[name], "--precision", "fp16"]
+    five, p5 = short(stratbench, mnist_dir, tmp_path, "five", *flags, steps=5)
+    six, p6 = short(stratbench, mnist_dir, tmp_path, "six", *flags, steps=6,
+                    env={"STRATBENCH_TEST_FAULT": "inf-grad:5"})
+    assert six["precision"]["precision"] == "fp16"
+    assert six["precision"]["skipped_steps"] == five["precision"]["skipped_steps"] + 1
+    assert six["precision"]["loss_scale"] == five["precision"]["loss_scale"] / 2
+    assert five["precision"]["loss_scale"] == 65536  # no natural overflow in 5 steps
+    assert p6.tobytes() == p5.tobytes()
+    if name != "single":
+        assert six["replicas_consistent"] is True
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize("name", list(STRATEGIES))
+def test_ledger_equals_the_formula(name, precision, stratbench, mnist_dir, tmp_path):
+    """Every rank's parameters, gradients and optimizer state (what is held, 16-bit values
+    at 2 bytes) within 1 % of the ZeRO paper's accounting; what the float storage adds is
+    emulation_bytes, exactly the 16-bit tensors' other half."""
+    if name == "central2" and precision == "fp16":
+        pytest.skip("central refuses fp16 (test_bad_precision_exits_2_naming_the_flag)")
+    r, _ = short(stratbench, mnist_dir, tmp_path, "l", *STRATEGIES[name], "--precision",
+                 precision, "--optimizer", "adam", steps=2)
+    b = 4 if precision == "fp32" else 2
+    for e in r["memory"]["by_rank"]:
+        for held, formula in (("parameter_bytes", "formula_parameter_bytes"),
+                              ("gradient_bytes", "formula_gradient_bytes"),
+                              ("optimizer_state_bytes", "formula_optimizer_state_bytes"),
+                              ("model_state_bytes", "formula_model_state_bytes")):
+            assert e[held] == pytest.approx(e[formula], rel=0.01, abs=0), (e["role"], held)
+        assert e["emulation_bytes"] == pytest.approx(
+            (4 - b) / b * (e["parameter_bytes"] + e["gradient_bytes"]))
+    n = r["model"]["n_params"]
+    full = r["memory"]["by_rank"][0]
+    if name in ("single", "ddp2", "mirrored2"):  # (b + b + K) Psi, K = 12 or 8 (fp32 Adam)
+        k = 12 if b == 2 else 8
+        assert full["formula_model_state_bytes"] == (2 * b + k) * n
+
+
+@pytest.mark.parametrize("precision,table", [
+    ("bf16", {"ddp": 120, "zero-1": 31.4, "zero-2": 16.6, "zero-3": 1.88}),
+    ("fp16", {"ddp": 120, "zero-1": 31.4, "zero-2": 16.6, "zero-3": 1.88}),
+])
+def test_predict_reproduces_zero_table_1(precision, table, stratbench):
+    """Rajbhandari et al., SC 2020, Table 1: Psi = 7.5 B, N_d = 64, mixed-precision Adam
+    (K = 12), GB = 1e9 bytes."""
+    proc = run([stratbench, "predict", "--params", "7.5e9", "--replicas", "64", "--precision",
+                precision, "--json"])
+    assert proc.returncode == 0, describe(proc)
+    doc = json.loads(proc.stdout)
+    assert doc["k"] == 12
+    got = {row["strategy"]: row["model_state_bytes"] / 1e9 for row in doc["rows"]}
+    assert set(got) == set(table)
+    for k, v in table.items():
+        assert got[k] == pytest.approx(v, rel=0.01), k
+    # The table form, and fp32 SGD: (4 + 4 + 4) Psi for ddp.
+    proc = run([stratbench, "predict", "--params", "1e6", "--replicas", "1,8", "--precision",
+                "fp32", "--optimizer", "sgd", "--json"])
+    rows = json.loads(proc.stdout)["rows"]
+    assert [r["model_state_bytes"] for r in rows if r["strategy"] == "ddp"] == [12e6, 12e6]
+
+
+@pytest.mark.parametrize("flags", [["--params", "0"], ["--params", "7.5e9", "x.json"],
+                                   ["--params", "1e9", "--precision", "fp64"],
+                                   ["--params", "1e9", "--optimizer", "lamb"]])
+def test_predict_params_bad_input(flags, stratbench):
+    proc = run([stratbench, "predict", *flags])
+    assert proc.returncode == 2, describe(proc)
+    assert proc.stderr.count("\n") == 1 and "--" in proc.stderr
+
+
+@pytest.mark.parametrize("name", ["ddp2", "zero2", "zero3"])
+def test_16_bit_gradients_halve_the_wire_exactly(name, stratbench, mnist_dir, tmp_path):
+    """The gradient's collective (ddp: all-reduce; zero: reduce-scatter) moves exactly half
+    the bytes under bf16 and fp16; zero's parameter all-gathers stay fp32 (docs/precision.md)."""
+    runs = {p: short(stratbench, mnist_dir, tmp_path, p, *STRATEGIES[name], "--precision", p,
+                     steps=4)[0] for p in ("fp32", "bf16", "fp16")}
+    kind = "allreduce" if name == "ddp2" else "reduce_scatter"
+    fp32 = runs["fp32"]["comm"][kind]
+    assert fp32["bytes"] > 0
+    for p in ("bf16", "fp16"):
+        c = runs[p]["comm"]
+        assert c[kind]["calls"] == fp32["calls"]
+        assert c[kind]["bytes"] * 2 == fp32["bytes"], p
+        if name != "ddp2":
+            assert c["allgather"]["bytes"] == runs["fp32"]["comm"]["allgather"]["bytes"]
+
+
+ACCURACY_CASES = {
+    "single": ["--strategy", "single"],
+    "ddp2": ["--strategy", "ddp", "--replicas", "2"],
+    "zero3": ["--strategy", "zero", "--zero-stage", "3", "--replicas", "2"],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(ACCURACY_CASES))
+def test_16_bit_reaches_fp32_accuracy(name, stratbench, mnist_dir, tmp_path):
+    """The mlp, 3 epochs, the same global batch: bf16's and fp16's final test accuracy
+    within 0.3 points of fp32's (docs/precision.md has the figures)."""
+    acc = {}
+    for p in ("fp32", "bf16", "fp16"):
+        report = tmp_path / f"{p}.json"
+        train(stratbench, mnist_dir, *ACCURACY_CASES[name], "--precision", p, "--epochs", 3,
+              "--threads", 1, "--report", report, timeout=1800)
+        r = validate_report(report)
+        acc[p] = 100 * r["final_test_accuracy"]
+    for p in ("bf16", "fp16"):
+        assert abs(acc[p] - acc["fp32"]) <= 0.3, acc
+
+
+def test_bf16_strategies_agree_with_single_after_one_step(stratbench, mnist_dir, tmp_path):
+    """One SGD step, global batch 64, bf16: zero's three stages (the same 16-bit
+    reduce-scatter) give the same parameters bit for bit, and ddp 2 and zero 1-3 leave
+    at least 99 % of the parameters bit-identical to single's; every other differs by
+    roundings only (docs/precision.md: measured at most 62 bf16 ulps, of a parameter the
+    step nearly cancelled). The derived bound itself is tests/unit/test_precision.c's."""
+    def params(tag, *flags, batch):
+        out = tmp_path / f"{tag}.params"
+        train(stratbench, mnist_dir, *flags, "--precision", "bf16", "--batch", batch,
+              "--max-steps", 1, "--threads", 1, "--save-params", out)
+        return load_params(out)
+    single = params("single", "--strategy", "single", batch=64)
+    zero = [params(f"zero{k}", *STRATEGIES[f"zero{k}"], batch=32) for k in (1, 2, 3)]
+    ddp = params("ddp", *STRATEGIES["ddp2"], batch=32)
+    assert zero[0].tobytes() == zero[1].tobytes() == zero[2].tobytes()
+    for p in (ddp, zero[0]):
+        assert np.mean(p == single) >= 0.99
+        diff = np.abs(p.astype(np.float64) - single)
+        ulp = 2.0 ** (np.floor(np.log2(np.maximum(np.abs(single), 1e-30))) - 7)
+        assert np.max(diff / ulp) <= 64
