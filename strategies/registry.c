@@ -14,6 +14,7 @@
     X(central)           \
     X(hierarchical)      \
     X(zero)              \
+    X(tensor)            \
     /* end of the list */
 
 #define DECLARE(name) extern const struct sb_strategy_ops sb_strategy_##name;

@@ -86,6 +86,7 @@ size_t sb_model_table_add_tensor(struct sb_model_table *t, const struct sb_tenso
     d->count = s->n_rows * s->n_cols;
     d->tp_split = s->tp_split;
     d->layer = m->n_layers - 1;
+    d->rows = s->rows;
     l->n_tensors++;
     l->count += d->count;
     t->off += d->count;

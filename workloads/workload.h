@@ -43,6 +43,11 @@ struct sb_tensor_desc {
     size_t count;    /* number of floats (of this part's shard) */
     enum sb_tp_split tp_split; /* how tensor parallelism splits it */
     int layer;       /* index into the model's layer table */
+    size_t rows;     /* the whole tensor seen as a matrix (rows, cols) in row-major order,
+                      * as it is split: a weight (out, in) has out rows, a bias, LayerNorm or
+                      * embedding its count (one column); a column-parallel shard holds a
+                      * block of rows, a row-parallel one a block of columns of every row.
+                      * 0: not stated */
 };
 
 /* One layer: the unit zero stage 3 gathers, ddp never splits across

@@ -56,8 +56,34 @@ static sb_status alloc_slots(struct sb_replica *r, int slots)
     return SB_OK;
 }
 
+/* The replica of sb_replica_create_slots (part NULL: the whole model) or
+ * sb_replica_create_part (the part, its batches of at most max_batch). */
+static sb_status create_replica(const struct sb_strategy_env *env, int with_optimizer,
+                                int slots, const struct sb_part *part, int max_batch,
+                                struct sb_replica **out);
+
 sb_status sb_replica_create_slots(const struct sb_strategy_env *env, int with_optimizer,
                                   int slots, struct sb_replica **out)
+{
+    return create_replica(env, with_optimizer, slots, NULL, 0, out);
+}
+
+sb_status sb_replica_create_part(const struct sb_strategy_env *env, int with_optimizer,
+                                 const struct sb_part *part, int max_batch,
+                                 struct sb_replica **out)
+{
+    *out = NULL;
+    if (!env->workload->create_part)
+        return sb_error(SB_ERR_USAGE, "--workload: %s builds whole models only (no parts)",
+                        env->workload->name);
+    if (max_batch < 1)
+        return sb_error(SB_ERR_INTERNAL, "replica: a part for batches of %d", max_batch);
+    return create_replica(env, with_optimizer, part->slots, part, max_batch, out);
+}
+
+static sb_status create_replica(const struct sb_strategy_env *env, int with_optimizer,
+                                int slots, const struct sb_part *part, int max_batch,
+                                struct sb_replica **out)
 {
     const struct sb_config *cfg = env->cfg;
     const struct sb_backend_ops *be = env->be;
@@ -78,7 +104,10 @@ sb_status sb_replica_create_slots(const struct sb_strategy_env *env, int with_op
         goto fail;
     }
     r->max_batch = cfg->batch > cfg->eval_batch ? cfg->batch : cfg->eval_batch;
-    if ((st = env->workload->create(cfg, be, r->max_batch, &r->model))) goto fail;
+    if (part) r->max_batch = max_batch;
+    if ((st = part ? env->workload->create_part(cfg, be, r->max_batch, part, &r->model)
+                   : env->workload->create(cfg, be, r->max_batch, &r->model)))
+        goto fail;
     if ((st = alloc_slots(r, slots))) goto fail;
     if (with_optimizer && (st = sb_optimizer_init(&r->opt, be, cfg, r->model->n_params)))
         goto fail;

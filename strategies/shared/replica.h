@@ -76,6 +76,19 @@ sb_status sb_replica_create(const struct sb_strategy_env *env, int with_optimize
 sb_status sb_replica_create_slots(const struct sb_strategy_env *env, int with_optimizer,
                                   int slots, struct sb_replica **out);
 
+/* A replica of one part of the model (workload.h's struct sb_part: its
+ * layers, tp shard and activation slots), with part->slots batch buffers
+ * of max_batch samples each (a pipeline's micro-batch) and, with
+ * with_optimizer, the optimizer state of the part's parameters. The
+ * whole-model passes below do not run a part (the workload refuses them):
+ * a strategy drives its part with the workload's part ops; data,
+ * count_step and update work as for a whole model. Errors: SB_ERR_USAGE
+ * naming --workload for a workload without parts; SB_ERR_INTERNAL for
+ * max_batch < 1; those of sb_replica_create_slots and create_part. */
+sb_status sb_replica_create_part(const struct sb_strategy_env *env, int with_optimizer,
+                                 const struct sb_part *part, int max_batch,
+                                 struct sb_replica **out);
+
 /* --- the replica passes (host path; the device path runs only the fused
  * sb_replica_gradients: replica_device.c) --- */
 
