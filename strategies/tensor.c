@@ -299,7 +299,8 @@ static sb_status tensor_evaluate(struct sb_strategy *s, double *accuracy)
     /* dp group d scores test shard d; the tp ranks of a group compute the
      * same logits, so only tp rank 0 counts them. The hook runs over the
      * uncounted copy of the tp group. */
-    int n = data->test.n, first, count, chunk = t->replica->max_batch;
+    /* In training batches: a transformer keeps activations for that many. */
+    int n = data->test.n, first, count, chunk = s->env->cfg->batch;
     sb_split_range(n, t->D, t->dp_rank, &first, &count);
     t->tp.comm = t->eval_tp;
     sb_status st = SB_OK;

@@ -22,11 +22,11 @@ struct vit_block {
     float *mid;              /* (rows, W) residual stream after attention */
     float *ln1, *ln2;        /* (rows, W) LayerNorm outputs */
     float *mean1, *rstd1, *mean2, *rstd2; /* (rows) LayerNorm statistics */
-    float *q, *k, *v;        /* (cap, heads, T, hd) projections, head layout */
-    float *probs;            /* (cap, heads, T, T) attention probabilities */
-    float *ctx;              /* (rows, W) attention context, heads merged */
-    float *fc1;              /* (rows, r W) MLP pre-activation */
-    float *gelu;             /* (rows, r W) GELU output */
+    float *q, *k, *v;        /* (cap, heads_local, T, hd) projections, head layout */
+    float *probs;            /* (cap, heads_local, T, T) attention probabilities */
+    float *ctx;              /* (rows, width_local) attention context, heads merged */
+    float *fc1;              /* (rows, hidden_local) MLP pre-activation */
+    float *gelu;             /* (rows, hidden_local) GELU output */
 };
 
 struct vit {
@@ -36,6 +36,10 @@ struct vit {
     int tokens;              /* T = n_patches + 1 (the class token first) */
     int patch_dim;           /* patch^2 pixels */
     int cap;                 /* samples forward/backward take (training batch) */
+    int tp_rank, tp_size;    /* this tensor-parallel shard (tp_size 1: the whole model) */
+    int heads_local;         /* heads held: heads / tp_size */
+    int width_local;         /* heads_local x head_dim: q, k, v, ctx widths held */
+    int hidden_local;        /* MLP hidden units held: mlp_ratio x width / tp_size */
     /* parameter offsets outside the blocks */
     size_t cls, pos, embed_w, embed_b, norm_w, norm_b, head_w, head_b;
     size_t embed_off, embed_count, head_off, head_count; /* layer ranges */
@@ -47,9 +51,9 @@ struct vit {
     float *logits, *dlogits; /* (cap, 10) */
     /* backward scratch, shared by the blocks */
     float *tmp, *dres, *dln; /* (rows, W) */
-    float *dh[3];            /* (cap, heads, T, hd) */
-    float *dfc;              /* (rows, r W) */
-    float *dprobs;           /* (cap, heads, T, T) */
+    float *dh[3];            /* (cap, heads_local, T, hd) */
+    float *dfc;              /* (rows, hidden_local) */
+    float *dprobs;           /* (cap, heads_local, T, T) */
     float *dlnf, *dxcls;     /* (cap, W) */
     int n;                   /* samples of the last forward */
     size_t alloc_bytes;      /* activation and scratch bytes allocated */

@@ -45,14 +45,37 @@ static void embed_forward(struct sb_model *m, const float *x, int n)
     be->add_bias(p->res[0], m->params + p->pos, n, T * W);
 }
 
-/* One block on res[l] -> res[l + 1] for n samples. */
+/* y (rows, W) = x + r . W_r^T + b for a row-parallel layer W_r (W, in) at
+ * params[w] with bias params[b]: on a tp shard r . W_r^T is this shard's
+ * partial sum over its inputs, summed over the tp group through the hook
+ * (Megatron-LM's g: all-reduce forward) in tmp before the residual and the
+ * bias; on the whole model one GEMM onto the residual, as always. */
+static void row_parallel_forward(struct sb_model *m, const float *r, int rows, int in,
+                                 const float *x, size_t w, size_t b, float *y)
+{
+    struct vit *p = m->impl;
+    const struct sb_backend_ops *be = m->be;
+    int W = p->width;
+    be->copy(y, x, (size_t)rows * W);
+    if (p->tp_size == 1) {
+        linear(m, r, rows, in, W, w, b, 1.0f, y);
+        return;
+    }
+    be->sgemm(0, 1, rows, W, in, 1.0f, r, in, m->params + w, in, 0.0f, p->tmp, W);
+    sb_model_tp_allreduce(m, p->tmp, (size_t)rows * W);
+    be->add(y, p->tmp, (size_t)rows * W);
+    be->add_bias(y, m->params + b, rows, W);
+}
+
+/* One block on res[l] -> res[l + 1] for n samples (of a tp shard: its
+ * heads and MLP units; H, Wl and F below are the shard's). */
 static void block_forward(struct sb_model *m, int l, int n)
 {
     struct vit *p = m->impl;
     struct vit_block *b = &p->block[l];
     const struct sb_backend_ops *be = m->be;
-    int W = p->width, T = p->tokens, H = p->heads, hd = p->head_dim, rows = n * T;
-    int F = p->mlp_ratio * W;
+    int W = p->width, T = p->tokens, H = p->heads_local, hd = p->head_dim, rows = n * T;
+    int F = p->hidden_local, Wl = p->width_local;
     const float *x = p->res[l];
     float *out = p->res[l + 1];
     const float *prm = m->params;
@@ -63,7 +86,7 @@ static void block_forward(struct sb_model *m, int l, int n)
     float *qkv[3] = {b->q, b->k, b->v};
     size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
     for (int i = 0; i < 3; i++) {
-        linear(m, b->ln1, rows, W, W, wo[i], bo[i], 0.0f, p->tmp);
+        linear(m, b->ln1, rows, W, Wl, wo[i], bo[i], 0.0f, p->tmp);
         be->transpose_0213(p->tmp, n, T, H, hd, qkv[i]); /* (n, T, H, hd) -> (n, H, T, hd) */
     }
     long th = (long)T * hd, tt = (long)T * T;
@@ -76,15 +99,13 @@ static void block_forward(struct sb_model *m, int l, int n)
                               p->dh[0], hd, th, n * H);
     be->transpose_0213(p->dh[0], n, H, T, hd, b->ctx); /* -> (n, T, H, hd) */
     /* mid = x + ctx . W_o^T + b_o */
-    be->copy(b->mid, x, (size_t)rows * W);
-    linear(m, b->ctx, rows, W, W, b->proj_w, b->proj_b, 1.0f, b->mid);
+    row_parallel_forward(m, b->ctx, rows, Wl, x, b->proj_w, b->proj_b, b->mid);
     /* MLP: out = mid + gelu(ln2 . W_1^T + b_1) . W_2^T + b_2 */
     be->layernorm_forward(b->mid, prm + b->norm2_w, prm + b->norm2_b, rows, W, VIT_LN_EPS,
                           b->ln2, b->mean2, b->rstd2);
     linear(m, b->ln2, rows, W, F, b->fc1_w, b->fc1_b, 0.0f, b->fc1);
     be->gelu_forward(b->fc1, b->gelu, (size_t)rows * F);
-    be->copy(out, b->mid, (size_t)rows * W);
-    linear(m, b->gelu, rows, F, W, b->fc2_w, b->fc2_b, 1.0f, out);
+    row_parallel_forward(m, b->gelu, rows, F, b->mid, b->fc2_w, b->fc2_b, out);
 }
 
 /* Final LayerNorm on the class token and the linear head -> logits. */
@@ -134,8 +155,8 @@ static void block_backward(struct sb_model *m, int l, sb_grad_ready_fn ready, vo
     struct vit *p = m->impl;
     struct vit_block *b = &p->block[l];
     const struct sb_backend_ops *be = m->be;
-    int n = p->n, W = p->width, T = p->tokens, H = p->heads, hd = p->head_dim, rows = n * T;
-    int F = p->mlp_ratio * W;
+    int n = p->n, W = p->width, T = p->tokens, H = p->heads_local, hd = p->head_dim;
+    int rows = n * T, F = p->hidden_local, Wl = p->width_local;
     const float *prm = m->params;
     float *g = m->grads;
     sb_model_layer_begin(m, b->offset, b->count, 1);
@@ -143,10 +164,12 @@ static void block_backward(struct sb_model *m, int l, sb_grad_ready_fn ready, vo
     linear_backward(m, p->dres, b->gelu, rows, F, W, b->fc2_w, b->fc2_b, 0.0f, p->dfc);
     be->gelu_backward(p->dfc, b->fc1, (size_t)rows * F);
     linear_backward(m, p->dfc, b->ln2, rows, W, F, b->fc1_w, b->fc1_b, 0.0f, p->dln);
+    /* fc1 is column-parallel: its input gradient is a partial sum (f backward) */
+    sb_model_tp_allreduce(m, p->dln, (size_t)rows * W);
     be->layernorm_backward(p->dln, b->mid, prm + b->norm2_w, b->mean2, b->rstd2, rows, W, p->dres,
                            g + b->norm2_w, g + b->norm2_b);
     /* attention: dres is now d mid */
-    linear_backward(m, p->dres, b->ctx, rows, W, W, b->proj_w, b->proj_b, 0.0f, p->tmp);
+    linear_backward(m, p->dres, b->ctx, rows, Wl, W, b->proj_w, b->proj_b, 0.0f, p->tmp);
     be->transpose_0213(p->tmp, n, T, H, hd, p->dh[0]); /* d context, head layout */
     long th = (long)T * hd, tt = (long)T * T;
     /* dprobs (T, T) = dctx (T, hd) . v^T; dv (T, hd) = probs^T . dctx */
@@ -164,8 +187,11 @@ static void block_backward(struct sb_model *m, int l, sb_grad_ready_fn ready, vo
     size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
     for (int i = 0; i < 3; i++) {
         be->transpose_0213(p->dh[i], n, H, T, hd, p->tmp); /* -> (n, T, H, hd) */
-        linear_backward(m, p->tmp, b->ln1, rows, W, W, wo[i], bo[i], i ? 1.0f : 0.0f, p->dln);
+        linear_backward(m, p->tmp, b->ln1, rows, W, Wl, wo[i], bo[i], i ? 1.0f : 0.0f, p->dln);
     }
+    /* q, k, v are column-parallel on one input: one all-reduce of its
+     * gradient's partial sums (f backward) */
+    sb_model_tp_allreduce(m, p->dln, (size_t)rows * W);
     be->layernorm_backward(p->dln, p->res[l], prm + b->norm1_w, b->mean1, b->rstd1, rows, W,
                            p->dres, g + b->norm1_w, g + b->norm1_b);
     if (ready) ready(ctx, b->offset, b->count);
