@@ -297,6 +297,7 @@ static sb_status vit_alloc_buffers(struct sb_model *m)
         SB_TRY(vit_alloc(be, p, &b->gelu, rows * F));
         SB_TRY(vit_alloc(be, p, &b->probs, n * H * T * T));
     }
+    p->block_bytes = p->alloc_bytes / (size_t)p->depth; /* the blocks' buffers, all alike */
     SB_TRY(vit_alloc(be, p, &p->res[p->depth], rows * W));
     SB_TRY(vit_alloc(be, p, &p->patches, n * (size_t)p->n_patches * (size_t)p->patch_dim));
     float **cls[] = {&p->xcls, &p->lnf, &p->dlnf, &p->dxcls};
@@ -314,21 +315,42 @@ static sb_status vit_alloc_buffers(struct sb_model *m)
     return SB_OK;
 }
 
-struct sb_model_size sb_vit_size(const struct sb_config *cfg, int max_batch)
+/* The sizes of tp shard T of every layer (docs/tensor.md derives them):
+ * per block s tokens, b samples (the training cap), h width, a heads, r
+ * MLP ratio, kept for backward in fp32 without dropout:
+ *   4sbh (4 + (4 + 2r)/T) + 4as^2 b/T + 16sb bytes
+ * (the residual input, the attention output mid and the two LayerNorm
+ * outputs whole; q, k, v, the context, fc1's pre-activation and the GELU
+ * output, and the attention probabilities of the shard's heads; the four
+ * LayerNorm statistics), and outside the blocks the embedding, head and
+ * backward scratch: 4(sbh + b p^2 g^2 + 4bh + 2b + 20b) + 4(3 + (3 + r)/T)
+ * sbh + 4as^2 b/T. T = 1: the whole model's (sb_vit_size). */
+static struct sb_model_size vit_part_size(const struct sb_config *cfg, int max_batch,
+                                          const struct sb_part *part)
 {
     const struct sb_vit_config *v = &cfg->vit;
     struct sb_model_size z = {0};
-    if (v->patch < 1 || v->heads < 1 || v->width % v->heads != 0) return z;
+    double T = part ? part->tp_size : 1;
+    if (v->patch < 1 || v->heads < 1 || v->width % v->heads != 0 || T < 1) return z;
     double b = cfg->batch > 0 && cfg->batch < max_batch ? cfg->batch : max_batch;
     double g = SB_MNIST_SIDE / v->patch, pd = (double)v->patch * v->patch, s = g * g + 1;
     double h = v->width, a = v->heads, r = v->mlp_ratio, L = v->depth;
+    /* split: q, k, v, fc1 (weights and biases), proj and fc2 weights */
+    double split_params = 3 * (h * h + h) + (r * h * h + r * h) + h * h + h * r * h;
     double block_params = 4 * h + 4 * (h * h + h) + (r * h * h + r * h) + (h * r * h + h);
+    block_params -= split_params * (1 - 1 / T);
     z.n_params = h + s * h + h * pd + h + L * block_params + 2 * h + 10 * h + 10;
-    double block = 4 * s * b * h * (8 + 2 * r) + 4 * a * s * s * b + 16 * s * b;
+    double block = 4 * s * b * h * (4 + (4 + 2 * r) / T) + 4 * a * s * s * b / T + 16 * s * b;
     double rest = 4 * (s * b * h + b * pd * g * g + 4 * b * h + 2 * b + 20 * b) +
-                  4 * (6 + r) * s * b * h + 4 * a * s * s * b;
+                  4 * (3 + (3 + r) / T) * s * b * h + 4 * a * s * s * b / T;
     z.activation_bytes = L * block + rest;
+    z.block_activation_bytes = block;
     return z;
+}
+
+struct sb_model_size sb_vit_size(const struct sb_config *cfg, int max_batch)
+{
+    return vit_part_size(cfg, max_batch, NULL);
 }
 
 /* The whole model (part NULL), or a tensor-parallel shard of every layer
@@ -428,6 +450,7 @@ static sb_status vit_create_part(const struct sb_config *cfg, const struct sb_ba
     }
     free(init);
     m->activation_bytes = p->alloc_bytes;
+    m->block_activation_bytes = p->block_bytes;
     m->ops = &sb_workload_vit;
     *out = m;
     return SB_OK;
@@ -517,6 +540,7 @@ const struct sb_workload_ops sb_workload_vit = {
     .size = sb_vit_size,
     .create = vit_create,
     .create_part = vit_create_part,
+    .part_size = vit_part_size,
     .forward_part = vit_forward_part,
     .part_output = vit_part_output,
     .backward_part = vit_backward_part,

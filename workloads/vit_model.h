@@ -57,6 +57,7 @@ struct vit {
     float *dlnf, *dxcls;     /* (cap, W) */
     int n;                   /* samples of the last forward */
     size_t alloc_bytes;      /* activation and scratch bytes allocated */
+    size_t block_bytes;      /* of them, one block's */
 };
 
 /* Forward of x (n, 784), n <= cap: leaves the logits (n, 10) in p->logits

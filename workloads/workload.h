@@ -114,6 +114,8 @@ struct sb_model {
     int max_batch;        /* largest n accepted by forward/predict, per slot */
     size_t activation_bytes; /* backend bytes of activations (for max_batch x slots) and
                               * backward scratch (the memory ledger) */
+    size_t block_activation_bytes; /* of them, what one transformer block allocated for its
+                                    * backward (0: a model without blocks) */
     sb_layer_fn layer_hook;  /* NULL, or set by a strategy (see sb_layer_fn) */
     void *layer_ctx;
     sb_tp_allreduce_fn tp_allreduce; /* set by a strategy when part.tp_size > 1 */
@@ -142,6 +144,8 @@ static inline void sb_model_tp_allreduce(const struct sb_model *m, float *buf, s
 struct sb_model_size {
     double n_params;          /* parameters (a double: 65536 x 65536 overflows no int) */
     double activation_bytes;  /* activations and their gradients for max_batch samples */
+    double block_activation_bytes; /* of them, what one transformer block keeps for
+                                    * backward (0: a model without blocks) */
 };
 
 struct sb_workload_ops {
@@ -149,6 +153,11 @@ struct sb_workload_ops {
     /* Sizes of the whole model of `cfg` for batches of max_batch samples
      * and one slot, as create would allocate them. */
     struct sb_model_size (*size)(const struct sb_config *cfg, int max_batch);
+    /* Optional (NULL: not stated): the sizes of the part `part` of that
+     * model as create_part allocates it, from the closed-form formulas
+     * (parameters of the shard, activation bytes, a block's; fp32). Pure. */
+    struct sb_model_size (*part_size)(const struct sb_config *cfg, int max_batch,
+                                      const struct sb_part *part);
     /* Builds a model for `cfg` on backend `be` for batches of at most
      * max_batch samples and initialises its parameters from cfg->seed with
      * PyTorch's default (Kaiming-uniform, a = sqrt(5): weights and biases

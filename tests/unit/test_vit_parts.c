@@ -13,7 +13,9 @@
  *   b x s x h floats (Megatron-LM's g after proj and fc2, f before q/k/v
  *   and fc1);
  * - every split tensor of a shard is exactly 1/T of the whole tensor and
- *   the replicated ones are whole;
+ *   the replicated ones are whole; the shard's parameters equal the
+ *   part_size formula, its activation bytes and one block's are within 1 %
+ *   of it (docs/tensor.md);
  * - --tp not dividing the heads or the MLP's hidden width is refused,
  *   naming --tp; a part of fewer layers is refused.
  * Exits 0 when every test passes, non-zero otherwise. */
@@ -172,6 +174,15 @@ static void check_tp(int size)
         s[r].m->tp_allreduce = hook;
         s[r].m->tp_ctx = &s[r];
         assert_int_equal(s[r].m->n_tensors, w->n_tensors);
+        /* The ledger's formulas (docs/tensor.md): parameters exactly, the
+         * activation bytes and a block's within 1 %. */
+        struct sb_model_size f = ops->part_size(&cfg, BATCH, &part);
+        assert_int_equal((size_t)f.n_params, s[r].m->n_params);
+        assert_true(fabs(f.activation_bytes - (double)s[r].m->activation_bytes) <=
+                    0.01 * f.activation_bytes);
+        assert_true(s[r].m->block_activation_bytes > 0);
+        assert_true(fabs(f.block_activation_bytes - (double)s[r].m->block_activation_bytes) <=
+                    0.01 * f.block_activation_bytes);
         for (int t = 0; t < s[r].m->n_tensors; t++)
             check_slice(w, w->params, s[r].m, s[r].m->params, t, r, size, 0.0);
     }
