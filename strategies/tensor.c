@@ -26,7 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/allreduce_algo.h"
 #include "comm/comm_create.h"
+#include "comm/cost_model.h"
 #include "comm/grid.h"
 #include "core/clock.h"
 #include "core/nvtx.h"
@@ -392,15 +394,99 @@ static void tensor_reset_counters(struct sb_strategy *s)
     if (t->sync) sb_dp_sync_reset_counters(t->sync);
 }
 
+/* The value of `key` that describe stated, or NAN. */
+static double stated(const struct sb_strategy_details *d, const char *key)
+{
+    for (int i = 0; d && i < d->n && i < SB_DETAILS_MAX; i++)
+        if (strcmp(d->item[i].key, key) == 0 && d->item[i].count > 0)
+            return d->item[i].values[0];
+    return NAN;
+}
+
+/* Adds the number `v` under `key`. */
+static void add_num(struct sb_strategy_details *d, const char *key, double v)
+{
+    sb_details_add(d, key, 0, &v, 1);
+}
+
+/* The layout (tp, dp, sequence_parallel), the tp traffic per step by its
+ * formula (tp_ops.h, from the shard's layer table: the counters in
+ * comm.by_role.tp must equal it), the ledger of the shard beside its
+ * formulas (the split tensors' floats whole and held: exactly 1/T; the
+ * activation bytes and one block's, allocated and by the workload's
+ * part_size, docs/tensor.md) and dp_sync's keys. */
 static void tensor_describe(const struct sb_strategy *s, long measured_steps,
                             struct sb_strategy_details *d)
 {
     const struct tensor *t = s->impl;
-    double tp = t->T, dp = t->D;
-    sb_details_add(d, "tp", 0, &tp, 1);
-    sb_details_add(d, "dp", 0, &dp, 1);
-    sb_details_add_bool(d, "sequence_parallel", opts(s->env->cfg)->sequence_parallel);
+    const struct sb_config *cfg = s->env->cfg;
+    const struct sb_model *m = t->replica->model;
+    add_num(d, "tp", t->T);
+    add_num(d, "dp", t->D);
+    sb_details_add_bool(d, "sequence_parallel", opts(cfg)->sequence_parallel);
+    struct sb_tp_traffic tr = sb_tp_model_traffic(m, cfg->batch, 1);
+    add_num(d, "tp_forward_calls_per_step", (double)tr.forward_calls);
+    add_num(d, "tp_backward_calls_per_step", (double)tr.backward_calls);
+    add_num(d, "tp_forward_bytes_per_step", 4.0 * tr.forward_floats);
+    add_num(d, "tp_backward_bytes_per_step", 4.0 * tr.backward_floats);
+    double split_whole = 0.0, split_held = 0.0;
+    for (int i = 0; i < m->n_tensors; i++)
+        if (m->tensors[i].tp_split != SB_TP_REPLICATED) {
+            split_held += (double)m->tensors[i].count;
+            split_whole += (double)t->whole->tensors[t->whole_tensor[i]].count;
+        }
+    add_num(d, "shard_params", (double)m->n_params);
+    add_num(d, "split_params_whole", split_whole);
+    add_num(d, "split_params_held", split_held);
+    add_num(d, "activation_bytes", (double)m->activation_bytes);
+    if (m->block_activation_bytes) add_num(d, "block_activation_bytes",
+                                           (double)m->block_activation_bytes);
+    const struct sb_workload_ops *w = s->env->workload;
+    if (w->part_size) {
+        struct sb_model_size f = w->part_size(cfg, t->replica->max_batch, &m->part);
+        add_num(d, "activation_bytes_formula", f.activation_bytes);
+        if (f.block_activation_bytes > 0)
+            add_num(d, "block_activation_bytes_formula", f.block_activation_bytes);
+    }
     if (t->sync) sb_dp_sync_describe(t->sync, measured_steps, d);
+}
+
+/* The run's row: the tp all-reduces its describe stated (calls and bytes
+ * per step, tp_ops.h's formula), each costed over the T ranks of a tp group
+ * by --allreduce's algorithm, plus the dp all-reduce of the shard's
+ * gradients over the D replicas (the probed link for both: a tp group
+ * inside a host and dp across hosts would need two links). Nothing
+ * overlaps the tp collectives: the next layer needs their sums; dp's
+ * buckets may overlap backward, not modelled (exposed NaN: all of it).
+ * stratbench predict's rows are the layout model's (predict --layouts). */
+static int tensor_comm_model(const struct sb_comm_model_query *q, struct sb_comm_model_row *rows,
+                             int cap)
+{
+    if (!q->cfg || cap < 1) return 0;
+    const struct sb_strategy_details *d = q->details;
+    struct sb_tp_traffic tr = {
+        (long)stated(d, "tp_forward_calls_per_step"), (long)stated(d, "tp_backward_calls_per_step"),
+        stated(d, "tp_forward_bytes_per_step") / 4, stated(d, "tp_backward_bytes_per_step") / 4};
+    double shard_bytes = 4.0 * stated(d, "shard_params");
+    if (isnan(tr.forward_floats) || isnan(shard_bytes)) return 0;
+    enum sb_allreduce_algo a = SB_ALLREDUCE_AUTO;
+    if (q->cfg->allreduce[0]) sb_allreduce_algo_parse(q->cfg->allreduce, &a);
+    if (a == SB_ALLREDUCE_HIERARCHICAL) return 0; /* needs two links */
+    int T = opts(q->cfg)->tp, D = q->replicas;
+    double tp_s = sb_tp_traffic_seconds(&tr, &q->link, T, a);
+    enum sb_allreduce_algo dp_a = a == SB_ALLREDUCE_AUTO ? sb_allreduce_choose((size_t)shard_bytes, D) : a;
+    double dp_s = D > 1 ? sb_cost_allreduce_s(&q->link, dp_a, D, shard_bytes) : 0.0;
+    rows[0] = (struct sb_comm_model_row){
+        .variant = "tp+dp",
+        .formula_name = "tensor",
+        .formula = "(Ftp + Btp) allreduce_T(4 b s h) + allreduce_D(4 shard params)",
+        .comm_s = tp_s + dp_s,
+        .exposed_s = NAN,
+    };
+    snprintf(rows[0].legend, sizeof rows[0].legend,
+             "tensor: %ld+%ld tp all-reduces per step over %d ranks, the shard's gradients "
+             "over %d replicas;", tr.forward_calls, tr.backward_calls, T, D);
+    return 1;
 }
 
 const struct sb_strategy_ops sb_strategy_tensor = {
@@ -418,6 +504,7 @@ const struct sb_strategy_ops sb_strategy_tensor = {
     .evaluate = tensor_evaluate,
     .read_params = tensor_read_params,
     .describe = tensor_describe,
+    .comm_model = tensor_comm_model,
     .reset_counters = tensor_reset_counters,
     .replica_params = tensor_replica_params,
     .consistency_group = tensor_consistency_group,

@@ -29,36 +29,45 @@ sb_status sb_tp_ops_take_error(struct sb_tp_ops *t)
     return st;
 }
 
-void sb_tp_mlp_traffic(int pairs, const int *row_out, const int *col_in, double b,
-                       int micro_batches, struct sb_tp_traffic *out, double *forward_floats,
-                       double *backward_floats)
+struct sb_tp_traffic sb_tp_model_traffic(const struct sb_model *m, double b, int micro_batches)
 {
-    double fwd = 0.0, bwd = 0.0;
-    for (int i = 0; i < pairs; i++) {
-        fwd += b * row_out[i];
-        if (i > 0) bwd += b * col_in[i];
+    struct sb_tp_traffic t = {0};
+    int in_column_run = 0;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const struct sb_tensor_desc *d = &m->tensors[i];
+        const struct sb_layer_desc *L = &m->layers[d->layer];
+        if (d->tp_split == SB_TP_ROW) {
+            t.forward_calls++;
+            t.forward_floats += b * (double)L->out_floats;
+        }
+        int column = d->tp_split == SB_TP_COLUMN;
+        if (column && !in_column_run && m->part.first_layer + d->layer > 0) {
+            t.backward_calls++;
+            t.backward_floats += b * (double)L->in_floats;
+        }
+        in_column_run = column;
     }
-    out->forward_calls = (long)micro_batches * pairs;
-    out->backward_calls = (long)micro_batches * (pairs > 0 ? pairs - 1 : 0);
-    long calls = out->forward_calls + out->backward_calls;
-    out->floats_per_call = calls ? micro_batches * (fwd + bwd) / calls : 0.0;
-    if (forward_floats) *forward_floats = micro_batches * fwd;
-    if (backward_floats) *backward_floats = micro_batches * bwd;
+    t.forward_calls *= micro_batches;
+    t.backward_calls *= micro_batches;
+    t.forward_floats *= micro_batches;
+    t.backward_floats *= micro_batches;
+    return t;
 }
 
 struct sb_tp_traffic sb_tp_block_traffic(int blocks, double b, double s, double h,
                                          int micro_batches)
 {
-    struct sb_tp_traffic t = {
-        .forward_calls = 2L * micro_batches * blocks,
-        .backward_calls = 2L * micro_batches * blocks,
-        .floats_per_call = b * s * h,
-    };
+    double calls = 2.0 * micro_batches * blocks;
+    struct sb_tp_traffic t = {(long)calls, (long)calls, calls * b * s * h, calls * b * s * h};
     return t;
 }
 
-double sb_tp_traffic_seconds(const struct sb_tp_traffic *t, const struct sb_link *link, int tp)
+double sb_tp_traffic_seconds(const struct sb_tp_traffic *t, const struct sb_link *link, int tp,
+                             enum sb_allreduce_algo algo)
 {
-    double one = sb_cost_ring_allreduce_s(link, tp, 4.0 * t->floats_per_call);
-    return (double)(t->forward_calls + t->backward_calls) * one;
+    long calls = t->forward_calls + t->backward_calls;
+    if (tp <= 1 || calls == 0) return 0.0;
+    double bytes = 4.0 * (t->forward_floats + t->backward_floats) / (double)calls;
+    if (algo == SB_ALLREDUCE_AUTO) algo = sb_allreduce_choose((size_t)bytes, tp);
+    return (double)calls * sb_cost_allreduce_s(link, algo, tp, bytes);
 }

@@ -46,44 +46,46 @@ void sb_tp_ops_allreduce(void *ctx, float *buf, size_t count);
  * strategy checks it after each forward and backward. */
 sb_status sb_tp_ops_take_error(struct sb_tp_ops *t);
 
-/* What tensor parallelism moves per step on one tp rank (the formulas). */
+/* What tensor parallelism moves per step on one tp rank: the hook's calls
+ * and their floats (each call's message, nccl-tests' bytes = 4 x floats). */
 struct sb_tp_traffic {
-    long forward_calls, backward_calls; /* collectives per step: all-reduces (with
-                                         * sequence parallelism: an all-gather and a
-                                         * reduce-scatter each way, per block) */
-    double floats_per_call;             /* each call's message, floats (b x s x h; the
-                                         * mlp: the mean over its calls) */
+    long forward_calls, backward_calls;    /* collectives per step */
+    double forward_floats, backward_floats; /* summed over those calls */
 };
 
-/* The mlp's tensor parallelism per step (workloads/dense.h pairs the
- * hidden layers: fc1 column-, fc2 row-parallel, ...): for each of `pairs`
- * column/row pairs one all-reduce forward (g: the row layer's partial
- * output, b x (that layer's output width) floats) and one backward (f: the
- * column layer's partial input gradient, b x (its input width) floats),
- * except that the first pair's column layer reads the images, whose
- * gradient no one needs: m x pairs forward, m x (pairs - 1) backward, for
- * m micro-batches of b samples. widths: per pair, the row layer's output
- * width and the column layer's input width (row_out[i], col_in[i]). The
- * floats per step are returned in *forward_floats and *backward_floats
- * (pairs of different widths make calls of different sizes). */
-void sb_tp_mlp_traffic(int pairs, const int *row_out, const int *col_in, double b,
-                       int micro_batches, struct sb_tp_traffic *out, double *forward_floats,
-                       double *backward_floats);
+/* The tp traffic of one step of model part m (a tp shard) for
+ * micro_batches micro-batches of b samples, read off its layer table
+ * (workload.h: a row-parallel layer's output and a column-parallel layer's
+ * input are whole): forward, one all-reduce per row-parallel weight (g) of
+ * b x its layer's out_floats; backward, one per run of consecutive
+ * column-parallel tensors (f: q, k and v share one input, so one
+ * all-reduce of its gradient), of b x its layer's in_floats, except a run
+ * in the whole model's first layer, whose input (the images) needs no
+ * gradient. For the mlp's column/row pairs: per pair 1 forward (b x the
+ * row layer's output) and 1 backward (b x the column layer's input; none
+ * for fc1); for a transformer block 2 forward and 2 backward of b x s x h
+ * (sb_tp_block_traffic). */
+struct sb_tp_traffic sb_tp_model_traffic(const struct sb_model *m, double b, int micro_batches);
 
-/* A transformer's tensor parallelism per step: `blocks` blocks of s
- * tokens x h width, b samples per micro-batch, m micro-batches: 2 m x
- * blocks collectives forward and 2 m x blocks backward, each of b s h
- * floats (Shoeybi et al. 2019, section 3; with sequence parallelism, the
- * same count and bytes as all-gathers and reduce-scatters: Korthikanti et
- * al. 2022, section 4.2.2). */
+/* A transformer's tensor parallelism per step (Shoeybi et al. 2019,
+ * section 3: two all-reduces forward and two backward per block): `blocks`
+ * blocks of s tokens x h width, b samples per micro-batch, m micro-batches:
+ * 2 m blocks all-reduces each way of b s h floats each. With sequence
+ * parallelism (Korthikanti et al. 2022, section 4.2.2) each all-reduce
+ * becomes an all-gather and a reduce-scatter of the same b s h floats
+ * (counted as the collectives they are: twice the calls, the same
+ * bytes per call). The closed form, for a cost model or predict. */
 struct sb_tp_traffic sb_tp_block_traffic(int blocks, double b, double s, double h,
                                          int micro_batches);
 
-/* The α–β time of one step's tp collectives on `link` over tp ranks: the
- * calls of `t`, each a ring all-reduce of floats_per_call x 4 bytes
- * (cost_model.h's sb_cost_ring_allreduce_s: 2(T-1)(α + M/(T B))), s. A
- * sequence-parallel all-gather plus reduce-scatter costs the same as that
- * all-reduce (a ring all-reduce is a reduce-scatter and an all-gather). */
-double sb_tp_traffic_seconds(const struct sb_tp_traffic *t, const struct sb_link *link, int tp);
+/* The α–β seconds of one step's tp all-reduces over `tp` ranks on `link`
+ * (cost_model.h): each call an all-reduce of its 4 x floats bytes by the
+ * algorithm sb_allreduce_choose picks for the mean call (algo AUTO) or by
+ * `algo`; the α–β costs are linear in the bytes for one algorithm, so the
+ * mean call stands for all. A sequence-parallel all-gather plus
+ * reduce-scatter costs a ring all-reduce (a ring all-reduce is a
+ * reduce-scatter then an all-gather). 0 for tp <= 1 or no calls. */
+double sb_tp_traffic_seconds(const struct sb_tp_traffic *t, const struct sb_link *link, int tp,
+                             enum sb_allreduce_algo algo);
 
 #endif
