@@ -133,9 +133,21 @@ static sb_status tensor_validate(const struct sb_config *cfg)
     if (!st && o->tp > 1 && split == 0)
         st = sb_error(SB_ERR_USAGE, "--tp: the %s model has no column/row-parallel layer to "
                       "split", w->name);
-    if (!st && o->sequence_parallel)
-        st = sb_error(SB_ERR_USAGE, "--sequence-parallel: the %s model has no sequence to "
-                      "shard (only a transformer's tokens)", w->name);
+    if (!st && o->sequence_parallel) {
+        /* A sequence: a layer whose activations are (tokens, width). */
+        int tokens = 0;
+        for (int l = 0; l < whole->n_layers && !tokens; l++)
+            if (whole->layers[l].in_shape[1] > 1) tokens = whole->layers[l].in_shape[0];
+        if (!tokens)
+            st = sb_error(SB_ERR_USAGE, "--sequence-parallel: the %s model has no sequence to "
+                          "shard (only a transformer's tokens)", w->name);
+        else if (tokens % o->tp)
+            st = sb_error(SB_ERR_USAGE, "--sequence-parallel: the sequence of %d tokens (the "
+                          "class token included) does not divide by --tp %d", tokens, o->tp);
+        else
+            st = sb_error(SB_ERR_USAGE, "--sequence-parallel: not built yet (the all-gather "
+                          "and reduce-scatter pair: docs/tensor.md); run without it");
+    }
     if (shard) shard->ops->destroy(shard);
     whole->ops->destroy(whole);
     return st;
