@@ -36,6 +36,7 @@
 #include "strategies/shared/dp_sync.h"
 #include "strategies/shared/replica.h"
 #include "strategies/shared/tp_ops.h"
+#include "strategies/shared/tp_shards.h"
 
 #define TENSOR "tensor"
 
@@ -169,25 +170,6 @@ static void tensor_destroy(struct sb_strategy *s)
     free(t);
 }
 
-/* Matches every tensor of the shard with the whole model's of its name. */
-static sb_status match_tensors(struct tensor *t)
-{
-    const struct sb_model *m = t->replica->model, *w = t->whole;
-    t->whole_tensor = malloc((size_t)m->n_tensors * sizeof *t->whole_tensor);
-    if (!t->whole_tensor) return sb_error(SB_ERR_NOMEM, TENSOR ": out of memory");
-    for (int i = 0; i < m->n_tensors; i++) {
-        t->whole_tensor[i] = -1;
-        for (int j = 0; j < w->n_tensors && t->whole_tensor[i] < 0; j++)
-            if (strcmp(w->tensors[j].name, m->tensors[i].name) == 0) t->whole_tensor[i] = j;
-        if (t->whole_tensor[i] < 0)
-            return sb_error(SB_ERR_INTERNAL, TENSOR ": shard tensor %s not in the whole model",
-                            m->tensors[i].name);
-        if (m->tensors[i].tp_split == SB_TP_ROW && w->tensors[t->whole_tensor[i]].rows == 0)
-            return sb_error(SB_ERR_INTERNAL, TENSOR ": %s states no rows", m->tensors[i].name);
-    }
-    return SB_OK;
-}
-
 static sb_status tensor_init(struct sb_strategy *s)
 {
     struct tensor *t = calloc(1, sizeof *t);
@@ -207,9 +189,11 @@ static sb_status tensor_init(struct sb_strategy *s)
     struct sb_part part = {0, t->whole->n_layers, t->tp_rank, t->T, 1};
     int max_batch = cfg->batch > cfg->eval_batch ? cfg->batch : cfg->eval_batch;
     SB_TRY(sb_replica_create_part(s->env, 1, &part, max_batch, &t->replica));
-    SB_TRY(match_tensors(t));
-    SB_TRY(be->alloc((void **)&t->loss_scratch, sizeof *t->loss_scratch));
     struct sb_model *m = t->replica->model;
+    t->whole_tensor = malloc((size_t)m->n_tensors * sizeof *t->whole_tensor);
+    if (!t->whole_tensor) return sb_error(SB_ERR_NOMEM, TENSOR ": out of memory");
+    SB_TRY(sb_tp_shard_match(m, t->whole, t->whole_tensor));
+    SB_TRY(be->alloc((void **)&t->loss_scratch, sizeof *t->loss_scratch));
     sb_tp_ops_install(&t->tp, m, t->grid->tp_comm);
     s->replica = t->replica;
     s->comms[s->n_comms++] = t->grid->tp_comm;
@@ -278,38 +262,12 @@ static sb_status tensor_step(struct sb_strategy *s, long step, const int32_t *gl
     return sb_replica_update(r, m->grads, out);
 }
 
-/* Checks that every replicated tensor is equal, byte for byte, on every
- * tp rank of the group (over the uncounted eval_tp communicator): tp rank
- * 0's values broadcast and compared. SB_ERR_INTERNAL naming the tensor
- * otherwise. */
-static sb_status check_replicated(struct tensor *t)
-{
-    const struct sb_model *m = t->replica->model;
-    for (int i = 0; i < m->n_tensors; i++) {
-        const struct sb_tensor_desc *d = &m->tensors[i];
-        if (d->tp_split != SB_TP_REPLICATED) continue;
-        float *mine = m->params + d->offset;
-        float *ref = malloc(d->count * sizeof *ref);
-        if (!ref) return sb_error(SB_ERR_NOMEM, TENSOR ": out of memory");
-        memcpy(ref, mine, d->count * sizeof *ref);
-        sb_status st = sb_comm_broadcast(t->eval_tp, ref, d->count, 0);
-        double differ = !st && memcmp(ref, mine, d->count * sizeof *ref) != 0;
-        free(ref);
-        if (!st) st = sb_comm_allreduce_f64(t->eval_tp, &differ, 1);
-        if (st) return st;
-        if (differ > 0)
-            return sb_error(SB_ERR_INTERNAL, TENSOR ": the replicated tensor %s differs "
-                            "between the tp ranks of dp group %d", d->name, t->dp_rank);
-    }
-    return SB_OK;
-}
-
 static sb_status tensor_evaluate(struct sb_strategy *s, double *accuracy)
 {
     struct tensor *t = s->impl;
     struct sb_model *m = t->replica->model;
     const struct sb_mnist *data = s->env->data;
-    SB_TRY(check_replicated(t));
+    SB_TRY(sb_tp_check_replicated(m, t->eval_tp));
     /* dp group d scores test shard d; the tp ranks of a group compute the
      * same logits, so only tp rank 0 counts them. The hook runs over the
      * uncounted copy of the tp group. */
@@ -340,27 +298,6 @@ static sb_status tensor_evaluate(struct sb_strategy *s, double *accuracy)
     return SB_OK;
 }
 
-/* Places shard tensor i (host values `mine`) into the whole model's
- * layout `whole`: a column-parallel shard is the tp rank's block of rows,
- * a row-parallel one its block of columns in every row, a replicated
- * tensor is tp rank 0's. */
-static void place_shard(const struct tensor *t, int i, const float *mine, float *whole)
-{
-    const struct sb_tensor_desc *d = &t->replica->model->tensors[i];
-    const struct sb_tensor_desc *e = &t->whole->tensors[t->whole_tensor[i]];
-    if (d->tp_split == SB_TP_REPLICATED) {
-        if (t->tp_rank == 0) memcpy(whole + e->offset, mine + d->offset, d->count * sizeof *whole);
-    } else if (d->tp_split == SB_TP_COLUMN) {
-        memcpy(whole + e->offset + (size_t)t->tp_rank * d->count, mine + d->offset,
-               d->count * sizeof *whole);
-    } else {
-        size_t rows = e->rows, cols = e->count / rows, nc = d->count / rows;
-        for (size_t row = 0; row < rows; row++)
-            memcpy(whole + e->offset + row * cols + (size_t)t->tp_rank * nc,
-                   mine + d->offset + row * nc, nc * sizeof *whole);
-    }
-}
-
 /* The whole model to world rank 0: the first dp group's shards placed in
  * the whole model's layout, every other rank contributing zeros, summed
  * over the uncounted gather communicator (x + 0 = x: exact). */
@@ -373,7 +310,7 @@ static sb_status tensor_read_params(struct sb_strategy *s, float *host)
     sb_status st = whole && mine ? SB_OK : sb_error(SB_ERR_NOMEM, TENSOR ": out of memory");
     if (!st) st = s->env->be->download(mine, m->params, m->n_params * sizeof *mine);
     if (!st && t->dp_rank == 0)
-        for (int i = 0; i < m->n_tensors; i++) place_shard(t, i, mine, whole);
+        sb_tp_shard_place(m, t->whole, t->whole_tensor, t->tp_rank, mine, whole);
     if (!st) st = sb_comm_allreduce(t->gather, whole, n);
     if (!st && t->world->rank == 0) memcpy(host, whole, n * sizeof *host);
     free(whole);

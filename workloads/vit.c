@@ -315,44 +315,6 @@ static sb_status vit_alloc_buffers(struct sb_model *m)
     return SB_OK;
 }
 
-/* The sizes of tp shard T of every layer (docs/tensor.md derives them):
- * per block s tokens, b samples (the training cap), h width, a heads, r
- * MLP ratio, kept for backward in fp32 without dropout:
- *   4sbh (4 + (4 + 2r)/T) + 4as^2 b/T + 16sb bytes
- * (the residual input, the attention output mid and the two LayerNorm
- * outputs whole; q, k, v, the context, fc1's pre-activation and the GELU
- * output, and the attention probabilities of the shard's heads; the four
- * LayerNorm statistics), and outside the blocks the embedding, head and
- * backward scratch: 4(sbh + b p^2 g^2 + 4bh + 2b + 20b) + 4(3 + (3 + r)/T)
- * sbh + 4as^2 b/T. T = 1: the whole model's (sb_vit_size). */
-static struct sb_model_size vit_part_size(const struct sb_config *cfg, int max_batch,
-                                          const struct sb_part *part)
-{
-    const struct sb_vit_config *v = &cfg->vit;
-    struct sb_model_size z = {0};
-    double T = part ? part->tp_size : 1;
-    if (v->patch < 1 || v->heads < 1 || v->width % v->heads != 0 || T < 1) return z;
-    double b = cfg->batch > 0 && cfg->batch < max_batch ? cfg->batch : max_batch;
-    double g = SB_MNIST_SIDE / v->patch, pd = (double)v->patch * v->patch, s = g * g + 1;
-    double h = v->width, a = v->heads, r = v->mlp_ratio, L = v->depth;
-    /* split: q, k, v, fc1 (weights and biases), proj and fc2 weights */
-    double split_params = 3 * (h * h + h) + (r * h * h + r * h) + h * h + h * r * h;
-    double block_params = 4 * h + 4 * (h * h + h) + (r * h * h + r * h) + (h * r * h + h);
-    block_params -= split_params * (1 - 1 / T);
-    z.n_params = h + s * h + h * pd + h + L * block_params + 2 * h + 10 * h + 10;
-    double block = 4 * s * b * h * (4 + (4 + 2 * r) / T) + 4 * a * s * s * b / T + 16 * s * b;
-    double rest = 4 * (s * b * h + b * pd * g * g + 4 * b * h + 2 * b + 20 * b) +
-                  4 * (3 + (3 + r) / T) * s * b * h + 4 * a * s * s * b / T;
-    z.activation_bytes = L * block + rest;
-    z.block_activation_bytes = block;
-    return z;
-}
-
-struct sb_model_size sb_vit_size(const struct sb_config *cfg, int max_batch)
-{
-    return vit_part_size(cfg, max_batch, NULL);
-}
-
 /* The whole model (part NULL), or a tensor-parallel shard of every layer
  * (part->first_layer 0, all layers, one slot: the heads [r H/T, (r+1) H/T)
  * of q, k, v and proj's matching input columns, the MLP's hidden units [r
@@ -462,39 +424,6 @@ static sb_status vit_create(const struct sb_config *cfg, const struct sb_backend
     return vit_create_part(cfg, be, max_batch, NULL, out);
 }
 
-/* The part ops of a tp shard (one slot, all layers): forward of n <= cap
- * samples to the logits and the loss, backward overwriting the gradients.
- * The whole model runs them too. */
-static sb_status vit_forward_part(struct sb_model *m, int slot, const float *in,
-                                  const uint8_t *y, int n, float grad_scale, double *loss_sum)
-{
-    struct vit *p = m->impl;
-    if (slot != 0 || n <= 0 || n > p->cap)
-        return sb_error(SB_ERR_INTERNAL, "vit: slot %d, batch %d outside 1..%d", slot, n,
-                        p->cap);
-    sb_vit_forward_logits(m, in, n);
-    m->be->softmax_xent(p->logits, y, n, m->n_classes, grad_scale, p->dlogits, loss_sum);
-    return SB_OK;
-}
-
-static const float *vit_part_output(const struct sb_model *m, int slot)
-{
-    (void)slot;
-    const struct vit *p = m->impl;
-    return p->logits;
-}
-
-static sb_status vit_backward_part(struct sb_model *m, int slot, const float *dout, float *din,
-                                   int accumulate, sb_grad_ready_fn ready, void *ctx)
-{
-    struct vit *p = m->impl;
-    if (slot != 0 || dout || din || accumulate || p->n == 0)
-        return sb_error(SB_ERR_INTERNAL, "vit: backward of slot %d (accumulate %d) of a "
-                        "shard of every layer, after one forward", slot, accumulate);
-    sb_vit_backward(m, ready, ctx);
-    return SB_OK;
-}
-
 static sb_status vit_forward(struct sb_model *m, const float *x, const uint8_t *y, int n,
                              float grad_scale, double *loss_sum)
 {
@@ -540,10 +469,10 @@ const struct sb_workload_ops sb_workload_vit = {
     .size = sb_vit_size,
     .create = vit_create,
     .create_part = vit_create_part,
-    .part_size = vit_part_size,
-    .forward_part = vit_forward_part,
-    .part_output = vit_part_output,
-    .backward_part = vit_backward_part,
+    .part_size = sb_vit_part_size,
+    .forward_part = sb_vit_forward_part,
+    .part_output = sb_vit_part_output,
+    .backward_part = sb_vit_backward_part,
     .forward = vit_forward,
     .backward = vit_backward,
     .predict = vit_predict,

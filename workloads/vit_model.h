@@ -70,6 +70,21 @@ void sb_vit_forward_logits(struct sb_model *m, const float *x, int n);
  * hook (backward = 1) before each layer reads its parameters. */
 void sb_vit_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx);
 
+/* The part ops (workload.h) of the whole model or a tp shard of every
+ * layer, one slot: forward of n <= cap samples to the logits (p->logits)
+ * and the loss; the logits; backward of that forward overwriting the
+ * gradients (dout, din NULL, accumulate 0). SB_ERR_INTERNAL otherwise. */
+sb_status sb_vit_forward_part(struct sb_model *m, int slot, const float *in, const uint8_t *y,
+                              int n, float grad_scale, double *loss_sum);
+const float *sb_vit_part_output(const struct sb_model *m, int slot);
+sb_status sb_vit_backward_part(struct sb_model *m, int slot, const float *dout, float *din,
+                               int accumulate, sb_grad_ready_fn ready, void *ctx);
+
+/* The sizes of `part` (NULL: the whole model) as vit_create_part allocates
+ * it, from the closed-form formulas (vit_size.c; docs/tensor.md). */
+struct sb_model_size sb_vit_part_size(const struct sb_config *cfg, int max_batch,
+                                      const struct sb_part *part);
+
 /* The vit's parameters and activation bytes from cfg->vit for batches of
  * max_batch, before anything is allocated: what create allocates
  * (docs/workloads.md, "Memory ledger"; per block, s tokens, b = the

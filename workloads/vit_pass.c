@@ -220,3 +220,37 @@ void sb_vit_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx)
     for (int l = p->depth - 1; l >= 0; l--) block_backward(m, l, ready, ctx);
     embed_backward(m, ready, ctx);
 }
+
+/* The part ops of a tp shard (one slot, all layers): forward of n <= cap
+ * samples to the logits and the loss, backward overwriting the gradients.
+ * The whole model runs them too. */
+sb_status sb_vit_forward_part(struct sb_model *m, int slot, const float *in, const uint8_t *y,
+                              int n, float grad_scale, double *loss_sum)
+{
+    struct vit *p = m->impl;
+    if (slot != 0 || n <= 0 || n > p->cap)
+        return sb_error(SB_ERR_INTERNAL, "%s: slot %d, batch %d outside 1..%d", m->ops->name,
+                        slot, n, p->cap);
+    sb_vit_forward_logits(m, in, n);
+    m->be->softmax_xent(p->logits, y, n, m->n_classes, grad_scale, p->dlogits, loss_sum);
+    return SB_OK;
+}
+
+const float *sb_vit_part_output(const struct sb_model *m, int slot)
+{
+    (void)slot;
+    const struct vit *p = m->impl;
+    return p->logits;
+}
+
+sb_status sb_vit_backward_part(struct sb_model *m, int slot, const float *dout, float *din,
+                               int accumulate, sb_grad_ready_fn ready, void *ctx)
+{
+    struct vit *p = m->impl;
+    if (slot != 0 || dout || din || accumulate || p->n == 0)
+        return sb_error(SB_ERR_INTERNAL, "%s: backward of slot %d (accumulate %d) of a "
+                        "shard of every layer, after one forward", m->ops->name, slot,
+                        accumulate);
+    sb_vit_backward(m, ready, ctx);
+    return SB_OK;
+}

@@ -21,6 +21,7 @@
 #include "comm/comm.h"
 #include "core/config.h"
 #include "strategies/strategy.h"
+#include "workloads/workload.h"
 
 /* A configuration of ops with its options at their defaults. */
 static void config_of(const struct sb_strategy_ops *ops, int replicas, struct sb_config *cfg)
@@ -34,6 +35,12 @@ static void config_of(const struct sb_strategy_ops *ops, int replicas, struct sb
     sb_strategy_options_defaults(ops, cfg);
     cfg->replicas = replicas;
     cfg->batch = 8;
+    /* The first registered workload with one hidden layer (the CLI's
+     * default), for a strategy whose validate builds the model (pipeline). */
+    snprintf(cfg->workload, sizeof cfg->workload, "%.*s", (int)strcspn(sb_workload_names(), ","),
+             sb_workload_names());
+    cfg->hidden[0] = 256;
+    cfg->n_hidden = 1;
 }
 
 /* Whether ops takes a --servers option. */
