@@ -54,10 +54,10 @@ static const struct tensor_opts *opts(const struct sb_config *cfg)
 
 static const struct sb_strategy_option tensor_options[] = {
     {"tp", "T", SB_OPTION_INT, offsetof(struct tensor_opts, tp), 1, 64, 2, 0, NULL, 0,
-     "ranks per tensor-parallel group (shards of each column/row-parallel layer)"},
+     "ranks per tensor-parallel group (Megatron-LM)"},
     {"sequence-parallel", NULL, SB_OPTION_SWITCH,
      offsetof(struct tensor_opts, sequence_parallel), 0, 0, 0, 1, NULL, 0,
-     "shard LayerNorm and residual activations along the sequence (Korthikanti et al. 2022)"},
+     "shard activations along the sequence (not built yet)"},
     {0},
 };
 
