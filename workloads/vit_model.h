@@ -40,6 +40,9 @@ struct vit {
     int heads_local;         /* heads held: heads / tp_size */
     int width_local;         /* heads_local x head_dim: q, k, v, ctx widths held */
     int hidden_local;        /* MLP hidden units held: mlp_ratio x width / tp_size */
+    int sp;                  /* sequence parallelism: res[], mid, LayerNorm statistics sharded
+                              * along the sequence (vit_sp.c) */
+    int tokens_local;        /* tokens of this rank's sequence shard (tokens without sp) */
     /* parameter offsets outside the blocks */
     size_t cls, pos, embed_w, embed_b, norm_w, norm_b, head_w, head_b;
     size_t embed_off, embed_count, head_off, head_count; /* layer ranges */
@@ -56,6 +59,10 @@ struct vit {
     float *dprobs;           /* (cap, heads_local, T, T) */
     float *dlnf, *dxcls;     /* (cap, W) */
     int n;                   /* samples of the last forward */
+    float *full;             /* sp: (rows, W) the embedding's output, the head's gathered input */
+    float *lnsh;             /* sp: (n tokens_local, W) a LayerNorm's output or its gradient */
+    float *dsh;              /* sp: (n tokens_local, W) the residual stream's gradient */
+    float *gat;              /* sp: (rows, W) rank-major staging of the all-gather/reduce-scatter */
     size_t alloc_bytes;      /* activation and scratch bytes allocated */
     size_t block_bytes;      /* of them, one block's */
 };
@@ -69,6 +76,36 @@ void sb_vit_forward_logits(struct sb_model *m, const float *x, int n);
  * calling ready(ctx, offset, count) per layer, head first, and the layer
  * hook (backward = 1) before each layer reads its parameters. */
 void sb_vit_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx);
+
+/* y (rows, out) = x (rows, in) . W^T + b, W (out, in) at params[w]; beta 1
+ * adds to y (a residual) instead of overwriting it. */
+void sb_vit_linear(const struct sb_model *m, const float *x, int rows, int in, int out, size_t w,
+                   size_t b, float beta, float *y);
+/* Gradients of sb_vit_linear: dW (out, in) = dy^T . x, db = colsum(dy),
+ * both overwritten; dx (rows, in) = dy . W, overwritten (beta 0) or added
+ * (beta 1); skipped when dx is NULL. */
+void sb_vit_linear_backward(struct sb_model *m, const float *dy, const float *x, int rows, int in,
+                            int out, size_t w, size_t b, float beta, float *dx);
+/* Block b's attention for n samples of all tokens: b->ln1 (n T, W) -> q,
+ * k, v of the shard's heads -> b->ctx (n T, width_local). Backward: from
+ * p->tmp = d ctx (n T, width_local), ADDS nothing: OVERWRITES p->dln (n T,
+ * W) with d ln1 (this shard's partial sum over its heads). */
+void sb_vit_attention_forward(struct sb_model *m, struct vit_block *b, int n);
+void sb_vit_attention_backward(struct sb_model *m, struct vit_block *b, int n);
+
+/* Sequence parallelism (vit_sp.c; Korthikanti et al. 2022, section 4.2.2):
+ * block l's forward and backward with the residual stream, LayerNorms and
+ * their statistics sharded along the sequence (res[l], mid: (n
+ * tokens_local, W)); the LayerNorm outputs all-gathered before the
+ * column-parallel layers, the row-parallel outputs reduce-scattered; the
+ * backward's running gradient in p->dsh (n tokens_local, W). */
+void sb_vit_sp_block_forward(struct sb_model *m, int l, int n);
+void sb_vit_sp_block_backward(struct sb_model *m, int l, sb_grad_ready_fn ready, void *ctx);
+/* full (n tokens, W), sample-major, = the all-gather of every tp rank's
+ * shard (n tokens_local, W); and shard = the reduce-scatter of every
+ * rank's full partial sums (its tokens' rows), through p->gat. */
+void sb_vit_sp_gather(struct sb_model *m, const float *shard, float *full, int n);
+void sb_vit_sp_scatter(struct sb_model *m, const float *full, float *shard, int n);
 
 /* The part ops (workload.h) of the whole model or a tp shard of every
  * layer, one slot: forward of n <= cap samples to the logits (p->logits)
