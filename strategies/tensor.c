@@ -113,7 +113,7 @@ static sb_status tensor_validate(const struct sb_config *cfg)
     if (cfg->local_sgd > 0) return sb_error(SB_ERR_USAGE, "--local-sgd: not with --strategy tensor");
     struct sb_model *whole = NULL, *shard = NULL;
     SB_TRY(w->create(cfg, cfg->backend, 1, &whole));
-    struct sb_part part = {0, whole->n_layers, o->tp - 1, o->tp, 1};
+    struct sb_part part = {0, whole->n_layers, o->tp - 1, o->tp, 1, 0};
     sb_status st = SB_OK;
     int split = 0;
     if (o->tp > 1 && (st = w->create_part(cfg, cfg->backend, 1, &part, &shard))) {
@@ -145,9 +145,6 @@ static sb_status tensor_validate(const struct sb_config *cfg)
         else if (tokens % o->tp)
             st = sb_error(SB_ERR_USAGE, "--sequence-parallel: the sequence of %d tokens (the "
                           "class token included) does not divide by --tp %d", tokens, o->tp);
-        else
-            st = sb_error(SB_ERR_USAGE, "--sequence-parallel: not built yet (the all-gather "
-                          "and reduce-scatter pair: docs/tensor.md); run without it");
     }
     if (shard) shard->ops->destroy(shard);
     whole->ops->destroy(whole);
@@ -186,7 +183,8 @@ static sb_status tensor_init(struct sb_strategy *s)
     SB_TRY(sb_comm_split(t->world, t->dp_rank, t->tp_rank, &t->eval_tp));
     SB_TRY(sb_comm_split(t->world, 0, t->world->rank, &t->gather));
     SB_TRY(s->env->workload->create(cfg, be, 1, &t->whole));
-    struct sb_part part = {0, t->whole->n_layers, t->tp_rank, t->T, 1};
+    struct sb_part part = {0, t->whole->n_layers, t->tp_rank, t->T, 1,
+                           opts(cfg)->sequence_parallel};
     int max_batch = cfg->batch > cfg->eval_batch ? cfg->batch : cfg->eval_batch;
     SB_TRY(sb_replica_create_part(s->env, 1, &part, max_batch, &t->replica));
     struct sb_model *m = t->replica->model;
@@ -210,10 +208,12 @@ static sb_status tensor_init(struct sb_strategy *s)
     return SB_OK;
 }
 
-/* Seconds of all-reduce on the tp communicator so far (its counter). */
+/* Seconds of collectives on the tp communicator so far (its counters). */
 static double tp_seconds(const struct tensor *t)
 {
-    return t->grid->tp_comm->counters[SB_COMM_ALLREDUCE].seconds;
+    const struct sb_comm_counter *c = t->grid->tp_comm->counters;
+    return c[SB_COMM_ALLREDUCE].seconds + c[SB_COMM_ALLGATHER].seconds +
+           c[SB_COMM_REDUCE_SCATTER].seconds;
 }
 
 static sb_status tensor_step(struct sb_strategy *s, long step, const int32_t *global_idx,

@@ -65,7 +65,8 @@ static void vit_destroy(struct sb_model *m)
         free(p->res);
         float *bufs[] = {p->patches, p->xcls, p->lnf,   p->meanf, p->rstdf, p->logits,
                          p->dlogits, p->tmp,  p->dres,  p->dln,   p->dh[0], p->dh[1],
-                         p->dh[2],   p->dfc,  p->dprobs, p->dlnf, p->dxcls};
+                         p->dh[2],   p->dfc,  p->dprobs, p->dlnf, p->dxcls, p->full,
+                         p->gat,     p->lnsh, p->dsh};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->free(bufs[i]);
         free(p);
     }
@@ -280,11 +281,17 @@ static sb_status vit_alloc_buffers(struct sb_model *m)
     size_t n = (size_t)p->cap, W = (size_t)p->width, T = (size_t)p->tokens;
     size_t rows = n * T, F = (size_t)p->hidden_local, H = (size_t)p->heads_local;
     size_t Wl = (size_t)p->width_local;
+    /* sequence parallelism: the residual stream, mid and the LayerNorm
+     * statistics hold this rank's tokens only (rows_l) */
+    size_t rows_l = n * (size_t)p->tokens_local;
     p->res = calloc((size_t)p->depth + 1, sizeof *p->res);
     if (!p->res) return sb_error(SB_ERR_NOMEM, "vit: out of memory");
     for (int l = 0; l < p->depth; l++) {
         struct vit_block *b = &p->block[l];
-        float **wide[] = {&p->res[l], &b->mid, &b->ln1, &b->ln2};
+        float **stream[] = {&p->res[l], &b->mid};
+        for (size_t i = 0; i < sizeof stream / sizeof stream[0]; i++)
+            SB_TRY(vit_alloc(be, p, stream[i], rows_l * W));
+        float **wide[] = {&b->ln1, &b->ln2};
         for (size_t i = 0; i < sizeof wide / sizeof wide[0]; i++)
             SB_TRY(vit_alloc(be, p, wide[i], rows * W));
         float **heads[] = {&b->q, &b->k, &b->v, &b->ctx};
@@ -292,13 +299,19 @@ static sb_status vit_alloc_buffers(struct sb_model *m)
             SB_TRY(vit_alloc(be, p, heads[i], rows * Wl));
         float **stats[] = {&b->mean1, &b->rstd1, &b->mean2, &b->rstd2};
         for (size_t i = 0; i < sizeof stats / sizeof stats[0]; i++)
-            SB_TRY(vit_alloc(be, p, stats[i], rows));
+            SB_TRY(vit_alloc(be, p, stats[i], rows_l));
         SB_TRY(vit_alloc(be, p, &b->fc1, rows * F));
         SB_TRY(vit_alloc(be, p, &b->gelu, rows * F));
         SB_TRY(vit_alloc(be, p, &b->probs, n * H * T * T));
     }
     p->block_bytes = p->alloc_bytes / (size_t)p->depth; /* the blocks' buffers, all alike */
-    SB_TRY(vit_alloc(be, p, &p->res[p->depth], rows * W));
+    SB_TRY(vit_alloc(be, p, &p->res[p->depth], rows_l * W));
+    if (p->sp) {
+        SB_TRY(vit_alloc(be, p, &p->full, rows * W));
+        SB_TRY(vit_alloc(be, p, &p->gat, rows * W));
+        SB_TRY(vit_alloc(be, p, &p->lnsh, rows_l * W));
+        SB_TRY(vit_alloc(be, p, &p->dsh, rows_l * W));
+    }
     SB_TRY(vit_alloc(be, p, &p->patches, n * (size_t)p->n_patches * (size_t)p->patch_dim));
     float **cls[] = {&p->xcls, &p->lnf, &p->dlnf, &p->dxcls};
     for (size_t i = 0; i < sizeof cls / sizeof cls[0]; i++) SB_TRY(vit_alloc(be, p, cls[i], n * W));
@@ -340,7 +353,7 @@ static sb_status vit_create_part(const struct sb_config *cfg, const struct sb_ba
         return sb_error(SB_ERR_USAGE, "--depth: expected 1..%d, got %d", VIT_MAX_DEPTH, v->depth);
     if (v->mlp_ratio < 1)
         return sb_error(SB_ERR_USAGE, "--mlp-ratio: expected >= 1, got %d", v->mlp_ratio);
-    struct sb_part whole = {0, v->depth + 2, 0, 1, 1};
+    struct sb_part whole = {0, v->depth + 2, 0, 1, 1, 0};
     if (part) {
         if (part->first_layer != 0 || part->n_layers != whole.n_layers || part->slots != 1)
             return sb_error(SB_ERR_USAGE, "vit: a part of layers %d..%d in %d slots (it builds "
@@ -356,6 +369,11 @@ static sb_status vit_create_part(const struct sb_config *cfg, const struct sb_ba
         if ((v->mlp_ratio * v->width) % part->tp_size != 0)
             return sb_error(SB_ERR_USAGE, "--tp: %d does not divide the MLP's hidden width %d "
                             "(--mlp-ratio x --width)", part->tp_size, v->mlp_ratio * v->width);
+        int tokens = (SB_MNIST_SIDE / v->patch) * (SB_MNIST_SIDE / v->patch) + 1;
+        if (part->sequence_parallel && tokens % part->tp_size != 0)
+            return sb_error(SB_ERR_USAGE, "--sequence-parallel: the sequence of %d tokens (the "
+                            "class token included) does not divide by --tp %d", tokens,
+                            part->tp_size);
         whole = *part;
     }
 
@@ -398,6 +416,8 @@ static sb_status vit_create_part(const struct sb_config *cfg, const struct sb_ba
     p->heads_local = v->heads / whole.tp_size;
     p->width_local = p->heads_local * p->head_dim;
     p->hidden_local = v->mlp_ratio * v->width / whole.tp_size;
+    p->sp = whole.sequence_parallel && whole.tp_size > 1;
+    p->tokens_local = p->sp ? p->tokens / whole.tp_size : p->tokens;
 
     vit_layout(m, init);
     m->part = whole;

@@ -35,14 +35,20 @@ static void embed_forward(struct sb_model *m, const float *x, int n)
     struct vit *p = m->impl;
     const struct sb_backend_ops *be = m->be;
     int W = p->width, T = p->tokens, P = p->n_patches;
+    /* sequence parallelism: every rank embeds every token, then keeps its own */
+    float *res0 = p->sp ? p->full : p->res[0];
     sb_model_layer_begin(m, p->embed_off, p->embed_count, 0);
     be->patchify(x, n, SB_MNIST_SIDE, p->patch, p->patches);
     /* tmp (n * P, W) = patches . W_e^T + b_e, then into token rows 1..P */
     sb_vit_linear(m, p->patches, n * P, p->patch_dim, W, p->embed_w, p->embed_b, 0.0f, p->tmp);
-    be->copy2d(p->res[0] + W, (long)T * W, p->tmp, (long)P * W, n, P * W);
-    be->copy2d(p->res[0], (long)T * W, m->params + p->cls, 0, n, W);
+    be->copy2d(res0 + W, (long)T * W, p->tmp, (long)P * W, n, P * W);
+    be->copy2d(res0, (long)T * W, m->params + p->cls, 0, n, W);
     /* + pos (T, W): one bias row of T * W per sample */
-    be->add_bias(p->res[0], m->params + p->pos, n, T * W);
+    be->add_bias(res0, m->params + p->pos, n, T * W);
+    if (p->sp) {
+        long tl = (long)p->tokens_local * W;
+        be->copy2d(p->res[0], tl, res0 + p->tp_rank * tl, (long)T * W, n, (int)tl);
+    }
 }
 
 /* y (rows, W) = x + r . W_r^T + b for a row-parallel layer W_r (W, in) at
@@ -124,7 +130,12 @@ static void head_forward(struct sb_model *m, int n)
     const struct sb_backend_ops *be = m->be;
     int W = p->width, T = p->tokens;
     sb_model_layer_begin(m, p->head_off, p->head_count, 0);
-    be->copy2d(p->xcls, W, p->res[p->depth], (long)T * W, n, W);
+    const float *last = p->res[p->depth];
+    if (p->sp) { /* the class token is rank 0's: every rank gathers the sequence */
+        sb_vit_sp_gather(m, last, p->full, n);
+        last = p->full;
+    }
+    be->copy2d(p->xcls, W, last, (long)T * W, n, W);
     be->layernorm_forward(p->xcls, m->params + p->norm_w, m->params + p->norm_b, n, W,
                           VIT_LN_EPS, p->lnf, p->meanf, p->rstdf);
     sb_vit_linear(m, p->lnf, n, W, m->n_classes, p->head_w, p->head_b, 0.0f, p->logits);
@@ -134,7 +145,9 @@ void sb_vit_forward_logits(struct sb_model *m, const float *x, int n)
 {
     struct vit *p = m->impl;
     embed_forward(m, x, n);
-    for (int l = 0; l < p->depth; l++) block_forward(m, l, n);
+    for (int l = 0; l < p->depth; l++)
+        if (p->sp) sb_vit_sp_block_forward(m, l, n);
+        else block_forward(m, l, n);
     head_forward(m, n);
     p->n = n;
 }
@@ -155,6 +168,10 @@ static void head_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx)
     if (ready) ready(ctx, p->head_off, p->head_count);
     be->zero(p->dres, (size_t)n * T * W);
     be->copy2d(p->dres, (long)T * W, p->dxcls, W, n, W);
+    if (p->sp) { /* the same whole gradient on every rank: each keeps its tokens' */
+        long tl = (long)p->tokens_local * W;
+        be->copy2d(p->dsh, tl, p->dres + p->tp_rank * tl, (long)T * W, n, (int)tl);
+    }
 }
 
 /* Block l backward: dres holds dLoss/d res[l + 1] and becomes dLoss/d
@@ -223,6 +240,7 @@ static void embed_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx
     const struct sb_backend_ops *be = m->be;
     int n = p->n, W = p->width, T = p->tokens, P = p->n_patches;
     sb_model_layer_begin(m, p->embed_off, p->embed_count, 1);
+    if (p->sp) sb_vit_sp_gather(m, p->dsh, p->dres, n); /* every rank's tokens' gradients */
     /* d pos = sum over samples; d cls = its first row */
     be->bias_grad(m->grads + p->pos, p->dres, n, T * W);
     be->copy(m->grads + p->cls, m->grads + p->pos, (size_t)W);
@@ -236,7 +254,9 @@ void sb_vit_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx)
 {
     struct vit *p = m->impl;
     head_backward(m, ready, ctx);
-    for (int l = p->depth - 1; l >= 0; l--) block_backward(m, l, ready, ctx);
+    for (int l = p->depth - 1; l >= 0; l--)
+        if (p->sp) sb_vit_sp_block_backward(m, l, ready, ctx);
+        else block_backward(m, l, ready, ctx);
     embed_backward(m, ready, ctx);
 }
 

@@ -72,6 +72,10 @@ struct sb_part {
     int tp_rank, tp_size;      /* this tensor-parallel shard of the SB_TP_COLUMN and
                                 * SB_TP_ROW tensors (tp_size 1: whole tensors) */
     int slots;                 /* activation slots: micro-batches in flight at once (>= 1) */
+    int sequence_parallel;     /* 1: a transformer's tp shard keeps its residual stream and
+                                * LayerNorms sharded along the sequence between the tp regions
+                                * (Korthikanti et al. 2022), through the all-gather and
+                                * reduce-scatter hooks; 0: whole, through the all-reduce */
 };
 
 /* Called by backward each time a layer's gradients are final, last layer
@@ -96,6 +100,16 @@ typedef void (*sb_layer_fn)(void *ctx, size_t offset, size_t count, int backward
  * keep (as with the ready callback). */
 typedef void (*sb_tp_allreduce_fn)(void *ctx, float *buf, size_t count);
 
+/* Called by a sequence-parallel tp part (workload.h's part.sequence_parallel)
+ * over the tp group, every rank with the same count in the same order, ctx
+ * the tp hook's: the all-gather writes whole[r count, (r+1) count) = rank
+ * r's shard[0, count) for every tp rank r (rank order); the reduce-scatter
+ * writes shard[0, count) = the sum over the ranks of their whole[r count,
+ * (r+1) count), r this rank. Backend memory. Errors are the callback's. */
+typedef void (*sb_tp_allgather_fn)(void *ctx, const float *shard, float *whole, size_t count);
+typedef void (*sb_tp_reduce_scatter_fn)(void *ctx, const float *whole, float *shard,
+                                        size_t count);
+
 struct sb_model {
     const struct sb_workload_ops *ops;
     const struct sb_backend_ops *be;
@@ -119,6 +133,8 @@ struct sb_model {
     sb_layer_fn layer_hook;  /* NULL, or set by a strategy (see sb_layer_fn) */
     void *layer_ctx;
     sb_tp_allreduce_fn tp_allreduce; /* set by a strategy when part.tp_size > 1 */
+    sb_tp_allgather_fn tp_allgather; /* ... and these two with part.sequence_parallel */
+    sb_tp_reduce_scatter_fn tp_reduce_scatter;
     void *tp_ctx;
     void *impl;           /* workload-private state */
 };
@@ -136,6 +152,19 @@ static inline void sb_model_layer_begin(const struct sb_model *m, size_t offset,
 static inline void sb_model_tp_allreduce(const struct sb_model *m, float *buf, size_t count)
 {
     if (m->part.tp_size > 1 && m->tp_allreduce) m->tp_allreduce(m->tp_ctx, buf, count);
+}
+
+/* The sequence-parallel collectives through m's hooks (see
+ * sb_tp_allgather_fn); nothing where the model has none. */
+static inline void sb_model_tp_allgather(const struct sb_model *m, const float *shard,
+                                         float *whole, size_t count)
+{
+    if (m->tp_allgather) m->tp_allgather(m->tp_ctx, shard, whole, count);
+}
+static inline void sb_model_tp_reduce_scatter(const struct sb_model *m, const float *whole,
+                                              float *shard, size_t count)
+{
+    if (m->tp_reduce_scatter) m->tp_reduce_scatter(m->tp_ctx, whole, shard, count);
 }
 
 /* What a workload's model will hold, computed from the configuration before

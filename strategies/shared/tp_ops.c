@@ -7,7 +7,37 @@ void sb_tp_ops_install(struct sb_tp_ops *t, struct sb_model *m, struct sb_comm *
     t->comm = comm;
     t->st = SB_OK;
     m->tp_allreduce = sb_tp_ops_allreduce;
+    if (m->part.sequence_parallel) {
+        m->tp_allgather = sb_tp_ops_allgather;
+        m->tp_reduce_scatter = sb_tp_ops_reduce_scatter;
+    }
     m->tp_ctx = t;
+}
+
+/* Sets every block of t->counts to `count` floats. */
+static void equal_blocks(struct sb_tp_ops *t, size_t count)
+{
+    for (int r = 0; r < t->comm->size && r < SB_TP_MAX; r++) t->counts[r] = count;
+}
+
+void sb_tp_ops_allgather(void *ctx, const float *shard, float *whole, size_t count)
+{
+    struct sb_tp_ops *t = ctx;
+    if (t->st || count == 0) return;
+    equal_blocks(t, count);
+    struct sb_comm_request req = {0};
+    t->st = sb_comm_iallgather(t->comm, shard, whole, t->counts, &req);
+    if (!t->st) t->st = sb_comm_wait(t->comm, &req);
+}
+
+void sb_tp_ops_reduce_scatter(void *ctx, const float *whole, float *shard, size_t count)
+{
+    struct sb_tp_ops *t = ctx;
+    if (t->st || count == 0) return;
+    equal_blocks(t, count);
+    struct sb_comm_request req = {0};
+    t->st = sb_comm_ireduce_scatter(t->comm, whole, shard, t->counts, &req);
+    if (!t->st) t->st = sb_comm_wait(t->comm, &req);
 }
 
 void sb_tp_ops_allreduce(void *ctx, float *buf, size_t count)
@@ -59,6 +89,21 @@ struct sb_tp_traffic sb_tp_block_traffic(int blocks, double b, double s, double 
 {
     double calls = 2.0 * micro_batches * blocks;
     struct sb_tp_traffic t = {(long)calls, (long)calls, calls * b * s * h, calls * b * s * h};
+    return t;
+}
+
+struct sb_tp_sp_traffic sb_tp_sp_block_traffic(int blocks, double b, double s, double h,
+                                               int micro_batches)
+{
+    double bsh = b * s * h, m = micro_batches;
+    struct sb_tp_sp_traffic t = {
+        .allgather_calls = (long)(m * (4.0 * blocks + 2)),
+        .reduce_scatter_calls = (long)(m * 4.0 * blocks),
+        .allreduce_calls = (long)(m * 2.0 * blocks),
+        .allgather_floats = m * (4.0 * blocks + 2) * bsh,
+        .reduce_scatter_floats = m * 4.0 * blocks * bsh,
+        .allreduce_floats = m * 2.0 * blocks * 2 * h,
+    };
     return t;
 }
 

@@ -27,15 +27,27 @@
 #include "core/status.h"
 #include "workloads/workload.h"
 
+#define SB_TP_MAX 64 /* tp ranks a group may have (--tp's range) */
+
 /* The hook's state: the communicator it sums over and the first error. */
 struct sb_tp_ops {
     struct sb_comm *comm; /* the tp communicator (not owned) */
     sb_status st;         /* first error of a hook call (SB_OK: none) */
+    size_t counts[SB_TP_MAX]; /* the blocks of an all-gather or reduce-scatter */
 };
 
-/* Installs the piece as m's tensor-parallel hook over `comm` (m->tp_allreduce,
+/* Installs the piece as m's tensor-parallel hooks over `comm` (m->tp_allreduce,
+ * and with sequence parallelism m->tp_allgather and m->tp_reduce_scatter;
  * m->tp_ctx); t must outlive the model's passes. */
 void sb_tp_ops_install(struct sb_tp_ops *t, struct sb_model *m, struct sb_comm *comm);
+
+/* Sequence parallelism's pair (workload.h's sb_tp_allgather_fn and
+ * sb_tp_reduce_scatter_fn, ctx = struct sb_tp_ops), counted on t->comm
+ * as the collectives they are: one all-gather or reduce-scatter of the
+ * whole buffer (4 x count x T bytes, nccl-tests' convention; the same as
+ * the all-reduce each pair replaces). Errors kept as the all-reduce's. */
+void sb_tp_ops_allgather(void *ctx, const float *shard, float *whole, size_t count);
+void sb_tp_ops_reduce_scatter(void *ctx, const float *whole, float *shard, size_t count);
 
 /* The hook (sb_tp_allreduce_fn, ctx = struct sb_tp_ops): sums buf[0,
  * count) in place over t->comm with one counted all-reduce (4 count bytes).
@@ -77,6 +89,21 @@ struct sb_tp_traffic sb_tp_model_traffic(const struct sb_model *m, double b, int
  * bytes per call). The closed form, for a cost model or predict. */
 struct sb_tp_traffic sb_tp_block_traffic(int blocks, double b, double s, double h,
                                          int micro_batches);
+
+/* A transformer's tp collectives per step under sequence parallelism (as
+ * workloads/vit_sp.c runs them), L blocks, m micro-batches of b samples,
+ * s tokens, h width: per block 2 all-gathers and 2 reduce-scatters forward
+ * and 2 of each backward, each of b s h floats (the whole buffer); 2
+ * all-reduces per block of the LayerNorms' weight and bias gradients (2h
+ * floats each: sums over the rank's tokens); and one all-gather of b s h
+ * forward (the head reads the class token, rank 0's) and one backward (the
+ * replicated embedding's gradient). */
+struct sb_tp_sp_traffic {
+    long allgather_calls, reduce_scatter_calls, allreduce_calls;
+    double allgather_floats, reduce_scatter_floats, allreduce_floats;
+};
+struct sb_tp_sp_traffic sb_tp_sp_block_traffic(int blocks, double b, double s, double h,
+                                               int micro_batches);
 
 /* The α–β seconds of one step's tp all-reduces over `tp` ranks on `link`
  * (cost_model.h): each call an all-reduce of its 4 x floats bytes by the
