@@ -373,11 +373,35 @@ static void tensor_describe(const struct sb_strategy *s, long measured_steps,
     add_num(d, "tp", t->T);
     add_num(d, "dp", t->D);
     sb_details_add_bool(d, "sequence_parallel", opts(cfg)->sequence_parallel);
-    struct sb_tp_traffic tr = sb_tp_model_traffic(m, cfg->batch, 1);
-    add_num(d, "tp_forward_calls_per_step", (double)tr.forward_calls);
-    add_num(d, "tp_backward_calls_per_step", (double)tr.backward_calls);
-    add_num(d, "tp_forward_bytes_per_step", 4.0 * tr.forward_floats);
-    add_num(d, "tp_backward_bytes_per_step", 4.0 * tr.backward_floats);
+    if (m->part.sequence_parallel) {
+        /* The blocks: layers of (tokens, width) activations holding split tensors. */
+        int blocks = 0;
+        double tokens = 0, width = 0;
+        for (int l = 0; l < m->n_layers; l++) {
+            const struct sb_layer_desc *L = &m->layers[l];
+            int split = 0;
+            for (int i = L->first_tensor; i < L->first_tensor + L->n_tensors; i++)
+                split |= m->tensors[i].tp_split != SB_TP_REPLICATED;
+            if (split && L->in_shape[1] > 1) {
+                blocks++;
+                tokens = L->in_shape[0];
+                width = L->in_shape[1];
+            }
+        }
+        struct sb_tp_sp_traffic sp = sb_tp_sp_block_traffic(blocks, cfg->batch, tokens, width, 1);
+        add_num(d, "tp_allgather_calls_per_step", (double)sp.allgather_calls);
+        add_num(d, "tp_reduce_scatter_calls_per_step", (double)sp.reduce_scatter_calls);
+        add_num(d, "tp_allreduce_calls_per_step", (double)sp.allreduce_calls);
+        add_num(d, "tp_allgather_bytes_per_step", 4.0 * sp.allgather_floats);
+        add_num(d, "tp_reduce_scatter_bytes_per_step", 4.0 * sp.reduce_scatter_floats);
+        add_num(d, "tp_allreduce_bytes_per_step", 4.0 * sp.allreduce_floats);
+    } else {
+        struct sb_tp_traffic tr = sb_tp_model_traffic(m, cfg->batch, 1);
+        add_num(d, "tp_forward_calls_per_step", (double)tr.forward_calls);
+        add_num(d, "tp_backward_calls_per_step", (double)tr.backward_calls);
+        add_num(d, "tp_forward_bytes_per_step", 4.0 * tr.forward_floats);
+        add_num(d, "tp_backward_bytes_per_step", 4.0 * tr.backward_floats);
+    }
     double split_whole = 0.0, split_held = 0.0;
     for (int i = 0; i < m->n_tensors; i++)
         if (m->tensors[i].tp_split != SB_TP_REPLICATED) {
@@ -417,12 +441,29 @@ static int tensor_comm_model(const struct sb_comm_model_query *q, struct sb_comm
         (long)stated(d, "tp_forward_calls_per_step"), (long)stated(d, "tp_backward_calls_per_step"),
         stated(d, "tp_forward_bytes_per_step") / 4, stated(d, "tp_backward_bytes_per_step") / 4};
     double shard_bytes = 4.0 * stated(d, "shard_params");
-    if (isnan(tr.forward_floats) || isnan(shard_bytes)) return 0;
+    int sp = opts(q->cfg)->sequence_parallel;
+    if (isnan(shard_bytes) || (!sp && isnan(tr.forward_floats))) return 0;
     enum sb_allreduce_algo a = SB_ALLREDUCE_AUTO;
     if (q->cfg->allreduce[0]) sb_allreduce_algo_parse(q->cfg->allreduce, &a);
     if (a == SB_ALLREDUCE_HIERARCHICAL) return 0; /* needs two links */
     int T = opts(q->cfg)->tp, D = q->replicas;
-    double tp_s = sb_tp_traffic_seconds(&tr, &q->link, T, a);
+    double tp_s = 0.0;
+    if (sp) { /* the ring's all-gathers and reduce-scatters, and the LayerNorms' all-reduces */
+        double ag = stated(d, "tp_allgather_calls_per_step");
+        double rs = stated(d, "tp_reduce_scatter_calls_per_step");
+        struct sb_tp_traffic ln = {(long)stated(d, "tp_allreduce_calls_per_step"), 0,
+                                   stated(d, "tp_allreduce_bytes_per_step") / 4, 0};
+        if (isnan(ag) || isnan(rs) || isnan(ln.forward_floats)) return 0;
+        if (ag > 0)
+            tp_s += ag * sb_cost_allgather_s(&q->link, T,
+                                             stated(d, "tp_allgather_bytes_per_step") / ag, 1);
+        if (rs > 0)
+            tp_s += rs * sb_cost_reduce_scatter_s(
+                             &q->link, T, stated(d, "tp_reduce_scatter_bytes_per_step") / rs, 1);
+        tp_s += sb_tp_traffic_seconds(&ln, &q->link, T, a);
+    } else {
+        tp_s = sb_tp_traffic_seconds(&tr, &q->link, T, a);
+    }
     enum sb_allreduce_algo dp_a = a == SB_ALLREDUCE_AUTO ? sb_allreduce_choose((size_t)shard_bytes, D) : a;
     double dp_s = D > 1 ? sb_cost_allreduce_s(&q->link, dp_a, D, shard_bytes) : 0.0;
     rows[0] = (struct sb_comm_model_row){

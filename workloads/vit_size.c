@@ -5,7 +5,8 @@
 #include "data/mnist.h"
 #include "workloads/vit_model.h"
 
-/* The sizes of tp shard T of every layer (docs/tensor.md derives them):
+/* The sizes of tp shard T of every layer (docs/tensor.md derives them;
+ * with sequence parallelism the formula below it there):
  * per block s tokens, b samples (the training cap), h width, a heads, r
  * MLP ratio, kept for backward in fp32 without dropout:
  *   4sbh (4 + (4 + 2r)/T) + 4as^2 b/T + 16sb bytes
@@ -33,6 +34,15 @@ struct sb_model_size sb_vit_part_size(const struct sb_config *cfg, int max_batch
     double block = 4 * s * b * h * (4 + (4 + 2 * r) / T) + 4 * a * s * s * b / T + 16 * s * b;
     double rest = 4 * (s * b * h + b * pd * g * g + 4 * b * h + 2 * b + 20 * b) +
                   4 * (3 + (3 + r) / T) * s * b * h + 4 * a * s * s * b / T;
+    if (part && part->sequence_parallel && T > 1) {
+        /* the residual input, mid and the statistics hold s/T tokens; the
+         * gathered LayerNorm outputs stay whole (backward reads them) */
+        block = 4 * s * b * h * (2 + (6 + 2 * r) / T) + 4 * a * s * s * b / T + 16 * s * b / T;
+        /* the last residual s/T; the embedding's and head's whole sequence and
+         * the gather's staging whole; a LayerNorm shard and the running
+         * gradient s/T */
+        rest += 4 * s * b * h * (1 / T - 1) + 4 * s * b * h * (2 + 2 / T);
+    }
     z.activation_bytes = L * block + rest;
     z.block_activation_bytes = block;
     return z;
