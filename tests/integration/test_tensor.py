@@ -13,7 +13,8 @@ namespace cluster, root): T = 2 with its two ranks on two hosts.
 Counted: the report's comm.by_role.tp holds exactly 2 forward and 2 backward all-reduces per
 transformer block per step, each of b x s x h floats (mlp: one each way per column/row pair,
 none backward for fc1, whose input is the images), and the strategy's stated formula equals
-them. The ledger: split tensors held are exactly 1/T, activation bytes within 1 % of the
+them; with --sequence-parallel (vit, patch 4: 50 tokens) the same bytes as 4 + 4 all-gathers
+and reduce-scatters per block, plus the LayerNorm gradients' all-reduces. The ledger: split tensors held are exactly 1/T, activation bytes within 1 % of the
 formula (docs/tensor.md). Bad input exits 2 with one line naming the flag, before any work.
 """
 
@@ -27,7 +28,11 @@ STEPS = 20
 BATCH = 32
 MLP = ["--hidden", "128,64"]
 VIT = ["--workload", "vit", "--patch", "7", "--width", "32", "--depth", "2", "--heads", "4"]
-WORKLOADS = {"mlp": MLP, "vit": VIT}
+VIT4 = ["--workload", "vit", "--patch", "4", "--width", "32", "--depth", "2", "--heads", "4"]
+WORKLOADS = {"mlp": MLP, "vit": VIT, "vit4": VIT4}
+# vit4 (50 tokens: 49 patches and the class token) runs tensor with sequence parallelism
+TENSOR_EXTRA = {"vit4": ["--sequence-parallel"]}
+PATCH = {"vit": 7, "vit4": 4}
 OPTIMIZERS = {"sgd": [], "adam": ["--optimizer", "adam", "--lr", "0.001"]}
 
 
@@ -37,7 +42,7 @@ def train(stratbench, mnist_dir, *flags, timeout=900):
                           *flags, timeout=timeout)
 
 
-def vit_key_bias_offsets(patch=7, width=32, depth=2, ratio=2):
+def vit_key_bias_offsets(patch, width=32, depth=2, ratio=2):
     """[(offset, count)] of blocks.<i>.k.bias in workloads/vit.c's layout."""
     tokens = (28 // patch) ** 2 + 1
     off = width + tokens * width + width * patch * patch + width
@@ -67,9 +72,9 @@ def single_params(stratbench, mnist_dir, tmp_path_factory, workload, optimizer):
 def check_equal(params, single, workload, optimizer, label):
     assert params.shape == single.shape, label
     mask = np.ones(single.shape, dtype=bool)
-    if workload == "vit" and optimizer == "adam":
+    if workload in PATCH and optimizer == "adam":
         lr = 0.001
-        for off, count in vit_key_bias_offsets():
+        for off, count in vit_key_bias_offsets(PATCH[workload]):
             mask[off:off + count] = False
             drift = float(np.max(np.abs(params[off:off + count] - single[off:off + count])))
             assert drift <= 2 * STEPS * lr, f"{label}: k.bias moved {drift:g}"
@@ -92,8 +97,11 @@ def case_id(c):
 
 
 FAST = [("mlp", "sgd", 2, 1), ("mlp", "adam", 4, 1), ("mlp", "sgd", 2, 2),
-        ("vit", "sgd", 2, 1), ("vit", "adam", 4, 1), ("vit", "sgd", 2, 2)]
-FULL = [(w, o, t, d) for w in WORKLOADS for o in OPTIMIZERS for t in (2, 4) for d in (1, 2)]
+        ("vit", "sgd", 2, 1), ("vit", "adam", 4, 1), ("vit", "sgd", 2, 2),
+        ("vit4", "sgd", 2, 1), ("vit4", "adam", 2, 2)]
+# T = 4 does not divide vit4's 50 tokens: its sequence-parallel cases are T = 2
+FULL = [(w, o, t, d) for w in WORKLOADS for o in OPTIMIZERS for t in (2, 4) for d in (1, 2)
+        if not (w == "vit4" and t == 4)]
 CASES = FAST + [pytest.param(c, marks=pytest.mark.slow) for c in FULL if c not in FAST]
 
 
@@ -105,7 +113,7 @@ def test_parameters_equal_single_with_the_global_batch(case, stratbench, mnist_d
     out, report = tmp_path / "params.f32", tmp_path / "r.json"
     train(stratbench, mnist_dir, *WORKLOADS[workload], *OPTIMIZERS[optimizer],
           "--strategy", "tensor", "--tp", tp, "--replicas", dp, "--batch", BATCH // dp,
-          "--save-params", out, "--report", report)
+          *TENSOR_EXTRA.get(workload, []), "--save-params", out, "--report", report)
     check_equal(load_params(out), single, workload, optimizer, case_id(case))
     r = validate_report(report)
     assert r["world_size"] == tp * dp
@@ -142,6 +150,35 @@ def test_vit_counts_two_forward_two_backward_all_reduces_per_block(stratbench, m
     assert abs(d["block_activation_bytes"] - d["block_activation_bytes_formula"]) <= \
         0.01 * d["block_activation_bytes_formula"]
     assert r["comm"]["model"]["formula_name"] == "tensor"
+
+
+def test_sequence_parallel_counts_all_gathers_and_reduce_scatters(stratbench, mnist_dir,
+                                                                   tmp_path):
+    """Per block 2 all-gathers and 2 reduce-scatters forward and as many backward, each of
+    the b x s x h floats the all-reduce they replace moved; 2 all-reduces of the LayerNorms'
+    gradients (2h floats each); one all-gather each way outside the blocks (the head's class
+    token, the embedding's gradient). The ledger within 1 % of the formula."""
+    report = tmp_path / "r.json"
+    b, depth, width, tokens = 8, 2, 32, 50
+    train(stratbench, mnist_dir, *VIT4, "--strategy", "tensor", "--tp", "2",
+          "--sequence-parallel", "--batch", b, "--report", report)
+    r = validate_report(report)
+    steps, tp = r["steps_measured"], r["comm"]["by_role"]["tp"]
+    bsh = b * tokens * width * 4
+    assert tp["allgather"]["calls"] == steps * (4 * depth + 2)
+    assert tp["allgather"]["bytes"] == tp["allgather"]["calls"] * bsh
+    assert tp["reduce_scatter"]["calls"] == steps * 4 * depth
+    assert tp["reduce_scatter"]["bytes"] == tp["reduce_scatter"]["calls"] * bsh
+    assert tp["allreduce"]["calls"] == steps * 2 * depth
+    assert tp["allreduce"]["bytes"] == tp["allreduce"]["calls"] * 2 * width * 4
+    d = r["strategy_details"]
+    assert d["sequence_parallel"] is True
+    assert d["tp_allgather_calls_per_step"] == 4 * depth + 2
+    assert d["tp_reduce_scatter_bytes_per_step"] == 4 * depth * bsh
+    assert abs(d["activation_bytes"] - d["activation_bytes_formula"]) <= \
+        0.01 * d["activation_bytes_formula"]
+    assert abs(d["block_activation_bytes"] - d["block_activation_bytes_formula"]) <= \
+        0.01 * d["block_activation_bytes_formula"]
 
 
 def test_mlp_counts_one_all_reduce_each_way_per_pair(stratbench, mnist_dir, tmp_path):
