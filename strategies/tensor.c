@@ -57,7 +57,7 @@ static const struct sb_strategy_option tensor_options[] = {
      "ranks per tensor-parallel group (Megatron-LM)"},
     {"sequence-parallel", NULL, SB_OPTION_SWITCH,
      offsetof(struct tensor_opts, sequence_parallel), 0, 0, 0, 1, NULL, 0,
-     "shard activations along the sequence (not built yet)"},
+     "shard the residual stream along the sequence (Korthikanti 2022)"},
     {0},
 };
 
