@@ -15,6 +15,7 @@
     X(hierarchical)      \
     X(zero)              \
     X(pipeline)          \
+    X(tensor)            \
     /* end of the list */
 
 #define DECLARE(name) extern const struct sb_strategy_ops sb_strategy_##name;

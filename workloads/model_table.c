@@ -11,7 +11,7 @@
 sb_status sb_part_check(const struct sb_part *part, int whole_layers, const char *workload,
                         struct sb_part *out)
 {
-    struct sb_part p = {0, whole_layers, 0, 1, 1};
+    struct sb_part p = {0, whole_layers, 0, 1, 1, 0};
     if (part) p = *part;
     if (p.first_layer < 0 || p.first_layer >= whole_layers)
         return sb_error(SB_ERR_USAGE, "%s: part's first layer %d outside 0..%d", workload,
@@ -86,6 +86,7 @@ size_t sb_model_table_add_tensor(struct sb_model_table *t, const struct sb_tenso
     d->count = s->n_rows * s->n_cols;
     d->tp_split = s->tp_split;
     d->layer = m->n_layers - 1;
+    d->rows = s->rows;
     l->n_tensors++;
     l->count += d->count;
     t->off += d->count;

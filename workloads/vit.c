@@ -38,6 +38,7 @@
 #include "core/rng.h"
 #include "data/mnist.h"
 #include "workloads/dense.h"
+#include "workloads/model_table.h"
 
 extern const struct sb_workload_ops sb_workload_vit;
 
@@ -64,7 +65,8 @@ static void vit_destroy(struct sb_model *m)
         free(p->res);
         float *bufs[] = {p->patches, p->xcls, p->lnf,   p->meanf, p->rstdf, p->logits,
                          p->dlogits, p->tmp,  p->dres,  p->dln,   p->dh[0], p->dh[1],
-                         p->dh[2],   p->dfc,  p->dprobs, p->dlnf, p->dxcls};
+                         p->dh[2],   p->dfc,  p->dprobs, p->dlnf, p->dxcls, p->full,
+                         p->gat,     p->lnsh, p->dsh};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->free(bufs[i]);
         free(p);
     }
@@ -75,18 +77,41 @@ static void vit_destroy(struct sb_model *m)
     free(m);
 }
 
-/* Appends a tensor of layer `layer` to the layout table; returns its
- * offset and records how it is initialised (fan_in for linear ones). */
-static size_t add(struct sb_model *m, enum vit_init *init, int *fan_in, const char *name,
-                  size_t count, enum vit_init how, int fan, enum sb_tp_split split, int layer,
+/* How the whole model initialises tensor t, and which piece of it this
+ * model holds (a tp shard: a block of rows or of columns). */
+struct vit_init_spec {
+    enum vit_init how;
+    int fan_in;                        /* of a linear layer's tensors */
+    size_t cols;                       /* the whole tensor is (m->tensors[t].rows, cols) */
+    size_t row0, n_rows, col0, n_cols; /* the piece held */
+};
+
+/* Appends tensor `name`, the whole of it (rows, cols) in row-major order,
+ * to layer `layer` of the layout table: the tp shard of it that this model
+ * holds (SB_TP_COLUMN: rows [r rows/T, (r+1) rows/T), SB_TP_ROW: those
+ * columns of every row; vit_create_part checked that T divides them).
+ * Returns its offset and records how it is initialised (fan_in for linear
+ * ones). */
+static size_t add(struct sb_model *m, struct vit_init_spec *init, const char *name, size_t rows,
+                  size_t cols, enum vit_init how, int fan, enum sb_tp_split split, int layer,
                   size_t *off)
 {
+    const struct vit *p = m->impl;
     int t = m->n_tensors;
-    size_t at = sb_model_add_tensor(m, name, count, off);
-    init[t] = how;
-    fan_in[t] = fan;
+    size_t T = (size_t)p->tp_size, r = (size_t)p->tp_rank;
+    struct vit_init_spec *sp = &init[t];
+    *sp = (struct vit_init_spec){how, fan, cols, 0, rows, 0, cols};
+    if (split == SB_TP_COLUMN) {
+        sp->n_rows = rows / T;
+        sp->row0 = r * sp->n_rows;
+    } else if (split == SB_TP_ROW) {
+        sp->n_cols = cols / T;
+        sp->col0 = r * sp->n_cols;
+    }
+    size_t at = sb_model_add_tensor(m, name, sp->n_rows * sp->n_cols, off);
     m->tensors[t].tp_split = split;
     m->tensors[t].layer = layer;
+    m->tensors[t].rows = rows;
     return at;
 }
 
@@ -110,9 +135,9 @@ static void close_layer(struct sb_model *m, int l, const char *name, int first, 
     m->n_layers = l + 1;
 }
 
-/* The layout and layer tables in buffer order; fills init[] and fan_in[]
- * per tensor and sets m->n_params. */
-static void vit_layout(struct sb_model *m, enum vit_init *init, int *fan_in)
+/* The layout and layer tables in buffer order (of this tp shard); fills
+ * init[] per tensor and sets m->n_params. */
+static void vit_layout(struct sb_model *m, struct vit_init_spec *init)
 {
     struct vit *p = m->impl;
     size_t off = 0;
@@ -121,13 +146,13 @@ static void vit_layout(struct sb_model *m, enum vit_init *init, int *fan_in)
     const int image[3] = {SB_MNIST_PIXELS, 1, 1}, tokens[3] = {T, W, 1};
     const int logits[3] = {m->n_classes, 1, 1};
 
-    p->cls = add(m, init, fan_in, "cls_token", (size_t)W, VIT_INIT_TRUNC_NORMAL, 0,
+    p->cls = add(m, init, "cls_token", (size_t)W, 1, VIT_INIT_TRUNC_NORMAL, 0,
                  SB_TP_REPLICATED, 0, &off);
-    p->pos = add(m, init, fan_in, "pos_embed", (size_t)T * W, VIT_INIT_TRUNC_NORMAL, 0,
+    p->pos = add(m, init, "pos_embed", (size_t)T * W, 1, VIT_INIT_TRUNC_NORMAL, 0,
                  SB_TP_REPLICATED, 0, &off);
-    p->embed_w = add(m, init, fan_in, "patch_embed.weight", (size_t)W * p->patch_dim,
+    p->embed_w = add(m, init, "patch_embed.weight", (size_t)W, (size_t)p->patch_dim,
                      VIT_INIT_LINEAR, p->patch_dim, SB_TP_REPLICATED, 0, &off);
-    p->embed_b = add(m, init, fan_in, "patch_embed.bias", (size_t)W, VIT_INIT_LINEAR,
+    p->embed_b = add(m, init, "patch_embed.bias", (size_t)W, 1, VIT_INIT_LINEAR,
                      p->patch_dim, SB_TP_REPLICATED, 0, &off);
     close_layer(m, 0, "embed", 0, off, image, tokens);
     p->embed_off = m->layers[0].offset;
@@ -136,35 +161,37 @@ static void vit_layout(struct sb_model *m, enum vit_init *init, int *fan_in)
     for (int l = 0; l < p->depth; l++) {
         struct vit_block *b = &p->block[l];
         int first = m->n_tensors, layer = l + 1;
-        /* name suffix, field, count, init, fan_in, split */
+        /* name suffix, field, whole (rows, cols), init, fan_in, split: q, k, v
+         * and fc1 column-parallel (heads and the MLP's hidden units split),
+         * proj and fc2 row-parallel (their inputs split), the rest replicated */
         struct {
             const char *suffix;
             size_t *at;
-            size_t count;
+            size_t rows, cols;
             enum vit_init how;
             int fan;
             enum sb_tp_split split;
         } t[VIT_BLOCK_TENSORS] = {
-            {"norm1.weight", &b->norm1_w, (size_t)W, VIT_INIT_ONES, 0, SB_TP_REPLICATED},
-            {"norm1.bias", &b->norm1_b, (size_t)W, VIT_INIT_ZEROS, 0, SB_TP_REPLICATED},
-            {"q.weight", &b->q_w, (size_t)W * W, VIT_INIT_LINEAR, W, SB_TP_COLUMN},
-            {"q.bias", &b->q_b, (size_t)W, VIT_INIT_LINEAR, W, SB_TP_COLUMN},
-            {"k.weight", &b->k_w, (size_t)W * W, VIT_INIT_LINEAR, W, SB_TP_COLUMN},
-            {"k.bias", &b->k_b, (size_t)W, VIT_INIT_LINEAR, W, SB_TP_COLUMN},
-            {"v.weight", &b->v_w, (size_t)W * W, VIT_INIT_LINEAR, W, SB_TP_COLUMN},
-            {"v.bias", &b->v_b, (size_t)W, VIT_INIT_LINEAR, W, SB_TP_COLUMN},
-            {"proj.weight", &b->proj_w, (size_t)W * W, VIT_INIT_LINEAR, W, SB_TP_ROW},
-            {"proj.bias", &b->proj_b, (size_t)W, VIT_INIT_LINEAR, W, SB_TP_REPLICATED},
-            {"norm2.weight", &b->norm2_w, (size_t)W, VIT_INIT_ONES, 0, SB_TP_REPLICATED},
-            {"norm2.bias", &b->norm2_b, (size_t)W, VIT_INIT_ZEROS, 0, SB_TP_REPLICATED},
-            {"fc1.weight", &b->fc1_w, (size_t)F * W, VIT_INIT_LINEAR, W, SB_TP_COLUMN},
-            {"fc1.bias", &b->fc1_b, (size_t)F, VIT_INIT_LINEAR, W, SB_TP_COLUMN},
-            {"fc2.weight", &b->fc2_w, (size_t)W * F, VIT_INIT_LINEAR, F, SB_TP_ROW},
-            {"fc2.bias", &b->fc2_b, (size_t)W, VIT_INIT_LINEAR, F, SB_TP_REPLICATED},
+            {"norm1.weight", &b->norm1_w, W, 1, VIT_INIT_ONES, 0, SB_TP_REPLICATED},
+            {"norm1.bias", &b->norm1_b, W, 1, VIT_INIT_ZEROS, 0, SB_TP_REPLICATED},
+            {"q.weight", &b->q_w, W, W, VIT_INIT_LINEAR, W, SB_TP_COLUMN},
+            {"q.bias", &b->q_b, W, 1, VIT_INIT_LINEAR, W, SB_TP_COLUMN},
+            {"k.weight", &b->k_w, W, W, VIT_INIT_LINEAR, W, SB_TP_COLUMN},
+            {"k.bias", &b->k_b, W, 1, VIT_INIT_LINEAR, W, SB_TP_COLUMN},
+            {"v.weight", &b->v_w, W, W, VIT_INIT_LINEAR, W, SB_TP_COLUMN},
+            {"v.bias", &b->v_b, W, 1, VIT_INIT_LINEAR, W, SB_TP_COLUMN},
+            {"proj.weight", &b->proj_w, W, W, VIT_INIT_LINEAR, W, SB_TP_ROW},
+            {"proj.bias", &b->proj_b, W, 1, VIT_INIT_LINEAR, W, SB_TP_REPLICATED},
+            {"norm2.weight", &b->norm2_w, W, 1, VIT_INIT_ONES, 0, SB_TP_REPLICATED},
+            {"norm2.bias", &b->norm2_b, W, 1, VIT_INIT_ZEROS, 0, SB_TP_REPLICATED},
+            {"fc1.weight", &b->fc1_w, F, W, VIT_INIT_LINEAR, W, SB_TP_COLUMN},
+            {"fc1.bias", &b->fc1_b, F, 1, VIT_INIT_LINEAR, W, SB_TP_COLUMN},
+            {"fc2.weight", &b->fc2_w, W, F, VIT_INIT_LINEAR, F, SB_TP_ROW},
+            {"fc2.bias", &b->fc2_b, W, 1, VIT_INIT_LINEAR, F, SB_TP_REPLICATED},
         };
         for (int i = 0; i < VIT_BLOCK_TENSORS; i++) {
             snprintf(name, sizeof name, "blocks.%d.%s", l, t[i].suffix);
-            *t[i].at = add(m, init, fan_in, name, t[i].count, t[i].how, t[i].fan, t[i].split,
+            *t[i].at = add(m, init, name, t[i].rows, t[i].cols, t[i].how, t[i].fan, t[i].split,
                            layer, &off);
         }
         snprintf(name, sizeof name, "block%d", l);
@@ -174,13 +201,13 @@ static void vit_layout(struct sb_model *m, enum vit_init *init, int *fan_in)
     }
 
     int first = m->n_tensors, layer = p->depth + 1;
-    p->norm_w = add(m, init, fan_in, "norm.weight", (size_t)W, VIT_INIT_ONES, 0,
+    p->norm_w = add(m, init, "norm.weight", (size_t)W, 1, VIT_INIT_ONES, 0,
                     SB_TP_REPLICATED, layer, &off);
-    p->norm_b = add(m, init, fan_in, "norm.bias", (size_t)W, VIT_INIT_ZEROS, 0,
+    p->norm_b = add(m, init, "norm.bias", (size_t)W, 1, VIT_INIT_ZEROS, 0,
                     SB_TP_REPLICATED, layer, &off);
-    p->head_w = add(m, init, fan_in, "head.weight", (size_t)m->n_classes * W, VIT_INIT_LINEAR,
+    p->head_w = add(m, init, "head.weight", (size_t)m->n_classes, (size_t)W, VIT_INIT_LINEAR,
                     W, SB_TP_REPLICATED, layer, &off);
-    p->head_b = add(m, init, fan_in, "head.bias", (size_t)m->n_classes, VIT_INIT_LINEAR, W,
+    p->head_b = add(m, init, "head.bias", (size_t)m->n_classes, 1, VIT_INIT_LINEAR, W,
                     SB_TP_REPLICATED, layer, &off);
     close_layer(m, layer, "head", first, off, tokens, logits);
     p->head_off = m->layers[layer].offset;
@@ -200,10 +227,12 @@ static double trunc_normal(struct sb_rng *rng, double std)
     }
 }
 
-/* Fills m->params per init[] (host copy uploaded on a device backend).
- * Errors: SB_ERR_NOMEM; the upload's. */
-static sb_status vit_init_params(struct sb_model *m, const enum vit_init *init,
-                                 const int *fan_in, uint64_t seed)
+/* Fills m->params per init[] (host copy uploaded on a device backend): one
+ * generator stream per tensor run over the whole tensor in row-major
+ * order, keeping this model's piece, so a tp shard holds exactly the whole
+ * model's values. Errors: SB_ERR_NOMEM; the upload's. */
+static sb_status vit_init_params(struct sb_model *m, const struct vit_init_spec *init,
+                                 uint64_t seed)
 {
     const struct sb_backend_ops *be = m->be;
     float *host = be->host_memory ? m->params : malloc(m->n_params * sizeof *host);
@@ -212,14 +241,22 @@ static sb_status vit_init_params(struct sb_model *m, const enum vit_init *init,
         struct sb_rng rng;
         sb_rng_seed(&rng, seed, 1000 + (uint64_t)t);
         float *x = host + m->tensors[t].offset;
-        double bound = fan_in[t] > 0 ? 1.0 / sqrt((double)fan_in[t]) : 0.0;
-        for (size_t i = 0; i < m->tensors[t].count; i++)
-            switch (init[t]) {
-            case VIT_INIT_LINEAR: x[i] = (float)((2.0 * sb_rng_uniform(&rng) - 1.0) * bound); break;
-            case VIT_INIT_ONES: x[i] = 1.0f; break;
-            case VIT_INIT_ZEROS: x[i] = 0.0f; break;
-            case VIT_INIT_TRUNC_NORMAL: x[i] = (float)trunc_normal(&rng, VIT_TRUNC_STD); break;
+        const struct vit_init_spec *sp = &init[t];
+        double bound = sp->fan_in > 0 ? 1.0 / sqrt((double)sp->fan_in) : 0.0;
+        size_t whole = m->tensors[t].rows * sp->cols;
+        for (size_t i = 0; i < whole; i++) {
+            float v = 0.0f;
+            switch (sp->how) {
+            case VIT_INIT_LINEAR: v = (float)((2.0 * sb_rng_uniform(&rng) - 1.0) * bound); break;
+            case VIT_INIT_ONES: v = 1.0f; break;
+            case VIT_INIT_ZEROS: v = 0.0f; break;
+            case VIT_INIT_TRUNC_NORMAL: v = (float)trunc_normal(&rng, VIT_TRUNC_STD); break;
             }
+            size_t row = i / sp->cols, col = i % sp->cols;
+            if (row >= sp->row0 && row < sp->row0 + sp->n_rows && col >= sp->col0 &&
+                col < sp->col0 + sp->n_cols)
+                x[(row - sp->row0) * sp->n_cols + (col - sp->col0)] = v;
+        }
     }
     sb_status st = be->host_memory ? SB_OK : be->upload(m->params, host, m->n_params * sizeof *host);
     if (host != m->params) free(host);
@@ -235,28 +272,46 @@ static sb_status vit_alloc(const struct sb_backend_ops *be, struct vit *p, float
     return be->alloc((void **)ptr, count * sizeof(float));
 }
 
-/* Activations and scratch for cap samples (vit_model.h lists them). */
+/* Activations and scratch for cap samples (vit_model.h lists them); a tp
+ * shard's heads and MLP units only (Wl = W/T, F/T, heads/T). */
 static sb_status vit_alloc_buffers(struct sb_model *m)
 {
     const struct sb_backend_ops *be = m->be;
     struct vit *p = m->impl;
     size_t n = (size_t)p->cap, W = (size_t)p->width, T = (size_t)p->tokens;
-    size_t rows = n * T, F = (size_t)p->mlp_ratio * W, H = (size_t)p->heads;
+    size_t rows = n * T, F = (size_t)p->hidden_local, H = (size_t)p->heads_local;
+    size_t Wl = (size_t)p->width_local;
+    /* sequence parallelism: the residual stream, mid and the LayerNorm
+     * statistics hold this rank's tokens only (rows_l) */
+    size_t rows_l = n * (size_t)p->tokens_local;
     p->res = calloc((size_t)p->depth + 1, sizeof *p->res);
     if (!p->res) return sb_error(SB_ERR_NOMEM, "vit: out of memory");
     for (int l = 0; l < p->depth; l++) {
         struct vit_block *b = &p->block[l];
-        float **wide[] = {&p->res[l], &b->mid, &b->ln1, &b->ln2, &b->q, &b->k, &b->v, &b->ctx};
+        float **stream[] = {&p->res[l], &b->mid};
+        for (size_t i = 0; i < sizeof stream / sizeof stream[0]; i++)
+            SB_TRY(vit_alloc(be, p, stream[i], rows_l * W));
+        float **wide[] = {&b->ln1, &b->ln2};
         for (size_t i = 0; i < sizeof wide / sizeof wide[0]; i++)
             SB_TRY(vit_alloc(be, p, wide[i], rows * W));
+        float **heads[] = {&b->q, &b->k, &b->v, &b->ctx};
+        for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++)
+            SB_TRY(vit_alloc(be, p, heads[i], rows * Wl));
         float **stats[] = {&b->mean1, &b->rstd1, &b->mean2, &b->rstd2};
         for (size_t i = 0; i < sizeof stats / sizeof stats[0]; i++)
-            SB_TRY(vit_alloc(be, p, stats[i], rows));
+            SB_TRY(vit_alloc(be, p, stats[i], rows_l));
         SB_TRY(vit_alloc(be, p, &b->fc1, rows * F));
         SB_TRY(vit_alloc(be, p, &b->gelu, rows * F));
         SB_TRY(vit_alloc(be, p, &b->probs, n * H * T * T));
     }
-    SB_TRY(vit_alloc(be, p, &p->res[p->depth], rows * W));
+    p->block_bytes = p->alloc_bytes / (size_t)p->depth; /* the blocks' buffers, all alike */
+    SB_TRY(vit_alloc(be, p, &p->res[p->depth], rows_l * W));
+    if (p->sp) {
+        SB_TRY(vit_alloc(be, p, &p->full, rows * W));
+        SB_TRY(vit_alloc(be, p, &p->gat, rows * W));
+        SB_TRY(vit_alloc(be, p, &p->lnsh, rows_l * W));
+        SB_TRY(vit_alloc(be, p, &p->dsh, rows_l * W));
+    }
     SB_TRY(vit_alloc(be, p, &p->patches, n * (size_t)p->n_patches * (size_t)p->patch_dim));
     float **cls[] = {&p->xcls, &p->lnf, &p->dlnf, &p->dxcls};
     for (size_t i = 0; i < sizeof cls / sizeof cls[0]; i++) SB_TRY(vit_alloc(be, p, cls[i], n * W));
@@ -264,33 +319,25 @@ static sb_status vit_alloc_buffers(struct sb_model *m)
     SB_TRY(vit_alloc(be, p, &p->rstdf, n));
     SB_TRY(vit_alloc(be, p, &p->logits, n * (size_t)m->n_classes));
     SB_TRY(vit_alloc(be, p, &p->dlogits, n * (size_t)m->n_classes));
-    float **scratch[] = {&p->tmp, &p->dres, &p->dln, &p->dh[0], &p->dh[1], &p->dh[2]};
+    float **scratch[] = {&p->tmp, &p->dres, &p->dln};
     for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++)
         SB_TRY(vit_alloc(be, p, scratch[i], rows * W));
+    for (int i = 0; i < 3; i++) SB_TRY(vit_alloc(be, p, &p->dh[i], rows * Wl));
     SB_TRY(vit_alloc(be, p, &p->dfc, rows * F));
     SB_TRY(vit_alloc(be, p, &p->dprobs, n * H * T * T));
     return SB_OK;
 }
 
-struct sb_model_size sb_vit_size(const struct sb_config *cfg, int max_batch)
-{
-    const struct sb_vit_config *v = &cfg->vit;
-    struct sb_model_size z = {0};
-    if (v->patch < 1 || v->heads < 1 || v->width % v->heads != 0) return z;
-    double b = cfg->batch > 0 && cfg->batch < max_batch ? cfg->batch : max_batch;
-    double g = SB_MNIST_SIDE / v->patch, pd = (double)v->patch * v->patch, s = g * g + 1;
-    double h = v->width, a = v->heads, r = v->mlp_ratio, L = v->depth;
-    double block_params = 4 * h + 4 * (h * h + h) + (r * h * h + r * h) + (h * r * h + h);
-    z.n_params = h + s * h + h * pd + h + L * block_params + 2 * h + 10 * h + 10;
-    double block = 4 * s * b * h * (8 + 2 * r) + 4 * a * s * s * b + 16 * s * b;
-    double rest = 4 * (s * b * h + b * pd * g * g + 4 * b * h + 2 * b + 20 * b) +
-                  4 * (6 + r) * s * b * h + 4 * a * s * s * b;
-    z.activation_bytes = L * block + rest;
-    return z;
-}
-
-static sb_status vit_create(const struct sb_config *cfg, const struct sb_backend_ops *be,
-                            int max_batch, struct sb_model **out)
+/* The whole model (part NULL), or a tensor-parallel shard of every layer
+ * (part->first_layer 0, all layers, one slot: the heads [r H/T, (r+1) H/T)
+ * of q, k, v and proj's matching input columns, the MLP's hidden units [r
+ * F/T, (r+1) F/T) of fc1 and fc2's matching columns; the rest replicated).
+ * SB_ERR_USAGE: the shape flags' errors; --tp not dividing --heads or the
+ * MLP's hidden width; a part of fewer layers or of several slots (not
+ * built yet). */
+static sb_status vit_create_part(const struct sb_config *cfg, const struct sb_backend_ops *be,
+                                 int max_batch, const struct sb_part *part,
+                                 struct sb_model **out)
 {
     *out = NULL;
     const struct sb_vit_config *v = &cfg->vit;
@@ -313,6 +360,29 @@ static sb_status vit_create(const struct sb_config *cfg, const struct sb_backend
                         sb_precision_name(cfg->precision));
     if (v->mlp_ratio < 1)
         return sb_error(SB_ERR_USAGE, "--mlp-ratio: expected >= 1, got %d", v->mlp_ratio);
+    struct sb_part whole = {0, v->depth + 2, 0, 1, 1, 0};
+    if (part) {
+        if (part->first_layer != 0 || part->n_layers != whole.n_layers || part->slots != 1)
+            return sb_error(SB_ERR_USAGE, "vit: a part of layers %d..%d in %d slots (it builds "
+                            "tp shards of all %d layers in one slot only)", part->first_layer,
+                            part->first_layer + part->n_layers - 1, part->slots,
+                            whole.n_layers);
+        if (part->tp_size < 1 || part->tp_rank < 0 || part->tp_rank >= part->tp_size)
+            return sb_error(SB_ERR_USAGE, "vit: tp rank %d of %d", part->tp_rank,
+                            part->tp_size);
+        if (v->heads % part->tp_size != 0)
+            return sb_error(SB_ERR_USAGE, "--tp: %d does not divide --heads %d (each tp rank "
+                            "holds whole heads)", part->tp_size, v->heads);
+        if ((v->mlp_ratio * v->width) % part->tp_size != 0)
+            return sb_error(SB_ERR_USAGE, "--tp: %d does not divide the MLP's hidden width %d "
+                            "(--mlp-ratio x --width)", part->tp_size, v->mlp_ratio * v->width);
+        int tokens = (SB_MNIST_SIDE / v->patch) * (SB_MNIST_SIDE / v->patch) + 1;
+        if (part->sequence_parallel && tokens % part->tp_size != 0)
+            return sb_error(SB_ERR_USAGE, "--sequence-parallel: the sequence of %d tokens (the "
+                            "class token included) does not divide by --tp %d", tokens,
+                            part->tp_size);
+        whole = *part;
+    }
 
     struct sb_model *m = calloc(1, sizeof *m);
     struct vit *p = calloc(1, sizeof *p);
@@ -321,9 +391,8 @@ static sb_status vit_create(const struct sb_config *cfg, const struct sb_backend
         m->tensors = calloc((size_t)n_tensors, sizeof *m->tensors);
         m->layers = calloc((size_t)v->depth + 2, sizeof *m->layers);
     }
-    enum vit_init *init = malloc((size_t)n_tensors * sizeof *init);
-    int *fan_in = malloc((size_t)n_tensors * sizeof *fan_in);
-    if (!m || !p || !m->tensors || !m->layers || !init || !fan_in) {
+    struct vit_init_spec *init = malloc((size_t)n_tensors * sizeof *init);
+    if (!m || !p || !m->tensors || !m->layers || !init) {
         if (m) {
             free(m->tensors);
             free(m->layers);
@@ -331,7 +400,6 @@ static sb_status vit_create(const struct sb_config *cfg, const struct sb_backend
         free(m);
         free(p);
         free(init);
-        free(fan_in);
         return sb_error(SB_ERR_NOMEM, "vit: out of memory");
     }
     m->impl = p;
@@ -350,32 +418,44 @@ static sb_status vit_create(const struct sb_config *cfg, const struct sb_backend
     p->tokens = p->n_patches + 1;
     p->patch_dim = v->patch * v->patch;
     p->cap = cfg->batch > 0 && cfg->batch < max_batch ? cfg->batch : max_batch;
+    p->tp_rank = whole.tp_rank;
+    p->tp_size = whole.tp_size;
+    p->heads_local = v->heads / whole.tp_size;
+    p->width_local = p->heads_local * p->head_dim;
+    p->hidden_local = v->mlp_ratio * v->width / whole.tp_size;
+    p->sp = whole.sequence_parallel && whole.tp_size > 1;
+    p->tokens_local = p->sp ? p->tokens / whole.tp_size : p->tokens;
 
-    vit_layout(m, init, fan_in);
-    /* The whole model (vit has no part ops yet: create_part is NULL). */
-    m->part = (struct sb_part){0, m->n_layers, 0, 1, 1};
+    vit_layout(m, init);
+    m->part = whole;
     m->whole_layers = m->n_layers;
     sb_status st = SB_OK;
     if ((st = be->alloc((void **)&m->params, m->n_params * sizeof(float))) ||
         (st = be->alloc((void **)&m->grads, m->n_params * sizeof(float))) ||
-        (st = vit_alloc_buffers(m)) || (st = vit_init_params(m, init, fan_in, cfg->seed))) {
+        (st = vit_alloc_buffers(m)) || (st = vit_init_params(m, init, cfg->seed))) {
         free(init);
-        free(fan_in);
         vit_destroy(m);
         return st;
     }
     free(init);
-    free(fan_in);
     m->activation_bytes = p->alloc_bytes;
+    m->block_activation_bytes = p->block_bytes;
     m->ops = &sb_workload_vit;
     *out = m;
     return SB_OK;
+}
+
+static sb_status vit_create(const struct sb_config *cfg, const struct sb_backend_ops *be,
+                            int max_batch, struct sb_model **out)
+{
+    return vit_create_part(cfg, be, max_batch, NULL, out);
 }
 
 static sb_status vit_forward(struct sb_model *m, const float *x, const uint8_t *y, int n,
                              float grad_scale, double *loss_sum)
 {
     struct vit *p = m->impl;
+    SB_TRY(sb_part_check_whole(m, "vit"));
     if (n <= 0 || n > p->cap)
         return sb_error(SB_ERR_INTERNAL, "vit: batch %d outside 1..%d", n, p->cap);
     sb_vit_forward_logits(m, x, n);
@@ -385,6 +465,7 @@ static sb_status vit_forward(struct sb_model *m, const float *x, const uint8_t *
 
 static sb_status vit_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx)
 {
+    SB_TRY(sb_part_check_whole(m, "vit"));
     sb_vit_backward(m, ready, ctx);
     return SB_OK;
 }
@@ -395,6 +476,7 @@ static sb_status vit_predict(struct sb_model *m, const float *x, const uint8_t *
                              long *correct)
 {
     struct vit *p = m->impl;
+    SB_TRY(sb_part_check_whole(m, "vit"));
     if (n <= 0 || n > m->max_batch)
         return sb_error(SB_ERR_INTERNAL, "vit: batch %d outside 1..%d", n, m->max_batch);
     long total = 0;
@@ -413,6 +495,11 @@ const struct sb_workload_ops sb_workload_vit = {
     .name = "vit",
     .size = sb_vit_size,
     .create = vit_create,
+    .create_part = vit_create_part,
+    .part_size = sb_vit_part_size,
+    .forward_part = sb_vit_forward_part,
+    .part_output = sb_vit_part_output,
+    .backward_part = sb_vit_backward_part,
     .forward = vit_forward,
     .backward = vit_backward,
     .predict = vit_predict,

@@ -22,11 +22,11 @@ struct vit_block {
     float *mid;              /* (rows, W) residual stream after attention */
     float *ln1, *ln2;        /* (rows, W) LayerNorm outputs */
     float *mean1, *rstd1, *mean2, *rstd2; /* (rows) LayerNorm statistics */
-    float *q, *k, *v;        /* (cap, heads, T, hd) projections, head layout */
-    float *probs;            /* (cap, heads, T, T) attention probabilities */
-    float *ctx;              /* (rows, W) attention context, heads merged */
-    float *fc1;              /* (rows, r W) MLP pre-activation */
-    float *gelu;             /* (rows, r W) GELU output */
+    float *q, *k, *v;        /* (cap, heads_local, T, hd) projections, head layout */
+    float *probs;            /* (cap, heads_local, T, T) attention probabilities */
+    float *ctx;              /* (rows, width_local) attention context, heads merged */
+    float *fc1;              /* (rows, hidden_local) MLP pre-activation */
+    float *gelu;             /* (rows, hidden_local) GELU output */
 };
 
 struct vit {
@@ -36,6 +36,13 @@ struct vit {
     int tokens;              /* T = n_patches + 1 (the class token first) */
     int patch_dim;           /* patch^2 pixels */
     int cap;                 /* samples forward/backward take (training batch) */
+    int tp_rank, tp_size;    /* this tensor-parallel shard (tp_size 1: the whole model) */
+    int heads_local;         /* heads held: heads / tp_size */
+    int width_local;         /* heads_local x head_dim: q, k, v, ctx widths held */
+    int hidden_local;        /* MLP hidden units held: mlp_ratio x width / tp_size */
+    int sp;                  /* sequence parallelism: res[], mid, LayerNorm statistics sharded
+                              * along the sequence (vit_sp.c) */
+    int tokens_local;        /* tokens of this rank's sequence shard (tokens without sp) */
     /* parameter offsets outside the blocks */
     size_t cls, pos, embed_w, embed_b, norm_w, norm_b, head_w, head_b;
     size_t embed_off, embed_count, head_off, head_count; /* layer ranges */
@@ -47,12 +54,17 @@ struct vit {
     float *logits, *dlogits; /* (cap, 10) */
     /* backward scratch, shared by the blocks */
     float *tmp, *dres, *dln; /* (rows, W) */
-    float *dh[3];            /* (cap, heads, T, hd) */
-    float *dfc;              /* (rows, r W) */
-    float *dprobs;           /* (cap, heads, T, T) */
+    float *dh[3];            /* (cap, heads_local, T, hd) */
+    float *dfc;              /* (rows, hidden_local) */
+    float *dprobs;           /* (cap, heads_local, T, T) */
     float *dlnf, *dxcls;     /* (cap, W) */
     int n;                   /* samples of the last forward */
+    float *full;             /* sp: (rows, W) the embedding's output, the head's gathered input */
+    float *lnsh;             /* sp: (n tokens_local, W) a LayerNorm's output or its gradient */
+    float *dsh;              /* sp: (n tokens_local, W) the residual stream's gradient */
+    float *gat;              /* sp: (rows, W) rank-major staging of the all-gather/reduce-scatter */
     size_t alloc_bytes;      /* activation and scratch bytes allocated */
+    size_t block_bytes;      /* of them, one block's */
 };
 
 /* Forward of x (n, 784), n <= cap: leaves the logits (n, 10) in p->logits
@@ -64,6 +76,51 @@ void sb_vit_forward_logits(struct sb_model *m, const float *x, int n);
  * calling ready(ctx, offset, count) per layer, head first, and the layer
  * hook (backward = 1) before each layer reads its parameters. */
 void sb_vit_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx);
+
+/* y (rows, out) = x (rows, in) . W^T + b, W (out, in) at params[w]; beta 1
+ * adds to y (a residual) instead of overwriting it. */
+void sb_vit_linear(const struct sb_model *m, const float *x, int rows, int in, int out, size_t w,
+                   size_t b, float beta, float *y);
+/* Gradients of sb_vit_linear: dW (out, in) = dy^T . x, db = colsum(dy),
+ * both overwritten; dx (rows, in) = dy . W, overwritten (beta 0) or added
+ * (beta 1); skipped when dx is NULL. */
+void sb_vit_linear_backward(struct sb_model *m, const float *dy, const float *x, int rows, int in,
+                            int out, size_t w, size_t b, float beta, float *dx);
+/* Block b's attention for n samples of all tokens: b->ln1 (n T, W) -> q,
+ * k, v of the shard's heads -> b->ctx (n T, width_local). Backward: from
+ * p->tmp = d ctx (n T, width_local), ADDS nothing: OVERWRITES p->dln (n T,
+ * W) with d ln1 (this shard's partial sum over its heads). */
+void sb_vit_attention_forward(struct sb_model *m, struct vit_block *b, int n);
+void sb_vit_attention_backward(struct sb_model *m, struct vit_block *b, int n);
+
+/* Sequence parallelism (vit_sp.c; Korthikanti et al. 2022, section 4.2.2):
+ * block l's forward and backward with the residual stream, LayerNorms and
+ * their statistics sharded along the sequence (res[l], mid: (n
+ * tokens_local, W)); the LayerNorm outputs all-gathered before the
+ * column-parallel layers, the row-parallel outputs reduce-scattered; the
+ * backward's running gradient in p->dsh (n tokens_local, W). */
+void sb_vit_sp_block_forward(struct sb_model *m, int l, int n);
+void sb_vit_sp_block_backward(struct sb_model *m, int l, sb_grad_ready_fn ready, void *ctx);
+/* full (n tokens, W), sample-major, = the all-gather of every tp rank's
+ * shard (n tokens_local, W); and shard = the reduce-scatter of every
+ * rank's full partial sums (its tokens' rows), through p->gat. */
+void sb_vit_sp_gather(struct sb_model *m, const float *shard, float *full, int n);
+void sb_vit_sp_scatter(struct sb_model *m, const float *full, float *shard, int n);
+
+/* The part ops (workload.h) of the whole model or a tp shard of every
+ * layer, one slot: forward of n <= cap samples to the logits (p->logits)
+ * and the loss; the logits; backward of that forward overwriting the
+ * gradients (dout, din NULL, accumulate 0). SB_ERR_INTERNAL otherwise. */
+sb_status sb_vit_forward_part(struct sb_model *m, int slot, const float *in, const uint8_t *y,
+                              int n, float grad_scale, double *loss_sum);
+const float *sb_vit_part_output(const struct sb_model *m, int slot);
+sb_status sb_vit_backward_part(struct sb_model *m, int slot, const float *dout, float *din,
+                               int accumulate, sb_grad_ready_fn ready, void *ctx);
+
+/* The sizes of `part` (NULL: the whole model) as vit_create_part allocates
+ * it, from the closed-form formulas (vit_size.c; docs/tensor.md). */
+struct sb_model_size sb_vit_part_size(const struct sb_config *cfg, int max_batch,
+                                      const struct sb_part *part);
 
 /* The vit's parameters and activation bytes from cfg->vit for batches of
  * max_batch, before anything is allocated: what create allocates

@@ -9,7 +9,7 @@
 
 /* y (rows, out) = x (rows, in) . W^T + b, W (out, in) at params[w]; beta 1
  * adds to y (a residual) instead of overwriting it. */
-static void linear(const struct sb_model *m, const float *x, int rows, int in, int out, size_t w,
+void sb_vit_linear(const struct sb_model *m, const float *x, int rows, int in, int out, size_t w,
                    size_t b, float beta, float *y)
 {
     const struct sb_backend_ops *be = m->be;
@@ -20,7 +20,7 @@ static void linear(const struct sb_model *m, const float *x, int rows, int in, i
 /* Gradients of linear(): dW (out, in) = dy^T . x, db = colsum(dy), both
  * overwritten; dx (rows, in) = dy . W, overwritten (beta 0) or added
  * (beta 1); skipped when dx is NULL. */
-static void linear_backward(struct sb_model *m, const float *dy, const float *x, int rows, int in,
+void sb_vit_linear_backward(struct sb_model *m, const float *dy, const float *x, int rows, int in,
                             int out, size_t w, size_t b, float beta, float *dx)
 {
     const struct sb_backend_ops *be = m->be;
@@ -35,24 +35,53 @@ static void embed_forward(struct sb_model *m, const float *x, int n)
     struct vit *p = m->impl;
     const struct sb_backend_ops *be = m->be;
     int W = p->width, T = p->tokens, P = p->n_patches;
+    /* sequence parallelism: every rank embeds every token, then keeps its own */
+    float *res0 = p->sp ? p->full : p->res[0];
     sb_model_layer_begin(m, p->embed_off, p->embed_count, 0);
     be->patchify(x, n, SB_MNIST_SIDE, p->patch, p->patches);
     /* tmp (n * P, W) = patches . W_e^T + b_e, then into token rows 1..P */
-    linear(m, p->patches, n * P, p->patch_dim, W, p->embed_w, p->embed_b, 0.0f, p->tmp);
-    be->copy2d(p->res[0] + W, (long)T * W, p->tmp, (long)P * W, n, P * W);
-    be->copy2d(p->res[0], (long)T * W, m->params + p->cls, 0, n, W);
+    sb_vit_linear(m, p->patches, n * P, p->patch_dim, W, p->embed_w, p->embed_b, 0.0f, p->tmp);
+    be->copy2d(res0 + W, (long)T * W, p->tmp, (long)P * W, n, P * W);
+    be->copy2d(res0, (long)T * W, m->params + p->cls, 0, n, W);
     /* + pos (T, W): one bias row of T * W per sample */
-    be->add_bias(p->res[0], m->params + p->pos, n, T * W);
+    be->add_bias(res0, m->params + p->pos, n, T * W);
+    if (p->sp) {
+        long tl = (long)p->tokens_local * W;
+        be->copy2d(p->res[0], tl, res0 + p->tp_rank * tl, (long)T * W, n, (int)tl);
+    }
 }
 
-/* One block on res[l] -> res[l + 1] for n samples. */
+/* y (rows, W) = x + r . W_r^T + b for a row-parallel layer W_r (W, in) at
+ * params[w] with bias params[b]: on a tp shard r . W_r^T is this shard's
+ * partial sum over its inputs, summed over the tp group through the hook
+ * (Megatron-LM's g: all-reduce forward) in tmp before the residual and the
+ * bias; on the whole model one GEMM onto the residual, as always. */
+static void row_parallel_forward(struct sb_model *m, const float *r, int rows, int in,
+                                 const float *x, size_t w, size_t b, float *y)
+{
+    struct vit *p = m->impl;
+    const struct sb_backend_ops *be = m->be;
+    int W = p->width;
+    be->copy(y, x, (size_t)rows * W);
+    if (p->tp_size == 1) {
+        sb_vit_linear(m, r, rows, in, W, w, b, 1.0f, y);
+        return;
+    }
+    be->sgemm(0, 1, rows, W, in, 1.0f, r, in, m->params + w, in, 0.0f, p->tmp, W);
+    sb_model_tp_allreduce(m, p->tmp, (size_t)rows * W);
+    be->add(y, p->tmp, (size_t)rows * W);
+    be->add_bias(y, m->params + b, rows, W);
+}
+
+/* One block on res[l] -> res[l + 1] for n samples (of a tp shard: its
+ * heads and MLP units; H, Wl and F below are the shard's). */
 static void block_forward(struct sb_model *m, int l, int n)
 {
     struct vit *p = m->impl;
     struct vit_block *b = &p->block[l];
     const struct sb_backend_ops *be = m->be;
-    int W = p->width, T = p->tokens, H = p->heads, hd = p->head_dim, rows = n * T;
-    int F = p->mlp_ratio * W;
+    int W = p->width, T = p->tokens, rows = n * T;
+    int F = p->hidden_local, Wl = p->width_local;
     const float *x = p->res[l];
     float *out = p->res[l + 1];
     const float *prm = m->params;
@@ -60,10 +89,27 @@ static void block_forward(struct sb_model *m, int l, int n)
     /* attention: ln1 -> q, k, v (head layout) -> softmax(q k^T / sqrt(hd)) v */
     be->layernorm_forward(x, prm + b->norm1_w, prm + b->norm1_b, rows, W, VIT_LN_EPS, b->ln1,
                           b->mean1, b->rstd1);
+    sb_vit_attention_forward(m, b, n);
+    /* mid = x + ctx . W_o^T + b_o */
+    row_parallel_forward(m, b->ctx, rows, Wl, x, b->proj_w, b->proj_b, b->mid);
+    /* MLP: out = mid + gelu(ln2 . W_1^T + b_1) . W_2^T + b_2 */
+    be->layernorm_forward(b->mid, prm + b->norm2_w, prm + b->norm2_b, rows, W, VIT_LN_EPS,
+                          b->ln2, b->mean2, b->rstd2);
+    sb_vit_linear(m, b->ln2, rows, W, F, b->fc1_w, b->fc1_b, 0.0f, b->fc1);
+    be->gelu_forward(b->fc1, b->gelu, (size_t)rows * F);
+    row_parallel_forward(m, b->gelu, rows, F, b->mid, b->fc2_w, b->fc2_b, out);
+}
+
+void sb_vit_attention_forward(struct sb_model *m, struct vit_block *b, int n)
+{
+    struct vit *p = m->impl;
+    const struct sb_backend_ops *be = m->be;
+    int W = p->width, T = p->tokens, H = p->heads_local, hd = p->head_dim, rows = n * T;
+    int Wl = p->width_local;
     float *qkv[3] = {b->q, b->k, b->v};
     size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
     for (int i = 0; i < 3; i++) {
-        linear(m, b->ln1, rows, W, W, wo[i], bo[i], 0.0f, p->tmp);
+        sb_vit_linear(m, b->ln1, rows, W, Wl, wo[i], bo[i], 0.0f, p->tmp);
         be->transpose_0213(p->tmp, n, T, H, hd, qkv[i]); /* (n, T, H, hd) -> (n, H, T, hd) */
     }
     long th = (long)T * hd, tt = (long)T * T;
@@ -75,16 +121,6 @@ static void block_forward(struct sb_model *m, int l, int n)
     be->sgemm_strided_batched(0, 0, T, hd, T, 1.0f, b->probs, T, tt, b->v, hd, th, 0.0f,
                               p->dh[0], hd, th, n * H);
     be->transpose_0213(p->dh[0], n, H, T, hd, b->ctx); /* -> (n, T, H, hd) */
-    /* mid = x + ctx . W_o^T + b_o */
-    be->copy(b->mid, x, (size_t)rows * W);
-    linear(m, b->ctx, rows, W, W, b->proj_w, b->proj_b, 1.0f, b->mid);
-    /* MLP: out = mid + gelu(ln2 . W_1^T + b_1) . W_2^T + b_2 */
-    be->layernorm_forward(b->mid, prm + b->norm2_w, prm + b->norm2_b, rows, W, VIT_LN_EPS,
-                          b->ln2, b->mean2, b->rstd2);
-    linear(m, b->ln2, rows, W, F, b->fc1_w, b->fc1_b, 0.0f, b->fc1);
-    be->gelu_forward(b->fc1, b->gelu, (size_t)rows * F);
-    be->copy(out, b->mid, (size_t)rows * W);
-    linear(m, b->gelu, rows, F, W, b->fc2_w, b->fc2_b, 1.0f, out);
 }
 
 /* Final LayerNorm on the class token and the linear head -> logits. */
@@ -94,17 +130,24 @@ static void head_forward(struct sb_model *m, int n)
     const struct sb_backend_ops *be = m->be;
     int W = p->width, T = p->tokens;
     sb_model_layer_begin(m, p->head_off, p->head_count, 0);
-    be->copy2d(p->xcls, W, p->res[p->depth], (long)T * W, n, W);
+    const float *last = p->res[p->depth];
+    if (p->sp) { /* the class token is rank 0's: every rank gathers the sequence */
+        sb_vit_sp_gather(m, last, p->full, n);
+        last = p->full;
+    }
+    be->copy2d(p->xcls, W, last, (long)T * W, n, W);
     be->layernorm_forward(p->xcls, m->params + p->norm_w, m->params + p->norm_b, n, W,
                           VIT_LN_EPS, p->lnf, p->meanf, p->rstdf);
-    linear(m, p->lnf, n, W, m->n_classes, p->head_w, p->head_b, 0.0f, p->logits);
+    sb_vit_linear(m, p->lnf, n, W, m->n_classes, p->head_w, p->head_b, 0.0f, p->logits);
 }
 
 void sb_vit_forward_logits(struct sb_model *m, const float *x, int n)
 {
     struct vit *p = m->impl;
     embed_forward(m, x, n);
-    for (int l = 0; l < p->depth; l++) block_forward(m, l, n);
+    for (int l = 0; l < p->depth; l++)
+        if (p->sp) sb_vit_sp_block_forward(m, l, n);
+        else block_forward(m, l, n);
     head_forward(m, n);
     p->n = n;
 }
@@ -117,7 +160,7 @@ static void head_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx)
     const struct sb_backend_ops *be = m->be;
     int W = p->width, T = p->tokens, n = p->n;
     sb_model_layer_begin(m, p->head_off, p->head_count, 1);
-    linear_backward(m, p->dlogits, p->lnf, n, W, m->n_classes, p->head_w, p->head_b, 0.0f,
+    sb_vit_linear_backward(m, p->dlogits, p->lnf, n, W, m->n_classes, p->head_w, p->head_b, 0.0f,
                     p->dlnf);
     be->zero(p->dxcls, (size_t)n * W);
     be->layernorm_backward(p->dlnf, p->xcls, m->params + p->norm_w, p->meanf, p->rstdf, n, W,
@@ -125,6 +168,10 @@ static void head_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx)
     if (ready) ready(ctx, p->head_off, p->head_count);
     be->zero(p->dres, (size_t)n * T * W);
     be->copy2d(p->dres, (long)T * W, p->dxcls, W, n, W);
+    if (p->sp) { /* the same whole gradient on every rank: each keeps its tokens' */
+        long tl = (long)p->tokens_local * W;
+        be->copy2d(p->dsh, tl, p->dres + p->tp_rank * tl, (long)T * W, n, (int)tl);
+    }
 }
 
 /* Block l backward: dres holds dLoss/d res[l + 1] and becomes dLoss/d
@@ -134,19 +181,36 @@ static void block_backward(struct sb_model *m, int l, sb_grad_ready_fn ready, vo
     struct vit *p = m->impl;
     struct vit_block *b = &p->block[l];
     const struct sb_backend_ops *be = m->be;
-    int n = p->n, W = p->width, T = p->tokens, H = p->heads, hd = p->head_dim, rows = n * T;
-    int F = p->mlp_ratio * W;
+    int n = p->n, W = p->width, T = p->tokens;
+    int rows = n * T, F = p->hidden_local, Wl = p->width_local;
     const float *prm = m->params;
     float *g = m->grads;
     sb_model_layer_begin(m, b->offset, b->count, 1);
     /* MLP: dres is d out = d mid through the residual, plus the MLP's path */
-    linear_backward(m, p->dres, b->gelu, rows, F, W, b->fc2_w, b->fc2_b, 0.0f, p->dfc);
+    sb_vit_linear_backward(m, p->dres, b->gelu, rows, F, W, b->fc2_w, b->fc2_b, 0.0f, p->dfc);
     be->gelu_backward(p->dfc, b->fc1, (size_t)rows * F);
-    linear_backward(m, p->dfc, b->ln2, rows, W, F, b->fc1_w, b->fc1_b, 0.0f, p->dln);
+    sb_vit_linear_backward(m, p->dfc, b->ln2, rows, W, F, b->fc1_w, b->fc1_b, 0.0f, p->dln);
+    /* fc1 is column-parallel: its input gradient is a partial sum (f backward) */
+    sb_model_tp_allreduce(m, p->dln, (size_t)rows * W);
     be->layernorm_backward(p->dln, b->mid, prm + b->norm2_w, b->mean2, b->rstd2, rows, W, p->dres,
                            g + b->norm2_w, g + b->norm2_b);
     /* attention: dres is now d mid */
-    linear_backward(m, p->dres, b->ctx, rows, W, W, b->proj_w, b->proj_b, 0.0f, p->tmp);
+    sb_vit_linear_backward(m, p->dres, b->ctx, rows, Wl, W, b->proj_w, b->proj_b, 0.0f, p->tmp);
+    sb_vit_attention_backward(m, b, n);
+    /* q, k, v are column-parallel on one input: one all-reduce of its
+     * gradient's partial sums (f backward) */
+    sb_model_tp_allreduce(m, p->dln, (size_t)rows * W);
+    be->layernorm_backward(p->dln, p->res[l], prm + b->norm1_w, b->mean1, b->rstd1, rows, W,
+                           p->dres, g + b->norm1_w, g + b->norm1_b);
+    if (ready) ready(ctx, b->offset, b->count);
+}
+
+void sb_vit_attention_backward(struct sb_model *m, struct vit_block *b, int n)
+{
+    struct vit *p = m->impl;
+    const struct sb_backend_ops *be = m->be;
+    int W = p->width, T = p->tokens, H = p->heads_local, hd = p->head_dim, rows = n * T;
+    int Wl = p->width_local;
     be->transpose_0213(p->tmp, n, T, H, hd, p->dh[0]); /* d context, head layout */
     long th = (long)T * hd, tt = (long)T * T;
     /* dprobs (T, T) = dctx (T, hd) . v^T; dv (T, hd) = probs^T . dctx */
@@ -164,11 +228,9 @@ static void block_backward(struct sb_model *m, int l, sb_grad_ready_fn ready, vo
     size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
     for (int i = 0; i < 3; i++) {
         be->transpose_0213(p->dh[i], n, H, T, hd, p->tmp); /* -> (n, T, H, hd) */
-        linear_backward(m, p->tmp, b->ln1, rows, W, W, wo[i], bo[i], i ? 1.0f : 0.0f, p->dln);
+        sb_vit_linear_backward(m, p->tmp, b->ln1, rows, W, Wl, wo[i], bo[i], i ? 1.0f : 0.0f,
+                               p->dln);
     }
-    be->layernorm_backward(p->dln, p->res[l], prm + b->norm1_w, b->mean1, b->rstd1, rows, W,
-                           p->dres, g + b->norm1_w, g + b->norm1_b);
-    if (ready) ready(ctx, b->offset, b->count);
 }
 
 /* Embedding backward from dres = dLoss/d res[0]. */
@@ -178,11 +240,12 @@ static void embed_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx
     const struct sb_backend_ops *be = m->be;
     int n = p->n, W = p->width, T = p->tokens, P = p->n_patches;
     sb_model_layer_begin(m, p->embed_off, p->embed_count, 1);
+    if (p->sp) sb_vit_sp_gather(m, p->dsh, p->dres, n); /* every rank's tokens' gradients */
     /* d pos = sum over samples; d cls = its first row */
     be->bias_grad(m->grads + p->pos, p->dres, n, T * W);
     be->copy(m->grads + p->cls, m->grads + p->pos, (size_t)W);
     be->copy2d(p->tmp, (long)P * W, p->dres + W, (long)T * W, n, P * W);
-    linear_backward(m, p->tmp, p->patches, n * P, p->patch_dim, W, p->embed_w, p->embed_b, 0.0f,
+    sb_vit_linear_backward(m, p->tmp, p->patches, n * P, p->patch_dim, W, p->embed_w, p->embed_b, 0.0f,
                     NULL);
     if (ready) ready(ctx, p->embed_off, p->embed_count);
 }
@@ -191,6 +254,42 @@ void sb_vit_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx)
 {
     struct vit *p = m->impl;
     head_backward(m, ready, ctx);
-    for (int l = p->depth - 1; l >= 0; l--) block_backward(m, l, ready, ctx);
+    for (int l = p->depth - 1; l >= 0; l--)
+        if (p->sp) sb_vit_sp_block_backward(m, l, ready, ctx);
+        else block_backward(m, l, ready, ctx);
     embed_backward(m, ready, ctx);
+}
+
+/* The part ops of a tp shard (one slot, all layers): forward of n <= cap
+ * samples to the logits and the loss, backward overwriting the gradients.
+ * The whole model runs them too. */
+sb_status sb_vit_forward_part(struct sb_model *m, int slot, const float *in, const uint8_t *y,
+                              int n, float grad_scale, double *loss_sum)
+{
+    struct vit *p = m->impl;
+    if (slot != 0 || n <= 0 || n > p->cap)
+        return sb_error(SB_ERR_INTERNAL, "%s: slot %d, batch %d outside 1..%d", m->ops->name,
+                        slot, n, p->cap);
+    sb_vit_forward_logits(m, in, n);
+    m->be->softmax_xent(p->logits, y, n, m->n_classes, grad_scale, p->dlogits, loss_sum);
+    return SB_OK;
+}
+
+const float *sb_vit_part_output(const struct sb_model *m, int slot)
+{
+    (void)slot;
+    const struct vit *p = m->impl;
+    return p->logits;
+}
+
+sb_status sb_vit_backward_part(struct sb_model *m, int slot, const float *dout, float *din,
+                               int accumulate, sb_grad_ready_fn ready, void *ctx)
+{
+    struct vit *p = m->impl;
+    if (slot != 0 || dout || din || accumulate || p->n == 0)
+        return sb_error(SB_ERR_INTERNAL, "%s: backward of slot %d (accumulate %d) of a "
+                        "shard of every layer, after one forward", m->ops->name, slot,
+                        accumulate);
+    sb_vit_backward(m, ready, ctx);
+    return SB_OK;
 }

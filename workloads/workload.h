@@ -43,6 +43,11 @@ struct sb_tensor_desc {
     size_t count;    /* number of floats (of this part's shard) */
     enum sb_tp_split tp_split; /* how tensor parallelism splits it */
     int layer;       /* index into the model's layer table */
+    size_t rows;     /* the whole tensor seen as a matrix (rows, cols) in row-major order,
+                      * as it is split: a weight (out, in) has out rows, a bias, LayerNorm or
+                      * embedding its count (one column); a column-parallel shard holds a
+                      * block of rows, a row-parallel one a block of columns of every row.
+                      * 0: not stated */
 };
 
 /* One layer: the unit zero stage 3 gathers, ddp never splits across
@@ -67,6 +72,10 @@ struct sb_part {
     int tp_rank, tp_size;      /* this tensor-parallel shard of the SB_TP_COLUMN and
                                 * SB_TP_ROW tensors (tp_size 1: whole tensors) */
     int slots;                 /* activation slots: micro-batches in flight at once (>= 1) */
+    int sequence_parallel;     /* 1: a transformer's tp shard keeps its residual stream and
+                                * LayerNorms sharded along the sequence between the tp regions
+                                * (Korthikanti et al. 2022), through the all-gather and
+                                * reduce-scatter hooks; 0: whole, through the all-reduce */
 };
 
 /* Called by backward each time a layer's gradients are final, last layer
@@ -91,6 +100,16 @@ typedef void (*sb_layer_fn)(void *ctx, size_t offset, size_t count, int backward
  * keep (as with the ready callback). */
 typedef void (*sb_tp_allreduce_fn)(void *ctx, float *buf, size_t count);
 
+/* Called by a sequence-parallel tp part (workload.h's part.sequence_parallel)
+ * over the tp group, every rank with the same count in the same order, ctx
+ * the tp hook's: the all-gather writes whole[r count, (r+1) count) = rank
+ * r's shard[0, count) for every tp rank r (rank order); the reduce-scatter
+ * writes shard[0, count) = the sum over the ranks of their whole[r count,
+ * (r+1) count), r this rank. Backend memory. Errors are the callback's. */
+typedef void (*sb_tp_allgather_fn)(void *ctx, const float *shard, float *whole, size_t count);
+typedef void (*sb_tp_reduce_scatter_fn)(void *ctx, const float *whole, float *shard,
+                                        size_t count);
+
 struct sb_model {
     const struct sb_workload_ops *ops;
     const struct sb_backend_ops *be;
@@ -109,9 +128,13 @@ struct sb_model {
     int max_batch;        /* largest n accepted by forward/predict, per slot */
     size_t activation_bytes; /* backend bytes of activations (for max_batch x slots) and
                               * backward scratch (the memory ledger) */
+    size_t block_activation_bytes; /* of them, what one transformer block allocated for its
+                                    * backward (0: a model without blocks) */
     sb_layer_fn layer_hook;  /* NULL, or set by a strategy (see sb_layer_fn) */
     void *layer_ctx;
     sb_tp_allreduce_fn tp_allreduce; /* set by a strategy when part.tp_size > 1 */
+    sb_tp_allgather_fn tp_allgather; /* ... and these two with part.sequence_parallel */
+    sb_tp_reduce_scatter_fn tp_reduce_scatter;
     void *tp_ctx;
     /* --precision bf16|fp16: 1, and the format (core/half.h's enum): the
      * layers round every GEMM output they write, forward and backward, and
@@ -166,6 +189,19 @@ static inline void sb_model_tp_allreduce(const struct sb_model *m, float *buf, s
     if (m->part.tp_size > 1 && m->tp_allreduce) m->tp_allreduce(m->tp_ctx, buf, count);
 }
 
+/* The sequence-parallel collectives through m's hooks (see
+ * sb_tp_allgather_fn); nothing where the model has none. */
+static inline void sb_model_tp_allgather(const struct sb_model *m, const float *shard,
+                                         float *whole, size_t count)
+{
+    if (m->tp_allgather) m->tp_allgather(m->tp_ctx, shard, whole, count);
+}
+static inline void sb_model_tp_reduce_scatter(const struct sb_model *m, const float *whole,
+                                              float *shard, size_t count)
+{
+    if (m->tp_reduce_scatter) m->tp_reduce_scatter(m->tp_ctx, whole, shard, count);
+}
+
 /* What a workload's model will hold, computed from the configuration before
  * anything is allocated (src/harness/mem_estimate.h adds the strategy's
  * share and checks it against the memory available). */
@@ -195,6 +231,8 @@ struct sb_layer_summary {
 struct sb_model_size {
     double n_params;          /* parameters (a double: 65536 x 65536 overflows no int) */
     double activation_bytes;  /* activations and their gradients for max_batch samples */
+    double block_activation_bytes; /* of them, what one transformer block keeps for
+                                    * backward (0: a model without blocks) */
 };
 
 struct sb_workload_ops {
@@ -202,6 +240,11 @@ struct sb_workload_ops {
     /* Sizes of the whole model of `cfg` for batches of max_batch samples
      * and one slot, as create would allocate them. */
     struct sb_model_size (*size)(const struct sb_config *cfg, int max_batch);
+    /* Optional (NULL: not stated): the sizes of the part `part` of that
+     * model as create_part allocates it, from the closed-form formulas
+     * (parameters of the shard, activation bytes, a block's; fp32). Pure. */
+    struct sb_model_size (*part_size)(const struct sb_config *cfg, int max_batch,
+                                      const struct sb_part *part);
     /* Builds a model for `cfg` on backend `be` for batches of at most
      * max_batch samples and initialises its parameters from cfg->seed with
      * PyTorch's default (Kaiming-uniform, a = sqrt(5): weights and biases

@@ -15,7 +15,7 @@ from conftest import validate_report
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 PHASES = ("data", "h2d", "forward", "backward", "comm", "comm_exposed", "optimizer", "wait",
-          "compress")
+          "compress", "bubble")
 STEPS = 23        # --max-steps
 WARMUP = 4        # --warmup-steps: 19 measured steps, an odd count (see wait below)
 

@@ -1,0 +1,245 @@
+/* Unit tests for the vit workload's tensor-parallel shards
+ * (workloads/vit.c create_part, forward_part, backward_part) on the cpu
+ * backend:
+ *
+ * - a small ViT split over tp = 2 and 4 ranks (the shards run in threads
+ *   of this process; the tp hook sums their buffers in rank order) gives
+ *   the whole model's logits, loss and gradients within 1e-6 (relative
+ *   to the largest gradient of the layer; each
+ *   shard's gradient against the matching slice of the whole model's: q,
+ *   k, v and fc1 by rows, proj and fc2 by columns, the rest whole), and
+ *   each shard's initial parameters are exactly its slice;
+ * - the hook runs 2 times per block forward and 2 backward, each over
+ *   b x s x h floats (Megatron-LM's g after proj and fc2, f before q/k/v
+ *   and fc1);
+ * - every split tensor of a shard is exactly 1/T of the whole tensor and
+ *   the replicated ones are whole; the shard's parameters equal the
+ *   part_size formula, its activation bytes and one block's are within 1 %
+ *   of it (docs/tensor.md);
+ * - --tp not dividing the heads or the MLP's hidden width is refused,
+ *   naming --tp; a part of fewer layers is refused.
+ * Exits 0 when every test passes, non-zero otherwise. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "core/config.h"
+#include "core/rng.h"
+#include "core/status.h"
+#include "workloads/workload.h"
+
+#define BATCH 3
+#define MAX_TP 4
+#define TOL 1e-6
+
+/* A small ViT: patch 7 (16 patches + the class token: s = 17), width 32,
+ * 4 heads, depth 2, MLP ratio 2. */
+static struct sb_config config(void)
+{
+    struct sb_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    snprintf(cfg.workload, sizeof cfg.workload, "vit");
+    cfg.vit = (struct sb_vit_config){.patch = 7, .width = 32, .depth = 2, .heads = 4,
+                                     .mlp_ratio = 2};
+    cfg.batch = BATCH;
+    cfg.seed = 42;
+    return cfg;
+}
+
+static void batch(int n, float *x, uint8_t *y)
+{
+    struct sb_rng rng;
+    sb_rng_seed(&rng, 7, 1);
+    for (size_t i = 0; i < (size_t)n * 784; i++) x[i] = (float)sb_rng_uniform(&rng);
+    for (int i = 0; i < n; i++) y[i] = (uint8_t)sb_rng_below(&rng, 10);
+}
+
+struct tp_group {
+    int size;
+    pthread_barrier_t barrier;
+    float *bufs[MAX_TP];
+    float *sum;
+    size_t calls, floats; /* hook calls, and the floats of each (all equal) */
+};
+
+struct shard {
+    struct tp_group *g;
+    int rank;
+    struct sb_model *m;
+    const float *x;
+    const uint8_t *y;
+    double loss;
+    sb_status st;
+};
+
+static void hook(void *ctx, float *buf, size_t count)
+{
+    struct shard *s = ctx;
+    struct tp_group *g = s->g;
+    g->bufs[s->rank] = buf;
+    pthread_barrier_wait(&g->barrier);
+    if (s->rank == 0) {
+        g->sum = malloc(count * sizeof *g->sum);
+        memcpy(g->sum, g->bufs[0], count * sizeof *g->sum);
+        for (int r = 1; r < g->size; r++)
+            for (size_t i = 0; i < count; i++) g->sum[i] += g->bufs[r][i];
+        if (g->floats && g->floats != count) g->floats = (size_t)-1;
+        else g->floats = count;
+        g->calls++;
+    }
+    pthread_barrier_wait(&g->barrier);
+    memcpy(buf, g->sum, count * sizeof *buf);
+    pthread_barrier_wait(&g->barrier);
+    if (s->rank == 0) free(g->sum);
+}
+
+static void *step(void *arg)
+{
+    struct shard *s = arg;
+    s->st = s->m->ops->forward_part(s->m, 0, s->x, s->y, BATCH, 1.0f / BATCH, &s->loss);
+    if (!s->st) s->st = s->m->ops->backward_part(s->m, 0, NULL, NULL, 0, NULL, NULL);
+    return NULL;
+}
+
+static const struct sb_tensor_desc *find(const struct sb_model *w, const char *name)
+{
+    for (int i = 0; i < w->n_tensors; i++)
+        if (strcmp(w->tensors[i].name, name) == 0) return &w->tensors[i];
+    return NULL;
+}
+
+/* Compares shard tensor t (rank r of size) with its slice of the whole
+ * model's buffer, within tol of the largest value of its layer (0: byte
+ * for byte); checks that a split tensor is exactly 1/size of the whole. */
+static void check_slice(const struct sb_model *w, const float *whole, const struct sb_model *m,
+                        const float *mine, int t, int r, int size, double tol)
+{
+    const struct sb_tensor_desc *d = &m->tensors[t], *e = find(w, d->name);
+    assert_non_null(e);
+    assert_int_equal(d->tp_split, e->tp_split);
+    assert_int_equal(d->rows, e->rows);
+    size_t rows = e->rows, cols = e->count / rows, r0 = 0, nr = rows, c0 = 0, nc = cols;
+    if (d->tp_split == SB_TP_COLUMN) nr = rows / (size_t)size, r0 = (size_t)r * nr;
+    if (d->tp_split == SB_TP_ROW) nc = cols / (size_t)size, c0 = (size_t)r * nc;
+    assert_int_equal(d->count, nr * nc);
+    if (d->tp_split != SB_TP_REPLICATED) assert_int_equal(d->count * (size_t)size, e->count);
+    /* Relative to the largest value of the tensor's layer: the key biases'
+     * exact gradient is zero (softmax ignores a constant per row), so theirs
+     * is rounding noise of order 1e-10 on both sides. */
+    const struct sb_layer_desc *L = &w->layers[e->layer];
+    double scale = 0.0;
+    for (size_t i = 0; i < L->count; i++)
+        if (fabs(whole[L->offset + i]) > scale) scale = fabs(whole[L->offset + i]);
+    for (size_t i = 0; i < nr; i++)
+        for (size_t j = 0; j < nc; j++) {
+            double a = mine[d->offset + i * nc + j];
+            double b = whole[e->offset + (r0 + i) * cols + c0 + j];
+            if (tol == 0.0 ? a != b : fabs(a - b) > tol * scale)
+                fail_msg("tp %d rank %d %s[%zu][%zu]: %.9g vs %.9g", size, r, d->name, i, j,
+                         a, b);
+        }
+}
+
+static void check_tp(int size)
+{
+    struct sb_config cfg = config();
+    const struct sb_workload_ops *ops = sb_workload_find("vit");
+    float x[BATCH * 784];
+    uint8_t y[BATCH];
+    batch(BATCH, x, y);
+    struct sb_model *w = NULL;
+    assert_int_equal(ops->create(&cfg, &sb_backend_cpu, BATCH, &w), SB_OK);
+    double whole_loss = 0.0;
+    assert_int_equal(w->ops->forward(w, x, y, BATCH, 1.0f / BATCH, &whole_loss), SB_OK);
+    assert_int_equal(w->ops->backward(w, NULL, NULL), SB_OK);
+    const float *logits = w->ops->part_output(w, 0);
+
+    struct tp_group g = {.size = size};
+    struct shard s[MAX_TP];
+    pthread_t th[MAX_TP];
+    pthread_barrier_init(&g.barrier, NULL, (unsigned)size);
+    for (int r = 0; r < size; r++) {
+        struct sb_part part = {0, w->n_layers, r, size, 1, 0};
+        s[r] = (struct shard){&g, r, NULL, x, y, 0.0, SB_OK};
+        assert_int_equal(ops->create_part(&cfg, &sb_backend_cpu, BATCH, &part, &s[r].m), SB_OK);
+        s[r].m->tp_allreduce = hook;
+        s[r].m->tp_ctx = &s[r];
+        assert_int_equal(s[r].m->n_tensors, w->n_tensors);
+        /* The ledger's formulas (docs/tensor.md): parameters exactly, the
+         * activation bytes and a block's within 1 %. */
+        struct sb_model_size f = ops->part_size(&cfg, BATCH, &part);
+        assert_int_equal((size_t)f.n_params, s[r].m->n_params);
+        assert_true(fabs(f.activation_bytes - (double)s[r].m->activation_bytes) <=
+                    0.01 * f.activation_bytes);
+        assert_true(s[r].m->block_activation_bytes > 0);
+        assert_true(fabs(f.block_activation_bytes - (double)s[r].m->block_activation_bytes) <=
+                    0.01 * f.block_activation_bytes);
+        for (int t = 0; t < s[r].m->n_tensors; t++)
+            check_slice(w, w->params, s[r].m, s[r].m->params, t, r, size, 0.0);
+    }
+    for (int r = 0; r < size; r++) assert_int_equal(pthread_create(&th[r], NULL, step, &s[r]), 0);
+    for (int r = 0; r < size; r++) pthread_join(th[r], NULL);
+    /* 2 forward + 2 backward per block, each b x s x h floats */
+    assert_int_equal(g.calls, 4 * cfg.vit.depth);
+    assert_int_equal(g.floats, (size_t)BATCH * 17 * cfg.vit.width);
+    for (int r = 0; r < size; r++) {
+        assert_int_equal(s[r].st, SB_OK);
+        assert_true(fabs(s[r].loss - whole_loss) <= TOL * whole_loss);
+        const float *mine = s[r].m->ops->part_output(s[r].m, 0);
+        for (int i = 0; i < BATCH * 10; i++)
+            if (fabs(mine[i] - logits[i]) > TOL * (1.0 + fabs(logits[i])))
+                fail_msg("tp %d rank %d logit %d: %.9g vs %.9g", size, r, i, mine[i], logits[i]);
+        for (int t = 0; t < s[r].m->n_tensors; t++)
+            check_slice(w, w->grads, s[r].m, s[r].m->grads, t, r, size, TOL);
+        s[r].m->ops->destroy(s[r].m);
+    }
+    pthread_barrier_destroy(&g.barrier);
+    w->ops->destroy(w);
+}
+
+static void test_vit_tensor_parallel(void **state)
+{
+    (void)state;
+    sb_backend_cpu_set_threads(1);
+    check_tp(2);
+    check_tp(4);
+}
+
+static void test_vit_bad_shards(void **state)
+{
+    (void)state;
+    struct sb_config cfg = config();
+    const struct sb_workload_ops *ops = sb_workload_find("vit");
+    struct sb_model *m = NULL;
+    struct sb_part three = {0, 4, 0, 3, 1, 0}; /* 3 does not divide 4 heads */
+    assert_int_equal(ops->create_part(&cfg, &sb_backend_cpu, BATCH, &three, &m), SB_ERR_USAGE);
+    assert_non_null(strstr(sb_error_message(), "--tp"));
+    assert_null(m);
+    cfg.vit.heads = 8;
+    cfg.vit.width = 24;
+    cfg.vit.mlp_ratio = 1; /* hidden width 24: divides by 8 heads, 3 divides neither */
+    struct sb_part eight = {0, 4, 0, 16, 1, 0};
+    assert_int_equal(ops->create_part(&cfg, &sb_backend_cpu, BATCH, &eight, &m), SB_ERR_USAGE);
+    cfg = config();
+    struct sb_part some = {0, 2, 0, 2, 1, 0}; /* not every layer */
+    assert_int_equal(ops->create_part(&cfg, &sb_backend_cpu, BATCH, &some, &m), SB_ERR_USAGE);
+    assert_null(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_vit_tensor_parallel),
+        cmocka_unit_test(test_vit_bad_shards),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
