@@ -27,11 +27,15 @@ void sb_report_noise_read(const cJSON *rep, struct sb_report_noise *out)
         if (isfinite(cs) && train_s > 0 && cs / train_s > out->nivcsw_per_s)
             out->nivcsw_per_s = cs / train_s;
         if (isfinite(steal) && steal > out->steal_fraction) out->steal_fraction = steal;
+        double rq = num(r, "runqueue_wait_s");
+        if (isfinite(rq) && train_s > 0 && rq / train_s > out->runqueue_fraction)
+            out->runqueue_fraction = rq / train_s;
     }
     const cJSON *w;
     cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(rep, "warnings"))
         if (cJSON_IsString(w) && strncmp(w->valuestring, "noisy run", 9) == 0) out->noisy = 1;
-    if (out->stall_fraction > SB_WARN_STALL_FRACTION || out->nivcsw_per_s > SB_WARN_NIVCSW_PER_S)
+    if (out->stall_fraction > SB_WARN_STALL_FRACTION || out->nivcsw_per_s > SB_WARN_NIVCSW_PER_S ||
+        out->runqueue_fraction > SB_NOISE_RUNQUEUE_FRACTION)
         out->noisy = 1;
 }
 

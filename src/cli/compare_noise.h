@@ -14,6 +14,8 @@ struct sb_report_noise {
     double stall_fraction; /* step_ms.stall_fraction, 0..1 (0 when absent) */
     double nivcsw_per_s;   /* the largest involuntary_context_switches / train_s of any rank */
     double steal_fraction; /* the largest cpu_steal_fraction of any rank (0 when unknown) */
+    double runqueue_fraction; /* the largest runqueue_wait_s / train_s of any rank (0 when
+                               * unknown) */
 };
 
 /* Reads rep's noise into *out. A report is noisy when it says so (a

@@ -26,8 +26,23 @@ int sb_proc_stat_cpu_parse(const char *line, double *steal, double *total)
     return 0;
 }
 
+/* The runqueue wait of this process's main thread (the one that computes
+ * and calls the collectives) so far, s, or -1 when /proc/self/schedstat
+ * cannot be read (CONFIG_SCHED_INFO off). Helper threads (MPI's progress
+ * threads, idle BLAS threads) are left out: their waits delay no step. */
+static double runqueue_wait_s(void)
+{
+    FILE *f = fopen("/proc/self/schedstat", "r");
+    if (!f) return -1.0;
+    unsigned long long run = 0, wait = 0;
+    int ok = fscanf(f, "%llu %llu", &run, &wait) == 2;
+    fclose(f); /* read-only */
+    return ok ? 1e-9 * (double)wait : -1.0;
+}
+
 void sb_noise_sample_now(struct sb_noise_sample *out)
 {
+    out->runqueue_wait_s = runqueue_wait_s();
     struct rusage ru;
     out->nivcsw = getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_nivcsw : 0.0;
     out->steal_ticks = out->total_ticks = -1.0;
@@ -44,6 +59,9 @@ void sb_noise_delta(const struct sb_noise_sample *start, const struct sb_noise_s
                     double ticks_per_s, struct sb_rank_noise *out)
 {
     out->involuntary_context_switches = end->nivcsw - start->nivcsw;
+    out->runqueue_wait_s = start->runqueue_wait_s >= 0 && end->runqueue_wait_s >= 0
+                               ? end->runqueue_wait_s - start->runqueue_wait_s
+                               : -1.0;
     out->cpu_steal_s = out->cpu_steal_fraction = -1.0;
     if (start->steal_ticks < 0 || end->steal_ticks < 0 || ticks_per_s <= 0) return;
     double steal = end->steal_ticks - start->steal_ticks;

@@ -15,11 +15,15 @@ struct sb_noise_sample {
     double nivcsw;       /* involuntary context switches of this process so far */
     double steal_ticks;  /* /proc/stat "cpu" steal, USER_HZ ticks; < 0 unknown */
     double total_ticks;  /* /proc/stat "cpu" sum of all fields, ticks; < 0 unknown */
+    double runqueue_wait_s; /* s this process's main thread was runnable but waited for a
+                             * CPU so far (second field of /proc/self/schedstat, ns;
+                             * the kernel's Documentation/scheduler/sched-stats.rst); < 0
+                             * unknown */
 };
 
 
 /* Reads the counters now. Never fails: an unreadable /proc/stat leaves the
- * tick fields at -1. */
+ * tick fields at -1, unreadable schedstat files runqueue_wait_s at -1. */
 void sb_noise_sample_now(struct sb_noise_sample *out);
 
 /* Parses the aggregate "cpu  user nice system idle iowait irq softirq steal

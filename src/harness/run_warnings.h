@@ -17,6 +17,12 @@
  * ru_nivcsw: the kernel took its CPU for another runnable thread) than
  * this per second of training. */
 #define SB_WARN_NIVCSW_PER_S 1000.0
+/* compare and the sweep also count a repeat noisy when any rank's threads
+ * waited runnable for a CPU (schedstat's runqueue wait: another program
+ * held its cores) over this share of the training time. Not a train
+ * warning: runs with more threads than cores already say so, and a
+ * busy-polling rank beside its own launcher waits a little on every host. */
+#define SB_NOISE_RUNQUEUE_FRACTION 0.10
 
 /* Fills rec->warnings / rec->n_warnings (at most SB_REPORT_MAX_WARNINGS)
  * from the finished record: `threads_on_host` the compute threads this

@@ -364,6 +364,8 @@ static void add_noise(cJSON *root, const struct sb_run_record *rec, int *fail)
         sb_json_add_num(o, "cpu_steal_s", z->cpu_steal_s < 0 ? NAN : z->cpu_steal_s, fail);
         sb_json_add_num(o, "cpu_steal_fraction",
                         z->cpu_steal_fraction < 0 ? NAN : z->cpu_steal_fraction, fail);
+        sb_json_add_num(o, "runqueue_wait_s", z->runqueue_wait_s < 0 ? NAN : z->runqueue_wait_s,
+                        fail);
         sb_json_append(arr, o, fail);
     }
 }

@@ -50,6 +50,8 @@ struct sb_rank_noise {
     double involuntary_context_switches; /* getrusage ru_nivcsw, end - start */
     double cpu_steal_s;        /* /proc/stat steal ticks / USER_HZ (whole host); < 0 unknown */
     double cpu_steal_fraction; /* steal ticks / all ticks of the host, 0..1; < 0 unknown */
+    double runqueue_wait_s;    /* s this rank's main thread waited runnable for a CPU (schedstat),
+                                * end - start; < 0 unknown */
 };
 
 /* What the replica consistency checks found (harness/consistency.h). */

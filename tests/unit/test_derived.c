@@ -384,10 +384,11 @@ static void test_proc_stat_and_noise(void **state)
     assert_near(total, 600, EPS); /* the first 8: guest is inside user */
     assert_int_equal(sb_proc_stat_cpu_parse("cpu0 1 2 3 4 5 6 7 8\n", &steal, &total), -1);
     assert_int_equal(sb_proc_stat_cpu_parse("cpu  1 2 3\n", &steal, &total), -1);
-    struct sb_noise_sample a = {10, 50, 600}, b = {35, 80, 1100};
+    struct sb_noise_sample a = {10, 50, 600, 1.5}, b = {35, 80, 1100, 2.0};
     struct sb_rank_noise z;
     sb_noise_delta(&a, &b, 100.0, &z);
     assert_near(z.involuntary_context_switches, 25, EPS);
+    assert_near(z.runqueue_wait_s, 0.5, EPS); /* runnable, waiting for a CPU */
     assert_near(z.cpu_steal_s, 0.3, EPS);       /* 30 ticks at 100 per s */
     assert_near(z.cpu_steal_fraction, 0.06, EPS); /* 30 of 500 ticks */
     b.steal_ticks = -1;
@@ -397,6 +398,11 @@ static void test_proc_stat_and_noise(void **state)
     struct sb_noise_sample now;
     sb_noise_sample_now(&now);
     assert_true(now.nivcsw >= 0);
+    /* schedstat: this machine's kernel has it (where it has not: -1) */
+    assert_true(now.runqueue_wait_s >= 0 || now.runqueue_wait_s == -1.0);
+    a.runqueue_wait_s = -1; /* unknown at the start: unknown delta */
+    sb_noise_delta(&a, &b, 100.0, &z);
+    assert_true(z.runqueue_wait_s < 0);
 }
 
 /* The consistency check's pieces: FNV-1a 64 (published test vector: the

@@ -78,7 +78,7 @@ static int setup(void **state)
         for (int p = 0; p < SB_PHASE_COUNT; p++)
             f->phase_ms[p][i] = (double)(p + 1) * (i + 1); /* median 3(p+1) */
     }
-    for (int r = 0; r < 4; r++) f->noise[r] = (struct sb_rank_noise){10.0 * r, 0.5, 0.01};
+    for (int r = 0; r < 4; r++) f->noise[r] = (struct sb_rank_noise){10.0 * r, 0.5, 0.01, 0.02};
     f->noise[3].cpu_steal_s = f->noise[3].cpu_steal_fraction = -1; /* unknown: null */
     f->argv[0] = "stratbench";
     f->argv[1] = "train";
