@@ -133,7 +133,6 @@ static int pipeline_replicas_of_world(const struct sb_config *cfg, int world)
     return p > 0 && world % p == 0 ? world / p : 0;
 }
 
-
 static void pipeline_destroy(struct sb_strategy *s)
 {
     struct pipeline *p = s->impl;
@@ -164,7 +163,6 @@ static void pipeline_destroy(struct sb_strategy *s)
     sb_comm_destroy(p->world);
     free(p);
 }
-
 
 static sb_status pipeline_init(struct sb_strategy *s)
 {
@@ -234,7 +232,6 @@ static sb_status pipeline_init(struct sb_strategy *s)
     return SB_OK;
 }
 
-
 static sb_status pipeline_step(struct sb_strategy *s, long step, const int32_t *global_idx,
                                struct sb_step_result *out)
 {
@@ -282,7 +279,6 @@ static sb_status pipeline_step(struct sb_strategy *s, long step, const int32_t *
     out->phase_ms[SB_PHASE_WAIT] += 1e3 * (sb_now_s() - t_wait);
     return st;
 }
-
 
 static sb_status pipeline_evaluate(struct sb_strategy *s, double *accuracy)
 {
