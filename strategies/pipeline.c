@@ -31,9 +31,9 @@
 #include "comm/cost_model.h"
 #include "comm/grid.h"
 #include "core/clock.h"
-#include "core/nvtx.h"
 #include "job/gather.h"
 #include "strategies/shared/dp_sync.h"
+#include "strategies/shared/pipeline_exec.h"
 #include "strategies/shared/pipeline_plan.h"
 #include "strategies/shared/pipeline_stats.h"
 #include "strategies/shared/replica.h"
@@ -78,39 +78,6 @@ static const struct sb_strategy_option pipeline_options[] = {
     {"print-schedule", NULL, SB_OPTION_SWITCH, offsetof(struct pipeline_opts, print_schedule),
      0, 0, 0, 1, NULL, 0, "print the rank x slot grid before the run", NULL},
     {0},
-};
-
-/* One model chunk of this rank: virtual stage `vstage` of the pipeline. */
-struct chunk {
-    struct sb_replica *r; /* the part (its layers), its optimizer, batch slots */
-    struct sb_dp_sync *sync; /* its gradients over the dp communicator (D > 1) */
-    int vstage, first_layer, n_layers;
-    size_t in_floats, out_floats; /* per sample at its input and output */
-    int first, last;              /* holds the model's first / last layer */
-    int *slot_of;                 /* (M) micro-batch -> activation slot, -1 */
-    int *free_slot, n_free;       /* the slots not holding a micro-batch */
-    float *act_in;   /* (slots, mb, in_floats) received input activations */
-    float *grad_in;  /* (M, mb, in_floats) input gradients, sent back: one per micro-batch,
-                      * so that no backward waits for an earlier send to be received */
-    float *grad_out; /* (mb, out_floats) the received output gradient */
-    struct sb_comm_request *send_act, *send_grad; /* (slots), (M): sends in flight */
-    int backwards;   /* backwards of this step so far */
-    int live, peak;  /* slots holding a micro-batch now, and the step's most */
-    double per_slot, scratch; /* the workload's activation bytes per slot and besides */
-};
-
-struct pipeline {
-    struct sb_grid *grid;
-    struct sb_comm *world, *act, *grad, *gather; /* act/grad: the pp axis per direction */
-    struct sb_pp_schedule sched;
-    int P, M, V, D, stage, mb;
-    struct chunk *chunk; /* (V) */
-    int *layer_first;    /* (P*V + 1) virtual stage -> its first layer */
-    struct sb_replica *whole; /* world rank 0: the whole model (evaluation, read_params) */
-    struct sb_pp_stats stats; /* per stage, summed since the end of warm-up */
-    size_t whole_n_params;
-    struct sb_pp_waits waits; /* each receive's wait, split at its sender's post */
-    double comm_bytes; /* the receive and send buffers of every chunk */
 };
 
 /* Validates the flags against the model (its layers, whether it has part
@@ -166,27 +133,6 @@ static int pipeline_replicas_of_world(const struct sb_config *cfg, int world)
     return p > 0 && world % p == 0 ? world / p : 0;
 }
 
-/* Allocates chunk c's slots, buffers and requests for n_slots
- * micro-batches in flight. */
-static sb_status chunk_buffers(struct pipeline *p, struct chunk *c, int n_slots)
-{
-    const struct sb_backend_ops *be = c->r->env->be;
-    size_t mb = (size_t)p->mb;
-    c->slot_of = malloc((size_t)p->M * sizeof *c->slot_of);
-    c->free_slot = malloc((size_t)n_slots * sizeof *c->free_slot);
-    c->send_act = calloc((size_t)n_slots, sizeof *c->send_act);
-    c->send_grad = calloc((size_t)p->M, sizeof *c->send_grad);
-    if (!c->slot_of || !c->free_slot || !c->send_act || !c->send_grad)
-        return sb_error(SB_ERR_NOMEM, "pipeline: out of memory");
-    if (!c->first) {
-        SB_TRY(be->alloc((void **)&c->act_in, n_slots * mb * c->in_floats * sizeof(float)));
-        SB_TRY(be->alloc((void **)&c->grad_in,
-                         (size_t)p->M * mb * c->in_floats * sizeof(float)));
-    }
-    if (!c->last) SB_TRY(be->alloc((void **)&c->grad_out, mb * c->out_floats * sizeof(float)));
-    return SB_OK;
-}
-
 static void pipeline_destroy(struct sb_strategy *s)
 {
     struct pipeline *p = s->impl;
@@ -216,62 +162,6 @@ static void pipeline_destroy(struct sb_strategy *s)
     sb_grid_destroy(p->grid);
     sb_comm_destroy(p->world);
     free(p);
-}
-
-/* The workload's activation bytes per slot and of its scratch for chunk
- * c's `part` (built with 1 and with 2 slots, then freed). */
-static sb_status probe_slot_bytes(struct sb_strategy *s, struct pipeline *p,
-                                  const struct sb_part *part, struct chunk *c)
-{
-    double bytes[2];
-    for (int k = 0; k < 2; k++) {
-        struct sb_part one = *part;
-        one.slots = k + 1;
-        struct sb_model *m = NULL;
-        SB_TRY(s->env->workload->create_part(s->env->cfg, s->env->be, p->mb, &one, &m));
-        bytes[k] = (double)m->activation_bytes;
-        m->ops->destroy(m);
-    }
-    c->per_slot = bytes[1] - bytes[0];
-    c->scratch = 2 * bytes[0] - bytes[1];
-    return SB_OK;
-}
-
-/* Builds this rank's chunks: virtual stages stage, stage + P, ... */
-static sb_status make_chunks(struct sb_strategy *s, struct pipeline *p, const int *slots)
-{
-    const struct sb_config *cfg = s->env->cfg;
-    long steps = (long)cfg->epochs * (s->env->data->train.n / sb_config_global_batch(cfg));
-    if (cfg->max_steps && cfg->max_steps < steps) steps = cfg->max_steps;
-    if (!(p->chunk = calloc((size_t)p->V, sizeof *p->chunk)))
-        return sb_error(SB_ERR_NOMEM, "pipeline: out of memory");
-    for (int v = 0; v < p->V; v++) {
-        struct chunk *c = &p->chunk[v];
-        c->vstage = v * p->P + p->stage;
-        c->first_layer = p->layer_first[c->vstage];
-        c->n_layers = p->layer_first[c->vstage + 1] - c->first_layer;
-        c->first = c->vstage == 0;
-        c->last = c->vstage == p->P * p->V - 1;
-        struct sb_part part = {c->first_layer, c->n_layers, 0, 1, slots[v], 0};
-        SB_TRY(sb_replica_create_part(s->env, 1, &part, p->mb, &c->r));
-        struct sb_model *m = c->r->model;
-        c->in_floats = m->layers[0].in_floats;
-        c->out_floats = m->layers[m->n_layers - 1].out_floats;
-        SB_TRY(chunk_buffers(p, c, slots[v]));
-        SB_TRY(probe_slot_bytes(s, p, &part, c));
-        p->comm_bytes += (double)((c->first ? 0 : (size_t)slots[v] + (size_t)p->M) * p->mb *
-                                  c->in_floats + (c->last ? 0 : (size_t)p->mb * c->out_floats)) *
-                         sizeof(float);
-        if (p->D > 1) {
-            struct sb_dp_sync_cfg sc = {.bucket_mb = 25.0, .overlap = 1,
-                                        .host_memory = s->env->be->host_memory,
-                                        .last_step = steps - 1};
-            SB_TRY(sb_dp_sync_create(p->grid->dp_comm, m, sb_grad_range_whole(m), &sc,
-                                     &c->sync));
-        }
-    }
-    s->replica = p->chunk[0].r;
-    return SB_OK;
 }
 
 static sb_status pipeline_init(struct sb_strategy *s)
@@ -321,7 +211,7 @@ static sb_status pipeline_init(struct sb_strategy *s)
     int slots[64];
     if (p->V > 64) return sb_error(SB_ERR_USAGE, "--chunks: at most 64");
     sb_pp_chunk_slots(&p->sched, p->stage, slots);
-    SB_TRY(make_chunks(s, p, slots));
+    SB_TRY(sb_pp_make_chunks(s, p, slots));
     size_t boundary[64 * 64];
     if (p->P * p->V - 1 > (int)(sizeof boundary / sizeof boundary[0]))
         return sb_error(SB_ERR_USAGE, "--stages: at most %d virtual stages",
@@ -342,161 +232,6 @@ static sb_status pipeline_init(struct sb_strategy *s)
     return SB_OK;
 }
 
-/* Completes a send in flight, if req holds one. */
-static sb_status finish(struct sb_comm *comm, struct sb_comm_request *req)
-{
-    return req->impl && !req->done ? sb_comm_wait(comm, req) : SB_OK;
-}
-
-/* The slot of micro-batch k on chunk c, taking a free one at its first
- * use. Errors: SB_ERR_INTERNAL when more micro-batches are in flight than
- * the schedule's formula gave slots for. */
-static sb_status take_slot(struct pipeline *p, struct chunk *c, int k, int *slot)
-{
-    if (c->slot_of[k] < 0) {
-        if (c->n_free == 0)
-            return sb_error(SB_ERR_INTERNAL, "pipeline: stage %d chunk %d: micro-batch %d finds "
-                            "no free activation slot (more in flight than the schedule's "
-                            "formula)", p->stage, c->vstage / p->P, k);
-        c->slot_of[k] = c->free_slot[--c->n_free];
-        sb_pp_stats_live(&p->stats, +1);
-        if (++c->live > c->peak) c->peak = c->live;
-        /* The slot's output may still be in a send of its last micro-batch
-         * (never in practice: that micro-batch's backward needed the
-         * gradient of what the next stage received). */
-        SB_TRY(finish(p->act, &c->send_act[c->slot_of[k]]));
-    }
-    *slot = c->slot_of[k];
-    return SB_OK;
-}
-
-/* A blocking receive of message a (n floats from pp rank a->peer) into
- * buf, timed as the bubble phase; split_waits moves the part after the
- * sender posted it to point-to-point wait at the end of the step. */
-static sb_status receive(struct pipeline *p, struct sb_comm *comm, float *buf, size_t n,
-                         const struct sb_pp_action *a, struct sb_step_result *out)
-{
-    struct sb_comm_request req = {0};
-    int id = sb_pp_message_id(&p->sched.shape, a);
-    double t0 = sb_replica_bubble_begin();
-    sb_status st = sb_comm_irecv(comm, buf, n, a->peer, SB_COMM_SENDRECV, &req);
-    if (!st) st = sb_comm_wait(comm, &req);
-    sb_replica_bubble_end(t0, out);
-    double t1 = sb_now_s();
-    sb_pp_stats_add(&p->stats, SB_PP_STAT_BUBBLE, t1 - t0);
-    sb_pp_waits_received(&p->waits, id, t0, t1);
-    return st;
-}
-
-/* A non-blocking send of message a, its issue timed as p2p. */
-static sb_status send(struct pipeline *p, struct sb_comm *comm, const float *buf, size_t n,
-                      const struct sb_pp_action *a, struct sb_comm_request *req)
-{
-    double t0 = sb_now_s();
-    SB_TRY(finish(comm, req)); /* never two sends in one request */
-    *req = (struct sb_comm_request){0};
-    sb_pp_waits_sent(&p->waits, sb_pp_message_id(&p->sched.shape, a), sb_now_s());
-    sb_status st = sb_comm_isend(comm, buf, n, a->peer, SB_COMM_SENDRECV, req);
-    sb_pp_stats_add(&p->stats, SB_PP_STAT_P2P, sb_now_s() - t0);
-    return st;
-}
-
-/* Splits each receive's wait of this step at the moment its sender posted
- * the message (the senders' times summed over the pp communicator: each
- * message has one sender): before it the stage idled for another stage's
- * compute (bubble), after it for the transfer (point-to-point wait, moved
- * to the comm phase). Collective over the pp communicator. */
-static sb_status split_waits(struct pipeline *p, struct sb_step_result *out)
-{
-    double moved = 0;
-    SB_TRY(sb_pp_waits_split(&p->waits, p->grid->pp_comm, &moved));
-    out->phase_ms[SB_PHASE_BUBBLE] -= 1e3 * moved;
-    out->phase_ms[SB_PHASE_COMM] += 1e3 * moved;
-    sb_pp_stats_add(&p->stats, SB_PP_STAT_BUBBLE, -moved);
-    sb_pp_stats_add(&p->stats, SB_PP_STAT_P2P, moved);
-    return SB_OK;
-}
-
-/* Runs one compute action a on chunk c: its forward or backward. */
-static sb_status compute(struct sb_strategy *s, struct pipeline *p, const struct sb_pp_action *a,
-                         const int32_t *mine, struct sb_step_result *out)
-{
-    struct chunk *c = &p->chunk[a->chunk];
-    struct sb_model *m = c->r->model;
-    int k = a->microbatch, slot;
-    SB_TRY(take_slot(p, c, k, &slot));
-    if (a->op == SB_PP_FORWARD) {
-        if (c->first || c->last) SB_TRY(sb_replica_data(c->r, slot, mine + (size_t)k * p->mb,
-                                                        p->mb, out));
-        const float *in = c->first ? c->r->slot[slot].x
-                                   : c->act_in + (size_t)slot * p->mb * c->in_floats;
-        double t0 = sb_now_s();
-        sb_nvtx_push(sb_pp_action_label(a, p->V), SB_NVTX_FORWARD, (uint64_t)k);
-        sb_status st = m->ops->forward_part(m, slot, in, c->r->slot[slot].y, p->mb,
-                                            1.0f / (float)sb_config_global_batch(s->env->cfg),
-                                            c->r->loss_acc);
-        if (!st) st = s->env->be->check();
-        sb_nvtx_pop();
-        double dt = sb_now_s() - t0;
-        out->phase_ms[SB_PHASE_FORWARD] += 1e3 * dt;
-        sb_pp_stats_add(&p->stats, SB_PP_STAT_FORWARD, dt);
-        if (c->last) out->samples += p->mb;
-        return st;
-    }
-    float *din = c->first ? NULL : c->grad_in + (size_t)k * p->mb * c->in_floats;
-    int final = c->backwards == p->M - 1;
-    double t0 = sb_now_s();
-    sb_nvtx_push(sb_pp_action_label(a, p->V), SB_NVTX_BACKWARD, (uint64_t)k);
-    sb_status st = m->ops->backward_part(m, slot, c->last ? NULL : c->grad_out, din,
-                                         c->backwards > 0,
-                                         final && c->sync ? sb_dp_sync_ready_fn(c->sync) : NULL,
-                                         c->sync);
-    sb_nvtx_pop();
-    double dt = sb_now_s() - t0;
-    out->phase_ms[SB_PHASE_BACKWARD] += 1e3 * dt;
-    sb_pp_stats_add(&p->stats, SB_PP_STAT_BACKWARD, dt);
-    c->backwards++;
-    c->free_slot[c->n_free++] = slot; /* its activations are spent */
-    sb_pp_stats_live(&p->stats, -1);
-    c->live--;
-    return st;
-}
-
-/* Runs action a of this rank's list. */
-static sb_status run_action(struct sb_strategy *s, struct pipeline *p,
-                            const struct sb_pp_action *a, const int32_t *mine,
-                            struct sb_step_result *out)
-{
-    struct chunk *c = &p->chunk[a->chunk];
-    size_t mb = (size_t)p->mb;
-    int slot;
-    switch (a->op) {
-    case SB_PP_FORWARD:
-    case SB_PP_BACKWARD:
-        return compute(s, p, a, mine, out);
-    case SB_PP_RECV_ACT:
-        SB_TRY(take_slot(p, c, a->microbatch, &slot));
-        sb_pp_stats_bytes(&p->stats, mb * c->in_floats * sizeof(float));
-        return receive(p, p->act, c->act_in + slot * mb * c->in_floats, mb * c->in_floats, a,
-                       out);
-    case SB_PP_RECV_GRAD:
-        sb_pp_stats_bytes(&p->stats, mb * c->out_floats * sizeof(float));
-        return receive(p, p->grad, c->grad_out, mb * c->out_floats, a, out);
-    case SB_PP_SEND_ACT:
-        slot = c->slot_of[a->microbatch];
-        sb_pp_stats_bytes(&p->stats, mb * c->out_floats * sizeof(float));
-        return send(p, p->act, c->r->model->ops->part_output(c->r->model, slot),
-                    mb * c->out_floats, a, &c->send_act[slot]);
-    case SB_PP_SEND_GRAD:
-        sb_pp_stats_bytes(&p->stats, mb * c->in_floats * sizeof(float));
-        return send(p, p->grad, c->grad_in + (size_t)a->microbatch * mb * c->in_floats,
-                    mb * c->in_floats, a, &c->send_grad[a->microbatch]);
-    default:
-        return sb_error(SB_ERR_INTERNAL, "pipeline: action %s is not run here",
-                        sb_pp_op_name(a->op));
-    }
-}
-
 static sb_status pipeline_step(struct sb_strategy *s, long step, const int32_t *global_idx,
                                struct sb_step_result *out)
 {
@@ -515,12 +250,12 @@ static sb_status pipeline_step(struct sb_strategy *s, long step, const int32_t *
     }
     const struct sb_pp_action *a = sb_pp_rank_actions(&p->sched, p->stage);
     for (int i = 0; i < sb_pp_rank_count(&p->sched, p->stage); i++)
-        SB_TRY(run_action(s, p, &a[i], mine, out));
+        SB_TRY(sb_pp_run_action(s, p, &a[i], mine, out));
     double t0 = sb_now_s();
     for (int v = 0; v < p->V; v++) { /* the sends still in flight */
         struct chunk *c = &p->chunk[v];
-        for (int k = 0; k < c->r->slots; k++) SB_TRY(finish(p->act, &c->send_act[k]));
-        for (int k = 0; k < p->M; k++) SB_TRY(finish(p->grad, &c->send_grad[k]));
+        for (int k = 0; k < c->r->slots; k++) SB_TRY(sb_pp_finish_send(p->act, &c->send_act[k]));
+        for (int k = 0; k < p->M; k++) SB_TRY(sb_pp_finish_send(p->grad, &c->send_grad[k]));
     }
     sb_pp_stats_add(&p->stats, SB_PP_STAT_P2P, sb_now_s() - t0);
     for (int v = 0; v < p->V; v++) {
@@ -539,46 +274,16 @@ static sb_status pipeline_step(struct sb_strategy *s, long step, const int32_t *
     /* The receives' split and the stages' timings of this step, summed
      * over the world: the wait. */
     double t_wait = sb_now_s();
-    SB_TRY(split_waits(p, out));
+    SB_TRY(sb_pp_split_waits(p, out));
     sb_status st = sb_pp_stats_end_step(&p->stats, p->world, p->D, t_wait - t_step);
     out->phase_ms[SB_PHASE_WAIT] += 1e3 * (sb_now_s() - t_wait);
     return st;
 }
 
-/* Copies every virtual stage's parameters into the whole model on world
- * rank 0 (dp replica 0's stages, over the uncounted gather communicator). */
-static sb_status gather_whole(struct sb_strategy *s, struct pipeline *p)
-{
-    const struct sb_backend_ops *be = s->env->be;
-    if (p->grid->me.dp_rank != 0) return SB_OK;
-    struct sb_model *whole = p->whole ? p->whole->model : NULL;
-    for (int vs = 0; vs < p->P * p->V; vs++) {
-        int owner = vs % p->P, v = vs / p->P;
-        if (p->stage == 0 && owner == 0) {
-            const struct sb_model *m = p->chunk[v].r->model;
-            size_t off = whole->layers[p->layer_first[vs]].offset;
-            be->copy(whole->params + off, m->params, m->n_params);
-        } else if (p->stage == 0) {
-            size_t off = whole->layers[p->layer_first[vs]].offset;
-            const struct sb_layer_desc *end = &whole->layers[p->layer_first[vs + 1] - 1];
-            struct sb_comm_request req = {0};
-            SB_TRY(sb_comm_irecv(p->gather, whole->params + off, end->offset + end->count - off,
-                                 owner, SB_COMM_SENDRECV, &req));
-            SB_TRY(sb_comm_wait(p->gather, &req));
-        } else if (owner == p->stage) {
-            const struct sb_model *m = p->chunk[v].r->model;
-            struct sb_comm_request req = {0};
-            SB_TRY(sb_comm_isend(p->gather, m->params, m->n_params, 0, SB_COMM_SENDRECV, &req));
-            SB_TRY(sb_comm_wait(p->gather, &req));
-        }
-    }
-    return SB_OK;
-}
-
 static sb_status pipeline_evaluate(struct sb_strategy *s, double *accuracy)
 {
     struct pipeline *p = s->impl;
-    SB_TRY(gather_whole(s, p));
+    SB_TRY(sb_pp_gather_whole(s, p));
     *accuracy = 0.0;
     if (p->world->rank != 0) return SB_OK;
     sb_pp_stats_print(&p->stats, stdout);
@@ -592,7 +297,7 @@ static sb_status pipeline_evaluate(struct sb_strategy *s, double *accuracy)
 static sb_status pipeline_read_params(struct sb_strategy *s, float *host)
 {
     struct pipeline *p = s->impl;
-    SB_TRY(gather_whole(s, p));
+    SB_TRY(sb_pp_gather_whole(s, p));
     if (p->world->rank != 0) return SB_OK;
     const struct sb_model *whole = p->whole->model;
     return s->env->be->download(host, whole->params, whole->n_params * sizeof(float));

@@ -21,9 +21,9 @@
 #include "cli/outputs.h"
 #include "cli/suggest.h"
 #include "cli/sweep_opts.h"
+#include "cli/sweep_plan.h"
 #include "cli/sweep_resume.h"
 #include "cli/sweep_stats.h"
-#include "cli/train_opts.h"
 #include "report/json_util.h"
 #include "strategies/strategy.h"
 
@@ -152,75 +152,12 @@ static sb_status first_run_error(const char *log_path)
     return sb_error(SB_ERR_USAGE, "%s", msg);
 }
 
-/* The method of `pt`, NULL for plain gradients (no flags). */
-static const struct sweep_method *method_of(const struct sweep_opts *o,
-                                            const struct sb_sweep_point *pt)
-{
-    return pt->method >= 0 ? &o->methods[pt->method] : NULL;
-}
-
-/* Where the sweep is: runs done (of total) and failed, and the first
- * successful run's environment (scaling.json's). */
-struct progress {
-    int done, total, failed;
-    cJSON *environment;
-};
-
-/* A child's command line and the strings it points into. */
-struct child_args {
-    char n[16], b[16], e[16], m[24];
-    struct sweep_layout_flags layout;
-    char *argv[64 + 256];
-};
-
-/* `self train` with the point's strategy, replicas, batch, epochs, report
- * `path`, the sweep's --max-steps and --data, the flags after `--` (for the
- * baseline the sweep adds, without the other strategies' own flags), then
- * the point's method (last, so that it is the one train takes). */
-static void point_argv(const struct sweep_opts *o, const char *self,
-                       const struct sb_sweep_point *pt, const char *path, struct child_args *ca)
-{
-    snprintf(ca->n, sizeof ca->n, "%d", pt->replicas);
-    snprintf(ca->b, sizeof ca->b, "%d", pt->batch);
-    snprintf(ca->e, sizeof ca->e, "%d", o->epochs);
-    snprintf(ca->m, sizeof ca->m, "%ld", o->max_steps);
-    char **argv = ca->argv;
-    int a = 0;
-    argv[a++] = (char *)self, argv[a++] = "train";
-    argv[a++] = "--strategy", argv[a++] = (char *)pt->strategy;
-    argv[a++] = "--replicas", argv[a++] = ca->n, argv[a++] = "--batch", argv[a++] = ca->b;
-    argv[a++] = "--epochs", argv[a++] = ca->e, argv[a++] = "--report", argv[a++] = (char *)path;
-    if (o->max_steps) argv[a++] = "--max-steps", argv[a++] = ca->m;
-    if (o->data) argv[a++] = "--data", argv[a++] = (char *)o->data;
-    struct sweep_layout_flags *lf = &ca->layout;
-    if (pt->layout >= 0) { /* the layout's own flags (sweep_layouts.c) after the sweep's */
-        sb_sweep_layout_flags(&o->layouts[pt->layout], lf);
-        for (int i = 0; i < lf->n; i++) argv[a++] = lf->words[i];
-    }
-    const struct sb_strategy_ops *ops = sb_strategy_find(pt->strategy);
-    for (int i = 0; i < o->n_extra && i < 256; i++) {
-        int value_follows;
-        if (pt->implicit && ops && sb_strategy_option_foreign(ops, o->extra[i], &value_follows)) {
-            i += value_follows; /* a flag of the strategies under test, not the baseline's */
-            continue;
-        }
-        argv[a++] = o->extra[i];
-    }
-    const struct sweep_method *m = method_of(o, pt);
-    if (m) {
-        argv[a++] = "--grad-compression", argv[a++] = (char *)m->compression;
-        argv[a++] = "--local-sgd", argv[a++] = (char *)m->local;
-        if (m->rank[0]) argv[a++] = "--powersgd-rank", argv[a++] = (char *)m->rank;
-    }
-    argv[a] = NULL;
-}
-
 /* "ddp-n2-strong-r1", with the method after the strategy when there is one
  * ("ddp-bf16-n2-strong-r1"). */
 static void run_name(const struct sweep_opts *o, const struct sb_sweep_point *pt, int r,
                      char *name, size_t size)
 {
-    const struct sweep_method *m = method_of(o, pt);
+    const struct sweep_method *m = sb_sweep_method_of(o, pt);
     if (pt->layout >= 0) {
         char layout[96];
         sb_layout_name(&o->layouts[pt->layout], layout, sizeof layout);
@@ -254,7 +191,7 @@ static void record_run(const struct sweep_opts *o, struct sb_sweep_point *pt, in
     const char *diverged =
         code ? NULL : cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rep, "diverged"));
     if (diverged) code = 1, why = diverged;
-    const struct sweep_method *m = method_of(o, pt);
+    const struct sweep_method *m = sb_sweep_method_of(o, pt);
     printf("[%d/%d] %s%s%s n=%d %s r%d: %s", ++pg->done, pg->total, pt->strategy, m ? " " : "",
            m ? m->name : "", pt->replicas, sb_sweep_scaling_name[pt->scaling], r,
            reused ? "(finished before) " : "");
@@ -294,7 +231,7 @@ static void record_run(const struct sweep_opts *o, struct sb_sweep_point *pt, in
 static void add_method(const struct sweep_opts *o, const struct sb_sweep_point *pt,
                        const cJSON *first_report, int *fail)
 {
-    const struct sweep_method *m = method_of(o, pt);
+    const struct sweep_method *m = sb_sweep_method_of(o, pt);
     const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(first_report, "config");
     const char *comp = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "grad_compression"));
     const cJSON *rank = cJSON_GetObjectItemCaseSensitive(cfg, "powersgd_rank");
@@ -327,7 +264,7 @@ static sb_status run_point(const struct sweep_opts *o, const char *self, struct 
         snprintf(path, sizeof path, "%s/%s.json", o->out, name);
         snprintf(log_path, sizeof log_path, "%s/%s.log", o->out, name);
         struct child_args ca;
-        point_argv(o, self, pt, path, &ca);
+        sb_sweep_point_argv(o, self, pt, path, &ca);
         char why[512] = "";
         int code, reused = o->resume_doc &&
                            sb_sweep_resume_keep(o->resume_doc, path, ca.argv, why, sizeof why);
@@ -368,76 +305,6 @@ static sb_status run_point(const struct sweep_opts *o, const char *self, struct 
     return st;
 }
 
-/* doc.matrix: the flags the sweep ran with. */
-static void add_matrix(cJSON *doc, const struct sweep_opts *o, int *fail)
-{
-    cJSON *m = sb_json_add_obj(doc, "matrix", fail), *a = sb_json_add_arr(m, "strategies", fail);
-    for (int i = 0; i < o->n_strategies; i++)
-        sb_json_append(a, cJSON_CreateString(o->strategies[i]), fail);
-    sb_json_add_item(m, "replicas", cJSON_CreateIntArray(o->replicas, o->n_replicas), fail);
-    a = sb_json_add_arr(m, "scaling", fail);
-    for (int s = 0; s < 2; s++)
-        if (o->scaling[s]) sb_json_append(a, cJSON_CreateString(sb_sweep_scaling_name[s]), fail);
-    sb_json_add_num(m, "repeats", o->repeats, fail);
-    sb_json_add_num(m, "epochs", o->epochs, fail);
-    sb_json_add_num(m, "batch", o->batch, fail);
-    sb_json_add_num(m, "global_batch", o->global_batch, fail);
-    sb_json_add_item(m, "max_steps", o->max_steps ? cJSON_CreateNumber((double)o->max_steps)
-                                                  : cJSON_CreateNull(), fail);
-    a = sb_json_add_arr(m, "grad_compression", fail);
-    for (int i = 0; i < o->n_compressions; i++)
-        sb_json_append(a, cJSON_CreateString(o->compressions[i]), fail);
-    sb_json_add_item(m, "local_sgd", cJSON_CreateIntArray(o->local_sgd, o->n_local_sgd), fail);
-    a = sb_json_add_arr(m, "layouts", fail);
-    for (int i = 0; i < o->n_layouts; i++) {
-        char name[96];
-        sb_layout_name(&o->layouts[i], name, sizeof name);
-        sb_json_append(a, cJSON_CreateString(name), fail);
-    }
-    a = sb_json_add_arr(m, "extra_args", fail);
-    for (int i = 0; i < o->n_extra; i++)
-        sb_json_append(a, cJSON_CreateString(o->extra[i]), fail);
-}
-
-/* --resume: reads `path` (the interrupted sweep's scaling.json) into
- * o->resume_doc and checks that it was made with the same matrix (the
- * flags, as doc.matrix records them). *complete: 1 when it is not partial
- * (nothing to resume). Errors: SB_ERR_USAGE naming the file and the first
- * field that differs, or what is wrong with the file. */
-static sb_status load_resume(struct sweep_opts *o, const char *path, int *complete)
-{
-    struct stat sbuf;
-    if (stat(path, &sbuf) != 0)
-        return sb_error(SB_ERR_USAGE, "--resume: %s does not exist: nothing to resume (run the "
-                        "sweep without --resume)", path);
-    sb_status st = sb_json_read_file(path, &o->resume_doc);
-    if (st) { /* the message is copied first: sb_error writes where it lives */
-        char why[512];
-        snprintf(why, sizeof why, "%s", sb_error_message());
-        return sb_error(SB_ERR_USAGE, "--resume: %s", why);
-    }
-    *complete = !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o->resume_doc, "partial"));
-    int fail = 0;
-    cJSON *now = cJSON_CreateObject();
-    add_matrix(now, o, &fail);
-    const cJSON *want = cJSON_GetObjectItemCaseSensitive(now, "matrix"), *k;
-    const cJSON *had = cJSON_GetObjectItemCaseSensitive(o->resume_doc, "matrix");
-    st = fail ? sb_error(SB_ERR_NOMEM, "--resume: out of memory") : SB_OK;
-    cJSON_ArrayForEach(k, want) {
-        if (st) break;
-        const cJSON *h = cJSON_GetObjectItemCaseSensitive(had, k->string);
-        char *a = cJSON_PrintUnformatted(k), *b = h ? cJSON_PrintUnformatted(h) : NULL;
-        if (!a || !b || strcmp(a, b) != 0)
-            st = sb_error(SB_ERR_USAGE, "--resume: %s was made with %s %s, not %s: give the "
-                          "interrupted sweep's flags", path, k->string, b ? b : "absent",
-                          a ? a : "?");
-        cJSON_free(a);
-        cJSON_free(b);
-    }
-    cJSON_Delete(now);
-    return st;
-}
-
 /* Prints "stratbench: <error>" and returns st's exit status. */
 static int fail_with(sb_status st)
 {
@@ -461,125 +328,6 @@ static sb_status prepare_out(const struct sweep_opts *o, const char *scaling_pat
     return SB_OK;
 }
 
-/* Whether train's flag check passes `pt`'s command line. */
-static int train_takes(const struct sweep_opts *o, const char *self,
-                       const struct sb_sweep_point *pt)
-{
-    struct child_args ca;
-    point_argv(o, self, pt, "scaling-check.json", &ca);
-    char *argv[64 + 256];
-    int argc = 0;
-    for (char **a = ca.argv + 1; *a; a++) argv[argc++] = *a; /* getopt may permute it */
-    argv[argc] = NULL;
-    struct sb_train_opts t;
-    return sb_train_opts_parse(&t, argc, argv) == SB_OK;
-}
-
-/* Whether to run `pt`: not when train refuses its method although it
- * takes the point without it (e.g. zero refuses powersgd), which is
- * printed with train's reason; any other refusal is the run's to report,
- * as a failed point. */
-static int point_valid(const struct sweep_opts *o, const char *self,
-                       const struct sb_sweep_point *pt)
-{
-    const struct sweep_method *m = method_of(o, pt);
-    if (!m || train_takes(o, self, pt)) return 1;
-    char why[256];
-    snprintf(why, sizeof why, "%s", sb_error_message());
-    struct sb_sweep_point plain = *pt;
-    plain.method = -1;
-    if (!train_takes(o, self, &plain)) return 1;
-    printf("# skipped %s %s n=%d: %s\n", pt->strategy, m->name, pt->replicas, why);
-    sb_error(SB_ERR_USAGE, "%s", why); /* for plan_points' message */
-    return 0;
-}
-
-/* Adds `pt` for every method its strategy takes (plain only when it takes
- * none), leaving out the points train refuses; first_bad (256 bytes)
- * keeps the first refusal's reason. */
-static void add_points(const struct sweep_opts *o, const char *self, struct sb_sweep_point pt,
-                       struct sb_sweep_point *pts, int *n_pts, struct progress *pg,
-                       char *first_bad)
-{
-    const struct sb_strategy_ops *ops = sb_strategy_find(pt.strategy);
-    int n = ops && ops->grad_sync ? o->n_methods : 1;
-    for (int k = 0; k < n; k++) {
-        pt.method = ops && ops->grad_sync ? k : -1;
-        const struct sweep_method *m = method_of(o, &pt);
-        if (m && !strcmp(m->compression, "none") && !strcmp(m->local, "0")) pt.method = -1;
-        if (!point_valid(o, self, &pt)) {
-            if (!first_bad[0]) snprintf(first_bad, 256, "%s", sb_error_message());
-            continue;
-        }
-        pts[(*n_pts)++] = pt;
-        pg->total += o->repeats;
-    }
-}
-
-/* Adds layout k's point of scaling s (its strategy and flags by
- * sb_sweep_layout_flags, replicas = dp), for every method its strategy
- * takes; a layout train refuses (a strategy that does not exist yet, a
- * layout it cannot run) is skipped with train's reason. */
-static void add_layout_point(const struct sweep_opts *o, const char *self, int k, int s,
-                             struct sb_sweep_point *pts, int *n_pts, struct progress *pg,
-                             char *first_bad)
-{
-    const struct sb_layout *l = &o->layouts[k];
-    struct sweep_layout_flags f;
-    sb_sweep_layout_flags(l, &f);
-    struct sb_sweep_point pt = {.strategy = f.strategy, .replicas = l->dp, .scaling = s,
-                                .method = -1, .layout = k,
-                                .batch = s == 0 ? o->global_batch / l->dp : o->batch};
-    if (!train_takes(o, self, &pt)) {
-        char name[96];
-        sb_layout_name(l, name, sizeof name);
-        printf("# skipped layout %s: %s\n", name, sb_error_message());
-        if (!first_bad[0]) snprintf(first_bad, 256, "%s", sb_error_message());
-        return;
-    }
-    add_points(o, self, pt, pts, n_pts, pg, first_bad);
-}
-
-/* The matrix's points: per scaling, single n=1 first (the baseline) unless
- * the matrix runs it, then strategies x replicas x methods. Errors:
- * SB_ERR_USAGE (train's reason) when train refuses every point. */
-static sb_status plan_points(const struct sweep_opts *o, const char *self,
-                             struct sb_sweep_point *pts, int *n_pts, struct progress *pg)
-{
-    *n_pts = 0;
-    char first_bad[256] = "";
-    for (int s = 0; s < 2; s++) {
-        if (!o->scaling[s]) continue;
-        int has_single = 0;
-        for (int i = 0; i < o->n_strategies && !o->n_layouts; i++)
-            for (int j = 0; j < o->n_replicas; j++)
-                has_single |= !strcmp(o->strategies[i], "single") && o->replicas[j] == 1;
-        if (!has_single)
-            add_points(o, self, (struct sb_sweep_point){.strategy = "single", .replicas = 1,
-                                                        .scaling = s, .method = -1, .implicit = 1,
-                                                        .layout = -1,
-                                                        .batch = s == 0 ? o->global_batch : o->batch},
-                       pts, n_pts, pg, first_bad);
-        for (int k = 0; k < o->n_layouts; k++)
-            add_layout_point(o, self, k, s, pts, n_pts, pg, first_bad);
-        for (int i = 0; i < o->n_strategies && !o->n_layouts; i++)
-            for (int j = 0; j < o->n_replicas; j++) {
-                int n = o->replicas[j];
-                const struct sb_strategy_ops *ops = sb_strategy_find(o->strategies[i]);
-                if (ops && ops->max_replicas > 0 && n > ops->max_replicas) continue;
-                add_points(o, self, (struct sb_sweep_point){.strategy = o->strategies[i],
-                                                            .replicas = n, .scaling = s,
-                                                            .layout = -1,
-                                                            .batch = s == 0 ? o->global_batch / n
-                                                                            : o->batch},
-                           pts, n_pts, pg, first_bad);
-            }
-    }
-    if (*n_pts == 0 && first_bad[0])
-        return sb_error(SB_ERR_USAGE, "sweep: train refuses every point: %s", first_bad);
-    return SB_OK;
-}
-
 /* scaling.json: the matrix, the environment (taken from pg), and the
  * points with speedup against single n=1 of their scaling (pts' JSON is
  * moved into it). Errors: SB_ERR_NOMEM; those of the write. */
@@ -594,7 +342,7 @@ static sb_status write_scaling(const struct sweep_opts *o, struct sb_sweep_point
     sb_json_add_item(doc, "environment", pg->environment ? pg->environment : cJSON_CreateNull(),
                      &fail);
     pg->environment = NULL; /* owned by doc, or freed */
-    add_matrix(doc, o, &fail);
+    sb_sweep_add_matrix(doc, o, &fail);
     sb_json_add_str(doc, "ci_method", "bootstrap percentile, 95%, 2000 resamples over repeats",
                     &fail);
     cJSON *points = sb_json_add_arr(doc, "points", &fail);
@@ -618,7 +366,7 @@ static sb_status write_scaling(const struct sweep_opts *o, struct sb_sweep_point
  * (said on stdout). */
 static sb_status resume(struct sweep_opts *o, const char *scaling_path, int *finished)
 {
-    SB_TRY(load_resume(o, scaling_path, finished));
+    SB_TRY(sb_sweep_load_resume(o, scaling_path, finished));
     if (*finished) printf("# sweep: %s is complete, nothing to resume\n", scaling_path);
     return SB_OK;
 }
@@ -669,7 +417,7 @@ int sb_sweep_main(int argc, char **argv)
     if (!st) st = prepare_out(&o, scaling_path, self, &made_len);
     if (!st) st = sb_sweep_lock_out(o.out); /* held until this process ends */
     if (!st && o.resume) st = resume(&o, scaling_path, &finished);
-    if (!st && !finished) st = plan_points(&o, self, pts, &n_pts, &pg);
+    if (!st && !finished) st = sb_sweep_plan_points(&o, self, pts, &n_pts, &pg);
     if (st || finished) {
         if (st == SB_ERR_USAGE) remove_made_dirs(o.out, made_len); /* leaves nothing it made */
         cJSON_Delete(o.resume_doc);

@@ -1,0 +1,81 @@
+/* What strategies/pipeline.c shares with its pieces: the state of one
+ * rank of a pipeline (struct pipeline, its model chunks struct chunk), the
+ * executor of a schedule's actions (pipeline_exec.c: compute, receive and
+ * send on activation slots, docs/pipeline.md's timing split), and the
+ * chunks' construction and the gather of the whole model
+ * (pipeline_chunks.c). Internal to the pipeline strategy. */
+#ifndef SB_PIPELINE_EXEC_H
+#define SB_PIPELINE_EXEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comm/comm.h"
+#include "comm/grid.h"
+#include "strategies/shared/dp_sync.h"
+#include "strategies/shared/pipeline_stats.h"
+#include "strategies/shared/replica.h"
+#include "strategies/shared/schedule.h"
+#include "strategies/strategy.h"
+
+/* One model chunk of this rank: virtual stage `vstage` of the pipeline. */
+struct chunk {
+    struct sb_replica *r; /* the part (its layers), its optimizer, batch slots */
+    struct sb_dp_sync *sync; /* its gradients over the dp communicator (D > 1) */
+    int vstage, first_layer, n_layers;
+    size_t in_floats, out_floats; /* per sample at its input and output */
+    int first, last;              /* holds the model's first / last layer */
+    int *slot_of;                 /* (M) micro-batch -> activation slot, -1 */
+    int *free_slot, n_free;       /* the slots not holding a micro-batch */
+    float *act_in;   /* (slots, mb, in_floats) received input activations */
+    float *grad_in;  /* (M, mb, in_floats) input gradients, sent back: one per micro-batch,
+                      * so that no backward waits for an earlier send to be received */
+    float *grad_out; /* (mb, out_floats) the received output gradient */
+    struct sb_comm_request *send_act, *send_grad; /* (slots), (M): sends in flight */
+    int backwards;   /* backwards of this step so far */
+    int live, peak;  /* slots holding a micro-batch now, and the step's most */
+    double per_slot, scratch; /* the workload's activation bytes per slot and besides */
+};
+
+struct pipeline {
+    struct sb_grid *grid;
+    struct sb_comm *world, *act, *grad, *gather; /* act/grad: the pp axis per direction */
+    struct sb_pp_schedule sched;
+    int P, M, V, D, stage, mb;
+    struct chunk *chunk; /* (V) */
+    int *layer_first;    /* (P*V + 1) virtual stage -> its first layer */
+    struct sb_replica *whole; /* world rank 0: the whole model (evaluation, read_params) */
+    struct sb_pp_stats stats; /* per stage, summed since the end of warm-up */
+    size_t whole_n_params;
+    struct sb_pp_waits waits; /* each receive's wait, split at its sender's post */
+    double comm_bytes; /* the receive and send buffers of every chunk */
+};
+
+/* Completes a send in flight, if req holds one. */
+sb_status sb_pp_finish_send(struct sb_comm *comm, struct sb_comm_request *req);
+
+/* Splits each receive's wait of this step at the moment its sender posted
+ * the message (the senders' times summed over the pp communicator: each
+ * message has one sender): before it the stage idled for another stage's
+ * compute (bubble), after it for the transfer (point-to-point wait, moved
+ * to the comm phase). Collective over the pp communicator. */
+sb_status sb_pp_split_waits(struct pipeline *p, struct sb_step_result *out);
+
+/* Runs action a of this rank's list (mine: this dp replica's batch of
+ * sample indices). Errors: SB_ERR_INTERNAL for an action not run here
+ * (zb-h1's split backward) or more micro-batches in flight than slots;
+ * the communicator's and the workload's errors. */
+sb_status sb_pp_run_action(struct sb_strategy *s, struct pipeline *p,
+                           const struct sb_pp_action *a, const int32_t *mine,
+                           struct sb_step_result *out);
+
+/* Builds this rank's chunks: virtual stages stage, stage + P, ...
+ * (slots: (V) activation slots per chunk). Errors: SB_ERR_NOMEM, the
+ * workload's and the backend's. */
+sb_status sb_pp_make_chunks(struct sb_strategy *s, struct pipeline *p, const int *slots);
+
+/* Copies every virtual stage's parameters into the whole model on world
+ * rank 0 (dp replica 0's stages, over the uncounted gather communicator). */
+sb_status sb_pp_gather_whole(struct sb_strategy *s, struct pipeline *p);
+
+#endif
