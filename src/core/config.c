@@ -11,6 +11,11 @@ double sb_config_effective_lr(const struct sb_config *cfg)
 
 int sb_config_global_batch(const struct sb_config *cfg) { return cfg->replicas * cfg->batch; }
 
+const char *sb_lr_schedule_name(enum sb_lr_schedule s)
+{
+    return s == SB_LR_SCHEDULE_COSINE ? "cosine" : "constant";
+}
+
 const char *sb_optimizer_name(enum sb_optimizer_kind o) { return o == SB_OPTIMIZER_ADAM ? "adam" : "sgd"; }
 
 char *sb_method_name(const char *compression, int powersgd_rank, int local_sgd, char *out,
