@@ -1,7 +1,7 @@
 """The learning-rate schedule (`--lr-schedule cosine`, `--lr-warmup-steps`) as a user runs it.
 
 Every strategy applies the lr of step t from the same formula (strategies/shared/optimizer.c),
-so ddp, zero 3 and synchronous central with 2 replicas x batch 16 make the same updates
+so mirrored, ddp, zero 3 and synchronous central with 2 replicas x batch 16 make the same updates
 as `single` with batch 32 under a cosine schedule with warm-up, as they do under a constant lr
 (the tolerance of test_vit.py's equivalence, SGD on the small vit). The schedule changes
 the parameters (the equivalence is not of two constant-lr runs), the report's config names
@@ -18,6 +18,7 @@ SMALL = ["--workload", "vit", "--patch", "7", "--width", "32", "--depth", "2", "
 STEPS = 6
 COSINE = ["--lr-schedule", "cosine", "--lr-warmup-steps", "2"]
 STRATEGIES = {
+    "mirrored": ["--strategy", "mirrored", "--replicas", "2"],
     "ddp": ["--strategy", "ddp", "--replicas", "2"],
     "zero3": ["--strategy", "zero", "--zero-stage", "3", "--replicas", "2"],
     "central": ["--strategy", "central", "--replicas", "2"],
