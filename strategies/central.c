@@ -124,6 +124,9 @@ static sb_status central_init(struct sb_strategy *s)
         sb_central_shard(c, c->server, &c->shard_first, &c->shard_count);
         size_t bytes = (size_t)c->shard_count * sizeof(float);
         SB_TRY(sb_optimizer_init(&c->opt, be, s->env->cfg, (size_t)c->shard_count));
+        /* --async: one update per worker's push, n_workers per training step;
+         * the lr schedule counts training steps. */
+        if (c->async) c->opt.updates_per_step = c->n_workers;
         SB_TRY(be->alloc((void **)&c->sum, bytes));
         size_t inboxes = c->async || c->n_workers < 2 ? 1 : (size_t)c->n_workers - 1;
         SB_TRY(be->alloc((void **)&c->inbox, inboxes * bytes));

@@ -198,6 +198,12 @@ sb_status sb_train_opts_validate(struct sb_train_opts *o)
     return sb_strategy_check(s, c);
 }
 
+long sb_train_run_steps(const struct sb_config *c, const struct sb_mnist *data)
+{
+    long total = (long)sb_steps_per_epoch(data->train.n, sb_config_global_batch(c)) * c->epochs;
+    return c->max_steps && c->max_steps < total ? c->max_steps : total;
+}
+
 sb_status sb_train_check_data(const struct sb_config *c, const struct sb_mnist *data)
 {
     SB_TRY(sb_mnist_check_image_size(data, SB_MNIST_SIDE, SB_MNIST_SIDE));
@@ -206,9 +212,13 @@ sb_status sb_train_check_data(const struct sb_config *c, const struct sb_mnist *
     if (per_epoch < 1)
         return sb_error(SB_ERR_USAGE, "--batch: global batch %d exceeds the %d training images "
                         "of %s", global, data->train.n, data->train.image_path);
-    long total = (long)per_epoch * c->epochs;
-    int capped = c->max_steps && c->max_steps < total;
-    if (capped) total = c->max_steps;
+    long total = sb_train_run_steps(c, data);
+    int capped = c->max_steps && c->max_steps < (long)per_epoch * c->epochs;
+    if (c->lr_schedule == SB_LR_SCHEDULE_COSINE && c->lr_warmup_steps >= total)
+        return sb_error(SB_ERR_USAGE, "--lr-warmup-steps: %ld warm-up steps leave none for "
+                        "--lr-schedule cosine to decay: the run has %ld steps (%s)",
+                        c->lr_warmup_steps, total,
+                        capped ? "--max-steps" : "--epochs x steps per epoch");
     if (c->report_path[0] && c->warmup_steps >= total)
         return sb_error(SB_ERR_USAGE, "--warmup-steps: %d warm-up step%s leave%s none to measure "
                         "for --report: the run has %ld step%s (%s); lower --warmup-steps or raise %s",

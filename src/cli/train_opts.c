@@ -18,7 +18,8 @@
 
 enum {
     OPT_STRATEGY = 256, OPT_WORKLOAD, OPT_DEVICE, OPT_HIDDEN, OPT_REPLICAS,
-    OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_LR_SCALING, OPT_SEED, OPT_DATA,
+    OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_LR_SCALING, OPT_LR_SCHEDULE,
+    OPT_LR_WARMUP_STEPS, OPT_SEED, OPT_DATA,
     OPT_REPORT, OPT_TARGET, OPT_MAX_STEPS, OPT_WARMUP, OPT_SAVE_PARAMS, OPT_THREADS,
     OPT_EVAL_BATCH, OPT_TRACE, OPT_COMM, OPT_ALLREDUCE, OPT_PROBE_LINKS, OPT_NO_PROBE_LINKS,
     OPT_CUDA_GRAPH, OPT_CHECK_EVERY, OPT_MLLOG, OPT_TIMEOUT, OPT_OPTIMIZER, OPT_RANKS_PER_HOST,
@@ -48,6 +49,8 @@ static const struct option common_options[] = {
     {"momentum", required_argument, NULL, OPT_MOMENTUM},
     {"optimizer", required_argument, NULL, OPT_OPTIMIZER},
     {"lr-scaling", required_argument, NULL, OPT_LR_SCALING},
+    {"lr-schedule", required_argument, NULL, OPT_LR_SCHEDULE},
+    {"lr-warmup-steps", required_argument, NULL, OPT_LR_WARMUP_STEPS},
     {"seed", required_argument, NULL, OPT_SEED},
     {"data", required_argument, NULL, OPT_DATA},
     {"report", required_argument, NULL, OPT_REPORT},
@@ -171,6 +174,10 @@ void sb_train_opts_usage(FILE *out)
             "  --lr X                 %-10g learning rate (default %g with adam)\n"
             "  --momentum X           %-10g SGD momentum\n"
             "  --lr-scaling MODE      %-10s none | linear (lr x replicas, Goyal et al. 2017)\n"
+            "  --lr-schedule S        %-10s constant | cosine (from the effective lr to 0 at\n"
+            "                                    the run's last step; SGDR, no restarts)\n"
+            "  --lr-warmup-steps N    %-10s linear lr warm-up over the first N optimizer steps\n"
+            "                                    (not --warmup-steps, which is about timing)\n"
             "  --seed N               %-10llu initialisation and data order\n"
             "  --data DIR             MNIST idx files (.gz or raw); default $STRATBENCH_DATA,\n"
             "                         else the installed or source tree's data/mnist\n"
@@ -224,7 +231,7 @@ void sb_train_opts_usage(FILE *out)
             c->strategy, sb_strategy_names_joined(" | "), c->workload, sb_workload_names(),
             "auto", "auto", c->hidden[0], c->vit.patch, c->vit.width, c->vit.depth, c->vit.heads,
             c->vit.mlp_ratio, c->replicas, c->epochs, c->batch, "sgd", c->lr,
-            SB_LR_DEFAULT_ADAM, c->momentum, "none", (unsigned long long)c->seed, c->target_accuracy, "0",
+            SB_LR_DEFAULT_ADAM, c->momentum, "none", "constant", "0", (unsigned long long)c->seed, c->target_accuracy, "0",
             c->warmup_steps, "0", c->eval_batch, c->allreduce, sb_allreduce_algo_names(" | "),
             c->ranks_per_host, c->timeout_s, c->grad_compression, c->powersgd_rank, "0", "0", "0", "fp32");
     sb_strategy_options_usage(out);
@@ -364,6 +371,14 @@ static sb_status parse_one(struct sb_train_opts *o, int opt, const char *arg)
         else if (strcmp(arg, "linear") == 0) c->lr_scaling = SB_LR_SCALING_LINEAR;
         else return sb_error(SB_ERR_USAGE, "--lr-scaling: expected none or linear, got '%s'", arg);
         return SB_OK;
+    case OPT_LR_SCHEDULE:
+        if (strcmp(arg, "constant") == 0) c->lr_schedule = SB_LR_SCHEDULE_CONSTANT;
+        else if (strcmp(arg, "cosine") == 0) c->lr_schedule = SB_LR_SCHEDULE_COSINE;
+        else return sb_error(SB_ERR_USAGE, "--lr-schedule: expected constant or cosine, got '%s'",
+                             arg);
+        return SB_OK;
+    case OPT_LR_WARMUP_STEPS:
+        return parse_long("lr-warmup-steps", arg, 0, LONG_MAX, &c->lr_warmup_steps);
     case OPT_SEED:
         SB_TRY(parse_long("seed", arg, 0, LONG_MAX, &l));
         c->seed = (uint64_t)l;

@@ -36,6 +36,12 @@ sb_status sb_train_opts_parse(struct sb_train_opts *opts, int argc, char **argv)
  * SB_ERR_INPUT naming the image file, SB_ERR_USAGE naming the flag. */
 sb_status sb_train_check_data(const struct sb_config *cfg, const struct sb_mnist *data);
 
+/* The run's optimizer steps: min(--max-steps, epochs x steps per epoch of
+ * the global batch over data's training images) (what cfg->run_steps
+ * holds once resolved). Also refused by sb_train_check_data: a cosine
+ * --lr-schedule whose --lr-warmup-steps leave no step to decay. */
+long sb_train_run_steps(const struct sb_config *cfg, const struct sb_mnist *data);
+
 /* Checks every output the run will write (--report, --trace, --save-params,
  * --mllog)
  * before any work: see sb_outputs_check (src/cli/outputs.h). Called where

@@ -43,6 +43,11 @@ int sb_config_grad_wire16(const struct sb_config *cfg, int *fmt)
     return 0;
 }
 
+const char *sb_lr_schedule_name(enum sb_lr_schedule s)
+{
+    return s == SB_LR_SCHEDULE_COSINE ? "cosine" : "constant";
+}
+
 const char *sb_optimizer_name(enum sb_optimizer_kind o) { return o == SB_OPTIMIZER_ADAM ? "adam" : "sgd"; }
 
 char *sb_method_name(const char *compression, int powersgd_rank, int local_sgd, char *out,

@@ -28,6 +28,12 @@ enum sb_lr_scaling { SB_LR_SCALING_NONE = 0, SB_LR_SCALING_LINEAR };
  * 2015, PyTorch's defaults). Optimizer state per parameter: 1 float, 2. */
 enum sb_optimizer_kind { SB_OPTIMIZER_SGD = 0, SB_OPTIMIZER_ADAM };
 
+/* --lr-schedule: the lr held constant, or decayed from the effective lr to
+ * 0 over the run by a half cosine (Loshchilov & Hutter 2017, SGDR, without
+ * restarts; the DeiT / timm recipe). Both after --lr-warmup-steps of linear
+ * warm-up (Goyal et al. 2017). */
+enum sb_lr_schedule { SB_LR_SCHEDULE_CONSTANT = 0, SB_LR_SCHEDULE_COSINE };
+
 /* Default learning rates: SGD's (chosen for this suite, docs/design.md)
  * and Adam's (PyTorch's torch.optim.Adam default), used when --lr is not
  * given. */
@@ -62,6 +68,12 @@ struct sb_config {
     double momentum;             /* SGD only */
     enum sb_optimizer_kind optimizer; /* --optimizer sgd | adam */
     enum sb_lr_scaling lr_scaling; /* linear: lr * replicas (Goyal et al. 2017) */
+    enum sb_lr_schedule lr_schedule; /* --lr-schedule constant | cosine */
+    long lr_warmup_steps;        /* --lr-warmup-steps: optimizer steps of linear lr warm-up */
+    long run_steps;              /* resolved once the data is loaded (the CLI): the run's
+                                  * optimizer steps, min(--max-steps, epochs x steps per
+                                  * epoch), where a cosine schedule reaches 0; 0 = unknown
+                                  * (the cosine then holds the lr) */
     uint64_t seed;
     char data_dir[PATH_MAX];     /* resolved: --data, $STRATBENCH_DATA, ./data/mnist */
     char report_path[PATH_MAX];  /* "" = no report */
@@ -124,6 +136,9 @@ int sb_config_grad_wire16(const struct sb_config *cfg, int *fmt);
  * --lr-scaling linear (the linear scaling rule, Goyal et al. 2017,
  * "Accurate, Large Minibatch SGD"). */
 double sb_config_effective_lr(const struct sb_config *cfg);
+
+/* "constant" or "cosine". */
+const char *sb_lr_schedule_name(enum sb_lr_schedule s);
 
 /* "sgd" or "adam". */
 const char *sb_optimizer_name(enum sb_optimizer_kind o);

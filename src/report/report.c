@@ -73,6 +73,8 @@ static void add_config(cJSON *root, const struct sb_run_record *rec, int *fail)
     sb_json_add_str(o, "optimizer", sb_optimizer_name(c->optimizer), fail);
     sb_json_add_str(o, "lr_scaling",
             c->lr_scaling == SB_LR_SCALING_LINEAR ? "linear" : "none", fail);
+    sb_json_add_str(o, "lr_schedule", sb_lr_schedule_name(c->lr_schedule), fail);
+    sb_json_add_num(o, "lr_warmup_steps", (double)c->lr_warmup_steps, fail);
     sb_json_add_u64(o, "seed", c->seed, fail);
     sb_json_add_str(o, "data_dir", c->data_dir, fail);
     sb_json_add_str(o, "report", c->report_path, fail);

@@ -22,6 +22,10 @@ sb_status sb_optimizer_init(struct sb_optimizer *o, const struct sb_backend_ops 
     o->n = n;
     o->lr = (float)sb_config_effective_lr(cfg);
     o->momentum = (float)cfg->momentum;
+    o->schedule = cfg->lr_schedule;
+    o->warmup = cfg->lr_warmup_steps;
+    o->total = cfg->run_steps;
+    o->updates_per_step = 1;
     size_t bytes = (n ? n : 1) * sizeof(float);
     SB_TRY(be->alloc((void **)&o->m, bytes));
     if (o->kind == SB_OPTIMIZER_ADAM) SB_TRY(be->alloc((void **)&o->v, bytes));
@@ -32,15 +36,32 @@ sb_status sb_optimizer_init(struct sb_optimizer *o, const struct sb_backend_ops 
     return SB_OK;
 }
 
+double sb_lr_at(enum sb_lr_schedule schedule, double lr, long warmup, long total, long t)
+{
+    if (t < warmup) return lr * (double)(t + 1) / (double)warmup;
+    if (schedule != SB_LR_SCHEDULE_COSINE || total <= warmup) return lr;
+    if (t >= total) return 0.0;
+    double progress = (double)(t - warmup) / (double)(total - warmup);
+    return lr * 0.5 * (1.0 + cos(M_PI * progress));
+}
+
+float sb_optimizer_lr(const struct sb_optimizer *o)
+{
+    if (o->schedule == SB_LR_SCHEDULE_CONSTANT && o->warmup == 0) return o->lr;
+    long step = o->t / (o->updates_per_step > 0 ? o->updates_per_step : 1);
+    return (float)sb_lr_at(o->schedule, (double)o->lr, o->warmup, o->total, step);
+}
+
 /* torch.optim.Adam (_single_tensor_adam): step_size = lr / (1 - b1^t),
- * denominator sqrt(v) / sqrt(1 - b2^t) + eps. */
+ * denominator sqrt(v) / sqrt(1 - b2^t) + eps; lr is this step's
+ * (sb_optimizer_lr). */
 static void adam_part(struct sb_optimizer *o, size_t first, size_t count, float *params,
-                      const float *grads)
+                      const float *grads, float lr)
 {
     double t = (double)(o->t + 1);
     double bc1 = 1.0 - pow(SB_ADAM_BETA1, t), bc2 = 1.0 - pow(SB_ADAM_BETA2, t);
     o->be->adam(params, o->m + first, o->v + first, grads, count, (float)SB_ADAM_BETA1,
-                (float)SB_ADAM_BETA2, (float)SB_ADAM_EPS, (float)(o->lr / bc1),
+                (float)SB_ADAM_BETA2, (float)SB_ADAM_EPS, (float)(lr / bc1),
                 (float)sqrt(bc2));
 }
 
@@ -51,15 +72,16 @@ void sb_optimizer_step_part(struct sb_optimizer *o, size_t first, size_t count, 
         sb_nvtx_push_phase("optimizer", SB_NVTX_OPTIMIZER);
         o->range_open = 1;
     }
+    float lr = sb_optimizer_lr(o);
     float *compute = params; /* the 16-bit copy, written after the step */
     if (o->master) {
         if (o->t == 0) o->be->copy(o->master + first, params, count);
         params = o->master + first;
     }
     if (o->kind == SB_OPTIMIZER_SGD) {
-        o->be->sgd_momentum(params, o->m + first, grads, count, o->lr, o->momentum);
+        o->be->sgd_momentum(params, o->m + first, grads, count, lr, o->momentum);
     } else {
-        adam_part(o, first, count, params, grads);
+        adam_part(o, first, count, params, grads, lr);
     }
     if (o->master) {
         o->be->copy(compute, params, count);
