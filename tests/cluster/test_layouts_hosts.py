@@ -27,10 +27,12 @@ def test_probe_measures_both_classes(cluster, stratbench, mnist_dir, tmp_path):
     links = model["links"]
     assert model["probe_cross_host"] is True
     assert links["inter"] == {"alpha_s": model["alpha_s"], "bandwidth_Bps": model["bandwidth_Bps"]}
-    # the shaped link: at most its rate (plus the token bucket's burst slack), far
-    # below the within-host link
+    # the shaped link: at most its rate (plus the token bucket's burst slack), and
+    # below the within-host link, which is not shaped (about 10 GB/s on a quiet
+    # machine; the test asserts only the order, since a loaded machine measured
+    # 35 MB/s: speeds belong to the benches)
     assert links["inter"]["bandwidth_Bps"] < 1.2 * RATE_BPS
-    assert links["intra"]["bandwidth_Bps"] > 10 * links["inter"]["bandwidth_Bps"]
+    assert links["intra"]["bandwidth_Bps"] > links["inter"]["bandwidth_Bps"]
     pred = run([stratbench, "predict", report, "--layouts", "--hosts", 2, "--ranks-per-host",
                 2, "--json"], check=True)
     layouts = json.loads(pred.stdout)
