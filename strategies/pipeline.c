@@ -246,6 +246,8 @@ static sb_status pipeline_step(struct sb_strategy *s, long step, const int32_t *
         for (int i = 0; i < c->n_free; i++) c->free_slot[i] = c->n_free - 1 - i;
         c->backwards = 0;
         c->live = c->peak = 0;
+        /* Always SB_DP_SYNC_BUCKETS: pipeline takes no --grad-compression or
+         * --local-sgd (its ops leave grad_sync 0, so the CLI refuses them). */
         if (c->sync) (void)sb_dp_sync_begin(c->sync, step);
     }
     const struct sb_pp_action *a = sb_pp_rank_actions(&p->sched, p->stage);
