@@ -478,7 +478,7 @@ def write_ninja(cfg):
         "  description = SHLIB $out",
         "",
         "rule pytest",
-        f"  command = {cfg['test_env']}STRATBENCH_BUILD=build $python -m pytest -q tests",
+        f"  command = {cfg['test_env']}STRATBENCH_BUILD=build $python -m pytest -q --durations=25 tests",
         "  description = TEST",
         "  pool = console",
         "",

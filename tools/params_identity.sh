@@ -2,7 +2,8 @@
 # Saves, or compares, the parameters after 20 optimizer steps of every
 # strategy and workload case that a behaviour-preserving change must keep
 # byte-identical (--threads 1 --save-params; issue 17's list, plus the zero
-# stages and Adam).
+# stages and Adam; since the sixth session also the vit, pipeline, tensor
+# parallelism and 16-bit precision).
 #
 #   tools/params_identity.sh save EXE DIR      run every case with EXE, params into DIR
 #   tools/params_identity.sh check EXE DIR     run again with EXE, cmp each against DIR
@@ -52,6 +53,14 @@ cases=(
     "zero3_3|--strategy zero --zero-stage 3 --replicas 3 --optimizer adam"
     "bf16_ddp2|--strategy ddp --replicas 2 --grad-compression bf16"
     "powersgd_ddp2|--strategy ddp --replicas 2 --grad-compression powersgd --powersgd-start 5"
+    "vit_single|--strategy single --workload vit --depth 2 --batch 16"
+    "vit_zero3_2|--strategy zero --zero-stage 3 --replicas 2 --workload vit --depth 2 --batch 16 --optimizer adam"
+    "pipe_1f1b_p2m4|--strategy pipeline --stages 2 --microbatches 4 --schedule 1f1b"
+    "pipe_inter_p2m4_d2|--strategy pipeline --stages 2 --microbatches 4 --schedule interleaved --chunks 2 --replicas 2 --workload cnn"
+    "tensor_vit_tp2_sp|--strategy tensor --tp 2 --sequence-parallel --workload vit --depth 2 --batch 16"
+    "tensor_mlp_tp2_d2|--strategy tensor --tp 2 --replicas 2 --optimizer adam"
+    "bf16_zero2_2|--strategy zero --zero-stage 2 --replicas 2 --precision bf16"
+    "fp16_ddp2|--strategy ddp --replicas 2 --precision fp16"
 )
 
 fail=0
