@@ -207,7 +207,7 @@ void sb_cuda_sgd_momentum(float *p, float *v, const float *g, size_t n, float lr
 }
 
 void sb_cuda_adam(float *p, float *m, float *v, const float *g, size_t n, float b1, float b2,
-                    float eps, float step_size, float bc2_sqrt)
+                  float eps, float step_size, float bc2_sqrt)
 {
     LAUNCH(k_adam, n, p, m, v, g, n, b1, b2, eps, step_size, bc2_sqrt);
 }
@@ -256,7 +256,7 @@ void sb_cuda_unscale_check(float *x, float a, size_t n, int *found)
 }
 
 void sb_cuda_gather(float *x, uint8_t *y, const uint8_t *pixels, const uint8_t *labels,
-                      const int32_t *idx, int n, int dim)
+                    const int32_t *idx, int n, int dim)
 {
     LAUNCH(k_gather, (size_t)n * dim, x, y, pixels, labels, idx, n, dim);
 }

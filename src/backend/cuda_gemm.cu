@@ -22,8 +22,8 @@ extern "C" {
          i += (size_t)gridDim.x * blockDim.x)
 
 void sb_cuda_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha,
-                     const float *a, int lda, const float *b, int ldb, float beta, float *c,
-                     int ldc)
+                   const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                   int ldc)
 {
     if (!sb_cuda_ensure_ctx()) return;
     /* Row-major C (m, n) = column-major C^T (n, m) = op(B)^T op(A)^T. */
@@ -65,8 +65,8 @@ __global__ void k_to_half(const float *x, void *out, size_t n, int fmt)
  * exactly), then cublasGemmEx with CUBLAS_COMPUTE_32F. Row-major as
  * sb_cuda_sgemm: C^T = op(B)^T op(A)^T in cuBLAS's column-major terms. */
 void sb_cuda_gemm_half(int fmt, int trans_a, int trans_b, int m, int n, int k, float alpha,
-                         const float *a, int lda, const float *b, int ldb, float beta, float *c,
-                         int ldc)
+                       const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                       int ldc)
 {
     if (!sb_cuda_ensure_ctx()) return;
     size_t na = (size_t)(trans_a ? k : m) * lda, nb = (size_t)(trans_b ? n : k) * ldb;

@@ -110,7 +110,7 @@ static double reduce_rows_to_host(int rows)
 /* The loss stays on the device: the row losses are summed into *loss_acc
  * (device memory) by one more kernel; nothing waits. */
 void sb_cuda_softmax_xent(const float *logits, const uint8_t *labels, int rows, int cols,
-                            float scale, float *dlogits, double *loss_acc)
+                          float scale, float *dlogits, double *loss_acc)
 {
     if (rows <= 0 || !ensure_scratch((size_t)rows)) return;
     unsigned warps_per_block = SB_CUDA_THREADS / 32;
@@ -124,7 +124,7 @@ void sb_cuda_softmax_xent(const float *logits, const uint8_t *labels, int rows, 
 }
 
 void sb_cuda_count_correct(const float *logits, const uint8_t *labels, int rows, int cols,
-                             long *correct)
+                           long *correct)
 {
     *correct = 0;
     if (rows <= 0 || !ensure_scratch((size_t)rows)) return;
