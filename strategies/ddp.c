@@ -5,11 +5,11 @@
  *
  * The synchronisation is strategies/shared/dp_sync.h over the dp
  * communicator of a 1-deep grid (comm/grid.h: sb_grid_adopt, the world
- * itself with its all-reduce set-up) and the whole model: gradient buckets (--bucket-mb)
- * all-reduced as backward makes them ready (--no-overlap: after backward),
- * the compression and local SGD hook (--grad-compression, --local-sgd),
- * and the hierarchical all-reduce where the communicator runs it
- * (strategy "hierarchical"). Timing definitions: docs/ddp.md.
+ * itself with its all-reduce set-up) and the whole model: gradient
+ * buckets (--bucket-mb) all-reduced as backward makes them ready
+ * (--no-overlap: after backward), the compression and local SGD hook
+ * (--grad-compression, --local-sgd), and the hierarchical all-reduce
+ * where the communicator runs it (strategy "hierarchical"). Timing definitions: docs/ddp.md.
  *
  * On CPUs the "mpi" communicator runs the --allreduce algorithm
  * (stratbench's ring or recursive doubling over MPI point-to-point, Open

@@ -3,9 +3,9 @@
  *
  * The sharding is strategies/shared/zero_sync.h over the dp communicator
  * of a 1-deep grid (comm/grid.h: sb_grid_adopt, the world itself) and the
- * whole model: stage 1 shards the optimizer state,
- * stage 2 also the gradients (reduce-scatters overlapping backward), stage
- * 3 also the parameters (layers gathered by the layer hook).
+ * whole model: stage 1 shards the optimizer state, stage 2 also the
+ * gradients (reduce-scatters overlapping backward), stage 3 also the
+ * parameters (layers gathered by the layer hook).
  * Communication per rank per step: 2Ψ(n-1)/n floats (stages 1-2: one
  * reduce-scatter and one all-gather of Ψ), 3Ψ(n-1)/n (stage 3: two
  * all-gathers). Derivation and the memory formula: docs/zero.md.
