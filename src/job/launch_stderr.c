@@ -34,6 +34,7 @@ static int is_mpi_noise(const char *line)
     return close > colon + 1;
 }
 
+/* Appends s to the growing string *buf (*len chars, *cap bytes). */
 static void append(char **buf, size_t *len, size_t *cap, const char *s)
 {
     size_t n = strlen(s);
@@ -48,7 +49,6 @@ static void append(char **buf, size_t *len, size_t *cap, const char *s)
     memcpy(*buf + *len, s, n + 1);
     *len += n;
 }
-
 
 /* A banner ended: keep what it says, print it unless it is one we replace. */
 static void end_block(struct sb_launch_stderr *w)
@@ -145,7 +145,6 @@ void sb_launch_stderr_take(struct sb_launch_stderr *w, const char *line)
     }
     fputs(line, stderr);
 }
-
 
 int sb_launch_stderr_read(struct sb_launch_stderr *w, int fd)
 {
