@@ -360,7 +360,7 @@ static sb_status vit_create_part(const struct sb_config *cfg, const struct sb_ba
                         sb_precision_name(cfg->precision));
     if (v->mlp_ratio < 1)
         return sb_error(SB_ERR_USAGE, "--mlp-ratio: expected >= 1, got %d", v->mlp_ratio);
-    struct sb_part whole = {0, v->depth + 2, 0, 1, 1, 0};
+    struct sb_part whole = {0, v->depth + 2, 0, 1, 1, 0, 0};
     if (part) {
         if (part->first_layer != 0 || part->n_layers != whole.n_layers || part->slots != 1)
             return sb_error(SB_ERR_USAGE, "vit: a part of layers %d..%d in %d slots (it builds "

@@ -47,7 +47,7 @@ void sb_pp_chunk_slots(const struct sb_pp_schedule *sc, int rank, int *slots)
         int c = a[i].chunk;
         if (c < 0 || c >= SB_DETAIL_VALUES_MAX) continue;
         if (a[i].op == SB_PP_FORWARD && ++now[c] > slots[c]) slots[c] = now[c];
-        if (a[i].op == SB_PP_BACKWARD) now[c]--;
+        if (a[i].op == SB_PP_BACKWARD || a[i].op == SB_PP_BACKWARD_WEIGHT) now[c]--;
     }
 }
 
