@@ -2,8 +2,8 @@
 """The pipeline's bubble, measured against its schedule's formula with the run's own
 times (docs/pipeline.md, "Measured bubble"). For every schedule the strategy runs
 (gpipe, 1f1b, interleaved with 2 chunks, zb-h1 with its B and W apart), P = 2 and 4
-stages and M = 1, 2, 4, 8, 16 micro-batches, one run of --steps steps on this machine with --threads 1, and from its
-report (strategy_details):
+stages and M = 1, 2, 4, 8, 16 micro-batches, one run of --steps steps on this machine
+with --threads 1, and from its report (strategy_details):
   measured   the stages' mean bubble / their mean step (stage_bubble_ms, stage_step_ms)
   formula    sb_pp_bubble_fraction_of_step with the run's mean forward and backward per
              micro-batch (bubble_fraction_formula): (p-1)/(m+p-1) for gpipe and 1f1b;
