@@ -155,7 +155,6 @@ BAD = [
     (["--chunks", "2", "--schedule", "1f1b"], "--chunks"),
     (["--schedule", "interleaved", "--microbatches", "3", "--workload", "cnn"],
      "--microbatches"),
-    (["--schedule", "zb-h1", "--workload", "vit"], "--schedule"),  # no split backward
     (["--schedule", "pipedream"], "--schedule"),
     (["--microbatches", "5"], "--microbatches"),  # 64 samples do not cut into 5
     (["--partition", "flops"], "--partition"),

@@ -12,8 +12,9 @@
  * - W before B, and B on a part built without split_backward, are refused;
  * - split_backward adds the kept pre-activation gradients to a slot's
  *   activation bytes (what the pipeline counts per live slot);
- * - a workload without the halves (vit) leaves both ops NULL, so the
- *   pipeline refuses zb-h1 for it.
+ * - the vit (its one slot, a shard of every layer, tp 1 and 2): B then W
+ *   equals the fused backward byte for byte, B makes the fused backward's
+ *   tp all-reduces of input gradients and W none.
  * Exits 0 when every test passes, non-zero otherwise. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -28,6 +29,7 @@
 #include "backend/backend.h"
 #include "core/config.h"
 #include "core/rng.h"
+#include "core/status.h"
 #include "workloads/workload.h"
 
 #define BATCH 5 /* samples of one micro-batch */
@@ -190,13 +192,84 @@ static void test_cnn(void **state)
     check_cut(&cfg, (int[]){0, 1, 3}, 3); /* conv1 | conv2, fc1 | fc2, fc3 */
 }
 
-static void test_vit_has_none(void **state)
+/* Counts the tp hook's all-reduces (and sums nothing: fused and split get
+ * the same no-op, so their results stay comparable byte for byte). */
+static void count_allreduce(void *ctx, float *buf, size_t count)
+{
+    (void)buf;
+    (void)count;
+    ++*(int *)ctx;
+}
+
+/* The vit (one slot, a shard of every layer): B then W against the fused
+ * backward, byte for byte, the ready calls the same; B makes the fused
+ * backward's tp all-reduces of input gradients, W none. */
+static void check_vit(int tp_size)
+{
+    struct sb_config cfg = config("vit", NULL, 0, SB_PRECISION_FP32);
+    cfg.vit = (struct sb_vit_config){.patch = 7, .width = 32, .depth = 2, .heads = 4,
+                                     .mlp_ratio = 2};
+    cfg.batch = BATCH;
+    const struct sb_workload_ops *ops = sb_workload_find("vit");
+    struct sb_model *fused = NULL, *split = NULL;
+    struct sb_model *whole = NULL;
+    assert_int_equal(ops->create(&cfg, &sb_backend_cpu, BATCH, &whole), SB_OK);
+    struct sb_part part = {0, whole->n_layers, 0, tp_size, 1, 0, 0};
+    whole->ops->destroy(whole);
+    assert_int_equal(ops->create_part(&cfg, &sb_backend_cpu, BATCH, &part, &fused), SB_OK);
+    part.split_backward = 1;
+    assert_int_equal(ops->create_part(&cfg, &sb_backend_cpu, BATCH, &part, &split), SB_OK);
+    int calls_f = 0, calls_s = 0;
+    fused->tp_allreduce = split->tp_allreduce = count_allreduce;
+    fused->tp_ctx = &calls_f;
+    split->tp_ctx = &calls_s;
+    float *x = random_floats((size_t)BATCH * fused->in_dim, 3);
+    uint8_t y[BATCH] = {1, 7, 3, 0, 9};
+    double loss_f = 0, loss_s = 0;
+    assert_int_equal(fused->ops->forward_part(fused, 0, x, y, BATCH, 0.2f, &loss_f), SB_OK);
+    assert_int_equal(split->ops->forward_part(split, 0, x, y, BATCH, 0.2f, &loss_s), SB_OK);
+    int fwd = calls_f;
+    assert_int_equal(split->ops->backward_weight_part(split, 0, 0, NULL, NULL), SB_ERR_INTERNAL);
+    assert_int_equal(fused->ops->backward_input_part(fused, 0, NULL, NULL), SB_ERR_INTERNAL);
+    struct ready rf = {0}, rs = {0};
+    assert_int_equal(fused->ops->backward_part(fused, 0, NULL, NULL, 0, on_ready, &rf), SB_OK);
+    for (size_t i = 0; i < split->n_params; i++) split->grads[i] = 1e30f; /* stale */
+    assert_int_equal(split->ops->backward_input_part(split, 0, NULL, NULL), SB_OK);
+    assert_int_equal(rs.n, 0);
+    int after_b = calls_s;
+    assert_int_equal(split->ops->backward_weight_part(split, 0, 0, on_ready, &rs), SB_OK);
+    assert_int_equal(calls_s, after_b);                  /* W: no collective */
+    assert_int_equal(calls_s - fwd, calls_f - fwd);      /* B: the fused backward's */
+    if (tp_size > 1) assert_int_equal(calls_f - fwd, 2 * cfg.vit.depth);
+    assert_memory_equal(fused->grads, split->grads, fused->n_params * sizeof(float));
+    assert_int_equal(rf.n, rs.n);
+    assert_int_equal(rs.n, fused->n_layers);
+    assert_memory_equal(rf.offset, rs.offset, (size_t)rf.n * sizeof rf.offset[0]);
+    assert_true(split->activation_bytes > fused->activation_bytes);
+    free(x);
+    fused->ops->destroy(fused);
+    split->ops->destroy(split);
+}
+
+static void test_vit(void **state)
 {
     (void)state;
-    const struct sb_workload_ops *vit = sb_workload_find("vit");
-    assert_non_null(vit);
-    assert_null(vit->backward_input_part);
-    assert_null(vit->backward_weight_part);
+    check_vit(1);
+    check_vit(2);
+    /* Not with sequence parallelism. */
+    struct sb_config cfg = config("vit", NULL, 0, SB_PRECISION_FP32);
+    cfg.vit = (struct sb_vit_config){.patch = 4, .width = 32, .depth = 2, .heads = 4,
+                                     .mlp_ratio = 2}; /* 50 tokens: tp 2 divides them */
+    cfg.batch = BATCH;
+    struct sb_part sp = {0, 4, 0, 2, 1, 1, 1};
+    struct sb_model *m = NULL;
+    assert_int_equal(sb_workload_find("vit")->create_part(&cfg, &sb_backend_cpu, BATCH, &sp, &m),
+                     SB_ERR_USAGE);
+    assert_non_null(strstr(sb_error_message(), "--sequence-parallel"));
+    sp.split_backward = 0; /* and it is the split that is refused */
+    assert_int_equal(sb_workload_find("vit")->create_part(&cfg, &sb_backend_cpu, BATCH, &sp, &m),
+                     SB_OK);
+    m->ops->destroy(m);
 }
 
 int main(void)
@@ -204,7 +277,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mlp),
         cmocka_unit_test(test_cnn),
-        cmocka_unit_test(test_vit_has_none),
+        cmocka_unit_test(test_vit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
