@@ -20,8 +20,10 @@
  * phase; after it, the transfer, point-to-point wait (the comm phase, with
  * issuing sends and completing them at the end of the step). The
  * strategy owns its wait (strategy.h owns_wait): the end-of-step exchange
- * of the stages' timings is the wait phase. zb-h1 is refused: the
- * workloads' backward_part computes input and weight gradients together. */
+ * of the stages' timings is the wait phase. zb-h1 runs each backward
+ * as its input half B and, later, its weight half W (the workload's
+ * backward_input_part and backward_weight_part); a workload without them
+ * is refused (--schedule). */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -99,8 +101,7 @@ static sb_status check_shape(const struct sb_config *cfg, struct sb_pp_shape *sh
     *n_layers = m->n_layers;
     m->ops->destroy(m);
     SB_TRY(sb_pp_validate((enum sb_pp_kind)o->schedule, o->stages, o->microbatches, o->chunks,
-                          *n_layers, 0 /* backward_part computes both halves at once */,
-                          shape));
+                          *n_layers, w->backward_input_part && w->backward_weight_part, shape));
     if (cfg->batch % o->microbatches)
         return sb_error(SB_ERR_USAGE, "--microbatches: the batch of %d samples does not cut "
                         "into %d equal micro-batches", cfg->batch, o->microbatches);
@@ -244,7 +245,7 @@ static sb_status pipeline_step(struct sb_strategy *s, long step, const int32_t *
         for (int k = 0; k < p->M; k++) c->slot_of[k] = -1;
         c->n_free = c->r->slots;
         for (int i = 0; i < c->n_free; i++) c->free_slot[i] = c->n_free - 1 - i;
-        c->backwards = 0;
+        c->backwards = c->weights = 0;
         c->live = c->peak = 0;
         /* Always SB_DP_SYNC_BUCKETS: pipeline takes no --grad-compression or
          * --local-sgd (its ops leave grad_sync 0, so the CLI refuses them). */

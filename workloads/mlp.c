@@ -92,6 +92,7 @@ static sb_status mlp_create_part(const struct sb_config *cfg, const struct sb_ba
     if ((st = be->alloc((void **)&m->params, m->n_params * sizeof(float))) ||
         (st = be->alloc((void **)&m->grads, m->n_params * sizeof(float))) ||
         (st = sb_dense_alloc(d, be, max_batch, m->part.slots)) ||
+        (m->part.split_backward && (st = sb_dense_alloc_split(d, be))) ||
         (st = sb_model_table_init(&t, cfg->seed, MLP)))
         goto fail;
     m->activation_bytes = d->alloc_bytes;
@@ -139,6 +140,30 @@ static sb_status mlp_backward_part(struct sb_model *m, int slot, const float *do
     return SB_OK;
 }
 
+/* zb-h1's B and W (workload.h): the dense stack's halves. */
+static sb_status mlp_backward_input_part(struct sb_model *m, int slot, const float *dout,
+                                         float *din)
+{
+    struct sb_dense *d = m->impl;
+    SB_TRY(sb_part_check_backward(m, slot, dout, din, MLP));
+    if (!m->part.split_backward || d->n[slot] == 0)
+        return sb_error(SB_ERR_INTERNAL, MLP ": input half of slot %d without a split part or "
+                        "a forward", slot);
+    sb_dense_backward_input(d, m, slot, dout, din);
+    return SB_OK;
+}
+
+static sb_status mlp_backward_weight_part(struct sb_model *m, int slot, int accumulate,
+                                          sb_grad_ready_fn ready, void *ctx)
+{
+    struct sb_dense *d = m->impl;
+    if (slot < 0 || slot >= m->part.slots || !m->part.split_backward || !d->pending[slot])
+        return sb_error(SB_ERR_INTERNAL, MLP ": weight half of slot %d before its input half",
+                        slot);
+    sb_dense_backward_weight(d, m, slot, accumulate, ready, ctx);
+    return SB_OK;
+}
+
 static sb_status mlp_forward(struct sb_model *m, const float *x, const uint8_t *y, int n,
                              float grad_scale, double *loss_sum)
 {
@@ -174,5 +199,7 @@ const struct sb_workload_ops sb_workload_mlp = {
     .forward_part = mlp_forward_part,
     .part_output = mlp_part_output,
     .backward_part = mlp_backward_part,
+    .backward_input_part = mlp_backward_input_part,
+    .backward_weight_part = mlp_backward_weight_part,
     .destroy = mlp_destroy,
 };

@@ -63,7 +63,8 @@ sb_status sb_pp_make_chunks(struct sb_strategy *s, struct pipeline *p, const int
         c->n_layers = p->layer_first[c->vstage + 1] - c->first_layer;
         c->first = c->vstage == 0;
         c->last = c->vstage == p->P * p->V - 1;
-        struct sb_part part = {c->first_layer, c->n_layers, 0, 1, slots[v], 0};
+        struct sb_part part = {c->first_layer, c->n_layers, 0, 1, slots[v], 0,
+                               p->sched.shape.kind == SB_PP_ZBH1};
         SB_TRY(sb_replica_create_part(s->env, 1, &part, p->mb, &c->r));
         struct sb_model *m = c->r->model;
         c->in_floats = m->layers[0].in_floats;

@@ -32,7 +32,8 @@ struct chunk {
                       * so that no backward waits for an earlier send to be received */
     float *grad_out; /* (mb, out_floats) the received output gradient */
     struct sb_comm_request *send_act, *send_grad; /* (slots), (M): sends in flight */
-    int backwards;   /* backwards of this step so far */
+    int backwards;   /* backwards (zb-h1: input halves B) of this step so far */
+    int weights;     /* zb-h1's weight halves W of this step so far */
     int live, peak;  /* slots holding a micro-batch now, and the step's most */
     double per_slot, scratch; /* the workload's activation bytes per slot and besides */
 };
@@ -62,8 +63,12 @@ sb_status sb_pp_finish_send(struct sb_comm *comm, struct sb_comm_request *req);
 sb_status sb_pp_split_waits(struct pipeline *p, struct sb_step_result *out);
 
 /* Runs action a of this rank's list (mine: this dp replica's batch of
- * sample indices). Errors: SB_ERR_INTERNAL for an action not run here
- * (zb-h1's split backward) or more micro-batches in flight than slots;
+ * sample indices). zb-h1's B runs the workload's backward_input_part and
+ * sends its input gradient; its W runs backward_weight_part (accumulating
+ * in the order the W's run: micro-batch order) and frees the slot, which
+ * holds its activations and B's kept gradients until then. Errors:
+ * SB_ERR_INTERNAL for an action not run here or more micro-batches in
+ * flight than slots;
  * the communicator's and the workload's errors. */
 sb_status sb_pp_run_action(struct sb_strategy *s, struct pipeline *p,
                            const struct sb_pp_action *a, const int32_t *mine,
