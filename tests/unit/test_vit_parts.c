@@ -25,7 +25,8 @@
  *   before, accumulated from the second micro-batch on; the fused backward,
  *   and the split one: every input half, then the weight halves) gives the
  *   loss and every gradient byte for byte as the whole model (its tp
- *   shard) accumulating the same micro-batches one at a time (the same
+ *   shard) accumulating the same micro-batches one at a time, also with
+ *   sequence parallelism at tp 2 (fused backward; the same
  *   operations per tensor in the same order: only exact copies differ);
  *   each part's parameters equal the part_size formula, its activation
  *   bytes within 1 %.
@@ -54,13 +55,15 @@
 
 /* A small ViT: patch 7 (16 patches + the class token: s = 17), width 32,
  * 4 heads, depth 2, MLP ratio 2. */
+static int sp_patch; /* nonzero: the patch size (sequence parallelism needs tp | tokens) */
+
 static struct sb_config config(void)
 {
     struct sb_config cfg;
     memset(&cfg, 0, sizeof cfg);
     snprintf(cfg.workload, sizeof cfg.workload, "vit");
-    cfg.vit = (struct sb_vit_config){.patch = 7, .width = 32, .depth = 2, .heads = 4,
-                                     .mlp_ratio = 2};
+    cfg.vit = (struct sb_vit_config){.patch = sp_patch ? sp_patch : 7, .width = 32, .depth = 2,
+                                     .heads = 4, .mlp_ratio = 2};
     cfg.batch = BATCH;
     cfg.seed = 42;
     return cfg;
@@ -80,6 +83,7 @@ struct tp_group {
     float *bufs[MAX_TP];
     float *sum;
     size_t calls, floats; /* hook calls, and the floats of each (all equal) */
+    const float *cbufs[MAX_TP]; /* the sequence-parallel hooks' inputs */
 };
 
 struct shard {
@@ -111,6 +115,33 @@ static void hook(void *ctx, float *buf, size_t count)
     memcpy(buf, g->sum, count * sizeof *buf);
     pthread_barrier_wait(&g->barrier);
     if (s->rank == 0) free(g->sum);
+}
+
+/* The sequence-parallel hooks (workload.h's sb_tp_allgather_fn and
+ * sb_tp_reduce_scatter_fn) over the threads of the group, sums in rank
+ * order. */
+static void gather_hook(void *ctx, const float *shard, float *whole, size_t count)
+{
+    struct shard *s = ctx;
+    struct tp_group *g = s->g;
+    g->cbufs[s->rank] = shard;
+    pthread_barrier_wait(&g->barrier);
+    for (int r = 0; r < g->size; r++) memcpy(whole + r * count, g->cbufs[r], count * sizeof *whole);
+    pthread_barrier_wait(&g->barrier);
+}
+
+static void scatter_hook(void *ctx, const float *whole, float *shard, size_t count)
+{
+    struct shard *s = ctx;
+    struct tp_group *g = s->g;
+    g->cbufs[s->rank] = whole;
+    pthread_barrier_wait(&g->barrier);
+    for (size_t i = 0; i < count; i++) {
+        float sum = g->cbufs[0][s->rank * count + i];
+        for (int r = 1; r < g->size; r++) sum += g->cbufs[r][s->rank * count + i];
+        shard[i] = sum;
+    }
+    pthread_barrier_wait(&g->barrier);
 }
 
 static void *step(void *arg)
@@ -260,7 +291,7 @@ static void test_vit_bad_shards(void **state)
  * forward then backward per micro-batch as single --microbatches runs it. */
 struct chain {
     struct tp_group *g;
-    int rank, size, n_parts, split;
+    int rank, size, n_parts, split, sp;
     const int *cut;
     struct sb_model *part[MAX_PARTS];
     struct shard hook_ctx; /* the tp hook's ctx (g, rank) */
@@ -283,7 +314,9 @@ static sb_status run_whole(struct chain *c, struct sb_model *m)
 static sb_status run_parts(struct chain *c)
 {
     float *dbuf[2];
-    size_t stream = (size_t)BATCH * 17 * 32; /* the residual stream (n, s, h) */
+    const struct sb_config cfg = config();
+    int side = 28 / cfg.vit.patch;
+    size_t stream = (size_t)BATCH * (size_t)(side * side + 1) * (size_t)cfg.vit.width; /* (n, s, h) */
     dbuf[0] = calloc(stream, sizeof(float));
     dbuf[1] = calloc(stream, sizeof(float));
     for (int k = 0; k < MICRO; k++) {
@@ -329,15 +362,19 @@ static void build_chain(struct chain *c)
     c->hook_ctx = (struct shard){c->g, c->rank, NULL, NULL, NULL, 0.0, SB_OK};
     int n = c->n_parts ? c->n_parts : 1;
     for (int i = 0; i < n; i++) {
-        struct sb_part part = {0, cfg.vit.depth + 2, c->rank, c->size, 1, 0, 0};
+        struct sb_part part = {0, cfg.vit.depth + 2, c->rank, c->size, 1, c->sp, 0};
         if (c->n_parts) {
             part = (struct sb_part){c->cut[i], c->cut[i + 1] - c->cut[i], c->rank, c->size,
-                                    MICRO, 0, c->split};
+                                    MICRO, c->sp, c->split};
         }
         assert_int_equal(ops->create_part(&cfg, &sb_backend_cpu, BATCH, &part, &c->part[i]),
                          SB_OK);
         struct sb_model *m = c->part[i];
         m->tp_allreduce = hook;
+        if (c->sp) {
+            m->tp_allgather = gather_hook;
+            m->tp_reduce_scatter = scatter_hook;
+        }
         m->tp_ctx = &c->hook_ctx;
         /* the ledger's formula: parameters exactly, activations within 1 % */
         struct sb_model_size f = ops->part_size(&cfg, BATCH, &part);
@@ -391,7 +428,7 @@ static void destroy_chain(struct chain *c)
  * against the whole model (its tp shards) accumulating the same
  * micro-batches one at a time: the same gradients byte for byte, the same
  * loss. */
-static void check_cut(const int *cut, int n_parts, int size, int split)
+static void check_cut(const int *cut, int n_parts, int size, int split, int sp)
 {
     float x[MICRO * BATCH * 784];
     uint8_t y[MICRO * BATCH];
@@ -401,9 +438,9 @@ static void check_cut(const int *cut, int n_parts, int size, int split)
     pthread_barrier_init(&gp.barrier, NULL, (unsigned)size);
     struct chain ref[MAX_TP], parts[MAX_TP];
     for (int r = 0; r < size; r++) {
-        ref[r] = (struct chain){.g = &g, .rank = r, .size = size, .x = x, .y = y};
+        ref[r] = (struct chain){.g = &g, .rank = r, .size = size, .sp = sp, .x = x, .y = y};
         parts[r] = (struct chain){.g = &gp, .rank = r, .size = size, .n_parts = n_parts,
-                                  .split = split, .cut = cut, .x = x, .y = y};
+                                  .split = split, .sp = sp, .cut = cut, .x = x, .y = y};
         build_chain(&ref[r]);
         build_chain(&parts[r]);
     }
@@ -428,12 +465,17 @@ static void test_vit_pipeline_parts(void **state)
     sb_backend_cpu_set_threads(1);
     static const int two[] = {0, 2, 4}, three[] = {0, 1, 3, 4}, head_alone[] = {0, 3, 4};
     for (int split = 0; split <= 1; split++) {
-        check_cut(two, 2, 1, split);
-        check_cut(three, 3, 1, split);
-        check_cut(head_alone, 2, 1, split);
-        check_cut(two, 2, 2, split);
-        check_cut(three, 3, 2, split);
+        check_cut(two, 2, 1, split, 0);
+        check_cut(three, 3, 1, split, 0);
+        check_cut(head_alone, 2, 1, split, 0);
+        check_cut(two, 2, 2, split, 0);
+        check_cut(three, 3, 2, split, 0);
     }
+    /* sequence parallelism (fused backward only): patch 4, 50 tokens, tp 2 */
+    sp_patch = 4;
+    check_cut(two, 2, 2, 0, 1);
+    check_cut(three, 3, 2, 0, 1);
+    sp_patch = 0;
 }
 
 int main(void)
