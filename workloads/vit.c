@@ -143,17 +143,17 @@ static void vit_layout(struct sb_model *m, struct vit_init_spec *init)
     p->layout_next = 0;
 
     if (p->has_embed) {
-    p->cls = add(m, init, "cls_token", (size_t)W, 1, VIT_INIT_TRUNC_NORMAL, 0,
-                 SB_TP_REPLICATED, 0, &off);
-    p->pos = add(m, init, "pos_embed", (size_t)T * W, 1, VIT_INIT_TRUNC_NORMAL, 0,
-                 SB_TP_REPLICATED, 0, &off);
-    p->embed_w = add(m, init, "patch_embed.weight", (size_t)W, (size_t)p->patch_dim,
-                     VIT_INIT_LINEAR, p->patch_dim, SB_TP_REPLICATED, 0, &off);
-    p->embed_b = add(m, init, "patch_embed.bias", (size_t)W, 1, VIT_INIT_LINEAR,
-                     p->patch_dim, SB_TP_REPLICATED, 0, &off);
-    close_layer(m, 0, "embed", 0, off, image, tokens);
-    p->embed_off = m->layers[0].offset;
-    p->embed_count = m->layers[0].count;
+        p->cls = add(m, init, "cls_token", (size_t)W, 1, VIT_INIT_TRUNC_NORMAL, 0,
+                     SB_TP_REPLICATED, 0, &off);
+        p->pos = add(m, init, "pos_embed", (size_t)T * W, 1, VIT_INIT_TRUNC_NORMAL, 0,
+                     SB_TP_REPLICATED, 0, &off);
+        p->embed_w = add(m, init, "patch_embed.weight", (size_t)W, (size_t)p->patch_dim,
+                         VIT_INIT_LINEAR, p->patch_dim, SB_TP_REPLICATED, 0, &off);
+        p->embed_b = add(m, init, "patch_embed.bias", (size_t)W, 1, VIT_INIT_LINEAR,
+                         p->patch_dim, SB_TP_REPLICATED, 0, &off);
+        close_layer(m, 0, "embed", 0, off, image, tokens);
+        p->embed_off = m->layers[0].offset;
+        p->embed_count = m->layers[0].count;
     } else {
         p->layout_next += 4; /* the embedding's tensors, not held */
     }

@@ -72,7 +72,8 @@ struct vit {
     size_t cls, pos, embed_w, embed_b, norm_w, norm_b, head_w, head_b;
     size_t embed_off, embed_count, head_off, head_count; /* layer ranges */
     struct vit_block block[VIT_MAX_DEPTH];
-    float **res;             /* res[l] (rows, W): input of block l; res[depth] the output */
+    float **res;             /* the bound slot's: res[l] (rows, W) the input of block l, res[b1] the
+                              * part's output (the whole model's: res[depth]) */
     float *patches;          /* (cap * n_patches, patch_dim) */
     float *xcls, *lnf;       /* (cap, W) class token before and after the final LayerNorm */
     float *meanf, *rstdf;    /* (cap) */

@@ -316,7 +316,8 @@ static sb_status run_parts(struct chain *c)
     float *dbuf[2];
     const struct sb_config cfg = config();
     int side = 28 / cfg.vit.patch;
-    size_t stream = (size_t)BATCH * (size_t)(side * side + 1) * (size_t)cfg.vit.width; /* (n, s, h) */
+    /* the residual stream (n, s, h) */
+    size_t stream = (size_t)BATCH * (size_t)(side * side + 1) * (size_t)cfg.vit.width;
     dbuf[0] = calloc(stream, sizeof(float));
     dbuf[1] = calloc(stream, sizeof(float));
     for (int k = 0; k < MICRO; k++) {
@@ -413,7 +414,8 @@ static void check_same(const struct chain *ref, const struct chain *parts)
 static void run_ranks(struct chain *c, int size)
 {
     pthread_t th[MAX_TP];
-    for (int r = 0; r < size; r++) assert_int_equal(pthread_create(&th[r], NULL, chain_main, &c[r]), 0);
+    for (int r = 0; r < size; r++)
+        assert_int_equal(pthread_create(&th[r], NULL, chain_main, &c[r]), 0);
     for (int r = 0; r < size; r++) pthread_join(th[r], NULL);
     for (int r = 0; r < size; r++) assert_int_equal(c[r].st, SB_OK);
 }
