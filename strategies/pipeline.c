@@ -40,6 +40,7 @@
 #include "strategies/shared/schedule.h"
 #include "strategies/shared/schedule_formula.h"
 #include "strategies/shared/schedule_sim.h"
+#include "strategies/shared/tp_shards.h"
 
 enum { PARTITION_UNIFORM, PARTITION_PARAMS };
 
@@ -51,6 +52,9 @@ struct pipeline_opts {
     int chunks;         /* --chunks V; 0: not given */
     int partition;      /* --partition uniform | params */
     int print_schedule; /* --print-schedule */
+    int tp;             /* --tp T: each stage's layers split over T ranks (Megatron-LM) */
+    int rank_order;     /* --rank-order: enum sb_rank_order */
+    int zero_stage;     /* --zero-stage: 0 only (see check_shape) */
 };
 _Static_assert(sizeof(struct pipeline_opts) <= SB_STRATEGY_OPTS_BYTES, "pipeline options");
 
@@ -61,6 +65,9 @@ static const struct pipeline_opts *opts(const struct sb_config *cfg)
 
 static const char *const schedule_names[] = {"gpipe", "1f1b", "interleaved", "zb-h1", NULL};
 static const char *const partition_names[] = {"uniform", "params", NULL};
+static const char *const rank_order_names[] = {"tp-dp-pp", "tp-pp-dp", NULL};
+_Static_assert(SB_RANK_ORDER_TP_DP_PP == 0 && SB_RANK_ORDER_TP_PP_DP == 1,
+               "rank_order_names follows enum sb_rank_order");
 _Static_assert(SB_PP_GPIPE == 0 && SB_PP_1F1B == 1 && SB_PP_INTERLEAVED == 2 && SB_PP_ZBH1 == 3,
                "schedule_names follows enum sb_pp_kind");
 
@@ -77,8 +84,64 @@ static const struct sb_strategy_option pipeline_options[] = {
      NULL, 0, "uniform (layers) | params (balance parameters)", partition_names},
     {"print-schedule", NULL, SB_OPTION_SWITCH, offsetof(struct pipeline_opts, print_schedule),
      0, 0, 0, 1, NULL, 0, "print the rank x slot grid before the run", NULL},
+    {"tp", "T", SB_OPTION_INT, offsetof(struct pipeline_opts, tp), 1, 64, 1, 0, NULL, 0,
+     "ranks per stage, its layers split over them (Megatron-LM; D*T*P ranks)", NULL},
+    {"rank-order", "O", SB_OPTION_CHOICE, offsetof(struct pipeline_opts, rank_order), 0, 0, 0,
+     0, NULL, 0, "tp-dp-pp (Megatron-LM's) | tp-pp-dp: the grid's rank order (comm/grid.h)",
+     rank_order_names},
+    {"zero-stage", "S", SB_OPTION_INT, offsetof(struct pipeline_opts, zero_stage), 0, 3, 0, 0,
+     NULL, 0, "0 only: ddp's all-reduce over dp (zero 1-3 refused, docs/layouts.md)", NULL},
     {0},
 };
+
+/* first[0..n] for n virtual stages of `whole`: sb_pp_partition's cuts, and
+ * with --tp > 1 every cut that falls on a row-parallel layer (inside a
+ * column/row pair, whose hidden activations are split over the tp ranks)
+ * moved to the layer after it, so that every stage boundary carries a
+ * whole activation. Errors: SB_ERR_USAGE when a moved cut leaves a stage
+ * without layers. */
+static sb_status plan_cuts(const struct sb_config *cfg, const struct sb_model *whole, int n,
+                           int *first)
+{
+    sb_pp_partition(whole, n, opts(cfg)->partition == PARTITION_PARAMS, first);
+    if (opts(cfg)->tp <= 1) return SB_OK;
+    for (int b = 1; b < n; b++) {
+        const struct sb_layer_desc *L = &whole->layers[first[b]];
+        for (int i = L->first_tensor; i < L->first_tensor + L->n_tensors; i++)
+            if (whole->tensors[i].tp_split == SB_TP_ROW) {
+                first[b]++;
+                break;
+            }
+        if (first[b] <= first[b - 1] || first[b] >= first[n])
+            return sb_error(SB_ERR_USAGE, "--stages: %d stages of %d layers with --tp %d leave a "
+                            "stage without layers (a stage may not cut a column/row-parallel "
+                            "pair); use fewer stages", n, first[n], opts(cfg)->tp);
+    }
+    return SB_OK;
+}
+
+/* Checks --tp against the whole model `whole` cut into n virtual stages:
+ * each stage's shard (the last tp rank's, 1 sample) holds 1/T of every
+ * split tensor, and some layer is split. Errors: SB_ERR_USAGE naming --tp or
+ * --stages; the workload's (e.g. a part it cannot cut). */
+static sb_status check_tp(const struct sb_config *cfg, const struct sb_model *whole, int n)
+{
+    int T = opts(cfg)->tp, split = 0, first[64 * 64 + 1];
+    if (n > 64 * 64) return SB_OK; /* sb_pp_validate refuses it */
+    SB_TRY(plan_cuts(cfg, whole, n, first));
+    for (int v = 0; v < n; v++) {
+        struct sb_part part = {first[v], first[v + 1] - first[v], T - 1, T, 1, 0};
+        struct sb_model *shard = NULL;
+        SB_TRY(sb_workload_find(cfg->workload)->create_part(cfg, cfg->backend, 1, &part, &shard));
+        sb_status st = sb_tp_shard_check_even(shard, whole, T, &split);
+        shard->ops->destroy(shard);
+        SB_TRY(st);
+    }
+    if (split == 0)
+        return sb_error(SB_ERR_USAGE, "--tp: the %s model has no column/row-parallel layer to "
+                        "split", cfg->workload);
+    return SB_OK;
+}
 
 /* Validates the flags against the model (its layers, whether it has part
  * ops) and fills *shape. Builds the whole model once to learn its layers. */
@@ -94,13 +157,23 @@ static sb_status check_shape(const struct sb_config *cfg, struct sb_pp_shape *sh
     if (!cfg->backend->host_memory)
         return sb_error(SB_ERR_USAGE, "--strategy pipeline: runs on --device cpu only (the "
                         "replica's device path has no split passes yet)");
+    if (o->zero_stage >= 2)
+        return sb_error(SB_ERR_USAGE, "--zero-stage: %d not with --strategy pipeline (stage %d "
+                        "shards the %s over dp and would gather or reduce them once per "
+                        "micro-batch: M times the traffic; docs/layouts.md)", o->zero_stage,
+                        o->zero_stage, o->zero_stage == 2 ? "gradients" : "parameters");
+    if (o->zero_stage == 1)
+        return sb_error(SB_ERR_USAGE, "--zero-stage: 1 is not built into --strategy pipeline "
+                        "yet (its dp synchronisation is ddp's all-reduce); leave it out");
     struct sb_model *m = NULL;
     SB_TRY(w->create(cfg, cfg->backend, 1, &m));
     *n_layers = m->n_layers;
+    sb_status st = sb_pp_validate((enum sb_pp_kind)o->schedule, o->stages, o->microbatches,
+                                  o->chunks, *n_layers,
+                                  0 /* backward_part computes both halves at once */, shape);
+    if (!st && o->tp > 1) st = check_tp(cfg, m, shape->stages * shape->chunks);
     m->ops->destroy(m);
-    SB_TRY(sb_pp_validate((enum sb_pp_kind)o->schedule, o->stages, o->microbatches, o->chunks,
-                          *n_layers, 0 /* backward_part computes both halves at once */,
-                          shape));
+    SB_TRY(st);
     if (cfg->batch % o->microbatches)
         return sb_error(SB_ERR_USAGE, "--microbatches: the batch of %d samples does not cut "
                         "into %d equal micro-batches", cfg->batch, o->microbatches);
@@ -124,12 +197,12 @@ static sb_status pipeline_validate(const struct sb_config *cfg)
 
 static int pipeline_world_size(const struct sb_config *cfg)
 {
-    return cfg->replicas * opts(cfg)->stages;
+    return cfg->replicas * opts(cfg)->tp * opts(cfg)->stages;
 }
 
 static int pipeline_replicas_of_world(const struct sb_config *cfg, int world)
 {
-    int p = opts(cfg)->stages;
+    int p = opts(cfg)->stages * opts(cfg)->tp;
     return p > 0 && world % p == 0 ? world / p : 0;
 }
 
@@ -153,6 +226,9 @@ static void pipeline_destroy(struct sb_strategy *s)
     free(p->chunk);
     free(p->layer_first);
     sb_replica_destroy(p->whole);
+    if (p->chunk_whole) p->chunk_whole->ops->destroy(p->chunk_whole);
+    if (p->loss_scratch) be->free(p->loss_scratch);
+    sb_comm_destroy(p->gather_world);
     sb_pp_schedule_free(&p->sched);
     sb_pp_waits_free(&p->waits);
     sb_pp_stats_free(&p->stats);
@@ -177,11 +253,18 @@ static sb_status pipeline_init(struct sb_strategy *s)
     p->M = shape.microbatches;
     p->V = shape.chunks;
     p->D = cfg->replicas;
+    p->T = opts(cfg)->tp;
     p->mb = cfg->batch / p->M;
     SB_TRY(sb_comm_world_create(cfg, s->env->job, s->env->placement->device[0], &p->world));
     p->world->role = SB_COMM_ROLE_WORLD;
-    SB_TRY(sb_grid_create(p->world, p->D, 1, p->P, SB_RANK_ORDER_TP_DP_PP, &p->grid));
+    SB_TRY(sb_grid_create(p->world, p->D, p->T, p->P, (enum sb_rank_order)opts(cfg)->rank_order,
+                          &p->grid));
     p->stage = p->grid->me.pp_rank;
+    p->tp_rank = p->grid->me.tp_rank;
+    if (p->T > 1) {
+        SB_TRY(sb_comm_split(p->world, 0, p->world->rank, &p->gather_world)); /* not counted */
+        SB_TRY(s->env->be->alloc((void **)&p->loss_scratch, sizeof *p->loss_scratch));
+    }
     /* One communicator per direction of the pp axis, so that activations
      * and gradients between one pair of ranks never match each other. */
     SB_TRY(sb_comm_split(p->grid->pp_comm, 0, p->stage, &p->act));
@@ -204,7 +287,8 @@ static sb_status pipeline_init(struct sb_strategy *s)
     if (!(p->layer_first = malloc((size_t)(p->P * p->V + 1) * sizeof *p->layer_first)))
         return sb_error(SB_ERR_NOMEM, "pipeline: out of memory");
     p->whole_n_params = whole->n_params;
-    sb_pp_partition(whole, p->P * p->V, opts(cfg)->partition == PARTITION_PARAMS, p->layer_first);
+    SB_TRY(plan_cuts(cfg, whole, p->P * p->V, p->layer_first));
+    if (p->T > 1) SB_TRY(s->env->workload->create(cfg, s->env->be, 1, &p->chunk_whole));
     /* Activation slots: each chunk's most micro-batches in flight in this
      * rank's list (a forward takes one, a backward frees it); all chunks
      * together, the schedule's live-activation formula. */
@@ -226,6 +310,7 @@ static sb_status pipeline_init(struct sb_strategy *s)
     s->comms[s->n_comms++] = p->act;
     s->comms[s->n_comms++] = p->grad;
     s->comms[s->n_comms++] = p->grid->dp_comm;
+    if (p->T > 1) s->comms[s->n_comms++] = p->grid->tp_comm;
     s->world = p->world;
     /* Every chunk starts from the whole model's initial values (the
      * workload's init, the same on every rank): nothing to broadcast. */
@@ -322,11 +407,11 @@ static float *pipeline_replica_params(struct sb_strategy *s, int i, int *n)
     return i == 0 ? p->chunk[0].r->model->params : NULL;
 }
 
-/* The ranks that hold the same layers: one stage. */
+/* The ranks that hold the same layers: one stage's tp rank (its shard). */
 static int pipeline_consistency_group(const struct sb_strategy *s)
 {
     const struct pipeline *p = s->impl;
-    return p->stage;
+    return p->stage * p->T + p->tp_rank;
 }
 
 /* This rank's ledger: one entry for its stage, every chunk's parameters,

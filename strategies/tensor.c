@@ -84,14 +84,6 @@ static int tensor_replicas_of_world(const struct sb_config *cfg, int world)
     return t > 0 && world % t == 0 ? world / t : 0;
 }
 
-/* Whether tensor t of a tp shard is exactly 1/T of whole tensor e (the
- * split divides evenly). */
-static int shard_is_even(const struct sb_tensor_desc *t, const struct sb_tensor_desc *e, int T)
-{
-    if (t->tp_split == SB_TP_REPLICATED) return t->count == e->count;
-    return t->count * (size_t)T == e->count;
-}
-
 /* Checks the flags against the model: a workload with part ops, T
  * dividing every split dimension (the last tp rank's shard is 1/T of each
  * split tensor), no sequence parallelism where the workload has no
@@ -121,16 +113,7 @@ static sb_status tensor_validate(const struct sb_config *cfg)
         whole->ops->destroy(whole);
         return st;
     }
-    for (int i = 0; shard && i < shard->n_tensors && !st; i++) {
-        const struct sb_tensor_desc *t = &shard->tensors[i], *e = NULL;
-        for (int j = 0; j < whole->n_tensors && !e; j++)
-            if (strcmp(whole->tensors[j].name, t->name) == 0) e = &whole->tensors[j];
-        if (t->tp_split != SB_TP_REPLICATED) split++;
-        if (!e || !shard_is_even(t, e, o->tp))
-            st = sb_error(SB_ERR_USAGE, "--tp: %d does not divide the split dimension of %s "
-                          "(%zu floats: the hidden width or the heads)", o->tp, t->name,
-                          e ? e->count : 0);
-    }
+    if (shard) st = sb_tp_shard_check_even(shard, whole, o->tp, &split);
     if (!st && o->tp > 1 && split == 0)
         st = sb_error(SB_ERR_USAGE, "--tp: the %s model has no column/row-parallel layer to "
                       "split", w->name);

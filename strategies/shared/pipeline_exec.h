@@ -16,6 +16,7 @@
 #include "strategies/shared/pipeline_stats.h"
 #include "strategies/shared/replica.h"
 #include "strategies/shared/schedule.h"
+#include "strategies/shared/tp_ops.h"
 #include "strategies/strategy.h"
 
 /* One model chunk of this rank: virtual stage `vstage` of the pipeline. */
@@ -49,6 +50,15 @@ struct pipeline {
     size_t whole_n_params;
     struct sb_pp_waits waits; /* each receive's wait, split at its sender's post */
     double comm_bytes; /* the receive and send buffers of every chunk */
+    /* --tp T: every chunk is tp rank tp_rank's shard of its layers, its
+     * hook (Megatron-LM's f and g) summing over grid->tp_comm; the tp ranks
+     * of the last stage compute the same loss, tp rank 0's counts
+     * (loss_scratch takes the others'). T = 1: whole layers, no hook. */
+    int T, tp_rank;
+    struct sb_tp_ops tp;
+    double *loss_scratch;
+    struct sb_comm *gather_world; /* T > 1: the world again, uncounted: the gather */
+    struct sb_model *chunk_whole; /* T > 1: the whole model's tables (1 sample), every rank */
 };
 
 /* Completes a send in flight, if req holds one. */
