@@ -473,6 +473,20 @@ static void pipeline_model_state_formula(const struct sb_config *cfg, double n_p
     *out = (struct sb_model_state){4 * psi, 4 * psi, 4.0 * sb_optimizer_state_floats(cfg) * psi};
 }
 
+/* The layout: D x T x P, the micro-batches, the schedule and its chunks
+ * (interleaved's default 2 when --chunks is not given, else 1), the rank
+ * order; zero stage 0 (ddp's all-reduce over dp). */
+static void pipeline_layout(const struct sb_config *cfg, struct sb_layout *out)
+{
+    const struct pipeline_opts *o = opts(cfg);
+    out->tp = o->tp;
+    out->pp = o->stages;
+    out->microbatches = o->microbatches;
+    out->schedule = (enum sb_pp_kind)o->schedule;
+    out->chunks = o->schedule == SB_PP_INTERLEAVED ? (o->chunks ? o->chunks : 2) : 1;
+    out->order = (enum sb_rank_order)o->rank_order;
+}
+
 const struct sb_strategy_ops sb_strategy_pipeline = {
     .name = "pipeline",
     .summary = "layers cut into --stages ranks, --microbatches streamed by --schedule "
@@ -493,6 +507,7 @@ const struct sb_strategy_ops sb_strategy_pipeline = {
     .consistency_group = pipeline_consistency_group,
     .reset_counters = pipeline_reset_counters,
     .describe = pipeline_describe,
+    .layout = pipeline_layout,
     .memory = pipeline_memory,
     .comm_model = sb_pp_predict_rows,
     .model_state_formula = pipeline_model_state_formula,
