@@ -362,7 +362,8 @@ static sb_status pipeline_step(struct sb_strategy *s, long step, const int32_t *
      * over the world: the wait. */
     double t_wait = sb_now_s();
     SB_TRY(sb_pp_split_waits(p, out));
-    sb_status st = sb_pp_stats_end_step(&p->stats, p->world, p->D, t_wait - t_step);
+    /* a stage's figures: the mean over its D x T ranks */
+    sb_status st = sb_pp_stats_end_step(&p->stats, p->world, p->D * p->T, t_wait - t_step);
     out->phase_ms[SB_PHASE_WAIT] += 1e3 * (sb_now_s() - t_wait);
     return st;
 }
@@ -449,6 +450,35 @@ static void pipeline_reset_counters(struct sb_strategy *s)
         if (p->chunk[v].sync) sb_dp_sync_reset_counters(p->chunk[v].sync);
 }
 
+/* With --tp: per stage (its chunks together), the tp all-reduces per step
+ * and their bytes by tp_ops.h's formula (sb_tp_model_traffic of the
+ * stage's shard: a row-parallel layer's output forward, a run of
+ * column-parallel tensors' input backward, M micro-batches of mb
+ * samples); the report's comm.by_role.tp (world rank 0: stage 0) must
+ * equal stage 0's. Builds each stage's tp rank 0 shard (1 sample) once. */
+static void describe_tp(const struct sb_strategy *s, const struct pipeline *p,
+                        struct sb_strategy_details *det)
+{
+    double calls[64] = {0}, bytes[64] = {0};
+    int n = p->P < 64 ? p->P : 64;
+    for (int vs = 0; vs < p->P * p->V; vs++) {
+        int first = p->layer_first[vs];
+        struct sb_part part = {first, p->layer_first[vs + 1] - first, 0, p->T, 1, 0};
+        struct sb_model *m = NULL;
+        if (vs % p->P >= n ||
+            s->env->workload->create_part(s->env->cfg, s->env->be, 1, &part, &m) != SB_OK)
+            continue;
+        struct sb_tp_traffic tr = sb_tp_model_traffic(m, p->mb, p->M);
+        calls[vs % p->P] += (double)(tr.forward_calls + tr.backward_calls);
+        bytes[vs % p->P] += 4.0 * (tr.forward_floats + tr.backward_floats);
+        m->ops->destroy(m);
+    }
+    double t = p->T;
+    sb_details_add(det, "tp", 0, &t, 1);
+    sb_details_add(det, "stage_tp_allreduce_calls_per_step", 1, calls, n);
+    sb_details_add(det, "stage_tp_allreduce_bytes_per_step", 1, bytes, n);
+}
+
 static void pipeline_describe(const struct sb_strategy *s, long measured_steps,
                               struct sb_strategy_details *det)
 {
@@ -459,7 +489,7 @@ static void pipeline_describe(const struct sb_strategy *s, long measured_steps,
     for (int i = 0; i < n && i < 64; i++) first[i] = p->layer_first[i];
     sb_details_add(det, "pipeline_layer_first", 1, first, n < 64 ? n : 64);
     sb_pp_stats_describe(&p->stats, &p->sched, det);
-
+    if (p->T > 1) describe_tp(s, p, det);
 }
 
 /* The model-state bytes of one stage: the fp32 accounting (parameters,
