@@ -68,11 +68,10 @@ def parse_args(argv=None):
 
 def runnable(lay):
     """Whether the bench runs layout `lay` (a predict --layouts row): the schedules and
-    micro-batch counts above for a pipeline, zero stages only without tp and pp (tensor
-    and pipeline synchronise dp with ddp's all-reduce)."""
+    micro-batch counts above for a pipeline (zero stage 0 or 1: predict never offers 2-3
+    with one), zero stage 0 for tensor alone (it synchronises dp with ddp's all-reduce)."""
     if lay["pp"] > 1:
-        return lay["schedule"] in SCHEDULES and lay["microbatches"] in MICROBATCHES and \
-            lay["zero_stage"] == 0
+        return lay["schedule"] in SCHEDULES and lay["microbatches"] in MICROBATCHES
     if lay["tp"] > 1:
         return lay["zero_stage"] == 0 and lay["rank_order"] == "tp-dp-pp"
     return lay["rank_order"] == "tp-dp-pp"
@@ -90,7 +89,7 @@ def train_flags(lay, global_batch):
         return ["--strategy", "tensor", "--tp", str(tp)] + f
     return ["--strategy", "pipeline", "--stages", str(pp), "--tp", str(tp), "--microbatches",
             str(lay["microbatches"]), "--schedule", lay["schedule"], "--rank-order",
-            lay["rank_order"]] + f
+            lay["rank_order"], "--zero-stage", str(lay["zero_stage"])] + f
 
 
 def train(c, a, mpirun, flags, report):

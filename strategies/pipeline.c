@@ -90,7 +90,8 @@ static const struct sb_strategy_option pipeline_options[] = {
      0, NULL, 0, "tp-dp-pp (Megatron-LM's) | tp-pp-dp: the grid's rank order (comm/grid.h)",
      rank_order_names},
     {"zero-stage", "S", SB_OPTION_INT, offsetof(struct pipeline_opts, zero_stage), 0, 3, 0, 0,
-     NULL, 0, "0 only: ddp's all-reduce over dp (zero 1-3 refused, docs/layouts.md)", NULL},
+     NULL, 0, "0: ddp's all-reduce over dp; 1: ZeRO stage 1 (2-3 refused, docs/layouts.md)",
+     NULL},
     {0},
 };
 
@@ -162,9 +163,9 @@ static sb_status check_shape(const struct sb_config *cfg, struct sb_pp_shape *sh
                         "shards the %s over dp and would gather or reduce them once per "
                         "micro-batch: M times the traffic; docs/layouts.md)", o->zero_stage,
                         o->zero_stage, o->zero_stage == 2 ? "gradients" : "parameters");
-    if (o->zero_stage == 1)
-        return sb_error(SB_ERR_USAGE, "--zero-stage: 1 is not built into --strategy pipeline "
-                        "yet (its dp synchronisation is ddp's all-reduce); leave it out");
+    if (o->zero_stage == 1 && cfg->replicas < 2)
+        return sb_error(SB_ERR_USAGE, "--zero-stage: 1 shards the optimizer state over "
+                        "--replicas; with 1 replica there is nothing to shard");
     struct sb_model *m = NULL;
     SB_TRY(w->create(cfg, cfg->backend, 1, &m));
     *n_layers = m->n_layers;
@@ -214,6 +215,7 @@ static void pipeline_destroy(struct sb_strategy *s)
     for (int v = 0; p->chunk && v < p->V; v++) {
         struct chunk *c = &p->chunk[v];
         sb_dp_sync_destroy(c->sync);
+        sb_zero_sync_destroy(c->zsync);
         be->free(c->act_in);
         be->free(c->grad_in);
         be->free(c->grad_out);
@@ -254,6 +256,7 @@ static sb_status pipeline_init(struct sb_strategy *s)
     p->V = shape.chunks;
     p->D = cfg->replicas;
     p->T = opts(cfg)->tp;
+    p->zero_stage = opts(cfg)->zero_stage;
     p->mb = cfg->batch / p->M;
     SB_TRY(sb_comm_world_create(cfg, s->env->job, s->env->placement->device[0], &p->world));
     p->world->role = SB_COMM_ROLE_WORLD;
@@ -334,6 +337,7 @@ static sb_status pipeline_step(struct sb_strategy *s, long step, const int32_t *
         /* Always SB_DP_SYNC_BUCKETS: pipeline takes no --grad-compression or
          * --local-sgd (its ops leave grad_sync 0, so the CLI refuses them). */
         if (c->sync) (void)sb_dp_sync_begin(c->sync, step);
+        if (c->zsync) sb_zero_sync_begin(c->zsync);
     }
     const struct sb_pp_action *a = sb_pp_rank_actions(&p->sched, p->stage);
     for (int i = 0; i < sb_pp_rank_count(&p->sched, p->stage); i++)
@@ -348,6 +352,13 @@ static sb_status pipeline_step(struct sb_strategy *s, long step, const int32_t *
     for (int v = 0; v < p->V; v++) {
         struct chunk *c = &p->chunk[v];
         SB_TRY(sb_replica_count_step(c->r, out));
+        if (c->zsync) {
+            int skip = 0; /* fp16: every rank skips the same step */
+            SB_TRY(sb_zero_sync_finish(c->zsync, out));
+            SB_TRY(sb_zero_sync_unscale(c->zsync, &c->r->scaler, &skip));
+            if (!skip) SB_TRY(sb_zero_sync_update(c->zsync, out));
+            continue;
+        }
         if (c->sync) SB_TRY(sb_dp_sync_finish(c->sync, out));
         SB_TRY(sb_replica_update(c->r, c->r->model->grads, out));
     }
@@ -424,21 +435,28 @@ static int pipeline_memory(const struct sb_strategy *s, struct sb_memory_entry *
     const struct pipeline *p = s->impl;
     if (cap < 1) return 0;
     sb_memory_entry_of_replica(s, p->chunk[0].r, p->grid->me.dp_rank, out);
-    double n = 0, opt = 0, act = 0;
+    double n = 0, opt = 0, act = 0, shard = 0;
     for (int v = 0; v < p->V; v++) {
         const struct sb_replica *r = p->chunk[v].r;
+        const struct sb_zero_sync *z = p->chunk[v].zsync;
         n += (double)r->model->n_params;
-        opt += (double)sb_optimizer_state_bytes(&r->opt);
+        /* zero stage 1: the shard's state, and its gradient shard as a
+         * communication buffer (zero.c's ledger) */
+        opt += z ? (double)sb_zero_sync_optimizer_bytes(z)
+                 : (double)sb_optimizer_state_bytes(&r->opt);
+        if (z) shard += (double)sb_zero_sync_shard_floats(z) * sizeof(float);
         act += (double)r->model->activation_bytes;
     }
     out->held.param_bytes = out->held.grad_bytes = n * sizeof(float);
     out->held.optimizer_bytes = opt;
     out->activation_bytes = act;
-    out->comm_bytes = p->comm_bytes;
+    out->comm_bytes = p->comm_bytes + shard;
     /* The formula for the stage's own parameters (the model-state formula
-     * op takes the whole model's and divides it evenly). */
+     * op takes the whole model's and divides it evenly); stage 1 divides
+     * the optimizer state by the D replicas. */
     out->formula = (struct sb_model_state){
-        4 * n, 4 * n, 4.0 * sb_optimizer_state_floats(s->env->cfg) * n};
+        4 * n, 4 * n,
+        4.0 * sb_optimizer_state_floats(s->env->cfg) * n / (p->zero_stage == 1 ? p->D : 1)};
     return 1;
 }
 
@@ -492,15 +510,21 @@ static void pipeline_describe(const struct sb_strategy *s, long measured_steps,
     if (p->T > 1) describe_tp(s, p, det);
 }
 
-/* The model-state bytes of one stage: the fp32 accounting (parameters,
- * gradients, optimizer state) of Ψ/P parameters, the stages being cut
- * evenly (Rajbhandari et al., SC 2020, section 3.1, applied to a part). */
+/* The model-state bytes of one stage's tp shard: the fp32 accounting
+ * (parameters, gradients, optimizer state) of Ψ/(P T) parameters, the
+ * stages and shards being cut evenly (Rajbhandari et al., SC 2020, section
+ * 3.1, applied to a part; the replicated tensors of a shard make it a
+ * lower bound with T > 1), the optimizer state divided by D with
+ * --zero-stage 1. */
 static void pipeline_model_state_formula(const struct sb_config *cfg, double n_params,
                                          int server, struct sb_model_state *out)
 {
     (void)server;
-    double psi = n_params / (opts(cfg)->stages > 0 ? opts(cfg)->stages : 1);
-    *out = (struct sb_model_state){4 * psi, 4 * psi, 4.0 * sb_optimizer_state_floats(cfg) * psi};
+    const struct pipeline_opts *o = opts(cfg);
+    double parts = (o->stages > 0 ? o->stages : 1) * (o->tp > 0 ? o->tp : 1);
+    double psi = n_params / parts, dp = o->zero_stage == 1 && cfg->replicas > 1 ? cfg->replicas : 1;
+    *out = (struct sb_model_state){4 * psi, 4 * psi,
+                                   4.0 * sb_optimizer_state_floats(cfg) * psi / dp};
 }
 
 /* The layout: D x T x P, the micro-batches, the schedule and its chunks
@@ -515,6 +539,7 @@ static void pipeline_layout(const struct sb_config *cfg, struct sb_layout *out)
     out->schedule = (enum sb_pp_kind)o->schedule;
     out->chunks = o->schedule == SB_PP_INTERLEAVED ? (o->chunks ? o->chunks : 2) : 1;
     out->order = (enum sb_rank_order)o->rank_order;
+    out->zero_stage = o->zero_stage;
 }
 
 const struct sb_strategy_ops sb_strategy_pipeline = {

@@ -78,7 +78,15 @@ sb_status sb_pp_make_chunks(struct sb_strategy *s, struct pipeline *p, const int
         p->comm_bytes += (double)((c->first ? 0 : (size_t)slots[v] + (size_t)p->M) * p->mb *
                                   c->in_floats + (c->last ? 0 : (size_t)p->mb * c->out_floats)) *
                          sizeof(float);
-        if (p->D > 1) {
+        if (p->D > 1 && p->zero_stage == 1) {
+            /* ZeRO stage 1 over dp: after the last micro-batch's backward the
+             * chunk's gradients are reduce-scattered, each dp rank steps its
+             * shard of the optimizer state, and the parameters all-gathered. */
+            struct sb_zero_sync_cfg zc = {.stage = 1, .bucket_mb = 25.0, .overlap = 0,
+                                          .run = cfg};
+            SB_TRY(sb_zero_sync_create(p->grid->dp_comm, m, s->env->be,
+                                       sb_grad_range_whole(m), &zc, &c->zsync));
+        } else if (p->D > 1) {
             struct sb_dp_sync_cfg sc = {.bucket_mb = 25.0, .overlap = 1,
                                         .host_memory = s->env->be->host_memory,
                                         .last_step = steps - 1};

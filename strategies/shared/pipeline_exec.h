@@ -17,12 +17,14 @@
 #include "strategies/shared/replica.h"
 #include "strategies/shared/schedule.h"
 #include "strategies/shared/tp_ops.h"
+#include "strategies/shared/zero_sync.h"
 #include "strategies/strategy.h"
 
 /* One model chunk of this rank: virtual stage `vstage` of the pipeline. */
 struct chunk {
     struct sb_replica *r; /* the part (its layers), its optimizer, batch slots */
     struct sb_dp_sync *sync; /* its gradients over the dp communicator (D > 1) */
+    struct sb_zero_sync *zsync; /* instead, --zero-stage 1: ZeRO stage 1 over dp (D > 1) */
     int vstage, first_layer, n_layers;
     size_t in_floats, out_floats; /* per sample at its input and output */
     int first, last;              /* holds the model's first / last layer */
@@ -55,6 +57,7 @@ struct pipeline {
      * of the last stage compute the same loss, tp rank 0's counts
      * (loss_scratch takes the others'). T = 1: whole layers, no hook. */
     int T, tp_rank;
+    int zero_stage; /* 0: dp_sync's all-reduce; 1: zero_sync's stage 1 */
     struct sb_tp_ops tp;
     double *loss_scratch;
     struct sb_comm *gather_world; /* T > 1: the world again, uncounted: the gather */

@@ -4,7 +4,8 @@
 - The representative layouts (dp 2 x tp 2, tp 2 x pp 2, dp 2 x pp 2, dp 2 x tp 2 x pp 2)
   equal `single` with the same global batch and micro-batches within 1e-5 relative (max
   |diff| / max |param|) after a few SGD steps, in both rank orders (Megatron-LM's
-  tp-dp-pp and tp-pp-dp); Adam joins with STRATBENCH_SLOW=1.
+  tp-dp-pp and tp-pp-dp), and with ZeRO stage 1 over dp (--zero-stage 1); Adam joins
+  with STRATBENCH_SLOW=1.
 - One composed case counts exactly: the tp all-reduces per step of world rank 0 (stage 0,
   tp rank 0) equal tp_ops.h's formula for its shard, and the pp bytes per step equal M
   micro-batches x the boundary's floats x 4 bytes each way (every tp rank sends the whole,
@@ -49,33 +50,39 @@ def train_params(stratbench, mnist_dir, tmp_path, tag, *flags):
 LAYOUTS = [("dp2-tp2", 2, 2, 1), ("tp2-pp2", 1, 2, 2), ("dp2-pp2", 2, 1, 2),
            ("dp2-tp2-pp2", 2, 2, 2)]
 ORDERS = ["tp-dp-pp", "tp-pp-dp"]
-CASES = [(lay, order, opt) for lay in LAYOUTS for order in ORDERS
+CASES = [(lay, order, opt, 0) for lay in LAYOUTS for order in ORDERS
          for opt in (("sgd", "adam") if SLOW else ("sgd",))
          if not (order == "tp-pp-dp" and lay[0] not in ("dp2-tp2-pp2",) and not SLOW)]
+# ZeRO stage 1 over dp with a pipeline
+CASES += [(LAYOUTS[2], "tp-dp-pp", "adam", 1)] + \
+    ([(LAYOUTS[3], "tp-dp-pp", opt, 1) for opt in ("sgd", "adam")] if SLOW else [])
 
 
-def layout_flags(dp, tp, pp, order, m):
+def layout_flags(dp, tp, pp, order, m, zero):
     if pp == 1:
         return ["--strategy", "tensor", "--tp", str(tp), "--replicas", str(dp), "--rank-order",
                 order]
     return ["--strategy", "pipeline", "--stages", str(pp), "--tp", str(tp), "--replicas",
-            str(dp), "--microbatches", str(m), "--rank-order", order]
+            str(dp), "--microbatches", str(m), "--rank-order", order, "--zero-stage", str(zero)]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[f"{c[0][0]}-{c[1]}-{c[2]}" for c in CASES])
+@pytest.mark.parametrize("case", CASES, ids=[f"{c[0][0]}-{c[1]}-{c[2]}-z{c[3]}" for c in CASES])
 def test_layout_equals_single(case, stratbench, mnist_dir, tmp_path):
-    (name, dp, tp, pp), order, opt = case
+    (name, dp, tp, pp), order, opt, zero = case
     batch, m = 32, 2 if pp > 1 else 1
     ref, _ = train_params(stratbench, mnist_dir, tmp_path, "single", *MLP, "--strategy",
                           "single", "--batch", str(batch * dp), "--microbatches", str(m * dp),
                           "--optimizer", opt)
     got, r = train_params(stratbench, mnist_dir, tmp_path, name, *MLP, "--batch", str(batch),
-                          "--optimizer", opt, *layout_flags(dp, tp, pp, order, m))
+                          "--optimizer", opt, *layout_flags(dp, tp, pp, order, m, zero))
     assert got.shape == ref.shape
     assert rel_diff(got, ref) <= 1e-5
     lay = r["layout"]
     assert (lay["dp"], lay["tp"], lay["pp"]) == (dp, tp, pp)
     assert lay["rank_order"] == order
+    assert lay["zero_stage"] == zero
+    if zero == 1:  # the dp traffic is stage 1's: a reduce-scatter and an all-gather
+        assert set(r["comm"]["by_role"]["dp"]) >= {"reduce_scatter", "allgather"}
     assert lay["microbatches"] == m
     assert lay["schedule"] == ("1f1b" if pp > 1 else None)
     assert r["world_size"] == dp * tp * pp
@@ -113,7 +120,7 @@ BAD = [
     (["--tp", "3"], "--tp"),                    # 3 does not divide the hidden width 64
     (["--zero-stage", "2"], "--zero-stage"),    # zero 2-3 with a pipeline: refused, reason
     (["--zero-stage", "3"], "--zero-stage"),
-    (["--zero-stage", "1"], "--zero-stage"),    # not built yet
+    (["--zero-stage", "1"], "--zero-stage"),    # with 1 replica: nothing to shard
     (["--stages", "3", "--tp", "2"], "--stages"),  # a stage would cut a column/row pair
     (["--rank-order", "pp-dp-tp"], "--rank-order"),
 ]
