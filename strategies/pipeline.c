@@ -85,7 +85,7 @@ static const struct sb_strategy_option pipeline_options[] = {
     {"print-schedule", NULL, SB_OPTION_SWITCH, offsetof(struct pipeline_opts, print_schedule),
      0, 0, 0, 1, NULL, 0, "print the rank x slot grid before the run", NULL},
     {"tp", "T", SB_OPTION_INT, offsetof(struct pipeline_opts, tp), 1, 64, 1, 0, NULL, 0,
-     "ranks per stage, its layers split over them (Megatron-LM; D*T*P ranks)", NULL},
+     "ranks per tp group (Megatron-LM; D*T*P ranks); default: pipeline 1, tensor 2", NULL},
     {"rank-order", "O", SB_OPTION_CHOICE, offsetof(struct pipeline_opts, rank_order), 0, 0, 0,
      0, NULL, 0, "tp-dp-pp (Megatron-LM's) | tp-pp-dp: the grid's rank order (comm/grid.h)",
      rank_order_names},
