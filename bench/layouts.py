@@ -256,9 +256,10 @@ def draw(res, out):
     for ax, (rate, w) in zip(axes[0], panels):
         rs = [r for r in res["rows"] if r["rate"] == rate and r["workload"] == w
               and r["measured_step_ms"]]
-        top = max([r["measured_step_ms"] for r in rs] + [r["predicted_step_ms"] for r in rs])
-        ax.plot([0, top * 1.1], [0, top * 1.1], "k-", lw=0.8, label="predicted = measured")
-        ax.fill_between([0, top * 1.1], [0, top * 1.1 * 0.85], [0, top * 1.1 * 1.15],
+        vals = [r["measured_step_ms"] for r in rs] + [r["predicted_step_ms"] for r in rs]
+        lo, top = min(vals) / 1.3, max(vals) * 1.3
+        ax.plot([lo, top], [lo, top], "k-", lw=0.8, label="predicted = measured")
+        ax.fill_between([lo, top], [lo * 0.85, top * 0.85], [lo * 1.15, top * 1.15],
                         color="#ccc", alpha=0.4, label="+-15 %")
         for i, r in enumerate(rs):
             ax.plot(r["measured_step_ms"], r["predicted_step_ms"], "o",
@@ -266,8 +267,10 @@ def draw(res, out):
             ax.annotate(r["layout"].replace("-tp-dp-pp", "").replace("-none", ""),
                         (r["measured_step_ms"], r["predicted_step_ms"]), fontsize=6,
                         textcoords="offset points", xytext=(3, 3))
-        ax.set_xlim(0, top * 1.1)
-        ax.set_ylim(0, top * 1.1)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, top)
+        ax.set_ylim(lo, top)
         ax.set_xlabel("measured step, ms (median of rank 0's steps)")
         ax.set_ylabel("predicted step, ms (predict --layouts)")
         p = [q for q in res["panels"] if q["rate"] == rate and q["workload"] == w]

@@ -294,8 +294,12 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
         /* the stage's parameters and the dp sync of them */
         double stage_params = stage_sum(l, in, s, layer_params, l->tp);
         double dp_comm = 0, dp_exposed = 0;
-        SB_TRY(dp_sync(l, in, dp_link, 4.0 * stage_params, 4.0 * params, t_b,
-                       (int)stage_sum(l, in, s, one, 1), &dp_comm, &dp_exposed));
+        sb_status st = dp_sync(l, in, dp_link, 4.0 * stage_params, 4.0 * params, t_b,
+                               (int)stage_sum(l, in, s, one, 1), &dp_comm, &dp_exposed);
+        if (st) {
+            sb_pp_schedule_free(&sched);
+            return st;
+        }
         double updated = l->zero_stage > 0 ? stage_params / l->dp : stage_params;
         double opt = in->optimizer_s_per_param * updated;
         /* memory: the ZeRO accounting of the part + the live activation slots */
