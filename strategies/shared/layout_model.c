@@ -314,8 +314,12 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
         double slot_bytes = act_per_sample * b * slot_share;
         int slots = l->pp > 1 ? sb_pp_live_activations(&shape, s) : 1;
         double act_bytes = slots * slot_bytes, p2p_bytes = 0;
-        if (l->pp > 1 && stage_buffers(l, in, &sched, s, b, &act_bytes, &p2p_bytes))
+        if (l->pp > 1 && stage_buffers(l, in, &sched, s, b, &act_bytes, &p2p_bytes)) {
+            /* zero stage 1 keeps its gradient shard beside (zero_sync: the
+             * ledger's communication buffer, as zero's) */
+            if (l->zero_stage == 1 && l->dp > 1) p2p_bytes += 4.0 * stage_params / l->dp;
             act_bytes += p2p_bytes; /* memory counts them with the activations */
+        }
         if (t_f > worst_f) worst_f = t_f;
         if (t_b > worst_b) worst_b = t_b;
         if (state + act_bytes > worst_mem) {

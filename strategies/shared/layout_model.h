@@ -32,7 +32,8 @@
  * its part_size for its schedule's slots (sb_pp_chunk_slots) of mb samples,
  * and the point-to-point buffers are added as the pipeline allocates them:
  * (slots + m) received activations and gradients of mb x the chunk's input
- * floats, one output gradient of mb x its output floats (the ledger's
+ * floats, one output gradient of mb x its output floats, and with zero
+ * stage 1 the gradient shard, 4 Ψ_s / dp bytes (the ledger's
  * comm_buffer_bytes).
  * A dp-only layout of the measured replica count (tp = pp = m = 1) is
  * exactly the ddp or zero row `stratbench predict` gives (the unit tests). */

@@ -143,23 +143,26 @@ def test_vit_pipeline_refused(stratbench, mnist_dir):
     assert "vit" in proc.stderr
 
 
-@pytest.mark.parametrize("dp", [1, 2], ids=["tp2-pp2", "dp2-tp2-pp2"])
-def test_predicted_memory_equals_the_ledger(dp, stratbench, mnist_dir, tmp_path):
+@pytest.mark.parametrize("dp,zero", [(1, 0), (2, 0), (2, 1)],
+                         ids=["tp2-pp2", "dp2-tp2-pp2", "dp2-tp2-pp2-z1"])
+def test_predicted_memory_equals_the_ledger(dp, zero, stratbench, mnist_dir, tmp_path):
     """`predict --layouts`' memory per rank of a composed layout equals the composed run's
-    ledger (the largest rank's total: model state, activations and point-to-point buffers)
-    within 1 %: the wide mlp, a ddp probe of 4 ranks, global batch 64, m = 2."""
+    ledger (the largest rank's total: model state, activations, point-to-point buffers and
+    zero stage 1's gradient shard) within 1 %: the wide mlp, a ddp probe of 4 ranks,
+    global batch 64, m = 2."""
     wide = ["--workload", "mlp", "--hidden", "1024,1024"]
     _, probe = train_params(stratbench, mnist_dir, tmp_path, "probe", *wide, "--strategy",
                             "ddp", "--replicas", "4", "--batch", "16")
     _, r = train_params(stratbench, mnist_dir, tmp_path, "composed", *wide, "--strategy",
                         "pipeline", "--stages", "2", "--tp", "2", "--replicas", str(dp),
-                        "--microbatches", "2", "--batch", str(64 // dp))
+                        "--microbatches", "2", "--batch", str(64 // dp), "--zero-stage",
+                        str(zero))
     proc = run([stratbench, "predict", tmp_path / "probe.json", "--layouts", "--hosts", dp,
                 "--ranks-per-host", "4", "--intra-bandwidth", "1gbit", "--intra-latency",
                 "50us", "--bandwidth", "1gbit", "--latency", "50us", "--json"], timeout=120)
     assert proc.returncode == 0, describe(proc)
     rows = {x["name"]: x for x in json.loads(proc.stdout)["layouts"]}
-    pred = rows[f"dp{dp}-tp2-pp2-m2-1f1b-z0-tp-dp-pp"]["memory"]
+    pred = rows[f"dp{dp}-tp2-pp2-m2-1f1b-z{zero}-tp-dp-pp"]["memory"]
     ledger = max(e["total_bytes"] for e in r["memory"]["by_rank"])
     assert abs(pred["memory_bytes"] - ledger) <= 0.01 * ledger, (pred, ledger)
     state = max(e["model_state_bytes"] for e in r["memory"]["by_rank"])
