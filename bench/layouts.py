@@ -58,6 +58,9 @@ def parse_args(argv=None):
     p.add_argument("--hosts", type=int, default=2)
     p.add_argument("--ranks-per-host", type=int, default=2)
     p.add_argument("--global-batch", type=int, default=64)
+    p.add_argument("--from-reports", action="store_true",
+                   help="no cluster: rebuild results.json from the reports in --out/reports "
+                        "(a run that stopped part-way)")
     a = ps.finish_cluster_args(p, p.parse_args(argv))
     a.workloads = a.workloads.split(",")
     for w in a.workloads:
@@ -101,10 +104,9 @@ def train(c, a, mpirun, flags, report):
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                STRATBENCH_MPIRUN=mpirun)
     proc = c.run(c.hosts[0], *args, env=env, timeout=900)
-    if proc.returncode == 2:
-        return None, (proc.stderr.strip().splitlines() or ["exit 2"])[-1]
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(args)}: exit {proc.returncode}\n{proc.stdout}{proc.stderr}")
+    if proc.returncode != 0:  # 2: a layout train refuses; else a failed run, said as such
+        last = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        return None, last if proc.returncode == 2 else f"failed (exit {proc.returncode}): {last}"
     return json.loads(pathlib.Path(report).read_text()), None
 
 
@@ -133,20 +135,32 @@ def kendall_tau(xs, ys):
 
 
 def run_panel(c, a, mpirun, rate, workload, rows, panels):
+    """Measures one panel (rate, workload) on cluster c; with c None, rebuilds it from
+    the reports a previous run left in a.out/reports (--from-reports)."""
     tag = f"{workload}_{rate}"
     probe_path = a.out / "reports" / f"probe_{tag}.json"
     world = a.hosts * a.ranks_per_host
-    probe, why = train(c, a, mpirun, WORKLOADS[workload] + [
-        "--strategy", "ddp", "--replicas", str(world), "--batch",
-        str(a.global_batch // world)], probe_path)
-    if probe is None:
-        raise RuntimeError(f"probe: {why}")
-    pred = subprocess.run([str(a.build / "stratbench"), "predict", str(probe_path), "--layouts",
-                           "--hosts", str(a.hosts), "--ranks-per-host", str(a.ranks_per_host),
-                           "--global-batch", str(a.global_batch), "--json"],
-                          capture_output=True, text=True, check=True)
-    layouts = json.loads(pred.stdout)["layouts"]
-    (a.out / "reports" / f"predict_{tag}.json").write_text(pred.stdout)
+    if c is None:
+        if not probe_path.exists():
+            return
+        probe = json.loads(probe_path.read_text())
+    else:
+        probe, why = train(c, a, mpirun, WORKLOADS[workload] + [
+            "--strategy", "ddp", "--replicas", str(world), "--batch",
+            str(a.global_batch // world)], probe_path)
+        if probe is None:
+            print(f"{tag}: the probe failed: {why}", flush=True)
+            return
+    pred_path = a.out / "reports" / f"predict_{tag}.json"
+    if c is None and pred_path.exists():
+        layouts = json.loads(pred_path.read_text())["layouts"]
+    else:
+        pred = subprocess.run([str(a.build / "stratbench"), "predict", str(probe_path),
+                               "--layouts", "--hosts", str(a.hosts), "--ranks-per-host",
+                               str(a.ranks_per_host), "--global-batch", str(a.global_batch),
+                               "--json"], capture_output=True, text=True, check=True)
+        layouts = json.loads(pred.stdout)["layouts"]
+        pred_path.write_text(pred.stdout)
     print(f"{tag}: {len(layouts)} layouts predicted; probe step "
           f"{probe['step_ms']['median']:.1f} ms", flush=True)
     mine = []
@@ -157,6 +171,10 @@ def run_panel(c, a, mpirun, rate, workload, rows, panels):
         if lay["name"].startswith(f"dp{world}-tp1-pp1-m1-none-z0"):
             r, why = probe, None  # the probe is this layout
             path = probe_path
+        elif c is None:
+            if not path.exists():
+                continue
+            r, why = json.loads(path.read_text()), None
         else:
             r, why = train(c, a, mpirun, WORKLOADS[workload] + train_flags(lay, a.global_batch),
                            path)
@@ -164,7 +182,7 @@ def run_panel(c, a, mpirun, rate, workload, rows, panels):
                "dp": lay["dp"], "tp": lay["tp"], "pp": lay["pp"],
                "predicted_step_ms": lay["step_ms"],
                "predicted_memory_bytes": lay["memory"]["memory_bytes"],
-               "load_average_1min": round(os.getloadavg()[0], 2)}
+               "load_average_1min": round(os.getloadavg()[0], 2) if c else None}
         if r is None:
             row.update(measured_step_ms=None, refused=why)
             print(f"  {lay['name']}: train refuses: {why}", flush=True)
@@ -197,24 +215,32 @@ def run_panel(c, a, mpirun, rate, workload, rows, panels):
 
 
 def measure(a):
+    rows, panels = [], []
+    res = {"date_utc": datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
+           "hosts": a.hosts, "ranks_per_host": a.ranks_per_host,
+           "global_batch": a.global_batch, "steps": a.steps, "warmup": a.warmup,
+           "cores": a.cores, "tcp_congestion_control": a.cc, "rows": rows, "panels": panels}
+    if a.from_reports:
+        for rate in a.rates:
+            for w in a.workloads:
+                run_panel(None, a, None, rate, w, rows, panels)
+        return res
     reason = unavailable_reason()
     if reason:
         sys.exit(f"layouts.py: {reason}")
     (a.out / "reports").mkdir(parents=True, exist_ok=True)
     c = Cluster(a.prefix).up(a.hosts)
     mpirun = f"{c.mpirun_words()} --map-by ppr:{a.ranks_per_host}:node"
-    rows, panels = [], []
     try:
         for rate in a.rates:
             c.shape(rate)
             for w in a.workloads:
                 run_panel(c, a, mpirun, rate, w, rows, panels)
+                # what is measured so far survives a later failure
+                (a.out / "results.json").write_text(json.dumps(res, indent=1) + "\n")
     finally:
         c.down()
-    return {"date_utc": datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "hosts": a.hosts, "ranks_per_host": a.ranks_per_host,
-            "global_batch": a.global_batch, "steps": a.steps, "warmup": a.warmup,
-            "cores": a.cores, "tcp_congestion_control": a.cc, "rows": rows, "panels": panels}
+    return res
 
 
 def table(res):
@@ -279,10 +305,10 @@ def draw(res, out):
                      fontsize=9)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7, loc="upper left")
-    loads = [r["load_average_1min"] for r in res["rows"]]
-    fig.text(0.01, 0.01, f"one-machine cluster ({res['cores']} cores shared by every rank, "
-             f"load average {min(loads)}-{max(loads)}), {res['date_utc']}; bench/layouts.py",
-             fontsize=7, color="#555")
+    loads = [r["load_average_1min"] for r in res["rows"] if r["load_average_1min"] is not None]
+    load = f", load average {min(loads)}-{max(loads)}" if loads else ""
+    fig.text(0.01, 0.01, f"one-machine cluster ({res['cores']} cores shared by every rank"
+             f"{load}), {res['date_utc']}; bench/layouts.py", fontsize=7, color="#555")
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     for ext in ("png", "svg"):
         fig.savefig(out / f"layouts.{ext}", dpi=110)

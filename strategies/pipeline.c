@@ -121,24 +121,27 @@ static sb_status plan_cuts(const struct sb_config *cfg, const struct sb_model *w
     return SB_OK;
 }
 
-/* Checks --tp against the whole model `whole` cut into n virtual stages:
- * each stage's shard (the last tp rank's, 1 sample) holds 1/T of every
- * split tensor, and some layer is split. Errors: SB_ERR_USAGE naming --tp or
- * --stages; the workload's (e.g. a part it cannot cut). */
-static sb_status check_tp(const struct sb_config *cfg, const struct sb_model *whole, int n)
+/* Checks that the workload can build every one of the n virtual stages of
+ * `whole` as the run will cut them (a run of layers in 2 slots: a workload
+ * whose parts are whole models only refuses here, on every rank alike,
+ * before any work), and with --tp that each stage's shard (the last tp
+ * rank's, 1 sample) holds 1/T of every split tensor, and some layer is
+ * split. Errors: SB_ERR_USAGE naming --tp or --stages; the workload's
+ * (e.g. a part it cannot cut). */
+static sb_status check_parts(const struct sb_config *cfg, const struct sb_model *whole, int n)
 {
     int T = opts(cfg)->tp, split = 0, first[64 * 64 + 1];
     if (n > 64 * 64) return SB_OK; /* sb_pp_validate refuses it */
     SB_TRY(plan_cuts(cfg, whole, n, first));
     for (int v = 0; v < n; v++) {
-        struct sb_part part = {first[v], first[v + 1] - first[v], T - 1, T, 1, 0};
+        struct sb_part part = {first[v], first[v + 1] - first[v], T - 1, T, 2, 0};
         struct sb_model *shard = NULL;
         SB_TRY(sb_workload_find(cfg->workload)->create_part(cfg, cfg->backend, 1, &part, &shard));
-        sb_status st = sb_tp_shard_check_even(shard, whole, T, &split);
+        sb_status st = T > 1 ? sb_tp_shard_check_even(shard, whole, T, &split) : SB_OK;
         shard->ops->destroy(shard);
         SB_TRY(st);
     }
-    if (split == 0)
+    if (T > 1 && split == 0)
         return sb_error(SB_ERR_USAGE, "--tp: the %s model has no column/row-parallel layer to "
                         "split", cfg->workload);
     return SB_OK;
@@ -172,7 +175,7 @@ static sb_status check_shape(const struct sb_config *cfg, struct sb_pp_shape *sh
     sb_status st = sb_pp_validate((enum sb_pp_kind)o->schedule, o->stages, o->microbatches,
                                   o->chunks, *n_layers,
                                   0 /* backward_part computes both halves at once */, shape);
-    if (!st && o->tp > 1) st = check_tp(cfg, m, shape->stages * shape->chunks);
+    if (!st) st = check_parts(cfg, m, shape->stages * shape->chunks);
     m->ops->destroy(m);
     SB_TRY(st);
     if (cfg->batch % o->microbatches)
