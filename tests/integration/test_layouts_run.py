@@ -96,6 +96,20 @@ def test_layout_equals_single(case, stratbench, mnist_dir, tmp_path):
         assert r["replicas_consistent"] is True
 
 
+def test_composed_zb_h1_equals_single(stratbench, mnist_dir, tmp_path):
+    """dp 2 x tp 2 x pp 2 under zb-h1: the split backward's input half (B) holds the tp
+    all-reduces of input gradients, W none; the weight gradients still accumulate in
+    micro-batch order, so the result is single's within 1e-5 (the dp sum's order)."""
+    ref, _ = train_params(stratbench, mnist_dir, tmp_path, "single", *MLP, "--strategy",
+                          "single", "--batch", "64", "--microbatches", "4")
+    got, r = train_params(stratbench, mnist_dir, tmp_path, "zb", *MLP, "--batch", "32",
+                          "--strategy", "pipeline", "--stages", "2", "--tp", "2",
+                          "--replicas", "2", "--microbatches", "2", "--schedule", "zb-h1")
+    assert rel_diff(got, ref) <= 1e-5
+    assert r["layout"]["schedule"] == "zb-h1"
+    assert (r["layout"]["dp"], r["layout"]["tp"], r["layout"]["pp"]) == (2, 2, 2)
+
+
 def test_composed_counts_tp_and_pp_exactly(stratbench, mnist_dir, tmp_path):
     """tp 2 x pp 2, M = 4 micro-batches of mb = 8: stage 0 holds fc1 (column) and fc2 (row):
     one forward all-reduce of mb x 32 floats per micro-batch, none backward (fc1's input is
@@ -147,12 +161,15 @@ def test_vit_pipeline_refused(stratbench, mnist_dir):
     assert "vit" in proc.stderr
 
 
-MEMORY = [(1, 0), (2, 0)] + ([(2, 1)] if SLOW else [])
+# (dp, zero stage, schedule): zb-h1's slots also keep B's gradients for W
+MEMORY = [(1, 0, "1f1b"), (2, 0, "1f1b"), (1, 0, "zb-h1")] + \
+    ([(2, 1, "1f1b")] if SLOW else [])
 
 
-@pytest.mark.parametrize("dp,zero", MEMORY,
-                         ids=["tp2-pp2", "dp2-tp2-pp2", "dp2-tp2-pp2-z1"][:len(MEMORY)])
-def test_predicted_memory_equals_the_ledger(dp, zero, stratbench, mnist_dir, tmp_path):
+@pytest.mark.parametrize("dp,zero,sched", MEMORY,
+                         ids=["tp2-pp2", "dp2-tp2-pp2", "tp2-pp2-zb-h1",
+                              "dp2-tp2-pp2-z1"][:len(MEMORY)])
+def test_predicted_memory_equals_the_ledger(dp, zero, sched, stratbench, mnist_dir, tmp_path):
     """`predict --layouts`' memory per rank of a composed layout equals the composed run's
     ledger (the largest rank's total: model state, activations, point-to-point buffers and
     zero stage 1's gradient shard) within 1 %: the wide mlp, a ddp probe of 4 ranks,
@@ -163,13 +180,13 @@ def test_predicted_memory_equals_the_ledger(dp, zero, stratbench, mnist_dir, tmp
     _, r = train_params(stratbench, mnist_dir, tmp_path, "composed", *wide, "--strategy",
                         "pipeline", "--stages", "2", "--tp", "2", "--replicas", str(dp),
                         "--microbatches", "2", "--batch", str(64 // dp), "--zero-stage",
-                        str(zero))
+                        str(zero), "--schedule", sched)
     proc = run([stratbench, "predict", tmp_path / "probe.json", "--layouts", "--hosts", dp,
                 "--ranks-per-host", "4", "--intra-bandwidth", "1gbit", "--intra-latency",
                 "50us", "--bandwidth", "1gbit", "--latency", "50us", "--json"], timeout=120)
     assert proc.returncode == 0, describe(proc)
     rows = {x["name"]: x for x in json.loads(proc.stdout)["layouts"]}
-    pred = rows[f"dp{dp}-tp2-pp2-m2-1f1b-z{zero}-tp-dp-pp"]["memory"]
+    pred = rows[f"dp{dp}-tp2-pp2-m2-{sched}-z{zero}-tp-dp-pp"]["memory"]
     ledger = max(e["total_bytes"] for e in r["memory"]["by_rank"])
     assert abs(pred["memory_bytes"] - ledger) <= 0.01 * ledger, (pred, ledger)
     state = max(e["model_state_bytes"] for e in r["memory"]["by_rank"])
