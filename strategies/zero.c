@@ -348,6 +348,12 @@ static int zero_comm_model(const struct sb_comm_model_query *q, struct sb_comm_m
     return k;
 }
 
+/* The layout: D x 1 x 1 at --zero-stage. */
+static void zero_layout(const struct sb_config *cfg, struct sb_layout *out)
+{
+    out->zero_stage = opts(cfg)->stage;
+}
+
 const struct sb_strategy_ops sb_strategy_zero = {
     .name = "zero",
     .summary = "one MPI rank per replica, optimizer state (1), gradients (2) and parameters "
@@ -368,4 +374,5 @@ const struct sb_strategy_ops sb_strategy_zero = {
     .model_state_formula = zero_model_state_formula,
     .memory = zero_memory,
     .destroy = zero_destroy,
+    .layout = zero_layout,
 };

@@ -64,26 +64,40 @@ static sb_status dense_alloc(struct sb_dense *d, const struct sb_backend_ops *be
     return be->alloc((void **)p, floats * sizeof(float));
 }
 
-sb_status sb_dense_alloc(struct sb_dense *d, const struct sb_backend_ops *be, int max_batch,
-                         int slots)
+/* Floats of each of the two backward scratch buffers for batches of rows:
+ * a hidden layer's gradient (the inputs inside the part, and the output of
+ * a part before the last), or an accumulated bias gradient. */
+static size_t dense_scratch(const struct sb_dense *d, size_t rows)
 {
-    size_t rows = (size_t)max_batch, widest = 1, bias_widest = 1;
-    d->rows = max_batch;
-    d->slots = slots;
-    d->alloc_bytes = 0;
-    d->input = calloc((size_t)slots, sizeof *d->input);
-    d->n = calloc((size_t)slots, sizeof *d->n);
-    if (!d->input || !d->n) return sb_error(SB_ERR_NOMEM, "dense layers: out of memory");
-    /* The scratch holds a hidden layer's gradient (the inputs inside the
-     * part, and the output of a part before the last), and an accumulated
-     * bias gradient. */
+    size_t widest = 1, bias_widest = 1;
     for (int l = d->first; l < d->end; l++) {
         if (l > d->first && (size_t)d->in[l] > widest) widest = (size_t)d->in[l];
         if ((size_t)d->out[l] > bias_widest) bias_widest = (size_t)d->out[l];
     }
     if (d->end < d->n_layers && (size_t)d->out[d->end - 1] > widest)
         widest = (size_t)d->out[d->end - 1];
-    size_t scratch = rows * widest > bias_widest ? rows * widest : bias_widest;
+    return rows * widest > bias_widest ? rows * widest : bias_widest;
+}
+
+double sb_dense_activation_bytes(const struct sb_dense *d, int max_batch, int slots)
+{
+    double rows = max_batch, floats = 2.0 * (double)dense_scratch(d, (size_t)max_batch);
+    for (int l = d->first; l < d->end; l++) floats += slots * rows * d->out[l];
+    if (d->end == d->n_layers) floats += slots * rows * d->dim[d->n_layers];
+    return floats * sizeof(float);
+}
+
+sb_status sb_dense_alloc(struct sb_dense *d, const struct sb_backend_ops *be, int max_batch,
+                         int slots)
+{
+    size_t rows = (size_t)max_batch;
+    d->rows = max_batch;
+    d->slots = slots;
+    d->alloc_bytes = 0;
+    d->input = calloc((size_t)slots, sizeof *d->input);
+    d->n = calloc((size_t)slots, sizeof *d->n);
+    if (!d->input || !d->n) return sb_error(SB_ERR_NOMEM, "dense layers: out of memory");
+    size_t scratch = dense_scratch(d, rows);
     for (int l = d->first; l < d->end; l++)
         SB_TRY(dense_alloc(d, be, &d->act[l + 1], (size_t)slots * rows * (size_t)d->out[l]));
     SB_TRY(dense_alloc(d, be, &d->delta[0], scratch));

@@ -47,6 +47,12 @@ struct sb_dense {
     size_t alloc_bytes;                    /* what sb_dense_alloc(_split) allocated */
 };
 
+/* The bytes sb_dense_alloc allocates for planned part d (sb_dense_plan),
+ * max_batch samples in each of `slots` slots: each layer's output per slot,
+ * dlogits per slot when the part holds the last layer, and two backward
+ * scratch buffers (not per slot). The workloads' part_size formula. */
+double sb_dense_activation_bytes(const struct sb_dense *d, int max_batch, int slots);
+
 /* Plans the part [first, end) of the stack of widths d->dim[0..n_layers]
  * (set by the caller with d->n_layers) for tp rank tp_rank of tp_size:
  * each layer's split and widths as held. SB_ERR_USAGE naming `workload` for

@@ -16,12 +16,15 @@
 #include "strategies/shared/pipeline_stats.h"
 #include "strategies/shared/replica.h"
 #include "strategies/shared/schedule.h"
+#include "strategies/shared/tp_ops.h"
+#include "strategies/shared/zero_sync.h"
 #include "strategies/strategy.h"
 
 /* One model chunk of this rank: virtual stage `vstage` of the pipeline. */
 struct chunk {
     struct sb_replica *r; /* the part (its layers), its optimizer, batch slots */
     struct sb_dp_sync *sync; /* its gradients over the dp communicator (D > 1) */
+    struct sb_zero_sync *zsync; /* instead, --zero-stage 1: ZeRO stage 1 over dp (D > 1) */
     int vstage, first_layer, n_layers;
     size_t in_floats, out_floats; /* per sample at its input and output */
     int first, last;              /* holds the model's first / last layer */
@@ -50,6 +53,16 @@ struct pipeline {
     size_t whole_n_params;
     struct sb_pp_waits waits; /* each receive's wait, split at its sender's post */
     double comm_bytes; /* the receive and send buffers of every chunk */
+    /* --tp T: every chunk is tp rank tp_rank's shard of its layers, its
+     * hook (Megatron-LM's f and g) summing over grid->tp_comm; the tp ranks
+     * of the last stage compute the same loss, tp rank 0's counts
+     * (loss_scratch takes the others'). T = 1: whole layers, no hook. */
+    int T, tp_rank;
+    int zero_stage; /* 0: dp_sync's all-reduce; 1: zero_sync's stage 1 */
+    struct sb_tp_ops tp;
+    double *loss_scratch;
+    struct sb_comm *gather_world; /* T > 1: the world again, uncounted: the gather */
+    struct sb_model *chunk_whole; /* T > 1: the whole model's tables (1 sample), every rank */
 };
 
 /* Completes a send in flight, if req holds one. */
