@@ -18,7 +18,8 @@
  * residual 4sbh, the embedding's patches 4b p^2 g^2, the head's class
  * token before and after its LayerNorm, statistics and logits 4(2bh + 2b
  * + 20b); shared by the slots the backward scratch 4(3 + (3 + r)/T) sbh +
- * 4as^2 b/T and the head's 4(2bh). The whole model (one slot, T = 1):
+ * 4as^2 b/T and the head's 4(2bh); with part.split_backward (zb-h1) each
+ * slot's records of B for W besides. The whole model (one slot, T = 1):
  * sb_vit_size. */
 struct sb_model_size sb_vit_part_size(const struct sb_config *cfg, int max_batch,
                                      const struct sb_part *part)
@@ -56,6 +57,15 @@ struct sb_model_size sb_vit_part_size(const struct sb_config *cfg, int max_batch
          * gradient s/T */
         slot += 4 * s * b * h * (1 / T - 1) + (head ? 0 : 4 * s * b * h);
         shared += 4 * s * b * h * (2 + 2 / T);
+    }
+    if (part && part->split_backward) {
+        /* zb-h1's records per slot (vit_split.c): each block's output gradients
+         * of fc2, fc1, norm2, proj, q, k, v and norm1 (4 sbh + (r + 3) sbh/T),
+         * the head's dlogits and norm's (10b + bh), the embedding's position
+         * and patch gradients (sbh + b g^2 h), and the LayerNorm's discarded
+         * parameter gradients (2h) */
+        slot += 4 * (L * s * b * h * (4 + (r + 3) / T) + (head ? 10 * b + b * h : 0) +
+                     (embed ? s * b * h + b * g * g * h : 0) + 2 * h);
     }
     z.activation_bytes = S * (L * block + slot) + shared;
     z.block_activation_bytes = L > 0 ? block : 0;
