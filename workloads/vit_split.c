@@ -39,7 +39,7 @@ sb_status sb_vit_split_alloc(struct sb_model *m)
     struct vit *p = m->impl;
     const struct sb_backend_ops *be = m->be;
     struct vit_split *s = calloc(1, sizeof *s);
-    if (!s) return sb_error(SB_ERR_NOMEM, "vit: out of memory");
+    if (!s) return sb_error(SB_ERR_NOMEM, "the split backward: out of memory");
     p->split = s;
     size_t cap = (size_t)p->cap, W = (size_t)p->width, T = (size_t)p->tokens;
     size_t rows = cap * T, F = (size_t)p->hidden_local, Wl = (size_t)p->width_local;
@@ -49,7 +49,7 @@ sb_status sb_vit_split_alloc(struct sb_model *m)
     s->stage_cap = (size_t)p->depth * rows * (4 * W + F + 3 * Wl) +
                    cap * ((size_t)m->n_classes + W + T * W + (size_t)p->n_patches * W);
     s->rec = calloc((size_t)s->cap_rec, sizeof *s->rec);
-    if (!s->rec) return sb_error(SB_ERR_NOMEM, "vit: out of memory");
+    if (!s->rec) return sb_error(SB_ERR_NOMEM, "the split backward: out of memory");
     SB_TRY(be->alloc((void **)&s->stage, s->stage_cap * sizeof(float)));
     SB_TRY(be->alloc((void **)&s->ln_dparams, 2 * W * sizeof(float)));
     p->alloc_bytes += (s->stage_cap + 2 * W) * sizeof(float);
