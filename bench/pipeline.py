@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
 """The pipeline's bubble, measured against its schedule's formula with the run's own
 times (docs/pipeline.md, "Measured bubble"). For every schedule the strategy runs
-(gpipe, 1f1b, interleaved with 2 chunks; zb-h1 is refused: the workloads compute
-input and weight gradients together), P = 2 and 4 stages and M = 1, 2, 4, 8, 16
-micro-batches, one run of --steps steps on this machine with --threads 1, and from its
-report (strategy_details):
+(gpipe, 1f1b, interleaved with 2 chunks, zb-h1 with its B and W apart), P = 2 and 4
+stages and M = 1, 2, 4, 8, 16 micro-batches, one run of --steps steps on this machine
+with --threads 1, and from its report (strategy_details):
   measured   the stages' mean bubble / their mean step (stage_bubble_ms, stage_step_ms)
   formula    sb_pp_bubble_fraction_of_step with the run's mean forward and backward per
-             micro-batch (bubble_fraction_formula): (p-1)/(m+p-1) for gpipe and 1f1b
+             micro-batch (bubble_fraction_formula): (p-1)/(m+p-1) for gpipe and 1f1b;
+             zb-h1 with its own forward, B and W ((p-1)(F+B) - (min(m,p)-1) min(W,F))
   simulated  sb_pp_simulate with each stage's own measured times (unbalanced stages),
              as a fraction of the mean step
 and the same against ideal compute (bubble_over_ideal_*).
     bench/pipeline.py [--out DIR] [--steps 30] [--stages 2,4] [--microbatches 1,2,4,8,16]
+                      [--schedules gpipe,1f1b,interleaved,zb-h1]
     bench/pipeline.py --analyse DIR        # the table (Markdown) and chart from DIR
 The model: an mlp of 8 layers of width 256 (--hidden 256 x 7: each stage's share of
 compute close to the others' except the first layer's 784 inputs), batch 64.
@@ -24,7 +25,7 @@ import sys
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 EXE = REPO / "build" / "stratbench"
-SCHEDULES = ["gpipe", "1f1b", "interleaved"]
+SCHEDULES = ["gpipe", "1f1b", "interleaved", "zb-h1"]
 MODEL = ["--workload", "mlp", "--hidden", ",".join(["256"] * 7), "--batch", "64"]
 
 
@@ -51,7 +52,8 @@ def row(rep):
     step = sum(d["stage_step_ms"]) / len(d["stage_step_ms"])
     bub = sum(d["stage_bubble_ms"]) / len(d["stage_bubble_ms"])
     sim = sum(d.get("stage_bubble_simulated_ms", [0])) / len(d["stage_step_ms"])
-    compute = (sum(d["stage_forward_ms"]) + sum(d["stage_backward_ms"])) / len(d["stage_step_ms"])
+    compute = (sum(d["stage_forward_ms"]) + sum(d["stage_backward_ms"]) +
+               sum(d.get("stage_weight_ms", [0]))) / len(d["stage_step_ms"])
     return {"measured": bub / step, "formula": d["bubble_fraction_formula"],
             "simulated": sim / (compute + sim) if compute + sim > 0 else 0,
             "over_ideal_measured": d["bubble_over_ideal_measured"],
@@ -83,7 +85,7 @@ def analyse(out, stages, mbs):
         return
     fig, axes = plt.subplots(1, len(stages), figsize=(5 * len(stages), 4), squeeze=False)
     for ax, p in zip(axes[0], stages):
-        for sched, colour in zip(SCHEDULES, ["C0", "C1", "C2"]):
+        for sched, colour in zip(SCHEDULES, ["C0", "C1", "C2", "C3"]):
             pts = [(m, r) for s, pp, m, r in rows if s == sched and pp == p]
             if not pts:
                 continue
@@ -108,6 +110,7 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--stages", default="2,4")
     ap.add_argument("--microbatches", default="1,2,4,8,16")
+    ap.add_argument("--schedules", default=",".join(SCHEDULES))
     ap.add_argument("--analyse", type=pathlib.Path)
     a = ap.parse_args()
     stages = [int(x) for x in a.stages.split(",")]
@@ -116,7 +119,7 @@ def main():
         analyse(a.analyse, stages, mbs)
         return
     a.out.mkdir(parents=True, exist_ok=True)
-    for sched in SCHEDULES:
+    for sched in a.schedules.split(","):
         for p in stages:
             for m in mbs:
                 run_one(a.out, sched, p, m, a.steps)

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """The measured schedule of a pipeline run as a Gantt chart, from its --trace file:
-one row per rank (stage), time across, each forward (blue) and backward (green)
-labelled with its micro-batch (and chunk), the waits for another stage (grey: the
+one row per rank (stage), time across, each forward (blue), backward (green; zb-h1's
+input half B) and zb-h1's weight half W (orange) labelled with its micro-batch (and
+chunk), the waits for another stage (grey: the
 trace's bubble ranges, each whole receive; the report splits them into bubble and
 point-to-point wait) and the sends completed at the end of the step (red). Draws one step (the last measured
 one by default) of every rank on rank 0's clock (the trace aligns the ranks).
     reports/pipeline_gantt.py TRACE.json OUT.png [--step N]
 Needs matplotlib (apt-get install python3-matplotlib). docs/pipeline.md shows one.
+reports/plot.py calls draw() for the pipeline runs of a sweep (the sweep traces them).
 """
 import argparse
 import json
@@ -17,8 +19,11 @@ import sys
 
 from plot import RERUN_ENV, python_with_matplotlib
 
-ACTION = re.compile(r"^[FB]\d+[a-z]?$")
-COLOURS = {"F": "#4C72B0", "B": "#55A868", "bubble": "#BBBBBB", "sendrecv.wait": "#C44E52"}
+ACTION = re.compile(r"^[FBW]\d+[a-z]?$")
+COLOURS = {"F": "#4C72B0", "B": "#55A868", "W": "#DD8452", "bubble": "#BBBBBB",
+           "sendrecv.wait": "#C44E52"}
+LEGEND = ("blue forward, green backward (zb-h1: B), orange zb-h1's W, grey waiting for "
+          "another stage, red completing sends")
 
 
 def events_of_step(events, step):
@@ -54,26 +59,16 @@ def events_of_step(events, step):
     return spans, step
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("trace")
-    ap.add_argument("out")
-    ap.add_argument("--step", type=int)
-    a = ap.parse_args()
-    doc = json.load(open(a.trace))
+def load_spans(trace, step=None):
+    """The spans of one step of every rank of the --trace file `trace` (events_of_step)."""
+    doc = json.load(open(trace))
     events = doc["traceEvents"] if isinstance(doc, dict) else doc
-    spans, step = events_of_step(events, a.step)
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:  # another python3 that has it, as plot.py does
-        other = None if os.environ.get(RERUN_ENV) else python_with_matplotlib()
-        if not other:
-            sys.exit("pipeline_gantt.py: needs matplotlib: apt-get install python3-matplotlib")
-        env = dict(os.environ, **{RERUN_ENV: "1"})
-        sys.exit(subprocess.run([other, os.path.abspath(__file__), *sys.argv[1:]],
-                                env=env).returncode)
+    return events_of_step(events, step)
+
+
+def draw(plt, spans, step, title, out_paths):
+    """Draws the Gantt chart of `spans` (events_of_step) with matplotlib's pyplot `plt`
+    into each of out_paths (the format from the suffix: .png, .svg)."""
     origin = min(s[1] for r in spans.values() for s in r) if any(spans.values()) else 0
     ranks = sorted(spans)
     fig, ax = plt.subplots(figsize=(12, 0.6 * len(ranks) + 1.5))
@@ -91,10 +86,32 @@ def main():
     ax.set_yticklabels([f"stage {r}" for r in ranks])
     ax.invert_yaxis()
     ax.set_xlabel("ms since the step's first action (rank 0's clock)")
-    ax.set_title(f"{a.trace}: step {step}; blue forward, green backward, grey waiting "
-                 "for another stage, red completing sends", fontsize=9)
+    ax.set_title(f"{title}: step {step}\n{LEGEND}", fontsize=9)
     fig.tight_layout()
-    fig.savefig(a.out, dpi=110)
+    for out in out_paths:
+        fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("trace")
+    ap.add_argument("out")
+    ap.add_argument("--step", type=int)
+    a = ap.parse_args()
+    spans, step = load_spans(a.trace, a.step)
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:  # another python3 that has it, as plot.py does
+        other = None if os.environ.get(RERUN_ENV) else python_with_matplotlib()
+        if not other:
+            sys.exit("pipeline_gantt.py: needs matplotlib: apt-get install python3-matplotlib")
+        env = dict(os.environ, **{RERUN_ENV: "1"})
+        sys.exit(subprocess.run([other, os.path.abspath(__file__), *sys.argv[1:]],
+                                env=env).returncode)
+    draw(plt, spans, step, a.trace, [a.out])
     print(a.out)
 
 

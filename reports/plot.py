@@ -23,6 +23,10 @@ Writes into DIR, per scaling mode present (strong, weak), as PNG and SVG:
                       (memory.by_rank): model state (solid; the largest rank's, the
                       median over repeats) and peak RSS (dashed) per strategy: ddp's
                       model state stays flat, zero stage 3's falls as 1/n (docs/zero.md)
+  gantt-<i>            per pipeline point (the sweep runs them with --trace), the measured
+                      schedule of its first ok run as a Gantt chart (stages x time, one
+                      step; reports/pipeline_gantt.py): forwards, backwards, zb-h1's W,
+                      and the bubble, each stage's wait for another, in grey
 A strategy that ran several methods is one series per method ("ddp bf16"), and one
 per precision other than fp32 ("ddp precision=bf16").
 Each chart carries a caption: machine, date of the runs, commit.
@@ -401,6 +405,38 @@ def plot_predicted(doc, out):
                        "predicted-efficiency")
 
 
+def plot_gantts(points, out, base, skipped):
+    """The Gantt chart of each pipeline point's first ok run, from the trace the sweep
+    asked it for (<report less .json>.trace.json beside scaling.json, `base`); returns
+    [(chart name, label)]. A point without a trace is named in `skipped`."""
+    import pipeline_gantt  # beside this file; it imports plot's helpers
+    charts = []
+    for p in points:
+        if p.get("strategy") != "pipeline":
+            continue
+        runs = [r for r in p.get("runs", []) if isinstance(r, dict) and r.get("status") == "ok"
+                and r.get("report") and "/" not in r["report"]] \
+            if isinstance(p.get("runs"), list) else []
+        layout = (p.get("layout") or {}).get("name") or f"pipeline n={p.get('replicas')}"
+        label = f"{layout} ({p.get('scaling')})"
+        if not runs:
+            skipped.append((f"gantt of {label}", "no run succeeded"))
+            continue
+        report = runs[0]["report"]
+        trace = base / (report[:-5] if report.endswith(".json") else report)
+        trace = trace.with_name(trace.name + ".trace.json")
+        try:
+            spans, step = pipeline_gantt.load_spans(trace)
+        except (OSError, ValueError, KeyError, SystemExit) as e:
+            skipped.append((f"gantt of {label}", f"no trace to draw ({e})"))
+            continue
+        name = f"gantt-{len(charts) + 1}"
+        pipeline_gantt.draw(plt, spans, step, f"{label}, {report}",
+                            [out / f"{name}.png", out / f"{name}.svg"])
+        charts.append((name, label))
+    return charts
+
+
 # ------------------------------------------------------------ index.html
 def fmt(x, spec):
     """`x` formatted with `spec`, or an en dash for None."""
@@ -479,7 +515,22 @@ def runs_list(points, out, base):
     return "<ul>" + "".join(items) + "</ul>" if items else "<p>No runs listed.</p>"
 
 
-def write_index(doc, charts, out, source, skipped=()):
+def gantt_section(gantts, out):
+    """The page's section of pipeline schedules (plot_gantts), or nothing."""
+    if not gantts:
+        return ""
+    figures = "".join(
+        f'<figure id="{html.escape(name)}">{inline_svg(out / f"{name}.svg")}'
+        f"<figcaption>{html.escape(label)}: the measured schedule, one step "
+        f"(<a href=\"{html.escape(name)}.png\">png</a>)</figcaption></figure>"
+        for name, label in gantts)
+    return ("<h2>Pipeline schedules</h2>\n<p>Each pipeline point's measured schedule (its "
+            "first run's trace): stages across time, forwards blue, backwards green (zb-h1: "
+            "the input half B), zb-h1's weight half W orange, and the bubble, a stage "
+            "waiting for another, grey.</p>\n" + figures)
+
+
+def write_index(doc, charts, out, source, skipped=(), gantts=()):
     """Writes out/index.html (self-contained: styles and SVG charts inline), atomically."""
     m = doc["matrix"]
     points = doc["points"]
@@ -521,6 +572,7 @@ baseline of speedup and efficiency.</p>
 {scaling_table(table_points)}
 <h2>Charts</h2>
 {figures}
+{gantt_section(gantts, out)}
 <h2>Environment</h2>
 {environment_table(doc.get("environment"))}
 <h2>Run reports</h2>
@@ -588,7 +640,8 @@ def main():
                               args.out, f" ({batch})", args.scaling_json.parent, skipped)
         charts += plot_layouts([p for p in doc["points"] if p["scaling"] == mode], mode,
                                args.out, f" ({batch})", skipped)
-    write_index(doc, charts, args.out, args.scaling_json, skipped)
+    gantts = plot_gantts(doc["points"], args.out, args.scaling_json.parent, skipped)
+    write_index(doc, charts, args.out, args.scaling_json, skipped, gantts)
     for name, why in skipped:
         print(f"left out {name}: {why}")
     print(f"wrote charts and index.html to {args.out}")

@@ -94,7 +94,14 @@ static sb_status central_init(struct sb_strategy *s)
     struct central *c = calloc(1, sizeof *c);
     if (!c) return sb_error(SB_ERR_NOMEM, "central: out of memory");
     s->impl = c;
-    /* Before the replica: on cuda it selects this rank's GPU for the thread. */
+    /* The world, not a grid's dp axis: every message goes between a
+     * server and a worker (push, pull), none among the workers, so the
+     * replicas have no collective of their own to run; the broadcast and
+     * the staleness sum span the servers too. A grid over the workers
+     * (--servers K: a split without servers) would be a communicator that
+     * no call uses; with --servers 0 the world is the workers' 1-deep grid
+     * already (docs/design.md). Made before the replica: on cuda it
+     * selects this rank's GPU for the thread. */
     SB_TRY(sb_comm_world_create(s->env->cfg, s->env->job, s->env->placement->device[0],
                                 &c->comm));
     int rank = c->comm->rank;

@@ -3,12 +3,13 @@
  * the global batch; the gradients are summed with all-reduces, so every rank
  * applies the same mean gradient and the replicas stay identical.
  *
- * The synchronisation is strategies/shared/dp_sync.h over the world
- * communicator and the whole model: gradient buckets (--bucket-mb)
- * all-reduced as backward makes them ready (--no-overlap: after backward),
- * the compression and local SGD hook (--grad-compression, --local-sgd),
- * and the hierarchical all-reduce where the communicator runs it
- * (strategy "hierarchical"). Timing definitions: docs/ddp.md.
+ * The synchronisation is strategies/shared/dp_sync.h over the dp
+ * communicator of a 1-deep grid (comm/grid.h: sb_grid_adopt, the world
+ * itself with its all-reduce set-up) and the whole model: gradient
+ * buckets (--bucket-mb) all-reduced as backward makes them ready
+ * (--no-overlap: after backward), the compression and local SGD hook
+ * (--grad-compression, --local-sgd), and the hierarchical all-reduce
+ * where the communicator runs it (strategy "hierarchical"). Timing definitions: docs/ddp.md.
  *
  * On CPUs the "mpi" communicator runs the --allreduce algorithm
  * (stratbench's ring or recursive doubling over MPI point-to-point, Open
@@ -26,6 +27,7 @@
 
 #include "comm/allreduce_algo.h"
 #include "comm/cost_model.h"
+#include "comm/grid.h"
 #include "strategies/shared/buckets.h"
 #include "strategies/shared/dp_sync.h"
 #include "strategies/shared/grad_sync.h"
@@ -33,7 +35,8 @@
 
 struct ddp {
     struct sb_replica *replica;
-    struct sb_comm *comm;     /* the world: ddp's dp communicator */
+    struct sb_grid *grid;     /* 1-deep: dp = the world (sb_grid_adopt) */
+    struct sb_comm *comm;     /* grid->dp_comm (the grid's) */
     struct sb_dp_sync *sync;  /* the gradients' synchronisation over comm */
 };
 
@@ -63,7 +66,7 @@ static void ddp_destroy(struct sb_strategy *s)
     if (!d) return;
     sb_dp_sync_destroy(d->sync);
     sb_replica_destroy(d->replica);
-    sb_comm_destroy(d->comm);
+    sb_grid_destroy(d->grid);
     free(d);
 }
 
@@ -74,7 +77,10 @@ static sb_status ddp_init(struct sb_strategy *s)
     s->impl = d;
     const struct sb_config *cfg = s->env->cfg;
     /* Before the replica: on cuda it selects this rank's GPU for the thread. */
-    SB_TRY(sb_comm_world_create(cfg, s->env->job, s->env->placement->device[0], &d->comm));
+    struct sb_comm *world = NULL;
+    SB_TRY(sb_comm_world_create(cfg, s->env->job, s->env->placement->device[0], &world));
+    SB_TRY(sb_grid_adopt(world, &d->grid));
+    d->comm = d->grid->dp_comm;
     SB_TRY(sb_replica_create(s->env, 1, &d->replica));
     s->replica = d->replica;
     s->comms[s->n_comms++] = d->comm;

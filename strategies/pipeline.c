@@ -20,8 +20,10 @@
  * phase; after it, the transfer, point-to-point wait (the comm phase, with
  * issuing sends and completing them at the end of the step). The
  * strategy owns its wait (strategy.h owns_wait): the end-of-step exchange
- * of the stages' timings is the wait phase. zb-h1 is refused: the
- * workloads' backward_part computes input and weight gradients together. */
+ * of the stages' timings is the wait phase. zb-h1 runs each backward
+ * as its input half B and, later, its weight half W (the workload's
+ * backward_input_part and backward_weight_part); a workload without them
+ * is refused (--schedule). */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -40,6 +42,7 @@
 #include "strategies/shared/schedule.h"
 #include "strategies/shared/schedule_formula.h"
 #include "strategies/shared/schedule_sim.h"
+#include "strategies/shared/tp_shards.h"
 
 enum { PARTITION_UNIFORM, PARTITION_PARAMS };
 
@@ -51,6 +54,9 @@ struct pipeline_opts {
     int chunks;         /* --chunks V; 0: not given */
     int partition;      /* --partition uniform | params */
     int print_schedule; /* --print-schedule */
+    int tp;             /* --tp T: each stage's layers split over T ranks (Megatron-LM) */
+    int rank_order;     /* --rank-order: enum sb_rank_order */
+    int zero_stage;     /* --zero-stage: 0 only (see check_shape) */
 };
 _Static_assert(sizeof(struct pipeline_opts) <= SB_STRATEGY_OPTS_BYTES, "pipeline options");
 
@@ -61,6 +67,9 @@ static const struct pipeline_opts *opts(const struct sb_config *cfg)
 
 static const char *const schedule_names[] = {"gpipe", "1f1b", "interleaved", "zb-h1", NULL};
 static const char *const partition_names[] = {"uniform", "params", NULL};
+static const char *const rank_order_names[] = {"tp-dp-pp", "tp-pp-dp", NULL};
+_Static_assert(SB_RANK_ORDER_TP_DP_PP == 0 && SB_RANK_ORDER_TP_PP_DP == 1,
+               "rank_order_names follows enum sb_rank_order");
 _Static_assert(SB_PP_GPIPE == 0 && SB_PP_1F1B == 1 && SB_PP_INTERLEAVED == 2 && SB_PP_ZBH1 == 3,
                "schedule_names follows enum sb_pp_kind");
 
@@ -77,8 +86,69 @@ static const struct sb_strategy_option pipeline_options[] = {
      NULL, 0, "uniform (layers) | params (balance parameters)", partition_names},
     {"print-schedule", NULL, SB_OPTION_SWITCH, offsetof(struct pipeline_opts, print_schedule),
      0, 0, 0, 1, NULL, 0, "print the rank x slot grid before the run", NULL},
+    {"tp", "T", SB_OPTION_INT, offsetof(struct pipeline_opts, tp), 1, 64, 1, 0, NULL, 0,
+     "ranks per tp group (Megatron-LM; D*T*P ranks); default: pipeline 1, tensor 2", NULL},
+    {"rank-order", "O", SB_OPTION_CHOICE, offsetof(struct pipeline_opts, rank_order), 0, 0, 0,
+     0, NULL, 0, "tp-dp-pp (Megatron-LM's) | tp-pp-dp: the grid's rank order (comm/grid.h)",
+     rank_order_names},
+    {"zero-stage", "S", SB_OPTION_INT, offsetof(struct pipeline_opts, zero_stage), 0, 3, 0, 0,
+     NULL, 0, "0: ddp's all-reduce over dp; 1: ZeRO stage 1 (2-3 refused, docs/layouts.md)",
+     NULL},
     {0},
 };
+
+/* first[0..n] for n virtual stages of `whole`: sb_pp_partition's cuts, and
+ * with --tp > 1 every cut that falls on a row-parallel layer (inside a
+ * column/row pair, whose hidden activations are split over the tp ranks)
+ * moved to the layer after it, so that every stage boundary carries a
+ * whole activation. Errors: SB_ERR_USAGE when a moved cut leaves a stage
+ * without layers. */
+static sb_status plan_cuts(const struct sb_config *cfg, const struct sb_model *whole, int n,
+                           int *first)
+{
+    sb_pp_partition(whole, n, opts(cfg)->partition == PARTITION_PARAMS, first);
+    if (opts(cfg)->tp <= 1) return SB_OK;
+    for (int b = 1; b < n; b++) {
+        const struct sb_layer_desc *L = &whole->layers[first[b]];
+        for (int i = L->first_tensor; i < L->first_tensor + L->n_tensors; i++)
+            if (whole->tensors[i].tp_split == SB_TP_ROW) {
+                first[b]++;
+                break;
+            }
+        if (first[b] <= first[b - 1] || first[b] >= first[n])
+            return sb_error(SB_ERR_USAGE, "--stages: %d stages of %d layers with --tp %d leave a "
+                            "stage without layers (a stage may not cut a column/row-parallel "
+                            "pair); use fewer stages", n, first[n], opts(cfg)->tp);
+    }
+    return SB_OK;
+}
+
+/* Checks that the workload can build every one of the n virtual stages of
+ * `whole` as the run will cut them (a run of layers in 2 slots: a workload
+ * whose parts are whole models only refuses here, on every rank alike,
+ * before any work), and with --tp that each stage's shard (the last tp
+ * rank's, 1 sample) holds 1/T of every split tensor, and some layer is
+ * split. Errors: SB_ERR_USAGE naming --tp or --stages; the workload's
+ * (e.g. a part it cannot cut). */
+static sb_status check_parts(const struct sb_config *cfg, const struct sb_model *whole, int n)
+{
+    int T = opts(cfg)->tp, split = 0, first[64 * 64 + 1];
+    if (n > 64 * 64) return SB_OK; /* sb_pp_validate refuses it */
+    SB_TRY(plan_cuts(cfg, whole, n, first));
+    for (int v = 0; v < n; v++) {
+        struct sb_part part = {first[v], first[v + 1] - first[v], T - 1, T, 2, 0,
+                               opts(cfg)->schedule == SB_PP_ZBH1};
+        struct sb_model *shard = NULL;
+        SB_TRY(sb_workload_find(cfg->workload)->create_part(cfg, cfg->backend, 1, &part, &shard));
+        sb_status st = T > 1 ? sb_tp_shard_check_even(shard, whole, T, &split) : SB_OK;
+        shard->ops->destroy(shard);
+        SB_TRY(st);
+    }
+    if (T > 1 && split == 0)
+        return sb_error(SB_ERR_USAGE, "--tp: the %s model has no column/row-parallel layer to "
+                        "split", cfg->workload);
+    return SB_OK;
+}
 
 /* Validates the flags against the model (its layers, whether it has part
  * ops) and fills *shape. Builds the whole model once to learn its layers. */
@@ -94,13 +164,23 @@ static sb_status check_shape(const struct sb_config *cfg, struct sb_pp_shape *sh
     if (!cfg->backend->host_memory)
         return sb_error(SB_ERR_USAGE, "--strategy pipeline: runs on --device cpu only (the "
                         "replica's device path has no split passes yet)");
+    if (o->zero_stage >= 2)
+        return sb_error(SB_ERR_USAGE, "--zero-stage: %d not with --strategy pipeline (stage %d "
+                        "shards the %s over dp and would gather or reduce them once per "
+                        "micro-batch: M times the traffic; docs/layouts.md)", o->zero_stage,
+                        o->zero_stage, o->zero_stage == 2 ? "gradients" : "parameters");
+    if (o->zero_stage == 1 && cfg->replicas < 2)
+        return sb_error(SB_ERR_USAGE, "--zero-stage: 1 shards the optimizer state over "
+                        "--replicas; with 1 replica there is nothing to shard");
     struct sb_model *m = NULL;
     SB_TRY(w->create(cfg, cfg->backend, 1, &m));
     *n_layers = m->n_layers;
+    sb_status st = sb_pp_validate((enum sb_pp_kind)o->schedule, o->stages, o->microbatches,
+                                  o->chunks, *n_layers,
+                                  w->backward_input_part && w->backward_weight_part, shape);
+    if (!st) st = check_parts(cfg, m, shape->stages * shape->chunks);
     m->ops->destroy(m);
-    SB_TRY(sb_pp_validate((enum sb_pp_kind)o->schedule, o->stages, o->microbatches, o->chunks,
-                          *n_layers, 0 /* backward_part computes both halves at once */,
-                          shape));
+    SB_TRY(st);
     if (cfg->batch % o->microbatches)
         return sb_error(SB_ERR_USAGE, "--microbatches: the batch of %d samples does not cut "
                         "into %d equal micro-batches", cfg->batch, o->microbatches);
@@ -124,12 +204,12 @@ static sb_status pipeline_validate(const struct sb_config *cfg)
 
 static int pipeline_world_size(const struct sb_config *cfg)
 {
-    return cfg->replicas * opts(cfg)->stages;
+    return cfg->replicas * opts(cfg)->tp * opts(cfg)->stages;
 }
 
 static int pipeline_replicas_of_world(const struct sb_config *cfg, int world)
 {
-    int p = opts(cfg)->stages;
+    int p = opts(cfg)->stages * opts(cfg)->tp;
     return p > 0 && world % p == 0 ? world / p : 0;
 }
 
@@ -141,6 +221,7 @@ static void pipeline_destroy(struct sb_strategy *s)
     for (int v = 0; p->chunk && v < p->V; v++) {
         struct chunk *c = &p->chunk[v];
         sb_dp_sync_destroy(c->sync);
+        sb_zero_sync_destroy(c->zsync);
         be->free(c->act_in);
         be->free(c->grad_in);
         be->free(c->grad_out);
@@ -153,6 +234,9 @@ static void pipeline_destroy(struct sb_strategy *s)
     free(p->chunk);
     free(p->layer_first);
     sb_replica_destroy(p->whole);
+    if (p->chunk_whole) p->chunk_whole->ops->destroy(p->chunk_whole);
+    if (p->loss_scratch) be->free(p->loss_scratch);
+    sb_comm_destroy(p->gather_world);
     sb_pp_schedule_free(&p->sched);
     sb_pp_waits_free(&p->waits);
     sb_pp_stats_free(&p->stats);
@@ -177,11 +261,19 @@ static sb_status pipeline_init(struct sb_strategy *s)
     p->M = shape.microbatches;
     p->V = shape.chunks;
     p->D = cfg->replicas;
+    p->T = opts(cfg)->tp;
+    p->zero_stage = opts(cfg)->zero_stage;
     p->mb = cfg->batch / p->M;
     SB_TRY(sb_comm_world_create(cfg, s->env->job, s->env->placement->device[0], &p->world));
     p->world->role = SB_COMM_ROLE_WORLD;
-    SB_TRY(sb_grid_create(p->world, p->D, 1, p->P, SB_RANK_ORDER_TP_DP_PP, &p->grid));
+    SB_TRY(sb_grid_create(p->world, p->D, p->T, p->P, (enum sb_rank_order)opts(cfg)->rank_order,
+                          &p->grid));
     p->stage = p->grid->me.pp_rank;
+    p->tp_rank = p->grid->me.tp_rank;
+    if (p->T > 1) {
+        SB_TRY(sb_comm_split(p->world, 0, p->world->rank, &p->gather_world)); /* not counted */
+        SB_TRY(s->env->be->alloc((void **)&p->loss_scratch, sizeof *p->loss_scratch));
+    }
     /* One communicator per direction of the pp axis, so that activations
      * and gradients between one pair of ranks never match each other. */
     SB_TRY(sb_comm_split(p->grid->pp_comm, 0, p->stage, &p->act));
@@ -204,7 +296,8 @@ static sb_status pipeline_init(struct sb_strategy *s)
     if (!(p->layer_first = malloc((size_t)(p->P * p->V + 1) * sizeof *p->layer_first)))
         return sb_error(SB_ERR_NOMEM, "pipeline: out of memory");
     p->whole_n_params = whole->n_params;
-    sb_pp_partition(whole, p->P * p->V, opts(cfg)->partition == PARTITION_PARAMS, p->layer_first);
+    SB_TRY(plan_cuts(cfg, whole, p->P * p->V, p->layer_first));
+    if (p->T > 1) SB_TRY(s->env->workload->create(cfg, s->env->be, 1, &p->chunk_whole));
     /* Activation slots: each chunk's most micro-batches in flight in this
      * rank's list (a forward takes one, a backward frees it); all chunks
      * together, the schedule's live-activation formula. */
@@ -226,6 +319,7 @@ static sb_status pipeline_init(struct sb_strategy *s)
     s->comms[s->n_comms++] = p->act;
     s->comms[s->n_comms++] = p->grad;
     s->comms[s->n_comms++] = p->grid->dp_comm;
+    if (p->T > 1) s->comms[s->n_comms++] = p->grid->tp_comm;
     s->world = p->world;
     /* Every chunk starts from the whole model's initial values (the
      * workload's init, the same on every rank): nothing to broadcast. */
@@ -244,11 +338,12 @@ static sb_status pipeline_step(struct sb_strategy *s, long step, const int32_t *
         for (int k = 0; k < p->M; k++) c->slot_of[k] = -1;
         c->n_free = c->r->slots;
         for (int i = 0; i < c->n_free; i++) c->free_slot[i] = c->n_free - 1 - i;
-        c->backwards = 0;
+        c->backwards = c->weights = 0;
         c->live = c->peak = 0;
         /* Always SB_DP_SYNC_BUCKETS: pipeline takes no --grad-compression or
          * --local-sgd (its ops leave grad_sync 0, so the CLI refuses them). */
         if (c->sync) (void)sb_dp_sync_begin(c->sync, step);
+        if (c->zsync) sb_zero_sync_begin(c->zsync);
     }
     const struct sb_pp_action *a = sb_pp_rank_actions(&p->sched, p->stage);
     for (int i = 0; i < sb_pp_rank_count(&p->sched, p->stage); i++)
@@ -263,6 +358,13 @@ static sb_status pipeline_step(struct sb_strategy *s, long step, const int32_t *
     for (int v = 0; v < p->V; v++) {
         struct chunk *c = &p->chunk[v];
         SB_TRY(sb_replica_count_step(c->r, out));
+        if (c->zsync) {
+            int skip = 0; /* fp16: every rank skips the same step */
+            SB_TRY(sb_zero_sync_finish(c->zsync, out));
+            SB_TRY(sb_zero_sync_unscale(c->zsync, &c->r->scaler, &skip));
+            if (!skip) SB_TRY(sb_zero_sync_update(c->zsync, out));
+            continue;
+        }
         if (c->sync) SB_TRY(sb_dp_sync_finish(c->sync, out));
         SB_TRY(sb_replica_update(c->r, c->r->model->grads, out));
     }
@@ -277,7 +379,8 @@ static sb_status pipeline_step(struct sb_strategy *s, long step, const int32_t *
      * over the world: the wait. */
     double t_wait = sb_now_s();
     SB_TRY(sb_pp_split_waits(p, out));
-    sb_status st = sb_pp_stats_end_step(&p->stats, p->world, p->D, t_wait - t_step);
+    /* a stage's figures: the mean over its D x T ranks */
+    sb_status st = sb_pp_stats_end_step(&p->stats, p->world, p->D * p->T, t_wait - t_step);
     out->phase_ms[SB_PHASE_WAIT] += 1e3 * (sb_now_s() - t_wait);
     return st;
 }
@@ -322,11 +425,11 @@ static float *pipeline_replica_params(struct sb_strategy *s, int i, int *n)
     return i == 0 ? p->chunk[0].r->model->params : NULL;
 }
 
-/* The ranks that hold the same layers: one stage. */
+/* The ranks that hold the same layers: one stage's tp rank (its shard). */
 static int pipeline_consistency_group(const struct sb_strategy *s)
 {
     const struct pipeline *p = s->impl;
-    return p->stage;
+    return p->stage * p->T + p->tp_rank;
 }
 
 /* This rank's ledger: one entry for its stage, every chunk's parameters,
@@ -338,21 +441,28 @@ static int pipeline_memory(const struct sb_strategy *s, struct sb_memory_entry *
     const struct pipeline *p = s->impl;
     if (cap < 1) return 0;
     sb_memory_entry_of_replica(s, p->chunk[0].r, p->grid->me.dp_rank, out);
-    double n = 0, opt = 0, act = 0;
+    double n = 0, opt = 0, act = 0, shard = 0;
     for (int v = 0; v < p->V; v++) {
         const struct sb_replica *r = p->chunk[v].r;
+        const struct sb_zero_sync *z = p->chunk[v].zsync;
         n += (double)r->model->n_params;
-        opt += (double)sb_optimizer_state_bytes(&r->opt);
+        /* zero stage 1: the shard's state, and its gradient shard as a
+         * communication buffer (zero.c's ledger) */
+        opt += z ? (double)sb_zero_sync_optimizer_bytes(z)
+                 : (double)sb_optimizer_state_bytes(&r->opt);
+        if (z) shard += (double)sb_zero_sync_shard_floats(z) * sizeof(float);
         act += (double)r->model->activation_bytes;
     }
     out->held.param_bytes = out->held.grad_bytes = n * sizeof(float);
     out->held.optimizer_bytes = opt;
     out->activation_bytes = act;
-    out->comm_bytes = p->comm_bytes;
+    out->comm_bytes = p->comm_bytes + shard;
     /* The formula for the stage's own parameters (the model-state formula
-     * op takes the whole model's and divides it evenly). */
+     * op takes the whole model's and divides it evenly); stage 1 divides
+     * the optimizer state by the D replicas. */
     out->formula = (struct sb_model_state){
-        4 * n, 4 * n, 4.0 * sb_optimizer_state_floats(s->env->cfg) * n};
+        4 * n, 4 * n,
+        4.0 * sb_optimizer_state_floats(s->env->cfg) * n / (p->zero_stage == 1 ? p->D : 1)};
     return 1;
 }
 
@@ -362,6 +472,35 @@ static void pipeline_reset_counters(struct sb_strategy *s)
     sb_pp_stats_reset(&p->stats);
     for (int v = 0; v < p->V; v++)
         if (p->chunk[v].sync) sb_dp_sync_reset_counters(p->chunk[v].sync);
+}
+
+/* With --tp: per stage (its chunks together), the tp all-reduces per step
+ * and their bytes by tp_ops.h's formula (sb_tp_model_traffic of the
+ * stage's shard: a row-parallel layer's output forward, a run of
+ * column-parallel tensors' input backward, M micro-batches of mb
+ * samples); the report's comm.by_role.tp (world rank 0: stage 0) must
+ * equal stage 0's. Builds each stage's tp rank 0 shard (1 sample) once. */
+static void describe_tp(const struct sb_strategy *s, const struct pipeline *p,
+                        struct sb_strategy_details *det)
+{
+    double calls[64] = {0}, bytes[64] = {0};
+    int n = p->P < 64 ? p->P : 64;
+    for (int vs = 0; vs < p->P * p->V; vs++) {
+        int first = p->layer_first[vs];
+        struct sb_part part = {first, p->layer_first[vs + 1] - first, 0, p->T, 1, 0, 0};
+        struct sb_model *m = NULL;
+        if (vs % p->P >= n ||
+            s->env->workload->create_part(s->env->cfg, s->env->be, 1, &part, &m) != SB_OK)
+            continue;
+        struct sb_tp_traffic tr = sb_tp_model_traffic(m, p->mb, p->M);
+        calls[vs % p->P] += (double)(tr.forward_calls + tr.backward_calls);
+        bytes[vs % p->P] += 4.0 * (tr.forward_floats + tr.backward_floats);
+        m->ops->destroy(m);
+    }
+    double t = p->T;
+    sb_details_add(det, "tp", 0, &t, 1);
+    sb_details_add(det, "stage_tp_allreduce_calls_per_step", 1, calls, n);
+    sb_details_add(det, "stage_tp_allreduce_bytes_per_step", 1, bytes, n);
 }
 
 static void pipeline_describe(const struct sb_strategy *s, long measured_steps,
@@ -374,18 +513,39 @@ static void pipeline_describe(const struct sb_strategy *s, long measured_steps,
     for (int i = 0; i < n && i < 64; i++) first[i] = p->layer_first[i];
     sb_details_add(det, "pipeline_layer_first", 1, first, n < 64 ? n : 64);
     sb_pp_stats_describe(&p->stats, &p->sched, det);
-
+    if (p->T > 1) describe_tp(s, p, det);
 }
 
-/* The model-state bytes of one stage: the fp32 accounting (parameters,
- * gradients, optimizer state) of Ψ/P parameters, the stages being cut
- * evenly (Rajbhandari et al., SC 2020, section 3.1, applied to a part). */
+/* The model-state bytes of one stage's tp shard: the fp32 accounting
+ * (parameters, gradients, optimizer state) of Ψ/(P T) parameters, the
+ * stages and shards being cut evenly (Rajbhandari et al., SC 2020, section
+ * 3.1, applied to a part; the replicated tensors of a shard make it a
+ * lower bound with T > 1), the optimizer state divided by D with
+ * --zero-stage 1. */
 static void pipeline_model_state_formula(const struct sb_config *cfg, double n_params,
                                          int server, struct sb_model_state *out)
 {
     (void)server;
-    double psi = n_params / (opts(cfg)->stages > 0 ? opts(cfg)->stages : 1);
-    *out = (struct sb_model_state){4 * psi, 4 * psi, 4.0 * sb_optimizer_state_floats(cfg) * psi};
+    const struct pipeline_opts *o = opts(cfg);
+    double parts = (o->stages > 0 ? o->stages : 1) * (o->tp > 0 ? o->tp : 1);
+    double psi = n_params / parts, dp = o->zero_stage == 1 && cfg->replicas > 1 ? cfg->replicas : 1;
+    *out = (struct sb_model_state){4 * psi, 4 * psi,
+                                   4.0 * sb_optimizer_state_floats(cfg) * psi / dp};
+}
+
+/* The layout: D x T x P, the micro-batches, the schedule and its chunks
+ * (interleaved's default 2 when --chunks is not given, else 1), the rank
+ * order; zero stage 0 (ddp's all-reduce over dp). */
+static void pipeline_layout(const struct sb_config *cfg, struct sb_layout *out)
+{
+    const struct pipeline_opts *o = opts(cfg);
+    out->tp = o->tp;
+    out->pp = o->stages;
+    out->microbatches = o->microbatches;
+    out->schedule = (enum sb_pp_kind)o->schedule;
+    out->chunks = o->schedule == SB_PP_INTERLEAVED ? (o->chunks ? o->chunks : 2) : 1;
+    out->order = (enum sb_rank_order)o->rank_order;
+    out->zero_stage = o->zero_stage;
 }
 
 const struct sb_strategy_ops sb_strategy_pipeline = {
@@ -408,6 +568,7 @@ const struct sb_strategy_ops sb_strategy_pipeline = {
     .consistency_group = pipeline_consistency_group,
     .reset_counters = pipeline_reset_counters,
     .describe = pipeline_describe,
+    .layout = pipeline_layout,
     .memory = pipeline_memory,
     .comm_model = sb_pp_predict_rows,
     .model_state_formula = pipeline_model_state_formula,

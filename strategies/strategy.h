@@ -25,6 +25,8 @@
 #include "job/job.h"
 #include "workloads/workload.h"
 
+struct sb_layout; /* layout_model.h, included at the end */
+
 /* What one process did in one step. */
 struct sb_step_result {
     double phase_ms[SB_PHASE_COUNT]; /* this process's (replica 0's) phases */
@@ -183,6 +185,14 @@ struct sb_strategy_ops {
      * (central: on its servers). Collective: every process calls it;
      * `host` is valid on world rank 0. */
     sb_status (*read_params)(struct sb_strategy *s, float *host);
+    /* Optional (NULL: dp = --replicas, tp = pp = 1, one micro-batch, no
+     * schedule, zero stage 0, Megatron-LM's rank order). The run's layout
+     * (struct sb_layout, layout_model.h: dp x tp x pp, micro-batches,
+     * schedule, chunks, zero stage, rank order) from its configuration, the
+     * defaults of its flags applied (interleaved's 2 chunks when --chunks is
+     * not given): the report's `layout`. `out` arrives holding the NULL
+     * op's values. Pure: no strategy instance is needed. */
+    void (*layout)(const struct sb_config *cfg, struct sb_layout *out);
     /* Optional (may be NULL): adds what the strategy states about itself
      * (e.g. ddp's bucket count and sizes, central's staleness, central's
      * server link bytes per step into d's comm section) to `d`.

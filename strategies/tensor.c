@@ -44,6 +44,7 @@
 struct tensor_opts {
     int tp;                /* --tp: ranks per tensor-parallel group */
     int sequence_parallel; /* --sequence-parallel */
+    int rank_order;        /* --rank-order: enum sb_rank_order */
 };
 _Static_assert(sizeof(struct tensor_opts) <= SB_STRATEGY_OPTS_BYTES, "tensor options");
 
@@ -52,12 +53,19 @@ static const struct tensor_opts *opts(const struct sb_config *cfg)
     return (const struct tensor_opts *)(const void *)cfg->strategy_opts;
 }
 
+static const char *const rank_order_names[] = {"tp-dp-pp", "tp-pp-dp", NULL};
+_Static_assert(SB_RANK_ORDER_TP_DP_PP == 0 && SB_RANK_ORDER_TP_PP_DP == 1,
+               "rank_order_names follows enum sb_rank_order");
+
 static const struct sb_strategy_option tensor_options[] = {
     {"tp", "T", SB_OPTION_INT, offsetof(struct tensor_opts, tp), 1, 64, 2, 0, NULL, 0,
      "ranks per tensor-parallel group (Megatron-LM)", NULL},
     {"sequence-parallel", NULL, SB_OPTION_SWITCH,
      offsetof(struct tensor_opts, sequence_parallel), 0, 0, 0, 1, NULL, 0,
      "shard the residual stream along the sequence (Korthikanti 2022)", NULL},
+    {"rank-order", "O", SB_OPTION_CHOICE, offsetof(struct tensor_opts, rank_order), 0, 0, 0, 0,
+     NULL, 0, "tp-dp-pp (Megatron-LM's) | tp-pp-dp: the grid's rank order (comm/grid.h)",
+     rank_order_names},
     {0},
 };
 
@@ -84,14 +92,6 @@ static int tensor_replicas_of_world(const struct sb_config *cfg, int world)
     return t > 0 && world % t == 0 ? world / t : 0;
 }
 
-/* Whether tensor t of a tp shard is exactly 1/T of whole tensor e (the
- * split divides evenly). */
-static int shard_is_even(const struct sb_tensor_desc *t, const struct sb_tensor_desc *e, int T)
-{
-    if (t->tp_split == SB_TP_REPLICATED) return t->count == e->count;
-    return t->count * (size_t)T == e->count;
-}
-
 /* Checks the flags against the model: a workload with part ops, T
  * dividing every split dimension (the last tp rank's shard is 1/T of each
  * split tensor), no sequence parallelism where the workload has no
@@ -113,7 +113,7 @@ static sb_status tensor_validate(const struct sb_config *cfg)
     if (cfg->local_sgd > 0) return sb_error(SB_ERR_USAGE, "--local-sgd: not with --strategy tensor");
     struct sb_model *whole = NULL, *shard = NULL;
     SB_TRY(w->create(cfg, cfg->backend, 1, &whole));
-    struct sb_part part = {0, whole->n_layers, o->tp - 1, o->tp, 1, 0};
+    struct sb_part part = {0, whole->n_layers, o->tp - 1, o->tp, 1, 0, 0};
     sb_status st = SB_OK;
     int split = 0;
     if (o->tp > 1 && (st = w->create_part(cfg, cfg->backend, 1, &part, &shard))) {
@@ -121,16 +121,7 @@ static sb_status tensor_validate(const struct sb_config *cfg)
         whole->ops->destroy(whole);
         return st;
     }
-    for (int i = 0; shard && i < shard->n_tensors && !st; i++) {
-        const struct sb_tensor_desc *t = &shard->tensors[i], *e = NULL;
-        for (int j = 0; j < whole->n_tensors && !e; j++)
-            if (strcmp(whole->tensors[j].name, t->name) == 0) e = &whole->tensors[j];
-        if (t->tp_split != SB_TP_REPLICATED) split++;
-        if (!e || !shard_is_even(t, e, o->tp))
-            st = sb_error(SB_ERR_USAGE, "--tp: %d does not divide the split dimension of %s "
-                          "(%zu floats: the hidden width or the heads)", o->tp, t->name,
-                          e ? e->count : 0);
-    }
+    if (shard) st = sb_tp_shard_check_even(shard, whole, o->tp, &split);
     if (!st && o->tp > 1 && split == 0)
         st = sb_error(SB_ERR_USAGE, "--tp: the %s model has no column/row-parallel layer to "
                       "split", w->name);
@@ -177,14 +168,15 @@ static sb_status tensor_init(struct sb_strategy *s)
     t->T = opts(cfg)->tp;
     t->D = cfg->replicas;
     SB_TRY(sb_comm_world_create(cfg, s->env->job, s->env->placement->device[0], &t->world));
-    SB_TRY(sb_grid_create(t->world, t->D, t->T, 1, SB_RANK_ORDER_TP_DP_PP, &t->grid));
+    SB_TRY(sb_grid_create(t->world, t->D, t->T, 1, (enum sb_rank_order)opts(cfg)->rank_order,
+                          &t->grid));
     t->tp_rank = t->grid->me.tp_rank;
     t->dp_rank = t->grid->me.dp_rank;
     SB_TRY(sb_comm_split(t->world, t->dp_rank, t->tp_rank, &t->eval_tp));
     SB_TRY(sb_comm_split(t->world, 0, t->world->rank, &t->gather));
     SB_TRY(s->env->workload->create(cfg, be, 1, &t->whole));
     struct sb_part part = {0, t->whole->n_layers, t->tp_rank, t->T, 1,
-                           opts(cfg)->sequence_parallel};
+                           opts(cfg)->sequence_parallel, 0};
     int max_batch = cfg->batch > cfg->eval_batch ? cfg->batch : cfg->eval_batch;
     SB_TRY(sb_replica_create_part(s->env, 1, &part, max_batch, &t->replica));
     struct sb_model *m = t->replica->model;
@@ -479,6 +471,13 @@ static int tensor_comm_model(const struct sb_comm_model_query *q, struct sb_comm
     return 1;
 }
 
+/* The layout: D x T x 1 in the rank order asked. */
+static void tensor_layout(const struct sb_config *cfg, struct sb_layout *out)
+{
+    out->tp = opts(cfg)->tp;
+    out->order = (enum sb_rank_order)opts(cfg)->rank_order;
+}
+
 const struct sb_strategy_ops sb_strategy_tensor = {
     .name = TENSOR,
     .summary = "tensor parallelism: each layer's weights split over --tp ranks (Megatron-LM), "
@@ -494,6 +493,7 @@ const struct sb_strategy_ops sb_strategy_tensor = {
     .evaluate = tensor_evaluate,
     .read_params = tensor_read_params,
     .describe = tensor_describe,
+    .layout = tensor_layout,
     .comm_model = tensor_comm_model,
     .reset_counters = tensor_reset_counters,
     .replica_params = tensor_replica_params,

@@ -1,10 +1,11 @@
 /* Strategy "zero": sharded data parallelism (ZeRO, Rajbhandari et al., SC
  * 2020; PyTorch FSDP), one MPI rank per replica, launched like ddp.
  *
- * The sharding is strategies/shared/zero_sync.h over the world
- * communicator and the whole model: stage 1 shards the optimizer state,
- * stage 2 also the gradients (reduce-scatters overlapping backward), stage
- * 3 also the parameters (layers gathered by the layer hook).
+ * The sharding is strategies/shared/zero_sync.h over the dp communicator
+ * of a 1-deep grid (comm/grid.h: sb_grid_adopt, the world itself) and the
+ * whole model: stage 1 shards the optimizer state, stage 2 also the
+ * gradients (reduce-scatters overlapping backward), stage 3 also the
+ * parameters (layers gathered by the layer hook).
  * Communication per rank per step: 2Ψ(n-1)/n floats (stages 1-2: one
  * reduce-scatter and one all-gather of Ψ), 3Ψ(n-1)/n (stage 3: two
  * all-gathers). Derivation and the memory formula: docs/zero.md.
@@ -18,6 +19,7 @@
 #include <string.h>
 
 #include "comm/cost_model.h"
+#include "comm/grid.h"
 #include "strategies/shared/optimizer.h"
 #include "strategies/shared/precision.h"
 #include "strategies/shared/replica.h"
@@ -51,7 +53,8 @@ static const char *const zero_comm_keys[] = {"sent_bytes_per_rank_per_step",
 
 struct zero {
     struct sb_replica *replica;
-    struct sb_comm *comm;       /* the world: zero's dp communicator, counted */
+    struct sb_grid *grid;       /* 1-deep: dp = the world (sb_grid_adopt) */
+    struct sb_comm *comm;       /* grid->dp_comm (the grid's), counted */
     struct sb_zero_sync *sync;  /* units, shards and gathers over comm */
     int stage, size, rank;
     int half;                   /* --grad-compression fp16|bf16: 16-bit reduce-scatters */
@@ -94,7 +97,7 @@ static void zero_destroy(struct sb_strategy *s)
     if (!z) return;
     sb_zero_sync_destroy(z->sync);
     sb_replica_destroy(z->replica);
-    sb_comm_destroy(z->comm);
+    sb_grid_destroy(z->grid);
     free(z);
 }
 
@@ -106,7 +109,10 @@ static sb_status zero_init(struct sb_strategy *s)
     const struct sb_config *cfg = s->env->cfg;
     z->stage = opts(cfg)->stage;
     z->half = half_wire(cfg);
-    SB_TRY(sb_comm_world_create(cfg, s->env->job, s->env->placement->device[0], &z->comm));
+    struct sb_comm *world = NULL;
+    SB_TRY(sb_comm_world_create(cfg, s->env->job, s->env->placement->device[0], &world));
+    SB_TRY(sb_grid_adopt(world, &z->grid));
+    z->comm = z->grid->dp_comm;
     z->size = z->comm->size;
     z->rank = z->comm->rank;
     SB_TRY(sb_replica_create(s->env, 0, &z->replica));
@@ -354,6 +360,12 @@ static int zero_comm_model(const struct sb_comm_model_query *q, struct sb_comm_m
     return k;
 }
 
+/* The layout: D x 1 x 1 at --zero-stage. */
+static void zero_layout(const struct sb_config *cfg, struct sb_layout *out)
+{
+    out->zero_stage = opts(cfg)->stage;
+}
+
 const struct sb_strategy_ops sb_strategy_zero = {
     .name = "zero",
     .summary = "one MPI rank per replica, optimizer state (1), gradients (2) and parameters "
@@ -374,4 +386,5 @@ const struct sb_strategy_ops sb_strategy_zero = {
     .model_state_formula = zero_model_state_formula,
     .memory = zero_memory,
     .destroy = zero_destroy,
+    .layout = zero_layout,
 };

@@ -5,6 +5,11 @@ Where things are comes from the environment, never from a fixed path:
   STRATBENCH_DATA   a folder with the four MNIST .gz files (default: the shipped data/mnist;
                     tests that need MNIST skip when neither has them)
 
+Tests marked `slow` (minutes of training, or the long tail of a parameter matrix whose
+representative cases run in CI) are skipped unless STRATBENCH_SLOW=1 is set:
+
+    STRATBENCH_SLOW=1 /usr/bin/python3 -m pytest -q tests -m slow
+
 The `cluster` fixture gives a test a cluster of hosts on this machine (network
 namespaces; tests/cluster/cluster.py and cluster.sh); it needs root.
 """
@@ -27,6 +32,9 @@ MPI_ENV = {
     "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
     "OMPI_MCA_rmaps_base_oversubscribe": "1",
 }
+
+SLOW_ENV = "STRATBENCH_SLOW"
+SLOW = os.environ.get(SLOW_ENV) == "1"
 
 _data_skip_reason = []  # set when a test skipped for want of MNIST; echoed in the summary
 _cluster_skip_reason = []  # set when a test skipped for want of root/namespaces; echoed too
@@ -215,3 +223,18 @@ def pytest_terminal_summary(terminalreporter):
     """Says why data-dependent tests were skipped, even under -q."""
     for reason in _data_skip_reason + _cluster_skip_reason:
         terminalreporter.write_line(f"note: {reason}", yellow=True)
+
+
+def pytest_configure(config):
+    """Registers the `slow` marker (so --strict-markers accepts it)."""
+    config.addinivalue_line("markers", f"slow: takes minutes; runs only when {SLOW_ENV}=1")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skips tests marked `slow` unless STRATBENCH_SLOW=1 (in every test folder)."""
+    if SLOW:
+        return
+    skip = pytest.mark.skip(reason=f"slow: set {SLOW_ENV}=1 to run")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

@@ -37,6 +37,7 @@ struct cnn {
     struct sb_dense dense;          /* fc1..fc3: 256, 120, 84, 10 */
     int conv_end;                   /* the part holds convolutions [first, conv_end) */
     int *n;                         /* (slots) batch of each slot's forward, 0 before one */
+    int *pending;                   /* (slots) split backward: 1 between B and W */
 };
 
 static struct sb_model_size cnn_size(const struct sb_config *cfg, int max_batch)
@@ -64,6 +65,7 @@ static void cnn_destroy(struct sb_model *m)
         sb_conv_scratch_free(&p->scratch, be);
         sb_dense_free(&p->dense, be);
         free(p->n);
+        free(p->pending);
         free(p);
     }
     be->free(m->params);
@@ -122,6 +124,13 @@ static sb_status cnn_alloc_buffers(struct sb_model *m, int max_batch)
     SB_TRY(sb_conv_scratch_alloc(&p->scratch, p->conv, CNN_CONVS, be, max_batch, &bytes));
     if (p->dense.end > p->dense.first)
         SB_TRY(sb_dense_alloc(&p->dense, be, max_batch, slots));
+    if (m->part.split_backward) {
+        p->pending = calloc((size_t)slots, sizeof *p->pending);
+        if (!p->pending) return sb_error(SB_ERR_NOMEM, CNN ": out of memory");
+        for (int l = 0; l < CNN_CONVS; l++)
+            if (p->conv[l].held) SB_TRY(sb_conv_alloc_split(&p->conv[l], be, slots, &bytes));
+        if (p->dense.end > p->dense.first) SB_TRY(sb_dense_alloc_split(&p->dense, be));
+    }
     m->activation_bytes = bytes + p->dense.alloc_bytes;
     return SB_OK;
 }
@@ -230,6 +239,49 @@ static sb_status cnn_backward_part(struct sb_model *m, int slot, const float *do
     return SB_OK;
 }
 
+/* zb-h1's B (workload.h): cnn_backward_part's input gradients, through
+ * the dense stack's and each convolution's input half. */
+static sb_status cnn_backward_input_part(struct sb_model *m, int slot, const float *dout,
+                                         float *din)
+{
+    struct cnn *p = m->impl;
+    SB_TRY(sb_part_check_backward(m, slot, dout, din, CNN));
+    if (!m->part.split_backward || p->n[slot] == 0)
+        return sb_error(SB_ERR_INTERNAL, CNN ": input half of slot %d without a split part or "
+                        "a forward", slot);
+    int first = m->part.first_layer;
+    const float *dy = dout;
+    if (has_dense(p)) {
+        float *dfeatures = p->conv_end > first ? p->conv[CNN_CONVS - 1].dpooled : din;
+        sb_dense_backward_input(&p->dense, m, slot, dout, dfeatures);
+        dy = dfeatures;
+    }
+    for (int l = p->conv_end - 1; l >= first; l--) {
+        float *dx = l > first ? p->conv[l - 1].dpooled : din;
+        sb_conv_backward_input(&p->conv[l], &p->scratch, m, slot, p->n[slot], dy, dx);
+        dy = dx;
+    }
+    p->pending[slot] = 1;
+    return SB_OK;
+}
+
+/* zb-h1's W: the weight gradients of the slot, last layer first, as
+ * cnn_backward_part writes them. */
+static sb_status cnn_backward_weight_part(struct sb_model *m, int slot, int accumulate,
+                                          sb_grad_ready_fn ready, void *ctx)
+{
+    struct cnn *p = m->impl;
+    if (slot < 0 || slot >= m->part.slots || !m->part.split_backward || !p->pending[slot])
+        return sb_error(SB_ERR_INTERNAL, CNN ": weight half of slot %d before its input half",
+                        slot);
+    if (has_dense(p)) sb_dense_backward_weight(&p->dense, m, slot, accumulate, ready, ctx);
+    for (int l = p->conv_end - 1; l >= m->part.first_layer; l--)
+        sb_conv_backward_weight(&p->conv[l], &p->scratch, m, slot, p->n[slot], accumulate, ready,
+                                ctx);
+    p->pending[slot] = 0;
+    return SB_OK;
+}
+
 static sb_status cnn_forward(struct sb_model *m, const float *x, const uint8_t *y, int n,
                              float grad_scale, double *loss_sum)
 {
@@ -271,5 +323,7 @@ const struct sb_workload_ops sb_workload_cnn = {
     .forward_part = cnn_forward_part,
     .part_output = cnn_part_output,
     .backward_part = cnn_backward_part,
+    .backward_input_part = cnn_backward_input_part,
+    .backward_weight_part = cnn_backward_weight_part,
     .destroy = cnn_destroy,
 };

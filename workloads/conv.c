@@ -67,6 +67,14 @@ void sb_conv_free(struct sb_conv *cv, const struct sb_backend_ops *be)
     be->free(cv->pooled);
     be->free(cv->argmax);
     be->free(cv->dpooled);
+    be->free(cv->dnhwc);
+}
+
+sb_status sb_conv_alloc_split(struct sb_conv *cv, const struct sb_backend_ops *be, int slots,
+                              size_t *bytes)
+{
+    size_t per_slot = (size_t)cv->rows * positions_of(cv) * (size_t)cv->c_out;
+    return alloc_counted(be, &cv->dnhwc, (size_t)slots * per_slot, bytes);
 }
 
 sb_status sb_conv_scratch_alloc(struct sb_conv_scratch *s, const struct sb_conv *conv, int n,
@@ -160,4 +168,50 @@ void sb_conv_backward(struct sb_conv *cv, struct sb_conv_scratch *s, struct sb_m
     sb_model_round(m, s->dcols, (size_t)positions * fan_in);
     be->col2im(s->dcols, n, cv->c_in, cv->h, cv->w, SB_CONV_K, dx);
     sb_model_round(m, dx, (size_t)n * cv->c_in * cv->h * cv->w); /* col2im's sums */
+}
+
+/* Slot s's kept pre-activation gradient (rows * oh * ow, c_out). */
+static float *dnhwc_of(const struct sb_conv *cv, int slot)
+{
+    return cv->dnhwc + slot_at(cv, slot, positions_of(cv) * (size_t)cv->c_out);
+}
+
+void sb_conv_backward_input(struct sb_conv *cv, struct sb_conv_scratch *s, struct sb_model *m,
+                            int slot, int n, const float *dpooled, float *dx)
+{
+    const struct sb_backend_ops *be = m->be;
+    int positions = n * cv->oh * cv->ow, fan_in = fan_in_of(cv);
+    const float *act = cv->act + slot_at(cv, slot, positions_of(cv) * (size_t)cv->c_out);
+    const int32_t *argmax = cv->argmax + slot_at(cv, slot, pooled_of(cv));
+    float *dnhwc = dnhwc_of(cv, slot);
+    sb_model_layer_begin(m, cv->w_off, (size_t)cv->c_out * fan_in + cv->c_out, 1);
+    be->maxpool2_backward(dpooled, argmax, n, cv->c_out, cv->oh, cv->ow, s->dact);
+    be->relu_backward(s->dact, act, (size_t)positions * cv->c_out);
+    be->transpose_batched(s->dact, n, cv->c_out, cv->oh * cv->ow, dnhwc);
+    if (!dx) return;
+    sb_model_gemm(m, 0, 0, positions, fan_in, cv->c_out, 1.0f, dnhwc, cv->c_out,
+                  m->params + cv->w_off, fan_in, 0.0f, s->dcols, fan_in);
+    sb_model_round(m, s->dcols, (size_t)positions * fan_in);
+    be->col2im(s->dcols, n, cv->c_in, cv->h, cv->w, SB_CONV_K, dx);
+    sb_model_round(m, dx, (size_t)n * cv->c_in * cv->h * cv->w);
+}
+
+void sb_conv_backward_weight(struct sb_conv *cv, struct sb_conv_scratch *s, struct sb_model *m,
+                             int slot, int n, int accumulate, sb_grad_ready_fn ready, void *ctx)
+{
+    const struct sb_backend_ops *be = m->be;
+    int positions = n * cv->oh * cv->ow, fan_in = fan_in_of(cv);
+    const float *cols = cv->cols + slot_at(cv, slot, positions_of(cv) * (size_t)fan_in);
+    const float *dnhwc = dnhwc_of(cv, slot);
+    float *gb = m->grads + cv->b_off;
+    sb_model_gemm(m, 1, 0, cv->c_out, fan_in, positions, 1.0f, dnhwc, cv->c_out, cols, fan_in,
+                  accumulate ? 1.0f : 0.0f, m->grads + cv->w_off, fan_in);
+    if (accumulate) {
+        be->bias_grad(s->dact, dnhwc, positions, cv->c_out); /* dact: scratch, B is done */
+        be->add(gb, s->dact, (size_t)cv->c_out);
+    } else {
+        be->bias_grad(gb, dnhwc, positions, cv->c_out);
+    }
+    sb_model_round(m, m->grads + cv->w_off, (size_t)cv->c_out * fan_in + cv->c_out);
+    if (ready) ready(ctx, cv->w_off, (size_t)cv->c_out * fan_in + cv->c_out);
 }

@@ -26,6 +26,8 @@ struct sb_conv {
     float *pooled;      /* (slots, rows, c_out, oh/2, ow/2) */
     int32_t *argmax;    /* (slots, rows, c_out, oh/2, ow/2) flat indices into the slot's act */
     float *dpooled;     /* (rows, c_out, oh/2, ow/2) backward scratch: dLoss/d pooled */
+    float *dnhwc;       /* split backward (sb_conv_alloc_split): (slots, rows * oh * ow,
+                         * c_out) dLoss/d(pre-activation) kept by B for W */
 };
 
 /* Backward and GEMM scratch the held blocks share. */
@@ -75,5 +77,24 @@ float *sb_conv_output(const struct sb_conv *cv, int slot);
 void sb_conv_backward(struct sb_conv *cv, struct sb_conv_scratch *s, struct sb_model *m,
                       int slot, int n, const float *dpooled, float *dx, int accumulate,
                       sb_grad_ready_fn ready, void *ctx);
+
+/* Allocates, after sb_conv_alloc, the split backward's state (dnhwc for
+ * `slots` slots); adds the bytes to *bytes. SB_ERR_NOMEM (sb_conv_free
+ * releases it). */
+sb_status sb_conv_alloc_split(struct sb_conv *cv, const struct sb_backend_ops *be, int slots,
+                              size_t *bytes);
+
+/* The input half of sb_conv_backward (zb-h1's B): the same dx (when not
+ * NULL) from the same dpooled, keeping the pre-activation gradient in
+ * slot's dnhwc; no parameter gradient. Calls the layer hook first. */
+void sb_conv_backward_input(struct sb_conv *cv, struct sb_conv_scratch *s, struct sb_model *m,
+                            int slot, int n, const float *dpooled, float *dx);
+
+/* The weight half (zb-h1's W) after slot's sb_conv_backward_input: the
+ * weight and bias gradients from the kept dnhwc and the slot's im2col
+ * columns, written (accumulate 0) or added (1) exactly as sb_conv_backward
+ * does; calls ready (may be NULL). */
+void sb_conv_backward_weight(struct sb_conv *cv, struct sb_conv_scratch *s, struct sb_model *m,
+                             int slot, int n, int accumulate, sb_grad_ready_fn ready, void *ctx);
 
 #endif

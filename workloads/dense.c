@@ -64,26 +64,40 @@ static sb_status dense_alloc(struct sb_dense *d, const struct sb_backend_ops *be
     return be->alloc((void **)p, floats * sizeof(float));
 }
 
-sb_status sb_dense_alloc(struct sb_dense *d, const struct sb_backend_ops *be, int max_batch,
-                         int slots)
+/* Floats of each of the two backward scratch buffers for batches of rows:
+ * a hidden layer's gradient (the inputs inside the part, and the output of
+ * a part before the last), or an accumulated bias gradient. */
+static size_t dense_scratch(const struct sb_dense *d, size_t rows)
 {
-    size_t rows = (size_t)max_batch, widest = 1, bias_widest = 1;
-    d->rows = max_batch;
-    d->slots = slots;
-    d->alloc_bytes = 0;
-    d->input = calloc((size_t)slots, sizeof *d->input);
-    d->n = calloc((size_t)slots, sizeof *d->n);
-    if (!d->input || !d->n) return sb_error(SB_ERR_NOMEM, "dense layers: out of memory");
-    /* The scratch holds a hidden layer's gradient (the inputs inside the
-     * part, and the output of a part before the last), and an accumulated
-     * bias gradient. */
+    size_t widest = 1, bias_widest = 1;
     for (int l = d->first; l < d->end; l++) {
         if (l > d->first && (size_t)d->in[l] > widest) widest = (size_t)d->in[l];
         if ((size_t)d->out[l] > bias_widest) bias_widest = (size_t)d->out[l];
     }
     if (d->end < d->n_layers && (size_t)d->out[d->end - 1] > widest)
         widest = (size_t)d->out[d->end - 1];
-    size_t scratch = rows * widest > bias_widest ? rows * widest : bias_widest;
+    return rows * widest > bias_widest ? rows * widest : bias_widest;
+}
+
+double sb_dense_activation_bytes(const struct sb_dense *d, int max_batch, int slots)
+{
+    double rows = max_batch, floats = 2.0 * (double)dense_scratch(d, (size_t)max_batch);
+    for (int l = d->first; l < d->end; l++) floats += slots * rows * d->out[l];
+    if (d->end == d->n_layers) floats += slots * rows * d->dim[d->n_layers];
+    return floats * sizeof(float);
+}
+
+sb_status sb_dense_alloc(struct sb_dense *d, const struct sb_backend_ops *be, int max_batch,
+                         int slots)
+{
+    size_t rows = (size_t)max_batch;
+    d->rows = max_batch;
+    d->slots = slots;
+    d->alloc_bytes = 0;
+    d->input = calloc((size_t)slots, sizeof *d->input);
+    d->n = calloc((size_t)slots, sizeof *d->n);
+    if (!d->input || !d->n) return sb_error(SB_ERR_NOMEM, "dense layers: out of memory");
+    size_t scratch = dense_scratch(d, rows);
     for (int l = d->first; l < d->end; l++)
         SB_TRY(dense_alloc(d, be, &d->act[l + 1], (size_t)slots * rows * (size_t)d->out[l]));
     SB_TRY(dense_alloc(d, be, &d->delta[0], scratch));
@@ -100,8 +114,27 @@ void sb_dense_free(struct sb_dense *d, const struct sb_backend_ops *be)
     be->free(d->delta[0]);
     be->free(d->delta[1]);
     be->free(d->dlogits);
+    for (int l = d->first; l < d->end; l++) be->free(d->dz[l]);
     free(d->input);
     free(d->n);
+    free(d->pending);
+}
+
+sb_status sb_dense_alloc_split(struct sb_dense *d, const struct sb_backend_ops *be)
+{
+    d->pending = calloc((size_t)d->slots, sizeof *d->pending);
+    if (!d->pending) return sb_error(SB_ERR_NOMEM, "dense layers: out of memory");
+    for (int l = d->first; l < d->end && l < d->n_layers - 1; l++)
+        SB_TRY(dense_alloc(d, be, &d->dz[l], (size_t)d->slots * d->rows * (size_t)d->out[l]));
+    return SB_OK;
+}
+
+/* Slot s's kept dLoss/d(pre-activation of layer l) (rows, out[l]): its
+ * dlogits for the model's last layer. */
+static float *dz_of(const struct sb_dense *d, int l, int slot)
+{
+    if (l == d->n_layers - 1) return sb_dense_dlogits(d, slot);
+    return d->dz[l] + (size_t)slot * d->rows * (size_t)d->out[l];
 }
 
 /* Slot s's (rows, out[l - 1]) block of act[l], or its input for l = first. */
@@ -180,4 +213,57 @@ void sb_dense_backward(struct sb_dense *d, struct sb_model *m, int slot, const f
         if (l > d->first) be->relu_backward(dx, x, (size_t)n * in);
         dz = dx;
     }
+}
+
+void sb_dense_backward_input(struct sb_dense *d, struct sb_model *m, int slot, const float *dout,
+                             float *dinput)
+{
+    const struct sb_backend_ops *be = m->be;
+    int n = d->n[slot];
+    float *dz = dz_of(d, d->end - 1, slot); /* as sb_dense_backward's, kept per slot */
+    if (dout) {
+        size_t count = (size_t)n * d->out[d->end - 1];
+        be->copy(dz, dout, count);
+        be->relu_backward(dz, act_of(d, d->end, slot), count);
+    } else {
+        sb_model_round(m, dz, (size_t)n * d->dim[d->n_layers]);
+    }
+    for (int l = d->end - 1; l >= d->first; l--) {
+        int in = d->in[l], out = d->out[l];
+        sb_model_layer_begin(m, d->w_off[l], (size_t)out * in + out, 1);
+        if (l == d->first && !dinput) break;
+        float *dx = l == d->first ? dinput : dz_of(d, l - 1, slot);
+        sb_model_gemm(m, 0, 0, n, in, out, 1.0f, dz, out, m->params + d->w_off[l], in, 0.0f, dx,
+                      in);
+        if (d->split[l] == SB_TP_COLUMN) sb_model_tp_allreduce(m, dx, (size_t)n * in);
+        sb_model_round(m, dx, (size_t)n * in);
+        if (l > d->first) be->relu_backward(dx, act_of(d, l, slot), (size_t)n * in);
+        dz = dx;
+    }
+    d->pending[slot] = 1;
+}
+
+void sb_dense_backward_weight(struct sb_dense *d, struct sb_model *m, int slot, int accumulate,
+                              sb_grad_ready_fn ready, void *ctx)
+{
+    const struct sb_backend_ops *be = m->be;
+    int n = d->n[slot];
+    float beta = accumulate ? 1.0f : 0.0f;
+    for (int l = d->end - 1; l >= d->first; l--) {
+        int in = d->in[l], out = d->out[l];
+        const float *dz = dz_of(d, l, slot), *x = act_of(d, l, slot);
+        float *gb = m->grads + d->b_off[l];
+        /* dW_l (out, in) = dz^T (out, n) . x (n, in); db_l = colsum(dz), as
+         * sb_dense_backward computes them (delta[0] is free: B is done). */
+        sb_model_gemm(m, 1, 0, out, in, n, 1.0f, dz, out, x, in, beta, m->grads + d->w_off[l], in);
+        if (accumulate) {
+            be->bias_grad(d->delta[0], dz, n, out);
+            be->add(gb, d->delta[0], (size_t)out);
+        } else {
+            be->bias_grad(gb, dz, n, out);
+        }
+        sb_model_round(m, m->grads + d->w_off[l], (size_t)out * in + out);
+        if (ready) ready(ctx, d->w_off[l], (size_t)out * in + out);
+    }
+    d->pending[slot] = 0;
 }

@@ -39,8 +39,19 @@ struct sb_dense {
     float *delta[2];                       /* (rows, widest) backward scratch */
     float *dlogits;                        /* (slots, rows, dim[n_layers]) dLoss/dlogits, when
                                             * the part holds the last layer */
-    size_t alloc_bytes;                    /* what sb_dense_alloc allocated */
+    float *dz[SB_DENSE_MAX_LAYERS];        /* split backward (sb_dense_alloc_split): (slots,
+                                            * rows, out[l]) dLoss/d(pre-activation of layer
+                                            * l) kept by B for W; the model's last layer
+                                            * keeps its dlogits instead */
+    int *pending;                          /* (slots) 1 between B and W */
+    size_t alloc_bytes;                    /* what sb_dense_alloc(_split) allocated */
 };
+
+/* The bytes sb_dense_alloc allocates for planned part d (sb_dense_plan),
+ * max_batch samples in each of `slots` slots: each layer's output per slot,
+ * dlogits per slot when the part holds the last layer, and two backward
+ * scratch buffers (not per slot). The workloads' part_size formula. */
+double sb_dense_activation_bytes(const struct sb_dense *d, int max_batch, int slots);
 
 /* Plans the part [first, end) of the stack of widths d->dim[0..n_layers]
  * (set by the caller with d->n_layers) for tp rank tp_rank of tp_size:
@@ -61,6 +72,11 @@ void sb_dense_layout(struct sb_dense *d, struct sb_model_table *t, int first_glo
 sb_status sb_dense_alloc(struct sb_dense *d, const struct sb_backend_ops *be, int max_batch,
                          int slots);
 void sb_dense_free(struct sb_dense *d, const struct sb_backend_ops *be);
+
+/* Allocates, after sb_dense_alloc, the split backward's state: dz of every
+ * held layer but the model's last, for every slot (adds to alloc_bytes).
+ * SB_ERR_NOMEM; sb_dense_free releases it. */
+sb_status sb_dense_alloc_split(struct sb_dense *d, const struct sb_backend_ops *be);
 
 /* Forward of input (n, in[first]) through the held layers into slot `slot`
  * with m's parameters: act[l+1] = act[l] . W_l^T + b_l, ReLU except on the
@@ -86,5 +102,20 @@ float *sb_dense_dlogits(const struct sb_dense *d, int slot);
  * summed over the tp ranks (m's tp hook). */
 void sb_dense_backward(struct sb_dense *d, struct sb_model *m, int slot, const float *dout,
                        float *dinput, int accumulate, sb_grad_ready_fn ready, void *ctx);
+
+/* The input half of sb_dense_backward (zb-h1's B; needs
+ * sb_dense_alloc_split): the same dinput, from the same dout, with the same
+ * tp all-reduces, keeping each held layer's dLoss/d(pre-activation) in
+ * slot's dz for sb_dense_backward_weight; no parameter gradient. */
+void sb_dense_backward_input(struct sb_dense *d, struct sb_model *m, int slot, const float *dout,
+                             float *dinput);
+
+/* The weight half (zb-h1's W) after slot's sb_dense_backward_input: each
+ * held layer's weight and bias gradients from its kept dz and its input
+ * activations, written (accumulate 0) or added (1) into m->grads exactly as
+ * sb_dense_backward does (the same GEMM, bias sum and rounding), last layer
+ * first, calling ready as each is final. */
+void sb_dense_backward_weight(struct sb_dense *d, struct sb_model *m, int slot, int accumulate,
+                              sb_grad_ready_fn ready, void *ctx);
 
 #endif

@@ -92,6 +92,7 @@ static sb_status mlp_create_part(const struct sb_config *cfg, const struct sb_ba
     if ((st = be->alloc((void **)&m->params, m->n_params * sizeof(float))) ||
         (st = be->alloc((void **)&m->grads, m->n_params * sizeof(float))) ||
         (st = sb_dense_alloc(d, be, max_batch, m->part.slots)) ||
+        (m->part.split_backward && (st = sb_dense_alloc_split(d, be))) ||
         (st = sb_model_table_init(&t, cfg->seed, MLP)))
         goto fail;
     m->activation_bytes = d->alloc_bytes;
@@ -110,6 +111,36 @@ static sb_status mlp_create(const struct sb_config *cfg, const struct sb_backend
                             int max_batch, struct sb_model **out)
 {
     return mlp_create_part(cfg, be, max_batch, NULL, out);
+}
+
+/* The part's sizes as mlp_create_part allocates them (fp32): the shard's
+ * parameters from its plan, the activation bytes by sb_dense_activation_bytes
+ * (and zb-h1's kept gradients when part->split_backward); zeros for a part
+ * the plan refuses. */
+static struct sb_model_size mlp_part_size(const struct sb_config *cfg, int max_batch,
+                                          const struct sb_part *part)
+{
+    struct sb_model_size s = {0};
+    struct sb_dense d = {0};
+    d.n_layers = cfg->n_hidden + 1;
+    d.dim[0] = SB_MNIST_PIXELS;
+    for (int i = 0; i < cfg->n_hidden; i++) d.dim[i + 1] = cfg->hidden[i];
+    d.dim[d.n_layers] = SB_MNIST_CLASSES;
+    struct sb_part p = part ? *part : (struct sb_part){0, d.n_layers, 0, 1, 1, 0, 0};
+    if (p.first_layer < 0 || p.n_layers < 1 || p.first_layer + p.n_layers > d.n_layers ||
+        sb_dense_plan(&d, p.first_layer, p.first_layer + p.n_layers, p.tp_rank, p.tp_size,
+                      MLP) != SB_OK)
+        return s;
+    for (int l = d.first; l < d.end; l++)
+        s.n_params += (double)d.in[l] * d.out[l] +
+                      (d.split[l] == SB_TP_ROW ? d.dim[l + 1] : d.out[l]);
+    int rows = max_batch > 0 ? max_batch : 1, slots = p.slots > 0 ? p.slots : 1;
+    s.activation_bytes = sb_dense_activation_bytes(&d, rows, slots);
+    /* zb-h1's kept dLoss/d(pre-activation), as sb_dense_alloc_split allocates them. */
+    if (p.split_backward)
+        for (int l = d.first; l < d.end && l < d.n_layers - 1; l++)
+            s.activation_bytes += (double)slots * rows * d.out[l] * sizeof(float);
+    return s;
 }
 
 static sb_status mlp_forward_part(struct sb_model *m, int slot, const float *in,
@@ -136,6 +167,30 @@ static sb_status mlp_backward_part(struct sb_model *m, int slot, const float *do
     SB_TRY(sb_part_check_backward(m, slot, dout, din, MLP));
     if (d->n[slot] == 0) return sb_error(SB_ERR_INTERNAL, MLP ": backward before forward");
     sb_dense_backward(d, m, slot, dout, din, accumulate, ready, ctx);
+    return SB_OK;
+}
+
+/* zb-h1's B and W (workload.h): the dense stack's halves. */
+static sb_status mlp_backward_input_part(struct sb_model *m, int slot, const float *dout,
+                                         float *din)
+{
+    struct sb_dense *d = m->impl;
+    SB_TRY(sb_part_check_backward(m, slot, dout, din, MLP));
+    if (!m->part.split_backward || d->n[slot] == 0)
+        return sb_error(SB_ERR_INTERNAL, MLP ": input half of slot %d without a split part or "
+                        "a forward", slot);
+    sb_dense_backward_input(d, m, slot, dout, din);
+    return SB_OK;
+}
+
+static sb_status mlp_backward_weight_part(struct sb_model *m, int slot, int accumulate,
+                                          sb_grad_ready_fn ready, void *ctx)
+{
+    struct sb_dense *d = m->impl;
+    if (slot < 0 || slot >= m->part.slots || !m->part.split_backward || !d->pending[slot])
+        return sb_error(SB_ERR_INTERNAL, MLP ": weight half of slot %d before its input half",
+                        slot);
+    sb_dense_backward_weight(d, m, slot, accumulate, ready, ctx);
     return SB_OK;
 }
 
@@ -166,6 +221,7 @@ static sb_status mlp_predict(struct sb_model *m, const float *x, const uint8_t *
 const struct sb_workload_ops sb_workload_mlp = {
     .name = MLP,
     .size = mlp_size,
+    .part_size = mlp_part_size,
     .create = mlp_create,
     .create_part = mlp_create_part,
     .forward = mlp_forward,
@@ -174,5 +230,7 @@ const struct sb_workload_ops sb_workload_mlp = {
     .forward_part = mlp_forward_part,
     .part_output = mlp_part_output,
     .backward_part = mlp_backward_part,
+    .backward_input_part = mlp_backward_input_part,
+    .backward_weight_part = mlp_backward_weight_part,
     .destroy = mlp_destroy,
 };

@@ -54,6 +54,7 @@ static void vit_destroy(struct sb_model *m)
     const struct sb_backend_ops *be = m->be;
     struct vit *p = m->impl;
     if (p) {
+        sb_vit_split_free(m);
         for (int l = 0; l < p->depth; l++) {
             struct vit_block *b = &p->block[l];
             float *bufs[] = {b->mid,  b->ln1, b->ln2,   b->mean1, b->rstd1, b->mean2, b->rstd2,
@@ -353,7 +354,7 @@ static sb_status vit_create_part(const struct sb_config *cfg, const struct sb_ba
         return sb_error(SB_ERR_USAGE, "--depth: expected 1..%d, got %d", VIT_MAX_DEPTH, v->depth);
     if (v->mlp_ratio < 1)
         return sb_error(SB_ERR_USAGE, "--mlp-ratio: expected >= 1, got %d", v->mlp_ratio);
-    struct sb_part whole = {0, v->depth + 2, 0, 1, 1, 0};
+    struct sb_part whole = {0, v->depth + 2, 0, 1, 1, 0, 0};
     if (part) {
         if (part->first_layer != 0 || part->n_layers != whole.n_layers || part->slots != 1)
             return sb_error(SB_ERR_USAGE, "vit: a part of layers %d..%d in %d slots (it builds "
@@ -374,6 +375,9 @@ static sb_status vit_create_part(const struct sb_config *cfg, const struct sb_ba
             return sb_error(SB_ERR_USAGE, "--sequence-parallel: the sequence of %d tokens (the "
                             "class token included) does not divide by --tp %d", tokens,
                             part->tp_size);
+        if (part->split_backward && part->sequence_parallel && part->tp_size > 1)
+            return sb_error(SB_ERR_USAGE, "--sequence-parallel: the vit's split backward "
+                            "(zb-h1) is not built with sequence parallelism");
         whole = *part;
     }
 
@@ -425,7 +429,8 @@ static sb_status vit_create_part(const struct sb_config *cfg, const struct sb_ba
     sb_status st = SB_OK;
     if ((st = be->alloc((void **)&m->params, m->n_params * sizeof(float))) ||
         (st = be->alloc((void **)&m->grads, m->n_params * sizeof(float))) ||
-        (st = vit_alloc_buffers(m)) || (st = vit_init_params(m, init, cfg->seed))) {
+        (st = vit_alloc_buffers(m)) || (whole.split_backward && (st = sb_vit_split_alloc(m))) ||
+        (st = vit_init_params(m, init, cfg->seed))) {
         free(init);
         vit_destroy(m);
         return st;
@@ -497,6 +502,8 @@ const struct sb_workload_ops sb_workload_vit = {
     .forward_part = sb_vit_forward_part,
     .part_output = sb_vit_part_output,
     .backward_part = sb_vit_backward_part,
+    .backward_input_part = sb_vit_backward_input_part,
+    .backward_weight_part = sb_vit_backward_weight_part,
     .forward = vit_forward,
     .backward = vit_backward,
     .predict = vit_predict,

@@ -63,6 +63,7 @@ struct vit {
     float *lnsh;             /* sp: (n tokens_local, W) a LayerNorm's output or its gradient */
     float *dsh;              /* sp: (n tokens_local, W) the residual stream's gradient */
     float *gat;              /* sp: (rows, W) rank-major staging of the all-gather/reduce-scatter */
+    struct vit_split *split; /* part.split_backward: B's records for W (vit_split.c), or NULL */
     size_t alloc_bytes;      /* activation and scratch bytes allocated */
     size_t block_bytes;      /* of them, one block's */
 };
@@ -106,6 +107,34 @@ void sb_vit_sp_block_backward(struct sb_model *m, int l, sb_grad_ready_fn ready,
  * rank's full partial sums (its tokens' rows), through p->gat. */
 void sb_vit_sp_gather(struct sb_model *m, const float *shard, float *full, int n);
 void sb_vit_sp_scatter(struct sb_model *m, const float *full, float *shard, int n);
+
+/* The split backward (zb-h1's B and W, workload.h; vit_split.c). The input
+ * half runs sb_vit_backward with the weight-gradient steps recorded instead
+ * of run: each linear layer's and LayerNorm's output gradient copied aside
+ * with pointers to its kept inputs, the embedding's, and each layer's ready
+ * call; the weight half replays the records in order with the same backend
+ * calls (a LayerNorm's backward again, its input gradient into scratch), so
+ * B then W equals the fused backward byte for byte. Not with sequence
+ * parallelism (create refuses). The hooks vit_pass.c calls: */
+sb_status sb_vit_split_alloc(struct sb_model *m);
+void sb_vit_split_free(struct sb_model *m);
+/* 1 when recording (the caller skips dW and db): keeps dy (rows, out) and x. */
+int sb_vit_split_linear(struct sb_model *m, const float *dy, const float *x, int rows, int in,
+                        int out, size_t w, size_t b);
+/* LayerNorm backward: dx += d x (rows, cols) from dy; its parameters'
+ * gradients at grads[w], grads[b] now, or recorded for W. */
+void sb_vit_split_layernorm(struct sb_model *m, const float *dy, const float *x, size_t w,
+                            size_t b, const float *mean, const float *rstd, int rows, int cols,
+                            float *dx);
+/* The embedding's position and class-token gradients from dres (n, T, W). */
+void sb_vit_split_pos(struct sb_model *m, const float *dres, int n);
+/* ready(ctx, offset, count), or recorded for W. */
+void sb_vit_split_ready(struct sb_model *m, sb_grad_ready_fn ready, void *ctx, size_t offset,
+                        size_t count);
+sb_status sb_vit_backward_input_part(struct sb_model *m, int slot, const float *dout,
+                                     float *din);
+sb_status sb_vit_backward_weight_part(struct sb_model *m, int slot, int accumulate,
+                                      sb_grad_ready_fn ready, void *ctx);
 
 /* The part ops (workload.h) of the whole model or a tp shard of every
  * layer, one slot: forward of n <= cap samples to the logits (p->logits)

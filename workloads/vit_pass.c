@@ -29,8 +29,10 @@ void sb_vit_linear_backward(struct sb_model *m, const float *dy, const float *x,
                             int out, size_t w, size_t b, float beta, float *dx)
 {
     const struct sb_backend_ops *be = m->be;
-    sb_model_gemm(m, 1, 0, out, in, rows, 1.0f, dy, out, x, in, 0.0f, m->grads + w, in);
-    be->bias_grad(m->grads + b, dy, rows, out);
+    if (!sb_vit_split_linear(m, dy, x, rows, in, out, w, b)) { /* else W computes them */
+        sb_model_gemm(m, 1, 0, out, in, rows, 1.0f, dy, out, x, in, 0.0f, m->grads + w, in);
+        be->bias_grad(m->grads + b, dy, rows, out);
+    }
     if (dx) sb_model_gemm(m, 0, 0, rows, in, out, 1.0f, dy, out, m->params + w, in, beta, dx, in);
 }
 
@@ -179,11 +181,10 @@ static void head_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx)
                     p->dlnf);
     sb_model_round(m, p->dlnf, (size_t)n * W);
     be->zero(p->dxcls, (size_t)n * W);
-    be->layernorm_backward(p->dlnf, p->xcls, m->params + p->norm_w, p->meanf, p->rstdf, n, W,
-                           p->dxcls, m->grads + p->norm_w, m->grads + p->norm_b);
+    sb_vit_split_layernorm(m, p->dlnf, p->xcls, p->norm_w, p->norm_b, p->meanf, p->rstdf, n, W,
+                           p->dxcls);
     sb_model_round(m, p->dxcls, (size_t)n * W);
-    sb_model_round(m, m->grads + p->head_off, p->head_count);
-    if (ready) ready(ctx, p->head_off, p->head_count);
+    sb_vit_split_ready(m, ready, ctx, p->head_off, p->head_count);
     be->zero(p->dres, (size_t)n * T * W);
     be->copy2d(p->dres, (long)T * W, p->dxcls, W, n, W);
     if (p->sp) { /* the same whole gradient on every rank: each keeps its tokens' */
@@ -201,8 +202,6 @@ static void block_backward(struct sb_model *m, int l, sb_grad_ready_fn ready, vo
     const struct sb_backend_ops *be = m->be;
     int n = p->n, W = p->width, T = p->tokens;
     int rows = n * T, F = p->hidden_local, Wl = p->width_local;
-    const float *prm = m->params;
-    float *g = m->grads;
     sb_model_layer_begin(m, b->offset, b->count, 1);
     /* MLP: dres is d out = d mid through the residual, plus the MLP's path */
     sb_vit_linear_backward(m, p->dres, b->gelu, rows, F, W, b->fc2_w, b->fc2_b, 0.0f, p->dfc);
@@ -213,8 +212,8 @@ static void block_backward(struct sb_model *m, int l, sb_grad_ready_fn ready, vo
     /* fc1 is column-parallel: its input gradient is a partial sum (f backward) */
     sb_model_tp_allreduce(m, p->dln, (size_t)rows * W);
     sb_model_round(m, p->dln, (size_t)rows * W);
-    be->layernorm_backward(p->dln, b->mid, prm + b->norm2_w, b->mean2, b->rstd2, rows, W, p->dres,
-                           g + b->norm2_w, g + b->norm2_b);
+    sb_vit_split_layernorm(m, p->dln, b->mid, b->norm2_w, b->norm2_b, b->mean2, b->rstd2, rows, W,
+                           p->dres);
     sb_model_round(m, p->dres, (size_t)rows * W);
     /* attention: dres is now d mid */
     sb_vit_linear_backward(m, p->dres, b->ctx, rows, Wl, W, b->proj_w, b->proj_b, 0.0f, p->tmp);
@@ -224,11 +223,10 @@ static void block_backward(struct sb_model *m, int l, sb_grad_ready_fn ready, vo
      * gradient's partial sums (f backward) */
     sb_model_tp_allreduce(m, p->dln, (size_t)rows * W);
     sb_model_round(m, p->dln, (size_t)rows * W);
-    be->layernorm_backward(p->dln, p->res[l], prm + b->norm1_w, b->mean1, b->rstd1, rows, W,
-                           p->dres, g + b->norm1_w, g + b->norm1_b);
+    sb_vit_split_layernorm(m, p->dln, p->res[l], b->norm1_w, b->norm1_b, b->mean1, b->rstd1, rows,
+                           W, p->dres);
     sb_model_round(m, p->dres, (size_t)rows * W);
-    sb_model_round(m, g + b->offset, b->count);
-    if (ready) ready(ctx, b->offset, b->count);
+    sb_vit_split_ready(m, ready, ctx, b->offset, b->count);
 }
 
 void sb_vit_attention_backward(struct sb_model *m, struct vit_block *b, int n)
@@ -273,13 +271,11 @@ static void embed_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx
     sb_model_layer_begin(m, p->embed_off, p->embed_count, 1);
     if (p->sp) sb_vit_sp_gather(m, p->dsh, p->dres, n); /* every rank's tokens' gradients */
     /* d pos = sum over samples; d cls = its first row */
-    be->bias_grad(m->grads + p->pos, p->dres, n, T * W);
-    be->copy(m->grads + p->cls, m->grads + p->pos, (size_t)W);
+    sb_vit_split_pos(m, p->dres, n);
     be->copy2d(p->tmp, (long)P * W, p->dres + W, (long)T * W, n, P * W);
     sb_vit_linear_backward(m, p->tmp, p->patches, n * P, p->patch_dim, W, p->embed_w, p->embed_b, 0.0f,
                     NULL);
-    sb_model_round(m, m->grads + p->embed_off, p->embed_count);
-    if (ready) ready(ctx, p->embed_off, p->embed_count);
+    sb_vit_split_ready(m, ready, ctx, p->embed_off, p->embed_count);
 }
 
 void sb_vit_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx)

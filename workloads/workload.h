@@ -76,6 +76,10 @@ struct sb_part {
                                 * LayerNorms sharded along the sequence between the tp regions
                                 * (Korthikanti et al. 2022), through the all-gather and
                                 * reduce-scatter hooks; 0: whole, through the all-reduce */
+    int split_backward;        /* 1: each slot also keeps what its weight gradients need
+                                * between backward_input_part and backward_weight_part
+                                * (zb-h1's W-pending state: dLoss/d(pre-activation) of
+                                * every held layer); 0: backward_part only */
 };
 
 /* Called by backward each time a layer's gradients are final, last layer
@@ -307,6 +311,25 @@ struct sb_workload_ops {
      * that is not the last. */
     sb_status (*backward_part)(struct sb_model *m, int slot, const float *dout, float *din,
                                int accumulate, sb_grad_ready_fn ready, void *ctx);
+    /* backward_part in two halves (zb-h1's B and W: Qi et al., "Zero
+     * Bubble Pipeline Parallelism", ICLR 2024), on a part created with
+     * part.split_backward. The input half (B): from dout (as backward_part)
+     * writes din (as backward_part), running the tp all-reduces of input
+     * gradients and the layer hooks, and keeps each held layer's
+     * dLoss/d(pre-activation) in the slot; no gradient of a parameter. The
+     * weight half (W), later, before the slot's next forward_part: from what
+     * B kept and the slot's activations, writes (accumulate 0) or adds (1)
+     * the slot's parameter gradients, calling ready as backward does; no tp
+     * collective. B then W leaves grads and din byte-identical to
+     * backward_part (the same operations in the same order per tensor), so
+     * W's of slots in micro-batch order accumulate as backward_part's do.
+     * SB_ERR_INTERNAL for a part without split_backward, a slot without a
+     * forward (B) or without a B (W), dout as backward_part. NULL (both) in
+     * a workload that cannot split its backward: zb-h1 refuses it. */
+    sb_status (*backward_input_part)(struct sb_model *m, int slot, const float *dout,
+                                     float *din);
+    sb_status (*backward_weight_part)(struct sb_model *m, int slot, int accumulate,
+                                      sb_grad_ready_fn ready, void *ctx);
     void (*destroy)(struct sb_model *m);
 };
 

@@ -9,8 +9,46 @@
 #include <stddef.h>
 #include <stdint.h>
 
+extern "C" {
+#include "core/status.h"
+}
+
 /* Threads per block for elementwise kernels. */
 #define SB_CUDA_THREADS 256
+
+/* The bias-gradient column reduction (k_bias_grad_partial in
+ * cuda_elementwise.cu): a block is a tile of 32 columns x 8 thread rows; at
+ * most 64 row chunks; the partial sums of at most BIAS_TARGET_BLOCKS
+ * blocks live in the thread's bias_scratch (allocated in cuda.cu). */
+#define BIAS_TILE_COLS 32
+#define BIAS_TILE_ROWS 8
+#define BIAS_MAX_CHUNKS 64
+#define BIAS_TARGET_BLOCKS 264 /* ~2 per SM on an H100 (132 SMs) */
+
+/* A thread's CUDA context: made by sb_cuda_set_device (or on first use,
+ * device 0), released by sb_cuda_release_thread (cuda.cu). */
+struct sb_cuda_thread_ctx {
+    int device;             /* -1 before the first op or set_device */
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    double *scratch;        /* (scratch_cap) per-row values for reductions, device */
+    size_t scratch_cap;
+    double *result_dev;     /* one reduced value, device */
+    double *result_host;    /* one reduced value, pinned host */
+    float *bias_scratch;    /* (BIAS_TARGET_BLOCKS * 32) partial column sums, device */
+    void *blas_workspace;   /* (SB_CUBLAS_WORKSPACE_BYTES) cuBLAS's, device */
+    void *half[2];          /* gemm_half's 16-bit copies of A and B, device */
+    size_t half_cap[2];     /* their capacities, in 16-bit elements */
+    char error[256];        /* first failure of a void op, "" if none */
+};
+
+/* The calling thread's context (defined in cuda.cu). */
+extern thread_local sb_cuda_thread_ctx sb_cuda_ctx;
+
+/* Makes the calling thread's context on device 0 if it has none yet: 1
+ * when it has one, 0 when it could not be made (the failure is recorded as
+ * the sticky error). Every op calls it before using sb_cuda_ctx. */
+int sb_cuda_ensure_ctx(void);
 
 /* The calling thread's stream, created on first use (device 0 unless
  * sb_cuda_set_device was called); 0 (the legacy stream) if creation failed,
@@ -46,6 +84,40 @@ void sb_cuda_maxpool2_backward(const float *dy, const int32_t *argmax, int n, in
 /* The calling thread's cuBLAS handle, bound to its stream; NULL if the
  * context could not be created (the failure is recorded). */
 cublasHandle_t sb_cuda_thread_blas(void);
+
+/* The core ops of the backend table (cuda.cu); semantics in backend.h.
+ * Memory (cuda_memory.cu): */
+sb_status sb_cuda_alloc(void **ptr, size_t bytes);
+void sb_cuda_free(void *ptr);
+sb_status sb_cuda_upload(void *dst, const void *host_src, size_t bytes);
+sb_status sb_cuda_download(void *host_dst, const void *src, size_t bytes);
+/* GEMMs (cuda_gemm.cu): */
+void sb_cuda_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                   int lda, const float *b, int ldb, float beta, float *c, int ldc);
+void sb_cuda_gemm_half(int fmt, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                       const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                       int ldc);
+/* Elementwise ops and optimizers (cuda_elementwise.cu): */
+void sb_cuda_add_bias(float *y, const float *bias, int rows, int cols);
+void sb_cuda_relu_forward(float *y, size_t n);
+void sb_cuda_relu_backward(float *dy, const float *y, size_t n);
+void sb_cuda_bias_grad(float *db, const float *dy, int rows, int cols);
+void sb_cuda_sgd_momentum(float *p, float *v, const float *g, size_t n, float lr, float mu);
+void sb_cuda_adam(float *p, float *m, float *v, const float *g, size_t n, float b1, float b2,
+                  float eps, float step_size, float bc2_sqrt);
+void sb_cuda_discard(void *ptr, size_t bytes);
+void sb_cuda_copy(float *dst, const float *src, size_t n);
+void sb_cuda_add(float *y, const float *x, size_t n);
+void sb_cuda_scale(float *y, float a, size_t n);
+void sb_cuda_round_half(float *x, size_t n, int fmt);
+void sb_cuda_unscale_check(float *x, float a, size_t n, int *found);
+void sb_cuda_gather(float *x, uint8_t *y, const uint8_t *pixels, const uint8_t *labels,
+                    const int32_t *idx, int n, int dim);
+/* Loss and accuracy (cuda_loss.cu): */
+void sb_cuda_softmax_xent(const float *logits, const uint8_t *labels, int rows, int cols,
+                          float scale, float *dlogits, double *loss_acc);
+void sb_cuda_count_correct(const float *logits, const uint8_t *labels, int rows, int cols,
+                           long *correct);
 
 /* The vit workload's ops (cuda_nn.cu); semantics in backend.h. */
 extern "C" {

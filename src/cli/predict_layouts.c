@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli/sweep.h"
+#include "cli/train_opts.h"
 #include "core/atomic_file.h"
 
 #define LAYOUTS_SCHEMA_VERSION "1.0"
@@ -173,8 +174,11 @@ static sb_status links_of(const struct opts *o, const struct run *r, struct sb_l
 
 /* The model's inputs from the measured run: per-sample phases of its
  * replica's batch, the optimizer per parameter it updated (its zero shard),
- * its activations per sample. */
-static void inputs_of(const struct opts *o, const struct run *r, struct sb_layout_inputs *in)
+ * its activations per sample; for the mlp, whose configuration the report
+ * holds whole (config.hidden), the workload and that configuration in *cfg
+ * (a pipeline stage's buffers by its part_size). */
+static void inputs_of(const struct opts *o, const struct run *r, struct sb_layout_inputs *in,
+                      struct sb_train_opts *cfg)
 {
     double b = r->batch, psi = r->bytes / 4.0;
     double updated = r->zero_stage > 0 ? psi / r->replicas : psi;
@@ -194,6 +198,14 @@ static void inputs_of(const struct opts *o, const struct run *r, struct sb_layou
     in->n_buckets = r->n_buckets;
     in->dp_sync[0] = sb_strategy_find("ddp");
     in->dp_sync[1] = sb_strategy_find("zero");
+    if (strcmp(r->workload, "mlp") == 0 && r->n_hidden > 0 && r->n_hidden <= SB_MAX_HIDDEN) {
+        sb_train_opts_defaults(cfg);
+        snprintf(cfg->cfg.workload, sizeof cfg->cfg.workload, "%s", r->workload);
+        cfg->cfg.n_hidden = r->n_hidden;
+        for (int i = 0; i < r->n_hidden; i++) cfg->cfg.hidden[i] = r->hidden[i];
+        in->workload = sb_workload_find(r->workload);
+        in->model_cfg = &cfg->cfg;
+    }
 }
 
 /* Every layout of world ranks that sb_layout_check takes, predicted, into
@@ -386,6 +398,7 @@ static cJSON *to_json(const struct opts *o, const struct run *r, const struct sb
 int sb_predict_layouts_main(const struct opts *o, struct run *r)
 {
     struct sb_layout_inputs in;
+    struct sb_train_opts model_cfg;
     struct link_source src[2];
     sb_status st = SB_OK;
     if (r->n_layers == 0) st = sb_predict_build_layers(r);
@@ -393,7 +406,7 @@ int sb_predict_layouts_main(const struct opts *o, struct run *r)
         st = sb_error(SB_ERR_INPUT, "predict: %s: --layouts needs the measured forward and "
                       "backward phases (phases_ms)", o->report);
     if (!st) {
-        inputs_of(o, r, &in);
+        inputs_of(o, r, &in, &model_cfg);
         st = links_of(o, r, &in.links, src);
     }
     if (st) {

@@ -17,10 +17,21 @@ const struct sweep_method *sb_sweep_method_of(const struct sweep_opts *o,
     return pt->method >= 0 ? &o->methods[pt->method] : NULL;
 }
 
+/* Whether the flags after `--` give --trace already. */
+static int extra_traces(const struct sweep_opts *o)
+{
+    for (int i = 0; i < o->n_extra && i < 256; i++)
+        if (!strcmp(o->extra[i], "--trace") || !strncmp(o->extra[i], "--trace=", 8)) return 1;
+    return 0;
+}
+
 /* `self train` with the point's strategy, replicas, batch, epochs, report
  * `path`, the sweep's --max-steps and --data, the flags after `--` (for the
  * baseline the sweep adds, without the other strategies' own flags), then
- * the point's method (last, so that it is the one train takes). */
+ * the point's method (last, so that it is the one train takes). A pipeline
+ * point also gets --trace <path less .json>.trace.json (unless the flags
+ * after `--` trace), from which the page (reports/plot.py) draws its
+ * measured schedule as a Gantt chart. */
 void sb_sweep_point_argv(const struct sweep_opts *o, const char *self,
                          const struct sb_sweep_point *pt, const char *path, struct child_args *ca)
 {
@@ -38,6 +49,12 @@ void sb_sweep_point_argv(const struct sweep_opts *o, const char *self,
     if (o->max_steps) argv[a++] = "--max-steps", argv[a++] = ca->m;
     if (o->data) argv[a++] = "--data", argv[a++] = (char *)o->data;
     if (o->precisions_given) argv[a++] = "--precision", argv[a++] = ca->p;
+    if (!strcmp(pt->strategy, "pipeline") && !extra_traces(o)) {
+        size_t len = strlen(path);
+        if (len >= 5 && !strcmp(path + len - 5, ".json")) len -= 5;
+        snprintf(ca->trace, sizeof ca->trace, "%.*s.trace.json", (int)len, path);
+        argv[a++] = "--trace", argv[a++] = ca->trace;
+    }
     struct sweep_layout_flags *lf = &ca->layout;
     if (pt->layout >= 0) { /* the layout's own flags (sweep_layouts.c) after the sweep's */
         sb_sweep_layout_flags(&o->layouts[pt->layout], lf);

@@ -23,6 +23,7 @@ struct progress {
 /* A child's command line and the strings it points into. */
 struct child_args {
     char n[16], b[16], e[16], m[24], p[32];
+    char trace[SB_SWEEP_PATH_LEN + 288]; /* a pipeline run's --trace: <report>.trace.json */
     struct sweep_layout_flags layout;
     char *argv[64 + 256];
 };

@@ -187,8 +187,8 @@ sb_status sb_comm_world_create(const struct sb_config *cfg, const struct sb_job 
         st = e->ranks(job, device, out);
     }
     /* Every strategy's replicas synchronise over this communicator: the
-     * data-parallel axis (a 1-deep grid's dp communicator has the same
-     * members). */
+     * data-parallel axis (ddp's and zero's 1-deep grid adopts it as its dp
+     * communicator, comm/grid.h: sb_grid_adopt). */
     if (!st) (*out)->role = SB_COMM_ROLE_DP;
     return st;
 }

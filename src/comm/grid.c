@@ -118,6 +118,26 @@ sb_status sb_grid_create(struct sb_comm *world, int dp, int tp, int pp, enum sb_
     return SB_OK;
 }
 
+sb_status sb_grid_adopt(struct sb_comm *world, struct sb_grid **out)
+{
+    *out = NULL;
+    struct sb_grid *g = calloc(1, sizeof *g);
+    if (!g) {
+        sb_comm_destroy(world);
+        return sb_error(SB_ERR_NOMEM, "grid: out of memory");
+    }
+    g->world = world;
+    g->dp = world->size;
+    g->tp = g->pp = 1;
+    g->order = SB_RANK_ORDER_TP_DP_PP;
+    g->me = (struct sb_grid_coords){.dp_rank = world->rank, .tp_rank = 0, .pp_rank = 0};
+    g->dp_comm = world;
+    world->role = SB_COMM_ROLE_DP; /* as sb_comm_world_create tags it */
+    g->pp_prev = g->pp_next = g->pp_prev_world = g->pp_next_world = -1;
+    *out = g;
+    return SB_OK;
+}
+
 void sb_grid_destroy(struct sb_grid *g)
 {
     if (!g) return;

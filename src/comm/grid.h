@@ -20,7 +20,9 @@
  * by the coordinate along its axis, so in the dp communicator rank i is
  * the replica with dp_rank i, in the pp communicator rank s is stage s,
  * and a 1-deep grid (dp = world size, tp = pp = 1) has a dp communicator
- * with the world's members in the world's order. */
+ * with the world's members in the world's order. The data-parallel
+ * strategies take the world itself as that communicator (sb_grid_adopt),
+ * so that it keeps the world's all-reduce set-up. */
 #ifndef SB_GRID_H
 #define SB_GRID_H
 
@@ -39,12 +41,13 @@ struct sb_grid_coords {
 };
 
 struct sb_grid {
-    struct sb_comm *world; /* the parent (not owned) */
+    struct sb_comm *world; /* the parent (not owned; adopted: = dp_comm, owned) */
     int dp, tp, pp;        /* the axes' sizes; dp * tp * pp = world->size */
     enum sb_rank_order order;
     struct sb_grid_coords me; /* this rank's coordinates */
     /* One communicator per axis (owned), roles SB_COMM_ROLE_DP, _TP, _PP,
-     * each ranked by the coordinate along its axis. */
+     * each ranked by the coordinate along its axis (an adopted 1-deep
+     * grid: dp_comm = world, tp_comm = pp_comm = NULL). */
     struct sb_comm *dp_comm, *tp_comm, *pp_comm;
     /* The previous and next stage of this rank's pipeline, as ranks of
      * pp_comm (= their stage numbers) and of world; -1 at the first
@@ -85,7 +88,22 @@ int sb_grid_axis_crosses_hosts(int dp, int tp, int pp, enum sb_rank_order order,
 sb_status sb_grid_create(struct sb_comm *world, int dp, int tp, int pp, enum sb_rank_order order,
                          struct sb_grid **out);
 
-/* Destroys the axis communicators and the grid (not world); safe on NULL. */
+/* The 1-deep grid of a data-parallel strategy (ddp, hierarchical, zero):
+ * dp = world->size, tp = pp = 1, whose dp communicator is `world` itself,
+ * adopted rather than split, so that the dp axis keeps everything world
+ * was made with (sb_comm_world_create: --allreduce's algorithm, the host
+ * groups of the hierarchical all-reduce, NCCL or staged on GPUs), tagged
+ * SB_COMM_ROLE_DP as sb_comm_world_create tags it; a split would make a
+ * plain communicator without that set-up. Ranks are world's (me.dp_rank
+ * = world->rank). The tp and pp axes have one member each and no
+ * communicator (tp_comm and pp_comm NULL: nothing runs on them); pp_prev,
+ * pp_next and their world ranks are -1. Takes
+ * ownership of world: sb_grid_destroy destroys it (and so does a failure
+ * here). Not collective. Errors: SB_ERR_NOMEM. */
+sb_status sb_grid_adopt(struct sb_comm *world, struct sb_grid **out);
+
+/* Destroys the axis communicators and the grid (not world, unless the
+ * grid adopted it: sb_grid_adopt); safe on NULL. */
 void sb_grid_destroy(struct sb_grid *g);
 
 /* "tp-dp-pp" or "tp-pp-dp"; "unknown" out of range. */

@@ -56,30 +56,20 @@ static void predict_comm(const struct sb_strategy_ops *ops, struct sb_run_record
     rec->has_comm_model = ops->comm_model(&q, &rec->comm_model, 1) == 1;
 }
 
-/* The run's layout (the report's `layout`): dp = replicas; tp, pp,
- * micro-batches, schedule and chunks from the strategy's own flags of those
- * names where it has them (pipeline's --stages, --microbatches, --schedule,
- * --chunks; a tensor-parallel strategy's --tp), 1 (no schedule) otherwise;
- * and the zero stage its describe stated ("zero_stage"; 0 when none). */
+/* The run's layout (the report's `layout`): what the strategy's layout op
+ * states (strategy.h), or dp = replicas and 1 everywhere else without one;
+ * a schedule only for a strategy with a pipeline (pp > 1). */
 static void fill_layout(struct sb_run_record *rec)
 {
-    rec->layout = (struct sb_report_layout){.dp = rec->cfg->replicas, .tp = 1, .pp = 1,
-                                            .microbatches = 1, .chunks = 1,
-                                            .rank_order = "tp-dp-pp"};
+    struct sb_layout l = {.dp = rec->cfg->replicas, .tp = 1, .pp = 1, .microbatches = 1,
+                          .schedule = SB_PP_GPIPE, .chunks = 1, .zero_stage = 0,
+                          .order = SB_RANK_ORDER_TP_DP_PP};
     const struct sb_strategy_ops *ops = rec->cfg->strategy_ops;
-    for (const struct sb_strategy_option *o = ops ? ops->options : NULL; o && o->flag; o++) {
-        int v = (int)sb_strategy_option_get(rec->cfg, o);
-        if (strcmp(o->flag, "tp") == 0 && v >= 1) rec->layout.tp = v;
-        else if (strcmp(o->flag, "stages") == 0 && v >= 1) rec->layout.pp = v;
-        else if (strcmp(o->flag, "microbatches") == 0 && v >= 1) rec->layout.microbatches = v;
-        else if (strcmp(o->flag, "chunks") == 0 && v >= 1) rec->layout.chunks = v;
-        else if (strcmp(o->flag, "schedule") == 0 && o->kind == SB_OPTION_CHOICE && o->choices)
-            rec->layout.schedule = o->choices[v];
-    }
-    for (int i = 0; i < rec->details.n && i < SB_DETAILS_MAX; i++)
-        if (strcmp(rec->details.item[i].key, "zero_stage") == 0 &&
-            rec->details.item[i].count > 0)
-            rec->layout.zero_stage = (int)rec->details.item[i].values[0];
+    if (ops && ops->layout) ops->layout(rec->cfg, &l);
+    rec->layout = (struct sb_report_layout){
+        .dp = l.dp, .tp = l.tp, .pp = l.pp, .microbatches = l.microbatches, .chunks = l.chunks,
+        .zero_stage = l.zero_stage, .schedule = l.pp > 1 ? sb_pp_kind_name(l.schedule) : NULL,
+        .rank_order = sb_rank_order_name(l.order)};
 }
 
 /* The trace track of `rank`: the strategy's name for it (its trace_label

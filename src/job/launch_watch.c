@@ -1,4 +1,6 @@
-/* mpirun as a watched child; see launch_watch.h. */
+/* mpirun as a watched child; see launch_watch.h. This file: starting
+ * mpirun, the watch loop (signals, deadlines, stdout) and the verdict;
+ * launch_stderr.c reads mpirun's stderr. */
 #include "job/launch_watch.h"
 
 #include <errno.h>
@@ -19,6 +21,7 @@
 #include "job/control.h"
 #include "job/launch_progress.h"
 #include "job/launch_reap.h"
+#include "job/launch_stderr.h"
 
 /* Seconds after forwarding SIGTERM before mpirun and its ranks get SIGKILL. */
 #define KILL_AFTER_S 3.0
@@ -27,170 +30,18 @@
 /* Seconds to wait for what mpirun left to die after SIGKILL (sb_launch_end_leftovers). */
 #define LEFTOVER_WAIT_S 2.0
 
-/* Open MPI frames its messages with a line of 74 dashes. */
-static int is_frame(const char *line)
-{
-    size_t n = strspn(line, "-");
-    return n >= 40 && (line[n] == '\0' || line[n] == '\n');
-}
-
 struct watch {
-    /* A killed rank, from mpirun's "noticed that process rank" line. */
-    int dead_rank, dead_signal;
-    char dead_host[128];
-    /* The ranks' stratbench lines, kept to print at the end in order. */
-    char *lines;
-    size_t len, cap;
-    char flight[512];  /* "flight recorder: PATH" seen in a rank's line */
-    double fatal_at;   /* when a rank printed that it ends the job (0: not yet) */
-    /* The banner being read (between frames), and whether in one. */
-    char *block;
-    size_t block_len, block_cap;
-    int in_block;
-    struct sb_rank_progress rp; /* from the ranks' control lines */
-    int noise;         /* Open MPI internal lines dropped */
-    char mpi_error[256]; /* the first ORTE_ERROR_LOG's text: mpirun is failing */
-    char lost_host[128]; /* the host whose daemon mpirun lost */
+    struct sb_launch_stderr err; /* what mpirun's stderr said (launch_stderr.h) */
     /* mpirun as sb_launch_watch runs it (watch_job's state). */
     pid_t child;
     int np;
     int err_fd, out_fd;  /* mpirun's stderr (read line by line) and stdout (passed on) */
     int out_errno;       /* the first error writing our stdout (pass_stdout) */
-    char line[4096];     /* stderr's unfinished line */
-    size_t fill;
     double launched_at, startup_s, finalize_s, forwarded_at;
     int forwarded, killed, reaped, status;
     double launcher_stopped_at; /* when mpirun was first seen stopped (0: running) */
     char missed[1536];   /* set when a start-up or finalize deadline passed */
 };
-
-/* Open MPI's own messages: "[host:pid] ..." (ORTE_ERROR_LOG, PMIx errors,
- * its signal handler's backtrace) and PMIx's "PMIX ERROR" lines. */
-static int is_mpi_noise(const char *line)
-{
-    if (strstr(line, "ORTE_ERROR_LOG") || strstr(line, "PMIX ERROR") ||
-        strstr(line, "PMIx_Finalize") || strstr(line, "*** Process received signal") ||
-        strstr(line, "*** End of error message"))
-        return 1;
-    if (line[0] != '[') return 0;
-    const char *close = strchr(line, ']');
-    const char *colon = strchr(line, ':');
-    if (!close || !colon || colon > close) return 0;
-    for (const char *c = colon + 1; c < close; c++)
-        if (*c < '0' || *c > '9') return 0;
-    return close > colon + 1;
-}
-
-static void append(char **buf, size_t *len, size_t *cap, const char *s)
-{
-    size_t n = strlen(s);
-    if (*len + n + 1 > *cap) {
-        size_t c = (*cap ? 2 * *cap : 4096);
-        while (c < *len + n + 1) c *= 2;
-        char *p = realloc(*buf, c);
-        if (!p) return; /* out of memory: the line is lost, not the run */
-        *buf = p;
-        *cap = c;
-    }
-    memcpy(*buf + *len, s, n + 1);
-    *len += n;
-}
-
-/* A banner ended: keep what it says, print it unless it is one we replace. */
-static void end_block(struct watch *w)
-{
-    const char *b = w->block ? w->block : "";
-    const char *p = strstr(b, "noticed that process rank");
-    if (p) {
-        int rank = -1, sig = 0;
-        char host[128] = "";
-        const char *node = strstr(p, " on node ");
-        const char *on_signal = strstr(p, "exited on signal ");
-        if (sscanf(p, "noticed that process rank %d", &rank) == 1 && node && on_signal &&
-            sscanf(node, " on node %127s", host) == 1 &&
-            sscanf(on_signal, "exited on signal %d", &sig) == 1) {
-            w->dead_rank = rank;
-            w->dead_signal = sig;
-            snprintf(w->dead_host, sizeof w->dead_host, "%s", host);
-        }
-    }
-    /* The banners whose news stratbench's own line gives; any other one
-     * (a warning, a launch failure) is printed as Open MPI wrote it. */
-    /* A remote daemon (orted) killed or cut off: its ranks die with it
-     * (PR_SET_PDEATHSIG), and mpirun ends the job with status 205. */
-    const char *lost = strstr(b, "lost communication with a remote daemon");
-    const char *remote = lost ? strstr(lost, "Remote daemon:") : NULL;
-    const char *node = remote ? strstr(remote, " on node ") : NULL;
-    if (node && !w->lost_host[0]) sscanf(node, " on node %127s", w->lost_host);
-    int replaced = p || lost || strstr(b, "MPI communication peer process has unexpectedly") ||
-                   strstr(b, "MPI_ABORT was invoked") ||
-                   strstr(b, "Primary job  terminated normally") ||
-                   strstr(b, "Primary job terminated normally") ||
-                   strstr(b, "detected that one or more processes exited with non-zero") ||
-                   strstr(b, "has exited due to process rank");
-    if (!replaced && w->block_len) fputs(b, stderr);
-    w->block_len = 0;
-    if (w->block) w->block[0] = '\0';
-}
-
-static void take_line(struct watch *w, const char *line)
-{
-    if (is_frame(line)) {
-        if (w->in_block) {
-            append(&w->block, &w->block_len, &w->block_cap, line);
-            end_block(w);
-            w->in_block = 0;
-        } else {
-            w->in_block = 1;
-            w->block_len = 0;
-            append(&w->block, &w->block_len, &w->block_cap, line);
-        }
-        return;
-    }
-    if (w->in_block) {
-        append(&w->block, &w->block_len, &w->block_cap, line);
-        return;
-    }
-    if (strncmp(line, SB_CONTROL_PREFIX, strlen(SB_CONTROL_PREFIX)) == 0) {
-        sb_rank_progress_line(&w->rp, line + strlen(SB_CONTROL_PREFIX));
-        return;
-    }
-    if (strcmp(line, "Killed\n") == 0) { /* the rsh agent's shell on a killed orted */
-        w->noise++;
-        return;
-    }
-    if (is_mpi_noise(line)) {
-        /* "[host:pid] [[job,0],0] ORTE_ERROR_LOG: WHAT in file F at line L":
-         * mpirun is failing, and may hang in its own abort (ulimit -n 32):
-         * give it the time a rank's abort gets, then end it. */
-        const char *e = strstr(line, "ORTE_ERROR_LOG: ");
-        if (e && !w->mpi_error[0]) {
-            e += strlen("ORTE_ERROR_LOG: ");
-            const char *in = strstr(e, " in file ");
-            int len = in ? (int)(in - e) : (int)strcspn(e, "\n");
-            snprintf(w->mpi_error, sizeof w->mpi_error, "%.*s", len, e);
-            if (!w->fatal_at) w->fatal_at = sb_now_s();
-        }
-        w->noise++;
-        return;
-    }
-    if (strncmp(line, "stratbench: warning:", 20) == 0) {
-        fputs(line, stderr);
-        return;
-    }
-    if (strncmp(line, "stratbench:", 11) == 0) {
-        if (!w->fatal_at) w->fatal_at = sb_now_s();
-        const char *f = strstr(line, "flight recorder: ");
-        if (f) {
-            snprintf(w->flight, sizeof w->flight, "%s", f);
-            size_t n = strlen(w->flight);
-            if (n && w->flight[n - 1] == '\n') w->flight[n - 1] = '\0';
-        }
-        append(&w->lines, &w->len, &w->cap, line);
-        return;
-    }
-    fputs(line, stderr);
-}
 
 /* Seconds start-up (launch to every rank joined) and finalize (first rank
  * done to mpirun ended) may take, from --timeout; 0: no deadline. */
@@ -285,10 +136,10 @@ static void forward_or_kill(struct watch *w)
     /* A rank said it ends the job (MPI_Abort): if mpirun has not ended it
      * soon after (a host cut off from the network keeps mpirun waiting for
      * its daemon), end it from here. */
-    int abort_stuck = w->fatal_at && sb_now_s() - w->fatal_at > ABORT_WAIT_S;
+    int abort_stuck = w->err.fatal_at && sb_now_s() - w->err.fatal_at > ABORT_WAIT_S;
     /* ... unless a rank said it finalizes (an agreed refusal): mpirun ends
      * that job, bounded by the finalize deadline (check_deadlines). */
-    if (w->rp.done_at) abort_stuck = 0;
+    if (w->err.rp.done_at) abort_stuck = 0;
     if ((sig || abort_stuck) && !w->forwarded) {
         kill(w->child, SIGTERM);
         w->forwarded = 1;
@@ -307,7 +158,7 @@ static void forward_or_kill(struct watch *w)
  * deadline names the stopped launcher (sb_rank_progress_describe). */
 static int launcher_stopped(struct watch *w, double now, double timeout_s)
 {
-    if (timeout_s <= 0 || w->reaped || w->rp.n_joined < w->np) return 0;
+    if (timeout_s <= 0 || w->reaped || w->err.rp.n_joined < w->np) return 0;
     if (sb_process_state(w->child) != 'T') {
         w->launcher_stopped_at = 0;
         return 0;
@@ -325,16 +176,17 @@ static int launcher_stopped(struct watch *w, double now, double timeout_s)
  * SIGTERM). */
 static void check_deadlines(struct watch *w, double timeout_s)
 {
-    if (w->killed || w->forwarded || (w->fatal_at && !w->rp.done_at) || w->missed[0]) return;
+    if (w->killed || w->forwarded || (w->err.fatal_at && !w->err.rp.done_at) || w->missed[0])
+        return;
     double now = sb_now_s();
     char what[1024];
     pid_t alive = w->reaped ? 0 : w->child;
-    if (w->startup_s > 0 && w->rp.n_joined < w->np && now - w->launched_at > w->startup_s) {
-        sb_rank_progress_describe(&w->rp, alive, 0, what, sizeof what);
+    if (w->startup_s > 0 && w->err.rp.n_joined < w->np && now - w->launched_at > w->startup_s) {
+        sb_rank_progress_describe(&w->err.rp, alive, 0, what, sizeof what);
         snprintf(w->missed, sizeof w->missed, "start-up did not complete within %.0f s "
                  "(2 x --timeout + 10): %s; the job was ended", w->startup_s, what);
-    } else if (w->finalize_s > 0 && w->rp.done_at && now - w->rp.done_at > w->finalize_s) {
-        sb_rank_progress_describe(&w->rp, alive, 1, what, sizeof what);
+    } else if (w->finalize_s > 0 && w->err.rp.done_at && now - w->err.rp.done_at > w->finalize_s) {
+        sb_rank_progress_describe(&w->err.rp, alive, 1, what, sizeof what);
         snprintf(w->missed, sizeof w->missed, "finalize did not complete within %.0f s "
                  "(--timeout + 5) after the first rank was done: %s; the job was "
                  "ended", w->finalize_s, what);
@@ -345,32 +197,6 @@ static void check_deadlines(struct watch *w, double timeout_s)
         sb_launch_end_job(w->child);
         w->killed = 1;
     }
-}
-
-/* Reads what mpirun's stderr holds and takes each complete line. Returns
- * 0 at EOF (mpirun and every rank closed stderr) or on a read error. */
-static int read_stderr(struct watch *w)
-{
-    ssize_t n = read(w->err_fd, w->line + w->fill, sizeof w->line - 1 - w->fill);
-    if (n < 0 && errno == EINTR) return 1;
-    if (n <= 0) return 0;
-    w->fill += (size_t)n;
-    w->line[w->fill] = '\0';
-    char *start = w->line, *nl;
-    while ((nl = strchr(start, '\n'))) {
-        char c = nl[1];
-        nl[1] = '\0';
-        take_line(w, start);
-        nl[1] = c;
-        start = nl + 1;
-    }
-    w->fill = strlen(start);
-    memmove(w->line, start, w->fill + 1);
-    if (w->fill == sizeof w->line - 1) { /* a line longer than the buffer */
-        take_line(w, w->line);
-        w->fill = 0;
-    }
-    return 1;
 }
 
 /* Watches mpirun until its stderr ends: forwards signals, keeps the
@@ -389,7 +215,8 @@ static void watch_job(struct watch *w, double timeout_s)
             close(w->out_fd);
             w->out_fd = -1;
         }
-        if (r > 0 && p[0].revents && !read_stderr(w)) break;
+        if (r > 0 && p[0].revents && !sb_launch_stderr_read(&w->err, w->err_fd))
+            break;
         if (!w->reaped && waitpid(w->child, &w->status, WNOHANG) == w->child) w->reaped = 1;
         if (w->reaped && r == 0) {
             /* mpirun is gone; a rank it left (killed mpirun) may hold the pipe. */
@@ -400,8 +227,7 @@ static void watch_job(struct watch *w, double timeout_s)
             }
         }
     }
-    if (w->fill) take_line(w, w->line);
-    if (w->in_block) end_block(w);
+    sb_launch_stderr_end(&w->err);
     close(w->err_fd);
     /* What is left of stdout (EOF once every holder has ended). */
     if (w->out_fd >= 0) {
@@ -417,24 +243,24 @@ static int verdict_of_exit(struct watch *w, const char *launcher,
                            const struct sb_watch_plan *plan,
                            const struct sb_output_snapshot *before)
 {
-    int status = w->status, done = w->rp.done_at > 0;
+    int status = w->status, done = w->err.rp.done_at > 0;
     char what[1024];
     if (WIFSIGNALED(status)) {
-        sb_rank_progress_describe(&w->rp, 0, done, what, sizeof what);
+        sb_rank_progress_describe(&w->err.rp, 0, done, what, sizeof what);
         fprintf(stderr, "stratbench: the MPI launcher %s (pid %ld) was killed by signal %d "
                 "(%s); %s; the job was ended\n", launcher, (long)w->child, WTERMSIG(status),
                 sb_signal_name(WTERMSIG(status)), what);
         return 1;
     }
     if (WEXITSTATUS(status) != 0) {
-        sb_rank_progress_describe(&w->rp, 0, done, what, sizeof what);
+        sb_rank_progress_describe(&w->err.rp, 0, done, what, sizeof what);
         fprintf(stderr, "stratbench: the MPI launcher %s exited with status %d before the job "
                 "ended: %s%s\n", launcher, WEXITSTATUS(status), what,
-                w->noise ? " (Open MPI's own messages dropped)" : "");
+                w->err.noise ? " (Open MPI's own messages dropped)" : "");
         return 1;
     }
-    if (w->rp.n_finished < w->np) {
-        sb_rank_progress_describe(&w->rp, 0, done, what, sizeof what);
+    if (w->err.rp.n_finished < w->np) {
+        sb_rank_progress_describe(&w->err.rp, 0, done, what, sizeof what);
         fprintf(stderr, "stratbench: the MPI launcher %s exited with status 0 but %s\n",
                 launcher, what);
         return 1;
@@ -444,7 +270,7 @@ static int verdict_of_exit(struct watch *w, const char *launcher,
                 plan->report);
         return 1;
     }
-    if (w->len) fputs(w->lines, stderr);
+    if (w->err.len) fputs(w->err.lines, stderr);
     return 0;
 }
 
@@ -455,41 +281,41 @@ static int verdict_of_exit(struct watch *w, const char *launcher,
 static int verdict(struct watch *w, const char *launcher, const struct sb_watch_plan *plan,
                    const struct sb_output_snapshot *before)
 {
-    int sig = sb_interrupted(), status = w->status, done = w->rp.done_at > 0;
+    int sig = sb_interrupted(), status = w->status, done = w->err.rp.done_at > 0;
     char what[1024];
     if (sig) {
         fprintf(stderr, "stratbench: interrupted (%s)%s%s\n", sb_signal_name(sig),
-                w->flight[0] ? "; " : "", w->flight);
+                w->err.flight[0] ? "; " : "", w->err.flight);
         return 130;
     }
-    if (w->dead_rank >= 0) {
+    if (w->err.dead_rank >= 0) {
         /* The ranks' own lines (mpirun ended them) would only say that. */
         fprintf(stderr, "stratbench: rank %d (host %s) was killed by signal %d (%s); the job "
-                "was ended\n", w->dead_rank, w->dead_host, w->dead_signal,
-                sb_signal_name(w->dead_signal));
+                "was ended\n", w->err.dead_rank, w->err.dead_host, w->err.dead_signal,
+                sb_signal_name(w->err.dead_signal));
         return 1;
     }
     if (w->missed[0]) {
         fprintf(stderr, "stratbench: %s\n", w->missed);
         return 1;
     }
-    if (w->lost_host[0]) {
+    if (w->err.lost_host[0]) {
         char ranks[512] = "";
-        sb_rank_progress_on_host(&w->rp, w->lost_host, ranks, sizeof ranks);
+        sb_rank_progress_on_host(&w->err.rp, w->err.lost_host, ranks, sizeof ranks);
         fprintf(stderr, "stratbench: the MPI launcher %s lost its daemon on host %s (orted "
                 "killed, or the network to it failed)%s%s; the job was ended\n", launcher,
-                w->lost_host, ranks[0] ? ": " : "", ranks);
+                w->err.lost_host, ranks[0] ? ": " : "", ranks);
         return 1;
     }
-    if (w->mpi_error[0] && !w->len) {
-        sb_rank_progress_describe(&w->rp, 0, done, what, sizeof what);
+    if (w->err.mpi_error[0] && !w->err.len) {
+        sb_rank_progress_describe(&w->err.rp, 0, done, what, sizeof what);
         fprintf(stderr, "stratbench: the MPI launcher %s failed (Open MPI: %s); %s; the job was "
-                "ended\n", launcher, w->mpi_error, what);
+                "ended\n", launcher, w->err.mpi_error, what);
         return 1;
     }
-    if (w->len && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+    if (w->err.len && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
         /* A rank said what failed: its line is the one to read. */
-        fputs(w->lines, stderr);
+        fputs(w->err.lines, stderr);
         return WIFEXITED(status) && WEXITSTATUS(status) ? WEXITSTATUS(status) : 1;
     }
     return verdict_of_exit(w, launcher, plan, before);
@@ -507,16 +333,16 @@ sb_status sb_launch_watch(char **args, const struct sb_watch_plan *plan, int *ex
     sb_interrupt_install();
     struct watch *w = calloc(1, sizeof *w);
     if (!w) return sb_error(SB_ERR_NOMEM, "launch: out of memory");
-    w->dead_rank = -1;
     sb_status st = start_child(args, err_pipe, out_pipe, w);
     if (st) {
         free(w);
         return st;
     }
     w->np = plan->np > 0 ? plan->np : 1;
-    if (sb_rank_progress_init(&w->rp, w->np) != SB_OK) {
+    if (sb_launch_stderr_init(&w->err, w->np) != SB_OK) {
         sb_launch_end_job(w->child);
         waitpid(w->child, NULL, 0);
+        sb_launch_stderr_free(&w->err);
         free(w);
         return sb_error(SB_ERR_NOMEM, "launch: out of memory");
     }
@@ -535,9 +361,7 @@ sb_status sb_launch_watch(char **args, const struct sb_watch_plan *plan, int *ex
                 plan->report);
         *exit_code = 1;
     }
-    free(w->lines);
-    free(w->block);
-    sb_rank_progress_free(&w->rp);
+    sb_launch_stderr_free(&w->err);
     free(w);
     return SB_OK;
 }

@@ -39,7 +39,7 @@
  * "mpirun detected that one or more processes exited with non-zero status"),
  * the control lines, and Open MPI's internal messages of the form
  * "[host:pid] ..." (ORTE_ERROR_LOG, PMIx errors, backtraces of its own
- * processes), which stratbench's one line replaces.
+ * processes), which stratbench's one line replaces (job/launch_stderr.h).
  * stdout is not touched (epoch lines arrive as the ranks write them). */
 #ifndef SB_LAUNCH_WATCH_H
 #define SB_LAUNCH_WATCH_H

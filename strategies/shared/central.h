@@ -50,7 +50,7 @@ double sb_central_cost_s(const struct sb_link *l, int n_workers, int k_servers, 
 
 struct central {
     struct sb_replica *replica; /* full model, no optimizer (servers own it) */
-    struct sb_comm *comm;       /* the whole world */
+    struct sb_comm *comm;       /* the whole world (servers and workers; no grid: central.c) */
     int n_servers;              /* server ranks 0..n_servers-1 (>= 1) */
     int first_worker;           /* world rank of worker 0 (= --servers) */
     int n_workers;

@@ -1,8 +1,9 @@
 /* Data-parallel synchronisation by all-reduce, as a piece (ddp's, and that
  * of any strategy that replicates a model or a model part over a dp
  * communicator): the gradients of a range of a model's flat buffer are
- * summed over the ranks of a communicator the caller chooses (the world,
- * or one dp group of a process grid), in buckets (strategies/shared/
+ * summed over the ranks of a communicator the caller chooses (the dp
+ * communicator of a process grid, comm/grid.h: ddp's 1-deep grid adopts
+ * the world; pipeline's and tensor's are one dp group), in buckets (strategies/shared/
  * buckets.h) started as backward makes them ready (overlap), or through
  * the compression and local SGD hook (strategies/shared/grad_sync.h).
  *

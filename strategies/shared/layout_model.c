@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "strategies/shared/pipeline_plan.h"
 #include "strategies/shared/schedule_formula.h"
 #include "strategies/strategy.h"
 
@@ -186,6 +187,34 @@ static sb_status dp_sync(const struct sb_layout *l, const struct sb_layout_input
     return SB_OK;
 }
 
+/* Stage s's activation and point-to-point buffer bytes as the pipeline
+ * allocates them (layout_model.h), into *act and *comm: each chunk's
+ * part_size with its slots in schedule sc, b samples per micro-batch.
+ * Returns 0 (and leaves them) when the workload states no part sizes. */
+static int stage_buffers(const struct sb_layout *l, const struct sb_layout_inputs *in,
+                         const struct sb_pp_schedule *sc, int s, double b, double *act,
+                         double *comm)
+{
+    if (!in->workload || !in->workload->part_size || !in->model_cfg || !sc->actions) return 0;
+    int slots[64];
+    if (l->chunks > 64) return 0;
+    sb_pp_chunk_slots(sc, s, slots);
+    double a = 0, c = 0;
+    for (int k = 0; k < l->chunks; k++) {
+        int v = k * l->pp + s, first, count;
+        cut(in->n_layers, l->pp * l->chunks, v, &first, &count);
+        struct sb_part part = {first, count, 0, l->tp, slots[k], 0, l->schedule == SB_PP_ZBH1};
+        struct sb_model_size z = in->workload->part_size(in->model_cfg, (int)b, &part);
+        if (!(z.activation_bytes > 0)) return 0;
+        a += z.activation_bytes;
+        if (v > 0) c += (slots[k] + l->microbatches) * b * in->layers[first].in_floats;
+        if (v < l->pp * l->chunks - 1) c += b * in->layers[first + count - 1].out_floats;
+    }
+    *act = a;
+    *comm = 4.0 * c;
+    return 1;
+}
+
 /* Layer count of stage s (all chunks). */
 static double one(const struct sb_layout_inputs *in, int i, int tp)
 {
@@ -218,6 +247,9 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
     double worst_f = 0, worst_b = 0, worst_compute = 0, worst_mem = 0, worst_state = 0, worst_act = 0;
     double worst_opt = 0, worst_dp = 0, worst_exposed = 0, worst_tp = 0, worst_pp = 0;
     double tp_bytes = 0, pp_bytes = 0, dp_bytes = 0;
+    struct sb_pp_schedule sched = {0};
+    if (l->pp > 1 && in->workload && sb_pp_schedule_build(&shape, &sched) != SB_OK)
+        sb_pp_schedule_free(&sched); /* the scaled estimate then */
     for (int s = 0; s < l->pp; s++) {
         double share = flops > 0 ? stage_sum(l, in, s, layer_flops, l->tp) / flops : 1.0 / l->pp;
         double t_f = in->forward_s_per_sample * b * share;
@@ -262,8 +294,12 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
         /* the stage's parameters and the dp sync of them */
         double stage_params = stage_sum(l, in, s, layer_params, l->tp);
         double dp_comm = 0, dp_exposed = 0;
-        SB_TRY(dp_sync(l, in, dp_link, 4.0 * stage_params, 4.0 * params, t_b,
-                       (int)stage_sum(l, in, s, one, 1), &dp_comm, &dp_exposed));
+        sb_status st = dp_sync(l, in, dp_link, 4.0 * stage_params, 4.0 * params, t_b,
+                               (int)stage_sum(l, in, s, one, 1), &dp_comm, &dp_exposed);
+        if (st) {
+            sb_pp_schedule_free(&sched);
+            return st;
+        }
         double updated = l->zero_stage > 0 ? stage_params / l->dp : stage_params;
         double opt = in->optimizer_s_per_param * updated;
         /* memory: the ZeRO accounting of the part + the live activation slots */
@@ -277,7 +313,13 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
         double slot_share = act > 0 ? stage_sum(l, in, s, layer_act, l->tp) / act / l->chunks : 0;
         double slot_bytes = act_per_sample * b * slot_share;
         int slots = l->pp > 1 ? sb_pp_live_activations(&shape, s) : 1;
-        double act_bytes = slots * slot_bytes;
+        double act_bytes = slots * slot_bytes, p2p_bytes = 0;
+        if (l->pp > 1 && stage_buffers(l, in, &sched, s, b, &act_bytes, &p2p_bytes)) {
+            /* zero stage 1 keeps its gradient shard beside (zero_sync: the
+             * ledger's communication buffer, as zero's) */
+            if (l->zero_stage == 1 && l->dp > 1) p2p_bytes += 4.0 * stage_params / l->dp;
+            act_bytes += p2p_bytes; /* memory counts them with the activations */
+        }
         if (t_f > worst_f) worst_f = t_f;
         if (t_b > worst_b) worst_b = t_b;
         if (state + act_bytes > worst_mem) {
@@ -294,6 +336,7 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
         if (pp_b > pp_bytes) pp_bytes = pp_b;
         if (l->dp > 1 && 4.0 * stage_params > dp_bytes) dp_bytes = 4.0 * stage_params;
     }
+    sb_pp_schedule_free(&sched);
     /* zb-h1 splits backward into its input-gradient half B and its
      * weight-gradient half W, taken as equal (Qi et al. 2024's t_b = t_w). */
     struct sb_pp_stage_times t = {worst_f, worst_b, 0.0};

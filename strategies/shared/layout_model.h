@@ -27,7 +27,14 @@
  * activation slots of the schedule (sb_pp_live_activations) times one
  * slot's activation bytes (the measured run's activations scaled by the
  * micro-batch's samples and the stage's share of the activation floats,
- * tp-split outputs divided by tp).
+ * tp-split outputs divided by tp). With a pipeline and a workload that
+ * states its parts' sizes (inputs.workload), each chunk's activations are
+ * its part_size for its schedule's slots (sb_pp_chunk_slots) of mb samples,
+ * and the point-to-point buffers are added as the pipeline allocates them:
+ * (slots + m) received activations and gradients of mb x the chunk's input
+ * floats, one output gradient of mb x its output floats, and with zero
+ * stage 1 the gradient shard, 4 Ψ_s / dp bytes (the ledger's
+ * comm_buffer_bytes).
  * A dp-only layout of the measured replica count (tp = pp = m = 1) is
  * exactly the ddp or zero row `stratbench predict` gives (the unit tests). */
 #ifndef SB_LAYOUT_MODEL_H
@@ -75,6 +82,13 @@ struct sb_layout_inputs {
      * [0] for zero stage 0 (ddp), [1] for stages 1-3 (zero); resolved by the
      * caller (the command line knows the names). */
     const struct sb_strategy_ops *dp_sync[2];
+    /* Optional (NULL: the scaled estimate above): the workload and a
+     * configuration of its model (the report's: the mlp's hidden widths),
+     * whose part_size op gives a pipeline stage's activation bytes exactly
+     * as the pipeline allocates them (each chunk its tp shard of its layers,
+     * its schedule's slots of mb samples). */
+    const struct sb_workload_ops *workload;
+    const struct sb_config *model_cfg;
 };
 
 /* The prediction of one layout. Times in seconds per step, bytes per rank

@@ -89,7 +89,54 @@ sb_status sb_pp_split_waits(struct pipeline *p, struct sb_step_result *out)
     return SB_OK;
 }
 
-/* Runs one compute action a on chunk c: its forward or backward. */
+/* Seconds of collectives on the tp communicator so far (its counters; 0
+ * without tensor parallelism). */
+static double tp_seconds(const struct pipeline *p)
+{
+    if (p->T <= 1) return 0.0;
+    const struct sb_comm_counter *c = p->grid->tp_comm->counters;
+    return c[SB_COMM_ALLREDUCE].seconds + c[SB_COMM_ALLGATHER].seconds +
+           c[SB_COMM_REDUCE_SCATTER].seconds;
+}
+
+/* Runs one compute action a on chunk c: its forward, backward, or zb-h1's
+ * B or W (the tp collectives inside them, with --tp, timed as the comm
+ * phase; W has none). */
+
+/* Returns slot to chunk c's free list: its micro-batch is done. */
+static void release_slot(struct pipeline *p, struct chunk *c, int slot)
+{
+    c->free_slot[c->n_free++] = slot;
+    sb_pp_stats_live(&p->stats, -1);
+    c->live--;
+}
+
+/* zb-h1's W of micro-batch a->microbatch in slot: its weight gradients,
+ * accumulated in the order the W's run (micro-batch order, as single's),
+ * the dp sync's ready callback on the step's last; then the slot (its
+ * activations and B's kept gradients) is free. Timed as backward, and as
+ * the weight half in the stage's stats. */
+static sb_status weight_half(struct sb_strategy *s, struct pipeline *p, struct chunk *c,
+                             int slot, const struct sb_pp_action *a, struct sb_step_result *out)
+{
+    struct sb_model *m = c->r->model;
+    int final = c->weights == p->M - 1;
+    double t0 = sb_now_s();
+    sb_nvtx_push(sb_pp_action_label(a, p->V), SB_NVTX_BACKWARD, (uint64_t)a->microbatch);
+    sb_status st = m->ops->backward_weight_part(m, slot, c->weights > 0,
+                                                final && c->sync ? sb_dp_sync_ready_fn(c->sync)
+                                                                 : NULL,
+                                                c->sync);
+    if (!st) st = s->env->be->check();
+    sb_nvtx_pop();
+    double dt = sb_now_s() - t0;
+    out->phase_ms[SB_PHASE_BACKWARD] += 1e3 * dt;
+    sb_pp_stats_add(&p->stats, SB_PP_STAT_WEIGHT, dt);
+    c->weights++;
+    release_slot(p, c, slot);
+    return st;
+}
+
 static sb_status compute(struct sb_strategy *s, struct pipeline *p, const struct sb_pp_action *a,
                          const int32_t *mine, struct sb_step_result *out)
 {
@@ -102,35 +149,41 @@ static sb_status compute(struct sb_strategy *s, struct pipeline *p, const struct
                                                         p->mb, out));
         const float *in = c->first ? c->r->slot[slot].x
                                    : c->act_in + (size_t)slot * p->mb * c->in_floats;
-        double t0 = sb_now_s();
+        double t0 = sb_now_s(), tp0 = tp_seconds(p);
         sb_nvtx_push(sb_pp_action_label(a, p->V), SB_NVTX_FORWARD, (uint64_t)k);
         sb_status st = m->ops->forward_part(m, slot, in, c->r->slot[slot].y, p->mb,
                                             1.0f / (float)sb_config_global_batch(s->env->cfg),
-                                            c->r->loss_acc);
+                                            p->tp_rank == 0 ? c->r->loss_acc
+                                                            : p->loss_scratch);
+        if (!st && p->T > 1) st = sb_tp_ops_take_error(&p->tp);
         if (!st) st = s->env->be->check();
         sb_nvtx_pop();
-        double dt = sb_now_s() - t0;
+        double tp = tp_seconds(p) - tp0, dt = sb_now_s() - t0 - tp;
         out->phase_ms[SB_PHASE_FORWARD] += 1e3 * dt;
+        out->phase_ms[SB_PHASE_COMM] += 1e3 * tp;
         sb_pp_stats_add(&p->stats, SB_PP_STAT_FORWARD, dt);
-        if (c->last) out->samples += p->mb;
+        if (c->last && p->tp_rank == 0) out->samples += p->mb; /* a tp group's once */
         return st;
     }
+    if (a->op == SB_PP_BACKWARD_WEIGHT) return weight_half(s, p, c, slot, a, out);
     float *din = c->first ? NULL : c->grad_in + (size_t)k * p->mb * c->in_floats;
-    int final = c->backwards == p->M - 1;
-    double t0 = sb_now_s();
+    int final = c->backwards == p->M - 1, split = a->op == SB_PP_BACKWARD_INPUT;
+    double t0 = sb_now_s(), tp0 = tp_seconds(p);
     sb_nvtx_push(sb_pp_action_label(a, p->V), SB_NVTX_BACKWARD, (uint64_t)k);
-    sb_status st = m->ops->backward_part(m, slot, c->last ? NULL : c->grad_out, din,
-                                         c->backwards > 0,
-                                         final && c->sync ? sb_dp_sync_ready_fn(c->sync) : NULL,
-                                         c->sync);
+    const float *dout = c->last ? NULL : c->grad_out;
+    sb_status st = split ? m->ops->backward_input_part(m, slot, dout, din)
+                         : m->ops->backward_part(m, slot, dout, din, c->backwards > 0,
+                                                 final && c->sync ? sb_dp_sync_ready_fn(c->sync)
+                                                                  : NULL,
+                                                 c->sync);
+    if (!st && p->T > 1) st = sb_tp_ops_take_error(&p->tp);
     sb_nvtx_pop();
-    double dt = sb_now_s() - t0;
+    double tp = tp_seconds(p) - tp0, dt = sb_now_s() - t0 - tp;
     out->phase_ms[SB_PHASE_BACKWARD] += 1e3 * dt;
+    out->phase_ms[SB_PHASE_COMM] += 1e3 * tp;
     sb_pp_stats_add(&p->stats, SB_PP_STAT_BACKWARD, dt);
     c->backwards++;
-    c->free_slot[c->n_free++] = slot; /* its activations are spent */
-    sb_pp_stats_live(&p->stats, -1);
-    c->live--;
+    if (!split) release_slot(p, c, slot); /* its activations are spent */
     return st;
 }
 
@@ -145,6 +198,8 @@ sb_status sb_pp_run_action(struct sb_strategy *s, struct pipeline *p,
     switch (a->op) {
     case SB_PP_FORWARD:
     case SB_PP_BACKWARD:
+    case SB_PP_BACKWARD_INPUT:
+    case SB_PP_BACKWARD_WEIGHT:
         return compute(s, p, a, mine, out);
     case SB_PP_RECV_ACT:
         SB_TRY(take_slot(p, c, a->microbatch, &slot));

@@ -16,12 +16,15 @@
 #include "strategies/shared/pipeline_stats.h"
 #include "strategies/shared/replica.h"
 #include "strategies/shared/schedule.h"
+#include "strategies/shared/tp_ops.h"
+#include "strategies/shared/zero_sync.h"
 #include "strategies/strategy.h"
 
 /* One model chunk of this rank: virtual stage `vstage` of the pipeline. */
 struct chunk {
     struct sb_replica *r; /* the part (its layers), its optimizer, batch slots */
     struct sb_dp_sync *sync; /* its gradients over the dp communicator (D > 1) */
+    struct sb_zero_sync *zsync; /* instead, --zero-stage 1: ZeRO stage 1 over dp (D > 1) */
     int vstage, first_layer, n_layers;
     size_t in_floats, out_floats; /* per sample at its input and output */
     int first, last;              /* holds the model's first / last layer */
@@ -32,7 +35,8 @@ struct chunk {
                       * so that no backward waits for an earlier send to be received */
     float *grad_out; /* (mb, out_floats) the received output gradient */
     struct sb_comm_request *send_act, *send_grad; /* (slots), (M): sends in flight */
-    int backwards;   /* backwards of this step so far */
+    int backwards;   /* backwards (zb-h1: input halves B) of this step so far */
+    int weights;     /* zb-h1's weight halves W of this step so far */
     int live, peak;  /* slots holding a micro-batch now, and the step's most */
     double per_slot, scratch; /* the workload's activation bytes per slot and besides */
 };
@@ -49,6 +53,16 @@ struct pipeline {
     size_t whole_n_params;
     struct sb_pp_waits waits; /* each receive's wait, split at its sender's post */
     double comm_bytes; /* the receive and send buffers of every chunk */
+    /* --tp T: every chunk is tp rank tp_rank's shard of its layers, its
+     * hook (Megatron-LM's f and g) summing over grid->tp_comm; the tp ranks
+     * of the last stage compute the same loss, tp rank 0's counts
+     * (loss_scratch takes the others'). T = 1: whole layers, no hook. */
+    int T, tp_rank;
+    int zero_stage; /* 0: dp_sync's all-reduce; 1: zero_sync's stage 1 */
+    struct sb_tp_ops tp;
+    double *loss_scratch;
+    struct sb_comm *gather_world; /* T > 1: the world again, uncounted: the gather */
+    struct sb_model *chunk_whole; /* T > 1: the whole model's tables (1 sample), every rank */
 };
 
 /* Completes a send in flight, if req holds one. */
@@ -62,8 +76,12 @@ sb_status sb_pp_finish_send(struct sb_comm *comm, struct sb_comm_request *req);
 sb_status sb_pp_split_waits(struct pipeline *p, struct sb_step_result *out);
 
 /* Runs action a of this rank's list (mine: this dp replica's batch of
- * sample indices). Errors: SB_ERR_INTERNAL for an action not run here
- * (zb-h1's split backward) or more micro-batches in flight than slots;
+ * sample indices). zb-h1's B runs the workload's backward_input_part and
+ * sends its input gradient; its W runs backward_weight_part (accumulating
+ * in the order the W's run: micro-batch order) and frees the slot, which
+ * holds its activations and B's kept gradients until then. Errors:
+ * SB_ERR_INTERNAL for an action not run here or more micro-batches in
+ * flight than slots;
  * the communicator's and the workload's errors. */
 sb_status sb_pp_run_action(struct sb_strategy *s, struct pipeline *p,
                            const struct sb_pp_action *a, const int32_t *mine,

@@ -47,7 +47,7 @@ void sb_pp_chunk_slots(const struct sb_pp_schedule *sc, int rank, int *slots)
         int c = a[i].chunk;
         if (c < 0 || c >= SB_DETAIL_VALUES_MAX) continue;
         if (a[i].op == SB_PP_FORWARD && ++now[c] > slots[c]) slots[c] = now[c];
-        if (a[i].op == SB_PP_BACKWARD) now[c]--;
+        if (a[i].op == SB_PP_BACKWARD || a[i].op == SB_PP_BACKWARD_WEIGHT) now[c]--;
     }
 }
 
@@ -93,13 +93,13 @@ sb_status sb_pp_check_message_order(const struct sb_pp_schedule *sc)
 const char *sb_pp_action_label(const struct sb_pp_action *a, int chunks)
 {
     enum { MB = 256, CH = 8 };
-    static char names[2][MB][CH][16];
-    int bwd = a->op != SB_PP_FORWARD;
-    if (a->microbatch >= MB || a->chunk >= CH) return bwd ? "backward" : "forward";
-    char *nm = names[bwd][a->microbatch][a->chunk];
+    static char names[3][MB][CH][16];
+    int kind = a->op == SB_PP_FORWARD ? 0 : a->op == SB_PP_BACKWARD_WEIGHT ? 2 : 1;
+    if (a->microbatch >= MB || a->chunk >= CH) return kind ? "backward" : "forward";
+    char *nm = names[kind][a->microbatch][a->chunk];
     if (!nm[0]) {
-        if (chunks > 1) snprintf(nm, 16, "%c%d%c", bwd ? 'B' : 'F', a->microbatch, 'a' + a->chunk);
-        else snprintf(nm, 16, "%c%d", bwd ? 'B' : 'F', a->microbatch);
+        if (chunks > 1) snprintf(nm, 16, "%c%d%c", "FBW"[kind], a->microbatch, 'a' + a->chunk);
+        else snprintf(nm, 16, "%c%d", "FBW"[kind], a->microbatch);
     }
     return nm;
 }

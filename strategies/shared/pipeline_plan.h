@@ -26,7 +26,7 @@ void sb_pp_chunk_slots(const struct sb_pp_schedule *sc, int rank, int *slots);
  * order. Errors: SB_ERR_INTERNAL naming the rank and message; SB_ERR_NOMEM. */
 sb_status sb_pp_check_message_order(const struct sb_pp_schedule *sc);
 
-/* The NVTX and trace name of compute action a ("F3", "B3"; with chunks > 1
+/* The NVTX and trace name of compute action a ("F3", "B3", zb-h1's W "W3"; with chunks > 1
  * "F3a", "B3b": the chunk as a letter); a string that lives as long as the
  * run ("forward"/"backward" beyond 256 micro-batches or 8 chunks). Not
  * thread-safe on first use of a name. */

@@ -99,6 +99,10 @@ void sb_pp_stats_describe(const struct sb_pp_stats *st, const struct sb_pp_sched
         for (int r = 0; r < P; r++) x[r] = 1e3 * v[k][r];
         sb_details_add(det, ms_keys[k], 1, x, P);
     }
+    if (st->shape.kind == SB_PP_ZBH1) { /* stage_backward_ms is then B's */
+        for (int r = 0; r < P; r++) x[r] = 1e3 * v[SB_PP_STAT_WEIGHT][r];
+        sb_details_add(det, "stage_weight_ms", 1, x, P);
+    }
     sb_details_add(det, "stage_live_activations", 1, v[SB_PP_STAT_PEAK], P);
     for (int r = 0; r < P; r++) x[r] = sb_pp_live_activations(&st->shape, r);
     sb_details_add(det, "stage_live_activations_formula", 1, x, P);
@@ -107,32 +111,36 @@ void sb_pp_stats_describe(const struct sb_pp_stats *st, const struct sb_pp_sched
     sb_details_add(det, "stage_p2p_bytes", 1, v[SB_PP_STAT_BYTES], P);
     for (int r = 0; r < P; r++) x[r] = bytes_formula(st, r);
     sb_details_add(det, "stage_p2p_bytes_formula", 1, x, P);
-    double f = 0, b = 0, bub = 0;
+    double f = 0, b = 0, w = 0, bub = 0;
     for (int r = 0; r < P; r++) {
         x[r] = v[SB_PP_STAT_STEP][r] > 0 ? v[SB_PP_STAT_BUBBLE][r] / v[SB_PP_STAT_STEP][r] : 0;
         f += v[SB_PP_STAT_FORWARD][r] / P;
         b += v[SB_PP_STAT_BACKWARD][r] / P;
+        w += v[SB_PP_STAT_WEIGHT][r] / P;
         bub += v[SB_PP_STAT_BUBBLE][r] / P;
     }
     sb_details_add(det, "stage_bubble_fraction", 1, x, P);
     /* The formula with the run's own mean times per micro-batch (a stage's
-     * forward of all its chunks over M). */
-    struct sb_pp_stage_times t = {f / M, b / M, 0};
+     * forward of all its chunks over M; zb-h1: B and W apart, w 0 for the
+     * others). */
+    struct sb_pp_stage_times t = {f / M, b / M, w / M};
     double frac = sb_pp_bubble_fraction_of_step(&st->shape, &t);
     double over = sb_pp_bubble_over_ideal(&st->shape, &t);
-    double meas = f + b > 0 ? bub / (f + b) : 0;
+    double meas = f + b + w > 0 ? bub / (f + b + w) : 0;
     sb_details_add(det, "bubble_fraction_formula", 0, &frac, 1);
     sb_details_add(det, "bubble_over_ideal_formula", 0, &over, 1);
     sb_details_add(det, "bubble_over_ideal_measured", 0, &meas, 1);
     /* Each stage's own times (per chunk) in the simulation. */
-    double fs[SB_DETAIL_VALUES_MAX], bs[SB_DETAIL_VALUES_MAX], p2p[SB_DETAIL_VALUES_MAX];
+    double fs[SB_DETAIL_VALUES_MAX], bs[SB_DETAIL_VALUES_MAX], ws[SB_DETAIL_VALUES_MAX];
+    double p2p[SB_DETAIL_VALUES_MAX];
     int per = M * st->shape.chunks;
     for (int r = 0; r < P; r++) {
         fs[r] = v[SB_PP_STAT_FORWARD][r] / per;
         bs[r] = v[SB_PP_STAT_BACKWARD][r] / per;
+        ws[r] = v[SB_PP_STAT_WEIGHT][r] / per;
         p2p[r] = 0;
     }
-    struct sb_pp_times times = {fs, bs, NULL, NULL, p2p};
+    struct sb_pp_times times = {fs, bs, bs, ws, p2p};
     struct sb_pp_timeline tl;
     if (sb_pp_simulate(sched, &times, &tl) == SB_OK) {
         for (int r = 0; r < P; r++) x[r] = 1e3 * tl.bubble_s[r];
@@ -145,23 +153,24 @@ void sb_pp_stats_print(const struct sb_pp_stats *st, FILE *out)
 {
     int P = st->shape.stages, K = SB_PP_STAT_COUNT, M = st->shape.microbatches;
     if (st->steps < 1) return;
-    double f = 0, b = 0, bub = 0, step = 0, lo = 1, hi = 0;
+    double f = 0, b = 0, w = 0, bub = 0, step = 0, lo = 1, hi = 0;
     for (int r = 0; r < P; r++) {
         const double *v = st->sum + (size_t)r * K;
         f += v[SB_PP_STAT_FORWARD] / P;
         b += v[SB_PP_STAT_BACKWARD] / P;
+        w += v[SB_PP_STAT_WEIGHT] / P;
         bub += v[SB_PP_STAT_BUBBLE] / P;
         step += v[SB_PP_STAT_STEP] / P;
         double frac = v[SB_PP_STAT_STEP] > 0 ? v[SB_PP_STAT_BUBBLE] / v[SB_PP_STAT_STEP] : 0;
         if (frac < lo) lo = frac;
         if (frac > hi) hi = frac;
     }
-    struct sb_pp_stage_times t = {f / st->steps / M, b / st->steps / M, 0};
+    struct sb_pp_stage_times t = {f / st->steps / M, b / st->steps / M, w / st->steps / M};
     fprintf(out, "pipeline %s: bubble %.1f%% of the step measured (stages %.1f%% .. %.1f%%), "
             "formula %.1f%% with the run's times; bubble/ideal %.2f formula, %.2f measured\n",
             sb_pp_kind_name(st->shape.kind), step > 0 ? 100.0 * bub / step : 0.0, 100.0 * lo,
             100.0 * hi, 100.0 * sb_pp_bubble_fraction_of_step(&st->shape, &t),
-            sb_pp_bubble_over_ideal(&st->shape, &t), f + b > 0 ? bub / (f + b) : 0.0);
+            sb_pp_bubble_over_ideal(&st->shape, &t), f + b + w > 0 ? bub / (f + b + w) : 0.0);
     fflush(out);
 }
 

@@ -26,6 +26,8 @@ enum sb_pp_stat {
     SB_PP_STAT_ACT_LEDGER, /* activation bytes the ledger holds (the workload's, allocated) */
     SB_PP_STAT_ACT_SLOTS,  /* activation bytes by the slots counted alive (the strategy's
                             * formula: scratch + peak x bytes per slot) */
+    SB_PP_STAT_WEIGHT,     /* seconds in backward_weight_part (zb-h1's W; BACKWARD is then
+                            * its B, backward_input_part) */
     SB_PP_STAT_COUNT
 };
 
@@ -83,7 +85,9 @@ void sb_pp_stats_reset(struct sb_pp_stats *st);
  * bubble_over_ideal_formula, bubble_over_ideal_measured (the stages' mean
  * bubble over their mean forward + backward), and
  * stage_bubble_simulated_ms (sb_pp_simulate with each stage's own
- * measured times, no transfer time). Nothing without measured steps. */
+ * measured times, no transfer time). zb-h1 also stage_weight_ms (its W;
+ * stage_backward_ms is then its B), and its formulas take the run's own
+ * forward, B and W. Nothing without measured steps. */
 void sb_pp_stats_describe(const struct sb_pp_stats *st, const struct sb_pp_schedule *sched,
                           struct sb_strategy_details *det);
 

@@ -23,11 +23,12 @@
  * from device memory that the graph's first kernel reads and advances, so
  * each replay trains on the next batch.
  *
- * The passes are not split here yet: this path runs data, forward and
- * backward fused (sb_replica_gradients), with one slot. Splitting it means
- * one mark pair per pass and slot and a capture that spans a schedule's
- * passes; until then sb_replica_data, _forward and _backward refuse the
- * device path (replica.c). */
+ * The passes are functions here (enqueue_data, _forward, _backward) but
+ * run only fused (sb_replica_gradients), with one slot. Offering them as
+ * the path's ops means one mark pair per pass and slot, a batch position
+ * per micro-batch and a capture that spans a schedule's passes; until then
+ * sb_replica_data, _forward and _backward refuse the device path
+ * (replica.c). */
 #ifdef SB_HAVE_CUDA
 
 #include <stdlib.h>
@@ -219,41 +220,75 @@ static sb_status add_previous_phases(struct sb_replica *r, struct sb_step_result
     return SB_OK;
 }
 
-/* Enqueues (or, while capturing, records) the data, forward and backward
- * of one step, then reads the previous step's phases unless capturing. */
-static sb_status enqueue_gradients(struct sb_replica *r, int n, int global_batch,
-                                   sb_grad_ready_fn ready, void *ctx,
-                                   struct sb_step_result *res)
+/* The passes of a device step, each enqueued (or, while capturing,
+ * recorded) on the replica's stream between its two timer marks and inside
+ * its NVTX range, on slot sl: enqueue_gradients runs the three in a row.
+ * They are not the path's data/forward/backward ops yet (replica_path.h:
+ * NULL here): the timer has one mark per phase of a step, which a second
+ * slot's pass would overwrite; the data pass takes the step's whole slice
+ * of the epoch's permutation (*d->pos advances by the global batch); and
+ * --cuda-graph captures from the data pass to the optimizer of one step
+ * (docs/design.md, "Replica passes"). */
+
+/* Data: the step's batch indices taken on the device, the images gathered,
+ * normalised and (16-bit precision) rounded into sl. */
+static sb_status enqueue_data(struct sb_replica *r, struct sb_replica_slot *sl, int n,
+                              int global_batch)
 {
     const struct sb_backend_ops *be = r->env->be;
     const struct sb_split *sp = &r->env->data->train;
     struct sb_replica_device *d = r->dev;
-    struct sb_model *m = r->model;
     sb_nvtx_push_phase("data", SB_NVTX_DATA);
     sb_status st = mark(d, MARK_START);
     if (!st) {
         sb_cuda_take_batch(d->idx, d->perm, d->pos, n, global_batch);
-        be->gather(r->slot[0].x, r->slot[0].y, d->train_pixels, d->train_labels, d->idx,
+        be->gather(sl->x, sl->y, d->train_pixels, d->train_labels, d->idx,
                    n, sp->rows * sp->cols);
-        sb_precision_round(r->env->cfg, be, r->slot[0].x, (size_t)n * sp->rows * sp->cols);
+        sb_precision_round(r->env->cfg, be, sl->x, (size_t)n * sp->rows * sp->cols);
         st = mark(d, MARK_DATA_END);
     }
     sb_nvtx_pop();
-    if (st) return st;
+    return st;
+}
 
+/* Forward of sl's batch, its loss added to r->loss_acc on the device. */
+static sb_status enqueue_forward(struct sb_replica *r, struct sb_replica_slot *sl, int n,
+                                 int global_batch)
+{
+    const struct sb_backend_ops *be = r->env->be;
+    struct sb_model *m = r->model;
     sb_nvtx_push_phase("forward", SB_NVTX_FORWARD);
-    st = m->ops->forward(m, r->slot[0].x, r->slot[0].y, n,
-                         sb_loss_scaler_factor(&r->scaler) / (float)global_batch, r->loss_acc);
+    sb_status st = m->ops->forward(m, sl->x, sl->y, n,
+                                   sb_loss_scaler_factor(&r->scaler) / (float)global_batch,
+                                   r->loss_acc);
     if (!st) st = be->check();
-    if (!st) st = mark(d, MARK_FORWARD_END);
+    if (!st) st = mark(r->dev, MARK_FORWARD_END);
     sb_nvtx_pop();
-    if (st) return st;
+    return st;
+}
 
+/* Backward of the last forward (the whole model keeps one batch's
+ * activations), `ready` called as layers finish. */
+static sb_status enqueue_backward(struct sb_replica *r, sb_grad_ready_fn ready, void *ctx)
+{
+    struct sb_model *m = r->model;
     sb_nvtx_push_phase("backward", SB_NVTX_BACKWARD);
-    st = m->ops->backward(m, ready, ctx);
-    if (!st) st = mark(d, MARK_BACKWARD_END);
+    sb_status st = m->ops->backward(m, ready, ctx);
+    if (!st) st = mark(r->dev, MARK_BACKWARD_END);
     sb_nvtx_pop();
-    if (st || sb_cuda_step_graph_capturing(d->graph)) return st;
+    return st;
+}
+
+/* The data, forward and backward of one step on slot 0 (the fused step),
+ * then the previous step's phases unless capturing. */
+static sb_status enqueue_gradients(struct sb_replica *r, int n, int global_batch,
+                                   sb_grad_ready_fn ready, void *ctx,
+                                   struct sb_step_result *res)
+{
+    SB_TRY(enqueue_data(r, &r->slot[0], n, global_batch));
+    SB_TRY(enqueue_forward(r, &r->slot[0], n, global_batch));
+    sb_status st = enqueue_backward(r, ready, ctx);
+    if (st || sb_cuda_step_graph_capturing(r->dev->graph)) return st;
     return add_previous_phases(r, res);
 }
 

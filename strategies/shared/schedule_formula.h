@@ -54,7 +54,8 @@ double sb_pp_bubble_over_ideal(const struct sb_pp_shape *s, const struct sb_pp_s
  *                 warm-up count, section 2.2, as Megatron-LM runs it)
  *   zb-h1:        min(p, m) on every stage  (Qi et al. 2024, section 2.1: W on
  *                 stage i runs i micro-batches late, so all hold 1f1b's first
- *                 stage's count)
+ *                 stage's count); a slot lives to W, and with part.split_backward
+ *                 its bytes include what B keeps for W (workload.h)
  * Returns -1 for a rank outside [0, p). */
 int sb_pp_live_activations(const struct sb_pp_shape *s, int rank);
 

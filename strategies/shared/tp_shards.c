@@ -21,6 +21,24 @@ sb_status sb_tp_shard_match(const struct sb_model *shard, const struct sb_model 
     return SB_OK;
 }
 
+sb_status sb_tp_shard_check_even(const struct sb_model *shard, const struct sb_model *whole,
+                                 int T, int *n_split)
+{
+    for (int i = 0; i < shard->n_tensors; i++) {
+        const struct sb_tensor_desc *t = &shard->tensors[i], *e = NULL;
+        for (int j = 0; j < whole->n_tensors && !e; j++)
+            if (strcmp(whole->tensors[j].name, t->name) == 0) e = &whole->tensors[j];
+        if (t->tp_split != SB_TP_REPLICATED) (*n_split)++;
+        int even = e && (t->tp_split == SB_TP_REPLICATED ? t->count == e->count
+                                                         : t->count * (size_t)T == e->count);
+        if (!even)
+            return sb_error(SB_ERR_USAGE, "--tp: %d does not divide the split dimension of %s "
+                            "(%zu floats: the hidden width or the heads)", T, t->name,
+                            e ? e->count : 0);
+    }
+    return SB_OK;
+}
+
 void sb_tp_shard_place(const struct sb_model *shard, const struct sb_model *whole,
                        const int *whole_tensor, int tp_rank, const float *mine, float *out)
 {

@@ -19,6 +19,12 @@
 sb_status sb_tp_shard_match(const struct sb_model *shard, const struct sb_model *whole,
                             int *whole_tensor);
 
+/* Checks that tp shard `shard` (a part built with tp_size T) holds exactly
+ * 1/T of each split tensor of `whole` (matched by name) and all of each
+ * replicated one, and adds its split tensors to *n_split. Errors:
+ * SB_ERR_USAGE naming --tp and the tensor that does not divide evenly. */
+sb_status sb_tp_shard_check_even(const struct sb_model *shard, const struct sb_model *whole,
+                                 int T, int *n_split);
 /* Writes the values `mine` (host, shard->n_params floats in the shard's
  * layout) of tp rank `tp_rank` into `out` (host, whole->n_params floats in
  * the whole model's layout): each split tensor's block of rows or columns;

@@ -1,10 +1,11 @@
 /* Sharded data-parallel synchronisation (ZeRO, Rajbhandari et al., SC
  * 2020; PyTorch FSDP) as a piece: over a communicator the caller chooses
- * (the world, or one dp group of a process grid) and a range of a
+ * (the dp communicator of a process grid: comm/grid.h) and a range of a
  * model's flat buffers (the whole model, or a part's range), the piece
  * owns the units, the shards, the stage-3 gathers and the optimizer over
- * the shard. zero.c is its user over the world; a pipeline or
- * tensor-parallel strategy would use it over its dp communicator.
+ * the shard. zero.c is its user over a 1-deep grid, whose dp communicator
+ * is the world (sb_grid_adopt); a pipeline or tensor-parallel strategy
+ * would use it over its grid's dp communicator.
  *
  * The range's buffers are cut into units, and every unit into n blocks,
  * one per rank of the communicator (sb_split_range); a rank's shard is its

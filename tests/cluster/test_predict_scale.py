@@ -1,7 +1,8 @@
 """`stratbench predict` calibrated on 2 hosts holds at 4 (bench/predict_scale.py's
 method, docs/cost-model.md "Predictions at scale"): ddp and zero stage 1 with the wide
 MLP (7.45 MB of gradients) on 100 Mbit/s links of the one-machine cluster, predicted
-step time within ±15% of the measured one. Root only; ~75 s. The bench measures 4 and
+step time within ±15% of the measured one (zero stage 1 with STRATBENCH_SLOW=1). Root
+only; ~60 s (~80 s with zero). The bench measures 4 and
 8 hosts, 100 Mbit/s and 1 Gbit/s, and central and zero's three stages too.
 
 zero stage 1 is the ring all-reduce's two halves with the optimizer between them, so
@@ -18,7 +19,7 @@ Mbit/s the link time (~1 s a step) dwarfs the compute that load inflates."""
 import importlib.util
 import os
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, SLOW
 
 spec = importlib.util.spec_from_file_location("predict_scale", REPO_ROOT / "bench" / "predict_scale.py")
 ps = importlib.util.module_from_spec(spec)
@@ -40,7 +41,8 @@ def test_ddp_and_zero_at_4_hosts_within_15_percent(cluster, stratbench, mnist_di
              STEPS, WARMUP, layers_path)
     pred, alpha, bandwidth = ps.calibrate(stratbench, cal_path, cal, [4], layers_path)
     ratios = {}
-    for strategy in ("ddp", "zero1"):
+    # CI checks ddp; zero stage 1 (its own ring halves) joins with STRATBENCH_SLOW=1.
+    for strategy in ("ddp", "zero1") if SLOW else ("ddp",):
         predicted = ps.predicted_step_ms(pred, strategy, 4, os.cpu_count() or 1)
         r = ps.train(c, stratbench, mnist_dir, "1024,1024", ps.STRATEGIES[strategy][1](4),
                      STEPS, WARMUP, tmp_path / f"{strategy}4.json")

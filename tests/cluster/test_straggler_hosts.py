@@ -26,6 +26,9 @@ def test_straggler_across_hosts(cluster, stratbench, mnist_dir, tmp_path, n):
     assert proc.returncode == 0, describe(proc)
     g = validate_report(report)["stragglers"]
     assert g["rank"] == slow and g["host"] == c.hosts[slow], g
-    assert abs(g["cost_ms"] - DELAY_MS) <= 0.10 * DELAY_MS, g
+    # The injected delay is compute, so on a loaded machine it stretches (114 ms was seen
+    # with 4 ranks on 2 shared cores): 30 % still fails a cost that forgets the delay,
+    # doubles it, or counts the fast ranks' own wait; closeness is bench/stragglers.py's.
+    assert abs(g["cost_ms"] - DELAY_MS) <= 0.30 * DELAY_MS, g
     line = [l for l in proc.stdout.splitlines() if l.startswith("straggler:")]
     assert len(line) == 1 and f"rank {slow} (host {c.hosts[slow]})" in line[0], proc.stdout

@@ -1,9 +1,5 @@
-"""Settings for the integration tests: the `slow` marker.
-
-Tests marked `slow` (minutes of training, e.g. the cnn's 10-epoch accuracy run) are
-skipped unless STRATBENCH_SLOW=1 is set:
-
-    STRATBENCH_SLOW=1 /usr/bin/python3 -m pytest -q tests/integration -m slow
+"""Settings for the integration tests. The `slow` marker (skipped unless
+STRATBENCH_SLOW=1) is tests/conftest.py's, for every test folder.
 
 pytest imports every conftest.py as the module `conftest`, so for tests in this folder
 `from conftest import describe` finds THIS file, not tests/conftest.py. It therefore
@@ -12,10 +8,7 @@ fixtures or hooks, which pytest already registers from there).
 """
 
 import importlib.util
-import os
 import pathlib
-
-import pytest
 
 _SHARED = pathlib.Path(__file__).resolve().parent.parent / "conftest.py"
 _spec = importlib.util.spec_from_file_location("stratbench_shared_conftest", _SHARED)
@@ -32,20 +25,3 @@ def _is_fixture(obj):
 for _name, _obj in vars(_shared).items():
     if not _name.startswith(("_", "pytest_")) and not _is_fixture(_obj) and _name not in globals():
         globals()[_name] = _obj
-
-SLOW_ENV = "STRATBENCH_SLOW"
-
-
-def pytest_configure(config):
-    """Registers the `slow` marker (so --strict-markers accepts it)."""
-    config.addinivalue_line("markers", f"slow: takes minutes; runs only when {SLOW_ENV}=1")
-
-
-def pytest_collection_modifyitems(config, items):
-    """Skips tests marked `slow` unless STRATBENCH_SLOW=1."""
-    if os.environ.get(SLOW_ENV) == "1":
-        return
-    skip = pytest.mark.skip(reason=f"slow: set {SLOW_ENV}=1 to run")
-    for item in items:
-        if "slow" in item.keywords:
-            item.add_marker(skip)

@@ -50,10 +50,12 @@ def parse(path):
 
 
 def test_mllog_of_a_ddp_run(stratbench, mnist_dir, tmp_path):
+    # Two whole epochs (the log's per-epoch events and sample counts), of a 32-wide hidden
+    # layer: nothing in the log depends on the width, and the default's 256 took 5x longer.
     log, report = tmp_path / "run.mllog", tmp_path / "r.json"
     proc = run([stratbench, "train", "--data", mnist_dir, "--strategy", "ddp", "--replicas", "2",
-                "--batch", "300", "--epochs", "2", "--target-accuracy", "0.5", "--mllog", log,
-                "--report", report])
+                "--batch", "300", "--epochs", "2", "--hidden", "32", "--target-accuracy", "0.5",
+                "--mllog", log, "--report", report])
     assert proc.returncode == 0, describe(proc)
     events = parse(log)
     r = json.loads(report.read_text())

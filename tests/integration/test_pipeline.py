@@ -12,8 +12,9 @@
   floats x 4 bytes each way, exactly (the report's strategy_details).
 - Bad combinations exit 2 before any work with one line naming the flag.
 The CI subset runs in about a minute on 2 cores; STRATBENCH_SLOW=1 adds the matrix
-(P = 2, 3, 4; M in {1, 2, P, 2P, 8}; every schedule; mlp and cnn; D = 1 and 2; SGD and
-Adam). No test depends on how fast anything is.
+(P = 2, 3, 4; M in {1, 2, P, 2P, 8}; every schedule, zb-h1 included; mlp and cnn; D = 1
+and 2; SGD and Adam). zb-h1 runs each backward as B then W, W in micro-batch order, so its
+parameters are byte-identical too. No test depends on how fast anything is.
 """
 
 import json
@@ -51,10 +52,12 @@ def case_id(c):
 MODELS = {"mlp": DEEP_MLP, "cnn": CNN}
 # (model, stages, microbatches, schedule, replicas, optimizer)
 FAST = [("mlp", 2, 4, "gpipe", 1, "sgd"), ("cnn", 3, 3, "1f1b", 1, "adam"),
-        ("cnn", 2, 4, "interleaved", 1, "sgd"), ("mlp", 2, 2, "1f1b", 2, "sgd")]
+        ("cnn", 2, 4, "interleaved", 1, "sgd"), ("mlp", 2, 2, "1f1b", 2, "sgd"),
+        ("cnn", 3, 6, "zb-h1", 1, "adam"), ("mlp", 2, 4, "zb-h1", 2, "sgd")]
 FULL = [(model, p, m, sched, d, opt)
         for model in ("mlp", "cnn") for p in (2, 3, 4) for m in sorted({1, 2, p, 2 * p, 8})
-        for sched in ("gpipe", "1f1b", "interleaved") for d in (1, 2) for opt in ("sgd", "adam")
+        for sched in ("gpipe", "1f1b", "interleaved", "zb-h1") for d in (1, 2)
+        for opt in ("sgd", "adam")
         if not (sched == "interleaved" and (m % p or 2 * p > (4 if model == "mlp" else 5)))]
 CASES = FULL if SLOW else FAST
 
@@ -92,7 +95,7 @@ def load_params_init(stratbench, mnist_dir, tmp_path, model):
 
 
 SHAPES = [("gpipe", 3, 4, CNN), ("1f1b", 3, 2, CNN), ("1f1b", 4, 8, DEEP_MLP),
-          ("interleaved", 2, 4, CNN)]
+          ("interleaved", 2, 4, CNN), ("zb-h1", 3, 4, CNN)]
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=[f"{s}-P{p}-M{m}" for s, p, m, _ in SHAPES])
@@ -103,8 +106,11 @@ def test_slots_and_bytes_equal_formula(shape, stratbench, mnist_dir, tmp_path):
                            "--schedule", sched)
     d = report["strategy_details"]
     assert d["stage_live_activations"] == d["stage_live_activations_formula"]
-    # The formula here, independently of the code: 1f1b min(p - i, m), gpipe m.
-    want = {"gpipe": [m] * p, "1f1b": [min(p - i, m) for i in range(p)]}.get(sched)
+    # The formula here, independently of the code: 1f1b min(p - i, m), gpipe m; zb-h1
+    # min(p, m) on every stage (a slot lives from F to W, which stage i runs i
+    # micro-batches late: Qi et al. 2024, section 2.1).
+    want = {"gpipe": [m] * p, "1f1b": [min(p - i, m) for i in range(p)],
+            "zb-h1": [min(p, m)] * p}.get(sched)
     if want:
         assert d["stage_live_activations"] == want
     # The ledger's activation bytes from the counted slots (the workload's scratch plus
@@ -122,7 +128,9 @@ def test_slots_and_bytes_equal_formula(shape, stratbench, mnist_dir, tmp_path):
     # Boundary floats x batch x 4 bytes, both directions, summed over the stage's links.
     first = d["pipeline_layer_first"]
     assert len(first) == p * (2 if sched == "interleaved" else 1) + 1
-    for key in ("stage_forward_ms", "stage_backward_ms", "stage_bubble_ms", "stage_p2p_ms"):
+    keys = ["stage_forward_ms", "stage_backward_ms", "stage_bubble_ms", "stage_p2p_ms"]
+    assert ("stage_weight_ms" in d) == (sched == "zb-h1")  # W timed apart from B
+    for key in keys + (["stage_weight_ms"] if sched == "zb-h1" else []):
         assert len(d[key]) == p and all(v >= 0 for v in d[key])
     assert 0 <= d["bubble_fraction_formula"] < 1
 
@@ -147,7 +155,6 @@ BAD = [
     (["--chunks", "2", "--schedule", "1f1b"], "--chunks"),
     (["--schedule", "interleaved", "--microbatches", "3", "--workload", "cnn"],
      "--microbatches"),
-    (["--schedule", "zb-h1"], "--schedule"),
     (["--schedule", "pipedream"], "--schedule"),
     (["--microbatches", "5"], "--microbatches"),  # 64 samples do not cut into 5
     (["--partition", "flops"], "--partition"),

@@ -84,7 +84,11 @@ def test_wrong_seed_breaks_equivalence(stratbench, mnist_dir, tmp_path, single_p
     assert float(np.max(np.abs(load_params(out) - single_params))) > 1e-3
 
 
-@pytest.mark.parametrize("name", ["single"] + sorted(TWO_REPLICAS))
+# Three epochs each: CI trains single, ddp (the all-reduce's counters) and central with
+# a server (push and pull); mirrored and central with --servers 0, whose updates equal
+# these (the equivalence tests above), with STRATBENCH_SLOW=1.
+@pytest.mark.parametrize("name", ["single", "ddp", "central-servers1"] + [
+    pytest.param(n, marks=pytest.mark.slow) for n in ("central-servers0", "mirrored")])
 def test_full_mnist_reaches_97_percent(name, stratbench, mnist_dir, tmp_path):
     flags = ["--strategy", "single"] if name == "single" else TWO_REPLICAS[name]
     report_path = tmp_path / "report.json"

@@ -23,7 +23,9 @@
  * any other kind. Last, a 1-deep grid (dp = 8): its dp communicator has the
  * world's members in the world's order, and the factory's communicator
  * over it (sb_comm_create_over, cpu) has its ranks and its role and sums
- * over all 8.
+ * over all 8; and the 1-deep grid that adopts the world (sb_grid_adopt,
+ * ddp's and zero's) keeps the world's hierarchical all-reduce set-up,
+ * which a split loses.
  *
  * Run plainly (as `ninja test` does) it checks the example, then starts
  * itself under `mpirun -n 8 --oversubscribe`; STRATBENCH_GRID_MPIRUN
@@ -333,6 +335,58 @@ static void check_one_deep(struct sb_comm *world)
     sb_grid_destroy(g);
 }
 
+/* sb_grid_adopt: the 1-deep grid of ddp and zero takes a communicator
+ * made like sb_comm_world_create's (here: a duplicate of the world with
+ * the hierarchical all-reduce over hosts of 2 ranks) as its dp axis
+ * itself, so the set-up that a split would lose (the algorithm, the host
+ * stages) stays, and the all-reduce over it runs hierarchically. */
+static void check_adopt(MPI_Comm world)
+{
+    struct sb_comm *c = NULL;
+    if (sb_comm_mpi_create(&world, &c) != SB_OK) {
+        failures++;
+        return;
+    }
+    int hosts = c->size >= 4 && c->size % 2 == 0; /* 2 ranks per host */
+    if (hosts) {
+        CHECK(sb_comm_mpi_group_hosts(c, 2) == SB_OK, "adopt: group hosts");
+        c->allreduce_algo = SB_ALLREDUCE_HIERARCHICAL;
+    }
+    c->role = SB_COMM_ROLE_WORLD; /* the grid tags its dp axis */
+    int n_stages = c->n_stages;
+    struct sb_comm *split = NULL; /* what a split gives instead */
+    CHECK(sb_comm_split(c, 0, c->rank, &split) == SB_OK, "adopt: split");
+    if (split && hosts)
+        CHECK(split->n_stages == 0 && split->allreduce_algo == SB_ALLREDUCE_AUTO,
+              "adopt: a split kept the host stages (%d) or the algorithm", split->n_stages);
+    sb_comm_destroy(split);
+    struct sb_grid *g = NULL;
+    CHECK(sb_grid_adopt(c, &g) == SB_OK && g, "sb_grid_adopt");
+    if (!g) return; /* c destroyed by the failure */
+    CHECK(g->dp_comm == c && g->world == c && g->dp == c->size && g->tp == 1 && g->pp == 1 &&
+              !g->tp_comm && !g->pp_comm,
+          "adopt: dp %d tp %d pp %d, dp_comm %s the world", g->dp, g->tp, g->pp,
+          g->dp_comm == c ? "is" : "is not");
+    CHECK(g->me.dp_rank == c->rank && g->me.tp_rank == 0 && g->me.pp_rank == 0 &&
+              g->pp_prev == -1 && g->pp_next == -1 && g->pp_prev_world == -1 &&
+              g->pp_next_world == -1,
+          "adopt: coordinates (%d, %d, %d), neighbours %d %d", g->me.dp_rank, g->me.tp_rank,
+          g->me.pp_rank, g->pp_prev, g->pp_next);
+    CHECK(g->dp_comm->role == SB_COMM_ROLE_DP, "adopt: role %s",
+          sb_comm_role_name(g->dp_comm->role));
+    CHECK(g->dp_comm->n_stages == n_stages &&
+              g->dp_comm->allreduce_algo == (hosts ? SB_ALLREDUCE_HIERARCHICAL
+                                                   : SB_ALLREDUCE_AUTO),
+          "adopt: the set-up changed (%d stages, was %d)", g->dp_comm->n_stages, n_stages);
+    float x[64];
+    for (int i = 0; i < 64; i++) x[i] = (float)(c->rank + i);
+    CHECK(sb_comm_allreduce(g->dp_comm, x, 64) == SB_OK, "adopt: all-reduce");
+    float want0 = (float)(c->size * (c->size - 1) / 2);
+    CHECK(x[0] == want0 && x[63] == want0 + 63.0f * (float)c->size,
+          "adopt: all-reduce gave %g, %g", (double)x[0], (double)x[63]);
+    sb_grid_destroy(g); /* destroys c: the sanitizer build sees a leak or a double free */
+}
+
 static int run_checks(void)
 {
     int provided;
@@ -362,6 +416,7 @@ static int run_checks(void)
         sb_comm_destroy(sub);
     }
     check_one_deep(c);
+    check_adopt(world);
     /* A grid whose sizes do not multiply to the world size is refused. */
     struct sb_grid *g = NULL;
     CHECK(sb_grid_create(c, c->size + 1, 1, 1, SB_RANK_ORDER_TP_DP_PP, &g) == SB_ERR_USAGE && !g,

@@ -168,7 +168,7 @@ static void check_tp(int size)
     pthread_t th[MAX_TP];
     pthread_barrier_init(&g.barrier, NULL, (unsigned)size);
     for (int r = 0; r < size; r++) {
-        struct sb_part part = {0, w->n_layers, r, size, 1, 0};
+        struct sb_part part = {0, w->n_layers, r, size, 1, 0, 0};
         s[r] = (struct shard){&g, r, NULL, x, y, 0.0, SB_OK};
         assert_int_equal(ops->create_part(&cfg, &sb_backend_cpu, BATCH, &part, &s[r].m), SB_OK);
         s[r].m->tp_allreduce = hook;
@@ -220,17 +220,17 @@ static void test_vit_bad_shards(void **state)
     struct sb_config cfg = config();
     const struct sb_workload_ops *ops = sb_workload_find("vit");
     struct sb_model *m = NULL;
-    struct sb_part three = {0, 4, 0, 3, 1, 0}; /* 3 does not divide 4 heads */
+    struct sb_part three = {0, 4, 0, 3, 1, 0, 0}; /* 3 does not divide 4 heads */
     assert_int_equal(ops->create_part(&cfg, &sb_backend_cpu, BATCH, &three, &m), SB_ERR_USAGE);
     assert_non_null(strstr(sb_error_message(), "--tp"));
     assert_null(m);
     cfg.vit.heads = 8;
     cfg.vit.width = 24;
     cfg.vit.mlp_ratio = 1; /* hidden width 24: divides by 8 heads, 3 divides neither */
-    struct sb_part eight = {0, 4, 0, 16, 1, 0};
+    struct sb_part eight = {0, 4, 0, 16, 1, 0, 0};
     assert_int_equal(ops->create_part(&cfg, &sb_backend_cpu, BATCH, &eight, &m), SB_ERR_USAGE);
     cfg = config();
-    struct sb_part some = {0, 2, 0, 2, 1, 0}; /* not every layer */
+    struct sb_part some = {0, 2, 0, 2, 1, 0, 0}; /* not every layer */
     assert_int_equal(ops->create_part(&cfg, &sb_backend_cpu, BATCH, &some, &m), SB_ERR_USAGE);
     assert_null(m);
 }

@@ -1,0 +1,333 @@
+#!/usr/bin/env python3
+"""Every dp x tp x pp layout measured beside the layout model's prediction (issue 35).
+
+On the one-machine cluster (tests/cluster: hosts as network namespaces, links shaped
+by tbf), --hosts H hosts of --ranks-per-host R ranks each (ranks placed in blocks of R
+consecutive ranks per host: mpirun --map-by ppr:R:node, the grid's and the model's
+assumption), for each link rate and workload:
+
+ 1. the probe: ddp over all H x R ranks; its report gives the compute per sample, the
+    layer table and both link classes (within a host, across hosts: src/job/probe.c);
+ 2. `stratbench predict PROBE --layouts --hosts H --ranks-per-host R --json` ranks
+    every layout of H x R ranks (docs/layouts.md);
+ 3. every predicted layout this bench can run (see runnable) is run with the strategy
+    and flags it maps to (as `sweep --layouts` maps them: ddp, zero --zero-stage, tensor
+    --tp, pipeline --stages [--tp] --microbatches --schedule --rank-order), the global
+    batch the same; a layout train refuses is listed with train's reason.
+
+It writes results.json, table.md (predicted and measured step, their ratio, within
++-15 %, memory per rank predicted and the ledger's) and layouts.png/.svg (measured
+against predicted step, one panel per rate and workload), and prints per panel
+Kendall's tau between the predicted and the measured order and whether the predicted
+best is within 5 % of the measured best.
+
+    sudo bench/layouts.py [--out DIR] [--rates 1gbit] [--workloads mlp,vit]
+                          [--hosts 2] [--ranks-per-host 2] [--global-batch 64]
+                          [--steps 8] [--warmup 3] [--prefix sbl] [--replot DIR/results.json]
+
+Needs root (network namespaces) and build/stratbench. The machine's cores are shared by
+every rank of every host: the figures measure this machine, loaded as it was (the load
+average is recorded beside each run); the model is not fitted to them.
+"""
+
+import datetime
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO / "tests" / "cluster"))
+import predict_scale as ps  # noqa: E402  (cluster_bench_parser)
+from cluster import Cluster, unavailable_reason  # noqa: E402
+
+WORKLOADS = {
+    "mlp": ["--workload", "mlp", "--hidden", "1024,1024"],        # the wide mlp
+    "vit": ["--workload", "vit", "--depth", "2"],                  # the transformer, small
+}
+SCHEDULES = {"1f1b"}      # measured; gpipe ranks beside 1f1b by the same formula
+MICROBATCHES = {2, 4}
+
+
+def parse_args(argv=None):
+    p = ps.cluster_bench_parser("layouts", "4", "sbl", __doc__.split("\n\n")[0])
+    p.set_defaults(rates="1gbit", out=REPO / "docs" / "layouts")
+    p.add_argument("--workloads", default="mlp")
+    p.add_argument("--hosts", type=int, default=2)
+    p.add_argument("--ranks-per-host", type=int, default=2)
+    p.add_argument("--global-batch", type=int, default=64)
+    p.add_argument("--from-reports", action="store_true",
+                   help="no cluster: rebuild results.json from the reports in --out/reports "
+                        "(a run that stopped part-way)")
+    a = ps.finish_cluster_args(p, p.parse_args(argv))
+    a.workloads = a.workloads.split(",")
+    for w in a.workloads:
+        if w not in WORKLOADS:
+            p.error(f"--workloads: unknown '{w}' (known: {', '.join(WORKLOADS)})")
+    return a
+
+
+def runnable(lay):
+    """Whether the bench runs layout `lay` (a predict --layouts row): the schedules and
+    micro-batch counts above for a pipeline (zero stage 0 or 1: predict never offers 2-3
+    with one), zero stage 0 for tensor alone (it synchronises dp with ddp's all-reduce)."""
+    if lay["pp"] > 1:
+        return lay["schedule"] in SCHEDULES and lay["microbatches"] in MICROBATCHES
+    if lay["tp"] > 1:
+        return lay["zero_stage"] == 0 and lay["rank_order"] == "tp-dp-pp"
+    return lay["rank_order"] == "tp-dp-pp"
+
+
+def train_flags(lay, global_batch):
+    """The train flags of a layout (bench's copy of sb_sweep_layout_flags)."""
+    dp, tp, pp = lay["dp"], lay["tp"], lay["pp"]
+    f = ["--replicas", str(dp), "--batch", str(global_batch // dp)]
+    if tp == 1 and pp == 1:
+        if lay["zero_stage"] > 0:
+            return ["--strategy", "zero", "--zero-stage", str(lay["zero_stage"])] + f
+        return ["--strategy", "ddp"] + f
+    if pp == 1:
+        return ["--strategy", "tensor", "--tp", str(tp)] + f
+    return ["--strategy", "pipeline", "--stages", str(pp), "--tp", str(tp), "--microbatches",
+            str(lay["microbatches"]), "--schedule", lay["schedule"], "--rank-order",
+            lay["rank_order"], "--zero-stage", str(lay["zero_stage"])] + f
+
+
+def train(c, a, mpirun, flags, report):
+    """One run on the cluster, ranks in blocks per host; (report dict, None) or (None,
+    train's reason) when it exits 2 (a layout it refuses)."""
+    args = [str(a.build / "stratbench"), "train", "--data", a.data, "--device", "cpu", *flags,
+            "--max-steps", str(a.steps), "--warmup-steps", str(a.warmup), "--threads", "1",
+            "--report", str(report)]
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               STRATBENCH_MPIRUN=mpirun)
+    proc = c.run(c.hosts[0], *args, env=env, timeout=900)
+    if proc.returncode != 0:  # 2: a layout train refuses; else a failed run, said as such
+        last = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        return None, last if proc.returncode == 2 else f"failed (exit {proc.returncode}): {last}"
+    return json.loads(pathlib.Path(report).read_text()), None
+
+
+def ledger_bytes(report):
+    return max(e["total_bytes"] for e in report["memory"]["by_rank"])
+
+
+def kendall_tau(xs, ys):
+    """Kendall's tau-b of two equally long lists."""
+    n, c, d, tx, ty = len(xs), 0, 0, 0, 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            dx, dy = xs[i] - xs[j], ys[i] - ys[j]
+            if dx == 0 and dy == 0:
+                continue
+            if dx == 0:
+                tx += 1
+            elif dy == 0:
+                ty += 1
+            elif (dx > 0) == (dy > 0):
+                c += 1
+            else:
+                d += 1
+    den = ((c + d + tx) * (c + d + ty)) ** 0.5
+    return (c - d) / den if den else float("nan")
+
+
+def run_panel(c, a, mpirun, rate, workload, rows, panels):
+    """Measures one panel (rate, workload) on cluster c; with c None, rebuilds it from
+    the reports a previous run left in a.out/reports (--from-reports)."""
+    tag = f"{workload}_{rate}"
+    probe_path = a.out / "reports" / f"probe_{tag}.json"
+    world = a.hosts * a.ranks_per_host
+    if c is None:
+        if not probe_path.exists():
+            return
+        probe = json.loads(probe_path.read_text())
+    else:
+        probe, why = train(c, a, mpirun, WORKLOADS[workload] + [
+            "--strategy", "ddp", "--replicas", str(world), "--batch",
+            str(a.global_batch // world)], probe_path)
+        if probe is None:
+            print(f"{tag}: the probe failed: {why}", flush=True)
+            return
+    pred_path = a.out / "reports" / f"predict_{tag}.json"
+    if c is None and pred_path.exists():
+        layouts = json.loads(pred_path.read_text())["layouts"]
+    else:
+        pred = subprocess.run([str(a.build / "stratbench"), "predict", str(probe_path),
+                               "--layouts", "--hosts", str(a.hosts), "--ranks-per-host",
+                               str(a.ranks_per_host), "--global-batch", str(a.global_batch),
+                               "--json"], capture_output=True, text=True, check=True)
+        layouts = json.loads(pred.stdout)["layouts"]
+        pred_path.write_text(pred.stdout)
+    print(f"{tag}: {len(layouts)} layouts predicted; probe step "
+          f"{probe['step_ms']['median']:.1f} ms", flush=True)
+    mine = []
+    for lay in layouts:
+        if not runnable(lay):
+            continue
+        path = a.out / "reports" / f"{tag}_{lay['name']}.json"
+        if lay["name"].startswith(f"dp{world}-tp1-pp1-m1-none-z0"):
+            r, why = probe, None  # the probe is this layout
+            path = probe_path
+        elif c is None:
+            if not path.exists():
+                continue
+            r, why = json.loads(path.read_text()), None
+        else:
+            r, why = train(c, a, mpirun, WORKLOADS[workload] + train_flags(lay, a.global_batch),
+                           path)
+        row = {"rate": rate, "workload": workload, "layout": lay["name"],
+               "dp": lay["dp"], "tp": lay["tp"], "pp": lay["pp"],
+               "predicted_step_ms": lay["step_ms"],
+               "predicted_memory_bytes": lay["memory"]["memory_bytes"],
+               "load_average_1min": round(os.getloadavg()[0], 2) if c else None}
+        if r is None:
+            row.update(measured_step_ms=None, refused=why)
+            print(f"  {lay['name']}: train refuses: {why}", flush=True)
+        else:
+            m = r["step_ms"]["median"]
+            row.update(measured_step_ms=m, ratio=lay["step_ms"] / m,
+                       within_15=abs(lay["step_ms"] / m - 1) <= 0.15,
+                       ledger_bytes=ledger_bytes(r),
+                       memory_ratio=lay["memory"]["memory_bytes"] / ledger_bytes(r),
+                       report=str(path.relative_to(a.out)))
+            print(f"  {lay['name']}: predicted {lay['step_ms']:8.2f} ms, measured {m:8.2f} ms, "
+                  f"{lay['step_ms'] / m:.3f}; memory {row['memory_ratio']:.3f} of the ledger",
+                  flush=True)
+        rows.append(row)
+        mine.append(row)
+    ran = [r for r in mine if r["measured_step_ms"]]
+    if len(ran) >= 2:
+        tau = kendall_tau([r["predicted_step_ms"] for r in ran],
+                          [r["measured_step_ms"] for r in ran])
+        best_p = min(ran, key=lambda r: r["predicted_step_ms"])
+        best_m = min(ran, key=lambda r: r["measured_step_ms"])
+        gap = best_p["measured_step_ms"] / best_m["measured_step_ms"] - 1
+        panels.append({"rate": rate, "workload": workload, "layouts_run": len(ran),
+                       "within_15": sum(r["within_15"] for r in ran), "kendall_tau": tau,
+                       "predicted_best": best_p["layout"], "measured_best": best_m["layout"],
+                       "predicted_best_gap": gap})
+        print(f"{tag}: tau {tau:.2f}; {panels[-1]['within_15']}/{len(ran)} within 15 %; "
+              f"predicted best {best_p['layout']} is {100 * gap:.1f} % slower than the "
+              f"measured best {best_m['layout']}", flush=True)
+
+
+def measure(a):
+    rows, panels = [], []
+    res = {"date_utc": datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
+           "hosts": a.hosts, "ranks_per_host": a.ranks_per_host,
+           "global_batch": a.global_batch, "steps": a.steps, "warmup": a.warmup,
+           "cores": a.cores, "tcp_congestion_control": a.cc, "rows": rows, "panels": panels}
+    if a.from_reports:
+        for rate in a.rates:
+            for w in a.workloads:
+                run_panel(None, a, None, rate, w, rows, panels)
+        return res
+    reason = unavailable_reason()
+    if reason:
+        sys.exit(f"layouts.py: {reason}")
+    (a.out / "reports").mkdir(parents=True, exist_ok=True)
+    c = Cluster(a.prefix).up(a.hosts)
+    mpirun = f"{c.mpirun_words()} --map-by ppr:{a.ranks_per_host}:node"
+    try:
+        for rate in a.rates:
+            c.shape(rate)
+            for w in a.workloads:
+                run_panel(c, a, mpirun, rate, w, rows, panels)
+                # what is measured so far survives a later failure
+                (a.out / "results.json").write_text(json.dumps(res, indent=1) + "\n")
+    finally:
+        c.down()
+    return res
+
+
+def table(res):
+    lines = [f"{res['hosts']} hosts x {res['ranks_per_host']} ranks, global batch "
+             f"{res['global_batch']}, {res['date_utc']}, {res['cores']} cores shared by "
+             "every rank", "",
+             "| rate | workload | layout | predicted ms | measured ms | predicted/measured | "
+             "within 15 % | memory predicted MB | ledger MB |",
+             "|---|---|---|---:|---:|---:|---|---:|---:|"]
+    for r in res["rows"]:
+        if r["measured_step_ms"] is None:
+            lines.append(f"| {r['rate']} | {r['workload']} | {r['layout']} | "
+                         f"{r['predicted_step_ms']:.2f} | refused: {r['refused']} | | | "
+                         f"{r['predicted_memory_bytes'] / 1e6:.2f} | |")
+            continue
+        lines.append(f"| {r['rate']} | {r['workload']} | {r['layout']} | "
+                     f"{r['predicted_step_ms']:.2f} | {r['measured_step_ms']:.2f} | "
+                     f"{r['ratio']:.3f} | {'yes' if r['within_15'] else 'no'} | "
+                     f"{r['predicted_memory_bytes'] / 1e6:.2f} | {r['ledger_bytes'] / 1e6:.2f} |")
+    lines += ["", "| rate | workload | layouts run | within 15 % | Kendall's tau | predicted "
+              "best | measured best | predicted best's gap |", "|---|---|---:|---:|---:|---|---|---:|"]
+    for p in res["panels"]:
+        lines.append(f"| {p['rate']} | {p['workload']} | {p['layouts_run']} | {p['within_15']} | "
+                     f"{p['kendall_tau']:.2f} | {p['predicted_best']} | {p['measured_best']} | "
+                     f"{100 * p['predicted_best_gap']:.1f} % |")
+    return "\n".join(lines) + "\n"
+
+
+def draw(res, out):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("layouts.py: no matplotlib here; redraw with --replot", file=sys.stderr)
+        return
+    panels = list(dict.fromkeys((r["rate"], r["workload"]) for r in res["rows"]))
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 5), squeeze=False)
+    for ax, (rate, w) in zip(axes[0], panels):
+        rs = [r for r in res["rows"] if r["rate"] == rate and r["workload"] == w
+              and r["measured_step_ms"]]
+        vals = [r["measured_step_ms"] for r in rs] + [r["predicted_step_ms"] for r in rs]
+        lo, top = min(vals) / 1.3, max(vals) * 1.3
+        ax.plot([lo, top], [lo, top], "k-", lw=0.8, label="predicted = measured")
+        ax.fill_between([lo, top], [lo * 0.85, top * 0.85], [lo * 1.15, top * 1.15],
+                        color="#ccc", alpha=0.4, label="+-15 %")
+        for i, r in enumerate(rs):
+            ax.plot(r["measured_step_ms"], r["predicted_step_ms"], "o",
+                    color=f"C{(r['tp'] - 1) + 2 * (r['pp'] - 1)}")
+            ax.annotate(r["layout"].replace("-tp-dp-pp", "").replace("-none", ""),
+                        (r["measured_step_ms"], r["predicted_step_ms"]), fontsize=6,
+                        textcoords="offset points", xytext=(3, 3))
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, top)
+        ax.set_ylim(lo, top)
+        ax.set_xlabel("measured step, ms (median of rank 0's steps)")
+        ax.set_ylabel("predicted step, ms (predict --layouts)")
+        p = [q for q in res["panels"] if q["rate"] == rate and q["workload"] == w]
+        tau = f", tau {p[0]['kendall_tau']:.2f}" if p else ""
+        ax.set_title(f"{w}, {rate}, {res['hosts']} hosts x {res['ranks_per_host']} ranks{tau}",
+                     fontsize=9)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left")
+    loads = [r["load_average_1min"] for r in res["rows"] if r["load_average_1min"] is not None]
+    load = f", load average {min(loads)}-{max(loads)}" if loads else ""
+    fig.text(0.01, 0.01, f"one-machine cluster ({res['cores']} cores shared by every rank"
+             f"{load}), {res['date_utc']}; bench/layouts.py", fontsize=7, color="#555")
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    for ext in ("png", "svg"):
+        fig.savefig(out / f"layouts.{ext}", dpi=110)
+
+
+def main():
+    a = parse_args()
+    if a.replot:
+        res = json.loads(a.replot.read_text())
+        out = a.replot.parent
+    else:
+        res = measure(a)
+        out = a.out
+        (out / "results.json").write_text(json.dumps(res, indent=1) + "\n")
+    (out / "table.md").write_text(table(res))
+    print(table(res))
+    draw(res, out)
+    print(f"layouts.py: wrote {out}/results.json, table.md, layouts.png/.svg")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,208 @@
+"""Composed layouts (docs/layouts.md, "Composing dp x tp x pp"): `--strategy pipeline
+--stages P --tp T --replicas D` runs a pipeline of tensor-parallel stages, replicated.
+
+- The representative layouts (dp 2 x tp 2, tp 2 x pp 2, dp 2 x pp 2, dp 2 x tp 2 x pp 2)
+  equal `single` with the same global batch and micro-batches within 1e-5 relative (max
+  |diff| / max |param|) after a few SGD steps, in both rank orders (Megatron-LM's
+  tp-dp-pp and tp-pp-dp), and with ZeRO stage 1 over dp (--zero-stage 1); Adam joins
+  with STRATBENCH_SLOW=1.
+- One composed case counts exactly: the tp all-reduces per step of world rank 0 (stage 0,
+  tp rank 0) equal tp_ops.h's formula for its shard, and the pp bytes per step equal M
+  micro-batches x the boundary's floats x 4 bytes each way (every tp rank sends the whole,
+  replicated boundary activation to the same tp rank of the next stage).
+- The report's layout states the run's dp, tp, pp, micro-batches, schedule, chunks and rank
+  order (the strategy's layout op).
+- Bad combinations exit 2 before any work with one line naming the flag.
+- predict --layouts' memory per rank of tp2 x pp2 and dp2 x tp2 x pp2 (and with zero
+  stage 1, slow) equals the composed run's ledger within 1 %.
+- The interleaved schedule composes with tp (two chunks, each its own shard).
+The grid's membership in both rank orders is tests/unit/test_grid.c's.
+The transformer (--workload vit) cannot be cut into stages yet (its part ops build tp shards
+of every layer only): its pipeline runs exit 2 naming the reason, and its dp x tp layout is
+tests/integration/test_tensor.py's. No test depends on how fast anything is.
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from conftest import describe, load_params, run, validate_report
+
+STEPS = 4
+SLOW = os.environ.get("STRATBENCH_SLOW") == "1"
+# 4 layers: fc1 column, fc2 row, fc3 column, fc4 row; two stages cut between the pairs.
+MLP = ["--workload", "mlp", "--hidden", "64,32,32"]
+HIDDEN = (64, 32, 32)
+
+
+def rel_diff(a, b):
+    return float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
+
+
+def train_params(stratbench, mnist_dir, tmp_path, tag, *flags):
+    out, rep = tmp_path / f"{tag}.f32", tmp_path / f"{tag}.json"
+    proc = run([stratbench, "train", "--data", mnist_dir, "--threads", "1", "--max-steps",
+                str(STEPS), "--epochs", "1", "--warmup-steps", "1", "--save-params", out,
+                "--report", rep, *flags], timeout=600)
+    assert proc.returncode == 0, describe(proc)
+    return load_params(out), validate_report(rep)
+
+
+# (name, dp, tp, pp): the issue's representative layouts
+LAYOUTS = [("dp2-tp2", 2, 2, 1), ("tp2-pp2", 1, 2, 2), ("dp2-pp2", 2, 1, 2),
+           ("dp2-tp2-pp2", 2, 2, 2)]
+ORDERS = ["tp-dp-pp", "tp-pp-dp"]
+CASES = [(lay, order, opt, 0) for lay in LAYOUTS for order in ORDERS
+         for opt in (("sgd", "adam") if SLOW else ("sgd",))
+         if not (order == "tp-pp-dp" and lay[0] not in ("dp2-tp2-pp2",) and not SLOW)]
+# ZeRO stage 1 over dp with a pipeline
+CASES += [(LAYOUTS[2], "tp-dp-pp", "adam", 1)] + \
+    ([(LAYOUTS[3], "tp-dp-pp", opt, 1) for opt in ("sgd", "adam")] if SLOW else [])
+
+
+def layout_flags(dp, tp, pp, order, m, zero):
+    if pp == 1:
+        return ["--strategy", "tensor", "--tp", str(tp), "--replicas", str(dp), "--rank-order",
+                order]
+    return ["--strategy", "pipeline", "--stages", str(pp), "--tp", str(tp), "--replicas",
+            str(dp), "--microbatches", str(m), "--rank-order", order, "--zero-stage", str(zero)]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{c[0][0]}-{c[1]}-{c[2]}-z{c[3]}" for c in CASES])
+def test_layout_equals_single(case, stratbench, mnist_dir, tmp_path):
+    (name, dp, tp, pp), order, opt, zero = case
+    batch, m = 32, 2 if pp > 1 else 1
+    ref, _ = train_params(stratbench, mnist_dir, tmp_path, "single", *MLP, "--strategy",
+                          "single", "--batch", str(batch * dp), "--microbatches", str(m * dp),
+                          "--optimizer", opt)
+    got, r = train_params(stratbench, mnist_dir, tmp_path, name, *MLP, "--batch", str(batch),
+                          "--optimizer", opt, *layout_flags(dp, tp, pp, order, m, zero))
+    assert got.shape == ref.shape
+    assert rel_diff(got, ref) <= 1e-5
+    lay = r["layout"]
+    assert (lay["dp"], lay["tp"], lay["pp"]) == (dp, tp, pp)
+    assert lay["rank_order"] == order
+    assert lay["zero_stage"] == zero
+    if zero == 1:  # the dp traffic is stage 1's: a reduce-scatter and an all-gather
+        assert set(r["comm"]["by_role"]["dp"]) >= {"reduce_scatter", "allgather"}
+    assert lay["microbatches"] == m
+    assert lay["schedule"] == ("1f1b" if pp > 1 else None)
+    assert r["world_size"] == dp * tp * pp
+    # every micro-batch's samples counted once per tp group
+    assert r["samples_trained"] == STEPS * batch * dp
+    if dp > 1:
+        assert r["replicas_consistent"] is True
+
+
+def test_composed_zb_h1_equals_single(stratbench, mnist_dir, tmp_path):
+    """dp 2 x tp 2 x pp 2 under zb-h1: the split backward's input half (B) holds the tp
+    all-reduces of input gradients, W none; the weight gradients still accumulate in
+    micro-batch order, so the result is single's within 1e-5 (the dp sum's order)."""
+    ref, _ = train_params(stratbench, mnist_dir, tmp_path, "single", *MLP, "--strategy",
+                          "single", "--batch", "64", "--microbatches", "4")
+    got, r = train_params(stratbench, mnist_dir, tmp_path, "zb", *MLP, "--batch", "32",
+                          "--strategy", "pipeline", "--stages", "2", "--tp", "2",
+                          "--replicas", "2", "--microbatches", "2", "--schedule", "zb-h1")
+    assert rel_diff(got, ref) <= 1e-5
+    assert r["layout"]["schedule"] == "zb-h1"
+    assert (r["layout"]["dp"], r["layout"]["tp"], r["layout"]["pp"]) == (2, 2, 2)
+
+
+def test_composed_counts_tp_and_pp_exactly(stratbench, mnist_dir, tmp_path):
+    """tp 2 x pp 2, M = 4 micro-batches of mb = 8: stage 0 holds fc1 (column) and fc2 (row):
+    one forward all-reduce of mb x 32 floats per micro-batch, none backward (fc1's input is
+    the images); stage 1 holds fc3 (column) and fc4 (row): one forward of mb x 10 and one
+    backward of mb x 32. World rank 0 is stage 0's tp rank 0: its counters. pp: stage 0 sends
+    M activations of mb x 32 floats and receives M gradients of as many."""
+    m, mb = 4, 8
+    _, r = train_params(stratbench, mnist_dir, tmp_path, "counted", *MLP, "--strategy",
+                        "pipeline", "--stages", "2", "--tp", "2", "--microbatches", str(m),
+                        "--batch", str(m * mb))
+    d, steps = r["strategy_details"], r["steps_measured"]
+    assert d["stage_tp_allreduce_calls_per_step"] == [m * 1, m * 2]
+    assert d["stage_tp_allreduce_bytes_per_step"] == [m * mb * 32 * 4,
+                                                      m * (mb * 10 + mb * 32) * 4]
+    tp = r["comm"]["by_role"]["tp"]
+    assert tp["ranks"] == 2
+    assert tp["allreduce"]["calls"] == steps * m
+    assert tp["allreduce"]["bytes"] == steps * m * mb * 32 * 4
+    pp = r["comm"]["by_role"]["pp"]["sendrecv"]
+    assert pp["calls"] == steps * 2 * m
+    assert pp["bytes"] == steps * 2 * m * mb * HIDDEN[1] * 4
+    assert d["stage_p2p_bytes"] == [2 * m * mb * HIDDEN[1] * 4] * 2
+
+
+BAD = [
+    (["--tp", "3"], "--tp"),                    # 3 does not divide the hidden width 64
+    (["--zero-stage", "2"], "--zero-stage"),    # zero 2-3 with a pipeline: refused, reason
+    (["--zero-stage", "3"], "--zero-stage"),
+    (["--zero-stage", "1"], "--zero-stage"),    # with 1 replica: nothing to shard
+    (["--stages", "3", "--tp", "2"], "--stages"),  # a stage would cut a column/row pair
+    (["--rank-order", "pp-dp-tp"], "--rank-order"),
+]
+
+
+@pytest.mark.parametrize("flags,flag", BAD, ids=[" ".join(b[0]) for b in BAD])
+def test_bad_combinations_exit_2(flags, flag, stratbench, mnist_dir):
+    proc = run([stratbench, "train", "--data", mnist_dir, *MLP, "--strategy", "pipeline",
+                "--stages", "2", "--batch", "32", "--max-steps", "1", *flags], timeout=120)
+    assert proc.returncode == 2, describe(proc)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and flag in lines[0], proc.stderr
+
+
+def test_vit_pipeline_refused(stratbench, mnist_dir):
+    proc = run([stratbench, "train", "--data", mnist_dir, "--workload", "vit", "--depth", "2",
+                "--batch", "16", "--strategy", "pipeline", "--stages", "2", "--tp", "2",
+                "--max-steps", "1"], timeout=120)
+    assert proc.returncode == 2, describe(proc)
+    assert "vit" in proc.stderr
+
+
+# (dp, zero stage, schedule): zb-h1's slots also keep B's gradients for W
+MEMORY = [(1, 0, "1f1b"), (2, 0, "1f1b"), (1, 0, "zb-h1")] + \
+    ([(2, 1, "1f1b")] if SLOW else [])
+
+
+@pytest.mark.parametrize("dp,zero,sched", MEMORY,
+                         ids=["tp2-pp2", "dp2-tp2-pp2", "tp2-pp2-zb-h1",
+                              "dp2-tp2-pp2-z1"][:len(MEMORY)])
+def test_predicted_memory_equals_the_ledger(dp, zero, sched, stratbench, mnist_dir, tmp_path):
+    """`predict --layouts`' memory per rank of a composed layout equals the composed run's
+    ledger (the largest rank's total: model state, activations, point-to-point buffers and
+    zero stage 1's gradient shard) within 1 %: the wide mlp, a ddp probe of 4 ranks,
+    global batch 64, m = 2."""
+    wide = ["--workload", "mlp", "--hidden", "1024,1024"]
+    _, probe = train_params(stratbench, mnist_dir, tmp_path, "probe", *wide, "--strategy",
+                            "ddp", "--replicas", "4", "--batch", "16")
+    _, r = train_params(stratbench, mnist_dir, tmp_path, "composed", *wide, "--strategy",
+                        "pipeline", "--stages", "2", "--tp", "2", "--replicas", str(dp),
+                        "--microbatches", "2", "--batch", str(64 // dp), "--zero-stage",
+                        str(zero), "--schedule", sched)
+    proc = run([stratbench, "predict", tmp_path / "probe.json", "--layouts", "--hosts", dp,
+                "--ranks-per-host", "4", "--intra-bandwidth", "1gbit", "--intra-latency",
+                "50us", "--bandwidth", "1gbit", "--latency", "50us", "--json"], timeout=120)
+    assert proc.returncode == 0, describe(proc)
+    rows = {x["name"]: x for x in json.loads(proc.stdout)["layouts"]}
+    pred = rows[f"dp{dp}-tp2-pp2-m2-{sched}-z{zero}-tp-dp-pp"]["memory"]
+    ledger = max(e["total_bytes"] for e in r["memory"]["by_rank"])
+    assert abs(pred["memory_bytes"] - ledger) <= 0.01 * ledger, (pred, ledger)
+    state = max(e["model_state_bytes"] for e in r["memory"]["by_rank"])
+    assert abs(pred["model_state_bytes"] - state) <= 0.01 * state
+    assert probe["layout"]["dp"] == 4
+
+
+def test_interleaved_tp_equals_single(stratbench, mnist_dir, tmp_path):
+    """tp 2 x pp 2 with the interleaved schedule (2 chunks per rank, each its own tp shard
+    sharing the rank's hook): an 8-layer mlp, equal to single within 1e-5."""
+    deep = ["--workload", "mlp", "--hidden", "64,32,64,32,64,32,32"]
+    ref, _ = train_params(stratbench, mnist_dir, tmp_path, "single", *deep, "--strategy",
+                          "single", "--batch", "32", "--microbatches", "4")
+    got, r = train_params(stratbench, mnist_dir, tmp_path, "inter", *deep, "--strategy",
+                          "pipeline", "--stages", "2", "--tp", "2", "--schedule", "interleaved",
+                          "--microbatches", "4", "--batch", "32")
+    assert rel_diff(got, ref) <= 1e-5
+    assert r["layout"]["chunks"] == 2 and r["layout"]["schedule"] == "interleaved"
+    assert r["strategy_details"]["pipeline_layer_first"] == [0, 2, 4, 6, 8]
