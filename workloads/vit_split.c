@@ -134,6 +134,7 @@ void sb_vit_split_ready(struct sb_model *m, sb_grad_ready_fn ready, void *ctx, s
         r->w = offset, r->b = count;
         return;
     }
+    sb_model_round(m, m->grads + offset, count); /* --precision: 16-bit before ready */
     if (ready) ready(ctx, offset, count);
 }
 
@@ -171,8 +172,8 @@ sb_status sb_vit_backward_weight_part(struct sb_model *m, int slot, int accumula
         const struct vit_rec *r = &s->rec[i];
         switch (r->kind) {
         case REC_LINEAR: /* as sb_vit_linear_backward */
-            be->sgemm(1, 0, r->out, r->in, r->rows, 1.0f, r->dy, r->out, r->x, r->in, 0.0f,
-                      g + r->w, r->in);
+            sb_model_gemm(m, 1, 0, r->out, r->in, r->rows, 1.0f, r->dy, r->out, r->x, r->in,
+                          0.0f, g + r->w, r->in);
             be->bias_grad(g + r->b, r->dy, r->rows, r->out);
             break;
         case REC_LAYERNORM: /* its input gradient again, into scratch (p->tmp: rows x W) */
@@ -187,6 +188,7 @@ sb_status sb_vit_backward_weight_part(struct sb_model *m, int slot, int accumula
             break;
         }
         case REC_READY:
+            sb_model_round(m, g + r->w, r->b); /* --precision: 16-bit before ready */
             if (ready) ready(ctx, r->w, r->b);
             break;
         }
