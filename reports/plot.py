@@ -14,8 +14,9 @@ Writes into DIR, per scaling mode present (strong, weak), as PNG and SVG:
                       did not reach the target are left out; with none, the chart is
                       left out and the page and stdout say why)
   methods-<mode>      when the sweep ran several gradient methods (--grad-compression,
-                      --local-sgd): median step time against median time to accuracy,
-                      one point per strategy, replica count and method (what a method
+                      --local-sgd) or precisions (--precisions): median step time
+                      against median time to accuracy, one point per strategy, replica
+                      count, method and precision (what a method
                       saves per step against what it costs in convergence; points that
                       did not reach the target are named, not drawn)
   memory-<mode>       memory per rank vs replicas, from the run reports' ledgers
@@ -26,7 +27,8 @@ Writes into DIR, per scaling mode present (strong, weak), as PNG and SVG:
                       schedule of its first ok run as a Gantt chart (stages x time, one
                       step; reports/pipeline_gantt.py): forwards, backwards, zb-h1's W,
                       and the bubble, each stage's wait for another, in grey
-A strategy that ran several methods is one series per method ("ddp bf16").
+A strategy that ran several methods is one series per method ("ddp bf16"), and one
+per precision other than fp32 ("ddp precision=bf16").
 Each chart carries a caption: machine, date of the runs, commit.
 and index.html: one page (the scaling table, the charts inlined as SVG, the
 environment, links to each run report) to open in a browser or publish as a CI
@@ -124,9 +126,12 @@ CAPTION = ""  # set by main() from the document's environment
 
 
 def series(p):
-    """A point's series: its strategy, and its gradient method unless plain."""
+    """A point's series: its strategy, its gradient method unless plain, and its
+    precision unless fp32 (scaling.json 1.5)."""
     method = p.get("method") or "none"
-    return p["strategy"] if method == "none" else f"{p['strategy']} {method}"
+    name = p["strategy"] if method == "none" else f"{p['strategy']} {method}"
+    precision = p.get("precision") or "fp32"
+    return name if precision == "fp32" else f"{name} precision={precision}"
 
 
 def by_strategy(points):
@@ -242,7 +247,7 @@ def plot_methods(points, mode, out, title_extra, skipped):
     """Step time against time to accuracy, one point per strategy, replica count and
     gradient method, when the sweep ran more than one method; returns the chart's name
     in a list (empty when left out, with the reason appended to `skipped`)."""
-    if len({p.get("method") or "none" for p in points}) < 2:
+    if len({(p.get("method") or "none", p.get("precision") or "fp32") for p in points}) < 2:
         return []
     name = f"methods-{mode}"
     done = [p for p in points

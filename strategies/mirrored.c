@@ -27,6 +27,7 @@
 #include "core/nvtx.h"
 #include "core/test_fault.h"
 #include "strategies/shared/mirrored.h"
+#include "strategies/shared/precision.h"
 
 /* One replica's share of a job. Collectives are always entered, even after
  * a local failure, so that no replica is left waiting at a barrier. */
@@ -61,9 +62,15 @@ static void run_job(struct member *me)
                                   cfg->batch, sb_config_global_batch(cfg), NULL, NULL,
                                   &me->result);
         double t0 = sb_now_s();
-        /* Entered even after a failure, so that no replica waits forever. */
+        /* Entered even after a failure, so that no replica waits forever.
+         * --precision bf16|fp16: the gradients are 16-bit, and so is their
+         * all-reduce's result (2 bytes a value counted, as ddp's wire). */
+        int fmt = SB_HALF_BF16;
         sb_status cst = mr->on_device ? sb_mirrored_device_share(me, 1)
-                                      : sb_comm_allreduce(me->comm, m->grads, m->n_params);
+                        : sb_precision_half(cfg, &fmt)
+                            ? sb_comm_allreduce16(me->comm, (enum sb_half_format)fmt, m->grads,
+                                                  m->n_params, NULL)
+                            : sb_comm_allreduce(me->comm, m->grads, m->n_params);
         double comm_ms = 1e3 * (sb_now_s() - t0);
         if (!me->replica->device_comm) { /* cpu: host clocks; GPUs: events (replica.h) */
             me->result.phase_ms[SB_PHASE_COMM] += comm_ms;

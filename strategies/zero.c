@@ -58,6 +58,7 @@ struct zero {
     struct sb_zero_sync *sync;  /* units, shards and gathers over comm */
     int stage, size, rank;
     int half;                   /* --grad-compression fp16|bf16: 16-bit reduce-scatters */
+    int param_half;             /* --precision bf16|fp16: 16-bit parameter all-gathers */
 };
 
 /* Whether the run reduce-scatters over a 16-bit wire (--grad-compression
@@ -120,12 +121,16 @@ static sb_status zero_init(struct sb_strategy *s)
     s->world = z->comm;
     struct sb_model *m = z->replica->model;
     SB_TRY(sb_comm_broadcast(z->comm, m->params, m->n_params, 0));
+    int param_fmt = SB_HALF_BF16;
+    z->param_half = sb_precision_half(cfg, &param_fmt) && z->comm->ops->allgather16;
     struct sb_zero_sync_cfg zc = {
         .stage = z->stage,
         .bucket_mb = opts(cfg)->bucket_mb,
         .overlap = opts(cfg)->overlap,
         .half = z->half,
         .fmt = wire_fmt(cfg),
+        .param_half = z->param_half,
+        .param_fmt = (enum sb_half_format)param_fmt,
         .run = cfg,
     };
     return sb_zero_sync_create(z->comm, m, s->env->be, sb_grad_range_whole(m), &zc, &z->sync);
@@ -217,11 +222,13 @@ static void zero_model_state_formula(const struct sb_config *cfg, double n_param
 
 /* Bytes per rank per step that the formula says the collectives send:
  * (stage 3 ? 3 : 2) Ψ (n-1)/n floats (docs/zero.md), the reduce-scatter's
- * Ψ at 2 bytes a value under --grad-compression fp16|bf16. */
+ * Ψ at 2 bytes a value under --grad-compression fp16|bf16 or --precision
+ * bf16|fp16, the all-gathers' at 2 under --precision bf16|fp16. */
 static double formula_sent_bytes(const struct zero *z, double n_params)
 {
     double n = z->size, gathers = z->stage == 3 ? 2.0 : 1.0;
-    return ((z->half ? 2.0 : 4.0) + gathers * 4.0) * n_params * (n - 1.0) / n;
+    return ((z->half ? 2.0 : 4.0) + gathers * (z->param_half ? 2.0 : 4.0)) * n_params *
+           (n - 1.0) / n;
 }
 
 /* What it allocated: stage 1 full parameters and gradients plus the
@@ -290,7 +297,9 @@ static void zero_describe(const struct sb_strategy *s, long measured_steps,
  * (sb_cost_reduce_scatter_s): (1 + g)((n-2+u)α + (n-1)M/(nB)), g the
  * gathers. A run with --grad-compression fp16/bf16 (q->cfg)
  * reduce-scatters 2-byte words: its reduce-scatter moves M/2 (the
- * conversions are the compress phase, not comm); the gathers stay fp32.
+ * conversions are the compress phase, not comm); the gathers stay fp32,
+ * except under --precision bf16|fp16, where they gather the 16-bit
+ * parameters: M/2 each too (formula row 2).
  * Overlap (stage 2's reduce-scatters during
  * backward, stage 3's prefetch behind compute) is not modelled: exposed =
  * comm (NaN). The report compares comm_s with the measured comm phase
@@ -301,14 +310,17 @@ static void model_row(const struct sb_comm_model_query *q, int stage, int units,
                       struct sb_comm_model_row *row)
 {
     static const char *const variants[] = {"", "stage-1", "stage-2", "stage-3"};
-    static const char *const formulas[2][2] = {
+    static const char *const formulas[3][2] = {
         {"2((n-2+u) alpha + (n-1)M/(n B))", "3((n-2+u) alpha + (n-1)M/(n B))"},
         {"(n-2+u) alpha + (n-1)M/(2n B) + (n-2+u) alpha + (n-1)M/(n B)",
-         "(n-2+u) alpha + (n-1)M/(2n B) + 2((n-2+u) alpha + (n-1)M/(n B))"}};
+         "(n-2+u) alpha + (n-1)M/(2n B) + 2((n-2+u) alpha + (n-1)M/(n B))"},
+        {"2((n-2+u) alpha + (n-1)M/(2n B))", "3((n-2+u) alpha + (n-1)M/(2n B))"}};
     int n = q->replicas, gathers = stage == 3 ? 2 : 1;
     int half = q->cfg && half_wire(q->cfg);
+    if (half && sb_precision_half(q->cfg, NULL)) half = 2; /* the parameters are 16-bit too */
     double comm = sb_cost_reduce_scatter_s(&q->link, n, half ? q->bytes / 2 : q->bytes, units) +
-                  gathers * sb_cost_allgather_s(&q->link, n, q->bytes, units);
+                  gathers * sb_cost_allgather_s(&q->link, n, half == 2 ? q->bytes / 2 : q->bytes,
+                                                units);
     *row = (struct sb_comm_model_row){
         .variant = variants[stage],
         .formula_name = gathers == 2 ? "zero-3" : "zero-2",
@@ -319,7 +331,7 @@ static void model_row(const struct sb_comm_model_query *q, int stage, int units,
     snprintf(row->legend, sizeof row->legend,
              "zero reduce-scatter%s and all-gather (rings) (n-2+u)a + (n-1)M/(nB) each, "
              "the all-gather x2 in stage 3; u = %d unit%s in flight together; no overlap;",
-             half ? " (16-bit: M/2)" : "", units, units == 1 ? "" : "s");
+             half == 2 ? " and all-gathers (16-bit: M/2)" : half ? " (16-bit: M/2)" : "", units, units == 1 ? "" : "s");
 }
 
 /* The run: its stage and units (describe's "units"); predict: stages 1

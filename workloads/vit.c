@@ -312,13 +312,6 @@ static sb_status vit_create_part(const struct sb_config *cfg, const struct sb_ba
                         v->width);
     if (v->depth < 1 || v->depth > VIT_MAX_DEPTH)
         return sb_error(SB_ERR_USAGE, "--depth: expected 1..%d, got %d", VIT_MAX_DEPTH, v->depth);
-    /* The 16-bit emulation rounds what a layer writes (workloads/dense.c's
-     * sb_model_gemm); the transformer's layers do not yet, so a bf16/fp16
-     * vit run would round only its parameters: refused, not half done. */
-    if (cfg->precision != SB_PRECISION_FP32)
-        return sb_error(SB_ERR_USAGE, "--precision: %s is not built for this workload yet (its "
-                        "layers compute and store fp32 only); use --precision fp32",
-                        sb_precision_name(cfg->precision));
     if (v->mlp_ratio < 1)
         return sb_error(SB_ERR_USAGE, "--mlp-ratio: expected >= 1, got %d", v->mlp_ratio);
     struct sb_part whole = {0, v->depth + 2, 0, 1, 1, 0, 0};
@@ -404,6 +397,10 @@ static sb_status vit_create_part(const struct sb_config *cfg, const struct sb_ba
         return st;
     }
     free(init);
+    /* --precision bf16|fp16: every layer rounds what it writes (vit_pass.c,
+     * vit_sp.c), and the parameters are 16-bit from the start */
+    sb_model_set_precision(m, cfg);
+    sb_model_round(m, m->params, m->n_params);
     m->activation_bytes = p->alloc_bytes;
     m->block_activation_bytes = p->block_bytes;
     m->ops = &sb_workload_vit;

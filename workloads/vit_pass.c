@@ -8,27 +8,32 @@
 #include "workloads/vit_model.h"
 
 /* y (rows, out) = x (rows, in) . W^T + b, W (out, in) at params[w]; beta 1
- * adds to y (a residual) instead of overwriting it. */
+ * adds to y (a residual) instead of overwriting it. Under --precision
+ * bf16|fp16 y is stored 16-bit (the sum with the residual rounded once). */
 void sb_vit_linear(const struct sb_model *m, const float *x, int rows, int in, int out, size_t w,
                    size_t b, float beta, float *y)
 {
     const struct sb_backend_ops *be = m->be;
-    be->sgemm(0, 1, rows, out, in, 1.0f, x, in, m->params + w, in, beta, y, out);
+    sb_model_gemm(m, 0, 1, rows, out, in, 1.0f, x, in, m->params + w, in, beta, y, out);
     be->add_bias(y, m->params + b, rows, out);
+    sb_model_round(m, y, (size_t)rows * out);
 }
 
 /* Gradients of linear(): dW (out, in) = dy^T . x, db = colsum(dy), both
  * overwritten; dx (rows, in) = dy . W, overwritten (beta 0) or added
- * (beta 1); skipped when dx is NULL. */
+ * (beta 1); skipped when dx is NULL. Nothing is rounded here: the caller
+ * rounds dx once it is whole (after the tp all-reduce of a column-parallel
+ * layer's partial sums, after q, k and v have added theirs) and the
+ * layer's weight gradients before reporting them ready. */
 void sb_vit_linear_backward(struct sb_model *m, const float *dy, const float *x, int rows, int in,
                             int out, size_t w, size_t b, float beta, float *dx)
 {
     const struct sb_backend_ops *be = m->be;
     if (!sb_vit_split_linear(m, dy, x, rows, in, out, w, b)) { /* else W computes them */
-        be->sgemm(1, 0, out, in, rows, 1.0f, dy, out, x, in, 0.0f, m->grads + w, in);
+        sb_model_gemm(m, 1, 0, out, in, rows, 1.0f, dy, out, x, in, 0.0f, m->grads + w, in);
         be->bias_grad(m->grads + b, dy, rows, out);
     }
-    if (dx) be->sgemm(0, 0, rows, in, out, 1.0f, dy, out, m->params + w, in, beta, dx, in);
+    if (dx) sb_model_gemm(m, 0, 0, rows, in, out, 1.0f, dy, out, m->params + w, in, beta, dx, in);
 }
 
 /* Patch embedding, class token and position embeddings into res[0]. */
@@ -47,6 +52,7 @@ static void embed_forward(struct sb_model *m, const float *x, int n)
     be->copy2d(res0, (long)T * W, m->params + p->cls, 0, n, W);
     /* + pos (T, W): one bias row of T * W per sample */
     be->add_bias(res0, m->params + p->pos, n, T * W);
+    sb_model_round(m, res0, (size_t)n * T * W);
     if (p->sp) {
         long tl = (long)p->tokens_local * W;
         be->copy2d(p->res[0], tl, res0 + p->tp_rank * tl, (long)T * W, n, (int)tl);
@@ -69,10 +75,11 @@ static void row_parallel_forward(struct sb_model *m, const float *r, int rows, i
         sb_vit_linear(m, r, rows, in, W, w, b, 1.0f, y);
         return;
     }
-    be->sgemm(0, 1, rows, W, in, 1.0f, r, in, m->params + w, in, 0.0f, p->tmp, W);
-    sb_model_tp_allreduce(m, p->tmp, (size_t)rows * W);
+    sb_model_gemm(m, 0, 1, rows, W, in, 1.0f, r, in, m->params + w, in, 0.0f, p->tmp, W);
+    sb_model_tp_allreduce(m, p->tmp, (size_t)rows * W); /* fp32 partial sums */
     be->add(y, p->tmp, (size_t)rows * W);
     be->add_bias(y, m->params + b, rows, W);
+    sb_model_round(m, y, (size_t)rows * W);
 }
 
 /* One block on res[l] -> res[l + 1] for n samples (of a tp shard: its
@@ -91,14 +98,17 @@ static void block_forward(struct sb_model *m, int l, int n)
     /* attention: ln1 -> q, k, v (head layout) -> softmax(q k^T / sqrt(hd)) v */
     be->layernorm_forward(x, prm + b->norm1_w, prm + b->norm1_b, rows, W, VIT_LN_EPS, b->ln1,
                           b->mean1, b->rstd1);
+    sb_model_round(m, b->ln1, (size_t)rows * W); /* the q, k, v GEMMs' input */
     sb_vit_attention_forward(m, b, n);
     /* mid = x + ctx . W_o^T + b_o */
     row_parallel_forward(m, b->ctx, rows, Wl, x, b->proj_w, b->proj_b, b->mid);
     /* MLP: out = mid + gelu(ln2 . W_1^T + b_1) . W_2^T + b_2 */
     be->layernorm_forward(b->mid, prm + b->norm2_w, prm + b->norm2_b, rows, W, VIT_LN_EPS,
                           b->ln2, b->mean2, b->rstd2);
+    sb_model_round(m, b->ln2, (size_t)rows * W);
     sb_vit_linear(m, b->ln2, rows, W, F, b->fc1_w, b->fc1_b, 0.0f, b->fc1);
     be->gelu_forward(b->fc1, b->gelu, (size_t)rows * F);
+    sb_model_round(m, b->gelu, (size_t)rows * F);
     row_parallel_forward(m, b->gelu, rows, F, b->mid, b->fc2_w, b->fc2_b, out);
 }
 
@@ -118,10 +128,13 @@ void sb_vit_attention_forward(struct sb_model *m, struct vit_block *b, int n)
     /* scores (T, T) = q (T, hd) . k^T / sqrt(hd), per (sample, head) */
     be->sgemm_strided_batched(0, 1, T, T, hd, 1.0f / sqrtf((float)hd), b->q, hd, th, b->k, hd,
                               th, 0.0f, b->probs, T, tt, n * H);
+    sb_model_round(m, b->probs, (size_t)n * H * tt); /* the scores */
     be->softmax_rows(b->probs, n * H * T, T);
+    sb_model_round(m, b->probs, (size_t)n * H * tt); /* the probabilities: a GEMM's input */
     /* context (T, hd) = probs (T, T) . v (T, hd) */
     be->sgemm_strided_batched(0, 0, T, hd, T, 1.0f, b->probs, T, tt, b->v, hd, th, 0.0f,
                               p->dh[0], hd, th, n * H);
+    sb_model_round(m, p->dh[0], (size_t)rows * Wl);
     be->transpose_0213(p->dh[0], n, H, T, hd, b->ctx); /* -> (n, T, H, hd) */
 }
 
@@ -140,6 +153,7 @@ static void head_forward(struct sb_model *m, int n)
     be->copy2d(p->xcls, W, last, (long)T * W, n, W);
     be->layernorm_forward(p->xcls, m->params + p->norm_w, m->params + p->norm_b, n, W,
                           VIT_LN_EPS, p->lnf, p->meanf, p->rstdf);
+    sb_model_round(m, p->lnf, (size_t)n * W);
     sb_vit_linear(m, p->lnf, n, W, m->n_classes, p->head_w, p->head_b, 0.0f, p->logits);
 }
 
@@ -162,11 +176,14 @@ static void head_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx)
     const struct sb_backend_ops *be = m->be;
     int W = p->width, T = p->tokens, n = p->n;
     sb_model_layer_begin(m, p->head_off, p->head_count, 1);
+    sb_model_round(m, p->dlogits, (size_t)n * m->n_classes); /* the loss's gradient */
     sb_vit_linear_backward(m, p->dlogits, p->lnf, n, W, m->n_classes, p->head_w, p->head_b, 0.0f,
                     p->dlnf);
+    sb_model_round(m, p->dlnf, (size_t)n * W);
     be->zero(p->dxcls, (size_t)n * W);
     sb_vit_split_layernorm(m, p->dlnf, p->xcls, p->norm_w, p->norm_b, p->meanf, p->rstdf, n, W,
                            p->dxcls);
+    sb_model_round(m, p->dxcls, (size_t)n * W);
     sb_vit_split_ready(m, ready, ctx, p->head_off, p->head_count);
     be->zero(p->dres, (size_t)n * T * W);
     be->copy2d(p->dres, (long)T * W, p->dxcls, W, n, W);
@@ -188,20 +205,27 @@ static void block_backward(struct sb_model *m, int l, sb_grad_ready_fn ready, vo
     sb_model_layer_begin(m, b->offset, b->count, 1);
     /* MLP: dres is d out = d mid through the residual, plus the MLP's path */
     sb_vit_linear_backward(m, p->dres, b->gelu, rows, F, W, b->fc2_w, b->fc2_b, 0.0f, p->dfc);
+    sb_model_round(m, p->dfc, (size_t)rows * F);
     be->gelu_backward(p->dfc, b->fc1, (size_t)rows * F);
+    sb_model_round(m, p->dfc, (size_t)rows * F);
     sb_vit_linear_backward(m, p->dfc, b->ln2, rows, W, F, b->fc1_w, b->fc1_b, 0.0f, p->dln);
     /* fc1 is column-parallel: its input gradient is a partial sum (f backward) */
     sb_model_tp_allreduce(m, p->dln, (size_t)rows * W);
+    sb_model_round(m, p->dln, (size_t)rows * W);
     sb_vit_split_layernorm(m, p->dln, b->mid, b->norm2_w, b->norm2_b, b->mean2, b->rstd2, rows, W,
                            p->dres);
+    sb_model_round(m, p->dres, (size_t)rows * W);
     /* attention: dres is now d mid */
     sb_vit_linear_backward(m, p->dres, b->ctx, rows, Wl, W, b->proj_w, b->proj_b, 0.0f, p->tmp);
+    sb_model_round(m, p->tmp, (size_t)rows * Wl);
     sb_vit_attention_backward(m, b, n);
     /* q, k, v are column-parallel on one input: one all-reduce of its
      * gradient's partial sums (f backward) */
     sb_model_tp_allreduce(m, p->dln, (size_t)rows * W);
+    sb_model_round(m, p->dln, (size_t)rows * W);
     sb_vit_split_layernorm(m, p->dln, p->res[l], b->norm1_w, b->norm1_b, b->mean1, b->rstd1, rows,
                            W, p->dres);
+    sb_model_round(m, p->dres, (size_t)rows * W);
     sb_vit_split_ready(m, ready, ctx, b->offset, b->count);
 }
 
@@ -218,13 +242,18 @@ void sb_vit_attention_backward(struct sb_model *m, struct vit_block *b, int n)
                               p->dprobs, T, tt, n * H);
     be->sgemm_strided_batched(1, 0, T, hd, T, 1.0f, b->probs, T, tt, p->dh[0], hd, th, 0.0f,
                               p->dh[2], hd, th, n * H);
+    sb_model_round(m, p->dprobs, (size_t)n * H * tt);
+    sb_model_round(m, p->dh[2], (size_t)rows * Wl);
     be->softmax_rows_backward(p->dprobs, b->probs, n * H * T, T); /* -> d scores */
+    sb_model_round(m, p->dprobs, (size_t)n * H * tt);
     /* dq = dscores . k / sqrt(hd); dk = dscores^T . q / sqrt(hd) */
     float scale = 1.0f / sqrtf((float)hd);
     be->sgemm_strided_batched(0, 0, T, hd, T, scale, p->dprobs, T, tt, b->k, hd, th, 0.0f,
                               p->dh[0], hd, th, n * H);
     be->sgemm_strided_batched(1, 0, T, hd, T, scale, p->dprobs, T, tt, b->q, hd, th, 0.0f,
                               p->dh[1], hd, th, n * H);
+    sb_model_round(m, p->dh[0], (size_t)rows * Wl);
+    sb_model_round(m, p->dh[1], (size_t)rows * Wl);
     size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
     for (int i = 0; i < 3; i++) {
         be->transpose_0213(p->dh[i], n, H, T, hd, p->tmp); /* -> (n, T, H, hd) */

@@ -39,7 +39,7 @@ sb_status sb_vit_split_alloc(struct sb_model *m)
     struct vit *p = m->impl;
     const struct sb_backend_ops *be = m->be;
     struct vit_split *s = calloc(1, sizeof *s);
-    if (!s) return sb_error(SB_ERR_NOMEM, "vit: out of memory");
+    if (!s) return sb_error(SB_ERR_NOMEM, "the split backward: out of memory");
     p->split = s;
     size_t cap = (size_t)p->cap, W = (size_t)p->width, T = (size_t)p->tokens;
     size_t rows = cap * T, F = (size_t)p->hidden_local, Wl = (size_t)p->width_local;
@@ -51,7 +51,7 @@ sb_status sb_vit_split_alloc(struct sb_model *m)
                    cap * ((p->has_head ? (size_t)m->n_classes + W : 0) +
                           (p->has_embed ? T * W + (size_t)p->n_patches * W : 0));
     s->rec = calloc((size_t)s->cap_rec, sizeof *s->rec);
-    if (!s->rec) return sb_error(SB_ERR_NOMEM, "vit: out of memory");
+    if (!s->rec) return sb_error(SB_ERR_NOMEM, "the split backward: out of memory");
     SB_TRY(be->alloc((void **)&s->stage, s->stage_cap * sizeof(float)));
     SB_TRY(be->alloc((void **)&s->ln_dparams, 2 * W * sizeof(float)));
     p->alloc_bytes += (s->stage_cap + 2 * W) * sizeof(float);
@@ -136,6 +136,7 @@ void sb_vit_split_ready(struct sb_model *m, sb_grad_ready_fn ready, void *ctx, s
         r->w = offset, r->b = count;
         return;
     }
+    sb_model_round(m, m->grads + offset, count); /* --precision: 16-bit before ready */
     if (ready) ready(ctx, offset, count);
 }
 
@@ -176,8 +177,8 @@ sb_status sb_vit_backward_weight_part(struct sb_model *m, int slot, int accumula
         const struct vit_rec *r = &s->rec[i];
         switch (r->kind) {
         case REC_LINEAR: /* as sb_vit_linear_backward */
-            be->sgemm(1, 0, r->out, r->in, r->rows, 1.0f, r->dy, r->out, r->x, r->in, 0.0f,
-                      g + r->w, r->in);
+            sb_model_gemm(m, 1, 0, r->out, r->in, r->rows, 1.0f, r->dy, r->out, r->x, r->in,
+                          0.0f, g + r->w, r->in);
             be->bias_grad(g + r->b, r->dy, r->rows, r->out);
             break;
         case REC_LAYERNORM: /* its input gradient again, into scratch (p->tmp: rows x W) */
@@ -192,6 +193,7 @@ sb_status sb_vit_backward_weight_part(struct sb_model *m, int slot, int accumula
             break;
         }
         case REC_READY:
+            sb_model_round(m, g + r->w, r->b); /* --precision: 16-bit before ready */
             if (ready) ready(ctx, r->w, r->b);
             break;
         }

@@ -316,7 +316,8 @@ static sb_status no_link_error(const char *path, const char *strategy, double wo
                     "--latency", path, why);
 }
 
-/* config.workload and config.hidden of the report (empty: not stated). */
+/* config.workload, config.hidden and config.transformer of the report
+ * (empty or zeros: not stated). */
 static void load_model_config(const cJSON *doc, struct run *r)
 {
     const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(doc, "config"), *h;
@@ -325,6 +326,14 @@ static void load_model_config(const cJSON *doc, struct run *r)
     cJSON_ArrayForEach(h, cJSON_GetObjectItemCaseSensitive(cfg, "hidden"))
         if (cJSON_IsNumber(h) && r->n_hidden < (int)(sizeof r->hidden / sizeof r->hidden[0]))
             r->hidden[r->n_hidden++] = (int)h->valuedouble;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, "transformer");
+    const char *keys[] = {"patch", "width", "depth", "heads", "mlp_ratio"};
+    int *fields[] = {&r->vit.patch, &r->vit.width, &r->vit.depth, &r->vit.heads,
+                     &r->vit.mlp_ratio};
+    for (int i = 0; i < 5; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(v, keys[i]);
+        if (cJSON_IsNumber(x)) *fields[i] = (int)x->valuedouble;
+    }
 }
 
 /* What the memory columns need from the report: the optimizer (its state

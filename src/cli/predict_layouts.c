@@ -198,12 +198,17 @@ static void inputs_of(const struct opts *o, const struct run *r, struct sb_layou
     in->n_buckets = r->n_buckets;
     in->dp_sync[0] = sb_strategy_find("ddp");
     in->dp_sync[1] = sb_strategy_find("zero");
-    if (strcmp(r->workload, "mlp") == 0 && r->n_hidden > 0 && r->n_hidden <= SB_MAX_HIDDEN) {
+    /* A workload that states its parts' sizes (part_size) gets the report's
+     * model config back (its hidden widths and transformer shape); others
+     * keep the scaled estimate of the report's activations. */
+    const struct sb_workload_ops *w = sb_workload_find(r->workload);
+    if (w && w->part_size && r->n_hidden > 0 && r->n_hidden <= SB_MAX_HIDDEN) {
         sb_train_opts_defaults(cfg);
         snprintf(cfg->cfg.workload, sizeof cfg->cfg.workload, "%s", r->workload);
         cfg->cfg.n_hidden = r->n_hidden;
         for (int i = 0; i < r->n_hidden; i++) cfg->cfg.hidden[i] = r->hidden[i];
-        in->workload = sb_workload_find(r->workload);
+        if (r->vit.depth > 0) cfg->cfg.vit = r->vit;
+        in->workload = w;
         in->model_cfg = &cfg->cfg;
     }
 }

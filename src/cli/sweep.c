@@ -153,19 +153,26 @@ static sb_status first_run_error(const char *log_path)
 }
 
 /* "ddp-n2-strong-r1", with the method after the strategy when there is one
- * ("ddp-bf16-n2-strong-r1"). */
+ * ("ddp-bf16-n2-strong-r1"), and the precision under --precisions
+ * ("ddp-precision-bf16-n2-strong-r1"). */
 static void run_name(const struct sweep_opts *o, const struct sb_sweep_point *pt, int r,
                      char *name, size_t size)
 {
+    char strategy[64]; /* a registry name (< 32) and "-precision-fp16" */
+    if (o->precisions_given)
+        snprintf(strategy, sizeof strategy, "%s-precision-%s", pt->strategy,
+                 o->precisions[pt->precision]);
+    else
+        snprintf(strategy, sizeof strategy, "%s", pt->strategy);
     const struct sweep_method *m = sb_sweep_method_of(o, pt);
     if (pt->layout >= 0) {
         char layout[96];
         sb_layout_name(&o->layouts[pt->layout], layout, sizeof layout);
-        snprintf(name, size, "%s-%s%s%s-%s-r%d", pt->strategy, layout, m ? "-" : "",
+        snprintf(name, size, "%s-%s%s%s-%s-r%d", strategy, layout, m ? "-" : "",
                  m ? m->name : "", sb_sweep_scaling_name[pt->scaling], r);
         return;
     }
-    snprintf(name, size, "%s%s%s-n%d-%s-r%d", pt->strategy, m ? "-" : "", m ? m->name : "",
+    snprintf(name, size, "%s%s%s-n%d-%s-r%d", strategy, m ? "-" : "", m ? m->name : "",
              pt->replicas, sb_sweep_scaling_name[pt->scaling], r);
 }
 
@@ -192,8 +199,10 @@ static void record_run(const struct sweep_opts *o, struct sb_sweep_point *pt, in
         code ? NULL : cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rep, "diverged"));
     if (diverged) code = 1, why = diverged;
     const struct sweep_method *m = sb_sweep_method_of(o, pt);
-    printf("[%d/%d] %s%s%s n=%d %s r%d: %s", ++pg->done, pg->total, pt->strategy, m ? " " : "",
-           m ? m->name : "", pt->replicas, sb_sweep_scaling_name[pt->scaling], r,
+    printf("[%d/%d] %s%s%s%s%s n=%d %s r%d: %s", ++pg->done, pg->total, pt->strategy,
+           m ? " " : "", m ? m->name : "", o->precisions_given ? " " : "",
+           o->precisions_given ? o->precisions[pt->precision] : "", pt->replicas,
+           sb_sweep_scaling_name[pt->scaling], r,
            reused ? "(finished before) " : "");
     cJSON *run = cJSON_CreateObject();
     sb_json_add_num(run, "repeat", r, fail);
@@ -252,7 +261,7 @@ static void add_method(const struct sweep_opts *o, const struct sb_sweep_point *
 static sb_status run_point(const struct sweep_opts *o, const char *self, struct sb_sweep_point *pt,
                            struct progress *pg)
 {
-    char path[SB_SWEEP_PATH_LEN + 256], log_path[SB_SWEEP_PATH_LEN + 256], name[192];
+    char path[SB_SWEEP_PATH_LEN + 320], log_path[SB_SWEEP_PATH_LEN + 320], name[256];
     pt->ok = calloc((size_t)o->repeats, sizeof *pt->ok);
     pt->t = calloc((size_t)o->repeats, sizeof *pt->t);
     if (!pt->ok || !pt->t) return sb_error(SB_ERR_NOMEM, "sweep: out of memory");
@@ -297,6 +306,7 @@ static sb_status run_point(const struct sweep_opts *o, const char *self, struct 
     }
     sb_status st = sb_sweep_point_summarize(pt, runs, first_report);
     if (!st) add_method(o, pt, first_report, &fail);
+    if (!st) sb_json_add_str(pt->json, "precision", o->precisions[pt->precision], &fail);
     if (!st) add_layout(o, pt, &fail);
     cJSON_Delete(first_report);
     if (!st && fail)
@@ -350,7 +360,8 @@ static sb_status write_scaling(const struct sweep_opts *o, struct sb_sweep_point
     for (int i = 0; i < n_pts && !st; i++) {
         const struct sb_sweep_point *base = NULL;
         for (int k = 0; k < n_pts; k++)
-            if (sb_strategy_find(pts[k].strategy)->baseline && pts[k].scaling == pts[i].scaling)
+            if (sb_strategy_find(pts[k].strategy)->baseline && pts[k].scaling == pts[i].scaling &&
+                pts[k].precision == pts[i].precision) /* single in the same precision */
                 base = &pts[k];
         st = sb_sweep_add_speedup(&pts[i], base);
         sb_json_append(points, pts[i].json, &fail);
@@ -403,7 +414,8 @@ static int finish(const struct sweep_opts *o, struct sb_sweep_point *pts, int n_
 int sb_sweep_main(int argc, char **argv)
 {
     static struct sweep_opts o;
-    static struct sb_sweep_point pts[2 * SB_SWEEP_MAX_LIST * SB_SWEEP_MAX_LIST * 2 * SB_SWEEP_MAX_LIST + 2];
+    static struct sb_sweep_point
+        pts[3 * (2 * SB_SWEEP_MAX_LIST * SB_SWEEP_MAX_LIST * 2 * SB_SWEEP_MAX_LIST + 2)];
     char self[SB_SWEEP_PATH_LEN], scaling_path[SB_SWEEP_PATH_LEN + 16];
     int n_pts = 0, finished = 0;
     size_t made_len = 0; /* the folders of --out this sweep made (remove_made_dirs) */

@@ -10,7 +10,7 @@
 
 #include "core/status.h"
 
-#define SB_SCALING_SCHEMA_VERSION "1.4"
+#define SB_SCALING_SCHEMA_VERSION "1.5"
 
 /* Runs `stratbench sweep` with argv[0] = "sweep" and returns the process exit
  * status: 0 every run succeeded, 1 some run failed (scaling.json is still

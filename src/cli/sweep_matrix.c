@@ -17,6 +17,9 @@ void sb_sweep_add_matrix(cJSON *doc, const struct sweep_opts *o, int *fail)
     for (int i = 0; i < o->n_strategies; i++)
         sb_json_append(a, cJSON_CreateString(o->strategies[i]), fail);
     sb_json_add_item(m, "replicas", cJSON_CreateIntArray(o->replicas, o->n_replicas), fail);
+    a = sb_json_add_arr(m, "precisions", fail);
+    for (int i = 0; i < o->n_precisions; i++)
+        sb_json_append(a, cJSON_CreateString(o->precisions[i]), fail);
     a = sb_json_add_arr(m, "scaling", fail);
     for (int s = 0; s < 2; s++)
         if (o->scaling[s]) sb_json_append(a, cJSON_CreateString(sb_sweep_scaling_name[s]), fail);

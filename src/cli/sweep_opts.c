@@ -49,6 +49,9 @@ void sb_sweep_usage(FILE *out)
             "  --strategies LIST   all         strategies (single runs at n=1); all = every\n"
             "                      registered one: %s\n"
             "  --replicas LIST     1,2,4       replica counts\n"
+            "  --precisions LIST   fp32        numerics: fp32, bf16, fp16 (train --precision);\n"
+            "                      every point and the single baseline run in each, and the\n"
+            "                      page draws step time against time to accuracy per precision\n"
             "  --layouts LIST      none        instead of --strategies and --replicas: layouts\n"
             "                      separated by ';', each dpN,tpN,ppN,mN,vN,zN, a schedule and a\n"
             "                      rank order, e.g. \"dp4;dp4,z1;dp2,tp2\" (docs/layouts.md); one\n"
@@ -188,6 +191,22 @@ static sb_status parse_compressions(struct sweep_opts *o, const char *arg)
     return SB_OK;
 }
 
+/* --precisions LIST: fp32, bf16 and/or fp16 (train's --precision). */
+static sb_status parse_precisions(struct sweep_opts *o, const char *arg)
+{
+    char items[SB_SWEEP_MAX_LIST][32];
+    int n;
+    SB_TRY(parse_list("precisions", arg, items, &n));
+    for (int i = 0; i < n; i++)
+        if (strcmp(items[i], "fp32") && strcmp(items[i], "bf16") && strcmp(items[i], "fp16"))
+            return sb_error(SB_ERR_USAGE, "--precisions: '%s' is not fp32, bf16 or fp16",
+                            items[i]);
+    for (int i = 0; i < n; i++) strcpy(o->precisions[i], items[i]); /* checked above */
+    o->n_precisions = n; /* at most 3: parse_list refuses an item given twice */
+    o->precisions_given = 1;
+    return SB_OK;
+}
+
 /* The methods: each --grad-compression item with plain steps, then plain
  * gradients with each --local-sgd H > 0 (train takes one of the two). */
 static void plan_methods(struct sweep_opts *o)
@@ -225,6 +244,8 @@ static sb_status set_defaults(struct sweep_opts *o)
     o->repeats = 5, o->epochs = 1, o->batch = 64, o->global_batch = 256;
     SB_TRY(parse_compressions(o, "none"));
     o->n_local_sgd = 1; /* 0: off */
+    snprintf(o->precisions[0], sizeof o->precisions[0], "fp32");
+    o->n_precisions = 1;
     return SB_OK;
 }
 
@@ -252,6 +273,7 @@ static sb_status parse_flag(struct sweep_opts *o, int c, const char *arg)
     case 'n':
         o->replicas_given = 1;
         return parse_int_list("replicas", arg, 1, 1024, o->replicas, &o->n_replicas);
+    case 'P': return parse_precisions(o, arg);
     case 'L': return sb_sweep_layouts_parse(arg, o->layouts, SB_SWEEP_MAX_LIST, &o->n_layouts);
     case 'S': return parse_scaling(o, arg);
     case 'c': return parse_compressions(o, arg);
@@ -281,6 +303,14 @@ static sb_status parse_flag(struct sweep_opts *o, int c, const char *arg)
 static sb_status check_opts(struct sweep_opts *o)
 {
     SB_TRY(check_extra(o));
+    if (o->precisions_given) {
+        static const char *const prec[] = {"precision"};
+        char found[64];
+        find_flags(o->extra, o->n_extra, prec, 1, found, sizeof found);
+        if (found[0])
+            return sb_error(SB_ERR_USAGE, "sweep: --precision after -- with --precisions: "
+                            "name every precision in --precisions");
+    }
     if (o->resume && !o->out_given)
         return sb_error(SB_ERR_USAGE, "--resume: name the interrupted sweep's folder with --out DIR");
     if (o->n_layouts && (o->strategies_given || o->replicas_given))
@@ -319,7 +349,8 @@ sb_status sb_sweep_opts_parse(struct sweep_opts *o, int argc, char **argv)
         {"epochs", 1, NULL, 'e'}, {"max-steps", 1, NULL, 'm'}, {"data", 1, NULL, 'd'},
         {"out", 1, NULL, 'o'}, {"resume", 0, NULL, 'R'}, {"help", 0, NULL, 'h'},
         {"grad-compression", 1, NULL, 'c'}, {"local-sgd", 1, NULL, 'l'},
-        {"rerun-noisy", 1, NULL, 'N'}, {"layouts", 1, NULL, 'L'}, {NULL, 0, NULL, 0}};
+        {"rerun-noisy", 1, NULL, 'N'}, {"layouts", 1, NULL, 'L'},
+        {"precisions", 1, NULL, 'P'}, {NULL, 0, NULL, 0}};
     SB_TRY(set_defaults(o));
     optind = 1;
     opterr = 0;
@@ -328,7 +359,7 @@ sb_status sb_sweep_opts_parse(struct sweep_opts *o, int argc, char **argv)
             o->help = 1;
             return SB_OK;
         }
-        if (!strchr("snScelGbrmdoRNL", c) || c == 0)
+        if (!strchr("snScelGbrmdoRNLP", c) || c == 0)
             return sb_cli_bad_flag("sweep", argv[optind - 1], longs);
         SB_TRY(parse_flag(o, c, optarg));
     }

@@ -35,6 +35,9 @@ struct sweep_opts {
     int n_methods;
     int replicas[SB_SWEEP_MAX_LIST];
     int n_replicas;
+    char precisions[3][32]; /* --precisions items (fp32, bf16, fp16); default fp32 */
+    int n_precisions;
+    int precisions_given;   /* the children get --precision only then */
     struct sb_layout layouts[SB_SWEEP_MAX_LIST]; /* --layouts: replaces strategies x replicas */
     int n_layouts;
     int strategies_given, replicas_given;

@@ -39,6 +39,7 @@ void sb_sweep_point_argv(const struct sweep_opts *o, const char *self,
     snprintf(ca->b, sizeof ca->b, "%d", pt->batch);
     snprintf(ca->e, sizeof ca->e, "%d", o->epochs);
     snprintf(ca->m, sizeof ca->m, "%ld", o->max_steps);
+    snprintf(ca->p, sizeof ca->p, "%s", o->precisions[pt->precision]);
     char **argv = ca->argv;
     int a = 0;
     argv[a++] = (char *)self, argv[a++] = "train";
@@ -47,6 +48,7 @@ void sb_sweep_point_argv(const struct sweep_opts *o, const char *self,
     argv[a++] = "--epochs", argv[a++] = ca->e, argv[a++] = "--report", argv[a++] = (char *)path;
     if (o->max_steps) argv[a++] = "--max-steps", argv[a++] = ca->m;
     if (o->data) argv[a++] = "--data", argv[a++] = (char *)o->data;
+    if (o->precisions_given) argv[a++] = "--precision", argv[a++] = ca->p;
     if (!strcmp(pt->strategy, "pipeline") && !extra_traces(o)) {
         size_t len = strlen(path);
         if (len >= 5 && !strcmp(path + len - 5, ".json")) len -= 5;
@@ -131,19 +133,19 @@ static void add_points(const struct sweep_opts *o, const char *self, struct sb_s
     }
 }
 
-/* Adds layout k's point of scaling s (its strategy and flags by
+/* Adds layout k's point of scaling s and precision prec (its strategy and flags by
  * sb_sweep_layout_flags, replicas = dp), for every method its strategy
  * takes; a layout train refuses (a strategy that does not exist yet, a
  * layout it cannot run) is skipped with train's reason. */
 static void add_layout_point(const struct sweep_opts *o, const char *self, int k, int s,
-                             struct sb_sweep_point *pts, int *n_pts, struct progress *pg,
+                             int prec, struct sb_sweep_point *pts, int *n_pts, struct progress *pg,
                              char *first_bad)
 {
     const struct sb_layout *l = &o->layouts[k];
     struct sweep_layout_flags f;
     sb_sweep_layout_flags(l, &f);
     struct sb_sweep_point pt = {.strategy = f.strategy, .replicas = l->dp, .scaling = s,
-                                .method = -1, .layout = k,
+                                .method = -1, .layout = k, .precision = prec,
                                 .batch = s == 0 ? o->global_batch / l->dp : o->batch};
     if (!train_takes(o, self, &pt)) {
         char name[96];
@@ -163,7 +165,8 @@ sb_status sb_sweep_plan_points(const struct sweep_opts *o, const char *self,
 {
     *n_pts = 0;
     char first_bad[256] = "";
-    for (int s = 0; s < 2; s++) {
+    for (int q = 0; q < 2 * o->n_precisions; q++) {
+        int s = q % 2, prec = q / 2; /* each precision is a copy of the matrix */
         if (!o->scaling[s]) continue;
         int has_single = 0;
         for (int i = 0; i < o->n_strategies && !o->n_layouts; i++)
@@ -172,11 +175,11 @@ sb_status sb_sweep_plan_points(const struct sweep_opts *o, const char *self,
         if (!has_single)
             add_points(o, self, (struct sb_sweep_point){.strategy = "single", .replicas = 1,
                                                         .scaling = s, .method = -1, .implicit = 1,
-                                                        .layout = -1,
+                                                        .layout = -1, .precision = prec,
                                                         .batch = s == 0 ? o->global_batch : o->batch},
                        pts, n_pts, pg, first_bad);
         for (int k = 0; k < o->n_layouts; k++)
-            add_layout_point(o, self, k, s, pts, n_pts, pg, first_bad);
+            add_layout_point(o, self, k, s, prec, pts, n_pts, pg, first_bad);
         for (int i = 0; i < o->n_strategies && !o->n_layouts; i++)
             for (int j = 0; j < o->n_replicas; j++) {
                 int n = o->replicas[j];
@@ -184,7 +187,7 @@ sb_status sb_sweep_plan_points(const struct sweep_opts *o, const char *self,
                 if (ops && ops->max_replicas > 0 && n > ops->max_replicas) continue;
                 add_points(o, self, (struct sb_sweep_point){.strategy = o->strategies[i],
                                                             .replicas = n, .scaling = s,
-                                                            .layout = -1,
+                                                            .layout = -1, .precision = prec,
                                                             .batch = s == 0 ? o->global_batch / n
                                                                             : o->batch},
                            pts, n_pts, pg, first_bad);

@@ -22,7 +22,7 @@ struct progress {
 
 /* A child's command line and the strings it points into. */
 struct child_args {
-    char n[16], b[16], e[16], m[24];
+    char n[16], b[16], e[16], m[24], p[32];
     char trace[SB_SWEEP_PATH_LEN + 288]; /* a pipeline run's --trace: <report>.trace.json */
     struct sweep_layout_flags layout;
     char *argv[64 + 256];
@@ -39,8 +39,9 @@ const struct sweep_method *sb_sweep_method_of(const struct sweep_opts *o,
 void sb_sweep_point_argv(const struct sweep_opts *o, const char *self,
                          const struct sb_sweep_point *pt, const char *path, struct child_args *ca);
 
-/* The matrix's points: per scaling, single n=1 first (the baseline) unless
- * the matrix runs it, then strategies x replicas x methods. Errors:
+/* The matrix's points: per precision (--precisions) and scaling, single
+ * n=1 first (the baseline) unless the matrix runs it, then strategies x
+ * replicas x methods. Errors:
  * SB_ERR_USAGE (train's reason) when train refuses every point. */
 sb_status sb_sweep_plan_points(const struct sweep_opts *o, const char *self,
                                struct sb_sweep_point *pts, int *n_pts, struct progress *pg);

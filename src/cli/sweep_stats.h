@@ -43,6 +43,7 @@ struct sb_sweep_point {
     int implicit;                 /* the baseline the sweep adds (single n=1 not in the
                                    * matrix): run without the other strategies' flags */
     int layout;                   /* sweep.c's index of its layout (--layouts); -1 none */
+    int precision;                /* its index in --precisions (0: fp32 without the flag) */
     struct sb_sweep_values *ok;   /* successful repeats (room for every repeat) */
     int n_ok;
     double *t;   /* per-repeat T for speedup: epoch_s (strong), wall_step_ms (weak) */

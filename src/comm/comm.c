@@ -371,6 +371,25 @@ sb_status sb_comm_allreduce16(struct sb_comm *c, enum sb_half_format fmt, float 
     return end(c, SB_COMM_ALLREDUCE, bytes, k, st);
 }
 
+sb_status sb_comm_allgather16(struct sb_comm *c, enum sb_half_format fmt, const float *send,
+                              float *recv, const size_t *counts, struct sb_comm_request *req,
+                              double *convert_s)
+{
+    if (!c->ops->allgather16)
+        return sb_error(SB_ERR_USAGE, "the %s communicator has no 16-bit all-gather",
+                        c->ops->name);
+    size_t n = 0;
+    for (int r = 0; r < c->size; r++) n += counts[r];
+    size_t bytes = n * sizeof(uint16_t);
+    sb_nvtx_push_bytes("allgather16", SB_NVTX_COMM, bytes);
+    request_begin(c, SB_COMM_ALLGATHER, bytes, req);
+    sb_status st = c->ops->allgather16(c, fmt, send, recv, counts, convert_s);
+    req->done = 1; /* blocking: complete at issue */
+    request_issued(c, req, st);
+    sb_nvtx_pop();
+    return st;
+}
+
 sb_status sb_comm_reduce_scatter16(struct sb_comm *c, enum sb_half_format fmt, const float *send,
                                    float *recv, const size_t *counts,
                                    struct sb_comm_request *req, double *convert_s)

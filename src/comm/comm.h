@@ -180,6 +180,15 @@ struct sb_comm_ops {
      * ("mpi": sb_rs16_ring, src/comm/mpi_allreduce16.h). */
     sb_status (*reduce_scatter16)(struct sb_comm *c, enum sb_half_format fmt, const float *send,
                                   float *recv, const size_t *counts, double *convert_s);
+    /* Optional (NULL: sb_comm_allgather16 fails with SB_ERR_USAGE).
+     * Blocking all-gather with the blocks of iallgather whose wire carries
+     * send rounded to 16 bits in `fmt` (2 bytes a value); recv receives
+     * every rank's block decoded (exact: a 16-bit value is a float). For
+     * values that are 16-bit already (--precision's parameters) the result
+     * equals the fp32 all-gather's bit for bit ("mpi": MPI_Allgatherv of
+     * MPI_UINT16_T). */
+    sb_status (*allgather16)(struct sb_comm *c, enum sb_half_format fmt, const float *send,
+                             float *recv, const size_t *counts, double *convert_s);
 };
 
 struct sb_comm {
@@ -292,6 +301,18 @@ sb_status sb_comm_allreduce16(struct sb_comm *c, enum sb_half_format fmt, float 
 sb_status sb_comm_reduce_scatter16(struct sb_comm *c, enum sb_half_format fmt, const float *send,
                                    float *recv, const size_t *counts,
                                    struct sb_comm_request *req, double *convert_s);
+
+/* Counted 16-bit all-gather (the op allgather16; comm.c), blocking, for a
+ * caller that tracks its all-gathers as requests (zero's parameter
+ * gathers under --precision bf16|fp16): fills *req as a completed request
+ * (kind all-gather, bytes 2 x sum(counts): half of sb_comm_iallgather's),
+ * counts one call of those bytes and its seconds in
+ * c->counters[SB_COMM_ALLGATHER] and records it in the flight recorder.
+ * Errors: SB_ERR_USAGE when the communicator lacks the op; those of the
+ * op. *convert_s (may be NULL) gains its conversion seconds. */
+sb_status sb_comm_allgather16(struct sb_comm *c, enum sb_half_format fmt, const float *send,
+                              float *recv, const size_t *counts, struct sb_comm_request *req,
+                              double *convert_s);
 
 /* Collective over c: the members with the same color (>= 0) form a new
  * communicator *out, ranked by key (ties by rank in c), with c's role

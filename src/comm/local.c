@@ -74,6 +74,34 @@ static sb_status local_allreduce(struct sb_comm *c, float *buf, size_t n)
     return wait_all(c);
 }
 
+/* local_allreduce whose result is rounded to 16 bits in `fmt` (comm.h's
+ * allreduce16): the same fp32 sums in rank order, rounded once; nothing is
+ * converted for a wire (threads share memory), so *convert_s gains the
+ * rounding's seconds only. */
+static sb_status local_allreduce16(struct sb_comm *c, enum sb_half_format fmt, float *buf,
+                                   size_t n, double *convert_s)
+{
+    struct sb_local_group *g = c->impl;
+    if (g->n == 1) {
+        double t0 = sb_now_s();
+        sb_half_round(fmt, buf, n); /* the wire's rounding, as with several replicas */
+        if (convert_s) *convert_s += sb_now_s() - t0;
+        return SB_OK;
+    }
+    g->bufs[c->rank] = buf;
+    SB_TRY(wait_all(c));
+    size_t lo, hi;
+    chunk(n, g->n, c->rank, &lo, &hi);
+    float *sum = g->bufs[0];
+    for (size_t i = lo; i < hi; i++) /* element i of replica 0 is read here only */
+        for (int q = 1; q < g->n; q++) sum[i] += g->bufs[q][i];
+    double t0 = sb_now_s();
+    if (hi > lo) sb_half_round(fmt, sum + lo, hi - lo);
+    if (convert_s) *convert_s += sb_now_s() - t0;
+    for (int q = 1; q < g->n; q++) memcpy(g->bufs[q] + lo, sum + lo, (hi - lo) * sizeof *sum);
+    return wait_all(c);
+}
+
 static sb_status local_allreduce_f64(struct sb_comm *c, double *buf, size_t n)
 {
     struct sb_local_group *g = c->impl;
@@ -169,6 +197,7 @@ static const struct sb_comm_ops local_ops = {
     .isend = sb_local_isend,
     .irecv = sb_local_irecv,
     .split = local_split,
+    .allreduce16 = local_allreduce16,
 };
 
 sb_status sb_local_group_create(int n, struct sb_local_group **out)

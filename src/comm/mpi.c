@@ -385,6 +385,41 @@ static sb_status mpi_reduce_scatter16(struct sb_comm *c, enum sb_half_format fmt
     return sb_rs16_ring(m->comm, &m->pool, fmt, send, recv, counts, next_tag(c), convert_s);
 }
 
+/* The 16-bit all-gather (comm.h's allgather16): this rank's block rounded
+ * into 16-bit words, MPI_Allgatherv of MPI_UINT16_T, every block decoded
+ * into recv; the words come from the communicator's pool. */
+static sb_status mpi_allgather16(struct sb_comm *c, enum sb_half_format fmt, const float *send,
+                                 float *recv, const size_t *counts, double *convert_s)
+{
+    struct mpi_impl *m = c->impl;
+    size_t n = 0;
+    for (int r = 0; r < c->size; r++) n += counts[r];
+    int *cnt = malloc(2 * (size_t)c->size * sizeof *cnt), *disp = cnt ? cnt + c->size : NULL;
+    struct sb_ar_op *held = NULL;
+    /* (counts[rank] words) the block sent, then (n words) every block */
+    uint16_t *mine = cnt ? sb_ar_pool_take(&m->pool, (counts[c->rank] + n + 1) * sizeof *mine,
+                                           &held) : NULL;
+    if (!mine) {
+        free(cnt);
+        return sb_error(SB_ERR_NOMEM, "16-bit all-gather: out of memory");
+    }
+    uint16_t *all = mine + counts[c->rank];
+    sb_status st = int_counts(counts, c->size, cnt, disp);
+    double t0 = sb_now_s();
+    sb_half_encode(fmt, send, mine, counts[c->rank]);
+    double convert = sb_now_s() - t0;
+    if (!st)
+        st = SB_MPI_CHECK(MPI_Allgatherv(mine, cnt[c->rank], MPI_UINT16_T, all, cnt, disp,
+                                         MPI_UINT16_T, m->comm));
+    t0 = sb_now_s();
+    if (!st) sb_half_decode(fmt, all, recv, n);
+    convert += sb_now_s() - t0;
+    if (convert_s) *convert_s += convert;
+    sb_ar_pool_put(held);
+    free(cnt);
+    return st;
+}
+
 static const struct sb_comm_ops mpi_ops = {
     .name = "mpi",
     .allreduce = mpi_allreduce,
@@ -404,6 +439,7 @@ static const struct sb_comm_ops mpi_ops = {
     .split = mpi_split,
     .allreduce16 = mpi_allreduce16,
     .reduce_scatter16 = mpi_reduce_scatter16,
+    .allgather16 = mpi_allgather16,
 };
 
 /* A communicator owning MPI communicator h (freed with it, or at once on

@@ -28,6 +28,14 @@ void sb_zero_gathered(struct sb_zero_sync *z, struct sb_zero_unit *u)
     if (z->gcomm == z->comm && z->n_iv < 2 * z->n_units) z->iv[z->n_iv++] = u->ag;
 }
 
+sb_status sb_zero_gather_params(struct sb_zero_sync *z, struct sb_comm *c, const float *send,
+                                float *recv, const size_t *counts, struct sb_comm_request *req)
+{
+    if (z->param_half && c->ops->allgather16)
+        return sb_comm_allgather16(c, z->param_fmt, send, recv, counts, req, NULL);
+    return sb_comm_iallgather(c, send, recv, counts, req);
+}
+
 /* Starts gathering unit u's parameters into m->params over z->gcomm, for
  * forward (0) or backward (1). */
 static sb_status gather_start(struct sb_zero_sync *z, struct sb_zero_unit *u, int backward)
@@ -35,8 +43,8 @@ static sb_status gather_start(struct sb_zero_sync *z, struct sb_zero_unit *u, in
     u->state = SB_ZERO_UNIT_GATHERING;
     u->gathered_for = backward;
     u->ag.index = (int)(u - z->u);
-    return sb_comm_iallgather(z->gcomm, z->pshard + u->soff, z->model->params + u->off,
-                              u->counts, &u->ag);
+    return sb_zero_gather_params(z, z->gcomm, z->pshard + u->soff, z->model->params + u->off,
+                                 u->counts, &u->ag);
 }
 
 /* Unit u's layer is about to run in forward (backward 0) or backward (1):
@@ -127,8 +135,8 @@ sb_status sb_zero_sync_gather_all(struct sb_zero_sync *z)
     for (int i = 0; z->stage == 3 && i < z->n_units; i++) {
         struct sb_zero_unit *u = &z->u[i];
         u->state = SB_ZERO_UNIT_READY;
-        SB_TRY(sb_comm_iallgather(z->quiet, z->pshard + u->soff, z->model->params + u->off,
-                                  u->counts, &u->ag));
+        SB_TRY(sb_zero_gather_params(z, z->quiet, z->pshard + u->soff,
+                                     z->model->params + u->off, u->counts, &u->ag));
         SB_TRY(sb_comm_wait(z->quiet, &u->ag));
     }
     return SB_OK;

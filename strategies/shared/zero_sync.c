@@ -102,6 +102,8 @@ sb_status sb_zero_sync_create(struct sb_comm *comm, struct sb_model *m,
     z->overlap = cfg->overlap;
     z->half = cfg->half;
     z->fmt = cfg->fmt;
+    z->param_half = cfg->param_half;
+    z->param_fmt = cfg->param_fmt;
     z->size = comm->size;
     z->rank = comm->rank;
     /* A duplicate for traffic that is no training step's (every rank). */
@@ -266,8 +268,8 @@ static sb_status step_and_gather(struct sb_zero_sync *z, struct sb_step_result *
     for (int i = 0; i < z->n_units; i++) {
         struct sb_zero_unit *u = &z->u[i];
         u->ag.index = i;
-        SB_TRY(sb_comm_iallgather(z->comm, z->gshard + u->soff, m->params + u->off, u->counts,
-                                  &u->ag));
+        SB_TRY(sb_zero_gather_params(z, z->comm, z->gshard + u->soff, m->params + u->off,
+                                     u->counts, &u->ag));
     }
     for (int i = 0; i < z->n_units; i++) SB_TRY(sb_comm_wait(z->comm, &z->u[i].ag));
     double ms = 1e3 * (sb_now_s() - t1);

@@ -49,6 +49,12 @@ struct sb_zero_sync_cfg {
     int overlap;                  /* stage 2: reduce-scatter during backward (stage 3 always) */
     int half;                     /* 1: 16-bit reduce-scatter wire in fmt (every addition fp32) */
     enum sb_half_format fmt;
+    /* 1: the parameters are 16-bit values in param_fmt (--precision
+     * bf16|fp16): their all-gathers (stage 3's, stages 1-2's after the
+     * step) move 2 bytes a value, exactly, where the communicator has a
+     * 16-bit all-gather (sb_comm_allgather16; else fp32). 0: fp32. */
+    int param_half;
+    enum sb_half_format param_fmt;
     const struct sb_config *run;  /* the optimizer (sb_optimizer_init) */
 };
 

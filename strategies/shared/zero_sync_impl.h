@@ -46,6 +46,8 @@ struct sb_zero_sync {
     int backward_phase;    /* stage 3: the hook has seen backward this step */
     int half;              /* 16-bit reduce-scatters */
     enum sb_half_format fmt;
+    int param_half;        /* 16-bit parameter all-gathers in param_fmt (sb_zero_sync_cfg) */
+    enum sb_half_format param_fmt;
     double convert_s;      /* this step's 16-bit conversion seconds (compress phase) */
     /* This step's seconds inside the hooks (the layer hook, the ready
      * callback) that the model's forward (0) and backward (1) timed as
@@ -84,6 +86,13 @@ static inline void sb_zero_hook_leave(struct sb_zero_sync *z, int backward,
     z->blocked_s[backward] += s > 0.0 ? s : 0.0;
     z->hook_convert_s += convert;
 }
+
+/* Starts the all-gather of send (this rank's counts[rank] parameters) into
+ * recv over c as req: 16-bit on the wire (blocking, complete at issue;
+ * its conversions count as its communication) under z->param_half where
+ * c has the op, else sb_comm_iallgather (zero_gather.c). */
+sb_status sb_zero_gather_params(struct sb_zero_sync *z, struct sb_comm *c, const float *send,
+                                float *recv, const size_t *counts, struct sb_comm_request *req);
 
 /* Polls every unit in flight (stratbench's rings advance only when their
  * owner polls them, src/comm/mpi_allreduce.h); stages 2-3 free a unit's

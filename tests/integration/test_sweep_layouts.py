@@ -38,7 +38,7 @@ def test_points_and_schema(layout_sweep):
     doc = json.loads((out / "scaling.json").read_text())
     jsonschema = pytest.importorskip("jsonschema")
     jsonschema.validate(doc, json.loads((REPO_ROOT / "reports" / "scaling.schema.json").read_text()))
-    assert doc["schema_version"] == "1.4"
+    assert doc["schema_version"] == "1.5"
     assert doc["matrix"]["layouts"] == ["dp2-tp1-pp1-m1-none-z0-tp-dp-pp",
                                         "dp2-tp1-pp1-m1-none-z1-tp-dp-pp",
                                         "dp2-tp2-pp1-m1-none-z0-tp-dp-pp",

@@ -288,6 +288,55 @@ static void test_local_three_threads(void **state)
     }
 }
 
+/* The 16-bit all-reduce of the local communicator (mirrored under
+ * --precision): the fp32 sum in rank order, rounded once to bf16, the same
+ * in every thread, counted at 2 bytes a value. */
+struct member16 {
+    struct sb_local_group *g;
+    int rank;
+    float buf[N];
+    double bytes;
+    sb_status st;
+};
+
+static void *member16_main(void *arg)
+{
+    struct member16 *m = arg;
+    struct sb_comm *c = NULL;
+    sb_status st = sb_comm_local_create(m->g, m->rank, &c);
+    for (int i = 0; i < N; i++) m->buf[i] = 1.0f + (float)(m->rank + i) / 256.0f; /* bf16 values */
+    if (!st) st = sb_comm_allreduce16(c, SB_HALF_BF16, m->buf, N, NULL);
+    if (c) m->bytes = c->counters[SB_COMM_ALLREDUCE].bytes;
+    sb_comm_destroy(c);
+    m->st = st;
+    return NULL;
+}
+
+static void test_local_allreduce16(void **state)
+{
+    (void)state;
+    struct sb_local_group *g;
+    assert_int_equal(sb_local_group_create(THREADS, &g), SB_OK);
+    struct member16 m[THREADS];
+    pthread_t t[THREADS];
+    for (int r = 0; r < THREADS; r++) {
+        m[r] = (struct member16){.g = g, .rank = r};
+        assert_int_equal(pthread_create(&t[r], NULL, member16_main, &m[r]), 0);
+    }
+    for (int r = 0; r < THREADS; r++) pthread_join(t[r], NULL);
+    sb_local_group_destroy(g);
+    for (int i = 0; i < N; i++) {
+        float want = 0.0f;
+        for (int q = 0; q < THREADS; q++) want += 1.0f + (float)(q + i) / 256.0f;
+        want = sb_bf16_to_f32(sb_f32_to_bf16(want)); /* one rounding of the fp32 sum */
+        for (int r = 0; r < THREADS; r++) {
+            assert_int_equal(m[r].st, SB_OK);
+            assert_true(m[r].buf[i] == want);
+        }
+    }
+    for (int r = 0; r < THREADS; r++) assert_true(m[r].bytes == 2.0 * N);
+}
+
 static void test_local_one_thread(void **state)
 {
     (void)state;
@@ -312,6 +361,7 @@ int main(void)
         cmocka_unit_test(test_nonblocking_all_reduce),
         cmocka_unit_test(test_local_three_threads),
         cmocka_unit_test(test_local_one_thread),
+        cmocka_unit_test(test_local_allreduce16),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

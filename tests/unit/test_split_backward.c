@@ -203,10 +203,11 @@ static void count_allreduce(void *ctx, float *buf, size_t count)
 
 /* The vit (one slot, a shard of every layer): B then W against the fused
  * backward, byte for byte, the ready calls the same; B makes the fused
- * backward's tp all-reduces of input gradients, W none. */
-static void check_vit(int tp_size)
+ * backward's tp all-reduces of input gradients, W none. Under bf16 both
+ * round alike: the gradients reported ready are bf16 values. */
+static void check_vit(int tp_size, enum sb_precision precision)
 {
-    struct sb_config cfg = config("vit", NULL, 0, SB_PRECISION_FP32);
+    struct sb_config cfg = config("vit", NULL, 0, precision);
     cfg.vit = (struct sb_vit_config){.patch = 7, .width = 32, .depth = 2, .heads = 4,
                                      .mlp_ratio = 2};
     cfg.batch = BATCH;
@@ -242,6 +243,11 @@ static void check_vit(int tp_size)
     assert_int_equal(calls_s - fwd, calls_f - fwd);      /* B: the fused backward's */
     if (tp_size > 1) assert_int_equal(calls_f - fwd, 2 * cfg.vit.depth);
     assert_memory_equal(fused->grads, split->grads, fused->n_params * sizeof(float));
+    for (size_t i = 0; precision == SB_PRECISION_BF16 && i < split->n_params; i++) {
+        uint32_t bits;
+        memcpy(&bits, &split->grads[i], sizeof bits);
+        assert_int_equal(bits & 0xFFFFu, 0); /* a bf16 value */
+    }
     assert_int_equal(rf.n, rs.n);
     assert_int_equal(rs.n, fused->n_layers);
     assert_memory_equal(rf.offset, rs.offset, (size_t)rf.n * sizeof rf.offset[0]);
@@ -254,8 +260,10 @@ static void check_vit(int tp_size)
 static void test_vit(void **state)
 {
     (void)state;
-    check_vit(1);
-    check_vit(2);
+    check_vit(1, SB_PRECISION_FP32);
+    check_vit(2, SB_PRECISION_FP32);
+    check_vit(1, SB_PRECISION_BF16);
+    check_vit(2, SB_PRECISION_BF16);
     /* Not with sequence parallelism. */
     struct sb_config cfg = config("vit", NULL, 0, SB_PRECISION_FP32);
     cfg.vit = (struct sb_vit_config){.patch = 4, .width = 32, .depth = 2, .heads = 4,
