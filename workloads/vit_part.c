@@ -44,13 +44,16 @@ const float *sb_vit_part_output(const struct sb_model *m, int slot)
 }
 
 /* The ready callback while accumulating: adds the layer's range of p->acc
- * into the model's gradients, then calls the caller's ready with m->grads
- * the model's buffer again. */
+ * into the model's gradients (rounded to 16 bits under --precision
+ * bf16|fp16), then calls the caller's ready with m->grads the model's
+ * buffer again. */
 static void acc_ready(void *ctx, size_t offset, size_t count)
 {
     struct sb_model *m = ctx;
     struct vit *p = m->impl;
     m->be->add(p->grads_sum + offset, p->acc + offset, count);
+    /* --precision: the sum 16-bit too, as a layer's gradients are before ready */
+    sb_model_round(m, p->grads_sum + offset, count);
     if (!p->acc_ready) return;
     m->grads = p->grads_sum;
     p->acc_ready(p->acc_ctx, offset, count);
