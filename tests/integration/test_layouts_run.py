@@ -20,7 +20,8 @@ The grid's membership in both rank orders is tests/unit/test_grid.c's.
 - The transformer (--workload vit --depth 2) composes too: tp 2 x pp 2 and dp 2 x tp 2 x
   pp 2 in CI, dp 2 x pp 2 with STRATBENCH_SLOW=1 (test_pipeline.py runs it in CI), each within 1e-5 of single (its stages
   cut between embedding, blocks and head, the residual stream crossing each cut); its dp x
-  tp layout is tests/integration/test_tensor.py's.
+  tp layout is tests/integration/test_tensor.py's; predict --layouts' memory per rank of
+  its tp 2 x pp 2 equals the ledger (zb-h1 in CI, 1f1b slow).
 No test depends on how fast anything is.
 """
 
@@ -176,6 +177,26 @@ def test_vit_layout_equals_single(layout, stratbench, mnist_dir, tmp_path):
     # default patch 4 and width) to the same tp rank of the next stage, and its gradient back
     d = r["strategy_details"]
     assert d["stage_p2p_bytes"] == [2 * m * (batch // m) * 50 * 64 * 4] * 2
+
+
+@pytest.mark.parametrize("sched", ["zb-h1"] + (["1f1b"] if SLOW else []))
+def test_vit_predicted_memory_equals_the_ledger(sched, stratbench, mnist_dir, tmp_path):
+    """`predict --layouts`' memory per rank of the vit's tp 2 x pp 2 (its stages sized by
+    the vit's part_size, zb-h1's records of B included) equals the run's ledger within 1 %
+    (measured: byte for byte): a ddp probe of 4 ranks, global batch 16, m = 2."""
+    _, probe = train_params(stratbench, mnist_dir, tmp_path, "probe", *VIT, "--strategy",
+                            "ddp", "--replicas", "4", "--batch", "4")
+    _, r = train_params(stratbench, mnist_dir, tmp_path, "composed", *VIT, "--strategy",
+                        "pipeline", "--stages", "2", "--tp", "2", "--microbatches", "2",
+                        "--batch", "16", "--schedule", sched)
+    proc = run([stratbench, "predict", tmp_path / "probe.json", "--layouts", "--hosts", "1",
+                "--ranks-per-host", "4", "--intra-bandwidth", "1gbit", "--intra-latency",
+                "50us", "--bandwidth", "1gbit", "--latency", "50us", "--json"], timeout=120)
+    assert proc.returncode == 0, describe(proc)
+    rows = {x["name"]: x for x in json.loads(proc.stdout)["layouts"]}
+    pred = rows[f"dp1-tp2-pp2-m2-{sched}-z0-tp-dp-pp"]["memory"]
+    ledger = max(e["total_bytes"] for e in r["memory"]["by_rank"])
+    assert abs(pred["memory_bytes"] - ledger) <= 0.01 * ledger, (pred, ledger)
 
 
 # (dp, zero stage, schedule): zb-h1's slots also keep B's gradients for W
