@@ -99,8 +99,8 @@ static const struct sb_strategy_option pipeline_options[] = {
 
 /* first[0..n] for n virtual stages of `whole`: sb_pp_partition's cuts, and
  * with --tp > 1 every cut that falls on a row-parallel layer (inside a
- * column/row pair, whose hidden activations are split over the tp ranks)
- * moved to the layer after it, so that every stage boundary carries a
+ * column/row pair, whose hidden activations are split over the tp ranks;
+ * not a transformer block, which holds its pairs) moved to the layer after it, so that every stage boundary carries a
  * whole activation. Errors: SB_ERR_USAGE when a moved cut leaves a stage
  * without layers. */
 static sb_status plan_cuts(const struct sb_config *cfg, const struct sb_model *whole, int n,
@@ -109,12 +109,16 @@ static sb_status plan_cuts(const struct sb_config *cfg, const struct sb_model *w
     sb_pp_partition(whole, n, opts(cfg)->partition == PARTITION_PARAMS, first);
     if (opts(cfg)->tp <= 1) return SB_OK;
     for (int b = 1; b < n; b++) {
+        /* a layer with row-parallel tensors and no column-parallel one takes a
+         * split input (the mlp's fc2); a transformer block holds its pairs
+         * whole (column then row inside it) and takes the whole stream */
         const struct sb_layer_desc *L = &whole->layers[first[b]];
-        for (int i = L->first_tensor; i < L->first_tensor + L->n_tensors; i++)
-            if (whole->tensors[i].tp_split == SB_TP_ROW) {
-                first[b]++;
-                break;
-            }
+        int row = 0, column = 0;
+        for (int i = L->first_tensor; i < L->first_tensor + L->n_tensors; i++) {
+            row |= whole->tensors[i].tp_split == SB_TP_ROW;
+            column |= whole->tensors[i].tp_split == SB_TP_COLUMN;
+        }
+        if (row && !column) first[b]++;
         if (first[b] <= first[b - 1] || first[b] >= first[n])
             return sb_error(SB_ERR_USAGE, "--stages: %d stages of %d layers with --tp %d leave a "
                             "stage without layers (a stage may not cut a column/row-parallel "

@@ -54,21 +54,11 @@ static void vit_destroy(struct sb_model *m)
     const struct sb_backend_ops *be = m->be;
     struct vit *p = m->impl;
     if (p) {
-        sb_vit_split_free(m);
-        for (int l = 0; l < p->depth; l++) {
-            struct vit_block *b = &p->block[l];
-            float *bufs[] = {b->mid,  b->ln1, b->ln2,   b->mean1, b->rstd1, b->mean2, b->rstd2,
-                             b->q,    b->k,   b->v,     b->probs, b->ctx,   b->fc1,   b->gelu};
-            for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->free(bufs[i]);
+        for (int k = 0; p->slot && k < p->n_slots; k++) {
+            p->split = p->slot[k].split;
+            sb_vit_split_free(m);
         }
-        if (p->res)
-            for (int l = 0; l <= p->depth; l++) be->free(p->res[l]);
-        free(p->res);
-        float *bufs[] = {p->patches, p->xcls, p->lnf,   p->meanf, p->rstdf, p->logits,
-                         p->dlogits, p->tmp,  p->dres,  p->dln,   p->dh[0], p->dh[1],
-                         p->dh[2],   p->dfc,  p->dprobs, p->dlnf, p->dxcls, p->full,
-                         p->gat,     p->lnsh, p->dsh};
-        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->free(bufs[i]);
+        sb_vit_slots_free(m);
         free(p);
     }
     be->free(m->params);
@@ -85,6 +75,7 @@ struct vit_init_spec {
     int fan_in;                        /* of a linear layer's tensors */
     size_t cols;                       /* the whole tensor is (m->tensors[t].rows, cols) */
     size_t row0, n_rows, col0, n_cols; /* the piece held */
+    int global;                        /* the whole model's tensor index: its RNG stream */
 };
 
 /* Appends tensor `name`, the whole of it (rows, cols) in row-major order,
@@ -97,11 +88,11 @@ static size_t add(struct sb_model *m, struct vit_init_spec *init, const char *na
                   size_t cols, enum vit_init how, int fan, enum sb_tp_split split, int layer,
                   size_t *off)
 {
-    const struct vit *p = m->impl;
+    struct vit *p = m->impl;
     int t = m->n_tensors;
     size_t T = (size_t)p->tp_size, r = (size_t)p->tp_rank;
     struct vit_init_spec *sp = &init[t];
-    *sp = (struct vit_init_spec){how, fan, cols, 0, rows, 0, cols};
+    *sp = (struct vit_init_spec){how, fan, cols, 0, rows, 0, cols, p->layout_next};
     if (split == SB_TP_COLUMN) {
         sp->n_rows = rows / T;
         sp->row0 = r * sp->n_rows;
@@ -110,8 +101,9 @@ static size_t add(struct sb_model *m, struct vit_init_spec *init, const char *na
         sp->col0 = r * sp->n_cols;
     }
     size_t at = sb_model_add_tensor(m, name, sp->n_rows * sp->n_cols, off);
+    p->layout_next++;
     m->tensors[t].tp_split = split;
-    m->tensors[t].layer = layer;
+    m->tensors[t].layer = layer - m->part.first_layer;
     m->tensors[t].rows = rows;
     return at;
 }
@@ -120,6 +112,7 @@ static size_t add(struct sb_model *m, struct vit_init_spec *init, const char *na
 static void close_layer(struct sb_model *m, int l, const char *name, int first, size_t off,
                         const int in_shape[3], const int out_shape[3])
 {
+    l -= m->part.first_layer; /* the whole model's layer l is the part's l - first */
     struct sb_layer_desc *d = &m->layers[l];
     snprintf(d->name, sizeof d->name, "%s", name);
     d->first_tensor = first;
@@ -146,21 +139,31 @@ static void vit_layout(struct sb_model *m, struct vit_init_spec *init)
     char name[32];
     const int image[3] = {SB_MNIST_PIXELS, 1, 1}, tokens[3] = {T, W, 1};
     const int logits[3] = {m->n_classes, 1, 1};
+    int first_layer = m->part.first_layer;
+    p->layout_next = 0;
 
-    p->cls = add(m, init, "cls_token", (size_t)W, 1, VIT_INIT_TRUNC_NORMAL, 0,
-                 SB_TP_REPLICATED, 0, &off);
-    p->pos = add(m, init, "pos_embed", (size_t)T * W, 1, VIT_INIT_TRUNC_NORMAL, 0,
-                 SB_TP_REPLICATED, 0, &off);
-    p->embed_w = add(m, init, "patch_embed.weight", (size_t)W, (size_t)p->patch_dim,
-                     VIT_INIT_LINEAR, p->patch_dim, SB_TP_REPLICATED, 0, &off);
-    p->embed_b = add(m, init, "patch_embed.bias", (size_t)W, 1, VIT_INIT_LINEAR,
-                     p->patch_dim, SB_TP_REPLICATED, 0, &off);
-    close_layer(m, 0, "embed", 0, off, image, tokens);
-    p->embed_off = m->layers[0].offset;
-    p->embed_count = m->layers[0].count;
+    if (p->has_embed) {
+        p->cls = add(m, init, "cls_token", (size_t)W, 1, VIT_INIT_TRUNC_NORMAL, 0,
+                     SB_TP_REPLICATED, 0, &off);
+        p->pos = add(m, init, "pos_embed", (size_t)T * W, 1, VIT_INIT_TRUNC_NORMAL, 0,
+                     SB_TP_REPLICATED, 0, &off);
+        p->embed_w = add(m, init, "patch_embed.weight", (size_t)W, (size_t)p->patch_dim,
+                         VIT_INIT_LINEAR, p->patch_dim, SB_TP_REPLICATED, 0, &off);
+        p->embed_b = add(m, init, "patch_embed.bias", (size_t)W, 1, VIT_INIT_LINEAR,
+                         p->patch_dim, SB_TP_REPLICATED, 0, &off);
+        close_layer(m, 0, "embed", 0, off, image, tokens);
+        p->embed_off = m->layers[0].offset;
+        p->embed_count = m->layers[0].count;
+    } else {
+        p->layout_next += 4; /* the embedding's tensors, not held */
+    }
 
     for (int l = 0; l < p->depth; l++) {
         struct vit_block *b = &p->block[l];
+        if (l < p->b0 || l >= p->b1) { /* not held */
+            p->layout_next += VIT_BLOCK_TENSORS;
+            continue;
+        }
         int first = m->n_tensors, layer = l + 1;
         /* name suffix, field, whole (rows, cols), init, fan_in, split: q, k, v
          * and fc1 column-parallel (heads and the MLP's hidden units split),
@@ -197,10 +200,14 @@ static void vit_layout(struct sb_model *m, struct vit_init_spec *init)
         }
         snprintf(name, sizeof name, "block%d", l);
         close_layer(m, layer, name, first, off, tokens, tokens);
-        b->offset = m->layers[layer].offset;
-        b->count = m->layers[layer].count;
+        b->offset = m->layers[layer - first_layer].offset;
+        b->count = m->layers[layer - first_layer].count;
     }
 
+    if (!p->has_head) {
+        m->n_params = off;
+        return;
+    }
     int first = m->n_tensors, layer = p->depth + 1;
     p->norm_w = add(m, init, "norm.weight", (size_t)W, 1, VIT_INIT_ONES, 0,
                     SB_TP_REPLICATED, layer, &off);
@@ -211,8 +218,8 @@ static void vit_layout(struct sb_model *m, struct vit_init_spec *init)
     p->head_b = add(m, init, "head.bias", (size_t)m->n_classes, 1, VIT_INIT_LINEAR, W,
                     SB_TP_REPLICATED, layer, &off);
     close_layer(m, layer, "head", first, off, tokens, logits);
-    p->head_off = m->layers[layer].offset;
-    p->head_count = m->layers[layer].count;
+    p->head_off = m->layers[layer - first_layer].offset;
+    p->head_count = m->layers[layer - first_layer].count;
     m->n_params = off;
 }
 
@@ -240,7 +247,7 @@ static sb_status vit_init_params(struct sb_model *m, const struct vit_init_spec 
     if (!host) return sb_error(SB_ERR_NOMEM, "vit: out of memory");
     for (int t = 0; t < m->n_tensors; t++) {
         struct sb_rng rng;
-        sb_rng_seed(&rng, seed, 1000 + (uint64_t)t);
+        sb_rng_seed(&rng, seed, 1000 + (uint64_t)init[t].global);
         float *x = host + m->tensors[t].offset;
         const struct vit_init_spec *sp = &init[t];
         double bound = sp->fan_in > 0 ? 1.0 / sqrt((double)sp->fan_in) : 0.0;
@@ -264,78 +271,31 @@ static sb_status vit_init_params(struct sb_model *m, const struct vit_init_spec 
     return st;
 }
 
-/* Allocates `count` floats of backend memory at *ptr, counted in
- * p->alloc_bytes. */
-static sb_status vit_alloc(const struct sb_backend_ops *be, struct vit *p, float **ptr,
-                           size_t count)
+/* The whole model (part NULL), or a part of it: a run of layers [first,
+ * first + n) (the embedding is layer 0, block i layer i + 1, the final
+ * LayerNorm and head layer depth + 1), of it a tensor-parallel shard (the
+ * heads [r H/T, (r+1) H/T) of q, k, v and proj's matching input columns,
+ * the MLP's hidden units [r F/T, (r+1) F/T) of fc1 and fc2's matching
+ * columns; the rest replicated), with part->slots activation slots.
+ * Between parts the activation is the residual stream (n, T, W), whole on
+ * every tp rank (with sequence parallelism too: a part gathers its output
+ * and keeps its tokens of its input). SB_ERR_USAGE: the shape flags'
+ * errors; a part outside the model (sb_part_check); --tp not dividing
+ * --heads, the MLP's hidden width or (sequence parallelism) the tokens. */
+/* Each slot's split-backward state (vit_split.c), slot 0 bound after. */
+static sb_status split_alloc(struct sb_model *m)
 {
-    p->alloc_bytes += count * sizeof(float);
-    return be->alloc((void **)ptr, count * sizeof(float));
-}
-
-/* Activations and scratch for cap samples (vit_model.h lists them); a tp
- * shard's heads and MLP units only (Wl = W/T, F/T, heads/T). */
-static sb_status vit_alloc_buffers(struct sb_model *m)
-{
-    const struct sb_backend_ops *be = m->be;
     struct vit *p = m->impl;
-    size_t n = (size_t)p->cap, W = (size_t)p->width, T = (size_t)p->tokens;
-    size_t rows = n * T, F = (size_t)p->hidden_local, H = (size_t)p->heads_local;
-    size_t Wl = (size_t)p->width_local;
-    /* sequence parallelism: the residual stream, mid and the LayerNorm
-     * statistics hold this rank's tokens only (rows_l) */
-    size_t rows_l = n * (size_t)p->tokens_local;
-    p->res = calloc((size_t)p->depth + 1, sizeof *p->res);
-    if (!p->res) return sb_error(SB_ERR_NOMEM, "vit: out of memory");
-    for (int l = 0; l < p->depth; l++) {
-        struct vit_block *b = &p->block[l];
-        float **stream[] = {&p->res[l], &b->mid};
-        for (size_t i = 0; i < sizeof stream / sizeof stream[0]; i++)
-            SB_TRY(vit_alloc(be, p, stream[i], rows_l * W));
-        float **wide[] = {&b->ln1, &b->ln2};
-        for (size_t i = 0; i < sizeof wide / sizeof wide[0]; i++)
-            SB_TRY(vit_alloc(be, p, wide[i], rows * W));
-        float **heads[] = {&b->q, &b->k, &b->v, &b->ctx};
-        for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++)
-            SB_TRY(vit_alloc(be, p, heads[i], rows * Wl));
-        float **stats[] = {&b->mean1, &b->rstd1, &b->mean2, &b->rstd2};
-        for (size_t i = 0; i < sizeof stats / sizeof stats[0]; i++)
-            SB_TRY(vit_alloc(be, p, stats[i], rows_l));
-        SB_TRY(vit_alloc(be, p, &b->fc1, rows * F));
-        SB_TRY(vit_alloc(be, p, &b->gelu, rows * F));
-        SB_TRY(vit_alloc(be, p, &b->probs, n * H * T * T));
+    for (int k = 0; k < p->n_slots; k++) {
+        p->split = NULL;
+        sb_status st = sb_vit_split_alloc(m);
+        p->slot[k].split = p->split;
+        SB_TRY(st);
     }
-    p->block_bytes = p->alloc_bytes / (size_t)p->depth; /* the blocks' buffers, all alike */
-    SB_TRY(vit_alloc(be, p, &p->res[p->depth], rows_l * W));
-    if (p->sp) {
-        SB_TRY(vit_alloc(be, p, &p->full, rows * W));
-        SB_TRY(vit_alloc(be, p, &p->gat, rows * W));
-        SB_TRY(vit_alloc(be, p, &p->lnsh, rows_l * W));
-        SB_TRY(vit_alloc(be, p, &p->dsh, rows_l * W));
-    }
-    SB_TRY(vit_alloc(be, p, &p->patches, n * (size_t)p->n_patches * (size_t)p->patch_dim));
-    float **cls[] = {&p->xcls, &p->lnf, &p->dlnf, &p->dxcls};
-    for (size_t i = 0; i < sizeof cls / sizeof cls[0]; i++) SB_TRY(vit_alloc(be, p, cls[i], n * W));
-    SB_TRY(vit_alloc(be, p, &p->meanf, n));
-    SB_TRY(vit_alloc(be, p, &p->rstdf, n));
-    SB_TRY(vit_alloc(be, p, &p->logits, n * (size_t)m->n_classes));
-    SB_TRY(vit_alloc(be, p, &p->dlogits, n * (size_t)m->n_classes));
-    float **scratch[] = {&p->tmp, &p->dres, &p->dln};
-    for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++)
-        SB_TRY(vit_alloc(be, p, scratch[i], rows * W));
-    for (int i = 0; i < 3; i++) SB_TRY(vit_alloc(be, p, &p->dh[i], rows * Wl));
-    SB_TRY(vit_alloc(be, p, &p->dfc, rows * F));
-    SB_TRY(vit_alloc(be, p, &p->dprobs, n * H * T * T));
+    sb_vit_bind_slot(m, 0);
     return SB_OK;
 }
 
-/* The whole model (part NULL), or a tensor-parallel shard of every layer
- * (part->first_layer 0, all layers, one slot: the heads [r H/T, (r+1) H/T)
- * of q, k, v and proj's matching input columns, the MLP's hidden units [r
- * F/T, (r+1) F/T) of fc1 and fc2's matching columns; the rest replicated).
- * SB_ERR_USAGE: the shape flags' errors; --tp not dividing --heads or the
- * MLP's hidden width; a part of fewer layers or of several slots (not
- * built yet). */
 static sb_status vit_create_part(const struct sb_config *cfg, const struct sb_backend_ops *be,
                                  int max_batch, const struct sb_part *part,
                                  struct sb_model **out)
@@ -356,14 +316,11 @@ static sb_status vit_create_part(const struct sb_config *cfg, const struct sb_ba
         return sb_error(SB_ERR_USAGE, "--mlp-ratio: expected >= 1, got %d", v->mlp_ratio);
     struct sb_part whole = {0, v->depth + 2, 0, 1, 1, 0, 0};
     if (part) {
-        if (part->first_layer != 0 || part->n_layers != whole.n_layers || part->slots != 1)
-            return sb_error(SB_ERR_USAGE, "vit: a part of layers %d..%d in %d slots (it builds "
-                            "tp shards of all %d layers in one slot only)", part->first_layer,
-                            part->first_layer + part->n_layers - 1, part->slots,
-                            whole.n_layers);
+        SB_TRY(sb_part_check(part, whole.n_layers, "vit", &whole));
         if (part->tp_size < 1 || part->tp_rank < 0 || part->tp_rank >= part->tp_size)
             return sb_error(SB_ERR_USAGE, "vit: tp rank %d of %d", part->tp_rank,
                             part->tp_size);
+        part = &whole;
         if (v->heads % part->tp_size != 0)
             return sb_error(SB_ERR_USAGE, "--tp: %d does not divide --heads %d (each tp rank "
                             "holds whole heads)", part->tp_size, v->heads);
@@ -378,7 +335,6 @@ static sb_status vit_create_part(const struct sb_config *cfg, const struct sb_ba
         if (part->split_backward && part->sequence_parallel && part->tp_size > 1)
             return sb_error(SB_ERR_USAGE, "--sequence-parallel: the vit's split backward "
                             "(zb-h1) is not built with sequence parallelism");
-        whole = *part;
     }
 
     struct sb_model *m = calloc(1, sizeof *m);
@@ -423,13 +379,18 @@ static sb_status vit_create_part(const struct sb_config *cfg, const struct sb_ba
     p->sp = whole.sequence_parallel && whole.tp_size > 1;
     p->tokens_local = p->sp ? p->tokens / whole.tp_size : p->tokens;
 
-    vit_layout(m, init);
     m->part = whole;
-    m->whole_layers = m->n_layers;
+    m->whole_layers = v->depth + 2;
+    int last = whole.first_layer + whole.n_layers; /* one past the part's last layer */
+    p->has_embed = whole.first_layer == 0;
+    p->has_head = last == m->whole_layers;
+    p->b0 = whole.first_layer > 0 ? whole.first_layer - 1 : 0;
+    p->b1 = last - 1 < v->depth ? last - 1 : v->depth;
+    vit_layout(m, init);
     sb_status st = SB_OK;
     if ((st = be->alloc((void **)&m->params, m->n_params * sizeof(float))) ||
         (st = be->alloc((void **)&m->grads, m->n_params * sizeof(float))) ||
-        (st = vit_alloc_buffers(m)) || (whole.split_backward && (st = sb_vit_split_alloc(m))) ||
+        (st = sb_vit_slots_alloc(m)) || (whole.split_backward && (st = split_alloc(m))) ||
         (st = vit_init_params(m, init, cfg->seed))) {
         free(init);
         vit_destroy(m);
@@ -460,8 +421,10 @@ static sb_status vit_forward(struct sb_model *m, const float *x, const uint8_t *
     SB_TRY(sb_part_check_whole(m, "vit"));
     if (n <= 0 || n > p->cap)
         return sb_error(SB_ERR_INTERNAL, "vit: batch %d outside 1..%d", n, p->cap);
+    sb_vit_bind_slot(m, 0);
     sb_vit_forward_logits(m, x, n);
     m->be->softmax_xent(p->logits, y, n, m->n_classes, grad_scale, p->dlogits, loss_sum);
+    p->slot[0].n = n;
     return SB_OK;
 }
 
@@ -482,6 +445,7 @@ static sb_status vit_predict(struct sb_model *m, const float *x, const uint8_t *
     if (n <= 0 || n > m->max_batch)
         return sb_error(SB_ERR_INTERNAL, "vit: batch %d outside 1..%d", n, m->max_batch);
     long total = 0;
+    sb_vit_bind_slot(m, 0);
     for (int s = 0; s < n; s += p->cap) {
         int k = n - s < p->cap ? n - s : p->cap;
         long hits = 0;

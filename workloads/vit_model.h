@@ -29,6 +29,19 @@ struct vit_block {
     float *gelu;             /* (rows, hidden_local) GELU output */
 };
 
+/* One activation slot (a micro-batch in flight) of a part: the
+ * activations its backward reads, bound into struct vit's fields while
+ * the slot runs (sb_vit_bind_slot; vit_slots.c). */
+struct vit_slot {
+    float **res;             /* (depth + 1): res[b0 .. b1] held, the rest NULL */
+    struct vit_block *block; /* (depth): the held blocks' activation pointers */
+    float *patches;          /* the embedding's part: (cap * n_patches, patch_dim) */
+    float *xcls, *lnf, *meanf, *rstdf, *logits, *dlogits; /* the head's part */
+    float *out;              /* sp, a part before the head: its gathered output (cap, T, W) */
+    struct vit_split *split; /* part.split_backward: this slot's B records, or NULL */
+    int n;                   /* samples of the slot's last forward (0: none) */
+};
+
 struct vit {
     int patch, width, depth, heads, head_dim, mlp_ratio;
     int grid;                /* patches per side: 28 / patch */
@@ -43,11 +56,24 @@ struct vit {
     int sp;                  /* sequence parallelism: res[], mid, LayerNorm statistics sharded
                               * along the sequence (vit_sp.c) */
     int tokens_local;        /* tokens of this rank's sequence shard (tokens without sp) */
+    /* the part held (vit.c): the embedding (layer 0), blocks [b0, b1)
+     * (layers b0 + 1 .. b1), the final LayerNorm and head (layer depth + 1) */
+    int has_embed, has_head, b0, b1;
+    int layout_next;         /* vit_layout: the whole model's index of the next tensor */
+    struct vit_slot *slot;   /* (n_slots) activation slots; struct vit's activation fields
+                              * below are the bound slot's */
+    int n_slots;
+    float *acc;              /* accumulate: this backward's gradients before they are added
+                              * to m->grads (n_params), allocated on first use */
+    float *grads_sum;        /* while accumulating: the model's gradient buffer */
+    sb_grad_ready_fn acc_ready; /* ... and the caller's ready callback and its ctx */
+    void *acc_ctx;
     /* parameter offsets outside the blocks */
     size_t cls, pos, embed_w, embed_b, norm_w, norm_b, head_w, head_b;
     size_t embed_off, embed_count, head_off, head_count; /* layer ranges */
     struct vit_block block[VIT_MAX_DEPTH];
-    float **res;             /* res[l] (rows, W): input of block l; res[depth] the output */
+    float **res;             /* the bound slot's: res[l] (rows, W) the input of block l, res[b1] the
+                              * part's output (the whole model's: res[depth]) */
     float *patches;          /* (cap * n_patches, patch_dim) */
     float *xcls, *lnf;       /* (cap, W) class token before and after the final LayerNorm */
     float *meanf, *rstdf;    /* (cap) */
@@ -68,15 +94,52 @@ struct vit {
     size_t block_bytes;      /* of them, one block's */
 };
 
-/* Forward of x (n, 784), n <= cap: leaves the logits (n, 10) in p->logits
- * and keeps what backward needs. Calls the zero stage 3 layer hook before
- * each layer (embed, blocks, head). */
+/* Forward of the held layers for n <= cap samples of the bound slot: the
+ * embedding of x (n, 784) into res[0] if the part holds it (else res[b0]
+ * holds the input already), the blocks [b0, b1), and the head's logits (n,
+ * 10) in p->logits if it holds the head. Keeps what backward needs. Calls
+ * the zero stage 3 layer hook before each layer (embed, blocks, head). */
 void sb_vit_forward_logits(struct sb_model *m, const float *x, int n);
 
-/* Backward of the last forward from p->dlogits: overwrites m->grads,
- * calling ready(ctx, offset, count) per layer, head first, and the layer
- * hook (backward = 1) before each layer reads its parameters. */
+/* Backward of the bound slot's last forward over the held layers, last
+ * first: from p->dlogits (the head) or from dres (dsh with sp) = dLoss/d
+ * res[b1], leaving dLoss/d res[b0] there when the part has no embedding.
+ * Overwrites the held layers' m->grads, calling ready(ctx, offset, count)
+ * per layer and the layer hook (backward = 1) before each layer reads its
+ * parameters. */
 void sb_vit_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx);
+
+/* Activation slots (vit_slots.c). Allocates part.slots slots of the held
+ * layers' activations for cap samples and the scratch the slots share,
+ * counted in p->alloc_bytes (p->block_bytes: one block of one slot), and
+ * binds slot 0. SB_ERR_NOMEM. */
+sb_status sb_vit_slots_alloc(struct sb_model *m);
+/* Frees what sb_vit_slots_alloc allocated (also after a partial failure). */
+void sb_vit_slots_free(struct sb_model *m);
+/* Points struct vit's activation fields (res, the held blocks', the
+ * embedding's and head's, split, n) at slot k's. */
+void sb_vit_bind_slot(struct sb_model *m, int k);
+
+/* A part's backward of slot `slot` (vit_part.c), the fused one or (the
+ * caller has set the slot's split state recording) the input half: binds
+ * the slot, takes dout (n, T, W) into dres (a part before the head; with sp
+ * this rank's tokens into dsh), runs sb_vit_backward, and writes din (n, T,
+ * W) = dLoss/d res[b0] where the part has no embedding and din is not NULL
+ * (with sp gathered whole). accumulate 1 writes the gradients into p->acc
+ * and adds each layer's to m->grads before its ready call. SB_ERR_INTERNAL
+ * for a slot without a forward or dout as workload.h's backward_part;
+ * SB_ERR_NOMEM. */
+sb_status sb_vit_part_backward(struct sb_model *m, int slot, const float *dout, float *din,
+                               int accumulate, sb_grad_ready_fn ready, void *ctx);
+/* Accumulation around a backward that overwrites gradients (vit_part.c):
+ * begin swaps m->grads for p->acc (allocated on first use; SB_ERR_NOMEM)
+ * and returns the ready callback to pass on (*ready_out, *ctx_out), which
+ * adds each finished layer's p->acc range into the model's gradients before
+ * calling `ready`; end restores m->grads. accumulate 0: nothing swapped,
+ * ready passed through. */
+sb_status sb_vit_acc_begin(struct sb_model *m, int accumulate, sb_grad_ready_fn ready,
+                           void *ctx, sb_grad_ready_fn *ready_out, void **ctx_out);
+void sb_vit_acc_end(struct sb_model *m, int accumulate);
 
 /* y (rows, out) = x (rows, in) . W^T + b, W (out, in) at params[w]; beta 1
  * adds to y (a residual) instead of overwriting it. */
@@ -136,10 +199,8 @@ sb_status sb_vit_backward_input_part(struct sb_model *m, int slot, const float *
 sb_status sb_vit_backward_weight_part(struct sb_model *m, int slot, int accumulate,
                                       sb_grad_ready_fn ready, void *ctx);
 
-/* The part ops (workload.h) of the whole model or a tp shard of every
- * layer, one slot: forward of n <= cap samples to the logits (p->logits)
- * and the loss; the logits; backward of that forward overwriting the
- * gradients (dout, din NULL, accumulate 0). SB_ERR_INTERNAL otherwise. */
+/* The part ops (workload.h; vit_part.c) of the whole model or any part of
+ * it (a run of layers, a tp shard, several slots). */
 sb_status sb_vit_forward_part(struct sb_model *m, int slot, const float *in, const uint8_t *y,
                               int n, float grad_scale, double *loss_sum);
 const float *sb_vit_part_output(const struct sb_model *m, int slot);

@@ -160,11 +160,11 @@ static void head_forward(struct sb_model *m, int n)
 void sb_vit_forward_logits(struct sb_model *m, const float *x, int n)
 {
     struct vit *p = m->impl;
-    embed_forward(m, x, n);
-    for (int l = 0; l < p->depth; l++)
+    if (p->has_embed) embed_forward(m, x, n);
+    for (int l = p->b0; l < p->b1; l++)
         if (p->sp) sb_vit_sp_block_forward(m, l, n);
         else block_forward(m, l, n);
-    head_forward(m, n);
+    if (p->has_head) head_forward(m, n);
     p->n = n;
 }
 
@@ -281,43 +281,9 @@ static void embed_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx
 void sb_vit_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx)
 {
     struct vit *p = m->impl;
-    head_backward(m, ready, ctx);
-    for (int l = p->depth - 1; l >= 0; l--)
+    if (p->has_head) head_backward(m, ready, ctx);
+    for (int l = p->b1 - 1; l >= p->b0; l--)
         if (p->sp) sb_vit_sp_block_backward(m, l, ready, ctx);
         else block_backward(m, l, ready, ctx);
-    embed_backward(m, ready, ctx);
-}
-
-/* The part ops of a tp shard (one slot, all layers): forward of n <= cap
- * samples to the logits and the loss, backward overwriting the gradients.
- * The whole model runs them too. */
-sb_status sb_vit_forward_part(struct sb_model *m, int slot, const float *in, const uint8_t *y,
-                              int n, float grad_scale, double *loss_sum)
-{
-    struct vit *p = m->impl;
-    if (slot != 0 || n <= 0 || n > p->cap)
-        return sb_error(SB_ERR_INTERNAL, "%s: slot %d, batch %d outside 1..%d", m->ops->name,
-                        slot, n, p->cap);
-    sb_vit_forward_logits(m, in, n);
-    m->be->softmax_xent(p->logits, y, n, m->n_classes, grad_scale, p->dlogits, loss_sum);
-    return SB_OK;
-}
-
-const float *sb_vit_part_output(const struct sb_model *m, int slot)
-{
-    (void)slot;
-    const struct vit *p = m->impl;
-    return p->logits;
-}
-
-sb_status sb_vit_backward_part(struct sb_model *m, int slot, const float *dout, float *din,
-                               int accumulate, sb_grad_ready_fn ready, void *ctx)
-{
-    struct vit *p = m->impl;
-    if (slot != 0 || dout || din || accumulate || p->n == 0)
-        return sb_error(SB_ERR_INTERNAL, "%s: backward of slot %d (accumulate %d) of a "
-                        "shard of every layer, after one forward", m->ops->name, slot,
-                        accumulate);
-    sb_vit_backward(m, ready, ctx);
-    return SB_OK;
+    if (p->has_embed) embed_backward(m, ready, ctx);
 }

@@ -45,9 +45,11 @@ sb_status sb_vit_split_alloc(struct sb_model *m)
     size_t rows = cap * T, F = (size_t)p->hidden_local, Wl = (size_t)p->width_local;
     /* Per block fc2, fc1, norm2, proj, q, k, v, norm1 and ready; the head's
      * linear, norm and ready; the embedding's position, linear and ready. */
-    s->cap_rec = 9 * p->depth + 6;
-    s->stage_cap = (size_t)p->depth * rows * (4 * W + F + 3 * Wl) +
-                   cap * ((size_t)m->n_classes + W + T * W + (size_t)p->n_patches * W);
+    size_t blocks = (size_t)(p->b1 - p->b0); /* of the part's layers only */
+    s->cap_rec = 9 * (p->b1 - p->b0) + 3 * p->has_head + 3 * p->has_embed;
+    s->stage_cap = blocks * rows * (4 * W + F + 3 * Wl) +
+                   cap * ((p->has_head ? (size_t)m->n_classes + W : 0) +
+                          (p->has_embed ? T * W + (size_t)p->n_patches * W : 0));
     s->rec = calloc((size_t)s->cap_rec, sizeof *s->rec);
     if (!s->rec) return sb_error(SB_ERR_NOMEM, "the split backward: out of memory");
     SB_TRY(be->alloc((void **)&s->stage, s->stage_cap * sizeof(float)));
@@ -142,15 +144,16 @@ sb_status sb_vit_backward_input_part(struct sb_model *m, int slot, const float *
                                      float *din)
 {
     struct vit *p = m->impl;
-    struct vit_split *s = p->split;
-    if (!s || slot != 0 || dout || din || p->n == 0)
-        return sb_error(SB_ERR_INTERNAL, "%s: input half of slot %d without a split part, "
-                        "a forward, or of a shard of every layer", m->ops->name, slot);
+    if (slot < 0 || slot >= p->n_slots || !p->slot[slot].split)
+        return sb_error(SB_ERR_INTERNAL, "%s: input half of slot %d without a split part",
+                        m->ops->name, slot);
+    struct vit_split *s = p->slot[slot].split;
     s->n_rec = 0;
     s->stage_used = 0;
     s->recording = 1;
-    sb_vit_backward(m, NULL, NULL);
+    sb_status st = sb_vit_part_backward(m, slot, dout, din, 0, NULL, NULL);
     s->recording = 0;
+    SB_TRY(st);
     if (s->n_rec != s->cap_rec)
         return sb_error(SB_ERR_INTERNAL, "%s: recorded %d weight-gradient steps, expected %d",
                         m->ops->name, s->n_rec, s->cap_rec);
@@ -162,11 +165,13 @@ sb_status sb_vit_backward_weight_part(struct sb_model *m, int slot, int accumula
                                       sb_grad_ready_fn ready, void *ctx)
 {
     struct vit *p = m->impl;
-    struct vit_split *s = p->split;
     const struct sb_backend_ops *be = m->be;
-    if (!s || slot != 0 || accumulate || !s->pending)
+    if (slot < 0 || slot >= p->n_slots || !p->slot[slot].split || !p->slot[slot].split->pending)
         return sb_error(SB_ERR_INTERNAL, "%s: weight half of slot %d (accumulate %d) before "
                         "its input half", m->ops->name, slot, accumulate);
+    sb_vit_bind_slot(m, slot);
+    struct vit_split *s = p->split;
+    SB_TRY(sb_vit_acc_begin(m, accumulate, ready, ctx, &ready, &ctx));
     float *g = m->grads;
     for (int i = 0; i < s->n_rec; i++) {
         const struct vit_rec *r = &s->rec[i];
@@ -193,6 +198,7 @@ sb_status sb_vit_backward_weight_part(struct sb_model *m, int slot, int accumula
             break;
         }
     }
+    sb_vit_acc_end(m, accumulate);
     s->pending = 0;
     return SB_OK;
 }

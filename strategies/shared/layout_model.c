@@ -134,11 +134,15 @@ sb_status sb_layout_check(const struct sb_layout *l, const struct sb_layout_inpu
     for (int k = 0; k < l->pp * l->chunks; k++) {
         int first, count;
         cut(in->n_layers, l->pp * l->chunks, k, &first, &count);
-        if (in->layers[first].tp_row || (in->layers[first + count - 1].tp_column &&
-                                          !in->layers[first + count - 1].tp_row))
+        /* a block holding its column/row pairs (tp_column and tp_row: the vit's)
+         * may start or end a stage */
+        if ((in->layers[first].tp_row && !in->layers[first].tp_column) ||
+            (in->layers[first + count - 1].tp_column && !in->layers[first + count - 1].tp_row))
             return sb_error(SB_ERR_USAGE, "layout: pp %d (x%d chunks) cuts a column-/row-"
                             "parallel pair apart at layer %s", l->pp, l->chunks,
-                            in->layers[in->layers[first].tp_row ? first : first + count - 1]
+                            in->layers[in->layers[first].tp_row && !in->layers[first].tp_column
+                                           ? first
+                                           : first + count - 1]
                                 .name);
     }
     return SB_OK;

@@ -11,6 +11,8 @@
   within 1%, and the point-to-point bytes per step equal M micro-batches x boundary
   floats x 4 bytes each way, exactly (the report's strategy_details).
 - Bad combinations exit 2 before any work with one line naming the flag.
+The transformer (--workload vit --depth 2) is cut into stages too: two cases in CI,
+the matrix with STRATBENCH_SLOW=1, 5 steps each.
 The CI subset runs in about a minute on 2 cores; STRATBENCH_SLOW=1 adds the matrix
 (P = 2, 3, 4; M in {1, 2, P, 2P, 8}; every schedule, zb-h1 included; mlp and cnn; D = 1
 and 2; SGD and Adam). zb-h1 runs each backward as B then W, W in micro-batch order, so its
@@ -92,6 +94,53 @@ def load_params_init(stratbench, mnist_dir, tmp_path, model):
         train(stratbench, mnist_dir, *MODELS[model], "--threads", "1", "--max-steps", "1",
               "--warmup-steps", "0", "--lr", "1e-30", "--save-params", out)
     return load_params(out)
+
+
+# The transformer: --depth 2 has 4 layers (embed, 2 blocks, head) to cut; 5 steps.
+VIT = ["--workload", "vit", "--depth", "2", "--threads", "1", "--max-steps", "5",
+       "--epochs", "1", "--warmup-steps", "2"]
+# (stages, microbatches, schedule, replicas)
+VIT_FAST = [(2, 4, "1f1b", 1), (3, 4, "zb-h1", 2)]
+VIT_FULL = [(p, m, sched, d) for p in (2, 3, 4) for m in (1, 4, 8)
+            for sched in ("gpipe", "1f1b", "interleaved", "zb-h1") for d in (1, 2)
+            if not (sched == "interleaved" and (m % p or 2 * p > 4))]
+VIT_CASES = VIT_FULL if SLOW else VIT_FAST
+
+
+@pytest.mark.parametrize("case", VIT_CASES, ids=[f"P{p}-M{m}-{s}-D{d}" for p, m, s, d in VIT_CASES])
+def test_vit_params_equal_single(case, stratbench, mnist_dir, tmp_path):
+    """The vit cut into stages (the embedding with the first part, the final LayerNorm
+    and head with the last, the residual stream (n, s, h) between them) equals `single
+    --microbatches M x D` with the same global batch: byte-identical with one replica,
+    within 1e-5 with two; its ledger's activation bytes equal its slots' bytes within
+    1% and its point-to-point bytes the formula."""
+    p, m, sched, d = case
+    batch = 16
+    outs = {}
+    for tag, flags in (("single", ["--strategy", "single", "--batch", str(batch * d),
+                                   "--microbatches", str(m * d)]),
+                       ("pipe", ["--strategy", "pipeline", "--stages", str(p), "--replicas",
+                                 str(d), "--batch", str(batch), "--microbatches", str(m),
+                                 "--schedule", sched])):
+        out, rep = tmp_path / f"{tag}.f32", tmp_path / f"{tag}.json"
+        train(stratbench, mnist_dir, *VIT, "--save-params", out, "--report", rep, *flags)
+        outs[tag] = (load_params(out), validate_report(rep))
+    (ref, _), (got, report) = outs["single"], outs["pipe"]
+    assert report["model"]["n_params"] == ref.size and got.shape == ref.shape
+    if d == 1:
+        assert np.array_equal(got.view(np.uint32), ref.view(np.uint32)), \
+            f"not byte-identical: {rel_diff(got, ref):.3g}"
+    else:
+        assert rel_diff(got, ref) <= 1e-5
+    det = report["strategy_details"]
+    assert det["stage_live_activations"] == det["stage_live_activations_formula"]
+    for ledger, slots in zip(det["stage_activation_bytes"],
+                             det["stage_activation_bytes_from_slots"]):
+        assert abs(ledger - slots) <= 0.01 * slots
+    assert det["stage_p2p_bytes"] == det["stage_p2p_bytes_formula"]
+    # every stage of every replica holds its layers' parameters: D copies of the model
+    assert sum(e["parameter_bytes"] for e in report["memory"]["by_rank"]) == \
+        4 * report["model"]["n_params"] * d
 
 
 SHAPES = [("gpipe", 3, 4, CNN), ("1f1b", 3, 2, CNN), ("1f1b", 4, 8, DEEP_MLP),
