@@ -79,11 +79,12 @@ def rewrite(src, dst, factor, quiet=False):
 
 def quieten(rep):
     """Clears a run report's noise signals (reports/README.md: warnings, noise_by_rank,
-    step_ms.stall_fraction)."""
+    step_ms.stall_fraction, noise_by_rank[].runqueue_wait_s)."""
     rep["warnings"] = [w for w in rep.get("warnings", []) if not w.startswith("noisy run")]
     rep["step_ms"]["stall_fraction"] = 0.0
     for r in rep.get("noise_by_rank", []):
         r["involuntary_context_switches"] = 0
+        r["runqueue_wait_s"] = 0.0
 
 
 def compare(stratbench, *args):
