@@ -371,40 +371,46 @@ sb_status sb_comm_allreduce16(struct sb_comm *c, enum sb_half_format fmt, float 
     return end(c, SB_COMM_ALLREDUCE, bytes, k, st);
 }
 
-sb_status sb_comm_allgather16(struct sb_comm *c, enum sb_half_format fmt, const float *send,
-                              float *recv, const size_t *counts, struct sb_comm_request *req,
-                              double *convert_s)
+/* The op of a blocking 16-bit collective over a counts-split buffer. */
+typedef sb_status (*half_counts_op)(struct sb_comm *c, enum sb_half_format fmt,
+                                    const float *send, float *recv, const size_t *counts,
+                                    double *convert_s);
+
+/* Runs a blocking 16-bit collective `op` (NULL: SB_ERR_USAGE naming `what`)
+ * counted as `kind` with the wire's bytes (2 a value over every rank's
+ * count), under the NVTX range `name`; req completes at issue. */
+static sb_status blocking16(struct sb_comm *c, half_counts_op op, const char *name,
+                            const char *what, enum sb_comm_kind kind, enum sb_half_format fmt,
+                            const float *send, float *recv, const size_t *counts,
+                            struct sb_comm_request *req, double *convert_s)
 {
-    if (!c->ops->allgather16)
-        return sb_error(SB_ERR_USAGE, "the %s communicator has no 16-bit all-gather",
-                        c->ops->name);
+    if (!op)
+        return sb_error(SB_ERR_USAGE, "the %s communicator has no 16-bit %s", c->ops->name,
+                        what);
     size_t n = 0;
     for (int r = 0; r < c->size; r++) n += counts[r];
     size_t bytes = n * sizeof(uint16_t);
-    sb_nvtx_push_bytes("allgather16", SB_NVTX_COMM, bytes);
-    request_begin(c, SB_COMM_ALLGATHER, bytes, req);
-    sb_status st = c->ops->allgather16(c, fmt, send, recv, counts, convert_s);
+    sb_nvtx_push_bytes(name, SB_NVTX_COMM, bytes);
+    request_begin(c, kind, bytes, req);
+    sb_status st = op(c, fmt, send, recv, counts, convert_s);
     req->done = 1; /* blocking: complete at issue */
     request_issued(c, req, st);
     sb_nvtx_pop();
     return st;
 }
 
+sb_status sb_comm_allgather16(struct sb_comm *c, enum sb_half_format fmt, const float *send,
+                              float *recv, const size_t *counts, struct sb_comm_request *req,
+                              double *convert_s)
+{
+    return blocking16(c, c->ops->allgather16, "allgather16", "all-gather", SB_COMM_ALLGATHER,
+                      fmt, send, recv, counts, req, convert_s);
+}
+
 sb_status sb_comm_reduce_scatter16(struct sb_comm *c, enum sb_half_format fmt, const float *send,
                                    float *recv, const size_t *counts,
                                    struct sb_comm_request *req, double *convert_s)
 {
-    if (!c->ops->reduce_scatter16)
-        return sb_error(SB_ERR_USAGE, "the %s communicator has no 16-bit reduce-scatter",
-                        c->ops->name);
-    size_t n = 0;
-    for (int r = 0; r < c->size; r++) n += counts[r];
-    size_t bytes = n * sizeof(uint16_t);
-    sb_nvtx_push_bytes("reduce_scatter16", SB_NVTX_COMM, bytes);
-    request_begin(c, SB_COMM_REDUCE_SCATTER, bytes, req);
-    sb_status st = c->ops->reduce_scatter16(c, fmt, send, recv, counts, convert_s);
-    req->done = 1; /* blocking: complete at issue */
-    request_issued(c, req, st);
-    sb_nvtx_pop();
-    return st;
+    return blocking16(c, c->ops->reduce_scatter16, "reduce_scatter16", "reduce-scatter",
+                      SB_COMM_REDUCE_SCATTER, fmt, send, recv, counts, req, convert_s);
 }
