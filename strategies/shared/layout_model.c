@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "strategies/shared/buckets.h"
+#include "strategies/shared/layout_links.h"
 #include "strategies/shared/pipeline_plan.h"
 #include "strategies/shared/schedule_formula.h"
 #include "strategies/strategy.h"
@@ -73,7 +75,9 @@ void sb_layout_tp_bytes(const struct sb_layout_inputs *in, int first, int end, d
     *forward_bytes = *backward_bytes = 0.0;
     for (int i = first; i < end && i < in->n_layers; i++) {
         *forward_bytes += in->layers[i].tp_row * 4.0 * b * in->layers[i].out_floats;
-        *backward_bytes += in->layers[i].tp_column * 4.0 * b * in->layers[i].in_floats;
+        /* the model's first layer computes no input gradient (nothing
+         * upstream needs it: workloads/dense.c stops there), so no f */
+        if (i > 0) *backward_bytes += in->layers[i].tp_column * 4.0 * b * in->layers[i].in_floats;
     }
 }
 
@@ -165,8 +169,49 @@ static void sync_config(const struct sb_strategy_ops *ops, const struct sb_layou
     }
 }
 
-/* dp's gradient sync of `bytes` (the stage's part) over dp ranks on link:
- * the ddp row (--allreduce auto, the first) or zero's row of the stage. */
+/* The bucket cap of ddp's --bucket-mb default (MiB; 25, PyTorch's), read
+ * from its option table. */
+static double default_bucket_mb(const struct sb_strategy_ops *ops)
+{
+    for (const struct sb_strategy_option *op = ops->options; op && op->flag; op++)
+        if (strcmp(op->flag, "bucket-mb") == 0) return op->def;
+    return 25.0;
+}
+
+/* ddp (zero stage 0) on the world communicator of `hosts` hosts of R ranks:
+ * the buckets (the measured run's when the stage is the whole model, else
+ * `bytes` split evenly by the default cap, as ddp's model splits them) each
+ * all-reduced as --allreduce auto runs them there (sb_layout_world_allreduce_s:
+ * hierarchical, its cross stage sharing each host's link), scheduled against
+ * backward by sb_bucket_exposed_s (docs/layouts.md, "Flows that share a
+ * host's link"). */
+static void world_sync(const struct sb_layout_inputs *in, int hosts, double bytes, int whole,
+                       double backward_s, double *comm_s, double *exposed_s)
+{
+    double b[SB_DETAIL_VALUES_MAX], t[SB_DETAIL_VALUES_MAX];
+    int nb = 0;
+    if (whole && in->bucket_bytes && in->n_buckets > 0 && in->n_buckets <= SB_DETAIL_VALUES_MAX) {
+        for (nb = 0; nb < in->n_buckets; nb++) b[nb] = in->bucket_bytes[nb];
+    } else {
+        nb = (int)ceil(bytes / (default_bucket_mb(in->dp_sync[0]) * 1048576.0));
+        if (nb < 1) nb = 1;
+        if (nb > SB_DETAIL_VALUES_MAX) nb = SB_DETAIL_VALUES_MAX;
+        for (int i = 0; i < nb; i++) b[i] = bytes / nb;
+    }
+    *comm_s = 0.0;
+    for (int i = 0; i < nb; i++) {
+        enum sb_allreduce_algo a;
+        t[i] = sb_layout_world_allreduce_s(&in->links.intra, &in->links.inter, hosts,
+                                           in->ranks_per_host, b[i], &a);
+        *comm_s += t[i];
+    }
+    *exposed_s = sb_bucket_exposed_s(b, t, nb, in->overlap ? backward_s : 0.0);
+}
+
+/* dp's gradient sync of `bytes` (the stage's part) over dp ranks on link
+ * (the cross-host link already divided by the stage's share of it): the
+ * ddp row (--allreduce auto, the first) or zero's row of the stage; a
+ * dp-only ddp layout over hosts of 2+ ranks by world_sync. */
 static sb_status dp_sync(const struct sb_layout *l, const struct sb_layout_inputs *in,
                          const struct sb_link *link, double bytes, double whole_bytes,
                          double backward_s, int layers, double *comm_s, double *exposed_s)
@@ -177,6 +222,11 @@ static sb_status dp_sync(const struct sb_layout *l, const struct sb_layout_input
     if (!ops || !ops->comm_model)
         return sb_error(SB_ERR_INPUT, "layout: no cost model for zero stage %d", l->zero_stage);
     int whole = fabs(bytes - whole_bytes) <= 0.5;
+    int hosts = sb_layout_world_hosts(l->dp, in->ranks_per_host);
+    if (l->zero_stage == 0 && l->tp == 1 && l->pp == 1 && hosts) {
+        world_sync(in, hosts, bytes, whole, backward_s, comm_s, exposed_s);
+        return SB_OK;
+    }
     struct sb_comm_model_query q = {
         .link = *link, .replicas = l->dp, .bytes = bytes, .backward_s = backward_s,
         .bucket_bytes = whole && in->n_buckets ? in->bucket_bytes : NULL,
@@ -226,6 +276,45 @@ static double one(const struct sb_layout_inputs *in, int i, int tp)
     return 1.0;
 }
 
+/* One tp all-reduce of `bytes` over tp ranks as the tp communicator runs
+ * it: --allreduce auto's flat rule (sb_allreduce_choose: recursive doubling
+ * below ~160 kB at tp 2, else the ring; a tp communicator is a split, never
+ * grouped into hosts), as the tensor strategy's own model prices it
+ * (sb_tp_traffic_seconds). */
+static double tp_allreduce_s(const struct sb_link *link, int tp, double bytes)
+{
+    return sb_cost_allreduce_s(link, sb_allreduce_choose((size_t)bytes, tp), tp, bytes);
+}
+
+/* Each stage's share (layout_links.h) of the cross-host links its tp, pp
+ * and dp flows cross, the flows weighed by what one group of the stage
+ * sends per step: tp its collectives' bytes, pp its boundary activation,
+ * dp its parameters' gradient. */
+static void stage_shares(const struct sb_layout *l, const struct sb_layout_inputs *in,
+                         double *tp_share, double *pp_share, double *dp_share)
+{
+    double tp_w[SB_LAYOUT_MAX_STAGES], pp_w[SB_LAYOUT_MAX_STAGES], dp_w[SB_LAYOUT_MAX_STAGES];
+    for (int s = 0; s < l->pp; s++) {
+        tp_w[s] = pp_w[s] = 0.0;
+        for (int c = 0; c < l->chunks; c++) {
+            int first, count;
+            double f, b;
+            cut(in->n_layers, l->pp * l->chunks, c * l->pp + s, &first, &count);
+            sb_layout_tp_bytes(in, first, first + count, 1.0, &f, &b);
+            tp_w[s] += f + b;
+            if (c * l->pp + s < l->pp * l->chunks - 1)
+                pp_w[s] += in->layers[first + count - 1].out_floats;
+        }
+        dp_w[s] = stage_sum(l, in, s, layer_params, l->tp);
+    }
+    enum sb_rank_order o = l->order;
+    int r = in->ranks_per_host;
+    if (sb_layout_link_share(l->dp, l->tp, l->pp, o, SB_COMM_ROLE_TP, r, tp_w, tp_share) ||
+        sb_layout_link_share(l->dp, l->tp, l->pp, o, SB_COMM_ROLE_PP, r, pp_w, pp_share) ||
+        sb_layout_link_share(l->dp, l->tp, l->pp, o, SB_COMM_ROLE_DP, r, dp_w, dp_share))
+        for (int s = 0; s < l->pp; s++) tp_share[s] = pp_share[s] = dp_share[s] = 1.0;
+}
+
 sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_inputs *in,
                             int world_size, struct sb_layout_prediction *out)
 {
@@ -241,6 +330,10 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
     tp_link = sb_link_crossed(&in->links, out->tp_cross);
     pp_link = sb_link_crossed(&in->links, out->pp_cross);
     dp_link = sb_link_crossed(&in->links, out->dp_cross);
+    /* each stage's share of the host links its axes' flows cross */
+    double tp_share[SB_LAYOUT_MAX_STAGES], pp_share[SB_LAYOUT_MAX_STAGES],
+        dp_share[SB_LAYOUT_MAX_STAGES];
+    stage_shares(l, in, tp_share, pp_share, dp_share);
     struct sb_pp_shape shape = {l->pp > 1 ? l->schedule : SB_PP_GPIPE, l->pp, l->microbatches,
                                 l->chunks};
     double per_replica = (double)in->global_batch / l->dp, b = per_replica / l->microbatches;
@@ -255,6 +348,9 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
     if (l->pp > 1 && in->workload && sb_pp_schedule_build(&shape, &sched) != SB_OK)
         sb_pp_schedule_free(&sched); /* the scaled estimate then */
     for (int s = 0; s < l->pp; s++) {
+        struct sb_link tp_s_link = sb_link_shared(tp_link, out->tp_cross ? tp_share[s] : 1.0);
+        struct sb_link pp_s_link = sb_link_shared(pp_link, out->pp_cross ? pp_share[s] : 1.0);
+        struct sb_link dp_s_link = sb_link_shared(dp_link, out->dp_cross ? dp_share[s] : 1.0);
         double share = flops > 0 ? stage_sum(l, in, s, layer_flops, l->tp) / flops : 1.0 / l->pp;
         double t_f = in->forward_s_per_sample * b * share;
         double t_b = in->backward_s_per_sample * b * share;
@@ -269,10 +365,10 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
                 const struct sb_layer_summary *y = &in->layers[i];
                 sb_layout_tp_bytes(in, i, i + 1, b, &f1, &b1);
                 /* tp_row all-reduces of out_floats forward, tp_column of in_floats back */
-                double tf = y->tp_row * sb_cost_ring_allreduce_s(tp_link, l->tp,
-                                                                 4.0 * b * y->out_floats);
-                double tb = y->tp_column * sb_cost_ring_allreduce_s(tp_link, l->tp,
-                                                                    4.0 * b * y->in_floats);
+                double tf = y->tp_row * tp_allreduce_s(&tp_s_link, l->tp,
+                                                       4.0 * b * y->out_floats);
+                double tb = (i > 0) * y->tp_column * tp_allreduce_s(&tp_s_link, l->tp,
+                                                          4.0 * b * y->in_floats);
                 t_f += tf;
                 t_b += tb;
                 tp_s += l->microbatches * (tf + tb);
@@ -288,8 +384,8 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
             int last_virtual = c * l->pp + s == l->pp * l->chunks - 1;
             double send = last_virtual ? 0.0 : 4.0 * b * in->layers[first + count - 1].out_floats;
             double recv_grad = send;
-            double msg_f = send > 0 ? sb_cost_message_s(pp_link, send) : 0.0;
-            double msg_b = recv_grad > 0 ? sb_cost_message_s(pp_link, recv_grad) : 0.0;
+            double msg_f = send > 0 ? sb_cost_message_s(&pp_s_link, send) : 0.0;
+            double msg_b = recv_grad > 0 ? sb_cost_message_s(&pp_s_link, recv_grad) : 0.0;
             t_f += msg_f;
             t_b += msg_b;
             pp_s += l->microbatches * (msg_f + msg_b);
@@ -298,7 +394,7 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
         /* the stage's parameters and the dp sync of them */
         double stage_params = stage_sum(l, in, s, layer_params, l->tp);
         double dp_comm = 0, dp_exposed = 0;
-        sb_status st = dp_sync(l, in, dp_link, 4.0 * stage_params, 4.0 * params, t_b,
+        sb_status st = dp_sync(l, in, &dp_s_link, 4.0 * stage_params, 4.0 * params, t_b,
                                (int)stage_sum(l, in, s, one, 1), &dp_comm, &dp_exposed);
         if (st) {
             sb_pp_schedule_free(&sched);
