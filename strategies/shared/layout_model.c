@@ -315,6 +315,49 @@ static void stage_shares(const struct sb_layout *l, const struct sb_layout_input
         for (int s = 0; s < l->pp; s++) tp_share[s] = pp_share[s] = dp_share[s] = 1.0;
 }
 
+/* The factor the measured compute per sample takes in this layout when
+ * every rank shares in->shared_cores cores C (0: none; 1): a rank computing
+ * beside n - 1 others gets min(1, C / n) of a core (processor sharing, as
+ * layout_links.h's links; ranks that wait yield their core, the cluster's
+ * mpi_yield_when_idle). The measured run computed on all its ranks at once
+ * (probe_ranks, data parallel: min(1, C / probe_ranks) each); a layout's
+ * ranks compute at once in proportion to their work, n_eff = dp tp sum_s
+ * w_s / max_s w_s (w_s the stage's share of the work): a pipeline whose
+ * last stage is light frees its cores for the others. Factor:
+ * min(1, C / probe_ranks) / min(1, C / n_eff). */
+static double core_share_scale(const struct sb_layout *l, const struct sb_layout_inputs *in,
+                               double flops)
+{
+    if (in->shared_cores <= 0 || in->probe_ranks <= 0) return 1.0;
+    double sum = 0.0, most = 0.0;
+    for (int s = 0; s < l->pp; s++) {
+        double w = flops > 0 ? stage_sum(l, in, s, layer_flops, l->tp) / flops : 1.0 / l->pp;
+        sum += w;
+        if (w > most) most = w;
+    }
+    double n_eff = most > 0 ? l->dp * l->tp * sum / most : l->dp * l->tp * l->pp;
+    double c = in->shared_cores, probe = c / in->probe_ranks, mine = c / n_eff;
+    return (probe < 1.0 ? probe : 1.0) / (mine < 1.0 ? mine : 1.0);
+}
+
+/* The mean forward and backward of the p - 1 stages other than the
+ * slowest (by t_f + t_b) into *t (zb-h1: the backward split in halves). */
+static void other_stages_mean(int pp, const double *f, const double *b, enum sb_pp_kind kind,
+                              struct sb_pp_stage_times *t)
+{
+    int k = 0;
+    for (int s = 1; s < pp; s++)
+        if (f[s] + b[s] > f[k] + b[k]) k = s;
+    double mf = 0.0, mb = 0.0;
+    for (int s = 0; s < pp; s++)
+        if (s != k) {
+            mf += f[s] / (pp - 1);
+            mb += b[s] / (pp - 1);
+        }
+    *t = (struct sb_pp_stage_times){mf, mb, 0.0};
+    if (kind == SB_PP_ZBH1) t->backward_s = t->weight_s = mb / 2;
+}
+
 sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_inputs *in,
                             int world_size, struct sb_layout_prediction *out)
 {
@@ -347,13 +390,15 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
     struct sb_pp_schedule sched = {0};
     if (l->pp > 1 && in->workload && sb_pp_schedule_build(&shape, &sched) != SB_OK)
         sb_pp_schedule_free(&sched); /* the scaled estimate then */
+    double core_scale = core_share_scale(l, in, flops);
+    double stage_f[SB_LAYOUT_MAX_STAGES], stage_b[SB_LAYOUT_MAX_STAGES];
     for (int s = 0; s < l->pp; s++) {
         struct sb_link tp_s_link = sb_link_shared(tp_link, out->tp_cross ? tp_share[s] : 1.0);
         struct sb_link pp_s_link = sb_link_shared(pp_link, out->pp_cross ? pp_share[s] : 1.0);
         struct sb_link dp_s_link = sb_link_shared(dp_link, out->dp_cross ? dp_share[s] : 1.0);
         double share = flops > 0 ? stage_sum(l, in, s, layer_flops, l->tp) / flops : 1.0 / l->pp;
-        double t_f = in->forward_s_per_sample * b * share;
-        double t_b = in->backward_s_per_sample * b * share;
+        double t_f = in->forward_s_per_sample * b * share * core_scale;
+        double t_b = in->backward_s_per_sample * b * share * core_scale;
         if (t_f + t_b > worst_compute) worst_compute = t_f + t_b;
         /* tp collectives of the stage's layers, one micro-batch */
         double fwd = 0, bwd = 0, tp_s = 0;
@@ -422,6 +467,8 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
         }
         if (t_f > worst_f) worst_f = t_f;
         if (t_b > worst_b) worst_b = t_b;
+        stage_f[s] = t_f;
+        stage_b[s] = t_b;
         if (state + act_bytes > worst_mem) {
             worst_mem = state + act_bytes;
             worst_state = state;
@@ -441,11 +488,17 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
      * weight-gradient half W, taken as equal (Qi et al. 2024's t_b = t_w). */
     struct sb_pp_stage_times t = {worst_f, worst_b, 0.0};
     if (shape.kind == SB_PP_ZBH1) t.backward_s = t.weight_s = worst_b / 2;
+    /* the bubble: the schedule's formula with the other stages' mean times
+     * (the fill and drain pass through them, not through p-1 copies of the
+     * slowest: the flow shop's makespan (m-1) max_s t_s + sum_s t_s;
+     * balanced stages give (p-1)(t_f + t_b) as before) */
+    struct sb_pp_stage_times tb = t;
+    if (l->pp > 1) other_stages_mean(l->pp, stage_f, stage_b, shape.kind, &tb);
     out->data_s = in->data_s_per_sample * per_replica;
     out->compute_s = l->microbatches * worst_compute;
     double ideal = sb_pp_ideal_s(&shape, &t);
-    out->bubble_s = l->pp > 1 ? sb_pp_bubble_s(&shape, &t) : 0.0;
-    out->bubble_share = l->pp > 1 ? sb_pp_bubble_fraction_of_step(&shape, &t) : 0.0;
+    out->bubble_s = l->pp > 1 ? sb_pp_bubble_s(&shape, &tb) : 0.0;
+    out->bubble_share = l->pp > 1 ? out->bubble_s / (ideal + out->bubble_s) : 0.0;
     out->optimizer_s = worst_opt;
     out->tp_comm_s = worst_tp;
     out->pp_comm_s = worst_pp;

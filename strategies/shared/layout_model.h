@@ -84,6 +84,9 @@ struct sb_layout_inputs {
                                          * sample (0: 8 bytes per activation float: the
                                          * activation and its gradient, fp32) */
     int ranks_per_host;            /* R: hosts hold R consecutive ranks */
+    int shared_cores;              /* C: the cores every rank of the job shares (the
+                                    * one-machine cluster; 0: each rank has a core) */
+    int probe_ranks;               /* ranks of the measured run, all computing at once */
     struct sb_link_classes links;
     enum sb_optimizer_kind optimizer;
     int overlap;                   /* dp's gradient sync overlaps backward (1/0) */

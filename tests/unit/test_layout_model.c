@@ -380,6 +380,56 @@ static void test_dp_groups_share_the_link(void **state)
     assert_true(p.dp_comm_s > 1.9 * rows[1].comm_s);
 }
 
+/* Unbalanced stages: 1f1b's bubble passes through the other stages, not
+ * p - 1 copies of the slowest: with [fc1 fc2] [fc3] on free links the
+ * bubble is fc3's stage's t_f + t_b, the ideal m (t_f + t_b) of the first. */
+static void test_unbalanced_bubble(void **state)
+{
+    (void)state;
+    setup_layers();
+    struct sb_layout_inputs in = inputs(mlp, 3, 64);
+    in.links.intra = in.links.inter = (struct sb_link){0.0, INFINITY, 0.0};
+    in.optimizer_s_per_param = 0;
+    in.data_s_per_sample = 0;
+    struct sb_layout l = {1, 1, 2, 4, SB_PP_1F1B, 1, 0, SB_RANK_ORDER_TP_DP_PP};
+    struct sb_layout_prediction p;
+    assert_int_equal(sb_layout_predict(&l, &in, 2, &p), SB_OK);
+    double flops = 784.0 * H1 + H1 * H2 + H2 * 10, b = 64.0 / 4;
+    double w0 = (784.0 * H1 + H1 * H2) / flops, w1 = H2 * 10 / flops;
+    double t0 = 6e-4 * b * w0, t1 = 6e-4 * b * w1;
+    assert_true(fabs(p.bubble_s - t1) <= 1e-9 * t1);
+    assert_true(fabs(p.step_s - (4 * t0 + t1)) <= 1e-9 * p.step_s);
+    assert_true(fabs(p.bubble_share - t1 / (4 * t0 + t1)) <= 1e-9);
+}
+
+/* --shared-cores: 4 ranks on 2 cores. The measured run (4 ranks, dp) got
+ * half a core each; dp 4 likewise (factor 1); dp 2 x pp 2 of [fc1 fc2]
+ * [fc3] computes on n_eff = 2 (w0 + w1) / w0 ranks at once: min(1, 2 /
+ * n_eff) of a core, so its compute is 0.5 / min(1, 2 / n_eff) of the
+ * measured per sample. */
+static void test_shared_cores(void **state)
+{
+    (void)state;
+    setup_layers();
+    struct sb_layout_inputs in = inputs(mlp, 3, 64);
+    struct sb_layout_prediction p, q;
+    struct sb_layout d = dp_only(4, 1);
+    assert_int_equal(sb_layout_predict(&d, &in, 4, &p), SB_OK);
+    in.shared_cores = 2;
+    in.probe_ranks = 4;
+    assert_int_equal(sb_layout_predict(&d, &in, 4, &q), SB_OK);
+    assert_true(fabs(p.compute_s - q.compute_s) <= REL * p.compute_s);
+    struct sb_layout l = {2, 1, 2, 2, SB_PP_1F1B, 1, 0, SB_RANK_ORDER_TP_DP_PP};
+    assert_int_equal(sb_layout_predict(&l, &in, 4, &q), SB_OK);
+    in.shared_cores = 0;
+    assert_int_equal(sb_layout_predict(&l, &in, 4, &p), SB_OK);
+    double flops = 784.0 * H1 + H1 * H2 + H2 * 10;
+    double w0 = (784.0 * H1 + H1 * H2) / flops, w1 = H2 * 10 / flops;
+    double n_eff = 2 * (w0 + w1) / w0, scale = 0.5 / (2 / n_eff < 1 ? 2 / n_eff : 1);
+    assert_true(scale < 0.51 && scale > 0.5);
+    assert_true(fabs(q.compute_s - scale * p.compute_s) <= REL * p.compute_s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -388,6 +438,7 @@ int main(void)
         cmocka_unit_test(test_axis_links),     cmocka_unit_test(test_summaries_of_a_block),
         cmocka_unit_test(test_link_share),     cmocka_unit_test(test_world_hierarchical),
         cmocka_unit_test(test_dp_groups_share_the_link),
+        cmocka_unit_test(test_unbalanced_bubble), cmocka_unit_test(test_shared_cores),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
