@@ -340,22 +340,48 @@ static double core_share_scale(const struct sb_layout *l, const struct sb_layout
     return (probe < 1.0 ? probe : 1.0) / (mine < 1.0 ? mine : 1.0);
 }
 
-/* The mean forward and backward of the p - 1 stages other than the
- * slowest (by t_f + t_b) into *t (zb-h1: the backward split in halves). */
-static void other_stages_mean(int pp, const double *f, const double *b, enum sb_pp_kind kind,
-                              struct sb_pp_stage_times *t)
+/* The pipeline's resources as a flow shop (docs/layouts.md, "The
+ * pipeline's resources"): p stages, stage s busy f[s] + b[s] per
+ * micro-batch (its compute and tp collectives), and the links between
+ * them, each direction busy lf[s] (the activations stage s sends on) or
+ * lb[s] (the gradients back) per micro-batch: the pipeline sends without
+ * blocking (strategies/pipeline.c: a send is completed at the end of the
+ * step), so a message occupies its link while both stages compute. With
+ * per-micro-batch times T_r, m micro-batches take about
+ * (m - 1) max_r T_r + sum_r T_r (a permutation flow shop's makespan with a
+ * bottleneck resource; Johnson 1954; for 1f1b the fill and the drain pass
+ * through every other resource once). Into *t the slowest stage's times,
+ * scaled up to max_r T_r where a link is slower than every stage (its m
+ * micro-batches then set the pace: the schedule's ideal m (t_f + t_b));
+ * into *tb the mean over p - 1 of the other resources' sum_r T_r - max_r
+ * T_r, split in forward and backward as their times are (the schedule's
+ * bubble (p - 1)(t_f + t_b) of them). Balanced stages and free links give
+ * the slowest stage's times for both, as the closed forms assume; zb-h1's
+ * backward is split into equal halves B = W. */
+static void pipeline_times(int pp, const double *f, const double *b, const double *lf,
+                           const double *lb, enum sb_pp_kind kind, struct sb_pp_stage_times *t,
+                           struct sb_pp_stage_times *tb)
 {
     int k = 0;
-    for (int s = 1; s < pp; s++)
+    double link_max = 0.0, sum_f = 0.0, sum_b = 0.0;
+    for (int s = 0; s < pp; s++) {
         if (f[s] + b[s] > f[k] + b[k]) k = s;
-    double mf = 0.0, mb = 0.0;
-    for (int s = 0; s < pp; s++)
-        if (s != k) {
-            mf += f[s] / (pp - 1);
-            mb += b[s] / (pp - 1);
-        }
-    *t = (struct sb_pp_stage_times){mf, mb, 0.0};
-    if (kind == SB_PP_ZBH1) t->backward_s = t->weight_s = mb / 2;
+        if (lf[s] > link_max) link_max = lf[s];
+        if (lb[s] > link_max) link_max = lb[s];
+        sum_f += f[s] + lf[s];
+        sum_b += b[s] + lb[s];
+    }
+    double slowest = f[k] + b[k], pace = link_max > slowest ? link_max : slowest;
+    double up = slowest > 0 ? pace / slowest : 1.0;
+    *t = (struct sb_pp_stage_times){f[k] * up, b[k] * up, 0.0};
+    double other = sum_f + sum_b - pace;
+    double share_f = sum_f + sum_b > 0 ? sum_f / (sum_f + sum_b) : 0.5;
+    *tb = (struct sb_pp_stage_times){other * share_f / (pp - 1),
+                                     other * (1.0 - share_f) / (pp - 1), 0.0};
+    if (kind == SB_PP_ZBH1) {
+        t->backward_s = t->weight_s = t->backward_s / 2;
+        tb->backward_s = tb->weight_s = tb->backward_s / 2;
+    }
 }
 
 sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_inputs *in,
@@ -392,6 +418,7 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
         sb_pp_schedule_free(&sched); /* the scaled estimate then */
     double core_scale = core_share_scale(l, in, flops);
     double stage_f[SB_LAYOUT_MAX_STAGES], stage_b[SB_LAYOUT_MAX_STAGES];
+    double link_f[SB_LAYOUT_MAX_STAGES], link_b[SB_LAYOUT_MAX_STAGES];
     for (int s = 0; s < l->pp; s++) {
         struct sb_link tp_s_link = sb_link_shared(tp_link, out->tp_cross ? tp_share[s] : 1.0);
         struct sb_link pp_s_link = sb_link_shared(pp_link, out->pp_cross ? pp_share[s] : 1.0);
@@ -423,6 +450,7 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
         }
         /* pp: one message per chunk boundary each way per micro-batch */
         double pp_s = 0, pp_b = 0;
+        link_f[s] = link_b[s] = 0.0;
         for (int c = 0; c < l->chunks && l->pp > 1; c++) {
             int first, count;
             cut(in->n_layers, l->pp * l->chunks, c * l->pp + s, &first, &count);
@@ -431,8 +459,8 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
             double recv_grad = send;
             double msg_f = send > 0 ? sb_cost_message_s(&pp_s_link, send) : 0.0;
             double msg_b = recv_grad > 0 ? sb_cost_message_s(&pp_s_link, recv_grad) : 0.0;
-            t_f += msg_f;
-            t_b += msg_b;
+            link_f[s] += msg_f; /* the link's own time: sends do not block (below) */
+            link_b[s] += msg_b;
             pp_s += l->microbatches * (msg_f + msg_b);
             pp_b += l->microbatches * send; /* activations sent forward; gradients come back */
         }
@@ -493,7 +521,7 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
      * slowest: the flow shop's makespan (m-1) max_s t_s + sum_s t_s;
      * balanced stages give (p-1)(t_f + t_b) as before) */
     struct sb_pp_stage_times tb = t;
-    if (l->pp > 1) other_stages_mean(l->pp, stage_f, stage_b, shape.kind, &tb);
+    if (l->pp > 1) pipeline_times(l->pp, stage_f, stage_b, link_f, link_b, shape.kind, &t, &tb);
     out->data_s = in->data_s_per_sample * per_replica;
     out->compute_s = l->microbatches * worst_compute;
     double ideal = sb_pp_ideal_s(&shape, &t);

@@ -87,12 +87,11 @@ def test_ranking_schema_and_axes(stratbench, report):
         assert not (r["pp"] > 1 and r["zero_stage"] >= 2), r["name"]
         assert r["dp"] * r["tp"] * r["pp"] == 4
         if r["pp"] > 1 and r["schedule"] in ("gpipe", "1f1b"):
-            # the bubble passes through the other stages: the mlp's light last stage
-            # makes it less than balanced stages' (p-1)/(m+p-1) of the step's pipeline
-            p, m = r["pp"], r["microbatches"]
+            # the bubble passes through the other resources (the mlp's light last stage,
+            # the links): its share is of the pipeline's part of the step, not the
+            # balanced stages' (p-1)/(m+p-1) (test_layout_model holds the formula)
             busy = r["step_ms"] - r["data_ms"] - r["optimizer_ms"] - r["comm"]["dp"]["exposed_ms"]
             assert r["bubble_share"] == pytest.approx(r["bubble_ms"] / busy, rel=1e-9)
-            assert r["bubble_share"] < (p - 1) / (m + p - 1)
     # tp innermost: tp 2 stays inside a host of 2 ranks; dp then crosses hosts
     row = find(doc, dp=2, tp=2, pp=1, zero_stage=0)
     assert row["comm"]["tp"]["link"] == "intra" and row["comm"]["dp"]["link"] == "inter"

@@ -430,6 +430,33 @@ static void test_shared_cores(void **state)
     assert_true(fabs(q.compute_s - scale * p.compute_s) <= REL * p.compute_s);
 }
 
+/* The pipeline's links as resources of their own (sends do not block): four
+ * equal stages on hosts of one rank, compute t per micro-batch and each
+ * link direction L = alpha + 4b x 100 / B per micro-batch. Link-bound (L >
+ * t): m L + (sum of every resource - L) = m L + 4t + 6L - L; compute-bound
+ * (L < t): m t + 3t + 6L. */
+static void test_pipeline_links(void **state)
+{
+    (void)state;
+    setup_layers();
+    struct sb_layout_inputs in = inputs(four, 4, 64);
+    in.optimizer_s_per_param = 0;
+    in.data_s_per_sample = 0;
+    in.ranks_per_host = 1;
+    double b = 64.0 / 8, t = 6e-4 * b / 4;
+    double rates[2] = {1e6, 1e9}; /* 3.2 kB: 3.2 ms a message (> t = 1.2 ms); 3.2 us */
+    for (int i = 0; i < 2; i++) {
+        in.links.inter = (struct sb_link){1e-5, rates[i], 0};
+        struct sb_layout l = {1, 1, 4, 8, SB_PP_1F1B, 1, 0, SB_RANK_ORDER_TP_DP_PP};
+        struct sb_layout_prediction p;
+        assert_int_equal(sb_layout_predict(&l, &in, 4, &p), SB_OK);
+        double link = 1e-5 + 4.0 * b * 100 / rates[i];
+        double want = link > t ? 8 * link + 4 * t + 6 * link - link : 8 * t + 3 * t + 6 * link;
+        assert_true(fabs(p.step_s - want) <= 1e-9 * want);
+        assert_true(p.pp_cross);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -439,6 +466,7 @@ int main(void)
         cmocka_unit_test(test_link_share),     cmocka_unit_test(test_world_hierarchical),
         cmocka_unit_test(test_dp_groups_share_the_link),
         cmocka_unit_test(test_unbalanced_bubble), cmocka_unit_test(test_shared_cores),
+        cmocka_unit_test(test_pipeline_links),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
