@@ -13,7 +13,7 @@
 #include "cli/train_opts.h"
 #include "core/atomic_file.h"
 
-#define LAYOUTS_SCHEMA_VERSION "1.0"
+#define LAYOUTS_SCHEMA_VERSION "1.1"
 #define TOP_DEFAULT 20
 
 /* The micro-batch counts and schedules tried with a pipeline. */
@@ -392,6 +392,9 @@ static cJSON *to_json(const struct opts *o, const struct run *r, const struct sb
              (o->device_memory_bytes > 0
                   ? cJSON_AddNumberToObject(doc, "device_memory_bytes", o->device_memory_bytes) != NULL
                   : cJSON_AddNullToObject(doc, "device_memory_bytes") != NULL) &&
+             (o->shared_cores > 0
+                  ? cJSON_AddNumberToObject(doc, "shared_cores", o->shared_cores) != NULL
+                  : cJSON_AddNullToObject(doc, "shared_cores") != NULL) &&
              cJSON_AddNumberToObject(doc, "considered", considered) &&
              cJSON_AddNumberToObject(doc, "left_out_memory", left_out) &&
              (arr = cJSON_AddArrayToObject(doc, "layouts"));

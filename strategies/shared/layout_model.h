@@ -9,10 +9,10 @@
  *   t_f  = forward of one micro-batch on the stage: the stage's share of the
  *          measured forward, its tp-split layers' share divided by tp, plus
  *          its tp collectives (the all-reduce of every row-parallel layer's
- *          output: Megatron-LM's g; Shoeybi et al. 2019, section 3) and one
+ *          output: Megatron-LM's g; Shoeybi et al. 2019, section 3); one
  *          point-to-point message of its boundary activation per chunk
  *          (α + bytes/B on the link pp crosses; Narayanan et al. SC 2021,
- *          section 3.2)
+ *          section 3.2) occupies that link (below)
  *   t_b  = backward likewise (the all-reduce of every column-parallel
  *          layer's input gradient but the model's first layer's: Megatron-LM's
  *          f; the boundary gradient); a tp all-reduce by the algorithm the tp
@@ -23,7 +23,15 @@
  *          flows cross with the other groups of the axis (layout_links.h:
  *          processor sharing, sum_j min(w_j, w_s) / w_s)
  *   bubble by the schedule's formula (schedule_formula.h: (p-1)(t_f+t_b),
- *          /v interleaved, zb-h1 less its W fill)
+ *          /v interleaved, zb-h1 less its W fill) given the mean of the
+ *          pipeline's other resources: its stages and its link directions are
+ *          a flow shop (the sends do not block: a message occupies its link,
+ *          not its stage), (m-1) max_r T_r + sum_r T_r; the ideal m (t_f +
+ *          t_b) is the slowest resource's (a link's where it is slower)
+ *   compute with shared_cores C: the measured per sample times
+ *          min(1, C/probe_ranks) / min(1, C/n_eff), n_eff = dp tp sum_s w_s /
+ *          max_s w_s (a rank computing beside n - 1 others gets min(1, C/n)
+ *          of a core)
  *   dp_exposed: the existing ddp (zero stage 0) or zero (stages 1, 3) model
  *          over dp ranks on the link dp crosses, for the stage's parameter
  *          bytes, its overlap window one micro-batch's backward; a dp-only

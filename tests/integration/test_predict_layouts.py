@@ -188,6 +188,8 @@ def test_shared_cores_speeds_a_light_stage(stratbench, report):
     def part(doc, **want):
         return find(doc, **want)["compute_ms"]
     dp = dict(dp=2, tp=1, pp=1, zero_stage=0)
+    validate(shared)
+    assert shared["shared_cores"] == 1 and base["shared_cores"] is None
     assert part(shared, **dp) == pytest.approx(part(base, **dp), rel=1e-12)
     pp = dict(dp=1, tp=1, pp=2, microbatches=2, schedule="1f1b")
     w = [2 * 803840 + 2 * 1049600, 2 * 10250]
