@@ -8,8 +8,11 @@ assumption), for each link rate and workload:
 
  1. the probe: ddp over all H x R ranks; its report gives the compute per sample, the
     layer table and both link classes (within a host, across hosts: src/job/probe.c);
- 2. `stratbench predict PROBE --layouts --hosts H --ranks-per-host R --json` ranks
-    every layout of H x R ranks (docs/layouts.md);
+ 2. `stratbench predict PROBE --layouts --hosts H --ranks-per-host R --shared-cores C
+    --json` ranks every layout of H x R ranks (docs/layouts.md); --shared-cores tells the
+    model that every rank of every host computes on this machine's C cores (--cores), so
+    a layout whose ranks compute fewer at a time (a pipeline's light stage) gets more of a
+    core than the probe's ranks had;
  3. every predicted layout this bench can run (see runnable) is run with the strategy
     and flags it maps to (as `sweep --layouts` maps them: ddp, zero --zero-stage, tensor
     --tp, pipeline --stages [--tp] --microbatches --schedule --rank-order), the global
@@ -24,6 +27,14 @@ best is within 5 % of the measured best.
     sudo bench/layouts.py [--out DIR] [--rates 1gbit] [--workloads mlp,vit]
                           [--hosts 2] [--ranks-per-host 2] [--global-batch 64]
                           [--steps 8] [--warmup 3] [--prefix sbl] [--replot DIR/results.json]
+                          [--only dp2-tp2,pp2-m4] [--cores C]
+
+--hosts 4 --ranks-per-host 2 runs 8 ranks on this machine's cores (2 here): stratbench's
+launcher oversubscribes (mpirun --oversubscribe) and the cluster's ranks yield a core while
+they wait (mpi_yield_when_idle); the model is told the cores (--shared-cores) and takes the
+probe's compute per sample as measured with all 8 ranks computing at once. --only runs the
+layouts whose names contain one of the given parts (the probe always runs): a short
+subset to check the bench end to end.
 
 Needs root (network namespaces) and build/stratbench. The machine's cores are shared by
 every rank of every host: the figures measure this machine, loaded as it was (the load
@@ -58,11 +69,15 @@ def parse_args(argv=None):
     p.add_argument("--hosts", type=int, default=2)
     p.add_argument("--ranks-per-host", type=int, default=2)
     p.add_argument("--global-batch", type=int, default=64)
+    p.add_argument("--only", default="",
+                   help="run only the layouts whose name contains one of these ,-separated "
+                        "parts (default: every runnable layout)")
     p.add_argument("--from-reports", action="store_true",
                    help="no cluster: rebuild results.json from the reports in --out/reports "
                         "(a run that stopped part-way)")
     a = ps.finish_cluster_args(p, p.parse_args(argv))
     a.workloads = a.workloads.split(",")
+    a.only = [x for x in a.only.split(",") if x]
     for w in a.workloads:
         if w not in WORKLOADS:
             p.error(f"--workloads: unknown '{w}' (known: {', '.join(WORKLOADS)})")
@@ -152,23 +167,24 @@ def run_panel(c, a, mpirun, rate, workload, rows, panels):
             print(f"{tag}: the probe failed: {why}", flush=True)
             return
     pred_path = a.out / "reports" / f"predict_{tag}.json"
-    if c is None and pred_path.exists():
-        layouts = json.loads(pred_path.read_text())["layouts"]
-    else:
-        pred = subprocess.run([str(a.build / "stratbench"), "predict", str(probe_path),
-                               "--layouts", "--hosts", str(a.hosts), "--ranks-per-host",
-                               str(a.ranks_per_host), "--global-batch", str(a.global_batch),
-                               "--json"], capture_output=True, text=True, check=True)
-        layouts = json.loads(pred.stdout)["layouts"]
-        pred_path.write_text(pred.stdout)
+    # predicted again with --from-reports too: the model may have changed since
+    pred = subprocess.run([str(a.build / "stratbench"), "predict", str(probe_path), "--layouts",
+                           "--hosts", str(a.hosts), "--ranks-per-host", str(a.ranks_per_host),
+                           "--global-batch", str(a.global_batch), "--shared-cores",
+                           str(a.cores), "--json"], capture_output=True, text=True, check=True)
+    layouts = json.loads(pred.stdout)["layouts"]
+    pred_path.write_text(pred.stdout)
     print(f"{tag}: {len(layouts)} layouts predicted; probe step "
           f"{probe['step_ms']['median']:.1f} ms", flush=True)
     mine = []
     for lay in layouts:
         if not runnable(lay):
             continue
+        probe_layout = lay["name"].startswith(f"dp{world}-tp1-pp1-m1-none-z0")
+        if a.only and not probe_layout and not any(x in lay["name"] for x in a.only):
+            continue
         path = a.out / "reports" / f"{tag}_{lay['name']}.json"
-        if lay["name"].startswith(f"dp{world}-tp1-pp1-m1-none-z0"):
+        if probe_layout:
             r, why = probe, None  # the probe is this layout
             path = probe_path
         elif c is None:
@@ -219,7 +235,8 @@ def measure(a):
     res = {"date_utc": datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
            "hosts": a.hosts, "ranks_per_host": a.ranks_per_host,
            "global_batch": a.global_batch, "steps": a.steps, "warmup": a.warmup,
-           "cores": a.cores, "tcp_congestion_control": a.cc, "rows": rows, "panels": panels}
+           "cores": a.cores, "shared_cores": a.cores, "only": a.only,
+           "tcp_congestion_control": a.cc, "rows": rows, "panels": panels}
     if a.from_reports:
         for rate in a.rates:
             for w in a.workloads:

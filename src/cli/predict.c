@@ -182,6 +182,7 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
         {"intra-latency", required_argument, NULL, 'L'},
         {"global-batch", required_argument, NULL, 'g'},
         {"top", required_argument, NULL, 't'},
+        {"shared-cores", required_argument, NULL, 'C'},
         {"params", required_argument, NULL, 'p'},   {"precision", required_argument, NULL, 'P'},
         {"optimizer", required_argument, NULL, 'O'},
         {NULL, 0, NULL, 0}};
@@ -214,6 +215,7 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
         case 'R': SB_TRY(parse_int("--ranks-per-host", optarg, 1, 1024, &o->ranks_per_host)); break;
         case 'g': SB_TRY(parse_int("--global-batch", optarg, 1, 1 << 24, &o->global_batch)); break;
         case 't': SB_TRY(parse_int("--top", optarg, 0, 1 << 20, &o->top)); break;
+        case 'C': SB_TRY(parse_int("--shared-cores", optarg, 1, 1 << 20, &o->shared_cores)); break;
         case 'm': SB_TRY(parse_size(optarg, &o->device_memory_bytes)); break;
         case 'c':
             if (!*optarg) return sb_error(SB_ERR_USAGE, "predict: --calibrate: expected a path");

@@ -13,7 +13,7 @@
 #include "cli/train_opts.h"
 #include "core/atomic_file.h"
 
-#define LAYOUTS_SCHEMA_VERSION "1.0"
+#define LAYOUTS_SCHEMA_VERSION "1.1"
 #define TOP_DEFAULT 20
 
 /* The micro-batch counts and schedules tried with a pipeline. */
@@ -41,6 +41,7 @@ void sb_predict_layouts_usage(FILE *out)
             "  --global-batch N       (measured) samples per step, all replicas\n"
             "  --device-memory SIZE              leave out layouts that do not fit\n"
             "  --top N                20         table rows (0: all; the JSON has all)\n"
+            "  --shared-cores C                  all H x R ranks share C cores (one machine)\n"
             "  --json, --out FILE                as above\n");
 }
 
@@ -50,6 +51,7 @@ sb_status sb_predict_layouts_check_flags(const struct opts *o, int counts_given)
                        : o->intra_latency_s >= 0  ? "--intra-latency"
                        : o->global_batch > 0      ? "--global-batch"
                        : o->top >= 0              ? "--top"
+                       : o->shared_cores > 0      ? "--shared-cores"
                        : o->hosts > 0             ? "--hosts"
                        : o->ranks_per_host > 0    ? "--ranks-per-host"
                                                   : NULL;
@@ -192,6 +194,8 @@ static void inputs_of(const struct opts *o, const struct run *r, struct sb_layou
     in->optimizer_s_per_param = isfinite(r->optimizer_ms) ? 1e-3 * r->optimizer_ms / updated : 0;
     in->activation_bytes_per_sample = r->activation_bytes / b;
     in->ranks_per_host = o->ranks_per_host;
+    in->shared_cores = o->shared_cores;
+    in->probe_ranks = r->replicas;
     in->optimizer = r->optimizer;
     in->overlap = r->overlap;
     in->bucket_bytes = r->n_buckets ? r->buckets : NULL;
@@ -388,6 +392,9 @@ static cJSON *to_json(const struct opts *o, const struct run *r, const struct sb
              (o->device_memory_bytes > 0
                   ? cJSON_AddNumberToObject(doc, "device_memory_bytes", o->device_memory_bytes) != NULL
                   : cJSON_AddNullToObject(doc, "device_memory_bytes") != NULL) &&
+             (o->shared_cores > 0
+                  ? cJSON_AddNumberToObject(doc, "shared_cores", o->shared_cores) != NULL
+                  : cJSON_AddNullToObject(doc, "shared_cores") != NULL) &&
              cJSON_AddNumberToObject(doc, "considered", considered) &&
              cJSON_AddNumberToObject(doc, "left_out_memory", left_out) &&
              (arr = cJSON_AddArrayToObject(doc, "layouts"));

@@ -49,6 +49,8 @@ struct opts {
     double intra_latency_s;     /* < 0 = the report's */
     int global_batch;           /* 0: the measured run's */
     int top;                    /* table rows (0: all); -1: not given */
+    int shared_cores;           /* --shared-cores C: the cores all ranks share (the
+                                 * one-machine cluster); 0: every rank has its own */
 };
 
 /* What predict takes from a report. */

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "strategies/shared/buckets.h"
+#include "strategies/shared/layout_links.h"
 #include "strategies/shared/pipeline_plan.h"
 #include "strategies/shared/schedule_formula.h"
 #include "strategies/strategy.h"
@@ -73,7 +75,9 @@ void sb_layout_tp_bytes(const struct sb_layout_inputs *in, int first, int end, d
     *forward_bytes = *backward_bytes = 0.0;
     for (int i = first; i < end && i < in->n_layers; i++) {
         *forward_bytes += in->layers[i].tp_row * 4.0 * b * in->layers[i].out_floats;
-        *backward_bytes += in->layers[i].tp_column * 4.0 * b * in->layers[i].in_floats;
+        /* the model's first layer computes no input gradient (nothing
+         * upstream needs it: workloads/dense.c stops there), so no f */
+        if (i > 0) *backward_bytes += in->layers[i].tp_column * 4.0 * b * in->layers[i].in_floats;
     }
 }
 
@@ -165,8 +169,49 @@ static void sync_config(const struct sb_strategy_ops *ops, const struct sb_layou
     }
 }
 
-/* dp's gradient sync of `bytes` (the stage's part) over dp ranks on link:
- * the ddp row (--allreduce auto, the first) or zero's row of the stage. */
+/* The bucket cap of ddp's --bucket-mb default (MiB; 25, PyTorch's), read
+ * from its option table. */
+static double default_bucket_mb(const struct sb_strategy_ops *ops)
+{
+    for (const struct sb_strategy_option *op = ops->options; op && op->flag; op++)
+        if (strcmp(op->flag, "bucket-mb") == 0) return op->def;
+    return 25.0;
+}
+
+/* ddp (zero stage 0) on the world communicator of `hosts` hosts of R ranks:
+ * the buckets (the measured run's when the stage is the whole model, else
+ * `bytes` split evenly by the default cap, as ddp's model splits them) each
+ * all-reduced as --allreduce auto runs them there (sb_layout_world_allreduce_s:
+ * hierarchical, its cross stage sharing each host's link), scheduled against
+ * backward by sb_bucket_exposed_s (docs/layouts.md, "Flows that share a
+ * host's link"). */
+static void world_sync(const struct sb_layout_inputs *in, int hosts, double bytes, int whole,
+                       double backward_s, double *comm_s, double *exposed_s)
+{
+    double b[SB_DETAIL_VALUES_MAX], t[SB_DETAIL_VALUES_MAX];
+    int nb = 0;
+    if (whole && in->bucket_bytes && in->n_buckets > 0 && in->n_buckets <= SB_DETAIL_VALUES_MAX) {
+        for (nb = 0; nb < in->n_buckets; nb++) b[nb] = in->bucket_bytes[nb];
+    } else {
+        nb = (int)ceil(bytes / (default_bucket_mb(in->dp_sync[0]) * 1048576.0));
+        if (nb < 1) nb = 1;
+        if (nb > SB_DETAIL_VALUES_MAX) nb = SB_DETAIL_VALUES_MAX;
+        for (int i = 0; i < nb; i++) b[i] = bytes / nb;
+    }
+    *comm_s = 0.0;
+    for (int i = 0; i < nb; i++) {
+        enum sb_allreduce_algo a;
+        t[i] = sb_layout_world_allreduce_s(&in->links.intra, &in->links.inter, hosts,
+                                           in->ranks_per_host, b[i], &a);
+        *comm_s += t[i];
+    }
+    *exposed_s = sb_bucket_exposed_s(b, t, nb, in->overlap ? backward_s : 0.0);
+}
+
+/* dp's gradient sync of `bytes` (the stage's part) over dp ranks on link
+ * (the cross-host link already divided by the stage's share of it): the
+ * ddp row (--allreduce auto, the first) or zero's row of the stage; a
+ * dp-only ddp layout over hosts of 2+ ranks by world_sync. */
 static sb_status dp_sync(const struct sb_layout *l, const struct sb_layout_inputs *in,
                          const struct sb_link *link, double bytes, double whole_bytes,
                          double backward_s, int layers, double *comm_s, double *exposed_s)
@@ -177,6 +222,11 @@ static sb_status dp_sync(const struct sb_layout *l, const struct sb_layout_input
     if (!ops || !ops->comm_model)
         return sb_error(SB_ERR_INPUT, "layout: no cost model for zero stage %d", l->zero_stage);
     int whole = fabs(bytes - whole_bytes) <= 0.5;
+    int hosts = sb_layout_world_hosts(l->dp, in->ranks_per_host);
+    if (l->zero_stage == 0 && l->tp == 1 && l->pp == 1 && hosts) {
+        world_sync(in, hosts, bytes, whole, backward_s, comm_s, exposed_s);
+        return SB_OK;
+    }
     struct sb_comm_model_query q = {
         .link = *link, .replicas = l->dp, .bytes = bytes, .backward_s = backward_s,
         .bucket_bytes = whole && in->n_buckets ? in->bucket_bytes : NULL,
@@ -226,6 +276,114 @@ static double one(const struct sb_layout_inputs *in, int i, int tp)
     return 1.0;
 }
 
+/* One tp all-reduce of `bytes` over tp ranks as the tp communicator runs
+ * it: --allreduce auto's flat rule (sb_allreduce_choose: recursive doubling
+ * below ~160 kB at tp 2, else the ring; a tp communicator is a split, never
+ * grouped into hosts), as the tensor strategy's own model prices it
+ * (sb_tp_traffic_seconds). */
+static double tp_allreduce_s(const struct sb_link *link, int tp, double bytes)
+{
+    return sb_cost_allreduce_s(link, sb_allreduce_choose((size_t)bytes, tp), tp, bytes);
+}
+
+/* Each stage's share (layout_links.h) of the cross-host links its tp, pp
+ * and dp flows cross, the flows weighed by what one group of the stage
+ * sends per step: tp its collectives' bytes, pp its boundary activation,
+ * dp its parameters' gradient. */
+static void stage_shares(const struct sb_layout *l, const struct sb_layout_inputs *in,
+                         double *tp_share, double *pp_share, double *dp_share)
+{
+    double tp_w[SB_LAYOUT_MAX_STAGES], pp_w[SB_LAYOUT_MAX_STAGES], dp_w[SB_LAYOUT_MAX_STAGES];
+    for (int s = 0; s < l->pp; s++) {
+        tp_w[s] = pp_w[s] = 0.0;
+        for (int c = 0; c < l->chunks; c++) {
+            int first, count;
+            double f, b;
+            cut(in->n_layers, l->pp * l->chunks, c * l->pp + s, &first, &count);
+            sb_layout_tp_bytes(in, first, first + count, 1.0, &f, &b);
+            tp_w[s] += f + b;
+            if (c * l->pp + s < l->pp * l->chunks - 1)
+                pp_w[s] += in->layers[first + count - 1].out_floats;
+        }
+        dp_w[s] = stage_sum(l, in, s, layer_params, l->tp);
+    }
+    enum sb_rank_order o = l->order;
+    int r = in->ranks_per_host;
+    if (sb_layout_link_share(l->dp, l->tp, l->pp, o, SB_COMM_ROLE_TP, r, tp_w, tp_share) ||
+        sb_layout_link_share(l->dp, l->tp, l->pp, o, SB_COMM_ROLE_PP, r, pp_w, pp_share) ||
+        sb_layout_link_share(l->dp, l->tp, l->pp, o, SB_COMM_ROLE_DP, r, dp_w, dp_share))
+        for (int s = 0; s < l->pp; s++) tp_share[s] = pp_share[s] = dp_share[s] = 1.0;
+}
+
+/* The factor the measured compute per sample takes in this layout when
+ * every rank shares in->shared_cores cores C (0: none; 1): a rank computing
+ * beside n - 1 others gets min(1, C / n) of a core (processor sharing, as
+ * layout_links.h's links; ranks that wait yield their core, the cluster's
+ * mpi_yield_when_idle). The measured run computed on all its ranks at once
+ * (probe_ranks, data parallel: min(1, C / probe_ranks) each); a layout's
+ * ranks compute at once in proportion to their work, n_eff = dp tp sum_s
+ * w_s / max_s w_s (w_s the stage's share of the work): a pipeline whose
+ * last stage is light frees its cores for the others. Factor:
+ * min(1, C / probe_ranks) / min(1, C / n_eff). */
+static double core_share_scale(const struct sb_layout *l, const struct sb_layout_inputs *in,
+                               double flops)
+{
+    if (in->shared_cores <= 0 || in->probe_ranks <= 0) return 1.0;
+    double sum = 0.0, most = 0.0;
+    for (int s = 0; s < l->pp; s++) {
+        double w = flops > 0 ? stage_sum(l, in, s, layer_flops, l->tp) / flops : 1.0 / l->pp;
+        sum += w;
+        if (w > most) most = w;
+    }
+    double n_eff = most > 0 ? l->dp * l->tp * sum / most : l->dp * l->tp * l->pp;
+    double c = in->shared_cores, probe = c / in->probe_ranks, mine = c / n_eff;
+    return (probe < 1.0 ? probe : 1.0) / (mine < 1.0 ? mine : 1.0);
+}
+
+/* The pipeline's resources as a flow shop (docs/layouts.md, "The
+ * pipeline's resources"): p stages, stage s busy f[s] + b[s] per
+ * micro-batch (its compute and tp collectives), and the links between
+ * them, each direction busy lf[s] (the activations stage s sends on) or
+ * lb[s] (the gradients back) per micro-batch: the pipeline sends without
+ * blocking (strategies/pipeline.c: a send is completed at the end of the
+ * step), so a message occupies its link while both stages compute. With
+ * per-micro-batch times T_r, m micro-batches take about
+ * (m - 1) max_r T_r + sum_r T_r (a permutation flow shop's makespan with a
+ * bottleneck resource; Johnson 1954; for 1f1b the fill and the drain pass
+ * through every other resource once). Into *t the slowest stage's times,
+ * scaled up to max_r T_r where a link is slower than every stage (its m
+ * micro-batches then set the pace: the schedule's ideal m (t_f + t_b));
+ * into *tb the mean over p - 1 of the other resources' sum_r T_r - max_r
+ * T_r, split in forward and backward as their times are (the schedule's
+ * bubble (p - 1)(t_f + t_b) of them). Balanced stages and free links give
+ * the slowest stage's times for both, as the closed forms assume; zb-h1's
+ * backward is split into equal halves B = W. */
+static void pipeline_times(int pp, const double *f, const double *b, const double *lf,
+                           const double *lb, enum sb_pp_kind kind, struct sb_pp_stage_times *t,
+                           struct sb_pp_stage_times *tb)
+{
+    int k = 0;
+    double link_max = 0.0, sum_f = 0.0, sum_b = 0.0;
+    for (int s = 0; s < pp; s++) {
+        if (f[s] + b[s] > f[k] + b[k]) k = s;
+        if (lf[s] > link_max) link_max = lf[s];
+        if (lb[s] > link_max) link_max = lb[s];
+        sum_f += f[s] + lf[s];
+        sum_b += b[s] + lb[s];
+    }
+    double slowest = f[k] + b[k], pace = link_max > slowest ? link_max : slowest;
+    double up = slowest > 0 ? pace / slowest : 1.0;
+    *t = (struct sb_pp_stage_times){f[k] * up, b[k] * up, 0.0};
+    double other = sum_f + sum_b - pace;
+    double share_f = sum_f + sum_b > 0 ? sum_f / (sum_f + sum_b) : 0.5;
+    *tb = (struct sb_pp_stage_times){other * share_f / (pp - 1),
+                                     other * (1.0 - share_f) / (pp - 1), 0.0};
+    if (kind == SB_PP_ZBH1) {
+        t->backward_s = t->weight_s = t->backward_s / 2;
+        tb->backward_s = tb->weight_s = tb->backward_s / 2;
+    }
+}
+
 sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_inputs *in,
                             int world_size, struct sb_layout_prediction *out)
 {
@@ -241,6 +399,10 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
     tp_link = sb_link_crossed(&in->links, out->tp_cross);
     pp_link = sb_link_crossed(&in->links, out->pp_cross);
     dp_link = sb_link_crossed(&in->links, out->dp_cross);
+    /* each stage's share of the host links its axes' flows cross */
+    double tp_share[SB_LAYOUT_MAX_STAGES], pp_share[SB_LAYOUT_MAX_STAGES],
+        dp_share[SB_LAYOUT_MAX_STAGES];
+    stage_shares(l, in, tp_share, pp_share, dp_share);
     struct sb_pp_shape shape = {l->pp > 1 ? l->schedule : SB_PP_GPIPE, l->pp, l->microbatches,
                                 l->chunks};
     double per_replica = (double)in->global_batch / l->dp, b = per_replica / l->microbatches;
@@ -254,10 +416,16 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
     struct sb_pp_schedule sched = {0};
     if (l->pp > 1 && in->workload && sb_pp_schedule_build(&shape, &sched) != SB_OK)
         sb_pp_schedule_free(&sched); /* the scaled estimate then */
+    double core_scale = core_share_scale(l, in, flops);
+    double stage_f[SB_LAYOUT_MAX_STAGES], stage_b[SB_LAYOUT_MAX_STAGES];
+    double link_f[SB_LAYOUT_MAX_STAGES], link_b[SB_LAYOUT_MAX_STAGES];
     for (int s = 0; s < l->pp; s++) {
+        struct sb_link tp_s_link = sb_link_shared(tp_link, out->tp_cross ? tp_share[s] : 1.0);
+        struct sb_link pp_s_link = sb_link_shared(pp_link, out->pp_cross ? pp_share[s] : 1.0);
+        struct sb_link dp_s_link = sb_link_shared(dp_link, out->dp_cross ? dp_share[s] : 1.0);
         double share = flops > 0 ? stage_sum(l, in, s, layer_flops, l->tp) / flops : 1.0 / l->pp;
-        double t_f = in->forward_s_per_sample * b * share;
-        double t_b = in->backward_s_per_sample * b * share;
+        double t_f = in->forward_s_per_sample * b * share * core_scale;
+        double t_b = in->backward_s_per_sample * b * share * core_scale;
         if (t_f + t_b > worst_compute) worst_compute = t_f + t_b;
         /* tp collectives of the stage's layers, one micro-batch */
         double fwd = 0, bwd = 0, tp_s = 0;
@@ -269,10 +437,10 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
                 const struct sb_layer_summary *y = &in->layers[i];
                 sb_layout_tp_bytes(in, i, i + 1, b, &f1, &b1);
                 /* tp_row all-reduces of out_floats forward, tp_column of in_floats back */
-                double tf = y->tp_row * sb_cost_ring_allreduce_s(tp_link, l->tp,
-                                                                 4.0 * b * y->out_floats);
-                double tb = y->tp_column * sb_cost_ring_allreduce_s(tp_link, l->tp,
-                                                                    4.0 * b * y->in_floats);
+                double tf = y->tp_row * tp_allreduce_s(&tp_s_link, l->tp,
+                                                       4.0 * b * y->out_floats);
+                double tb = (i > 0) * y->tp_column * tp_allreduce_s(&tp_s_link, l->tp,
+                                                          4.0 * b * y->in_floats);
                 t_f += tf;
                 t_b += tb;
                 tp_s += l->microbatches * (tf + tb);
@@ -282,23 +450,24 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
         }
         /* pp: one message per chunk boundary each way per micro-batch */
         double pp_s = 0, pp_b = 0;
+        link_f[s] = link_b[s] = 0.0;
         for (int c = 0; c < l->chunks && l->pp > 1; c++) {
             int first, count;
             cut(in->n_layers, l->pp * l->chunks, c * l->pp + s, &first, &count);
             int last_virtual = c * l->pp + s == l->pp * l->chunks - 1;
             double send = last_virtual ? 0.0 : 4.0 * b * in->layers[first + count - 1].out_floats;
             double recv_grad = send;
-            double msg_f = send > 0 ? sb_cost_message_s(pp_link, send) : 0.0;
-            double msg_b = recv_grad > 0 ? sb_cost_message_s(pp_link, recv_grad) : 0.0;
-            t_f += msg_f;
-            t_b += msg_b;
+            double msg_f = send > 0 ? sb_cost_message_s(&pp_s_link, send) : 0.0;
+            double msg_b = recv_grad > 0 ? sb_cost_message_s(&pp_s_link, recv_grad) : 0.0;
+            link_f[s] += msg_f; /* the link's own time: sends do not block (below) */
+            link_b[s] += msg_b;
             pp_s += l->microbatches * (msg_f + msg_b);
             pp_b += l->microbatches * send; /* activations sent forward; gradients come back */
         }
         /* the stage's parameters and the dp sync of them */
         double stage_params = stage_sum(l, in, s, layer_params, l->tp);
         double dp_comm = 0, dp_exposed = 0;
-        sb_status st = dp_sync(l, in, dp_link, 4.0 * stage_params, 4.0 * params, t_b,
+        sb_status st = dp_sync(l, in, &dp_s_link, 4.0 * stage_params, 4.0 * params, t_b,
                                (int)stage_sum(l, in, s, one, 1), &dp_comm, &dp_exposed);
         if (st) {
             sb_pp_schedule_free(&sched);
@@ -326,6 +495,8 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
         }
         if (t_f > worst_f) worst_f = t_f;
         if (t_b > worst_b) worst_b = t_b;
+        stage_f[s] = t_f;
+        stage_b[s] = t_b;
         if (state + act_bytes > worst_mem) {
             worst_mem = state + act_bytes;
             worst_state = state;
@@ -345,11 +516,17 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
      * weight-gradient half W, taken as equal (Qi et al. 2024's t_b = t_w). */
     struct sb_pp_stage_times t = {worst_f, worst_b, 0.0};
     if (shape.kind == SB_PP_ZBH1) t.backward_s = t.weight_s = worst_b / 2;
+    /* the bubble: the schedule's formula with the other stages' mean times
+     * (the fill and drain pass through them, not through p-1 copies of the
+     * slowest: the flow shop's makespan (m-1) max_s t_s + sum_s t_s;
+     * balanced stages give (p-1)(t_f + t_b) as before) */
+    struct sb_pp_stage_times tb = t;
+    if (l->pp > 1) pipeline_times(l->pp, stage_f, stage_b, link_f, link_b, shape.kind, &t, &tb);
     out->data_s = in->data_s_per_sample * per_replica;
     out->compute_s = l->microbatches * worst_compute;
     double ideal = sb_pp_ideal_s(&shape, &t);
-    out->bubble_s = l->pp > 1 ? sb_pp_bubble_s(&shape, &t) : 0.0;
-    out->bubble_share = l->pp > 1 ? sb_pp_bubble_fraction_of_step(&shape, &t) : 0.0;
+    out->bubble_s = l->pp > 1 ? sb_pp_bubble_s(&shape, &tb) : 0.0;
+    out->bubble_share = l->pp > 1 ? out->bubble_s / (ideal + out->bubble_s) : 0.0;
     out->optimizer_s = worst_opt;
     out->tp_comm_s = worst_tp;
     out->pp_comm_s = worst_pp;

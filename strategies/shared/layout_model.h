@@ -9,17 +9,35 @@
  *   t_f  = forward of one micro-batch on the stage: the stage's share of the
  *          measured forward, its tp-split layers' share divided by tp, plus
  *          its tp collectives (the all-reduce of every row-parallel layer's
- *          output: Megatron-LM's g; Shoeybi et al. 2019, section 3) and one
+ *          output: Megatron-LM's g; Shoeybi et al. 2019, section 3); one
  *          point-to-point message of its boundary activation per chunk
  *          (α + bytes/B on the link pp crosses; Narayanan et al. SC 2021,
- *          section 3.2)
+ *          section 3.2) occupies that link (below)
  *   t_b  = backward likewise (the all-reduce of every column-parallel
- *          layer's input gradient: Megatron-LM's f; the boundary gradient)
+ *          layer's input gradient but the model's first layer's: Megatron-LM's
+ *          f; the boundary gradient); a tp all-reduce by the algorithm the tp
+ *          communicator runs (sb_allreduce_choose: recursive doubling below
+ *          ~160 kB at tp 2, else the ring)
+ *   an axis whose groups cross hosts gets, per stage, the cross-host link's
+ *          bandwidth divided by that stage's share of the host links its
+ *          flows cross with the other groups of the axis (layout_links.h:
+ *          processor sharing, sum_j min(w_j, w_s) / w_s)
  *   bubble by the schedule's formula (schedule_formula.h: (p-1)(t_f+t_b),
- *          /v interleaved, zb-h1 less its W fill)
+ *          /v interleaved, zb-h1 less its W fill) given the mean of the
+ *          pipeline's other resources: its stages and its link directions are
+ *          a flow shop (the sends do not block: a message occupies its link,
+ *          not its stage), (m-1) max_r T_r + sum_r T_r; the ideal m (t_f +
+ *          t_b) is the slowest resource's (a link's where it is slower)
+ *   compute with shared_cores C: the measured per sample times
+ *          min(1, C/probe_ranks) / min(1, C/n_eff), n_eff = dp tp sum_s w_s /
+ *          max_s w_s (a rank computing beside n - 1 others gets min(1, C/n)
+ *          of a core)
  *   dp_exposed: the existing ddp (zero stage 0) or zero (stages 1, 3) model
  *          over dp ranks on the link dp crosses, for the stage's parameter
- *          bytes, its overlap window one micro-batch's backward
+ *          bytes, its overlap window one micro-batch's backward; a dp-only
+ *          ddp layout on hosts of 2+ ranks runs on the world communicator,
+ *          whose auto rule takes the hierarchical all-reduce
+ *          (sb_layout_world_allreduce_s)
  *   optimizer: the measured optimizer time scaled by the parameters the
  *          rank updates (its part; zero: its 1/dp shard of the part)
  * Memory per rank: the ZeRO accounting of the stage's part (the strategy's
@@ -36,7 +54,9 @@
  * stage 1 the gradient shard, 4 Ψ_s / dp bytes (the ledger's
  * comm_buffer_bytes).
  * A dp-only layout of the measured replica count (tp = pp = m = 1) is
- * exactly the ddp or zero row `stratbench predict` gives (the unit tests). */
+ * exactly the ddp or zero row `stratbench predict` gives (the unit tests)
+ * where its groups share no host link: one rank per host, or zero; ddp on
+ * hosts of 2+ ranks is the hierarchical all-reduce instead. */
 #ifndef SB_LAYOUT_MODEL_H
 #define SB_LAYOUT_MODEL_H
 
@@ -72,6 +92,9 @@ struct sb_layout_inputs {
                                          * sample (0: 8 bytes per activation float: the
                                          * activation and its gradient, fp32) */
     int ranks_per_host;            /* R: hosts hold R consecutive ranks */
+    int shared_cores;              /* C: the cores every rank of the job shares (the
+                                    * one-machine cluster; 0: each rank has a core) */
+    int probe_ranks;               /* ranks of the measured run, all computing at once */
     struct sb_link_classes links;
     enum sb_optimizer_kind optimizer;
     int overlap;                   /* dp's gradient sync overlaps backward (1/0) */
@@ -127,7 +150,9 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
 
 /* The bytes of the tp collectives one micro-batch of b samples runs on a
  * stage holding layers [first, end): 4 b (sum of tp_row x out_floats)
- * forward and 4 b (sum of tp_column x in_floats) backward (Shoeybi et al.
+ * forward and 4 b (sum of tp_column x in_floats) backward, the model's
+ * first layer (layer 0) left out backward: it computes no input gradient,
+ * so it has no all-reduce of one (workloads/dense.c) (Shoeybi et al.
  * 2019: two all-reduces of b s h forward and two backward per transformer
  * block, one each per column/row pair of the mlp). */
 void sb_layout_tp_bytes(const struct sb_layout_inputs *in, int first, int end, double b,

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "comm/grid.h"
+#include "strategies/shared/layout_links.h"
 #include "strategies/strategy.h"
 #include "workloads/model_table.h"
 
@@ -80,7 +81,9 @@ static void test_dp_only_is_the_strategy_row(void **state)
     for (int zero = 0; zero <= 3; zero++) {
         struct sb_layout l = dp_only(4, zero);
         struct sb_layout_prediction p;
+        if (zero == 0) in.ranks_per_host = 1; /* hosts of 2: the hierarchical test below */
         assert_int_equal(sb_layout_predict(&l, &in, 4, &p), SB_OK);
+        in.ranks_per_host = 2;
         const struct sb_strategy_ops *ops = in.dp_sync[zero > 0];
         struct sb_comm_model_query q = {.link = in.links.inter, .replicas = 4, .bytes = 4 * psi,
                                         .backward_s = 64 * 4e-4, .overlap = 1, .layers = 3};
@@ -156,14 +159,16 @@ static void test_tp_collectives(void **state)
     double f, b;
     sb_layout_tp_bytes(&in, 0, 3, 64, &f, &b);
     assert_float_equal(f, 4.0 * 64 * H2, 0.0); /* fc2's output */
-    assert_float_equal(b, 4.0 * 64 * 784, 0.0); /* fc1's input gradient */
+    assert_float_equal(b, 0.0, 0.0); /* fc1 is the first layer: no input gradient, no f */
     for (int r = 1; r <= 2; r++) {
         in.ranks_per_host = r;
         struct sb_layout l = {1, 2, 1, 1, SB_PP_GPIPE, 1, 0, SB_RANK_ORDER_TP_DP_PP};
         struct sb_layout_prediction p;
         assert_int_equal(sb_layout_predict(&l, &in, 2, &p), SB_OK);
         const struct sb_link *link = r == 2 ? &in.links.intra : &in.links.inter;
-        double tp = sb_cost_ring_allreduce_s(link, 2, f) + sb_cost_ring_allreduce_s(link, 2, b);
+        /* 65 kB at tp 2: below the ring's 160 kB, recursive doubling (one
+         * exchange, alpha + M/B), as the tp communicator's auto runs it */
+        double tp = link->alpha_s + f / link->bandwidth_Bps;
         assert_int_equal(p.tp_cross, r == 1);
         assert_true(fabs(p.tp_comm_s - tp) <= REL * tp);
         assert_float_equal(p.tp_bytes, f + b, 0.0);
@@ -249,10 +254,15 @@ static void test_summaries_of_a_block(void **state)
     double f, b;
     sb_layout_tp_bytes(&in, 0, 1, 8, &f, &b);
     assert_float_equal(f, 2 * 4.0 * 8 * 65 * W, 0.0); /* 2 all-reduces of b s h forward */
-    assert_float_equal(b, 2 * 4.0 * 8 * 65 * W, 0.0); /* and 2 backward */
+    assert_float_equal(b, 0.0, 0.0); /* the model's first layer: no input gradient */
     sb_layout_tp_bytes(&in, 1, 2, 8, &f, &b);
     assert_float_equal(f, 0.0, 0.0);
     assert_float_equal(b, 4.0 * 8 * 784, 0.0);
+    /* the block behind another layer: its 2 backward all-reduces of b s h */
+    struct sb_layer_summary z[2] = {y[1], y[0]};
+    struct sb_layout_inputs in2 = {.layers = z, .n_layers = 2};
+    sb_layout_tp_bytes(&in2, 1, 2, 8, &f, &b);
+    assert_float_equal(b, 2 * 4.0 * 8 * 65 * W, 0.0);
 }
 
 /* Which axis crosses hosts, 8 ranks (dp 2, tp 2, pp 2). */
@@ -275,12 +285,188 @@ static void test_axis_links(void **state)
     assert_int_equal(sb_grid_axis_crosses_hosts(2, 2, 2, a, SB_COMM_ROLE_WORLD, 8), -1);
 }
 
+/* The share of a host's link (layout_links.h), by hand: flows to the ring
+ * successor (dp, tp) or the next stage (pp) that cross hosts, through each
+ * host's link out and in, k_s = sum_j min(w_j, w_s) / w_s. */
+static void test_link_share(void **state)
+{
+    (void)state;
+    enum sb_rank_order a = SB_RANK_ORDER_TP_DP_PP, b = SB_RANK_ORDER_TP_PP_DP;
+    double one[2] = {1.0, 1.0}, k[2];
+    /* dp 2 x tp 2 on 2 hosts of 2: dp groups [0,2] [1,3] both leave host 0 */
+    assert_int_equal(sb_layout_link_share(2, 2, 1, a, SB_COMM_ROLE_DP, 2, one, k), 0);
+    assert_float_equal(k[0], 2.0, 0.0);
+    assert_int_equal(sb_layout_link_share(2, 2, 1, a, SB_COMM_ROLE_TP, 2, one, k), 0);
+    assert_float_equal(k[0], 1.0, 0.0); /* tp [0,1] stays inside */
+    /* dp 4 as one ring 0-1-2-3 on hosts of 2: one flow out of each host */
+    assert_int_equal(sb_layout_link_share(4, 1, 1, a, SB_COMM_ROLE_DP, 2, one, k), 0);
+    assert_float_equal(k[0], 1.0, 0.0);
+    /* dp 8 on 4 hosts of 2, and on 2 hosts of 4: still one */
+    assert_int_equal(sb_layout_link_share(8, 1, 1, a, SB_COMM_ROLE_DP, 4, one, k), 0);
+    assert_float_equal(k[0], 1.0, 0.0);
+    /* dp 2 x pp 2 in tp-pp-dp: dp [0,2] (stage 0) and [1,3] (stage 1) share
+     * host 0's link; stage 0 sends 1000, stage 1 10: stage 0 barely slowed
+     * (1010/1000), stage 1 waits as long as the link is shared (20/10) */
+    double w[2] = {1000.0, 10.0};
+    assert_int_equal(sb_layout_link_share(2, 1, 2, b, SB_COMM_ROLE_DP, 2, w, k), 0);
+    assert_float_equal(k[0], 1.01, 1e-12);
+    assert_float_equal(k[1], 2.0, 1e-12);
+    /* a stage that sends nothing makes no flow */
+    double none[2] = {1000.0, 0.0};
+    assert_int_equal(sb_layout_link_share(2, 1, 2, b, SB_COMM_ROLE_DP, 2, none, k), 0);
+    assert_float_equal(k[0], 1.0, 0.0);
+    /* pp of tp 2 x pp 2 on hosts of 2: stage 0 -> 1 as 0->2 and 1->3 */
+    assert_int_equal(sb_layout_link_share(1, 2, 2, a, SB_COMM_ROLE_PP, 2, one, k), 0);
+    assert_float_equal(k[0], 2.0, 0.0);
+    /* tp 4 on hosts of 2: ring 0-1-2-3, 1->2 leaves host 0 alone */
+    assert_int_equal(sb_layout_link_share(1, 4, 1, a, SB_COMM_ROLE_TP, 2, one, k), 0);
+    assert_float_equal(k[0], 1.0, 0.0);
+    assert_int_equal(sb_layout_link_share(2, 2, 1, a, SB_COMM_ROLE_WORLD, 2, one, k), -1);
+    struct sb_link l = {1e-5, 1e8, 0}, h = sb_link_shared(&l, 2.0);
+    assert_float_equal(h.bandwidth_Bps, 5e7, 0.0);
+    assert_float_equal(h.alpha_s, 1e-5, 0.0);
+}
+
+/* ddp over the world of 2 hosts of 2: auto's hierarchical all-reduce, its
+ * cross stage (2 shards of M/2 at once through each host's link) at B/2:
+ * (L-1)(a_i + M/(L B_i)) twice within the host + 2(H-1)(a + (M/L)/(H B/L)). */
+static void test_world_hierarchical(void **state)
+{
+    (void)state;
+    setup_layers();
+    struct sb_layout_inputs in = inputs(mlp, 3, 256);
+    in.overlap = 0;
+    double psi = params_of(mlp, 3), m = 4 * psi;
+    const struct sb_link *i = &in.links.intra, *x = &in.links.inter;
+    assert_int_equal(sb_layout_world_hosts(4, 2), 2);
+    assert_int_equal(sb_layout_world_hosts(4, 1), 0);
+    assert_int_equal(sb_layout_world_hosts(2, 2), 0);
+    assert_int_equal(sb_layout_world_hosts(8, 2), 4);
+    enum sb_allreduce_algo algo;
+    double t = sb_layout_world_allreduce_s(i, x, 2, 2, m, &algo);
+    assert_int_equal(algo, SB_ALLREDUCE_HIERARCHICAL);
+    double hand = 2 * (i->alpha_s + m / (2 * i->bandwidth_Bps)) +
+                  2 * (x->alpha_s + (m / 2) / (2 * x->bandwidth_Bps / 2));
+    assert_true(fabs(t - hand) <= REL * hand);
+    struct sb_layout l = dp_only(4, 0);
+    struct sb_layout_prediction p;
+    assert_int_equal(sb_layout_predict(&l, &in, 4, &p), SB_OK);
+    /* one bucket (no measured buckets; 3.7 MB under the 25 MiB cap), no overlap */
+    assert_true(fabs(p.dp_comm_s - hand) <= REL * hand);
+    assert_true(fabs(p.dp_exposed_s - hand) <= REL * hand);
+}
+
+/* dp 2 x tp 2 on 2 hosts of 2: the two dp groups' all-reduces share each
+ * host's link: ddp's own row on the link at B/2. */
+static void test_dp_groups_share_the_link(void **state)
+{
+    (void)state;
+    setup_layers();
+    struct sb_layout_inputs in = inputs(mlp, 3, 256);
+    struct sb_layout l = {2, 2, 1, 1, SB_PP_GPIPE, 1, 0, SB_RANK_ORDER_TP_DP_PP};
+    struct sb_layout_prediction p;
+    assert_int_equal(sb_layout_predict(&l, &in, 4, &p), SB_OK);
+    assert_true(p.dp_cross);
+    double held = (784.0 * H1 + H1) / 2 + H1 * H2 / 2.0 + H2 + H2 * 10 + 10;
+    struct sb_link half = {in.links.inter.alpha_s, in.links.inter.bandwidth_Bps / 2, 0};
+    struct sb_comm_model_query q = {.link = half, .replicas = 2, .bytes = 4 * held,
+                                    .overlap = 0};
+    struct sb_comm_model_row rows[8];
+    assert_true(in.dp_sync[0]->comm_model(&q, rows, 8) >= 1);
+    assert_true(fabs(p.dp_comm_s - rows[0].comm_s) <= REL * rows[0].comm_s);
+    /* and twice what one group alone would take, to within its two alphas */
+    q.link = in.links.inter;
+    in.dp_sync[0]->comm_model(&q, rows + 1, 7);
+    assert_true(p.dp_comm_s > 1.9 * rows[1].comm_s);
+}
+
+/* Unbalanced stages: 1f1b's bubble passes through the other stages, not
+ * p - 1 copies of the slowest: with [fc1 fc2] [fc3] on free links the
+ * bubble is fc3's stage's t_f + t_b, the ideal m (t_f + t_b) of the first. */
+static void test_unbalanced_bubble(void **state)
+{
+    (void)state;
+    setup_layers();
+    struct sb_layout_inputs in = inputs(mlp, 3, 64);
+    in.links.intra = in.links.inter = (struct sb_link){0.0, INFINITY, 0.0};
+    in.optimizer_s_per_param = 0;
+    in.data_s_per_sample = 0;
+    struct sb_layout l = {1, 1, 2, 4, SB_PP_1F1B, 1, 0, SB_RANK_ORDER_TP_DP_PP};
+    struct sb_layout_prediction p;
+    assert_int_equal(sb_layout_predict(&l, &in, 2, &p), SB_OK);
+    double flops = 784.0 * H1 + H1 * H2 + H2 * 10, b = 64.0 / 4;
+    double w0 = (784.0 * H1 + H1 * H2) / flops, w1 = H2 * 10 / flops;
+    double t0 = 6e-4 * b * w0, t1 = 6e-4 * b * w1;
+    assert_true(fabs(p.bubble_s - t1) <= 1e-9 * t1);
+    assert_true(fabs(p.step_s - (4 * t0 + t1)) <= 1e-9 * p.step_s);
+    assert_true(fabs(p.bubble_share - t1 / (4 * t0 + t1)) <= 1e-9);
+}
+
+/* --shared-cores: 4 ranks on 2 cores. The measured run (4 ranks, dp) got
+ * half a core each; dp 4 likewise (factor 1); dp 2 x pp 2 of [fc1 fc2]
+ * [fc3] computes on n_eff = 2 (w0 + w1) / w0 ranks at once: min(1, 2 /
+ * n_eff) of a core, so its compute is 0.5 / min(1, 2 / n_eff) of the
+ * measured per sample. */
+static void test_shared_cores(void **state)
+{
+    (void)state;
+    setup_layers();
+    struct sb_layout_inputs in = inputs(mlp, 3, 64);
+    struct sb_layout_prediction p, q;
+    struct sb_layout d = dp_only(4, 1);
+    assert_int_equal(sb_layout_predict(&d, &in, 4, &p), SB_OK);
+    in.shared_cores = 2;
+    in.probe_ranks = 4;
+    assert_int_equal(sb_layout_predict(&d, &in, 4, &q), SB_OK);
+    assert_true(fabs(p.compute_s - q.compute_s) <= REL * p.compute_s);
+    struct sb_layout l = {2, 1, 2, 2, SB_PP_1F1B, 1, 0, SB_RANK_ORDER_TP_DP_PP};
+    assert_int_equal(sb_layout_predict(&l, &in, 4, &q), SB_OK);
+    in.shared_cores = 0;
+    assert_int_equal(sb_layout_predict(&l, &in, 4, &p), SB_OK);
+    double flops = 784.0 * H1 + H1 * H2 + H2 * 10;
+    double w0 = (784.0 * H1 + H1 * H2) / flops, w1 = H2 * 10 / flops;
+    double n_eff = 2 * (w0 + w1) / w0, scale = 0.5 / (2 / n_eff < 1 ? 2 / n_eff : 1);
+    assert_true(scale < 0.51 && scale > 0.5);
+    assert_true(fabs(q.compute_s - scale * p.compute_s) <= REL * p.compute_s);
+}
+
+/* The pipeline's links as resources of their own (sends do not block): four
+ * equal stages on hosts of one rank, compute t per micro-batch and each
+ * link direction L = alpha + 4b x 100 / B per micro-batch. Link-bound (L >
+ * t): m L + (sum of every resource - L) = m L + 4t + 6L - L; compute-bound
+ * (L < t): m t + 3t + 6L. */
+static void test_pipeline_links(void **state)
+{
+    (void)state;
+    setup_layers();
+    struct sb_layout_inputs in = inputs(four, 4, 64);
+    in.optimizer_s_per_param = 0;
+    in.data_s_per_sample = 0;
+    in.ranks_per_host = 1;
+    double b = 64.0 / 8, t = 6e-4 * b / 4;
+    double rates[2] = {1e6, 1e9}; /* 3.2 kB: 3.2 ms a message (> t = 1.2 ms); 3.2 us */
+    for (int i = 0; i < 2; i++) {
+        in.links.inter = (struct sb_link){1e-5, rates[i], 0};
+        struct sb_layout l = {1, 1, 4, 8, SB_PP_1F1B, 1, 0, SB_RANK_ORDER_TP_DP_PP};
+        struct sb_layout_prediction p;
+        assert_int_equal(sb_layout_predict(&l, &in, 4, &p), SB_OK);
+        double link = 1e-5 + 4.0 * b * 100 / rates[i];
+        double want = link > t ? 8 * link + 4 * t + 6 * link - link : 8 * t + 3 * t + 6 * link;
+        assert_true(fabs(p.step_s - want) <= 1e-9 * want);
+        assert_true(p.pp_cross);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dp_only_is_the_strategy_row), cmocka_unit_test(test_pp_only_bubble),
         cmocka_unit_test(test_tp_collectives), cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_axis_links),     cmocka_unit_test(test_summaries_of_a_block),
+        cmocka_unit_test(test_link_share),     cmocka_unit_test(test_world_hierarchical),
+        cmocka_unit_test(test_dp_groups_share_the_link),
+        cmocka_unit_test(test_unbalanced_bubble), cmocka_unit_test(test_shared_cores),
+        cmocka_unit_test(test_pipeline_links),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
