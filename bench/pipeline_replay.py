@@ -46,6 +46,8 @@ import re
 import statistics
 
 ACTION = re.compile(r"^([FBW])(\d+)([a-z]?)$")
+# spans starting at the same time: a send's issue, then a receive, then an action
+_ORDER = {"sendrecv": 0, "bubble": 1}
 TERMS = ("imbalance", "latency", "progress", "overhead", "fixed")
 TERM_NAMES = {"formula": "formula", "drain": "drain counted as wait, not bubble",
               "imbalance": "stage imbalance", "latency": "point-to-point latency",
@@ -69,7 +71,11 @@ def formula_fraction(schedule, p, m, f, b, w=0.0, v=2):
 
 def load_events(path):
     """The trace's complete ("X") events from a --trace file."""
-    doc = json.load(open(path))
+    return load_events_from(json.load(open(path)))
+
+
+def load_events_from(doc):
+    """The complete ("X") events of a trace document (its dict or its event list)."""
     events = doc["traceEvents"] if isinstance(doc, dict) else doc
     return [e for e in events if e.get("ph") == "X"]
 
@@ -97,7 +103,7 @@ def read_step(events, step, P, V=1):
     for r, (t0, t1) in ranks.items():
         spans = sorted((e for e in events if e["pid"] == r and e.get("tid", 0) == 0
                         and t0 <= e["ts"] <= t1 and e.get("name") != "step"),
-                       key=lambda e: (e["ts"], -e["dur"]))
+                       key=lambda e: (e["ts"], _ORDER.get(e["name"], 2), -e["dur"]))
         acts, prev_end, pending_recv = [], t0, None
         for e in spans:
             name = e["name"]
