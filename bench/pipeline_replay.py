@@ -30,11 +30,12 @@ its list's order (the trace's).
 The replay (replay()) runs that graph with a choice of terms:
   equal      every action of a kind the mean over all stages (the formula's equal
              stages); otherwise each action its own measured duration (imbalance)
-  latency    a message arrives `latency_ms` after its post (the run's measured
-             point-to-point latency: the median over the receives posted before their
-             message, receive end less the sender's post); otherwise at its post
+  latency    a message arrives its own measured latency after its post (receive end
+             less the sender's post, where the receive was posted before the message),
+             or the run's median of those where it was not; otherwise at its post
   overhead   pre, post_gap, send_at and a receive's cost when its message is there
-             already (the measured gaps); otherwise 0
+             already (the measured gaps; each receive's own span, or the run's median
+             where the receive waited); otherwise 0
   fixed      each rank's start and end work; otherwise 0
 and reports per rank the bubble as the strategy measures it (each receive's wait up
 to its sender's post: strategies/shared/pipeline_exec.c), the step as the strategy
@@ -135,8 +136,10 @@ def read_step(events, step, P, V=1):
             raise ValueError(f"step {step}: rank {r} traced no pipeline action")
         split = [e["ts"] for e in spans if e["name"] == "allreduce_f64" and e["ts"] >= prev_end]
         end = min(split) if split else t1
+        sends = sum(e["dur"] for e in spans if e["name"] == "sendrecv.wait"
+                    and prev_end <= e["ts"] < end)
         out[r] = {"t0": t0 / 1e3, "start": 0.0, "actions": acts,
-                  "end": (end - prev_end) / 1e3}
+                  "end": (end - prev_end) / 1e3, "end_sends": sends / 1e3}
     first = min(v["t0"] for v in out.values())
     for v in out.values():
         v["start"] = v["t0"] - first
@@ -160,7 +163,7 @@ def measured(step):
                 posts[_key(a["kind"], a["mb"], a["vstage"])] = a["start"] + a["dur"] + a["send_at"]
             elif a["kind"] != "W":
                 posts[_key(a["kind"], a["mb"], a["vstage"])] = a["start"] + a["dur"]
-    bubble, steps, lat, own = {}, {}, [], []
+    bubble, steps, lat, own, per_msg, per_recv = {}, {}, [], [], {}, {}
     last_vs = max(a["vstage"] for v in step.values() for a in v["actions"])
     for r, v in step.items():
         bubble[r] = 0.0
@@ -175,11 +178,29 @@ def measured(step):
             bubble[r] += max(0.0, min(rs + rd, sent) - rs)
             if rs <= sent:
                 lat.append(rs + rd - sent)
+                per_msg[src] = rs + rd - sent
             else:
                 own.append(rd)
+                per_recv[src] = rd
         last = v["actions"][-1]
         steps[r] = last["start"] + last["dur"] + v["end"] - v["t0"]
+    measured.latency_by_message = per_msg
+    measured.recv_cost_by_message = per_recv
     return bubble, steps, lat, own
+
+
+def latencies(step):
+    """{message key: measured latency, ms} of the messages whose receive was posted
+    before them (receive end less the sender's post), from measured()."""
+    measured(step)
+    return dict(measured.latency_by_message)
+
+
+def recv_costs(step):
+    """{message key: the receive's span, ms} of the receives posted after their message
+    (the receive's own cost, from measured())."""
+    measured(step)
+    return dict(measured.recv_cost_by_message)
 
 
 def _sends(a, last_vs):
@@ -212,24 +233,30 @@ def costs(steps):
             for a in v["actions"]:
                 by.setdefault((r, a["kind"]), []).append(a["dur"])
                 by.setdefault((r, "gap"), []).append(a["pre"] + a["post_gap"])
-            by.setdefault((r, "end"), []).append(v["end"])
+            by.setdefault((r, "end"), []).append(v["end"] - v.get("end_sends", 0.0))
+            by.setdefault((r, "end_sends"), []).append(v.get("end_sends", 0.0))
             by.setdefault((r, "begin"), []).append(v["actions"][0]["pre"])
     return {k: statistics.fmean(x) for k, x in by.items()}, \
         (statistics.median(lat) if lat else 0.0), \
         (statistics.median(rec_cost) if rec_cost else 0.0)
 
 
-def replay(step, terms, latency_ms=0.0, recv_cost_ms=0.0, eager_bytes=4096):
+def replay(step, terms, latency_ms=0.0, recv_cost_ms=0.0, eager_bytes=4096, by_message=None,
+           recv_by_message=None):
     """Replays one step (from read_step) with the terms in `terms` (a set of TERMS):
     returns per rank (bubble_ms, step_ms) as the strategy measures them, and the
     formula's definition of the bubble over the step (sum over ranks of makespan -
     compute, over P x makespan). A receive whose message is there already costs
     recv_cost_ms with the overhead term; one that waits ends latency_ms after its
-    sender's post. With the progress term, a message of more than eager_bytes
+    sender's post, or by_message[key] where given (each message's own measured
+    latency: on a loaded machine it holds a receiver descheduled while it waited);
+    likewise a receive's cost is recv_by_message[key] where given (its own span). With the progress term, a message of more than eager_bytes
     (Open MPI's eager limit: btl_vader_eager_limit 4096 on one host, btl_tcp 65536
     across hosts) moves only once its sender is inside MPI again after posting it
     (its next receive's post, its next send, or the sends completed after its last
-    action): it arrives no earlier than that. Raises ValueError on a dependency that never
+    action): it arrives no earlier than that, and the sender's step ends no earlier
+    than its receiver's post of it. The fixed term adds each rank's end work less the
+    sends it completed there (measured: end less end_sends). Raises ValueError on a dependency that never
     resolves (a trace whose order is not a pipeline's)."""
     acts = {r: v["actions"] for r, v in step.items()}
     ranks = sorted(acts)
@@ -246,7 +273,13 @@ def replay(step, terms, latency_ms=0.0, recv_cost_ms=0.0, eager_bytes=4096):
     ov = "overhead" in terms
     lat = latency_ms if "latency" in terms else 0.0
     prog = "progress" in terms
+    by_message = by_message if "latency" in terms and by_message else {}
+
+    def lat_of(k):
+        return by_message.get(k, lat)
+
     posted, arrive, pending = {}, {}, {r: [] for r in ranks}
+    recv_post, rendezvous = {}, {r: [] for r in ranks}
     t = {r: (step[r]["start"] if "fixed" in terms else 0.0) for r in ranks}
     nxt = {r: 0 for r in ranks}
     bubble = {r: 0.0 for r in ranks}
@@ -254,7 +287,7 @@ def replay(step, terms, latency_ms=0.0, recv_cost_ms=0.0, eager_bytes=4096):
 
     def progress(r, when):
         for k in pending[r]:
-            arrive[k] = max(posted[k] + lat, when)
+            arrive[k] = max(posted[k] + lat_of(k), when)
         pending[r] = []
 
     while any(nxt[r] < len(acts[r]) for r in ranks):
@@ -266,12 +299,14 @@ def replay(step, terms, latency_ms=0.0, recv_cost_ms=0.0, eager_bytes=4096):
                 now = t[r] + (a["pre"] if ov else 0.0)
                 if src is not None:
                     progress(r, now)  # this rank is in MPI from its receive's post
+                    recv_post.setdefault(src, now)
                     if src not in arrive:
                         break
                     sent = posted[src]
                     if now < sent:
                         bubble[r] += sent - now
-                    done = max(now + (recv_cost_ms if ov else 0.0), arrive[src])
+                    cost = (recv_by_message or {}).get(src, recv_cost_ms) if ov else 0.0
+                    done = max(now + cost, arrive[src])
                     now = done + (a["post_gap"] if ov else 0.0)
                 d = dur(r, a)
                 busy[r] += d
@@ -282,15 +317,21 @@ def replay(step, terms, latency_ms=0.0, recv_cost_ms=0.0, eager_bytes=4096):
                     progress(r, posted[k])  # the send's issue is an MPI call
                     if prog and a["bytes"] > eager_bytes:
                         pending[r].append(k)
+                        rendezvous[r].append(k)
                     else:
-                        arrive[k] = posted[k] + lat
+                        arrive[k] = posted[k] + lat_of(k)
                 nxt[r] += 1
                 moved = True
             if nxt[r] == len(acts[r]):
                 progress(r, t[r])  # the sends completed after the last action
         if not moved:
             raise ValueError("replay: the actions' dependencies never resolve")
-    ends = {r: t[r] + (step[r]["end"] if "fixed" in terms else 0.0) for r in ranks}
+    # a rendezvous send still in flight after the last action completes once its
+    # receiver has posted the receive and the data has moved
+    done = {r: max([t[r]] + [max(arrive[k], recv_post.get(k, arrive[k]))
+                             for k in rendezvous[r]]) for r in ranks}
+    own = {r: max(0.0, step[r]["end"] - step[r].get("end_sends", 0.0)) for r in ranks}
+    ends = {r: done[r] + (own[r] if "fixed" in terms else 0.0) for r in ranks}
     starts = {r: (step[r]["start"] if "fixed" in terms else 0.0) for r in ranks}
     steps = {r: ends[r] - starts[r] for r in ranks}
     span = max(t.values()) - min(starts.values())
@@ -317,19 +358,25 @@ def explain(events, P, V=1, first_step=0, eager_bytes=4096):
     chain = [("formula", None), ("drain", set())]
     for i, term in enumerate(TERMS):
         chain.append((term, set(TERMS[:i + 1])))
-    res = {k: [] for k, _ in chain}
-    meas = []
+    num = {k: 0.0 for k, _ in chain}
+    den = {k: 0.0 for k, _ in chain}
+    idle, m_num, m_den = [], 0.0, 0.0
     for st in parsed:
         b, s, _, _ = measured(st)
-        meas.append(fraction(b, s))
+        m_num += statistics.fmean(b.values())
+        m_den += statistics.fmean(s.values())
         for name, terms in chain:
             if terms is None:
-                res[name].append(replay(st, set(), 0.0)[2])
-            else:
-                rb, rs, _ = replay(st, terms, lat, rcost, eager_bytes)
-                res[name].append(fraction(rb, rs))
-    out = {k: statistics.fmean(v) for k, v in res.items()}
-    out["measured"] = statistics.fmean(meas)
+                idle.append(replay(st, set(), 0.0)[2])
+                continue
+            rb, rs, _ = replay(st, terms, lat, rcost, eager_bytes, latencies(st),
+                               recv_costs(st))
+            num[name] += statistics.fmean(rb.values())
+            den[name] += statistics.fmean(rs.values())
+    # over the steps as the report sums them: mean bubble over mean step
+    out = {k: num[k] / den[k] if den[k] > 0 else 0.0 for k, _ in chain[1:]}
+    out["formula"] = statistics.fmean(idle)
+    out["measured"] = m_num / m_den if m_den > 0 else 0.0
     out["latency_ms"] = lat
     out["recv_cost_ms"] = rcost
     out["costs"] = cost

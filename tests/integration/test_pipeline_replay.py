@@ -150,11 +150,12 @@ def test_rendezvous_message_waits_for_its_senders_next_mpi_call():
     # 8192 bytes over a 4096-byte eager limit: F0's activation (posted 1) moves when
     # stage 0 is next in MPI (F1's send at 2): stage 1 F0 [2,4] F1 [4,6] B0 [6,8]
     # B1 [8,10]; B0's gradient (posted 8) moves at stage 1's next send (10): stage 0
-    # B0 [10,11], B1 (posted and moved at 10) [11,12]. Bubbles (to each post) 6 and 1.
+    # B0 [10,11], B1 (posted and moved at 10) [11,12]. Bubbles (to each post) 6 and 1;
+    # stage 1's step ends when its last send is received: stage 0 posts it at 11.
     st = unbalanced(8192)
     rb, rs, _ = R.replay(st, {"imbalance", "latency", "progress"}, 0.0, 0.0, 4096)
     assert rb == pytest.approx({0: 6.0, 1: 1.0})
-    assert rs == pytest.approx({0: 12.0, 1: 10.0})
+    assert rs == pytest.approx({0: 12.0, 1: 11.0})
     # below the eager limit it moves at its post: as without the term
     small = R.replay(unbalanced(1024), {"imbalance", "latency", "progress"}, 0.0, 0.0, 4096)
     assert small[1] == pytest.approx({0: 10.0, 1: 9.0})
