@@ -32,7 +32,8 @@ The replay (replay()) runs that graph with a choice of terms:
              stages); otherwise each action its own measured duration (imbalance)
   latency    a message arrives its own measured latency after its post (receive end
              less the sender's post, where the receive was posted before the message),
-             or the run's median of those where it was not; otherwise at its post
+             or the run's median of those where it was not (at most the time by which
+             its receive had taken it); otherwise at its post
   overhead   pre, post_gap, send_at and a receive's cost when its message is there
              already (the measured gaps; each receive's own span, or the run's median
              where the receive waited); otherwise 0
@@ -163,7 +164,7 @@ def measured(step):
                 posts[_key(a["kind"], a["mb"], a["vstage"])] = a["start"] + a["dur"] + a["send_at"]
             elif a["kind"] != "W":
                 posts[_key(a["kind"], a["mb"], a["vstage"])] = a["start"] + a["dur"]
-    bubble, steps, lat, own, per_msg, per_recv = {}, {}, [], [], {}, {}
+    bubble, steps, lat, own, per_msg, per_recv, bound = {}, {}, [], [], {}, {}, {}
     last_vs = max(a["vstage"] for v in step.values() for a in v["actions"])
     for r, v in step.items():
         bubble[r] = 0.0
@@ -182,18 +183,23 @@ def measured(step):
             else:
                 own.append(rd)
                 per_recv[src] = rd
+                bound[src] = rs + rd - sent  # it had come by the receive's end
         last = v["actions"][-1]
         steps[r] = last["start"] + last["dur"] + v["end"] - v["t0"]
     measured.latency_by_message = per_msg
     measured.recv_cost_by_message = per_recv
+    measured.latency_bound = bound
     return bubble, steps, lat, own
 
 
-def latencies(step):
-    """{message key: measured latency, ms} of the messages whose receive was posted
-    before them (receive end less the sender's post), from measured()."""
+def latencies(step, median_ms=float("inf")):
+    """{message key: latency, ms}: measured for the messages whose receive was posted
+    before them (receive end less the sender's post); for the others, which had come
+    by the end of their receive, median_ms at most that bound. From measured()."""
     measured(step)
-    return dict(measured.latency_by_message)
+    out = {k: min(median_ms, b) for k, b in measured.latency_bound.items()}
+    out.update(measured.latency_by_message)
+    return out
 
 
 def recv_costs(step):
@@ -315,7 +321,7 @@ def replay(step, terms, latency_ms=0.0, recv_cost_ms=0.0, eager_bytes=4096, by_m
                     k = _key(a["kind"], a["mb"], a["vstage"])
                     posted[k] = t[r] + ((a["send_at"] or 0.0) if ov else 0.0)
                     progress(r, posted[k])  # the send's issue is an MPI call
-                    if prog and a["bytes"] > eager_bytes:
+                    if prog and a["bytes"] >= eager_bytes:  # the limit holds the header
                         pending[r].append(k)
                         rendezvous[r].append(k)
                     else:
@@ -369,7 +375,7 @@ def explain(events, P, V=1, first_step=0, eager_bytes=4096):
             if terms is None:
                 idle.append(replay(st, set(), 0.0)[2])
                 continue
-            rb, rs, _ = replay(st, terms, lat, rcost, eager_bytes, latencies(st),
+            rb, rs, _ = replay(st, terms, lat, rcost, eager_bytes, latencies(st, lat),
                                recv_costs(st))
             num[name] += statistics.fmean(rb.values())
             den[name] += statistics.fmean(rs.values())
