@@ -57,6 +57,8 @@ struct pipeline_opts {
     int tp;             /* --tp T: each stage's layers split over T ranks (Megatron-LM) */
     int rank_order;     /* --rank-order: enum sb_rank_order */
     int zero_stage;     /* --zero-stage: 0 only (see check_shape) */
+    int sequence_parallel; /* --sequence-parallel: each stage's tp shard keeps the residual
+                            * stream sharded along the sequence (Korthikanti et al. 2022) */
 };
 _Static_assert(sizeof(struct pipeline_opts) <= SB_STRATEGY_OPTS_BYTES, "pipeline options");
 
@@ -94,6 +96,10 @@ static const struct sb_strategy_option pipeline_options[] = {
     {"zero-stage", "S", SB_OPTION_INT, offsetof(struct pipeline_opts, zero_stage), 0, 3, 0, 0,
      NULL, 0, "0: ddp's all-reduce over dp; 1: ZeRO stage 1 (2-3 refused, docs/layouts.md)",
      NULL},
+    {"sequence-parallel", NULL, SB_OPTION_SWITCH,
+     offsetof(struct pipeline_opts, sequence_parallel), 0, 0, 0, 1, NULL, 0,
+     "each stage's tp shard: the residual stream sharded along the sequence (Korthikanti "
+     "2022; with --tp)", NULL},
     {0},
 };
 
@@ -140,8 +146,8 @@ static sb_status check_parts(const struct sb_config *cfg, const struct sb_model 
     if (n > 64 * 64) return SB_OK; /* sb_pp_validate refuses it */
     SB_TRY(plan_cuts(cfg, whole, n, first));
     for (int v = 0; v < n; v++) {
-        struct sb_part part = {first[v], first[v + 1] - first[v], T - 1, T, 2, 0,
-                               opts(cfg)->schedule == SB_PP_ZBH1};
+        struct sb_part part = {first[v], first[v + 1] - first[v], T - 1, T, 2,
+                               opts(cfg)->sequence_parallel, opts(cfg)->schedule == SB_PP_ZBH1};
         struct sb_model *shard = NULL;
         SB_TRY(sb_workload_find(cfg->workload)->create_part(cfg, cfg->backend, 1, &part, &shard));
         sb_status st = T > 1 ? sb_tp_shard_check_even(shard, whole, T, &split) : SB_OK;
@@ -151,6 +157,23 @@ static sb_status check_parts(const struct sb_config *cfg, const struct sb_model 
     if (T > 1 && split == 0)
         return sb_error(SB_ERR_USAGE, "--tp: the %s model has no column/row-parallel layer to "
                         "split", cfg->workload);
+    return SB_OK;
+}
+
+/* --sequence-parallel, as tensor checks it: the whole model `whole` has a
+ * sequence (a layer of (tokens, width) activations) whose tokens divide by
+ * T. Errors: SB_ERR_USAGE naming --sequence-parallel. */
+static sb_status check_sequence(const struct sb_model *whole, const char *name, int T)
+{
+    int tokens = 0;
+    for (int l = 0; l < whole->n_layers && !tokens; l++)
+        if (whole->layers[l].in_shape[1] > 1) tokens = whole->layers[l].in_shape[0];
+    if (!tokens)
+        return sb_error(SB_ERR_USAGE, "--sequence-parallel: the %s model has no sequence to "
+                        "shard (only a transformer's tokens)", name);
+    if (tokens % T)
+        return sb_error(SB_ERR_USAGE, "--sequence-parallel: the sequence of %d tokens (the "
+                        "class token included) does not divide by --tp %d", tokens, T);
     return SB_OK;
 }
 
@@ -179,7 +202,8 @@ static sb_status check_shape(const struct sb_config *cfg, struct sb_pp_shape *sh
     struct sb_model *m = NULL;
     SB_TRY(w->create(cfg, cfg->backend, 1, &m));
     *n_layers = m->n_layers;
-    sb_status st = sb_pp_validate((enum sb_pp_kind)o->schedule, o->stages, o->microbatches,
+    sb_status st = o->sequence_parallel ? check_sequence(m, w->name, o->tp) : SB_OK;
+    if (!st) st = sb_pp_validate((enum sb_pp_kind)o->schedule, o->stages, o->microbatches,
                                   o->chunks, *n_layers,
                                   w->backward_input_part && w->backward_weight_part, shape);
     if (!st) st = check_parts(cfg, m, shape->stages * shape->chunks);
@@ -266,6 +290,7 @@ static sb_status pipeline_init(struct sb_strategy *s)
     p->V = shape.chunks;
     p->D = cfg->replicas;
     p->T = opts(cfg)->tp;
+    p->sp = opts(cfg)->sequence_parallel;
     p->zero_stage = opts(cfg)->zero_stage;
     p->mb = cfg->batch / p->M;
     SB_TRY(sb_comm_world_create(cfg, s->env->job, s->env->placement->device[0], &p->world));
@@ -483,28 +508,64 @@ static void pipeline_reset_counters(struct sb_strategy *s)
  * stage's shard: a row-parallel layer's output forward, a run of
  * column-parallel tensors' input backward, M micro-batches of mb
  * samples); the report's comm.by_role.tp (world rank 0: stage 0) must
- * equal stage 0's. Builds each stage's tp rank 0 shard (1 sample) once. */
+ * equal stage 0's. With --sequence-parallel instead the all-gathers,
+ * reduce-scatters and LayerNorm all-reduces per step of each stage's blocks
+ * (sb_tp_sp_block_traffic: per block and micro-batch 4 all-gathers and 4
+ * reduce-scatters of mb x tokens x width floats, 2 all-reduces of 2 width;
+ * per chunk and micro-batch one all-gather more each way: the whole stream
+ * out of the chunk, or the head's class token, forward; the input
+ * gradient, or the embedding's, backward); their bytes are the calls times
+ * 4 mb tokens width (the report's comm.by_role.tp; the details hold at most
+ * SB_DETAILS_MAX keys). Builds each stage's tp rank 0 shard (1 sample) once. */
 static void describe_tp(const struct sb_strategy *s, const struct pipeline *p,
                         struct sb_strategy_details *det)
 {
-    double calls[64] = {0}, bytes[64] = {0};
+    double calls[64] = {0}, bytes[64] = {0}, ag[64] = {0}, rs[64] = {0}, blocks_of[64] = {0};
     int n = p->P < 64 ? p->P : 64;
     for (int vs = 0; vs < p->P * p->V; vs++) {
         int first = p->layer_first[vs];
-        struct sb_part part = {first, p->layer_first[vs + 1] - first, 0, p->T, 1, 0, 0};
+        struct sb_part part = {first, p->layer_first[vs + 1] - first, 0, p->T, 1, p->sp, 0};
         struct sb_model *m = NULL;
         if (vs % p->P >= n ||
             s->env->workload->create_part(s->env->cfg, s->env->be, 1, &part, &m) != SB_OK)
             continue;
-        struct sb_tp_traffic tr = sb_tp_model_traffic(m, p->mb, p->M);
-        calls[vs % p->P] += (double)(tr.forward_calls + tr.backward_calls);
-        bytes[vs % p->P] += 4.0 * (tr.forward_floats + tr.backward_floats);
+        int st = vs % p->P;
+        if (p->sp) {
+            int blocks = 0;
+            double tokens = 0, width = 0;
+            sb_tp_sp_blocks(m, &blocks, &tokens, &width);
+            if (!tokens) { /* a chunk of no block (the embedding, the head): its stream */
+                const struct sb_layer_desc *L = &m->layers[0];
+                tokens = L->out_shape[0];
+                width = L->out_shape[1];
+                if (width <= 1) {
+                    tokens = L->in_shape[0];
+                    width = L->in_shape[1];
+                }
+            }
+            struct sb_tp_sp_traffic sp = sb_tp_sp_block_traffic(blocks, p->mb, tokens, width,
+                                                                 p->M);
+            ag[st] += (double)sp.allgather_calls;
+            rs[st] += (double)sp.reduce_scatter_calls;
+            calls[st] += (double)sp.allreduce_calls;
+            bytes[st] += 4.0 * sp.allreduce_floats;
+            blocks_of[st] += blocks;
+        } else {
+            struct sb_tp_traffic tr = sb_tp_model_traffic(m, p->mb, p->M);
+            calls[st] += (double)(tr.forward_calls + tr.backward_calls);
+            bytes[st] += 4.0 * (tr.forward_floats + tr.backward_floats);
+        }
         m->ops->destroy(m);
     }
     double t = p->T;
     sb_details_add(det, "tp", 0, &t, 1);
+    sb_details_add_bool(det, "sequence_parallel", p->sp);
     sb_details_add(det, "stage_tp_allreduce_calls_per_step", 1, calls, n);
     sb_details_add(det, "stage_tp_allreduce_bytes_per_step", 1, bytes, n);
+    if (!p->sp) return;
+    sb_details_add(det, "stage_tp_blocks", 1, blocks_of, n);
+    sb_details_add(det, "stage_tp_allgather_calls_per_step", 1, ag, n);
+    sb_details_add(det, "stage_tp_reduce_scatter_calls_per_step", 1, rs, n);
 }
 
 static void pipeline_describe(const struct sb_strategy *s, long measured_steps,

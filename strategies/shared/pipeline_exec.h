@@ -58,6 +58,7 @@ struct pipeline {
      * of the last stage compute the same loss, tp rank 0's counts
      * (loss_scratch takes the others'). T = 1: whole layers, no hook. */
     int T, tp_rank;
+    int sp; /* --sequence-parallel: each chunk's shard keeps the stream sharded by tokens */
     int zero_stage; /* 0: dp_sync's all-reduce; 1: zero_sync's stage 1 */
     struct sb_tp_ops tp;
     double *loss_scratch;
