@@ -98,8 +98,7 @@ static const struct sb_strategy_option pipeline_options[] = {
      NULL},
     {"sequence-parallel", NULL, SB_OPTION_SWITCH,
      offsetof(struct pipeline_opts, sequence_parallel), 0, 0, 0, 1, NULL, 0,
-     "each stage's tp shard: the residual stream sharded along the sequence (Korthikanti "
-     "2022; with --tp)", NULL},
+     "shard the residual stream along the sequence (Korthikanti 2022)", NULL},
     {0},
 };
 
