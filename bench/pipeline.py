@@ -206,7 +206,8 @@ def analyse(out, stages, mbs):
         ax.set_xlabel("micro-batches M")
         ax.set_ylabel("bubble / step")
         ax.set_title(f"P = {p}")
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out / "pipeline_bubble.png", dpi=100)
     print(f"\nchart: {out / 'pipeline_bubble.png'}")
