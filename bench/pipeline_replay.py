@@ -151,62 +151,57 @@ def _key(kind, mb, vstage):
     return (kind, mb, vstage)
 
 
+def messages(step):
+    """Each received message of one step, read back from the trace: {key of the
+    action that sent it: (receiving rank, receive's post, receive's span, sender's
+    post)}, ms (the sender's post: its send's issue, or its action's end without a
+    traced issue)."""
+    posts = {}
+    for v in step.values():
+        for a in v["actions"]:
+            if a["kind"] != "W":
+                posts[_key(a["kind"], a["mb"], a["vstage"])] = \
+                    a["start"] + a["dur"] + (a["send_at"] or 0.0)
+    last_vs = max(a["vstage"] for v in step.values() for a in v["actions"])
+    out = {}
+    for r, v in step.items():
+        for a in v["actions"]:
+            src = _source(a, last_vs)
+            if a["recv"] and src in posts:
+                out[src] = (r, a["recv"][0], a["recv"][1], posts[src])
+    return out
+
+
 def measured(step):
     """The strategy's own split of one step read back from the trace: per rank the
     bubble (each receive's wait up to its sender's post) and the step (start to the
     end of the end work), ms; the point-to-point latencies (receive end less its
     sender's post, for receives posted before their message), ms; and the costs of
     the receives posted after their message (their spans), ms."""
-    posts = {}
+    bubble = {r: 0.0 for r in step}
+    lat, own = [], []
+    for r, rs, rd, sent in messages(step).values():
+        bubble[r] += max(0.0, min(rs + rd, sent) - rs)
+        (lat if rs <= sent else own).append(rs + rd - sent if rs <= sent else rd)
+    steps = {}
     for r, v in step.items():
-        for a in v["actions"]:
-            if a["send_at"] is not None:
-                posts[_key(a["kind"], a["mb"], a["vstage"])] = a["start"] + a["dur"] + a["send_at"]
-            elif a["kind"] != "W":
-                posts[_key(a["kind"], a["mb"], a["vstage"])] = a["start"] + a["dur"]
-    bubble, steps, lat, own, per_msg, per_recv, bound = {}, {}, [], [], {}, {}, {}
-    last_vs = max(a["vstage"] for v in step.values() for a in v["actions"])
-    for r, v in step.items():
-        bubble[r] = 0.0
-        for a in v["actions"]:
-            if not a["recv"]:
-                continue
-            src = _source(a, last_vs)
-            sent = posts.get(src)
-            rs, rd = a["recv"]
-            if sent is None:
-                continue
-            bubble[r] += max(0.0, min(rs + rd, sent) - rs)
-            if rs <= sent:
-                lat.append(rs + rd - sent)
-                per_msg[src] = rs + rd - sent
-            else:
-                own.append(rd)
-                per_recv[src] = rd
-                bound[src] = rs + rd - sent  # it had come by the receive's end
         last = v["actions"][-1]
         steps[r] = last["start"] + last["dur"] + v["end"] - v["t0"]
-    measured.latency_by_message = per_msg
-    measured.recv_cost_by_message = per_recv
-    measured.latency_bound = bound
     return bubble, steps, lat, own
 
 
 def latencies(step, median_ms=float("inf")):
     """{message key: latency, ms}: measured for the messages whose receive was posted
     before them (receive end less the sender's post); for the others, which had come
-    by the end of their receive, median_ms at most that bound. From measured()."""
-    measured(step)
-    out = {k: min(median_ms, b) for k, b in measured.latency_bound.items()}
-    out.update(measured.latency_by_message)
-    return out
+    by the end of their receive, median_ms at most that bound."""
+    return {k: (rs + rd - sent if rs <= sent else min(median_ms, rs + rd - sent))
+            for k, (_, rs, rd, sent) in messages(step).items()}
 
 
 def recv_costs(step):
     """{message key: the receive's span, ms} of the receives posted after their message
-    (the receive's own cost, from measured())."""
-    measured(step)
-    return dict(measured.recv_cost_by_message)
+    (the receive's own cost)."""
+    return {k: rd for k, (_, rs, rd, sent) in messages(step).items() if rs > sent}
 
 
 def _sends(a, last_vs):
