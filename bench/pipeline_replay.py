@@ -115,7 +115,7 @@ def read_step(events, step, P, V=1):
                 chunk = ord(ch) - ord("a") if ch else 0
                 a = {"kind": kind, "mb": mb, "chunk": chunk, "vstage": r + chunk * P,
                      "start": e["ts"] / 1e3, "dur": e["dur"] / 1e3, "send_at": None,
-                     "bytes": 0}
+                     "bytes": 0, "send_dur": 0.0}
                 if pending_recv:
                     rs, rd = pending_recv
                     a["recv"] = (rs / 1e3, rd / 1e3)
@@ -133,14 +133,18 @@ def read_step(events, step, P, V=1):
                     and pending_recv is None and e["ts"] >= prev_end:
                 acts[-1]["send_at"] = (e["ts"] - prev_end) / 1e3
                 acts[-1]["bytes"] = e.get("args", {}).get("bytes", 0)
+                acts[-1]["send_dur"] = e["dur"] / 1e3
         if not acts:
             raise ValueError(f"step {step}: rank {r} traced no pipeline action")
         split = [e["ts"] for e in spans if e["name"] == "allreduce_f64" and e["ts"] >= prev_end]
         end = min(split) if split else t1
         sends = sum(e["dur"] for e in spans if e["name"] == "sendrecv.wait"
                     and prev_end <= e["ts"] < end)
+        opt = sum(e["dur"] for e in spans if e["name"] == "optimizer"
+                  and prev_end <= e["ts"] < end)
         out[r] = {"t0": t0 / 1e3, "start": 0.0, "actions": acts,
-                  "end": (end - prev_end) / 1e3, "end_sends": sends / 1e3}
+                  "end": (end - prev_end) / 1e3, "end_sends": sends / 1e3,
+                  "optimizer": opt / 1e3}
     first = min(v["t0"] for v in out.values())
     for v in out.values():
         v["start"] = v["t0"] - first
@@ -220,9 +224,12 @@ def _source(a, last_vs):
 
 
 def costs(steps):
-    """Per-action costs over the given steps (from read_step): means of every
-    action's duration by kind and stage, of the gaps, the receive cost when the
-    message was there, the start and end work, and the median measured latency;
+    """Per-action costs over the given steps (from read_step): means by stage of every
+    action's duration by kind (F, B, W), of the gaps around an action ("gap"), of a
+    send's issue ("send"), of the step's start ("begin"), its end work less the sends
+    completed there ("end"; "optimizer" the optimizer's part of it) and those sends
+    ("end_sends"); the median receive cost when the message was there, and the median
+    measured latency;
     all ms: (costs by (rank, kind), latency, receive cost)."""
     by = {}
     rec_cost, lat = [], []
@@ -234,8 +241,11 @@ def costs(steps):
             for a in v["actions"]:
                 by.setdefault((r, a["kind"]), []).append(a["dur"])
                 by.setdefault((r, "gap"), []).append(a["pre"] + a["post_gap"])
+                if a["send_at"] is not None:
+                    by.setdefault((r, "send"), []).append(a["send_dur"])
             by.setdefault((r, "end"), []).append(v["end"] - v.get("end_sends", 0.0))
             by.setdefault((r, "end_sends"), []).append(v.get("end_sends", 0.0))
+            by.setdefault((r, "optimizer"), []).append(v.get("optimizer", 0.0))
             by.setdefault((r, "begin"), []).append(v["actions"][0]["pre"])
     return {k: statistics.fmean(x) for k, x in by.items()}, \
         (statistics.median(lat) if lat else 0.0), \
