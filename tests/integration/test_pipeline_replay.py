@@ -3,7 +3,7 @@ measured per-action costs (docs/pipeline.md, "Replaying the measured actions"), 
 hand-made traces: every schedule's own grid (`stratbench schedule`, equal stages, no
 latency) replays to its closed form exactly; an unbalanced pipeline, a latency and a
 rendezvous message replay to the bubbles worked out by hand below; and on a real run
-the trace's bubble is the report's."""
+the trace holds the waits the report counts."""
 
 import json
 import os
@@ -193,10 +193,15 @@ def test_classify_names_the_term_that_closes_the_difference():
     assert not closed
 
 
-def test_trace_bubble_is_the_reports(stratbench, tmp_path):
-    """On a real run (1f1b, P = 2, M = 4) the bubble the trace gives, each receive's wait
-    up to its sender's post, is the strategy's own (stage_bubble_ms, stage_step_ms):
-    the same spans, so within a few per cent whatever the load."""
+def test_trace_waits_are_the_reports(stratbench, tmp_path):
+    """On a real run (1f1b, P = 2, M = 4) the trace holds what the strategy times: per
+    stage, its receives' spans, its sends' issues and the sends completed after its last
+    action are the report's bubble + point-to-point (stage_bubble_ms + stage_p2p_ms) per
+    step, the same clock readings, so within 10 % whatever the load. (How they split
+    into bubble and transfer depends on each rank's clock offset to rank 0, which the
+    trace and the strategy measure apart, each by Cristian's method: on a loaded machine
+    the two estimates can differ, so the split is not compared here; the hand-made
+    traces above check measured()'s split.)"""
     rep, tr = tmp_path / "r.json", tmp_path / "t.json"
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_rmaps_base_oversubscribe="1")
@@ -208,10 +213,16 @@ def test_trace_bubble_is_the_reports(stratbench, tmp_path):
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     d = json.loads(rep.read_text())["strategy_details"]
-    x = R.explain(R.load_events(tr), 2, 1, first_step=2)
-    report = sum(d["stage_bubble_ms"]) / sum(d["stage_step_ms"])
+    events = R.load_events(tr)
+    steps = [R.read_step(events, k, 2) for k in R.steps_in(events) if k >= 2]
+    assert len(steps) == 6
+    for r in range(2):
+        waits = [sum((a["recv"][1] if a["recv"] else 0.0) + a["send_dur"]
+                     for a in st[r]["actions"]) + st[r]["end_sends"] for st in steps]
+        want = d["stage_bubble_ms"][r] + d["stage_p2p_ms"][r]
+        assert sum(waits) / len(waits) == pytest.approx(want, rel=0.10, abs=0.05)
+    x = R.explain(events, 2, 1, first_step=2)
     assert x["steps"] == 6
-    assert x["measured"] == pytest.approx(report, rel=0.05, abs=0.01)
     assert x["formula"] == pytest.approx(R.formula_fraction("1f1b", 2, 4, 1, 1), abs=1e-9)
 
 
