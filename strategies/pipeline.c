@@ -57,6 +57,8 @@ struct pipeline_opts {
     int tp;             /* --tp T: each stage's layers split over T ranks (Megatron-LM) */
     int rank_order;     /* --rank-order: enum sb_rank_order */
     int zero_stage;     /* --zero-stage: 0 only (see check_shape) */
+    int sequence_parallel; /* --sequence-parallel: each stage's tp shard keeps the residual
+                            * stream sharded along the sequence (Korthikanti et al. 2022) */
 };
 _Static_assert(sizeof(struct pipeline_opts) <= SB_STRATEGY_OPTS_BYTES, "pipeline options");
 
@@ -94,6 +96,9 @@ static const struct sb_strategy_option pipeline_options[] = {
     {"zero-stage", "S", SB_OPTION_INT, offsetof(struct pipeline_opts, zero_stage), 0, 3, 0, 0,
      NULL, 0, "0: ddp's all-reduce over dp; 1: ZeRO stage 1 (2-3 refused, docs/layouts.md)",
      NULL},
+    {"sequence-parallel", NULL, SB_OPTION_SWITCH,
+     offsetof(struct pipeline_opts, sequence_parallel), 0, 0, 0, 1, NULL, 0,
+     "shard the residual stream along the sequence (Korthikanti 2022)", NULL},
     {0},
 };
 
@@ -140,8 +145,8 @@ static sb_status check_parts(const struct sb_config *cfg, const struct sb_model 
     if (n > 64 * 64) return SB_OK; /* sb_pp_validate refuses it */
     SB_TRY(plan_cuts(cfg, whole, n, first));
     for (int v = 0; v < n; v++) {
-        struct sb_part part = {first[v], first[v + 1] - first[v], T - 1, T, 2, 0,
-                               opts(cfg)->schedule == SB_PP_ZBH1};
+        struct sb_part part = {first[v], first[v + 1] - first[v], T - 1, T, 2,
+                               opts(cfg)->sequence_parallel, opts(cfg)->schedule == SB_PP_ZBH1};
         struct sb_model *shard = NULL;
         SB_TRY(sb_workload_find(cfg->workload)->create_part(cfg, cfg->backend, 1, &part, &shard));
         sb_status st = T > 1 ? sb_tp_shard_check_even(shard, whole, T, &split) : SB_OK;
@@ -151,6 +156,23 @@ static sb_status check_parts(const struct sb_config *cfg, const struct sb_model 
     if (T > 1 && split == 0)
         return sb_error(SB_ERR_USAGE, "--tp: the %s model has no column/row-parallel layer to "
                         "split", cfg->workload);
+    return SB_OK;
+}
+
+/* --sequence-parallel, as tensor checks it: the whole model `whole` has a
+ * sequence (a layer of (tokens, width) activations) whose tokens divide by
+ * T. Errors: SB_ERR_USAGE naming --sequence-parallel. */
+static sb_status check_sequence(const struct sb_model *whole, const char *name, int T)
+{
+    int tokens = 0;
+    for (int l = 0; l < whole->n_layers && !tokens; l++)
+        if (whole->layers[l].in_shape[1] > 1) tokens = whole->layers[l].in_shape[0];
+    if (!tokens)
+        return sb_error(SB_ERR_USAGE, "--sequence-parallel: the %s model has no sequence to "
+                        "shard (only a transformer's tokens)", name);
+    if (tokens % T)
+        return sb_error(SB_ERR_USAGE, "--sequence-parallel: the sequence of %d tokens (the "
+                        "class token included) does not divide by --tp %d", tokens, T);
     return SB_OK;
 }
 
@@ -179,7 +201,8 @@ static sb_status check_shape(const struct sb_config *cfg, struct sb_pp_shape *sh
     struct sb_model *m = NULL;
     SB_TRY(w->create(cfg, cfg->backend, 1, &m));
     *n_layers = m->n_layers;
-    sb_status st = sb_pp_validate((enum sb_pp_kind)o->schedule, o->stages, o->microbatches,
+    sb_status st = o->sequence_parallel ? check_sequence(m, w->name, o->tp) : SB_OK;
+    if (!st) st = sb_pp_validate((enum sb_pp_kind)o->schedule, o->stages, o->microbatches,
                                   o->chunks, *n_layers,
                                   w->backward_input_part && w->backward_weight_part, shape);
     if (!st) st = check_parts(cfg, m, shape->stages * shape->chunks);
@@ -266,6 +289,7 @@ static sb_status pipeline_init(struct sb_strategy *s)
     p->V = shape.chunks;
     p->D = cfg->replicas;
     p->T = opts(cfg)->tp;
+    p->sp = opts(cfg)->sequence_parallel;
     p->zero_stage = opts(cfg)->zero_stage;
     p->mb = cfg->batch / p->M;
     SB_TRY(sb_comm_world_create(cfg, s->env->job, s->env->placement->device[0], &p->world));
@@ -478,35 +502,6 @@ static void pipeline_reset_counters(struct sb_strategy *s)
         if (p->chunk[v].sync) sb_dp_sync_reset_counters(p->chunk[v].sync);
 }
 
-/* With --tp: per stage (its chunks together), the tp all-reduces per step
- * and their bytes by tp_ops.h's formula (sb_tp_model_traffic of the
- * stage's shard: a row-parallel layer's output forward, a run of
- * column-parallel tensors' input backward, M micro-batches of mb
- * samples); the report's comm.by_role.tp (world rank 0: stage 0) must
- * equal stage 0's. Builds each stage's tp rank 0 shard (1 sample) once. */
-static void describe_tp(const struct sb_strategy *s, const struct pipeline *p,
-                        struct sb_strategy_details *det)
-{
-    double calls[64] = {0}, bytes[64] = {0};
-    int n = p->P < 64 ? p->P : 64;
-    for (int vs = 0; vs < p->P * p->V; vs++) {
-        int first = p->layer_first[vs];
-        struct sb_part part = {first, p->layer_first[vs + 1] - first, 0, p->T, 1, 0, 0};
-        struct sb_model *m = NULL;
-        if (vs % p->P >= n ||
-            s->env->workload->create_part(s->env->cfg, s->env->be, 1, &part, &m) != SB_OK)
-            continue;
-        struct sb_tp_traffic tr = sb_tp_model_traffic(m, p->mb, p->M);
-        calls[vs % p->P] += (double)(tr.forward_calls + tr.backward_calls);
-        bytes[vs % p->P] += 4.0 * (tr.forward_floats + tr.backward_floats);
-        m->ops->destroy(m);
-    }
-    double t = p->T;
-    sb_details_add(det, "tp", 0, &t, 1);
-    sb_details_add(det, "stage_tp_allreduce_calls_per_step", 1, calls, n);
-    sb_details_add(det, "stage_tp_allreduce_bytes_per_step", 1, bytes, n);
-}
-
 static void pipeline_describe(const struct sb_strategy *s, long measured_steps,
                               struct sb_strategy_details *det)
 {
@@ -517,7 +512,7 @@ static void pipeline_describe(const struct sb_strategy *s, long measured_steps,
     for (int i = 0; i < n && i < 64; i++) first[i] = p->layer_first[i];
     sb_details_add(det, "pipeline_layer_first", 1, first, n < 64 ? n : 64);
     sb_pp_stats_describe(&p->stats, &p->sched, det);
-    if (p->T > 1) describe_tp(s, p, det);
+    if (p->T > 1) sb_pp_describe_tp(s, p, det);
 }
 
 /* The model-state bytes of one stage's tp shard: the fp32 accounting

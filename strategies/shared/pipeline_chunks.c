@@ -65,7 +65,7 @@ sb_status sb_pp_make_chunks(struct sb_strategy *s, struct pipeline *p, const int
         c->n_layers = p->layer_first[c->vstage + 1] - c->first_layer;
         c->first = c->vstage == 0;
         c->last = c->vstage == p->P * p->V - 1;
-        struct sb_part part = {c->first_layer, c->n_layers, p->tp_rank, p->T, slots[v], 0,
+        struct sb_part part = {c->first_layer, c->n_layers, p->tp_rank, p->T, slots[v], p->sp,
                                p->sched.shape.kind == SB_PP_ZBH1};
         SB_TRY(sb_replica_create_part(s->env, 1, &part, p->mb, &c->r));
         struct sb_model *m = c->r->model;

@@ -58,6 +58,7 @@ struct pipeline {
      * of the last stage compute the same loss, tp rank 0's counts
      * (loss_scratch takes the others'). T = 1: whole layers, no hook. */
     int T, tp_rank;
+    int sp; /* --sequence-parallel: each chunk's shard keeps the stream sharded by tokens */
     int zero_stage; /* 0: dp_sync's all-reduce; 1: zero_sync's stage 1 */
     struct sb_tp_ops tp;
     double *loss_scratch;
@@ -91,6 +92,17 @@ sb_status sb_pp_run_action(struct sb_strategy *s, struct pipeline *p,
  * (slots: (V) activation slots per chunk). Errors: SB_ERR_NOMEM, the
  * workload's and the backend's. */
 sb_status sb_pp_make_chunks(struct sb_strategy *s, struct pipeline *p, const int *slots);
+
+/* With --tp: per stage (its chunks together) the tp collectives per step
+ * into det, by tp_ops.h's formulas for each stage's tp rank 0 shard (built
+ * once, 1 sample): the all-reduces and their bytes
+ * (stage_tp_allreduce_calls_per_step, _bytes_per_step); with
+ * --sequence-parallel the blocks, all-gathers and reduce-scatters as well
+ * (stage_tp_blocks, stage_tp_allgather_calls_per_step,
+ * stage_tp_reduce_scatter_calls_per_step; the all-reduces then the
+ * LayerNorms'). World rank 0's counters (comm.by_role.tp) are stage 0's. */
+void sb_pp_describe_tp(const struct sb_strategy *s, const struct pipeline *p,
+                       struct sb_strategy_details *det);
 
 /* Copies every virtual stage's parameters into the whole model on world
  * rank 0 (dp replica 0's stages, over the uncounted gather communicator). */

@@ -107,6 +107,23 @@ struct sb_tp_sp_traffic sb_tp_sp_block_traffic(int blocks, double b, double s, d
     return t;
 }
 
+void sb_tp_sp_blocks(const struct sb_model *m, int *blocks, double *tokens, double *width)
+{
+    *blocks = 0;
+    *tokens = *width = 0;
+    for (int l = 0; l < m->n_layers; l++) {
+        const struct sb_layer_desc *L = &m->layers[l];
+        int split = 0;
+        for (int i = L->first_tensor; i < L->first_tensor + L->n_tensors; i++)
+            split |= m->tensors[i].tp_split != SB_TP_REPLICATED;
+        if (split && L->in_shape[1] > 1) {
+            (*blocks)++;
+            *tokens = L->in_shape[0];
+            *width = L->in_shape[1];
+        }
+    }
+}
+
 double sb_tp_traffic_seconds(const struct sb_tp_traffic *t, const struct sb_link *link, int tp,
                              enum sb_allreduce_algo algo)
 {

@@ -105,6 +105,12 @@ struct sb_tp_sp_traffic {
 struct sb_tp_sp_traffic sb_tp_sp_block_traffic(int blocks, double b, double s, double h,
                                                int micro_batches);
 
+/* The transformer blocks of model part m (a tp shard) as sequence
+ * parallelism shards them: the layers holding split tensors whose input is
+ * a sequence ((tokens, width), in_shape[1] > 1), their count in *blocks and
+ * the last one's tokens and width (0 and 0 when there is none). */
+void sb_tp_sp_blocks(const struct sb_model *m, int *blocks, double *tokens, double *width);
+
 /* The α–β seconds of one step's tp all-reduces over `tp` ranks on `link`
  * (cost_model.h): each call an all-reduce of its 4 x floats bytes by the
  * algorithm sb_allreduce_choose picks for the mean call (algo AUTO) or by

@@ -244,3 +244,66 @@ def test_interleaved_tp_equals_single(stratbench, mnist_dir, tmp_path):
     assert rel_diff(got, ref) <= 1e-5
     assert r["layout"]["chunks"] == 2 and r["layout"]["schedule"] == "interleaved"
     assert r["strategy_details"]["pipeline_layer_first"] == [0, 2, 4, 6, 8]
+
+
+# The vit with 50 tokens (patch 4: 49 patches and the class token), 2 blocks: tp 2 divides
+# the tokens, the heads (4) and the MLP's hidden width (128)
+VIT_SP = ["--workload", "vit", "--patch", "4", "--width", "32", "--depth", "2", "--heads", "4"]
+
+
+@pytest.mark.parametrize("sched", ["1f1b"] + (["gpipe", "interleaved"] if SLOW else []))
+def test_sequence_parallel_pipeline_equals_single(sched, stratbench, mnist_dir, tmp_path):
+    """--sequence-parallel in a pipeline of tensor-parallel stages (pp 2 x tp 2): each
+    stage's shard keeps the residual stream sharded along the sequence between its tp
+    regions (Korthikanti et al. 2022) and sends the whole stream on to the next stage.
+    Single's parameters within 1e-5 (the all-gathers' and reduce-scatters' order), and the
+    counted collectives of world rank 0 (stage 0's tp rank 0, the embedding and block 0)
+    per block and micro-batch: 4 all-gathers and 4 reduce-scatters of mb x 50 x 32 floats
+    and 2 all-reduces of the LayerNorms' 2 x 32, plus one all-gather each way per
+    micro-batch (the stream out of the stage forward, the embedding's gradient backward)."""
+    m, mb, tokens, width = 4, 4, 50, 32
+    ref, _ = train_params(stratbench, mnist_dir, tmp_path, "single", *VIT_SP, "--strategy",
+                          "single", "--batch", str(m * mb), "--microbatches", str(m))
+    chunks = ["--chunks", "2"] if sched == "interleaved" else []
+    got, r = train_params(stratbench, mnist_dir, tmp_path, "sp", *VIT_SP, "--strategy",
+                          "pipeline", "--stages", "2", "--tp", "2", "--sequence-parallel",
+                          "--schedule", sched, *chunks, "--microbatches", str(m), "--batch",
+                          str(m * mb))
+    assert got.shape == ref.shape
+    assert rel_diff(got, ref) <= 1e-5
+    d, steps = r["strategy_details"], r["steps_measured"]
+    assert d["sequence_parallel"] is True
+    blocks = d["stage_tp_blocks"][0]
+    v = 2 if sched == "interleaved" else 1  # chunks per stage: one gather each way each
+    assert blocks == 1  # 4 layers (embedding, 2 blocks, head) in 2 or 4: one block on stage 0
+    assert d["stage_tp_allgather_calls_per_step"][0] == m * (4 * blocks + 2 * v)
+    assert d["stage_tp_reduce_scatter_calls_per_step"][0] == m * 4 * blocks
+    tp = r["comm"]["by_role"]["tp"]
+    bsh = mb * tokens * width * 4
+    assert tp["allgather"]["calls"] == steps * d["stage_tp_allgather_calls_per_step"][0]
+    assert tp["reduce_scatter"]["calls"] == steps * d["stage_tp_reduce_scatter_calls_per_step"][0]
+    assert tp["allgather"]["bytes"] == tp["allgather"]["calls"] * bsh
+    assert tp["reduce_scatter"]["bytes"] == tp["reduce_scatter"]["calls"] * bsh
+    assert tp["allreduce"]["calls"] == steps * m * 2 * blocks
+    assert tp["allreduce"]["bytes"] == tp["allreduce"]["calls"] * 2 * width * 4
+    # per block and micro-batch, as counted
+    assert (tp["allgather"]["calls"] / steps - 2 * v * m) / (m * blocks) == 4
+    assert tp["reduce_scatter"]["calls"] / steps / (m * blocks) == 4
+
+
+SP_BAD = [
+    (MLP + ["--tp", "2", "--sequence-parallel"], "--sequence-parallel"),  # no sequence
+    (VIT_SP + ["--heads", "4", "--mlp-ratio", "4", "--tp", "4", "--sequence-parallel"],
+     "--sequence-parallel"),                                              # 50 % 4 != 0
+    (VIT_SP + ["--tp", "2", "--sequence-parallel", "--schedule", "zb-h1"],
+     "--sequence-parallel"),                                              # no split backward
+]
+
+
+@pytest.mark.parametrize("flags,flag", SP_BAD, ids=["mlp", "tokens", "zb-h1"])
+def test_sequence_parallel_bad_input_exit_2(flags, flag, stratbench, mnist_dir):
+    proc = run([stratbench, "train", "--data", mnist_dir, "--strategy", "pipeline",
+                "--stages", "2", "--batch", "16", "--max-steps", "1", *flags], timeout=120)
+    assert proc.returncode == 2, describe(proc)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and flag in lines[0], proc.stderr
