@@ -97,7 +97,8 @@ void sb_predict_load_layout_inputs(const cJSON *doc, struct run *r)
     const char *k_a[] = {"links", "intra", "alpha_s"}, *k_b[] = {"links", "intra", "bandwidth_Bps"};
     double a = sb_predict_num_path(model, k_a, 3), b = sb_predict_num_path(model, k_b, 3);
     r->intra_probed = a >= 0 && a <= MAX_ALPHA_S && b > 0 && b <= MAX_BANDWIDTH_BPS;
-    if (r->intra_probed) r->intra = (struct sb_link){a, b, 0.0};
+    if (r->intra_probed) r->intra = (struct sb_link){.alpha_s = a,
+                                                     .bandwidth_Bps = b, .gamma_s_per_byte = 0.0};
     const cJSON *layers = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(doc, "model"), "layers"), *e;
     r->n_layers = 0;
@@ -147,14 +148,18 @@ static sb_status links_of(const struct opts *o, const struct run *r, struct sb_l
     int probed = r->link.bandwidth_Bps > 0 && r->link.alpha_s >= 0;
     /* inter: the probed link when it crossed hosts */
     if (probed && r->probe_cross_host) {
-        l->inter = (struct sb_link){r->link.alpha_s, r->link.bandwidth_Bps, 0.0};
+        l->inter = (struct sb_link){.alpha_s = r->link.alpha_s,
+                                    .bandwidth_Bps = r->link.bandwidth_Bps,
+                                    .gamma_s_per_byte = 0.0};
         src[1] = (struct link_source){1, "probe"};
     }
     if (r->intra_probed) {
         l->intra = r->intra;
         src[0] = (struct link_source){1, "probe"};
     } else if (probed && !r->probe_cross_host) {
-        l->intra = (struct sb_link){r->link.alpha_s, r->link.bandwidth_Bps, 0.0};
+        l->intra = (struct sb_link){.alpha_s = r->link.alpha_s,
+                                    .bandwidth_Bps = r->link.bandwidth_Bps,
+                                    .gamma_s_per_byte = 0.0};
         src[0] = (struct link_source){1, "probe"};
     }
     if (o->bandwidth_Bps > 0) l->inter.bandwidth_Bps = o->bandwidth_Bps;

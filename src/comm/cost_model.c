@@ -22,8 +22,24 @@ const struct sb_link *sb_link_crossed(const struct sb_link_classes *l, int cross
     return crosses_hosts ? &l->inter : &l->intra;
 }
 
+struct sb_link sb_link_at(const struct sb_link *l, double message_bytes)
+{
+    struct sb_link out = {l->alpha_s, l->bandwidth_Bps, l->gamma_s_per_byte};
+    int n = l->n_sizes < SB_LINK_MAX_SIZES ? l->n_sizes : SB_LINK_MAX_SIZES;
+    if (n < 1) return out;
+    int k = 0;
+    while (k + 1 < n && message_bytes >= l->size_bytes[k + 1]) k++;
+    out.alpha_s = l->size_alpha_s[k];
+    out.bandwidth_Bps = l->size_bandwidth_Bps[k];
+    return out;
+}
+
 double sb_cost_message_s(const struct sb_link *l, double bytes)
 {
+    if (l->n_sizes > 0) {
+        struct sb_link c = sb_link_at(l, bytes);
+        return c.alpha_s + bytes / c.bandwidth_Bps;
+    }
     return l->alpha_s + bytes / l->bandwidth_Bps;
 }
 
@@ -62,6 +78,8 @@ static double ring_messages(int p, int units)
 double sb_cost_reduce_scatter_s(const struct sb_link *l, int p, double bytes, int units)
 {
     if (p <= 1) return 0.0;
+    struct sb_link c = sb_link_at(l, bytes / p); /* the ring's blocks */
+    l = &c;
     return ring_messages(p, units) * l->alpha_s + (p - 1) * bytes / p / l->bandwidth_Bps +
            (double)(p - 1) / p * bytes * l->gamma_s_per_byte;
 }
@@ -69,6 +87,8 @@ double sb_cost_reduce_scatter_s(const struct sb_link *l, int p, double bytes, in
 double sb_cost_allgather_s(const struct sb_link *l, int p, double bytes, int units)
 {
     if (p <= 1) return 0.0;
+    struct sb_link c = sb_link_at(l, bytes / p); /* the ring's blocks */
+    l = &c;
     return ring_messages(p, units) * l->alpha_s + (p - 1) * bytes / p / l->bandwidth_Bps;
 }
 
