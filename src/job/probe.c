@@ -12,11 +12,12 @@
 #define SIZE_SMALL (256 * 1024)
 #define SIZE_LARGE (1024 * 1024)
 #define BW_TRIES 3
-/* The sized ladder (probe.h): 16 KiB x 4^k up to 16 MiB; climbing stops
- * after a size whose best round trip took longer than SIZED_BUDGET_S. */
+/* The sized ladder (probe.h): 16 KiB x 4^k up to 16 MiB; it climbs to the
+ * next rung only while that rung's round trip, 4 times the last one's,
+ * would stay within SIZED_BUDGET_S. */
 #define SIZED_FIRST (16 * 1024)
 #define SIZED_LARGEST (16 * 1024 * 1024)
-#define SIZED_BUDGET_S 0.02
+#define SIZED_BUDGET_S 0.04
 #define GAMMA_FLOATS (1024 * 1024)
 #define GAMMA_TRIES 3
 /* slots of one sized link in the broadcast: n, then bytes, α, B per class */
@@ -96,7 +97,7 @@ static sb_status probe_sized(MPI_Comm comm, int me, int peer, char *buf, double 
     for (;;) {
         int size = 0;
         if (me == 0) {
-            size = (n > 0 && t[n - 1] > SIZED_BUDGET_S) || n > SB_LINK_MAX_SIZES ? 0 : next;
+            size = (n > 0 && 4.0 * t[n - 1] > SIZED_BUDGET_S) || n > SB_LINK_MAX_SIZES ? 0 : next;
             SB_TRY(SB_MPI_CHECK(MPI_Send(&size, 1, MPI_INT, peer, 3, comm)));
         } else {
             SB_TRY(SB_MPI_CHECK(MPI_Recv(&size, 1, MPI_INT, 0, 3, comm, MPI_STATUS_IGNORE)));

@@ -29,15 +29,16 @@
  * above ~1 MB; a token bucket's burst favours small sends), so after α and
  * B each probed link also runs a ladder of sizes m = 16 KiB x 4^k up to
  * 16 MiB, T(m) the best of 3 round trips (2 above 1 MiB) less the
- * acknowledgement's α, climbing no further after a size that took over
- * 20 ms (a slow link's large sizes are bandwidth-bound: the last class
- * holds them). Class k spans [m_k, m_k+1) and is fitted between its two
+ * acknowledgement's α, climbing to the next rung only while it would take
+ * at most 40 ms (4 T(m) <= 40 ms: a slow link's large sizes are
+ * bandwidth-bound, the last class holds them). Class k spans [m_k, m_k+1) and is fitted between its two
  * rungs: B_k = (m_k+1 − m_k) / (T(m_k+1) − T(m_k)), α_k = T(m_k) − m_k/B_k
  * (≥ 0). The ladder covers every message the layouts of the bench send
  * (tp all-reduces and ring blocks of 10 kB–4 MB, pp activations, dp buckets
  * up to the whole 7.5 MB gradient), so the cost model prices each at its
- * own size (cost_model.h, sb_link_at). Cost: a few ms on shared memory,
- * ~0.1 s at 1 Gbit/s, ~0.2 s at 100 Mbit/s; sized_seconds says it.
+ * own size (cost_model.h, sb_link_at). Cost: the rungs' round trips, at
+ * most ~0.15 s per link (16 MiB on shared memory, 4 MiB at 1 Gbit/s,
+ * 256 KiB at 100 Mbit/s; more on a loaded machine); sized_seconds says it.
  *
  * γ: rank 0 times the comm's own reduction loop (dst[i] += src[i] over
  * 2^20 floats, 4 MiB: out of the L2 cache, as a bucket is), the best of 3
