@@ -54,6 +54,16 @@ struct sb_link {
  * γ kept. */
 struct sb_link sb_link_at(const struct sb_link *l, double message_bytes);
 
+/* The sized classes of n probed rungs (src/job/probe.h): sizes m[0..n)
+ * ascending (bytes) and their one-way times t[0..n) (s) into out's
+ * n_sizes = n - 1 classes (at most SB_LINK_MAX_SIZES; out's α, B and γ
+ * untouched): class k from m[k] (class 0 from 0) with
+ *   B_k = (m[k+1] - m[k]) / (t[k+1] - t[k])   (t[k+1] <= t[k]: m[k+1] / t[k+1])
+ *   α_k = max(0, t[k] - m[k] / B_k)
+ * (the Hockney line through the two rungs that bound the class). n < 2
+ * gives no classes. */
+void sb_link_fit_sized(const double *m, const double *t, int n, struct sb_link *out);
+
 /* The two link classes of a job on hosts of several ranks each: the link
  * between two ranks of one host (shared memory, NVLink) and the link
  * between ranks of two hosts (the network). A job on one host has only

@@ -86,9 +86,8 @@ static sb_status best_rtt(MPI_Comm comm, int me, int peer, char *buf, int bytes,
 
 /* The sized ladder with one peer (probe.h): rank 0 tells the peer each
  * next size (0: done) so that both stop at the same rung. On rank 0, into
- * out (n_sizes classes, class k fitted between rungs k and k+1: B_k the
- * slope, α_k = T(m_k) - m_k / B_k clamped at 0, T the round trip less the
- * acknowledgement's α). */
+ * out the classes sb_link_fit_sized fits through the rungs (cost_model.h),
+ * T the round trip less the acknowledgement's α. */
 static sb_status probe_sized(MPI_Comm comm, int me, int peer, char *buf, double alpha_s,
                              struct sb_link *out)
 {
@@ -111,15 +110,7 @@ static sb_status probe_sized(MPI_Comm comm, int me, int peer, char *buf, double 
         if (!next) break; /* both sides know: the top rung */
     }
     memset(out, 0, sizeof *out);
-    for (int k = 0; k + 1 < n; k++) {
-        double dt = t[k + 1] - t[k];
-        double bw = dt > 0 ? (m[k + 1] - m[k]) / dt : m[k + 1] / t[k + 1];
-        double a = t[k] - m[k] / bw;
-        out->size_bytes[k] = k == 0 ? 0.0 : m[k];
-        out->size_alpha_s[k] = a > 0 ? a : 0.0;
-        out->size_bandwidth_Bps[k] = bw;
-        out->n_sizes = k + 1;
-    }
+    sb_link_fit_sized(m, t, n, out);
     return SB_OK;
 }
 

@@ -206,6 +206,38 @@ static void test_sized(void **state)
     assert_float_equal(h, 2 * (1e-4 + 0.04) + 0.004 + 2 * (1e-4 + 0.02) + 0.002, EPS);
 }
 
+/* The probe's class fit (sb_link_fit_sized): rungs on the Hockney lines of
+ * a link that is 1 GB/s with α 10 µs up to 1 MB and 100 MB/s beyond (a
+ * knee, as shared memory leaving the cache): each class recovers its line;
+ * a time that does not grow falls back to m / t; a negative intercept is
+ * clamped to 0; n < 2 gives no classes. */
+static void test_fit_sized(void **state)
+{
+    (void)state;
+    double m[3] = {2.5e5, 1e6, 4e6};
+    double t[3] = {1e-5 + 2.5e5 / 1e9, 1e-5 + 1e6 / 1e9, 1e-5 + 1e6 / 1e9 + 3e6 / 1e8};
+    struct sb_link l = {.alpha_s = 7.0, .bandwidth_Bps = 8.0, .gamma_s_per_byte = 9.0};
+    sb_link_fit_sized(m, t, 3, &l);
+    assert_int_equal(l.n_sizes, 2);
+    assert_float_equal(l.size_bytes[0], 0.0, 0.0);
+    assert_float_equal(l.size_bytes[1], 1e6, 0.0);
+    assert_float_equal(l.size_bandwidth_Bps[0], 1e9, 1e-3);
+    assert_float_equal(l.size_alpha_s[0], 1e-5, 1e-15);
+    assert_float_equal(l.size_bandwidth_Bps[1], 1e8, 1e-6);
+    /* the line through (1 MB, 1.01 ms) of slope 1/1e8: intercept < 0, clamped */
+    assert_float_equal(l.size_alpha_s[1], 0.0, 0.0);
+    assert_float_equal(l.alpha_s, 7.0, 0.0); /* α, B, γ untouched */
+    assert_float_equal(l.gamma_s_per_byte, 9.0, 0.0);
+    /* a 3 MB message is priced on the second line's slope */
+    assert_float_equal(sb_cost_message_s(&l, 3e6), 3e6 / 1e8, 1e-12);
+    double flat[2] = {1e-3, 1e-3};
+    sb_link_fit_sized(m, flat, 2, &l);
+    assert_int_equal(l.n_sizes, 1);
+    assert_float_equal(l.size_bandwidth_Bps[0], 1e6 / 1e-3, 1e-3);
+    sb_link_fit_sized(m, t, 1, &l);
+    assert_int_equal(l.n_sizes, 0);
+}
+
 static void test_names(void **state)
 {
     (void)state;
@@ -230,6 +262,7 @@ int main(void)
         cmocka_unit_test(test_reduce_scatter_allgather),       cmocka_unit_test(test_ddp_exposed),
         cmocka_unit_test(test_auto_rule),     cmocka_unit_test(test_names),
         cmocka_unit_test(test_hierarchical), cmocka_unit_test(test_sized),
+        cmocka_unit_test(test_fit_sized),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
