@@ -75,6 +75,9 @@ def parse_args(argv=None):
     p.add_argument("--from-reports", action="store_true",
                    help="no cluster: rebuild results.json from the reports in --out/reports "
                         "(a run that stopped part-way)")
+    p.add_argument("--links-from", default="",
+                   help="a previous run's --out: predict with the links its probe report of "
+                        "the same rate measured (predict --links-from: sized classes, gamma)")
     a = ps.finish_cluster_args(p, p.parse_args(argv))
     a.workloads = a.workloads.split(",")
     a.only = [x for x in a.only.split(",") if x]
@@ -149,6 +152,16 @@ def kendall_tau(xs, ys):
     return (c - d) / den if den else float("nan")
 
 
+def links_from(a, tag):
+    """predict's --links-from for panel `tag`: the probe report of --links-from's run."""
+    if not a.links_from:
+        return []
+    path = pathlib.Path(a.links_from) / "reports" / f"probe_{tag}.json"
+    if not path.exists():
+        sys.exit(f"layouts.py: --links-from: no {path}")
+    return ["--links-from", str(path)]
+
+
 def run_panel(c, a, mpirun, rate, workload, rows, panels):
     """Measures one panel (rate, workload) on cluster c; with c None, rebuilds it from
     the reports a previous run left in a.out/reports (--from-reports)."""
@@ -171,7 +184,8 @@ def run_panel(c, a, mpirun, rate, workload, rows, panels):
     pred = subprocess.run([str(a.build / "stratbench"), "predict", str(probe_path), "--layouts",
                            "--hosts", str(a.hosts), "--ranks-per-host", str(a.ranks_per_host),
                            "--global-batch", str(a.global_batch), "--shared-cores",
-                           str(a.cores), "--json"], capture_output=True, text=True, check=True)
+                           str(a.cores), "--json"] + links_from(a, tag),
+                          capture_output=True, text=True, check=True)
     layouts = json.loads(pred.stdout)["layouts"]
     pred_path.write_text(pred.stdout)
     print(f"{tag}: {len(layouts)} layouts predicted; probe step "

@@ -125,6 +125,10 @@ def summary(r):
         "predicted_comm_ms": (r["comm"]["model"] or {}).get("predicted_comm_ms"),
         "link_alpha_s": (r["comm"]["model"] or {}).get("alpha_s"),
         "link_bandwidth_Bps": (r["comm"]["model"] or {}).get("bandwidth_Bps"),
+        # (report 1.14) the product's sized probe and gamma, which predicted_comm_ms uses
+        "link_sizes": (((r["comm"]["model"] or {}).get("links") or {}).get("inter") or {})
+        .get("sizes"),
+        "gamma_s_per_byte": (r["comm"]["model"] or {}).get("gamma_s_per_byte"),
         "tp_calls_per_step": tp["calls"] / r["steps_measured"],
         "tp_bytes_per_step": tp["bytes"] / r["steps_measured"],
         "warnings": r["warnings"],

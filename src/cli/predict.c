@@ -180,6 +180,7 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
         {"ranks-per-host", required_argument, NULL, 'R'},
         {"intra-bandwidth", required_argument, NULL, 'B'},
         {"intra-latency", required_argument, NULL, 'L'},
+        {"links-from", required_argument, NULL, 'F'},
         {"global-batch", required_argument, NULL, 'g'},
         {"top", required_argument, NULL, 't'},
         {"shared-cores", required_argument, NULL, 'C'},
@@ -210,6 +211,10 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
         case 'l': SB_TRY(parse_time("--latency", optarg, &o->latency_s)); break;
         case 'B': SB_TRY(parse_rate("--intra-bandwidth", optarg, &o->intra_bandwidth_Bps)); break;
         case 'L': SB_TRY(parse_time("--intra-latency", optarg, &o->intra_latency_s)); break;
+        case 'F':
+            if (!*optarg) return sb_error(SB_ERR_USAGE, "predict: --links-from: expected a path");
+            o->links_from = optarg;
+            break;
         case 'y': o->layouts = 1; break;
         case 'H': SB_TRY(parse_int("--hosts", optarg, 1, 4096, &o->hosts)); break;
         case 'R': SB_TRY(parse_int("--ranks-per-host", optarg, 1, 1024, &o->ranks_per_host)); break;

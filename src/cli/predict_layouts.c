@@ -13,7 +13,7 @@
 #include "cli/train_opts.h"
 #include "core/atomic_file.h"
 
-#define LAYOUTS_SCHEMA_VERSION "1.1"
+#define LAYOUTS_SCHEMA_VERSION "1.2" /* 1.2: links.*.gamma_s_per_byte, sizes */
 #define TOP_DEFAULT 20
 
 /* The micro-batch counts and schedules tried with a pipeline. */
@@ -38,6 +38,8 @@ void sb_predict_layouts_usage(FILE *out)
             "  --latency TIME                    ... and its latency per message\n"
             "  --intra-bandwidth RATE            the link within a host (probed)\n"
             "  --intra-latency TIME              ... and its latency per message\n"
+            "  --links-from REPORT               the links (sized classes, gamma) another\n"
+            "                                    run probed, in place of REPORT's\n"
             "  --global-batch N       (measured) samples per step, all replicas\n"
             "  --device-memory SIZE              leave out layouts that do not fit\n"
             "  --top N                20         table rows (0: all; the JSON has all)\n"
@@ -49,6 +51,7 @@ sb_status sb_predict_layouts_check_flags(const struct opts *o, int counts_given)
 {
     const char *only = o->intra_bandwidth_Bps > 0 ? "--intra-bandwidth"
                        : o->intra_latency_s >= 0  ? "--intra-latency"
+                       : o->links_from            ? "--links-from"
                        : o->global_batch > 0      ? "--global-batch"
                        : o->top >= 0              ? "--top"
                        : o->shared_cores > 0      ? "--shared-cores"
@@ -82,6 +85,49 @@ static int count_of(const cJSON *v)
     return cJSON_IsTrue(v);
 }
 
+/* A link's sized classes (1.14: links.*.sizes, each {from_bytes, alpha_s,
+ * bandwidth_Bps}) into l; n_sizes 0 when absent or when any class is
+ * implausible (from_bytes not ascending from 0, α or B out of range). */
+static void load_sized(const cJSON *c, struct sb_link *l)
+{
+    const cJSON *e;
+    int n = 0, ok = 1;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(c, "sizes")) {
+        double f = sb_predict_num_path(e, (const char *[]){"from_bytes"}, 1);
+        double a = sb_predict_num_path(e, (const char *[]){"alpha_s"}, 1);
+        double b = sb_predict_num_path(e, (const char *[]){"bandwidth_Bps"}, 1);
+        if (n >= SB_LINK_MAX_SIZES || !(a >= 0 && a <= MAX_ALPHA_S) ||
+            !(b > 0 && b <= MAX_BANDWIDTH_BPS) || !(n == 0 ? f == 0 : f > l->size_bytes[n - 1]))
+            ok = 0;
+        if (!ok) break;
+        l->size_bytes[n] = f;
+        l->size_alpha_s[n] = a;
+        l->size_bandwidth_Bps[n++] = b;
+    }
+    l->n_sizes = ok ? n : 0;
+}
+
+void sb_predict_load_links(const cJSON *model, struct run *r)
+{
+    r->probe_cross_host =
+        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "probe_cross_host"));
+    double g = sb_predict_num_path(model, (const char *[]){"gamma_s_per_byte"}, 1);
+    r->gamma_s_per_byte = g > 0 && g < 1e-6 ? g : 0.0;
+    const char *k_a[] = {"links", "intra", "alpha_s"}, *k_b[] = {"links", "intra", "bandwidth_Bps"};
+    double a = sb_predict_num_path(model, k_a, 3), b = sb_predict_num_path(model, k_b, 3);
+    const cJSON *links = cJSON_GetObjectItemCaseSensitive(model, "links");
+    r->intra_probed = a >= 0 && a <= MAX_ALPHA_S && b > 0 && b <= MAX_BANDWIDTH_BPS;
+    memset(&r->intra, 0, sizeof r->intra);
+    if (r->intra_probed) {
+        r->intra = (struct sb_link){.alpha_s = a, .bandwidth_Bps = b,
+                                    .gamma_s_per_byte = r->gamma_s_per_byte};
+        load_sized(cJSON_GetObjectItemCaseSensitive(links, "intra"), &r->intra);
+    }
+    memset(&r->inter_sized, 0, sizeof r->inter_sized);
+    r->inter_sized.gamma_s_per_byte = r->gamma_s_per_byte;
+    load_sized(cJSON_GetObjectItemCaseSensitive(links, "inter"), &r->inter_sized);
+}
+
 void sb_predict_load_layout_inputs(const cJSON *doc, struct run *r)
 {
     r->data_ms = sb_predict_phase_ms(doc, "data") + sb_predict_phase_ms(doc, "h2d");
@@ -92,12 +138,7 @@ void sb_predict_load_layout_inputs(const cJSON *doc, struct run *r)
     r->zero_stage = isfinite(z) ? (int)z : 0;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(doc, "comm"), "model");
-    r->probe_cross_host =
-        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "probe_cross_host"));
-    const char *k_a[] = {"links", "intra", "alpha_s"}, *k_b[] = {"links", "intra", "bandwidth_Bps"};
-    double a = sb_predict_num_path(model, k_a, 3), b = sb_predict_num_path(model, k_b, 3);
-    r->intra_probed = a >= 0 && a <= MAX_ALPHA_S && b > 0 && b <= MAX_BANDWIDTH_BPS;
-    if (r->intra_probed) r->intra = (struct sb_link){a, b, 0.0};
+    sb_predict_load_links(model, r);
     const cJSON *layers = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(doc, "model"), "layers"), *e;
     r->n_layers = 0;
@@ -135,6 +176,44 @@ struct link_source {
     const char *source; /* "probe", "given" */
 };
 
+/* --links-from PATH: the link classes that report probed (with their
+ * sized classes and γ) replace those of the measured report; a class it
+ * did not probe stays, γ set to its γ. Errors: SB_ERR_INPUT naming the
+ * file (unreadable, or no probed link). */
+static sb_status links_from(const char *path, struct sb_link_classes *l,
+                            struct link_source src[2])
+{
+    cJSON *doc = NULL;
+    SB_TRY(sb_json_read_file(path, &doc));
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(doc, "comm"), "model");
+    struct run *t = calloc(1, sizeof *t);
+    sb_status st = t ? SB_OK : sb_error(SB_ERR_NOMEM, "predict: out of memory");
+    if (!st) {
+        sb_predict_load_links(model, t);
+        double a = sb_predict_num_path(model, (const char *[]){"alpha_s"}, 1);
+        double b = sb_predict_num_path(model, (const char *[]){"bandwidth_Bps"}, 1);
+        int probed = a >= 0 && a <= MAX_ALPHA_S && b > 0 && b <= MAX_BANDWIDTH_BPS;
+        if (!probed && !t->intra_probed)
+            st = sb_error(SB_ERR_INPUT, "predict: --links-from %s: the run probed no link "
+                          "(comm.model)", path);
+        if (!st && probed && t->probe_cross_host) {
+            l->inter = t->inter_sized;
+            l->inter.alpha_s = a;
+            l->inter.bandwidth_Bps = b;
+            src[1] = (struct link_source){1, "links-from"};
+        }
+        if (!st && t->intra_probed) {
+            l->intra = t->intra;
+            src[0] = (struct link_source){1, "links-from"};
+        }
+        l->intra.gamma_s_per_byte = l->inter.gamma_s_per_byte = t->gamma_s_per_byte;
+    }
+    free(t);
+    cJSON_Delete(doc);
+    return st;
+}
+
 /* The two link classes: each from its flags, else the report's probe
  * (comm.model.links, or the single probed link of its class). Errors:
  * SB_ERR_INPUT naming the flag a needed class lacks (inter where H > 1,
@@ -147,24 +226,34 @@ static sb_status links_of(const struct opts *o, const struct run *r, struct sb_l
     int probed = r->link.bandwidth_Bps > 0 && r->link.alpha_s >= 0;
     /* inter: the probed link when it crossed hosts */
     if (probed && r->probe_cross_host) {
-        l->inter = (struct sb_link){r->link.alpha_s, r->link.bandwidth_Bps, 0.0};
+        l->inter = r->inter_sized; /* its sized classes and γ (none before 1.14) */
+        l->inter.alpha_s = r->link.alpha_s;
+        l->inter.bandwidth_Bps = r->link.bandwidth_Bps;
         src[1] = (struct link_source){1, "probe"};
     }
     if (r->intra_probed) {
         l->intra = r->intra;
         src[0] = (struct link_source){1, "probe"};
     } else if (probed && !r->probe_cross_host) {
-        l->intra = (struct sb_link){r->link.alpha_s, r->link.bandwidth_Bps, 0.0};
+        l->intra = (struct sb_link){.alpha_s = r->link.alpha_s,
+                                    .bandwidth_Bps = r->link.bandwidth_Bps,
+                                    .gamma_s_per_byte = r->gamma_s_per_byte};
         src[0] = (struct link_source){1, "probe"};
     }
+    if (o->links_from) SB_TRY(links_from(o->links_from, l, src));
+    /* a given link is one class (no sizes); its γ stays the probed one */
     if (o->bandwidth_Bps > 0) l->inter.bandwidth_Bps = o->bandwidth_Bps;
     if (o->latency_s >= 0) l->inter.alpha_s = o->latency_s;
-    if (o->bandwidth_Bps > 0 || o->latency_s >= 0)
+    if (o->bandwidth_Bps > 0 || o->latency_s >= 0) {
         src[1] = (struct link_source){l->inter.bandwidth_Bps > 0, "given"};
+        l->inter.n_sizes = 0;
+    }
     if (o->intra_bandwidth_Bps > 0) l->intra.bandwidth_Bps = o->intra_bandwidth_Bps;
     if (o->intra_latency_s >= 0) l->intra.alpha_s = o->intra_latency_s;
-    if (o->intra_bandwidth_Bps > 0 || o->intra_latency_s >= 0)
+    if (o->intra_bandwidth_Bps > 0 || o->intra_latency_s >= 0) {
         src[0] = (struct link_source){l->intra.bandwidth_Bps > 0, "given"};
+        l->intra.n_sizes = 0;
+    }
     if (o->hosts > 1 && !src[1].have)
         return sb_error(SB_ERR_INPUT, "predict: %s: no cross-host link (the run did not probe "
                         "one); pass --bandwidth and --latency", o->report);
@@ -270,9 +359,16 @@ static void print_table(const struct opts *o, const struct run *r,
     const char *names[2] = {"intra-host", "cross-host"};
     for (int k = 0; k < 2; k++)
         if (src[k].have)
-            printf("# %s link: latency %.2f us, bandwidth %.4g GB/s = %.4g Gbit/s (%s)\n",
-                   names[k], 1e6 * ls[k]->alpha_s, 1e-9 * ls[k]->bandwidth_Bps,
-                   8e-9 * ls[k]->bandwidth_Bps, src[k].source);
+        {
+            printf("# %s link: latency %.2f us, bandwidth %.4g GB/s = %.4g Gbit/s, gamma "
+                   "%.3g ns/kB (%s)\n", names[k], 1e6 * ls[k]->alpha_s,
+                   1e-9 * ls[k]->bandwidth_Bps, 8e-9 * ls[k]->bandwidth_Bps,
+                   1e12 * ls[k]->gamma_s_per_byte, src[k].source);
+            for (int c = 0; c < ls[k]->n_sizes && c < SB_LINK_MAX_SIZES; c++)
+                printf("#   from %.0f kB: latency %.2f us, bandwidth %.4g GB/s\n",
+                       1e-3 * ls[k]->size_bytes[c], 1e6 * ls[k]->size_alpha_s[c],
+                       1e-9 * ls[k]->size_bandwidth_Bps[c]);
+        }
     printf("# compute per sample: forward %.4g ms, backward %.4g ms (measured); %d layers\n",
            in->forward_s_per_sample * 1e3, in->backward_s_per_sample * 1e3, in->n_layers);
     printf("# model (docs/layouts.md): step = data + m (t_f + t_b) + bubble + dp exposed + "
@@ -323,9 +419,20 @@ static int add_link(cJSON *links, const char *key, const struct sb_link *l,
 {
     if (!src->have) return cJSON_AddNullToObject(links, key) != NULL;
     cJSON *o = cJSON_AddObjectToObject(links, key);
-    return o && cJSON_AddNumberToObject(o, "alpha_s", l->alpha_s) &&
-           cJSON_AddNumberToObject(o, "bandwidth_Bps", l->bandwidth_Bps) &&
-           cJSON_AddStringToObject(o, "source", src->source);
+    cJSON *sizes = NULL;
+    int ok = o && cJSON_AddNumberToObject(o, "alpha_s", l->alpha_s) &&
+             cJSON_AddNumberToObject(o, "bandwidth_Bps", l->bandwidth_Bps) &&
+             cJSON_AddNumberToObject(o, "gamma_s_per_byte", l->gamma_s_per_byte) &&
+             (sizes = cJSON_AddArrayToObject(o, "sizes")) &&
+             cJSON_AddStringToObject(o, "source", src->source);
+    for (int k = 0; ok && k < l->n_sizes && k < SB_LINK_MAX_SIZES; k++) {
+        cJSON *c = cJSON_CreateObject();
+        ok = c && cJSON_AddItemToArray(sizes, c) &&
+             cJSON_AddNumberToObject(c, "from_bytes", l->size_bytes[k]) &&
+             cJSON_AddNumberToObject(c, "alpha_s", l->size_alpha_s[k]) &&
+             cJSON_AddNumberToObject(c, "bandwidth_Bps", l->size_bandwidth_Bps[k]);
+    }
+    return ok;
 }
 
 static int add_row(cJSON *arr, int rank, const struct ranked *w, int global_batch, int fits)

@@ -47,6 +47,7 @@ struct opts {
     int hosts, ranks_per_host;  /* 0: not given */
     double intra_bandwidth_Bps; /* 0 = the report's */
     double intra_latency_s;     /* < 0 = the report's */
+    const char *links_from;     /* --links-from REPORT: its probed links (NULL: none) */
     int global_batch;           /* 0: the measured run's */
     int top;                    /* table rows (0: all); -1: not given */
     int shared_cores;           /* --shared-cores C: the cores all ranks share (the
@@ -79,7 +80,10 @@ struct run {
     int zero_stage;                   /* layout.zero_stage (strategy_details.zero_stage) */
     int probe_cross_host;             /* comm.model.probe_cross_host */
     int intra_probed;                 /* comm.model.links.intra given */
-    struct sb_link intra;             /* comm.model.links.intra */
+    struct sb_link intra;             /* comm.model.links.intra (1.14: its sizes, γ) */
+    struct sb_link inter_sized;       /* (1.14) comm.model.links.inter's sizes and γ
+                                       * (n_sizes 0: none) */
+    double gamma_s_per_byte;          /* (1.14) comm.model.gamma_s_per_byte (0: absent) */
     struct sb_layer_summary layers[SB_PREDICT_LAYERS_MAX]; /* model.layers */
     int n_layers;                     /* 0: absent (predict builds the model) */
 };
@@ -154,6 +158,12 @@ sb_status sb_predict_layouts_check_flags(const struct opts *o, int counts_given)
  * (comm.model.links.intra), model.layers (n_layers 0 when absent or
  * corrupt: predict then builds the table from the configuration). */
 void sb_predict_load_layout_inputs(const cJSON *doc, struct run *r);
+
+/* The probed links of a report's comm.model (`model`, may be NULL) into r:
+ * probe_cross_host, intra (links.intra with its 1.14 sized classes and γ),
+ * inter_sized (links.inter's sized classes and γ) and gamma_s_per_byte;
+ * what is absent or implausible is left 0 (no classes: one α, B). */
+void sb_predict_load_links(const cJSON *model, struct run *r);
 
 /* `stratbench predict REPORT --layouts ...` after the flags and the report
  * are read (predict_layouts.c): every layout that fits, ranked, printed or

@@ -36,8 +36,9 @@ int sb_allreduce_algo_parse(const char *name, enum sb_allreduce_algo *out)
 
 enum sb_allreduce_algo sb_allreduce_choose(size_t bytes, int ranks)
 {
-    const struct sb_link ref = {SB_ALLREDUCE_REF_ALPHA_S, SB_ALLREDUCE_REF_BANDWIDTH_BPS,
-                                SB_ALLREDUCE_REF_GAMMA_S_PER_BYTE};
+    const struct sb_link ref = {.alpha_s = SB_ALLREDUCE_REF_ALPHA_S,
+                                .bandwidth_Bps = SB_ALLREDUCE_REF_BANDWIDTH_BPS,
+                                .gamma_s_per_byte = SB_ALLREDUCE_REF_GAMMA_S_PER_BYTE};
     double ring = sb_cost_ring_allreduce_s(&ref, ranks, (double)bytes);
     double rd = sb_cost_recursive_doubling_s(&ref, ranks, (double)bytes);
     return rd < ring ? SB_ALLREDUCE_RECURSIVE_DOUBLING : SB_ALLREDUCE_RING;
@@ -48,11 +49,12 @@ enum sb_allreduce_algo sb_allreduce_choose_hosts(size_t bytes, int ranks, int ho
     enum sb_allreduce_algo flat = sb_allreduce_choose(bytes, ranks);
     if (hosts < 2 || ranks % hosts != 0 || ranks / hosts < 2) return flat;
     int per_host = ranks / hosts;
-    const struct sb_link inter = {SB_ALLREDUCE_REF_ALPHA_S, SB_ALLREDUCE_REF_BANDWIDTH_BPS,
-                                  SB_ALLREDUCE_REF_GAMMA_S_PER_BYTE};
-    const struct sb_link intra = {SB_ALLREDUCE_REF_HOST_ALPHA_S,
-                                  SB_ALLREDUCE_REF_HOST_BANDWIDTH_BPS,
-                                  SB_ALLREDUCE_REF_GAMMA_S_PER_BYTE};
+    const struct sb_link inter = {.alpha_s = SB_ALLREDUCE_REF_ALPHA_S,
+                                  .bandwidth_Bps = SB_ALLREDUCE_REF_BANDWIDTH_BPS,
+                                  .gamma_s_per_byte = SB_ALLREDUCE_REF_GAMMA_S_PER_BYTE};
+    const struct sb_link intra = {.alpha_s = SB_ALLREDUCE_REF_HOST_ALPHA_S,
+                                  .bandwidth_Bps = SB_ALLREDUCE_REF_HOST_BANDWIDTH_BPS,
+                                  .gamma_s_per_byte = SB_ALLREDUCE_REF_GAMMA_S_PER_BYTE};
     enum sb_allreduce_algo cross = sb_allreduce_choose(bytes / (size_t)per_host, hosts);
     double hier = sb_cost_hierarchical_allreduce_s(&intra, &inter, cross, per_host, hosts,
                                                    (double)bytes);

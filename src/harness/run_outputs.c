@@ -34,8 +34,10 @@ sb_status sb_loop_save_params(struct sb_loop *L)
 
 /* The strategy's α–β prediction of its communication per step (its
  * comm_model op) from the probed links, into rec->comm_model; none without
- * probed links or without the op. Overlap windows use rank 0's median
- * backward phase over the measured steps (0 without measured steps). */
+ * probed links or without the op. The link is sized (each message priced
+ * at its size's class) and carries the probed γ (job/probe.h). Overlap
+ * windows use rank 0's median backward phase over the measured steps (0
+ * without measured steps). */
 static void predict_comm(const struct sb_strategy_ops *ops, struct sb_run_record *rec)
 {
     rec->has_comm_model = 0;
@@ -45,8 +47,13 @@ static void predict_comm(const struct sb_strategy_ops *ops, struct sb_run_record
     if (rec->phase_ms[SB_PHASE_BACKWARD] && rec->n_measured > 0 &&
         sb_summarize(rec->phase_ms[SB_PHASE_BACKWARD], rec->n_measured, &backward) == SB_OK)
         backward_ms = backward.median;
+    /* the probed link, each message at its size's class, with the reduction's γ */
+    struct sb_link link = rec->link.sized;
+    link.alpha_s = rec->link.alpha_s;
+    link.bandwidth_Bps = rec->link.bandwidth_Bps;
+    link.gamma_s_per_byte = rec->link.gamma_s_per_byte;
     struct sb_comm_model_query q = {
-        .link = {rec->link.alpha_s, rec->link.bandwidth_Bps, 0.0},
+        .link = link,
         .replicas = rec->cfg->replicas,
         .bytes = (double)rec->n_params * sizeof(float),
         .backward_s = 1e-3 * backward_ms,

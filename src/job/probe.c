@@ -12,6 +12,16 @@
 #define SIZE_SMALL (256 * 1024)
 #define SIZE_LARGE (1024 * 1024)
 #define BW_TRIES 3
+/* The sized ladder (probe.h): 16 KiB x 4^k up to 16 MiB; it climbs to the
+ * next rung only while that rung's round trip, 4 times the last one's,
+ * would stay within SIZED_BUDGET_S. */
+#define SIZED_FIRST (16 * 1024)
+#define SIZED_LARGEST (16 * 1024 * 1024)
+#define SIZED_BUDGET_S 0.04
+#define GAMMA_FLOATS (1024 * 1024)
+#define GAMMA_TRIES 3
+/* slots of one sized link in the broadcast: n, then bytes, α, B per class */
+#define SIZED_SLOTS (1 + 3 * SB_LINK_MAX_SIZES)
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -61,6 +71,94 @@ static sb_status probe_pair(MPI_Comm comm, int me, int peer, char *buf, double *
     return SB_OK;
 }
 
+/* The best round trip of `tries` sends of `bytes` (both sides run it). */
+static sb_status best_rtt(MPI_Comm comm, int me, int peer, char *buf, int bytes, int tries,
+                          double *best)
+{
+    *best = 1e30;
+    for (int t = 0; t < tries; t++) {
+        double rtt = 0.0;
+        SB_TRY(exchange(comm, me, peer, buf, bytes, &rtt));
+        if (rtt < *best) *best = rtt;
+    }
+    return SB_OK;
+}
+
+/* The sized ladder with one peer (probe.h): rank 0 tells the peer each
+ * next size (0: done) so that both stop at the same rung. On rank 0, into
+ * out the classes sb_link_fit_sized fits through the rungs (cost_model.h),
+ * T the round trip less the acknowledgement's α. */
+static sb_status probe_sized(MPI_Comm comm, int me, int peer, char *buf, double alpha_s,
+                             struct sb_link *out)
+{
+    double m[SB_LINK_MAX_SIZES + 1], t[SB_LINK_MAX_SIZES + 1];
+    int n = 0, next = SIZED_FIRST;
+    for (;;) {
+        int size = 0;
+        if (me == 0) {
+            size = (n > 0 && 4.0 * t[n - 1] > SIZED_BUDGET_S) || n > SB_LINK_MAX_SIZES ? 0 : next;
+            SB_TRY(SB_MPI_CHECK(MPI_Send(&size, 1, MPI_INT, peer, 3, comm)));
+        } else {
+            SB_TRY(SB_MPI_CHECK(MPI_Recv(&size, 1, MPI_INT, 0, 3, comm, MPI_STATUS_IGNORE)));
+        }
+        if (size <= 0) break;
+        double best = 0.0;
+        SB_TRY(best_rtt(comm, me, peer, buf, size, size > SIZE_LARGE ? 2 : BW_TRIES, &best));
+        m[n] = size;
+        t[n++] = best - alpha_s > 0 ? best - alpha_s : best;
+        next = size < SIZED_LARGEST ? 4 * size : 0;
+        if (!next) break; /* both sides know: the top rung */
+    }
+    memset(out, 0, sizeof *out);
+    sb_link_fit_sized(m, t, n, out);
+    return SB_OK;
+}
+
+/* γ of this machine (probe.h): the best of GAMMA_TRIES passes of the
+ * comm's reduction loop (src/comm/mpi_allreduce.c, finish_step:
+ * dst[i] += src[i] over floats) over GAMMA_FLOATS floats, per byte of dst.
+ * 0 when out of memory. */
+static double probe_gamma(void)
+{
+    float *dst = calloc(2 * (size_t)GAMMA_FLOATS, sizeof(float));
+    if (!dst) return 0.0;
+    float *restrict d = dst;
+    const float *restrict src = dst + GAMMA_FLOATS;
+    for (size_t i = 0; i < GAMMA_FLOATS; i++) dst[GAMMA_FLOATS + i] = 1e-3f * (float)(i & 1023);
+    double best = 1e30;
+    for (int t = 0; t <= GAMMA_TRIES; t++) { /* the first pass warms the pages */
+        double t0 = sb_now_s();
+        for (size_t i = 0; i < GAMMA_FLOATS; i++) d[i] += src[i];
+        double dt = sb_now_s() - t0;
+        if (t > 0 && dt < best) best = dt;
+    }
+    volatile float sink = d[GAMMA_FLOATS - 1];
+    (void)sink;
+    free(dst);
+    return best / (GAMMA_FLOATS * sizeof(float));
+}
+
+/* Packs a sized link into SIZED_SLOTS doubles, or back. */
+static void pack_sized(const struct sb_link *l, double *slot)
+{
+    slot[0] = l->n_sizes;
+    for (int k = 0; k < SB_LINK_MAX_SIZES; k++) {
+        slot[1 + 3 * k] = l->size_bytes[k];
+        slot[2 + 3 * k] = l->size_alpha_s[k];
+        slot[3 + 3 * k] = l->size_bandwidth_Bps[k];
+    }
+}
+
+static void unpack_sized(const double *slot, struct sb_link *l)
+{
+    l->n_sizes = (int)slot[0];
+    for (int k = 0; k < SB_LINK_MAX_SIZES; k++) {
+        l->size_bytes[k] = slot[1 + 3 * k];
+        l->size_alpha_s[k] = slot[2 + 3 * k];
+        l->size_bandwidth_Bps[k] = slot[3 + 3 * k];
+    }
+}
+
 /* Whether rank q is probed as a cross-host peer: the lowest rank of a
  * host other than rank 0's, or rank 1 when every rank shares rank 0's
  * host (all_local). */
@@ -79,39 +177,60 @@ static int probed_peer(const char *hosts, int len, int q, int all_local)
 static sb_status probe_all(MPI_Comm comm, int rank, int size, const char *hosts, int len,
                            struct sb_link_probe *out)
 {
-    char *buf = calloc(SIZE_LARGE, 1);
+    char *buf = malloc(SIZED_LARGEST);
     if (!buf) return sb_error(SB_ERR_NOMEM, "link probe: out of memory");
+    memset(buf, 1, SIZED_LARGEST); /* its pages mapped before any send is timed */
     sb_status st = SB_OK;
     double t0 = sb_now_s();
-    /* alpha, bandwidth, peers, cross, s, intra done, intra alpha, intra B */
-    double res[8] = {0.0, 1e300, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    /* alpha, bandwidth, peers, cross, s, intra done, intra alpha, intra B, γ, sized s,
+     * then the sized inter link and the sized intra link */
+    enum { FIXED = 10, N_RES = FIXED + 2 * SIZED_SLOTS };
+    double res[N_RES] = {0.0, 1e300};
+    struct sb_link sized = {0}, sized_intra = {0};
     int all_local = 1, local_peer = -1;
     for (int r = 1; r < size; r++) {
         int same = strcmp(hosts + (size_t)r * len, hosts) == 0;
         if (!same) all_local = 0;
         if (same && local_peer < 0) local_peer = r;
     }
+    double sized_s = 0.0;
     for (int q = 1; q < size && !st; q++) {
         if (!probed_peer(hosts, len, q, all_local)) continue;
         if (rank != 0 && rank != q) continue;
         double a = 0.0, b = 0.0;
+        struct sb_link l = {0};
         st = probe_pair(comm, rank == 0 ? 0 : q, q, buf, &a, &b);
+        double ts = sb_now_s();
+        if (!st) st = probe_sized(comm, rank == 0 ? 0 : q, q, buf, a, &l);
+        sized_s += sb_now_s() - ts;
         if (!st && rank == 0) {
             if (a > res[0]) res[0] = a;
-            if (b < res[1]) res[1] = b;
+            if (b < res[1]) res[1] = b, sized = l;
             res[2] += 1;
             res[3] = all_local ? 0 : 1;
-            if (all_local) res[5] = 1, res[6] = a, res[7] = b;
+            if (all_local) res[5] = 1, res[6] = a, res[7] = b, sized_intra = l;
         }
     }
     if (!st && !all_local && local_peer > 0 && (rank == 0 || rank == local_peer)) {
         double a = 0.0, b = 0.0;
+        struct sb_link l = {0};
         st = probe_pair(comm, rank == 0 ? 0 : local_peer, local_peer, buf, &a, &b);
-        if (!st && rank == 0) res[5] = 1, res[6] = a, res[7] = b;
+        double ts = sb_now_s();
+        if (!st) st = probe_sized(comm, rank == 0 ? 0 : local_peer, local_peer, buf, a, &l);
+        sized_s += sb_now_s() - ts;
+        if (!st && rank == 0) res[5] = 1, res[6] = a, res[7] = b, sized_intra = l;
     }
     free(buf);
+    if (rank == 0) {
+        double tg = sb_now_s();
+        res[8] = probe_gamma();
+        sized_s += sb_now_s() - tg;
+    }
+    res[9] = sized_s;
+    pack_sized(&sized, res + FIXED);
+    pack_sized(&sized_intra, res + FIXED + SIZED_SLOTS);
     res[4] = sb_now_s() - t0;
-    if (!st) st = SB_MPI_CHECK(MPI_Bcast(res, 8, MPI_DOUBLE, 0, comm));
+    if (!st) st = SB_MPI_CHECK(MPI_Bcast(res, N_RES, MPI_DOUBLE, 0, comm));
     if (st) return st;
     out->done = res[2] > 0;
     out->alpha_s = res[0];
@@ -122,6 +241,10 @@ static sb_status probe_all(MPI_Comm comm, int rank, int size, const char *hosts,
     out->intra_done = res[5] > 0;
     out->intra_alpha_s = res[6];
     out->intra_bandwidth_Bps = res[7];
+    out->gamma_s_per_byte = res[8];
+    out->sized_seconds = res[9];
+    unpack_sized(res + FIXED, &out->sized);
+    unpack_sized(res + FIXED + SIZED_SLOTS, &out->intra_sized);
     return SB_OK;
 }
 

@@ -22,10 +22,31 @@
  * that the within-host link is measured beside the cross-host one
  * (intra_*); on one host the probed link is the within-host link; with one
  * rank per host there is none. alpha_s and bandwidth_Bps stay the slowest
- * probed cross-host link (on one host, the shared-memory one), as before. */
+ * probed cross-host link (on one host, the shared-memory one), as before.
+ *
+ * Sized (issue 35; docs/cost-model.md, "Sized links and γ"): a link's
+ * α and B change with the message size (shared memory leaves the caches
+ * above ~1 MB; a token bucket's burst favours small sends), so after α and
+ * B each probed link also runs a ladder of sizes m = 16 KiB x 4^k up to
+ * 16 MiB, T(m) the best of 3 round trips (2 above 1 MiB) less the
+ * acknowledgement's α, climbing to the next rung only while it would take
+ * at most 40 ms (4 T(m) <= 40 ms: a slow link's large sizes are
+ * bandwidth-bound, the last class holds them). Class k spans [m_k, m_k+1) and is fitted between its two
+ * rungs: B_k = (m_k+1 − m_k) / (T(m_k+1) − T(m_k)), α_k = T(m_k) − m_k/B_k
+ * (≥ 0). The ladder covers every message the layouts of the bench send
+ * (tp all-reduces and ring blocks of 10 kB–4 MB, pp activations, dp buckets
+ * up to the whole 7.5 MB gradient), so the cost model prices each at its
+ * own size (cost_model.h, sb_link_at). Cost: the rungs' round trips, at
+ * most ~0.15 s per link (16 MiB on shared memory, 4 MiB at 1 Gbit/s,
+ * 256 KiB at 100 Mbit/s; more on a loaded machine); sized_seconds says it.
+ *
+ * γ: rank 0 times the comm's own reduction loop (dst[i] += src[i] over
+ * 2^20 floats, 4 MiB: out of the L2 cache, as a bucket is), the best of 3
+ * after a warming pass, per byte of dst (Chan et al. 2007's γ). */
 #ifndef SB_PROBE_H
 #define SB_PROBE_H
 
+#include "comm/cost_model.h"
 #include "core/status.h"
 #include "job/job.h"
 
@@ -42,6 +63,11 @@ struct sb_link_probe {
     int intra_done;        /* 1: a link within one host was probed (on one host: the
                             * link above; across hosts: rank 0 with a rank of its host) */
     double intra_alpha_s, intra_bandwidth_Bps; /* that link's α and B */
+    double gamma_s_per_byte; /* the reduction's γ on rank 0 (above), s per byte */
+    double sized_seconds;    /* wall time of the sized ladders and γ (in seconds) */
+    struct sb_link sized;       /* the cross-host (on one host: the probed) link's
+                                 * sized classes (n_sizes 0: none) */
+    struct sb_link intra_sized; /* the within-host link's, where intra_done */
 };
 
 /* Probes the links of the job (collective over it) into *out (every rank

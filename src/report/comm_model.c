@@ -5,8 +5,34 @@
 
 #include "report/json_util.h"
 
+/* comm.model.links.*.sizes (1.14): the sized classes of a probed link
+ * (job/probe.h), each {from_bytes, alpha_s, bandwidth_Bps}; the class holds
+ * messages from from_bytes up to the next class's. Also the reduction's γ
+ * (the machine's, the same for both classes). */
+static void add_sized(cJSON *c, const struct sb_link *l, double gamma, int *fail)
+{
+    sb_json_add_num(c, "gamma_s_per_byte", gamma, fail);
+    cJSON *arr = cJSON_AddArrayToObject(c, "sizes");
+    if (!arr) {
+        *fail = 1;
+        return;
+    }
+    for (int k = 0; k < l->n_sizes && k < SB_LINK_MAX_SIZES; k++) {
+        cJSON *o = cJSON_CreateObject();
+        if (!o || !cJSON_AddItemToArray(arr, o)) {
+            cJSON_Delete(o);
+            *fail = 1;
+            return;
+        }
+        sb_json_add_num(o, "from_bytes", l->size_bytes[k], fail);
+        sb_json_add_num(o, "alpha_s", l->size_alpha_s[k], fail);
+        sb_json_add_num(o, "bandwidth_Bps", l->size_bandwidth_Bps[k], fail);
+    }
+}
+
 /* comm.model.links (1.12): the two link classes the probe measured, each
- * {alpha_s, bandwidth_Bps} or null (docs/layouts.md). */
+ * {alpha_s, bandwidth_Bps, gamma_s_per_byte, sizes} or null
+ * (docs/layouts.md). */
 static void add_links(cJSON *model, const struct sb_link_probe *p, int *fail)
 {
     cJSON *links = sb_json_add_obj(model, "links", fail), *c;
@@ -14,12 +40,14 @@ static void add_links(cJSON *model, const struct sb_link_probe *p, int *fail)
     if (p->intra_done && (c = sb_json_add_obj(links, "intra", fail))) {
         sb_json_add_num(c, "alpha_s", p->intra_alpha_s, fail);
         sb_json_add_num(c, "bandwidth_Bps", p->intra_bandwidth_Bps, fail);
+        add_sized(c, p->cross_host ? &p->intra_sized : &p->sized, p->gamma_s_per_byte, fail);
     } else if (!p->intra_done && !cJSON_AddNullToObject(links, "intra")) {
         *fail = 1;
     }
     if (p->cross_host && (c = sb_json_add_obj(links, "inter", fail))) {
         sb_json_add_num(c, "alpha_s", p->alpha_s, fail);
         sb_json_add_num(c, "bandwidth_Bps", p->bandwidth_Bps, fail);
+        add_sized(c, &p->sized, p->gamma_s_per_byte, fail);
     } else if (!p->cross_host && !cJSON_AddNullToObject(links, "inter")) {
         *fail = 1;
     }
@@ -41,6 +69,8 @@ void sb_report_add_comm_model(cJSON *comm, const struct sb_run_record *rec, int 
     sb_json_add_num(o, "probe_peers", rec->link.peers, fail);
     if (!cJSON_AddBoolToObject(o, "probe_cross_host", rec->link.cross_host)) *fail = 1;
     sb_json_add_num(o, "probe_s", rec->link.seconds, fail);
+    sb_json_add_num(o, "probe_sized_s", rec->link.sized_seconds, fail);
+    sb_json_add_num(o, "gamma_s_per_byte", rec->link.gamma_s_per_byte, fail);
     add_links(o, &rec->link, fail);
     sb_json_add_str(o, "formula_name", m->formula_name, fail);
     sb_json_add_str(o, "formula", m->formula, fail);

@@ -110,7 +110,7 @@ void sb_bucket_allreduce_cost(const struct sb_link *l, enum sb_allreduce_algo al
         ready_bytes += bytes[b];
         double ready = ready_s(backward_s, ready_bytes, total);
         if (a == SB_ALLREDUCE_RING && ready < ring_done && p > 2)
-            times[b] -= 2.0 * (p - 2) * l->alpha_s;
+            times[b] -= 2.0 * (p - 2) * sb_link_at(l, bytes[b] / p).alpha_s;
         done = (ready > done ? ready : done) + times[b];
         if (a == SB_ALLREDUCE_RING) ring_done = done;
         out->comm_s += times[b];

@@ -63,7 +63,11 @@ int sb_layout_link_share(int dp, int tp, int pp, enum sb_rank_order order,
 struct sb_link sb_link_shared(const struct sb_link *l, double share)
 {
     struct sb_link out = *l;
-    if (share > 1.0) out.bandwidth_Bps /= share;
+    if (share > 1.0) {
+        out.bandwidth_Bps /= share;
+        for (int k = 0; k < out.n_sizes && k < SB_LINK_MAX_SIZES; k++)
+            out.size_bandwidth_Bps[k] /= share;
+    }
     return out;
 }
 

@@ -50,7 +50,8 @@ int sb_layout_link_share(int dp, int tp, int pp, enum sb_rank_order order,
                          enum sb_comm_role axis, int ranks_per_host, const double *stage_bytes,
                          double *share);
 
-/* The link `l` with its bandwidth divided by share (>= 1; α kept). */
+/* The link `l` with its bandwidth, and every sized class's, divided by
+ * share (>= 1; α and γ kept). */
 struct sb_link sb_link_shared(const struct sb_link *l, double share);
 
 /* Whether ddp's world communicator of `ranks` ranks on hosts of

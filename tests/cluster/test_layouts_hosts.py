@@ -26,7 +26,16 @@ def test_probe_measures_both_classes(cluster, stratbench, mnist_dir, tmp_path):
     model = doc["comm"]["model"]
     links = model["links"]
     assert model["probe_cross_host"] is True
-    assert links["inter"] == {"alpha_s": model["alpha_s"], "bandwidth_Bps": model["bandwidth_Bps"]}
+    assert {k: links["inter"][k] for k in ("alpha_s", "bandwidth_Bps")} == \
+        {"alpha_s": model["alpha_s"], "bandwidth_Bps": model["bandwidth_Bps"]}
+    # (1.14) both links sized, with the machine's gamma: the within-host ladder climbs to
+    # 16 MiB (5 classes, unless a loaded machine stretched a rung past 40 ms); the 100
+    # Mbit/s one stops once its next rung would pass 40 ms (256 KiB: 21 ms, so 1 MiB is
+    # never sent): at most 2 classes, from 0 and 64 KiB (1 where load slowed the 64 KiB rung)
+    assert [c["from_bytes"] for c in links["inter"]["sizes"]] in ([0], [0, 65536])
+    assert 2 <= len(links["intra"]["sizes"]) <= 5
+    assert links["inter"]["gamma_s_per_byte"] == links["intra"]["gamma_s_per_byte"] == \
+        model["gamma_s_per_byte"] > 0
     # the shaped link: at most its rate (plus the token bucket's burst slack), and
     # below the within-host link, which is not shaped (about 10 GB/s on a quiet
     # machine; the test asserts only the order, since a loaded machine measured
@@ -37,5 +46,6 @@ def test_probe_measures_both_classes(cluster, stratbench, mnist_dir, tmp_path):
                 2, "--json"], check=True)
     layouts = json.loads(pred.stdout)
     assert layouts["links"]["intra"]["source"] == layouts["links"]["inter"]["source"] == "probe"
+    assert layouts["links"]["inter"]["sizes"] == links["inter"]["sizes"]
     tp = [r for r in layouts["layouts"] if r["tp"] == 2]
     assert tp and all(r["comm"]["tp"]["link"] == "intra" for r in tp)

@@ -58,7 +58,15 @@ def test_report_has_comm_model(ddp_report):
     assert model["probe_cross_host"] is False and model["probe_peers"] == 1
     m = report["model"]["param_bytes"]
     assert model["bytes"] == m
-    want = ring_s(model["alpha_s"], model["bandwidth_Bps"], 2, m)
+    # (1.14) the probe's sized classes and gamma: the ring's blocks of m/2 at their class
+    intra = model["links"]["intra"]
+    sizes = intra["sizes"]
+    assert len(sizes) >= 2 and sizes[0]["from_bytes"] == 0
+    assert [c["from_bytes"] for c in sizes[1:]] == [16384 * 4 ** k for k in range(1, len(sizes))]
+    assert 0 < model["gamma_s_per_byte"] < 1e-6 and intra["gamma_s_per_byte"] == model["gamma_s_per_byte"]
+    assert 0 < model["probe_sized_s"] <= model["probe_s"]
+    cls = [c for c in sizes if c["from_bytes"] <= m / 2][-1]
+    want = ring_s(cls["alpha_s"], cls["bandwidth_Bps"], 2, m, model["gamma_s_per_byte"])
     assert math.isclose(model["predicted_comm_ms"], 1e3 * want, rel_tol=1e-9)
     assert model["measured_comm_ms"] == report["phases_by_rank_ms"]["comm"]["min"]
 

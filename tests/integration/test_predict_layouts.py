@@ -81,7 +81,7 @@ def test_ranking_schema_and_axes(stratbench, report):
     assert [r["rank"] for r in doc["layouts"]] == list(range(1, len(steps) + 1))
     assert doc["links"]["intra"]["source"] == "probe"
     assert doc["links"]["inter"] == {"alpha_s": 50e-6, "bandwidth_Bps": 12.5e6,
-                                     "source": "given"}
+                                     "gamma_s_per_byte": 0, "sizes": [], "source": "given"}
     for r in doc["layouts"]:
         # zero stages 2-3 are refused with a pipeline (docs/layouts.md)
         assert not (r["pp"] > 1 and r["zero_stage"] >= 2), r["name"]
@@ -214,3 +214,66 @@ def test_plot_draws_step_against_memory(stratbench, report, tmp_path):
     assert p.returncode == 0, p.stderr
     svg = (charts / "predicted-layouts.svg").read_text()
     assert "1: " + json.loads(out.read_text())["layouts"][0]["name"] in svg
+
+
+SIZED = {"alpha_s": 1e-6, "bandwidth_Bps": 1e10, "gamma_s_per_byte": 1e-10,
+         "sizes": [{"from_bytes": 0, "alpha_s": 1e-6, "bandwidth_Bps": 1e10},
+                   {"from_bytes": 100000, "alpha_s": 5e-6, "bandwidth_Bps": 1e9}]}
+
+
+def _sized_report():
+    r = _report()
+    r["schema_version"] = "1.14"
+    r["comm"]["model"]["gamma_s_per_byte"] = SIZED["gamma_s_per_byte"]
+    r["comm"]["model"]["links"]["intra"] = SIZED
+    return r
+
+
+def test_sized_link_and_gamma(stratbench, tmp_path):
+    """(1.14) The probe's sized classes and gamma price the tp all-reduce of dp1-tp2: fc2's
+    output, M = 4 x 128 x 1024 bytes, by the ring at tp 2 (M > ~160 kB): 2 (a + (M/2)/B) of
+    the class holding M/2 = 262 kB (from 100 kB: 5 us, 1 GB/s) + (1/2) M gamma (Thakur et
+    al. 2005; Chan et al. 2007); --links-from gives the same links from another report; a
+    given --intra-bandwidth is one class."""
+    path = tmp_path / "sized.json"
+    path.write_text(json.dumps(_sized_report()))
+    doc = layouts(stratbench, path, "--hosts", 1, "--ranks-per-host", 2)
+    validate(doc)
+    assert doc["links"]["intra"]["sizes"] == SIZED["sizes"]
+    assert doc["links"]["intra"]["gamma_s_per_byte"] == SIZED["gamma_s_per_byte"]
+    m = 4 * 128 * 1024  # the global batch: 2 replicas x 64
+    want = 2 * (5e-6 + m / 2 / 1e9) + 0.5 * m * 1e-10
+    tp = find(doc, dp=1, tp=2, pp=1, zero_stage=0)
+    assert tp["comm"]["tp"]["comm_ms"] == pytest.approx(1e3 * want, rel=1e-12)
+    # the old report (no classes, no gamma): the one link
+    old = layouts(stratbench, _write(tmp_path), "--hosts", 1, "--ranks-per-host", 2)
+    assert find(old, dp=1, tp=2, pp=1, zero_stage=0)["comm"]["tp"]["comm_ms"] == \
+        pytest.approx(1e3 * 2 * (1e-6 + m / 2 / 1e10), rel=1e-12)
+    assert old["links"]["intra"]["sizes"] == [] and old["links"]["intra"]["gamma_s_per_byte"] == 0
+    again = layouts(stratbench, _write(tmp_path), "--hosts", 1, "--ranks-per-host", 2,
+                    "--links-from", path)
+    validate(again)
+    assert again["links"]["intra"]["source"] == "links-from"
+    assert [r["step_ms"] for r in again["layouts"]] == [r["step_ms"] for r in doc["layouts"]]
+    given = layouts(stratbench, path, "--hosts", 1, "--ranks-per-host", 2,
+                    "--intra-bandwidth", "80gbit")
+    assert given["links"]["intra"]["sizes"] == []
+    assert find(given, dp=1, tp=2, pp=1, zero_stage=0)["comm"]["tp"]["comm_ms"] == \
+        pytest.approx(1e3 * (2 * (1e-6 + m / 2 / 1e10) + 0.5 * m * 1e-10), rel=1e-12)
+
+
+def _write(tmp_path):
+    p = tmp_path / "plain.json"
+    p.write_text(json.dumps(_report()))
+    return p
+
+
+def test_links_from_a_report_without_links(stratbench, report, tmp_path):
+    bare = _report()
+    bare["comm"] = {"model": None}
+    p = tmp_path / "bare.json"
+    p.write_text(json.dumps(bare))
+    proc = run([stratbench, "predict", str(report), "--layouts", "--hosts", "1",
+                "--ranks-per-host", "2", "--links-from", str(p)], check=False)
+    assert proc.returncode == 2 and "--links-from" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1

@@ -17,7 +17,7 @@
 
 #define M 8e6
 #define EPS 1e-12
-static const struct sb_link link = {1e-4, 1e8, 0.0};
+static const struct sb_link link = {.alpha_s = 1e-4, .bandwidth_Bps = 1e8, .gamma_s_per_byte = 0.0};
 
 /* A config of strategy `name` at its defaults, on n replicas. */
 static struct sb_config config_of(const char *name, int n)

@@ -16,7 +16,7 @@
 #include "strategies/shared/central.h"
 
 #define M 8e6
-static const struct sb_link link = {1e-4, 1e8, 0.0};
+static const struct sb_link link = {.alpha_s = 1e-4, .bandwidth_Bps = 1e8, .gamma_s_per_byte = 0.0};
 #define EPS 1e-12
 
 static void test_message(void **state)
@@ -93,7 +93,9 @@ static void test_reduce_scatter_allgather(void **state)
     assert_float_equal(sb_cost_reduce_scatter_s(&link, 2, M, 1), 1e-4 + 0.04, EPS);
     /* 4 steps of M/5 */
     assert_float_equal(sb_cost_reduce_scatter_s(&link, 5, M, 1), 4 * (1e-4 + 0.016), EPS);
-    const struct sb_link g = {1e-4, 1e8, 1e-9}; /* γ: 3/4 of M reduced, 6 ms */
+    const struct sb_link g = {.alpha_s = 1e-4,
+                              .bandwidth_Bps = 1e8,
+                              .gamma_s_per_byte = 1e-9}; /* γ: 3/4 of M reduced, 6 ms */
     assert_float_equal(sb_cost_reduce_scatter_s(&g, 4, M, 1), 3 * (1e-4 + 0.02) + 0.006, EPS);
     assert_float_equal(sb_cost_allgather_s(&link, 1, M, 1), 0.0, EPS);
     /* 3 steps of M/4 */
@@ -168,6 +170,74 @@ static void test_hierarchical(void **state)
     assert_int_equal(sb_allreduce_choose_hosts(7454760, 6, 4), SB_ALLREDUCE_RING);
 }
 
+/* A sized link (issue 35): class 0 (below 1 MB) α 10 µs, B 1 GB/s; class
+ * 1 (1 MB and up) α 100 µs, B 100 MB/s; γ 1 ns per byte. Each formula
+ * prices each message by its own size's class and adds γ per byte
+ * reduced (Thakur et al. 2005; Chan et al. 2007). */
+static void test_sized(void **state)
+{
+    (void)state;
+    struct sb_link s = {.alpha_s = 1.0, .bandwidth_Bps = 1.0, .gamma_s_per_byte = 1e-9,
+                        .n_sizes = 2, .size_bytes = {0.0, 1e6},
+                        .size_alpha_s = {1e-5, 1e-4}, .size_bandwidth_Bps = {1e9, 1e8}};
+    struct sb_link c = sb_link_at(&s, 999999);
+    assert_float_equal(c.alpha_s, 1e-5, EPS);
+    assert_float_equal(c.bandwidth_Bps, 1e9, EPS);
+    assert_int_equal(c.n_sizes, 0);
+    assert_float_equal(c.gamma_s_per_byte, 1e-9, EPS);
+    assert_float_equal(sb_link_at(&s, 1e6).bandwidth_Bps, 1e8, EPS);
+    assert_float_equal(sb_link_at(&s, 1e12).alpha_s, 1e-4, EPS);
+    assert_float_equal(sb_link_at(&link, 5).bandwidth_Bps, 1e8, EPS); /* unsized: itself */
+    assert_float_equal(sb_cost_message_s(&s, 1e5), 1e-5 + 1e-4, EPS);
+    assert_float_equal(sb_cost_message_s(&s, 2e6), 1e-4 + 0.02, EPS);
+    /* ring p 4, M 8 MB: blocks of 2 MB (class 1), 6 (α + 0.02) + 3/4 M γ */
+    assert_float_equal(sb_cost_ring_allreduce_s(&s, 4, M), 6 * (1e-4 + 0.02) + 0.006, EPS);
+    /* ring p 4, M 2 MB: blocks of 500 kB (class 0) */
+    assert_float_equal(sb_cost_ring_allreduce_s(&s, 4, 2e6), 6 * (1e-5 + 5e-4) + 1.5e-3, EPS);
+    /* recursive doubling p 2, M 500 kB: one exchange of M and M γ */
+    assert_float_equal(sb_cost_recursive_doubling_s(&s, 2, 5e5), 1e-5 + 5e-4 + 5e-4, EPS);
+    /* recursive doubling p 4, M 2 MB: 2 exchanges of the whole M (class 1) */
+    assert_float_equal(sb_cost_recursive_doubling_s(&s, 4, 2e6), 2 * (1e-4 + 0.02 + 2e-3), EPS);
+    assert_float_equal(sb_cost_reduce_scatter_s(&s, 4, 2e6, 1), 3 * (1e-5 + 5e-4) + 1.5e-3, EPS);
+    assert_float_equal(sb_cost_allgather_s(&s, 4, 8e6, 1), 3 * (1e-4 + 0.02), EPS);
+    /* hierarchical 2 x 2, M 8 MB: intra passes of 4 MB (class 1), γ on 1/2 M, cross ring
+     * of M/2 at p 2 (blocks 2 MB, class 1) with its own γ 1/2 x M/2 */
+    double h = sb_cost_hierarchical_allreduce_s(&s, &s, SB_ALLREDUCE_RING, 2, 2, M);
+    assert_float_equal(h, 2 * (1e-4 + 0.04) + 0.004 + 2 * (1e-4 + 0.02) + 0.002, EPS);
+}
+
+/* The probe's class fit (sb_link_fit_sized): rungs on the Hockney lines of
+ * a link that is 1 GB/s with α 10 µs up to 1 MB and 100 MB/s beyond (a
+ * knee, as shared memory leaving the cache): each class recovers its line;
+ * a time that does not grow falls back to m / t; a negative intercept is
+ * clamped to 0; n < 2 gives no classes. */
+static void test_fit_sized(void **state)
+{
+    (void)state;
+    double m[3] = {2.5e5, 1e6, 4e6};
+    double t[3] = {1e-5 + 2.5e5 / 1e9, 1e-5 + 1e6 / 1e9, 1e-5 + 1e6 / 1e9 + 3e6 / 1e8};
+    struct sb_link l = {.alpha_s = 7.0, .bandwidth_Bps = 8.0, .gamma_s_per_byte = 9.0};
+    sb_link_fit_sized(m, t, 3, &l);
+    assert_int_equal(l.n_sizes, 2);
+    assert_float_equal(l.size_bytes[0], 0.0, 0.0);
+    assert_float_equal(l.size_bytes[1], 1e6, 0.0);
+    assert_float_equal(l.size_bandwidth_Bps[0], 1e9, 1e-3);
+    assert_float_equal(l.size_alpha_s[0], 1e-5, 1e-15);
+    assert_float_equal(l.size_bandwidth_Bps[1], 1e8, 1e-6);
+    /* the line through (1 MB, 1.01 ms) of slope 1/1e8: intercept < 0, clamped */
+    assert_float_equal(l.size_alpha_s[1], 0.0, 0.0);
+    assert_float_equal(l.alpha_s, 7.0, 0.0); /* α, B, γ untouched */
+    assert_float_equal(l.gamma_s_per_byte, 9.0, 0.0);
+    /* a 3 MB message is priced on the second line's slope */
+    assert_float_equal(sb_cost_message_s(&l, 3e6), 3e6 / 1e8, 1e-12);
+    double flat[2] = {1e-3, 1e-3};
+    sb_link_fit_sized(m, flat, 2, &l);
+    assert_int_equal(l.n_sizes, 1);
+    assert_float_equal(l.size_bandwidth_Bps[0], 1e6 / 1e-3, 1e-3);
+    sb_link_fit_sized(m, t, 1, &l);
+    assert_int_equal(l.n_sizes, 0);
+}
+
 static void test_names(void **state)
 {
     (void)state;
@@ -191,7 +261,8 @@ int main(void)
         cmocka_unit_test(test_central),
         cmocka_unit_test(test_reduce_scatter_allgather),       cmocka_unit_test(test_ddp_exposed),
         cmocka_unit_test(test_auto_rule),     cmocka_unit_test(test_names),
-        cmocka_unit_test(test_hierarchical),
+        cmocka_unit_test(test_hierarchical), cmocka_unit_test(test_sized),
+        cmocka_unit_test(test_fit_sized),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -123,7 +123,9 @@ static void test_pp_only_bubble(void **state)
     (void)state;
     setup_layers();
     struct sb_layout_inputs in = inputs(four, 4, 64);
-    in.links.intra = in.links.inter = (struct sb_link){0.0, INFINITY, 0.0};
+    in.links.intra = in.links.inter = (struct sb_link){.alpha_s = 0.0,
+                                                       .bandwidth_Bps = INFINITY,
+                                                       .gamma_s_per_byte = 0.0};
     in.optimizer_s_per_param = 0;
     in.data_s_per_sample = 0;
     for (int kind = SB_PP_GPIPE; kind <= SB_PP_1F1B; kind++) {
@@ -322,9 +324,20 @@ static void test_link_share(void **state)
     assert_int_equal(sb_layout_link_share(1, 4, 1, a, SB_COMM_ROLE_TP, 2, one, k), 0);
     assert_float_equal(k[0], 1.0, 0.0);
     assert_int_equal(sb_layout_link_share(2, 2, 1, a, SB_COMM_ROLE_WORLD, 2, one, k), -1);
-    struct sb_link l = {1e-5, 1e8, 0}, h = sb_link_shared(&l, 2.0);
+    struct sb_link l = {.alpha_s = 1e-5,
+                        .bandwidth_Bps = 1e8, .gamma_s_per_byte = 0}, h = sb_link_shared(&l, 2.0);
     assert_float_equal(h.bandwidth_Bps, 5e7, 0.0);
     assert_float_equal(h.alpha_s, 1e-5, 0.0);
+    /* a sized link: every class's bandwidth shared too, α and γ kept */
+    struct sb_link z = {.alpha_s = 1e-5, .bandwidth_Bps = 1e8, .gamma_s_per_byte = 1e-9,
+                        .n_sizes = 2, .size_bytes = {0, 1e6}, .size_alpha_s = {1e-5, 2e-5},
+                        .size_bandwidth_Bps = {4e8, 1e8}},
+                   zh = sb_link_shared(&z, 2.0);
+    assert_float_equal(zh.size_bandwidth_Bps[0], 2e8, 0.0);
+    assert_float_equal(zh.size_bandwidth_Bps[1], 5e7, 0.0);
+    assert_float_equal(zh.size_alpha_s[1], 2e-5, 0.0);
+    assert_float_equal(zh.gamma_s_per_byte, 1e-9, 0.0);
+    assert_float_equal(sb_cost_message_s(&zh, 2e6), 2e-5 + 2e6 / 5e7, 1e-15);
 }
 
 /* ddp over the world of 2 hosts of 2: auto's hierarchical all-reduce, its
@@ -368,7 +381,9 @@ static void test_dp_groups_share_the_link(void **state)
     assert_int_equal(sb_layout_predict(&l, &in, 4, &p), SB_OK);
     assert_true(p.dp_cross);
     double held = (784.0 * H1 + H1) / 2 + H1 * H2 / 2.0 + H2 + H2 * 10 + 10;
-    struct sb_link half = {in.links.inter.alpha_s, in.links.inter.bandwidth_Bps / 2, 0};
+    struct sb_link half = {.alpha_s = in.links.inter.alpha_s,
+                           .bandwidth_Bps = in.links.inter.bandwidth_Bps / 2,
+                           .gamma_s_per_byte = 0};
     struct sb_comm_model_query q = {.link = half, .replicas = 2, .bytes = 4 * held,
                                     .overlap = 0};
     struct sb_comm_model_row rows[8];
@@ -388,7 +403,9 @@ static void test_unbalanced_bubble(void **state)
     (void)state;
     setup_layers();
     struct sb_layout_inputs in = inputs(mlp, 3, 64);
-    in.links.intra = in.links.inter = (struct sb_link){0.0, INFINITY, 0.0};
+    in.links.intra = in.links.inter = (struct sb_link){.alpha_s = 0.0,
+                                                       .bandwidth_Bps = INFINITY,
+                                                       .gamma_s_per_byte = 0.0};
     in.optimizer_s_per_param = 0;
     in.data_s_per_sample = 0;
     struct sb_layout l = {1, 1, 2, 4, SB_PP_1F1B, 1, 0, SB_RANK_ORDER_TP_DP_PP};
@@ -446,7 +463,8 @@ static void test_pipeline_links(void **state)
     double b = 64.0 / 8, t = 6e-4 * b / 4;
     double rates[2] = {1e6, 1e9}; /* 3.2 kB: 3.2 ms a message (> t = 1.2 ms); 3.2 us */
     for (int i = 0; i < 2; i++) {
-        in.links.inter = (struct sb_link){1e-5, rates[i], 0};
+        in.links.inter = (struct sb_link){.alpha_s = 1e-5,
+                                          .bandwidth_Bps = rates[i], .gamma_s_per_byte = 0};
         struct sb_layout l = {1, 1, 4, 8, SB_PP_1F1B, 1, 0, SB_RANK_ORDER_TP_DP_PP};
         struct sb_layout_prediction p;
         assert_int_equal(sb_layout_predict(&l, &in, 4, &p), SB_OK);
