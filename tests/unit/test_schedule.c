@@ -5,7 +5,10 @@
  * respects the pipeline's dependencies, the deadlock check passes, the
  * activations alive at once and the point-to-point messages counted from
  * the lists equal the formulas exactly, and the bubble simulated in unit
- * slots equals the closed form. Broken lists (a receive removed, a send
+ * slots equals the closed form. The exact bubble (the critical path of the
+ * lists, sb_pp_bubble_exact_s) equals a brute-force event simulation for
+ * every schedule over a grid of P, M, V and F, B, W (B < F, W = 0, W > B
+ * included), and the closed forms equal it except zb-h1 with B < F. Broken lists (a receive removed, a send
  * removed, a receive moved before the send it waits for) are caught, and
  * the printed 1F1B grid of P = 4, M = 8 is the paper's figure. */
 #include <setjmp.h>
