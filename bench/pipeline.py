@@ -5,10 +5,13 @@ times, and explained by replaying each step's measured actions (docs/pipeline.md
 runs (gpipe, 1f1b, interleaved with 2 chunks, zb-h1 with its B and W apart), P = 2 and
 4 stages and M = 1, 2, 4, 8, 16 micro-batches, one run of --steps steps with --threads 1
 and --trace, and from its report (strategy_details):
-  measured   the stages' mean bubble / their mean step (stage_bubble_ms, stage_step_ms)
-  formula    sb_pp_bubble_fraction_of_step with the run's mean forward and backward per
-             micro-batch (bubble_fraction_formula): (p-1)/(m+p-1) for gpipe and 1f1b;
-             zb-h1 with its own forward, B and W ((p-1)(F+B) - (min(m,p)-1) min(W,F))
+  measured   the stages' mean bubble / their mean step (stage_bubble_ms, stage_step_ms):
+             receive waits only
+  with drain bubble_fraction_measured: receive waits + each stage's drain over the
+             pipeline's step, the formula's definition
+  formula    the schedule's exact bubble with the run's mean forward and backward per
+             micro-batch on every stage (bubble_fraction_formula, sb_pp_bubble_exact_s):
+             (p-1)/(m+p-1) for gpipe and 1f1b; zb-h1 with its own forward, B and W
   simulated  sb_pp_simulate with each stage's own measured times (unbalanced stages),
              as a fraction of the mean step
 and from its trace (bench/pipeline_replay.py: every action of every rank timestamped)
@@ -86,6 +89,7 @@ def row(rep):
     compute = (sum(d["stage_forward_ms"]) + sum(d["stage_backward_ms"]) +
                sum(d.get("stage_weight_ms", [0]))) / len(d["stage_step_ms"])
     return {"measured": bub / step, "formula": d["bubble_fraction_formula"],
+            "with_drain": d.get("bubble_fraction_measured", float("nan")),
             "simulated": sim / (compute + sim) if compute + sim > 0 else 0,
             "over_ideal_measured": d["bubble_over_ideal_measured"],
             "over_ideal_formula": d["bubble_over_ideal_formula"],
@@ -127,12 +131,13 @@ def analyse(out, stages, mbs):
     where = (f"{setup['hosts']} hosts, links at {setup['rate']}" if setup.get("hosts", 0) > 1
              else "one host")
     print(f"# {where}\n")
-    print("| schedule | P | M | bubble measured | formula | simulated | measured/formula "
-          "| bubble/ideal measured | formula | p2p wait ms | step ms |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| schedule | P | M | bubble measured | with drain | formula | simulated "
+          "| measured/formula | bubble/ideal measured | formula | p2p wait ms | step ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for sched, p, m, r in rows:
         ratio = r["measured"] / r["formula"] if r["formula"] > 0 else float("nan")
-        print(f"| {sched} | {p} | {m} | {r['measured']:.3f} | {r['formula']:.3f} | "
+        print(f"| {sched} | {p} | {m} | {r['measured']:.3f} | {r['with_drain']:.3f} | "
+              f"{r['formula']:.3f} | "
               f"{r['simulated']:.3f} | {ratio:.2f} | {r['over_ideal_measured']:.2f} | "
               f"{r['over_ideal_formula']:.2f} | {r['p2p_ms']:.2f} | {r['step_ms']:.1f} |")
     print("\nThe replay of the measured steps (bench/pipeline_replay.py), bubble / step, each "

@@ -61,7 +61,9 @@ def formula_fraction(schedule, p, m, f, b, w=0.0, v=2):
     """The schedule's bubble as a fraction of the step, equal stages with per-micro-batch
     forward f, backward b (zb-h1: B b and W w) of a whole stage (docs/pipeline.md):
     gpipe and 1f1b (p-1)(f+b); interleaved (p-1)(f+b)/v; zb-h1 (p-1)(f+b) -
-    (min(m,p)-1) min(w,f); over compute + bubble."""
+    (min(m,p)-1) min(w,f); over compute + bubble. These are the closed forms: exact for
+    gpipe, 1f1b and interleaved, and for zb-h1 only when b >= f; the report's
+    bubble_fraction_formula (and the replay of equal stages) is the exact value."""
     if schedule == "zb-h1":
         bubble = (p - 1) * (f + b) - (min(m, p) - 1) * min(w, f)
         compute = m * (f + b + w)

@@ -314,7 +314,8 @@ static sb_status pipeline_init(struct sb_strategy *s)
      * clock (Cristian's method, as the trace aligns its ranks). */
     double offset = 0, err;
     if (s->env->job) SB_TRY(sb_job_clock_offset(s->env->job, 8, &offset, &err));
-    SB_TRY(sb_pp_waits_init(&p->waits, sb_pp_message_count(&shape), offset));
+    SB_TRY(sb_pp_test_delay_hook(p->stage, p->P, p->test_delay_ms));
+    SB_TRY(sb_pp_waits_init(&p->waits, sb_pp_message_count(&shape), p->P, p->stage, offset));
     SB_TRY(sb_pp_check_message_order(&p->sched));
     if (opts(cfg)->print_schedule && p->world->rank == 0) SB_TRY(sb_pp_print_grid(&p->sched, stdout));
     /* The whole model (its layer table cuts the stages; world rank 0 keeps
@@ -377,6 +378,7 @@ static sb_status pipeline_step(struct sb_strategy *s, long step, const int32_t *
     for (int i = 0; i < sb_pp_rank_count(&p->sched, p->stage); i++)
         SB_TRY(sb_pp_run_action(s, p, &a[i], mine, out));
     double t0 = sb_now_s();
+    sb_pp_waits_span(&p->waits, t_step, t0); /* the drain: sb_pp_split_waits */
     for (int v = 0; v < p->V; v++) { /* the sends still in flight */
         struct chunk *c = &p->chunk[v];
         for (int k = 0; k < c->r->slots; k++) SB_TRY(sb_pp_finish_send(p->act, &c->send_act[k]));

@@ -4,8 +4,11 @@
  * gradients over the pp communicators, timed as docs/pipeline.md splits
  * them (a blocking receive is the bubble phase until sb_pp_split_waits moves
  * the part after its sender's post to point-to-point wait). */
+#include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
 
 #include "core/clock.h"
 #include "core/nvtx.h"
@@ -13,6 +16,46 @@
 #include "strategies/shared/pipeline_plan.h"
 #include "strategies/shared/pipeline_stats.h"
 #include "strategies/shared/schedule_sim.h"
+
+sb_status sb_pp_test_delay_hook(int stage, int stages, double ms[3])
+{
+    ms[0] = ms[1] = ms[2] = 0;
+    const char *v = getenv("STRATBENCH_TEST_PP_DELAY_MS");
+    if (!v || !*v) return SB_OK;
+    double x[3] = {-1, -1, -1};
+    long only = -1;
+    const char *c = v;
+    char *end = NULL;
+    int ok = 1;
+    for (int i = 0; i < 3 && ok; i++) {
+        x[i] = strtod(c, &end);
+        ok = end != c && x[i] >= 0 && x[i] <= 60000 && (*end == ':' || (i == 2 && !*end));
+        c = end + 1;
+    }
+    if (ok && *end == ':') {
+        only = strtol(c, &end, 10);
+        ok = end != c && !*end && only >= 0 && only < stages;
+    }
+    if (!ok)
+        return sb_error(SB_ERR_USAGE, "STRATBENCH_TEST_PP_DELAY_MS: expected F:B:W[:STAGE] with "
+                        "F, B, W in 0..60000 ms and STAGE in 0..%d, got '%s'", stages - 1, v);
+    if (only < 0 || only == stage)
+        for (int i = 0; i < 3; i++) ms[i] = x[i];
+    return SB_OK;
+}
+
+/* Waits ms milliseconds from now: sleeps to 2 ms before, then yields (a
+ * sleep alone wakes late on a loaded machine). The test hook's delay. */
+static void test_delay(double ms)
+{
+    if (ms <= 0) return;
+    double deadline = sb_now_s() + 1e-3 * ms, ahead = 1e-3 * ms - 2e-3;
+    if (ahead > 0) {
+        struct timespec d = {(time_t)ahead, (long)((ahead - (double)(time_t)ahead) * 1e9)};
+        while (nanosleep(&d, &d) != 0) {}
+    }
+    while (sb_now_s() < deadline) sched_yield();
+}
 
 /* Completes a send in flight, if req holds one. */
 sb_status sb_pp_finish_send(struct sb_comm *comm, struct sb_comm_request *req)
@@ -80,8 +123,10 @@ static sb_status send(struct pipeline *p, struct sb_comm *comm, const float *buf
  * to the comm phase). Collective over the pp communicator. */
 sb_status sb_pp_split_waits(struct pipeline *p, struct sb_step_result *out)
 {
-    double moved = 0;
-    SB_TRY(sb_pp_waits_split(&p->waits, p->grid->pp_comm, &moved));
+    double moved = 0, drain = 0, span = 0;
+    SB_TRY(sb_pp_waits_split(&p->waits, p->grid->pp_comm, &moved, &drain, &span));
+    sb_pp_stats_add(&p->stats, SB_PP_STAT_DRAIN, drain);
+    sb_pp_stats_add(&p->stats, SB_PP_STAT_SPAN, span);
     out->phase_ms[SB_PHASE_BUBBLE] -= 1e3 * moved;
     out->phase_ms[SB_PHASE_COMM] += 1e3 * moved;
     sb_pp_stats_add(&p->stats, SB_PP_STAT_BUBBLE, -moved);
@@ -128,6 +173,7 @@ static sb_status weight_half(struct sb_strategy *s, struct pipeline *p, struct c
                                                                  : NULL,
                                                 c->sync);
     if (!st) st = s->env->be->check();
+    test_delay(p->test_delay_ms[2]);
     sb_nvtx_pop();
     double dt = sb_now_s() - t0;
     out->phase_ms[SB_PHASE_BACKWARD] += 1e3 * dt;
@@ -157,6 +203,7 @@ static sb_status compute(struct sb_strategy *s, struct pipeline *p, const struct
                                                             : p->loss_scratch);
         if (!st && p->T > 1) st = sb_tp_ops_take_error(&p->tp);
         if (!st) st = s->env->be->check();
+        test_delay(p->test_delay_ms[0]);
         sb_nvtx_pop();
         double tp = tp_seconds(p) - tp0, dt = sb_now_s() - t0 - tp;
         out->phase_ms[SB_PHASE_FORWARD] += 1e3 * dt;
@@ -177,6 +224,7 @@ static sb_status compute(struct sb_strategy *s, struct pipeline *p, const struct
                                                                   : NULL,
                                                  c->sync);
     if (!st && p->T > 1) st = sb_tp_ops_take_error(&p->tp);
+    test_delay(p->test_delay_ms[1]);
     sb_nvtx_pop();
     double tp = tp_seconds(p) - tp0, dt = sb_now_s() - t0 - tp;
     out->phase_ms[SB_PHASE_BACKWARD] += 1e3 * dt;

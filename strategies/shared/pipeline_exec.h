@@ -52,6 +52,7 @@ struct pipeline {
     struct sb_pp_stats stats; /* per stage, summed since the end of warm-up */
     size_t whole_n_params;
     struct sb_pp_waits waits; /* each receive's wait, split at its sender's post */
+    double test_delay_ms[3]; /* STRATBENCH_TEST_PP_DELAY_MS: added to each F, B, W */
     double comm_bytes; /* the receive and send buffers of every chunk */
     /* --tp T: every chunk is tp rank tp_rank's shard of its layers, its
      * hook (Megatron-LM's f and g) summing over grid->tp_comm; the tp ranks
@@ -66,6 +67,16 @@ struct pipeline {
     struct sb_model *chunk_whole; /* T > 1: the whole model's tables (1 sample), every rank */
 };
 
+/* The test-only hook STRATBENCH_TEST_PP_DELAY_MS=F:B:W[:STAGE]: every
+ * forward, backward (zb-h1: B) and zb-h1's W on stage STAGE (every stage
+ * when left out) takes F, B, W ms longer, waited inside the action's
+ * timing, so that a test knows the stages' times (equal or unbalanced)
+ * whatever the machine's load; the results are unchanged. Sets ms[3] on
+ * the stages it names, else zeros. Errors: SB_ERR_USAGE naming the
+ * variable when it is not three numbers in 0..60000 and an optional
+ * STAGE in 0..stages-1. */
+sb_status sb_pp_test_delay_hook(int stage, int stages, double ms[3]);
+
 /* Completes a send in flight, if req holds one. */
 sb_status sb_pp_finish_send(struct sb_comm *comm, struct sb_comm_request *req);
 
@@ -73,7 +84,9 @@ sb_status sb_pp_finish_send(struct sb_comm *comm, struct sb_comm_request *req);
  * the message (the senders' times summed over the pp communicator: each
  * message has one sender): before it the stage idled for another stage's
  * compute (bubble), after it for the transfer (point-to-point wait, moved
- * to the comm phase). Collective over the pp communicator. */
+ * to the comm phase); and adds the stage's drain (idle from its last
+ * action to the pipeline's last) and its share of the pipeline's step to
+ * its stats, from the same exchange. Collective over the pp communicator. */
 sb_status sb_pp_split_waits(struct pipeline *p, struct sb_step_result *out);
 
 /* Runs action a of this rank's list (mine: this dp replica's batch of

@@ -2,9 +2,11 @@
  * pipeline_stats.h. */
 #include "strategies/shared/pipeline_stats.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "strategies/shared/schedule_critical.h"
 #include "strategies/shared/schedule_formula.h"
 #include "strategies/shared/schedule_sim.h"
 
@@ -120,15 +122,33 @@ void sb_pp_stats_describe(const struct sb_pp_stats *st, const struct sb_pp_sched
         bub += v[SB_PP_STAT_BUBBLE][r] / P;
     }
     sb_details_add(det, "stage_bubble_fraction", 1, x, P);
+    /* The formula's definition: every stage idle for another stage, in
+     * receives and after its last action, over the pipeline's step. */
+    double idle_all = 0, span_all = 0;
+    for (int r = 0; r < P; r++) {
+        x[r] = 1e3 * v[SB_PP_STAT_DRAIN][r];
+        idle_all += v[SB_PP_STAT_BUBBLE][r] + v[SB_PP_STAT_DRAIN][r];
+        span_all += v[SB_PP_STAT_SPAN][r];
+    }
+    sb_details_add(det, "stage_drain_ms", 1, x, P);
+    for (int r = 0; r < P; r++) x[r] = 1e3 * v[SB_PP_STAT_SPAN][r];
+    sb_details_add(det, "stage_pipeline_step_ms", 1, x, P);
+    double measured = span_all > 0 ? idle_all / span_all : 0;
+    sb_details_add(det, "bubble_fraction_measured", 0, &measured, 1);
     /* The formula with the run's own mean times per micro-batch (a stage's
      * forward of all its chunks over M; zb-h1: B and W apart, w 0 for the
      * others). */
     struct sb_pp_stage_times t = {f / M, b / M, w / M};
-    double frac = sb_pp_bubble_fraction_of_step(&st->shape, &t);
-    double over = sb_pp_bubble_over_ideal(&st->shape, &t);
-    double meas = f + b + w > 0 ? bub / (f + b + w) : 0;
-    sb_details_add(det, "bubble_fraction_formula", 0, &frac, 1);
-    sb_details_add(det, "bubble_over_ideal_formula", 0, &over, 1);
+    double frac = 0, idle = 0, ideal = sb_pp_ideal_s(&st->shape, &t);
+    double meas = f + b + w > 0 ? bub / (f + b + w) : 0; /* receive waits (its 1.12 meaning) */
+    /* Exact for equal stages (the schedule's critical path); left out when
+     * it cannot be computed (out of memory). */
+    if (sb_pp_bubble_exact_s(&st->shape, &t, &idle) == SB_OK &&
+        sb_pp_bubble_fraction_exact(&st->shape, &t, &frac) == SB_OK) {
+        double over = ideal > 0 ? idle / ideal : 0;
+        sb_details_add(det, "bubble_fraction_formula", 0, &frac, 1);
+        sb_details_add(det, "bubble_over_ideal_formula", 0, &over, 1);
+    }
     sb_details_add(det, "bubble_over_ideal_measured", 0, &meas, 1);
     /* Each stage's own times (per chunk) in the simulation. */
     double fs[SB_DETAIL_VALUES_MAX], bs[SB_DETAIL_VALUES_MAX], ws[SB_DETAIL_VALUES_MAX];
@@ -153,31 +173,39 @@ void sb_pp_stats_print(const struct sb_pp_stats *st, FILE *out)
 {
     int P = st->shape.stages, K = SB_PP_STAT_COUNT, M = st->shape.microbatches;
     if (st->steps < 1) return;
-    double f = 0, b = 0, w = 0, bub = 0, step = 0, lo = 1, hi = 0;
+    double f = 0, b = 0, w = 0, bub = 0, idle = 0, span = 0, lo = 1, hi = 0;
     for (int r = 0; r < P; r++) {
         const double *v = st->sum + (size_t)r * K;
         f += v[SB_PP_STAT_FORWARD] / P;
         b += v[SB_PP_STAT_BACKWARD] / P;
         w += v[SB_PP_STAT_WEIGHT] / P;
         bub += v[SB_PP_STAT_BUBBLE] / P;
-        step += v[SB_PP_STAT_STEP] / P;
+        idle += (v[SB_PP_STAT_BUBBLE] + v[SB_PP_STAT_DRAIN]) / P;
+        span += v[SB_PP_STAT_SPAN] / P;
         double frac = v[SB_PP_STAT_STEP] > 0 ? v[SB_PP_STAT_BUBBLE] / v[SB_PP_STAT_STEP] : 0;
         if (frac < lo) lo = frac;
         if (frac > hi) hi = frac;
     }
     struct sb_pp_stage_times t = {f / st->steps / M, b / st->steps / M, w / st->steps / M};
-    fprintf(out, "pipeline %s: bubble %.1f%% of the step measured (stages %.1f%% .. %.1f%%), "
-            "formula %.1f%% with the run's times; bubble/ideal %.2f formula, %.2f measured\n",
-            sb_pp_kind_name(st->shape.kind), step > 0 ? 100.0 * bub / step : 0.0, 100.0 * lo,
-            100.0 * hi, 100.0 * sb_pp_bubble_fraction_of_step(&st->shape, &t),
-            sb_pp_bubble_over_ideal(&st->shape, &t), f + b + w > 0 ? bub / (f + b + w) : 0.0);
+    double exact = 0, frac = 0, ideal = sb_pp_ideal_s(&st->shape, &t);
+    if (sb_pp_bubble_exact_s(&st->shape, &t, &exact) != SB_OK ||
+        sb_pp_bubble_fraction_exact(&st->shape, &t, &frac) != SB_OK)
+        exact = frac = NAN; /* out of memory: printed as nan */
+    fprintf(out, "pipeline %s: bubble %.1f%% of the pipeline's step measured (receive waits "
+            "of the stages' own steps %.1f%% .. %.1f%%), formula %.1f%% with the run's times; "
+            "bubble/ideal %.2f formula, %.2f measured\n",
+            sb_pp_kind_name(st->shape.kind), span > 0 ? 100.0 * idle / span : 0.0, 100.0 * lo,
+            100.0 * hi, 100.0 * frac, ideal > 0 ? exact / ideal : 0.0,
+            f + b + w > 0 ? idle / (f + b + w) : 0.0);
     fflush(out);
 }
 
-sb_status sb_pp_waits_init(struct sb_pp_waits *w, int n, double clock_offset_s)
+sb_status sb_pp_waits_init(struct sb_pp_waits *w, int n, int stages, int stage,
+                           double clock_offset_s)
 {
-    *w = (struct sb_pp_waits){.n = n, .clock_offset_s = clock_offset_s};
-    w->sent_at = calloc((size_t)n + 1, sizeof *w->sent_at);
+    *w = (struct sb_pp_waits){.n = n, .stages = stages, .stage = stage,
+                              .clock_offset_s = clock_offset_s};
+    w->sent_at = calloc((size_t)n + 2 * (size_t)stages + 1, sizeof *w->sent_at);
     w->wait_begin = calloc((size_t)n + 1, sizeof *w->wait_begin);
     w->wait_end = calloc((size_t)n + 1, sizeof *w->wait_end);
     if (!w->sent_at || !w->wait_begin || !w->wait_end)
@@ -198,6 +226,12 @@ void sb_pp_waits_sent(struct sb_pp_waits *w, int id, double t_s)
     if (id >= 0 && id < w->n) w->sent_at[id] = t_s - w->clock_offset_s;
 }
 
+void sb_pp_waits_span(struct sb_pp_waits *w, double start_s, double end_s)
+{
+    w->sent_at[w->n + w->stage] = start_s - w->clock_offset_s;
+    w->sent_at[w->n + w->stages + w->stage] = end_s - w->clock_offset_s;
+}
+
 void sb_pp_waits_received(struct sb_pp_waits *w, int id, double t0, double t1)
 {
     if (id < 0 || id >= w->n) return;
@@ -205,9 +239,11 @@ void sb_pp_waits_received(struct sb_pp_waits *w, int id, double t0, double t1)
     w->wait_end[id] = t1 - w->clock_offset_s;
 }
 
-sb_status sb_pp_waits_split(struct sb_pp_waits *w, struct sb_comm *comm, double *moved_s)
+sb_status sb_pp_waits_split(struct sb_pp_waits *w, struct sb_comm *comm, double *moved_s,
+                            double *drain_s, double *span_s)
 {
-    SB_TRY(sb_comm_allreduce_f64(comm, w->sent_at, (size_t)w->n));
+    size_t all = (size_t)w->n + 2 * (size_t)w->stages;
+    SB_TRY(sb_comm_allreduce_f64(comm, w->sent_at, all));
     double moved = 0;
     for (int id = 0; id < w->n; id++) {
         double tb = w->wait_begin[id], te = w->wait_end[id], ts = w->sent_at[id];
@@ -218,7 +254,17 @@ sb_status sb_pp_waits_split(struct sb_pp_waits *w, struct sb_comm *comm, double 
         moved += transfer;
     }
     *moved_s = moved;
-    memset(w->sent_at, 0, (size_t)w->n * sizeof *w->sent_at);
+    /* The pipeline's last action anywhere, and this stage's part of it. */
+    const double *start = w->sent_at + w->n, *end = start + w->stages;
+    double last = end[0];
+    for (int r = 1; r < w->stages; r++)
+        if (end[r] > last) last = end[r];
+    *drain_s = *span_s = 0;
+    if (end[w->stage] != 0 && start[w->stage] != 0) {
+        *drain_s = last - end[w->stage];
+        *span_s = last - start[w->stage];
+    }
+    memset(w->sent_at, 0, all * sizeof *w->sent_at);
     memset(w->wait_begin, 0, (size_t)w->n * sizeof *w->wait_begin);
     memset(w->wait_end, 0, (size_t)w->n * sizeof *w->wait_end);
     return SB_OK;

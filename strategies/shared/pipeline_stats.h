@@ -28,6 +28,11 @@ enum sb_pp_stat {
                             * formula: scratch + peak x bytes per slot) */
     SB_PP_STAT_WEIGHT,     /* seconds in backward_weight_part (zb-h1's W; BACKWARD is then
                             * its B, backward_input_part) */
+    SB_PP_STAT_DRAIN,      /* seconds from this stage's last action to the pipeline's last
+                            * action anywhere (sb_pp_waits_split): idle for other stages,
+                            * part of the bubble as the formula defines it */
+    SB_PP_STAT_SPAN,       /* seconds from this stage's step start to the pipeline's last
+                            * action: the stage's share of the pipeline's step */
     SB_PP_STAT_COUNT
 };
 
@@ -79,9 +84,14 @@ void sb_pp_stats_reset(struct sb_pp_stats *st);
  * stage_activation_bytes (the ledger's) and stage_activation_bytes_from_slots,
  * stage_p2p_bytes (per step, counted), stage_p2p_bytes_formula (every
  * boundary of the stage: M micro-batches x mb samples x floats x 4 bytes,
- * each direction), stage_bubble_fraction (measured bubble / step);
+ * each direction), stage_bubble_fraction (measured bubble / step),
+ * stage_drain_ms (idle from the stage's last action to the pipeline's
+ * last), stage_pipeline_step_ms (from the stage's start to the pipeline's
+ * last action), bubble_fraction_measured (sum of bubble + drain over the
+ * sum of pipeline steps: the formula's definition, docs/pipeline.md);
  * and the formula evaluated with the run's own mean forward and backward
- * per micro-batch: bubble_fraction_formula (of the step),
+ * per micro-batch, exact for equal stages (sb_pp_bubble_exact_s):
+ * bubble_fraction_formula (of the step),
  * bubble_over_ideal_formula, bubble_over_ideal_measured (the stages' mean
  * bubble over their mean forward + backward), and
  * stage_bubble_simulated_ms (sb_pp_simulate with each stage's own
@@ -91,8 +101,9 @@ void sb_pp_stats_reset(struct sb_pp_stats *st);
 void sb_pp_stats_describe(const struct sb_pp_stats *st, const struct sb_pp_schedule *sched,
                           struct sb_strategy_details *det);
 
-/* Prints one line to out: the stages' mean bubble as a fraction of their
- * step, measured, beside the schedule's formula with the run's own mean
+/* Prints one line to out: the pipeline's bubble (receive waits + drain) as
+ * a fraction of its step, measured, each stage's own (receive waits over
+ * its step) as a range, beside the schedule's formula with the run's own mean
  * forward and backward per micro-batch ("pipeline 1f1b: bubble 31.2% of
  * the step measured (stages 12.0% .. 40.1%), formula 33.3% with the run's
  * times; (p-1)/m 0.50 formula, 0.46 measured"). Nothing without measured
@@ -102,16 +113,25 @@ void sb_pp_stats_print(const struct sb_pp_stats *st, FILE *out);
 /* Each receive's wait of a step, split at the moment its sender posted the
  * message: per message (sb_pp_message_id) its post time on the sender and
  * the receiver's wait, all on world rank 0's clock (a rank's own clock
- * less clock_offset_s: sb_job_clock_offset). */
+ * less clock_offset_s: sb_job_clock_offset). The same exchange carries
+ * each stage's step start and last action's end, for the drain. */
 struct sb_pp_waits {
-    double *sent_at, *wait_begin, *wait_end; /* (n) s; 0: none this step */
-    int n;
+    double *sent_at;              /* (n + 2 stages) s: the n posts, then each stage's
+                                   * step start, then each stage's last action's end; 0: none */
+    double *wait_begin, *wait_end; /* (n) s; 0: none this step */
+    int n, stages, stage;
     double clock_offset_s;
 };
 
-/* Prepares w for n messages per step. Errors: SB_ERR_NOMEM. */
-sb_status sb_pp_waits_init(struct sb_pp_waits *w, int n, double clock_offset_s);
+/* Prepares w for n messages per step on stage `stage` of `stages`.
+ * Errors: SB_ERR_NOMEM. */
+sb_status sb_pp_waits_init(struct sb_pp_waits *w, int n, int stages, int stage,
+                           double clock_offset_s);
 void sb_pp_waits_free(struct sb_pp_waits *w);
+
+/* This rank's step began at start_s and its last action ended at end_s
+ * (its clock). */
+void sb_pp_waits_span(struct sb_pp_waits *w, double start_s, double end_s);
 
 /* Message id was posted at t_s (this rank's clock). */
 void sb_pp_waits_sent(struct sb_pp_waits *w, int id, double t_s);
@@ -119,11 +139,18 @@ void sb_pp_waits_sent(struct sb_pp_waits *w, int id, double t_s);
 /* This rank waited for message id from t0 to t1 (its clock). */
 void sb_pp_waits_received(struct sb_pp_waits *w, int id, double t0, double t1);
 
-/* Ends a step: sums the posts over `comm` (the pipeline's stages: each
- * message has one sender) and sets *moved_s to the part of this rank's
- * waits after the post (transfer: point-to-point wait, not bubble),
- * clamped to each wait (clock error), then clears the step. Collective over
- * comm. Errors: the communicator's. */
-sb_status sb_pp_waits_split(struct sb_pp_waits *w, struct sb_comm *comm, double *moved_s);
+/* Ends a step: sums the posts and the stages' spans over `comm` (the
+ * pipeline's stages: each message has one sender, each stage one span) in
+ * the one all-reduce the split needs anyway (no extra message or sync
+ * point), and sets *moved_s to the part of this rank's waits after the
+ * post (transfer: point-to-point wait, not bubble), clamped to each wait
+ * (clock error); *drain_s to the time from this rank's last action's end
+ * to the latest stage's (idle: the drain, 0 on the stage that ends last),
+ * and *span_s to the time from this rank's step start to that latest end
+ * (its share of the pipeline's step); then clears the step. Without a
+ * span recorded (sb_pp_waits_span) both are 0. Collective over comm.
+ * Errors: the communicator's. */
+sb_status sb_pp_waits_split(struct sb_pp_waits *w, struct sb_comm *comm, double *moved_s,
+                            double *drain_s, double *span_s);
 
 #endif

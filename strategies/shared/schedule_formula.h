@@ -27,7 +27,12 @@ struct sb_pp_stage_times {
  *                 (p-1)(t_f + t_b - t_w), Qi et al. ICLR 2024, section 2.1
  *                 (a third of 1f1b's when t_f = t_b = t_w). The general form
  *                 is ours (docs/pipeline.md): it equals sb_pp_simulate's
- *                 bubble for schedule.c's zb-h1 lists (the unit tests). */
+ *                 bubble for schedule.c's zb-h1 lists when t_b >= t_f, and
+ *                 understates it when t_b < t_f (P = 2, M = 2, F 2, B 0.5,
+ *                 W 1: 1.5 against 2); sb_pp_bubble_exact_s
+ *                 (schedule_critical.h) is exact for every case.
+ * gpipe, 1f1b and interleaved equal sb_pp_bubble_exact_s for every F, B >= 0
+ * (the unit tests). */
 double sb_pp_bubble_s(const struct sb_pp_shape *s, const struct sb_pp_stage_times *t);
 
 /* Ideal compute of a stage in one step: m (t_f + t_b + t_w), seconds. */
