@@ -141,7 +141,7 @@ static sb_status check_parts(const struct sb_config *cfg, const struct sb_model 
     SB_TRY(plan_cuts(cfg, whole, n, first));
     for (int v = 0; v < n; v++) {
         struct sb_part part = {first[v], first[v + 1] - first[v], T - 1, T, 2, 0,
-                               opts(cfg)->schedule == SB_PP_ZBH1};
+                               opts(cfg)->schedule == SB_PP_ZBH1, 0};
         struct sb_model *shard = NULL;
         SB_TRY(sb_workload_find(cfg->workload)->create_part(cfg, cfg->backend, 1, &part, &shard));
         sb_status st = T > 1 ? sb_tp_shard_check_even(shard, whole, T, &split) : SB_OK;
@@ -491,7 +491,7 @@ static void describe_tp(const struct sb_strategy *s, const struct pipeline *p,
     int n = p->P < 64 ? p->P : 64;
     for (int vs = 0; vs < p->P * p->V; vs++) {
         int first = p->layer_first[vs];
-        struct sb_part part = {first, p->layer_first[vs + 1] - first, 0, p->T, 1, 0, 0};
+        struct sb_part part = {first, p->layer_first[vs + 1] - first, 0, p->T, 1, 0, 0, 0};
         struct sb_model *m = NULL;
         if (vs % p->P >= n ||
             s->env->workload->create_part(s->env->cfg, s->env->be, 1, &part, &m) != SB_OK)

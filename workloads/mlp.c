@@ -126,7 +126,7 @@ static struct sb_model_size mlp_part_size(const struct sb_config *cfg, int max_b
     d.dim[0] = SB_MNIST_PIXELS;
     for (int i = 0; i < cfg->n_hidden; i++) d.dim[i + 1] = cfg->hidden[i];
     d.dim[d.n_layers] = SB_MNIST_CLASSES;
-    struct sb_part p = part ? *part : (struct sb_part){0, d.n_layers, 0, 1, 1, 0, 0};
+    struct sb_part p = part ? *part : (struct sb_part){0, d.n_layers, 0, 1, 1, 0, 0, 0};
     if (p.first_layer < 0 || p.n_layers < 1 || p.first_layer + p.n_layers > d.n_layers ||
         sb_dense_plan(&d, p.first_layer, p.first_layer + p.n_layers, p.tp_rank, p.tp_size,
                       MLP) != SB_OK)

@@ -42,6 +42,7 @@
 
 #include "comm/cost_model.h"
 #include "comm/grid.h"
+#include "core/memory.h"
 #include "core/config.h"
 #include "core/status.h"
 #include "strategies/shared/schedule.h"
@@ -102,7 +103,10 @@ struct sb_layout_prediction {
     double tp_comm_s, pp_comm_s, dp_comm_s, dp_exposed_s; /* per axis */
     double tp_bytes, pp_bytes, dp_bytes;
     int tp_cross, pp_cross, dp_cross; /* the axis's groups span hosts (1/0) */
-    double model_state_bytes, activation_bytes, memory_bytes; /* the largest rank's */
+    double model_state_bytes, activation_bytes, memory_bytes; /* the largest rank's:
+                                 * activation_bytes all besides the model state */
+    struct sb_memory_entry ledger; /* the largest rank's ledger entry by category
+                                 * (sb_layout_memory); all zeros for the scaled estimate */
     int first_layer[64];        /* stage s holds layers [first_layer[s], first_layer[s+1]) */
 };
 

@@ -210,7 +210,7 @@ static void check_tp(int size)
     pthread_t th[MAX_TP];
     pthread_barrier_init(&g.barrier, NULL, (unsigned)size);
     for (int r = 0; r < size; r++) {
-        struct sb_part part = {0, w->n_layers, r, size, 1, 0, 0};
+        struct sb_part part = {0, w->n_layers, r, size, 1, 0, 0, 0};
         s[r] = (struct shard){&g, r, NULL, x, y, 0.0, SB_OK};
         assert_int_equal(ops->create_part(&cfg, &sb_backend_cpu, BATCH, &part, &s[r].m), SB_OK);
         s[r].m->tp_allreduce = hook;
@@ -262,17 +262,17 @@ static void test_vit_bad_shards(void **state)
     struct sb_config cfg = config();
     const struct sb_workload_ops *ops = sb_workload_find("vit");
     struct sb_model *m = NULL;
-    struct sb_part three = {0, 4, 0, 3, 1, 0, 0}; /* 3 does not divide 4 heads */
+    struct sb_part three = {0, 4, 0, 3, 1, 0, 0, 0}; /* 3 does not divide 4 heads */
     assert_int_equal(ops->create_part(&cfg, &sb_backend_cpu, BATCH, &three, &m), SB_ERR_USAGE);
     assert_non_null(strstr(sb_error_message(), "--tp"));
     assert_null(m);
     cfg.vit.heads = 8;
     cfg.vit.width = 24;
     cfg.vit.mlp_ratio = 1; /* hidden width 24: divides by 8 heads, 3 divides neither */
-    struct sb_part eight = {0, 4, 0, 16, 1, 0, 0};
+    struct sb_part eight = {0, 4, 0, 16, 1, 0, 0, 0};
     assert_int_equal(ops->create_part(&cfg, &sb_backend_cpu, BATCH, &eight, &m), SB_ERR_USAGE);
     cfg = config();
-    struct sb_part outside = {3, 2, 0, 1, 1, 0, 0}; /* layers 3..4 of 0..3 */
+    struct sb_part outside = {3, 2, 0, 1, 1, 0, 0, 0}; /* layers 3..4 of 0..3 */
     assert_int_equal(ops->create_part(&cfg, &sb_backend_cpu, BATCH, &outside, &m), SB_ERR_USAGE);
     assert_null(m);
 }
@@ -363,10 +363,10 @@ static void build_chain(struct chain *c)
     c->hook_ctx = (struct shard){c->g, c->rank, NULL, NULL, NULL, 0.0, SB_OK};
     int n = c->n_parts ? c->n_parts : 1;
     for (int i = 0; i < n; i++) {
-        struct sb_part part = {0, cfg.vit.depth + 2, c->rank, c->size, 1, c->sp, 0};
+        struct sb_part part = {0, cfg.vit.depth + 2, c->rank, c->size, 1, c->sp, 0, 0};
         if (c->n_parts) {
             part = (struct sb_part){c->cut[i], c->cut[i + 1] - c->cut[i], c->rank, c->size,
-                                    MICRO, c->sp, c->split};
+                                    MICRO, c->sp, c->split, 0};
         }
         assert_int_equal(ops->create_part(&cfg, &sb_backend_cpu, BATCH, &part, &c->part[i]),
                          SB_OK);
