@@ -137,9 +137,7 @@ static struct sb_model_size mlp_part_size(const struct sb_config *cfg, int max_b
     int rows = max_batch > 0 ? max_batch : 1, slots = p.slots > 0 ? p.slots : 1;
     s.activation_bytes = sb_dense_activation_bytes(&d, rows, slots);
     /* zb-h1's kept dLoss/d(pre-activation), as sb_dense_alloc_split allocates them. */
-    if (p.split_backward)
-        for (int l = d.first; l < d.end && l < d.n_layers - 1; l++)
-            s.activation_bytes += (double)slots * rows * d.out[l] * sizeof(float);
+    if (p.split_backward) s.activation_bytes += sb_dense_split_bytes(&d, rows, slots);
     return s;
 }
 
