@@ -29,7 +29,10 @@
  *   sequence parallelism at tp 2 (fused backward; the same
  *   operations per tensor in the same order: only exact copies differ);
  *   each part's parameters equal the part_size formula, its activation
- *   bytes within 1 %.
+ *   bytes within 1 % (the accumulation buffer included: the parts declare
+ *   part.accumulate and allocate it at create_part, counted then and by
+ *   part_size; the whole model allocates it on first use and its
+ *   activation_bytes grow by exactly 4 bytes a parameter then).
  * Exits 0 when every test passes, non-zero otherwise. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -294,6 +297,7 @@ struct chain {
     int rank, size, n_parts, split, sp;
     const int *cut;
     struct sb_model *part[MAX_PARTS];
+    size_t built_bytes[MAX_PARTS]; /* activation_bytes as created */
     struct shard hook_ctx; /* the tp hook's ctx (g, rank) */
     const float *x;
     const uint8_t *y;
@@ -366,11 +370,12 @@ static void build_chain(struct chain *c)
         struct sb_part part = {0, cfg.vit.depth + 2, c->rank, c->size, 1, c->sp, 0, 0};
         if (c->n_parts) {
             part = (struct sb_part){c->cut[i], c->cut[i + 1] - c->cut[i], c->rank, c->size,
-                                    MICRO, c->sp, c->split, 0};
+                                    MICRO, c->sp, c->split, 1};
         }
         assert_int_equal(ops->create_part(&cfg, &sb_backend_cpu, BATCH, &part, &c->part[i]),
                          SB_OK);
         struct sb_model *m = c->part[i];
+        c->built_bytes[i] = m->activation_bytes;
         m->tp_allreduce = hook;
         if (c->sp) {
             m->tp_allgather = gather_hook;
@@ -449,6 +454,13 @@ static void check_cut(const int *cut, int n_parts, int size, int split, int sp)
     run_ranks(ref, size);
     run_ranks(parts, size);
     for (int r = 0; r < size; r++) {
+        /* the accumulation buffer: the parts (part.accumulate) allocated it
+         * at create_part, counted there (and in part_size, checked there);
+         * the whole model on first use, counted then: 4 bytes a parameter */
+        for (int i = 0; i < n_parts; i++)
+            assert_int_equal(parts[r].part[i]->activation_bytes, parts[r].built_bytes[i]);
+        assert_int_equal(ref[r].part[0]->activation_bytes,
+                         ref[r].built_bytes[0] + 4 * ref[r].part[0]->n_params);
         assert_memory_equal(&ref[r].loss, &parts[r].loss, sizeof(double));
         check_same(&ref[r], &parts[r]);
         destroy_chain(&ref[r]);
