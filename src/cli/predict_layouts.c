@@ -14,7 +14,7 @@
 #include "core/atomic_file.h"
 #include "strategies/shared/layout_memory.h"
 
-#define LAYOUTS_SCHEMA_VERSION "1.0"
+#define LAYOUTS_SCHEMA_VERSION "1.1"
 #define TOP_DEFAULT 20
 
 /* The micro-batch counts and schedules tried with a pipeline. */
