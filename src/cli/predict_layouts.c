@@ -333,7 +333,8 @@ static int add_link(cJSON *links, const char *key, const struct sb_link *l,
  * report's memory.by_rank (null for the scaled estimate). */
 static int add_ledger(cJSON *mem, const struct sb_memory_entry *e)
 {
-    if (!(sb_model_state_bytes(&e->held) > 0)) return cJSON_AddNullToObject(mem, "ledger") != NULL;
+    if (!(sb_model_state_bytes(&e->held) > 0))
+        return cJSON_AddNullToObject(mem, "ledger") != NULL;
     cJSON *o = cJSON_AddObjectToObject(mem, "ledger");
     return o && cJSON_AddNumberToObject(o, "parameter_bytes", e->held.param_bytes) &&
            cJSON_AddNumberToObject(o, "gradient_bytes", e->held.grad_bytes) &&

@@ -132,7 +132,8 @@ int sb_layout_memory(const struct sb_layout *l, const struct sb_layout_inputs *i
         if (l->pp > 1) {
             if (v > 0) p2p += (double)(slots[k] + l->microbatches) * mb *
                               in->layers[first].in_floats;
-            if (v < l->pp * l->chunks - 1) p2p += (double)mb * in->layers[first + count - 1].out_floats;
+            if (v < l->pp * l->chunks - 1)
+                p2p += (double)mb * in->layers[first + count - 1].out_floats;
         }
     }
     double state = sb_optimizer_state_floats(&cfg);
