@@ -317,7 +317,8 @@ static sb_status no_link_error(const char *path, const char *strategy, double wo
 }
 
 /* config.workload, config.hidden, config.transformer and config.eval_batch
- * of the report (empty or zeros: not stated). */
+ * of the report, and whether it ran with --sequence-parallel (empty or
+ * zeros: not stated). */
 static void load_model_config(const cJSON *doc, struct run *r)
 {
     const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(doc, "config"), *h;
@@ -329,6 +330,8 @@ static void load_model_config(const cJSON *doc, struct run *r)
     const cJSON *eb = cJSON_GetObjectItemCaseSensitive(cfg, "eval_batch");
     r->eval_batch = cJSON_IsNumber(eb) && eb->valuedouble >= 1 && eb->valuedouble <= 1e6
                         ? (int)eb->valuedouble : 0;
+    r->sequence_parallel = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(doc, "strategy_details"), "sequence_parallel"));
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, "transformer");
     const char *keys[] = {"patch", "width", "depth", "heads", "mlp_ratio"};
     int *fields[] = {&r->vit.patch, &r->vit.width, &r->vit.depth, &r->vit.heads,

@@ -215,6 +215,7 @@ static void inputs_of(const struct opts *o, const struct run *r, struct sb_layou
         cfg->cfg.eval_batch = r->eval_batch;
         in->workload = w;
         in->model_cfg = &cfg->cfg;
+        in->sequence_parallel = r->sequence_parallel;
     }
 }
 

@@ -104,7 +104,8 @@ int sb_layout_memory(const struct sb_layout *l, const struct sb_layout_inputs *i
         if (l->pp == 1 && l->tp == 1) {
             z = w->size(&cfg, max_batch); /* the whole model: create's */
         } else {
-            struct sb_part part = {first, count, 0, l->tp, slots[k], 0,
+            struct sb_part part = {first, count, 0, l->tp, slots[k],
+                                   l->pp == 1 && l->tp > 1 && in->sequence_parallel,
                                    l->pp > 1 && l->schedule == SB_PP_ZBH1, l->microbatches > 1};
             z = w->part_size(&cfg, l->pp > 1 ? mb : max_batch, &part);
         }

@@ -20,7 +20,7 @@ struct sb_pp_schedule;
  * *out, for the run the layout names: pp > 1 the pipeline (each chunk a
  * part of mb = B/m samples in its schedule's slots, sc: the built
  * schedule); pp = 1 and tp > 1 the tensor strategy (the tp shard, batches
- * of max(B, eval batch)); pp = tp = 1 single, ddp or mirrored (zero stage
+ * of max(B, eval batch), sequence-parallel when in->sequence_parallel); pp = tp = 1 single, ddp or mirrored (zero stage
  * 0) or zero (stages 1-3), the whole model (the workload's size op). B =
  * global batch / dp. Formulas, Ψ the rank's parameters (the sum of its
  * parts' part_size), S its dp rank 0 shard (the sum over dp-sync units of

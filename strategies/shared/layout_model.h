@@ -85,6 +85,11 @@ struct sb_layout_inputs {
      * layout's ledger as the run allocates it (layout_memory.h). */
     const struct sb_workload_ops *workload;
     const struct sb_config *model_cfg;
+    /* 1: the measured run's --sequence-parallel, which layouts without a
+     * pipeline and with tp > 1 (the tensor strategy's) keep: their shards'
+     * memory is sized with it (layout_memory.h); the step time does not
+     * model it. 0: whole residual streams. */
+    int sequence_parallel;
 };
 
 /* The prediction of one layout. Times in seconds per step, bytes per rank

@@ -254,7 +254,11 @@ PROBES = {
     "vit-bf16-sgd": [*VIT, "--precision", "bf16", "--optimizer", "sgd"],
     "cnn-fp16-adam": ["--workload", "cnn", "--precision", "fp16", "--optimizer", "adam"],
     "mlp-fp16-sgd": [*MLP, "--precision", "fp16", "--optimizer", "sgd"],
+    "vit-fp32-adam-sp": [*VIT, "--precision", "fp32", "--optimizer", "adam"],
 }
+# the probe's run (ddp of 4 unless named): its --sequence-parallel is its tensor layouts'
+PROBE_RUNS = {"vit-fp32-adam-sp": ["--strategy", "tensor", "--tp", "2", "--sequence-parallel",
+                                   "--batch", "16"]}
 DP4 = ["--replicas", "4", "--batch", "4"]
 PIPE = ["--strategy", "pipeline", "--stages", "2", "--microbatches", "2"]
 LEDGER_CASES = [
@@ -280,6 +284,9 @@ LEDGER_CASES = [
     ("mlp-fp16-sgd", "dp4-tp1-pp1-m1-none-z2", ["--strategy", "zero", "--zero-stage", "2", *DP4]),
     ("mlp-fp16-sgd", "dp2-tp2-pp1-m1-none-z0",
      ["--strategy", "tensor", "--tp", "2", "--replicas", "2", "--batch", "8"]),
+    ("vit-fp32-adam-sp", "dp2-tp2-pp1-m1-none-z0", ["--strategy", "tensor", "--tp", "2",
+                                                    "--replicas", "2", "--sequence-parallel",
+                                                    "--batch", "8"]),
 ]
 if SLOW:
     LEDGER_CASES += [
@@ -300,15 +307,15 @@ CATEGORIES = ["parameter_bytes", "gradient_bytes", "optimizer_state_bytes", "com
 
 @pytest.fixture(scope="module")
 def probe_layouts(stratbench, mnist_dir, tmp_path_factory):
-    """predict --layouts' rows (by name) from a ddp probe of 4 ranks of each PROBES model,
-    made once per module."""
+    """predict --layouts' rows (by name) from a probe of each PROBES model (a ddp of 4 ranks,
+    or its PROBE_RUNS), made once per module."""
     made = {}
 
     def get(key):
         if key not in made:
             d = tmp_path_factory.mktemp(key)
-            train_params(stratbench, mnist_dir, d, "probe", *PROBES[key], "--strategy", "ddp",
-                         *DP4)
+            train_params(stratbench, mnist_dir, d, "probe", *PROBES[key],
+                         *PROBE_RUNS.get(key, ["--strategy", "ddp", *DP4]))
             proc = run([stratbench, "predict", d / "probe.json", "--layouts", "--hosts", "1",
                         "--ranks-per-host", "4", "--intra-bandwidth", "1gbit",
                         "--intra-latency", "50us", "--json"], timeout=120)
@@ -326,7 +333,8 @@ def test_predicted_ledger_equals_the_run_by_category(probe, name, flags, stratbe
     its largest rank in every category (parameters, gradients, optimizer state,
     communication buffers, activations with the vit's accumulation buffer, 16-bit emulation,
     totals) byte for byte (issue 35 asks 1 %): dp alone (ddp, mirrored), zero stages 1-3, tp
-    alone and dp x tp (tensor), pipelines (zb-h1 with zero stage 1), mlp, vit and cnn, fp32,
+    alone and dp x tp (tensor; --sequence-parallel from a probe that ran with it), pipelines
+    (zb-h1 with zero stage 1), mlp, vit and cnn, fp32,
     bf16 and fp16, SGD and Adam; memory_bytes is the ledger's total."""
     rows = probe_layouts(probe)
     _, r = train_params(stratbench, mnist_dir, tmp_path, "run", *PROBES[probe], *flags)
