@@ -146,7 +146,7 @@ static sb_status check_parts(const struct sb_config *cfg, const struct sb_model 
     SB_TRY(plan_cuts(cfg, whole, n, first));
     for (int v = 0; v < n; v++) {
         struct sb_part part = {first[v], first[v + 1] - first[v], T - 1, T, 2,
-                               opts(cfg)->sequence_parallel, opts(cfg)->schedule == SB_PP_ZBH1};
+                               opts(cfg)->sequence_parallel, opts(cfg)->schedule == SB_PP_ZBH1, 0};
         struct sb_model *shard = NULL;
         SB_TRY(sb_workload_find(cfg->workload)->create_part(cfg, cfg->backend, 1, &part, &shard));
         sb_status st = T > 1 ? sb_tp_shard_check_even(shard, whole, T, &split) : SB_OK;

@@ -113,7 +113,7 @@ static sb_status tensor_validate(const struct sb_config *cfg)
     if (cfg->local_sgd > 0) return sb_error(SB_ERR_USAGE, "--local-sgd: not with --strategy tensor");
     struct sb_model *whole = NULL, *shard = NULL;
     SB_TRY(w->create(cfg, cfg->backend, 1, &whole));
-    struct sb_part part = {0, whole->n_layers, o->tp - 1, o->tp, 1, 0, 0};
+    struct sb_part part = {0, whole->n_layers, o->tp - 1, o->tp, 1, 0, 0, 0};
     sb_status st = SB_OK;
     int split = 0;
     if (o->tp > 1 && (st = w->create_part(cfg, cfg->backend, 1, &part, &shard))) {
@@ -176,7 +176,7 @@ static sb_status tensor_init(struct sb_strategy *s)
     SB_TRY(sb_comm_split(t->world, 0, t->world->rank, &t->gather));
     SB_TRY(s->env->workload->create(cfg, be, 1, &t->whole));
     struct sb_part part = {0, t->whole->n_layers, t->tp_rank, t->T, 1,
-                           opts(cfg)->sequence_parallel, 0};
+                           opts(cfg)->sequence_parallel, 0, 0};
     int max_batch = cfg->batch > cfg->eval_batch ? cfg->batch : cfg->eval_batch;
     SB_TRY(sb_replica_create_part(s->env, 1, &part, max_batch, &t->replica));
     struct sb_model *m = t->replica->model;

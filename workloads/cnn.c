@@ -40,21 +40,6 @@ struct cnn {
     int *pending;                   /* (slots) split backward: 1 between B and W */
 };
 
-static struct sb_model_size cnn_size(const struct sb_config *cfg, int max_batch)
-{
-    (void)cfg;
-    struct sb_model_size s = {0};
-    double rows = max_batch > 0 ? max_batch : 1;
-    /* conv 1->6 and 6->16 (5x5), dense 256->120->84->10. */
-    s.n_params = (6 * 25 + 6) + (16 * 6 * 25 + 16) + (256 * 120 + 120) + (120 * 84 + 84) +
-                 (84 * 10 + 10);
-    /* 6x24x24, 6x12x12, 16x8x8, 16x4x4, 120, 84, 10 per sample, and their
-     * gradients, with im2col scratch of the first convolution. */
-    s.activation_bytes = rows * 2.0 * (3456 + 864 + 1024 + 256 + 120 + 84 + 10 + 25 * 576) *
-                         sizeof(float);
-    return s;
-}
-
 static void cnn_destroy(struct sb_model *m)
 {
     if (!m) return;
@@ -135,6 +120,53 @@ static sb_status cnn_alloc_buffers(struct sb_model *m, int max_batch)
     return SB_OK;
 }
 
+/* Whether the part holds any of the dense layers. */
+static int has_dense(const struct cnn *p) { return p->dense.end > p->dense.first; }
+
+/* The part's sizes as cnn_create_part allocates them (fp32), from its
+ * layout (cnn_layout on tables that are freed again) and the counts the
+ * allocations use (sb_conv_activation_bytes, sb_conv_scratch_bytes,
+ * sb_dense_activation_bytes, and the split backward's for zb-h1); zeros
+ * for a part outside the model. The whole model: part NULL. */
+static struct sb_model_size cnn_part_size(const struct sb_config *cfg, int max_batch,
+                                          const struct sb_part *part)
+{
+    (void)cfg;
+    struct sb_model_size z = {0};
+    struct sb_model m = {0};
+    struct cnn p = {0};
+    struct sb_model_table t = {0};
+    m.impl = &p;
+    m.n_classes = SB_MNIST_CLASSES;
+    m.whole_layers = CNN_LAYERS;
+    int rows = max_batch > 0 ? max_batch : 1;
+    if (sb_part_check(part, CNN_LAYERS, CNN, &m.part) == SB_OK &&
+        sb_model_table_begin(&t, &m, m.part.n_layers, 2 * m.part.n_layers) == SB_OK &&
+        cnn_layout(&m, &t) == SB_OK) {
+        int slots = m.part.slots;
+        z.n_params = (double)m.n_params;
+        for (int l = 0; l < CNN_CONVS; l++)
+            if (p.conv[l].held)
+                z.activation_bytes += sb_conv_activation_bytes(&p.conv[l], rows, slots) +
+                                      (m.part.split_backward
+                                           ? sb_conv_split_bytes(&p.conv[l], rows, slots) : 0);
+        z.activation_bytes += sb_conv_scratch_bytes(p.conv, CNN_CONVS, rows);
+        if (has_dense(&p))
+            z.activation_bytes += sb_dense_activation_bytes(&p.dense, rows, slots) +
+                                  (m.part.split_backward
+                                       ? sb_dense_split_bytes(&p.dense, rows, slots) : 0);
+    }
+    sb_model_table_free(&t);
+    free(m.layers);
+    free(m.tensors);
+    return z;
+}
+
+static struct sb_model_size cnn_size(const struct sb_config *cfg, int max_batch)
+{
+    return cnn_part_size(cfg, max_batch, NULL);
+}
+
 static sb_status cnn_create_part(const struct sb_config *cfg, const struct sb_backend_ops *be,
                                  int max_batch, const struct sb_part *part,
                                  struct sb_model **out)
@@ -180,9 +212,6 @@ static sb_status cnn_create(const struct sb_config *cfg, const struct sb_backend
 {
     return cnn_create_part(cfg, be, max_batch, NULL, out);
 }
-
-/* Whether the part holds any of the dense layers. */
-static int has_dense(const struct cnn *p) { return p->dense.end > p->dense.first; }
 
 static sb_status cnn_forward_part(struct sb_model *m, int slot, const float *x,
                                   const uint8_t *y, int n, float grad_scale, double *loss_sum)
@@ -315,6 +344,7 @@ static sb_status cnn_predict(struct sb_model *m, const float *x, const uint8_t *
 const struct sb_workload_ops sb_workload_cnn = {
     .name = CNN,
     .size = cnn_size,
+    .part_size = cnn_part_size,
     .create = cnn_create,
     .create_part = cnn_create_part,
     .forward = cnn_forward,

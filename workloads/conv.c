@@ -47,17 +47,36 @@ static size_t pooled_of(const struct sb_conv *cv)
     return (size_t)cv->c_out * (cv->oh / 2) * (cv->ow / 2);
 }
 
-sb_status sb_conv_alloc(struct sb_conv *cv, const struct sb_backend_ops *be, int max_batch,
-                        int slots, size_t *bytes)
+/* The floats of the block's buffers for max_batch samples in `slots` slots:
+ * cols, act, pooled, argmax (per slot) and dpooled (one). */
+static void buffer_floats(const struct sb_conv *cv, int max_batch, int slots, size_t f[5])
 {
     size_t b = (size_t)max_batch, s = (size_t)slots;
     size_t positions = b * positions_of(cv), pooled = b * pooled_of(cv);
+    f[0] = s * positions * (size_t)fan_in_of(cv);
+    f[1] = s * positions * (size_t)cv->c_out;
+    f[2] = f[3] = s * pooled;
+    f[4] = pooled;
+}
+
+double sb_conv_activation_bytes(const struct sb_conv *cv, int max_batch, int slots)
+{
+    size_t f[5];
+    buffer_floats(cv, max_batch, slots, f);
+    return (double)(f[0] + f[1] + f[2] + f[3] + f[4]) * sizeof(float);
+}
+
+sb_status sb_conv_alloc(struct sb_conv *cv, const struct sb_backend_ops *be, int max_batch,
+                        int slots, size_t *bytes)
+{
+    size_t f[5];
+    buffer_floats(cv, max_batch, slots, f);
     cv->rows = max_batch;
-    SB_TRY(alloc_counted(be, &cv->cols, s * positions * (size_t)fan_in_of(cv), bytes));
-    SB_TRY(alloc_counted(be, &cv->act, s * positions * (size_t)cv->c_out, bytes));
-    SB_TRY(alloc_counted(be, &cv->pooled, s * pooled, bytes));
-    SB_TRY(alloc_counted(be, &cv->argmax, s * pooled, bytes));
-    return alloc_counted(be, &cv->dpooled, pooled, bytes);
+    SB_TRY(alloc_counted(be, &cv->cols, f[0], bytes));
+    SB_TRY(alloc_counted(be, &cv->act, f[1], bytes));
+    SB_TRY(alloc_counted(be, &cv->pooled, f[2], bytes));
+    SB_TRY(alloc_counted(be, &cv->argmax, f[3], bytes));
+    return alloc_counted(be, &cv->dpooled, f[4], bytes);
 }
 
 void sb_conv_free(struct sb_conv *cv, const struct sb_backend_ops *be)
@@ -70,15 +89,27 @@ void sb_conv_free(struct sb_conv *cv, const struct sb_backend_ops *be)
     be->free(cv->dnhwc);
 }
 
+/* The floats of the split backward's dnhwc: slots x rows x positions x c_out. */
+static size_t split_floats(const struct sb_conv *cv, int max_batch, int slots)
+{
+    return (size_t)slots * (size_t)max_batch * positions_of(cv) * (size_t)cv->c_out;
+}
+
+double sb_conv_split_bytes(const struct sb_conv *cv, int max_batch, int slots)
+{
+    return (double)split_floats(cv, max_batch, slots) * sizeof(float);
+}
+
 sb_status sb_conv_alloc_split(struct sb_conv *cv, const struct sb_backend_ops *be, int slots,
                               size_t *bytes)
 {
-    size_t per_slot = (size_t)cv->rows * positions_of(cv) * (size_t)cv->c_out;
-    return alloc_counted(be, &cv->dnhwc, (size_t)slots * per_slot, bytes);
+    return alloc_counted(be, &cv->dnhwc, split_floats(cv, cv->rows, slots), bytes);
 }
 
-sb_status sb_conv_scratch_alloc(struct sb_conv_scratch *s, const struct sb_conv *conv, int n,
-                                const struct sb_backend_ops *be, int max_batch, size_t *bytes)
+/* The scratch's floats for the held blocks of conv[0, n): nhwc and dact
+ * *nhwc each, dcols *dcols. */
+static void scratch_floats(const struct sb_conv *conv, int n, int max_batch, size_t *nhwc_out,
+                           size_t *dcols_out)
 {
     size_t b = (size_t)max_batch, nhwc = 0, dcols = 0;
     for (int l = 0; l < n; l++) {
@@ -88,6 +119,22 @@ sb_status sb_conv_scratch_alloc(struct sb_conv_scratch *s, const struct sb_conv 
         if (l > 0 && positions * (size_t)fan_in_of(&conv[l]) > dcols)
             dcols = positions * (size_t)fan_in_of(&conv[l]);
     }
+    *nhwc_out = nhwc;
+    *dcols_out = nhwc ? dcols : 0;
+}
+
+double sb_conv_scratch_bytes(const struct sb_conv *conv, int n, int max_batch)
+{
+    size_t nhwc, dcols;
+    scratch_floats(conv, n, max_batch, &nhwc, &dcols);
+    return (double)(2 * nhwc + dcols) * sizeof(float);
+}
+
+sb_status sb_conv_scratch_alloc(struct sb_conv_scratch *s, const struct sb_conv *conv, int n,
+                                const struct sb_backend_ops *be, int max_batch, size_t *bytes)
+{
+    size_t nhwc, dcols;
+    scratch_floats(conv, n, max_batch, &nhwc, &dcols);
     if (nhwc == 0) return SB_OK; /* no block held */
     SB_TRY(alloc_counted(be, &s->nhwc, nhwc, bytes));
     SB_TRY(alloc_counted(be, &s->dact, nhwc, bytes));

@@ -54,6 +54,14 @@ sb_status sb_conv_alloc(struct sb_conv *cv, const struct sb_backend_ops *be, int
                         int slots, size_t *bytes);
 void sb_conv_free(struct sb_conv *cv, const struct sb_backend_ops *be);
 
+/* The bytes sb_conv_alloc allocates for the block (max_batch samples,
+ * `slots` slots), sb_conv_alloc_split after it, and sb_conv_scratch_alloc
+ * for the held blocks of conv[0, n): the cnn's part_size formula, from the
+ * same counts the allocations use. */
+double sb_conv_activation_bytes(const struct sb_conv *cv, int max_batch, int slots);
+double sb_conv_split_bytes(const struct sb_conv *cv, int max_batch, int slots);
+double sb_conv_scratch_bytes(const struct sb_conv *conv, int n, int max_batch);
+
 /* Allocates the scratch for the held blocks of conv[0, n) (dcols for the
  * held ones after the first, which pass an input gradient back); adds the
  * bytes to *bytes. SB_ERR_NOMEM. */

@@ -120,6 +120,14 @@ void sb_dense_free(struct sb_dense *d, const struct sb_backend_ops *be)
     free(d->pending);
 }
 
+double sb_dense_split_bytes(const struct sb_dense *d, int max_batch, int slots)
+{
+    double floats = 0;
+    for (int l = d->first; l < d->end && l < d->n_layers - 1; l++)
+        floats += (double)slots * max_batch * d->out[l];
+    return floats * sizeof(float);
+}
+
 sb_status sb_dense_alloc_split(struct sb_dense *d, const struct sb_backend_ops *be)
 {
     d->pending = calloc((size_t)d->slots, sizeof *d->pending);

@@ -78,6 +78,10 @@ void sb_dense_free(struct sb_dense *d, const struct sb_backend_ops *be);
  * SB_ERR_NOMEM; sb_dense_free releases it. */
 sb_status sb_dense_alloc_split(struct sb_dense *d, const struct sb_backend_ops *be);
 
+/* The bytes sb_dense_alloc_split allocates for planned part d with
+ * max_batch samples in each of `slots` slots (part_size's zb-h1 term). */
+double sb_dense_split_bytes(const struct sb_dense *d, int max_batch, int slots);
+
 /* Forward of input (n, in[first]) through the held layers into slot `slot`
  * with m's parameters: act[l+1] = act[l] . W_l^T + b_l, ReLU except on the
  * logits; a row-parallel layer's product summed over the tp ranks

@@ -126,7 +126,7 @@ static struct sb_model_size mlp_part_size(const struct sb_config *cfg, int max_b
     d.dim[0] = SB_MNIST_PIXELS;
     for (int i = 0; i < cfg->n_hidden; i++) d.dim[i + 1] = cfg->hidden[i];
     d.dim[d.n_layers] = SB_MNIST_CLASSES;
-    struct sb_part p = part ? *part : (struct sb_part){0, d.n_layers, 0, 1, 1, 0, 0};
+    struct sb_part p = part ? *part : (struct sb_part){0, d.n_layers, 0, 1, 1, 0, 0, 0};
     if (p.first_layer < 0 || p.n_layers < 1 || p.first_layer + p.n_layers > d.n_layers ||
         sb_dense_plan(&d, p.first_layer, p.first_layer + p.n_layers, p.tp_rank, p.tp_size,
                       MLP) != SB_OK)
@@ -137,9 +137,7 @@ static struct sb_model_size mlp_part_size(const struct sb_config *cfg, int max_b
     int rows = max_batch > 0 ? max_batch : 1, slots = p.slots > 0 ? p.slots : 1;
     s.activation_bytes = sb_dense_activation_bytes(&d, rows, slots);
     /* zb-h1's kept dLoss/d(pre-activation), as sb_dense_alloc_split allocates them. */
-    if (p.split_backward)
-        for (int l = d.first; l < d.end && l < d.n_layers - 1; l++)
-            s.activation_bytes += (double)slots * rows * d.out[l] * sizeof(float);
+    if (p.split_backward) s.activation_bytes += sb_dense_split_bytes(&d, rows, slots);
     return s;
 }
 

@@ -11,7 +11,7 @@
 sb_status sb_part_check(const struct sb_part *part, int whole_layers, const char *workload,
                         struct sb_part *out)
 {
-    struct sb_part p = {0, whole_layers, 0, 1, 1, 0, 0};
+    struct sb_part p = {0, whole_layers, 0, 1, 1, 0, 0, 0};
     if (part) p = *part;
     if (p.first_layer < 0 || p.first_layer >= whole_layers)
         return sb_error(SB_ERR_USAGE, "%s: part's first layer %d outside 0..%d", workload,

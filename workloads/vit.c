@@ -314,7 +314,7 @@ static sb_status vit_create_part(const struct sb_config *cfg, const struct sb_ba
         return sb_error(SB_ERR_USAGE, "--depth: expected 1..%d, got %d", VIT_MAX_DEPTH, v->depth);
     if (v->mlp_ratio < 1)
         return sb_error(SB_ERR_USAGE, "--mlp-ratio: expected >= 1, got %d", v->mlp_ratio);
-    struct sb_part whole = {0, v->depth + 2, 0, 1, 1, 0, 0};
+    struct sb_part whole = {0, v->depth + 2, 0, 1, 1, 0, 0, 0};
     if (part) {
         SB_TRY(sb_part_check(part, whole.n_layers, "vit", &whole));
         if (part->tp_size < 1 || part->tp_rank < 0 || part->tp_rank >= part->tp_size)
@@ -391,6 +391,7 @@ static sb_status vit_create_part(const struct sb_config *cfg, const struct sb_ba
     if ((st = be->alloc((void **)&m->params, m->n_params * sizeof(float))) ||
         (st = be->alloc((void **)&m->grads, m->n_params * sizeof(float))) ||
         (st = sb_vit_slots_alloc(m)) || (whole.split_backward && (st = split_alloc(m))) ||
+        (whole.accumulate && (st = sb_vit_acc_alloc(m))) ||
         (st = vit_init_params(m, init, cfg->seed))) {
         free(init);
         vit_destroy(m);
@@ -401,7 +402,7 @@ static sb_status vit_create_part(const struct sb_config *cfg, const struct sb_ba
      * vit_sp.c), and the parameters are 16-bit from the start */
     sb_model_set_precision(m, cfg);
     sb_model_round(m, m->params, m->n_params);
-    m->activation_bytes = p->alloc_bytes;
+    m->activation_bytes = p->alloc_bytes; /* with the accumulation buffer, if allocated */
     m->block_activation_bytes = p->block_bytes;
     m->ops = &sb_workload_vit;
     *out = m;

@@ -131,8 +131,15 @@ void sb_vit_bind_slot(struct sb_model *m, int k);
  * SB_ERR_NOMEM. */
 sb_status sb_vit_part_backward(struct sb_model *m, int slot, const float *dout, float *din,
                                int accumulate, sb_grad_ready_fn ready, void *ctx);
+/* Allocates p->acc, the accumulation buffer (n_params floats, backend
+ * memory), and adds its bytes to p->alloc_bytes (the ledger's backward
+ * scratch; sb_vit_part_size counts it when part.accumulate). Called by
+ * create_part when part.accumulate, else by sb_vit_acc_begin on first use.
+ * SB_ERR_NOMEM. */
+sb_status sb_vit_acc_alloc(struct sb_model *m);
 /* Accumulation around a backward that overwrites gradients (vit_part.c):
- * begin swaps m->grads for p->acc (allocated on first use; SB_ERR_NOMEM)
+ * begin swaps m->grads for p->acc (allocated on first use when create_part
+ * did not, and then counted in m->activation_bytes; SB_ERR_NOMEM)
  * and returns the ready callback to pass on (*ready_out, *ctx_out), which
  * adds each finished layer's p->acc range into the model's gradients before
  * calling `ready`; end restores m->grads. accumulate 0: nothing swapped,

@@ -60,6 +60,14 @@ static void acc_ready(void *ctx, size_t offset, size_t count)
     m->grads = p->acc;
 }
 
+sb_status sb_vit_acc_alloc(struct sb_model *m)
+{
+    struct vit *p = m->impl;
+    SB_TRY(m->be->alloc((void **)&p->acc, m->n_params * sizeof(float)));
+    p->alloc_bytes += m->n_params * sizeof(float);
+    return SB_OK;
+}
+
 sb_status sb_vit_acc_begin(struct sb_model *m, int accumulate, sb_grad_ready_fn ready,
                            void *ctx, sb_grad_ready_fn *ready_out, void **ctx_out)
 {
@@ -67,7 +75,10 @@ sb_status sb_vit_acc_begin(struct sb_model *m, int accumulate, sb_grad_ready_fn 
     *ready_out = ready;
     *ctx_out = ctx;
     if (!accumulate) return SB_OK;
-    if (!p->acc) SB_TRY(m->be->alloc((void **)&p->acc, m->n_params * sizeof(float)));
+    if (!p->acc) {
+        SB_TRY(sb_vit_acc_alloc(m));
+        m->activation_bytes = p->alloc_bytes; /* the ledger's backward scratch */
+    }
     p->grads_sum = m->grads;
     m->grads = p->acc;
     p->acc_ready = ready;

@@ -19,7 +19,8 @@
  * token before and after its LayerNorm, statistics and logits 4(2bh + 2b
  * + 20b); shared by the slots the backward scratch 4(3 + (3 + r)/T) sbh +
  * 4as^2 b/T and the head's 4(2bh); with part.split_backward (zb-h1) each
- * slot's records of B for W besides. The whole model (one slot, T = 1):
+ * slot's records of B for W besides; with part.accumulate (micro-batches)
+ * the accumulation buffer, 4 x the part's parameters. The whole model (one slot, T = 1):
  * sb_vit_size. */
 struct sb_model_size sb_vit_part_size(const struct sb_config *cfg, int max_batch,
                                      const struct sb_part *part)
@@ -68,6 +69,9 @@ struct sb_model_size sb_vit_part_size(const struct sb_config *cfg, int max_batch
                      (embed ? s * b * h + b * g * g * h : 0) + 2 * h);
     }
     z.activation_bytes = S * (L * block + slot) + shared;
+    /* part.accumulate: the accumulation buffer, one gradient of the part
+     * (sb_vit_acc_alloc: n_params floats) */
+    if (part && part->accumulate) z.activation_bytes += 4 * z.n_params;
     z.block_activation_bytes = L > 0 ? block : 0;
     return z;
 }

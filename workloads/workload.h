@@ -80,6 +80,13 @@ struct sb_part {
                                 * between backward_input_part and backward_weight_part
                                 * (zb-h1's W-pending state: dLoss/d(pre-activation) of
                                 * every held layer); 0: backward_part only */
+    int accumulate;            /* 1: backward_part (or backward_weight_part) will be called with
+                                * accumulate (micro-batches after the first of a step): a
+                                * workload that accumulates through a gradient-sized buffer of
+                                * its own (the vit: n_params floats) allocates it at create_part
+                                * and counts it in activation_bytes (backward scratch); part_size
+                                * counts it the same. 0: such a buffer is allocated on first use
+                                * (and counted then). The mlp and cnn add in place (none). */
 };
 
 /* Called by backward each time a layer's gradients are final, last layer

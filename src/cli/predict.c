@@ -323,8 +323,9 @@ static sb_status no_link_error(const char *path, const char *strategy, double wo
                     "--latency", path, why);
 }
 
-/* config.workload, config.hidden and config.transformer of the report
- * (empty or zeros: not stated). */
+/* config.workload, config.hidden, config.transformer and config.eval_batch
+ * of the report, and whether it ran with --sequence-parallel (empty or
+ * zeros: not stated). */
 static void load_model_config(const cJSON *doc, struct run *r)
 {
     const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(doc, "config"), *h;
@@ -333,6 +334,11 @@ static void load_model_config(const cJSON *doc, struct run *r)
     cJSON_ArrayForEach(h, cJSON_GetObjectItemCaseSensitive(cfg, "hidden"))
         if (cJSON_IsNumber(h) && r->n_hidden < (int)(sizeof r->hidden / sizeof r->hidden[0]))
             r->hidden[r->n_hidden++] = (int)h->valuedouble;
+    const cJSON *eb = cJSON_GetObjectItemCaseSensitive(cfg, "eval_batch");
+    r->eval_batch = cJSON_IsNumber(eb) && eb->valuedouble >= 1 && eb->valuedouble <= 1e6
+                        ? (int)eb->valuedouble : 0;
+    r->sequence_parallel = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(doc, "strategy_details"), "sequence_parallel"));
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, "transformer");
     const char *keys[] = {"patch", "width", "depth", "heads", "mlp_ratio"};
     int *fields[] = {&r->vit.patch, &r->vit.width, &r->vit.depth, &r->vit.heads,

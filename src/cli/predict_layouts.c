@@ -12,8 +12,9 @@
 #include "cli/sweep.h"
 #include "cli/train_opts.h"
 #include "core/atomic_file.h"
+#include "strategies/shared/layout_memory.h"
 
-#define LAYOUTS_SCHEMA_VERSION "1.2" /* 1.2: links.*.gamma_s_per_byte, sizes */
+#define LAYOUTS_SCHEMA_VERSION "1.3" /* 1.2: links.*.gamma_s_per_byte, sizes; 1.3: memory.ledger */
 #define TOP_DEFAULT 20
 
 /* The micro-batch counts and schedules tried with a pipeline. */
@@ -291,18 +292,23 @@ static void inputs_of(const struct opts *o, const struct run *r, struct sb_layou
     in->n_buckets = r->n_buckets;
     in->dp_sync[0] = sb_strategy_find("ddp");
     in->dp_sync[1] = sb_strategy_find("zero");
-    /* A workload that states its parts' sizes (part_size) gets the report's
-     * model config back (its hidden widths and transformer shape); others
-     * keep the scaled estimate of the report's activations. */
+    /* The workload gets the report's model config back (its hidden widths,
+     * transformer shape, precision and evaluation batch), so that memory per
+     * rank is the ledger's from its size ops (layout_memory.h); a report
+     * without them keeps the scaled estimate of its activations. */
     const struct sb_workload_ops *w = sb_workload_find(r->workload);
-    if (w && w->part_size && r->n_hidden > 0 && r->n_hidden <= SB_MAX_HIDDEN) {
+    if (w && w->size && r->n_hidden > 0 && r->n_hidden <= SB_MAX_HIDDEN && r->eval_batch > 0) {
         sb_train_opts_defaults(cfg);
         snprintf(cfg->cfg.workload, sizeof cfg->cfg.workload, "%s", r->workload);
         cfg->cfg.n_hidden = r->n_hidden;
         for (int i = 0; i < r->n_hidden; i++) cfg->cfg.hidden[i] = r->hidden[i];
         if (r->vit.depth > 0) cfg->cfg.vit = r->vit;
+        cfg->cfg.precision = r->precision;
+        cfg->cfg.optimizer = r->optimizer;
+        cfg->cfg.eval_batch = r->eval_batch;
         in->workload = w;
         in->model_cfg = &cfg->cfg;
+        in->sequence_parallel = r->sequence_parallel;
     }
 }
 
@@ -435,6 +441,23 @@ static int add_link(cJSON *links, const char *key, const struct sb_link *l,
     return ok;
 }
 
+/* memory.ledger: the predicted ledger entry by category, keyed as the
+ * report's memory.by_rank (null for the scaled estimate). */
+static int add_ledger(cJSON *mem, const struct sb_memory_entry *e)
+{
+    if (!(sb_model_state_bytes(&e->held) > 0))
+        return cJSON_AddNullToObject(mem, "ledger") != NULL;
+    cJSON *o = cJSON_AddObjectToObject(mem, "ledger");
+    return o && cJSON_AddNumberToObject(o, "parameter_bytes", e->held.param_bytes) &&
+           cJSON_AddNumberToObject(o, "gradient_bytes", e->held.grad_bytes) &&
+           cJSON_AddNumberToObject(o, "optimizer_state_bytes", e->held.optimizer_bytes) &&
+           cJSON_AddNumberToObject(o, "comm_buffer_bytes", e->comm_bytes) &&
+           cJSON_AddNumberToObject(o, "activation_bytes", e->activation_bytes) &&
+           cJSON_AddNumberToObject(o, "model_state_bytes", sb_model_state_bytes(&e->held)) &&
+           cJSON_AddNumberToObject(o, "emulation_bytes", e->emulation_bytes) &&
+           cJSON_AddNumberToObject(o, "total_bytes", sb_memory_entry_total_bytes(e));
+}
+
 static int add_row(cJSON *arr, int rank, const struct ranked *w, int global_batch, int fits)
 {
     cJSON *e = cJSON_CreateObject(), *comm = NULL, *mem = NULL;
@@ -470,6 +493,7 @@ static int add_row(cJSON *arr, int rank, const struct ranked *w, int global_batc
            cJSON_AddNumberToObject(mem, "model_state_bytes", p->model_state_bytes) &&
            cJSON_AddNumberToObject(mem, "activation_bytes", p->activation_bytes) &&
            cJSON_AddNumberToObject(mem, "memory_bytes", p->memory_bytes) &&
+           add_ledger(mem, &p->ledger) &&
            (fits < 0 ? cJSON_AddNullToObject(e, "fits") != NULL
                      : cJSON_AddBoolToObject(e, "fits", fits) != NULL);
 }

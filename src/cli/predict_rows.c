@@ -73,8 +73,8 @@ static void set_times(const struct run *r, const struct sb_comm_model_row *m, do
     finish_row(r, w);
 }
 
-/* Builds the report's model on the cpu backend (its workload and
- * --hidden) into *out; free with the workload's destroy, which
+/* Builds the report's model on the cpu backend (its workload, --hidden
+ * and transformer shape) into *out; free with the workload's destroy, which
  * *ops_out gives. Errors: those of building the model; SB_ERR_INPUT when
  * the report names no known workload. */
 static sb_status build_model(const struct run *r, const struct sb_workload_ops **ops_out,
@@ -90,6 +90,7 @@ static sb_status build_model(const struct run *r, const struct sb_workload_ops *
         t.cfg.n_hidden = r->n_hidden;
         for (int i = 0; i < r->n_hidden; i++) t.cfg.hidden[i] = r->hidden[i];
     }
+    if (r->vit.depth > 0) t.cfg.vit = r->vit; /* config.transformer: not the default shape */
     *ops_out = wl;
     return wl->create(&t.cfg, be, 1, out);
 }

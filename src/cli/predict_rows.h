@@ -72,6 +72,9 @@ struct run {
     char workload[32];           /* config.workload and config.hidden: the model whose */
     int hidden[SB_MAX_HIDDEN], n_hidden;    /* matrices PowerSGD would compress */
     struct sb_vit_config vit;    /* config.transformer (zeros when absent) */
+    int eval_batch;              /* config.eval_batch (0 when absent) */
+    int sequence_parallel;       /* strategy_details.sequence_parallel: a tensor run's
+                                  * --sequence-parallel (0 when absent) */
     enum sb_optimizer_kind optimizer; /* config.optimizer (sgd when absent) */
     enum sb_precision precision;      /* config.precision (fp32 when absent) */
     double activation_bytes;          /* memory.by_rank[0].activation_bytes (0 when absent) */

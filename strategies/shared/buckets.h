@@ -45,6 +45,10 @@ struct sb_bucket_plan {
 sb_status sb_bucket_plan_create(const struct sb_layer_desc *layers, int n_layers,
                                 double cap_mb, struct sb_bucket_plan *out);
 
+/* The bucket cap a pipeline's dp sync uses (and zero's and ddp's --bucket-mb
+ * default, PyTorch DDP's bucket_cap_mb): 25 MiB. */
+#define SB_BUCKET_MB_DEFAULT 25.0
+
 /* A cap below any layer's size: a bucket per layer (zero stage 3's units,
  * sb_strategy_model_layers). MiB. */
 #define SB_BUCKET_CAP_PER_LAYER_MB 1e-9

@@ -8,6 +8,7 @@
 
 #include "strategies/shared/buckets.h"
 #include "strategies/shared/layout_links.h"
+#include "strategies/shared/layout_memory.h"
 #include "strategies/shared/pipeline_plan.h"
 #include "strategies/shared/schedule_formula.h"
 #include "strategies/strategy.h"
@@ -241,34 +242,6 @@ static sb_status dp_sync(const struct sb_layout *l, const struct sb_layout_input
     return SB_OK;
 }
 
-/* Stage s's activation and point-to-point buffer bytes as the pipeline
- * allocates them (layout_model.h), into *act and *comm: each chunk's
- * part_size with its slots in schedule sc, b samples per micro-batch.
- * Returns 0 (and leaves them) when the workload states no part sizes. */
-static int stage_buffers(const struct sb_layout *l, const struct sb_layout_inputs *in,
-                         const struct sb_pp_schedule *sc, int s, double b, double *act,
-                         double *comm)
-{
-    if (!in->workload || !in->workload->part_size || !in->model_cfg || !sc->actions) return 0;
-    int slots[64];
-    if (l->chunks > 64) return 0;
-    sb_pp_chunk_slots(sc, s, slots);
-    double a = 0, c = 0;
-    for (int k = 0; k < l->chunks; k++) {
-        int v = k * l->pp + s, first, count;
-        cut(in->n_layers, l->pp * l->chunks, v, &first, &count);
-        struct sb_part part = {first, count, 0, l->tp, slots[k], 0, l->schedule == SB_PP_ZBH1};
-        struct sb_model_size z = in->workload->part_size(in->model_cfg, (int)b, &part);
-        if (!(z.activation_bytes > 0)) return 0;
-        a += z.activation_bytes;
-        if (v > 0) c += (slots[k] + l->microbatches) * b * in->layers[first].in_floats;
-        if (v < l->pp * l->chunks - 1) c += b * in->layers[first + count - 1].out_floats;
-    }
-    *act = a;
-    *comm = 4.0 * c;
-    return 1;
-}
-
 /* Layer count of stage s (all chunks). */
 static double one(const struct sb_layout_inputs *in, int i, int tp)
 {
@@ -475,23 +448,25 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
         }
         double updated = l->zero_stage > 0 ? stage_params / l->dp : stage_params;
         double opt = in->optimizer_s_per_param * updated;
-        /* memory: the ZeRO accounting of the part + the live activation slots */
-        struct sb_config cfg;
-        const struct sb_strategy_ops *ops = in->dp_sync[l->zero_stage > 0];
-        double state = 0.0;
-        if (ops) {
-            sync_config(ops, l, in, &cfg);
-            state = sb_strategy_model_state_bytes(ops, &cfg, stage_params);
-        }
-        double slot_share = act > 0 ? stage_sum(l, in, s, layer_act, l->tp) / act / l->chunks : 0;
-        double slot_bytes = act_per_sample * b * slot_share;
-        int slots = l->pp > 1 ? sb_pp_live_activations(&shape, s) : 1;
-        double act_bytes = slots * slot_bytes, p2p_bytes = 0;
-        if (l->pp > 1 && stage_buffers(l, in, &sched, s, b, &act_bytes, &p2p_bytes)) {
-            /* zero stage 1 keeps its gradient shard beside (zero_sync: the
-             * ledger's communication buffer, as zero's) */
-            if (l->zero_stage == 1 && l->dp > 1) p2p_bytes += 4.0 * stage_params / l->dp;
-            act_bytes += p2p_bytes; /* memory counts them with the activations */
+        /* memory: the ledger's entry where the workload states its sizes
+         * (layout_memory.h); else the ZeRO accounting of the part + the live
+         * activation slots of the scaled estimate */
+        struct sb_memory_entry e;
+        double state = 0.0, act_bytes = 0.0;
+        if (sb_layout_memory(l, in, &sched, s, &e)) {
+            state = sb_model_state_bytes(&e.held);
+            act_bytes = sb_memory_entry_total_bytes(&e) - state;
+        } else {
+            struct sb_config cfg;
+            const struct sb_strategy_ops *ops = in->dp_sync[l->zero_stage > 0];
+            if (ops) {
+                sync_config(ops, l, in, &cfg);
+                state = sb_strategy_model_state_bytes(ops, &cfg, stage_params);
+            }
+            double slot_share =
+                act > 0 ? stage_sum(l, in, s, layer_act, l->tp) / act / l->chunks : 0;
+            int slots = l->pp > 1 ? sb_pp_live_activations(&shape, s) : 1;
+            act_bytes = slots * act_per_sample * b * slot_share;
         }
         if (t_f > worst_f) worst_f = t_f;
         if (t_b > worst_b) worst_b = t_b;
@@ -501,6 +476,7 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
             worst_mem = state + act_bytes;
             worst_state = state;
             worst_act = act_bytes;
+            out->ledger = e;
         }
         if (opt > worst_opt) worst_opt = opt;
         if (dp_exposed > worst_exposed) worst_exposed = dp_exposed;

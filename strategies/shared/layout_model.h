@@ -40,19 +40,15 @@
  *          (sb_layout_world_allreduce_s)
  *   optimizer: the measured optimizer time scaled by the parameters the
  *          rank updates (its part; zero: its 1/dp shard of the part)
- * Memory per rank: the ZeRO accounting of the stage's part (the strategy's
- * model_state_formula: Rajbhandari et al., SC 2020) plus the live
- * activation slots of the schedule (sb_pp_live_activations) times one
- * slot's activation bytes (the measured run's activations scaled by the
- * micro-batch's samples and the stage's share of the activation floats,
- * tp-split outputs divided by tp). With a pipeline and a workload that
- * states its parts' sizes (inputs.workload), each chunk's activations are
- * its part_size for its schedule's slots (sb_pp_chunk_slots) of mb samples,
- * and the point-to-point buffers are added as the pipeline allocates them:
- * (slots + m) received activations and gradients of mb x the chunk's input
- * floats, one output gradient of mb x its output floats, and with zero
- * stage 1 the gradient shard, 4 Ψ_s / dp bytes (the ledger's
- * comm_buffer_bytes).
+ * Memory per rank: with a workload and its configuration (inputs.workload,
+ * model_cfg) the run's ledger entry of the largest rank, category by
+ * category, from the workload's sizes (sb_layout_memory, layout_memory.h:
+ * every layout, pipeline or not); else the scaled estimate: the ZeRO
+ * accounting of the stage's part (the strategy's model_state_formula:
+ * Rajbhandari et al., SC 2020) plus the live activation slots of the
+ * schedule (sb_pp_live_activations) times one slot's activation bytes (the
+ * measured run's activations scaled by the micro-batch's samples and the
+ * stage's share of the activation floats, tp-split outputs divided by tp).
  * A dp-only layout of the measured replica count (tp = pp = m = 1) is
  * exactly the ddp or zero row `stratbench predict` gives (the unit tests)
  * where its groups share no host link: one rank per host, or zero; ddp on
@@ -62,6 +58,7 @@
 
 #include "comm/cost_model.h"
 #include "comm/grid.h"
+#include "core/memory.h"
 #include "core/config.h"
 #include "core/status.h"
 #include "strategies/shared/schedule.h"
@@ -106,12 +103,16 @@ struct sb_layout_inputs {
      * caller (the command line knows the names). */
     const struct sb_strategy_ops *dp_sync[2];
     /* Optional (NULL: the scaled estimate above): the workload and a
-     * configuration of its model (the report's: the mlp's hidden widths),
-     * whose part_size op gives a pipeline stage's activation bytes exactly
-     * as the pipeline allocates them (each chunk its tp shard of its layers,
-     * its schedule's slots of mb samples). */
+     * configuration of its model (the report's: hidden widths, transformer
+     * shape, precision, eval batch), whose size and part_size ops give every
+     * layout's ledger as the run allocates it (layout_memory.h). */
     const struct sb_workload_ops *workload;
     const struct sb_config *model_cfg;
+    /* 1: the measured run's --sequence-parallel, which layouts without a
+     * pipeline and with tp > 1 (the tensor strategy's) keep: their shards'
+     * memory is sized with it (layout_memory.h); the step time does not
+     * model it. 0: whole residual streams. */
+    int sequence_parallel;
 };
 
 /* The prediction of one layout. Times in seconds per step, bytes per rank
@@ -125,7 +126,10 @@ struct sb_layout_prediction {
     double tp_comm_s, pp_comm_s, dp_comm_s, dp_exposed_s; /* per axis */
     double tp_bytes, pp_bytes, dp_bytes;
     int tp_cross, pp_cross, dp_cross; /* the axis's groups span hosts (1/0) */
-    double model_state_bytes, activation_bytes, memory_bytes; /* the largest rank's */
+    double model_state_bytes, activation_bytes, memory_bytes; /* the largest rank's:
+                                 * activation_bytes all besides the model state */
+    struct sb_memory_entry ledger; /* the largest rank's ledger entry by category
+                                 * (sb_layout_memory); all zeros for the scaled estimate */
     int first_layer[64];        /* stage s holds layers [first_layer[s], first_layer[s+1]) */
 };
 

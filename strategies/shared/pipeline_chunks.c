@@ -66,7 +66,7 @@ sb_status sb_pp_make_chunks(struct sb_strategy *s, struct pipeline *p, const int
         c->first = c->vstage == 0;
         c->last = c->vstage == p->P * p->V - 1;
         struct sb_part part = {c->first_layer, c->n_layers, p->tp_rank, p->T, slots[v], p->sp,
-                               p->sched.shape.kind == SB_PP_ZBH1};
+                               p->sched.shape.kind == SB_PP_ZBH1, p->M > 1};
         SB_TRY(sb_replica_create_part(s->env, 1, &part, p->mb, &c->r));
         struct sb_model *m = c->r->model;
         /* Every chunk's hook sums over the one tp communicator (the
@@ -83,12 +83,12 @@ sb_status sb_pp_make_chunks(struct sb_strategy *s, struct pipeline *p, const int
             /* ZeRO stage 1 over dp: after the last micro-batch's backward the
              * chunk's gradients are reduce-scattered, each dp rank steps its
              * shard of the optimizer state, and the parameters all-gathered. */
-            struct sb_zero_sync_cfg zc = {.stage = 1, .bucket_mb = 25.0, .overlap = 0,
-                                          .run = cfg};
+            struct sb_zero_sync_cfg zc = {.stage = 1, .bucket_mb = SB_BUCKET_MB_DEFAULT,
+                                          .overlap = 0, .run = cfg};
             SB_TRY(sb_zero_sync_create(p->grid->dp_comm, m, s->env->be,
                                        sb_grad_range_whole(m), &zc, &c->zsync));
         } else if (p->D > 1) {
-            struct sb_dp_sync_cfg sc = {.bucket_mb = 25.0, .overlap = 1,
+            struct sb_dp_sync_cfg sc = {.bucket_mb = SB_BUCKET_MB_DEFAULT, .overlap = 1,
                                         .host_memory = s->env->be->host_memory,
                                         .last_step = steps - 1};
             SB_TRY(sb_dp_sync_create(p->grid->dp_comm, m, sb_grad_range_whole(m), &sc,

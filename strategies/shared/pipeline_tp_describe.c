@@ -26,7 +26,7 @@ void sb_pp_describe_tp(const struct sb_strategy *s, const struct pipeline *p,
     int n = p->P < 64 ? p->P : 64;
     for (int vs = 0; vs < p->P * p->V; vs++) {
         int first = p->layer_first[vs];
-        struct sb_part part = {first, p->layer_first[vs + 1] - first, 0, p->T, 1, p->sp, 0};
+        struct sb_part part = {first, p->layer_first[vs + 1] - first, 0, p->T, 1, p->sp, 0, 0};
         struct sb_model *m = NULL;
         if (vs % p->P >= n ||
             s->env->workload->create_part(s->env->cfg, s->env->be, 1, &part, &m) != SB_OK)

@@ -8,7 +8,9 @@
  * - tp's bytes per micro-batch are 4b(out of the row-parallel layers)
  *   forward and 4b(in of the column-parallel ones) backward, priced as ring
  *   all-reduces on the link tp crosses;
- * - zero stages 2-3 with a pipeline are refused. */
+ * - zero stages 2-3 with a pipeline are refused;
+ * - the ledger of dp-only layouts (zero 0-3, bf16) and a tp shard of the
+ *   mlp, category by category, by hand (sb_layout_memory). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,6 +23,8 @@
 
 #include "comm/grid.h"
 #include "strategies/shared/layout_links.h"
+#include "strategies/shared/layout_memory.h"
+#include "strategies/shared/layout_model.h"
 #include "strategies/strategy.h"
 #include "workloads/model_table.h"
 
@@ -114,6 +118,64 @@ static void test_dp_only_is_the_strategy_row(void **state)
         double act = 8.0 * (784 + H1 + H2 + 10) * 64;
         assert_true(fabs(p.memory_bytes - (state_bytes + act)) <= REL * p.memory_bytes);
     }
+}
+
+/* The ledger of dp-only layouts of the mlp 784-512-256-10 (Adam, global
+ * batch 64 over dp 4: B = 16 < the eval batch 1000), by hand: Ψ = 401,920 +
+ * 131,328 + 2,570 = 535,818; stages 1-2 one 25 MiB unit (535,818 floats),
+ * dp rank 0's block 133,955 (the first 535,818 % 4 = 2 blocks one more);
+ * stage 3 a unit per layer: 100,480 + 32,832 + 643 = 133,955. Activations:
+ * 1000 samples x (512 + 256 + 10 outputs + 2 x 512 deltas + 10 dlogits)
+ * x 4 bytes = 7,248,000. bf16: parameters and gradients at 2 bytes, the
+ * other 2 in emulation_bytes, Adam + a master copy s = 3. */
+static void test_ledger_by_hand(void **state)
+{
+    (void)state;
+    setup_layers();
+    struct sb_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    snprintf(cfg.workload, sizeof cfg.workload, "mlp");
+    cfg.n_hidden = 2;
+    cfg.hidden[0] = H1;
+    cfg.hidden[1] = H2;
+    cfg.eval_batch = 1000;
+    struct sb_layout_inputs in = inputs(mlp, 3, 64);
+    in.optimizer = SB_OPTIMIZER_ADAM;
+    in.workload = sb_workload_find("mlp");
+    in.model_cfg = &cfg;
+    double psi = 535818, S = 133955, act = 1000.0 * (512 + 256 + 10 + 2 * 512 + 10) * 4;
+    double comm[4] = {0, 4 * S, 4 * psi, 2 * 4 * 401920.0 + 4 * 131328.0};
+    for (int zero = 0; zero <= 3; zero++) {
+        struct sb_layout l = dp_only(4, zero);
+        struct sb_memory_entry e;
+        assert_int_equal(sb_layout_memory(&l, &in, NULL, 0, &e), 1);
+        assert_float_equal(e.held.param_bytes, 4 * (zero >= 3 ? S : psi), 0);
+        assert_float_equal(e.held.grad_bytes, 4 * (zero >= 2 ? S : psi), 0);
+        assert_float_equal(e.held.optimizer_bytes, 8 * (zero >= 1 ? S : psi), 0);
+        assert_float_equal(e.comm_bytes, comm[zero], 0);
+        assert_float_equal(e.activation_bytes, act, 0);
+        assert_float_equal(e.emulation_bytes, 0, 0);
+        struct sb_layout_prediction p;
+        assert_int_equal(sb_layout_predict(&l, &in, 4, &p), SB_OK);
+        assert_float_equal(p.memory_bytes, sb_memory_entry_total_bytes(&e), 0);
+    }
+    cfg.precision = SB_PRECISION_BF16;
+    struct sb_layout l = dp_only(4, 1);
+    struct sb_memory_entry e;
+    assert_int_equal(sb_layout_memory(&l, &in, NULL, 0, &e), 1);
+    assert_float_equal(e.held.param_bytes, 2 * psi, 0);
+    assert_float_equal(e.held.grad_bytes, 2 * psi, 0);
+    assert_float_equal(e.emulation_bytes, 4 * psi, 0);
+    assert_float_equal(e.held.optimizer_bytes, 12 * S, 0);
+    /* tp 2 (the tensor strategy's shard): fc1's 256 rows of 784 and their
+     * biases, fc2's 256 columns and its whole bias, fc3 whole */
+    l = (struct sb_layout){2, 2, 1, 1, SB_PP_GPIPE, 1, 0, SB_RANK_ORDER_TP_DP_PP};
+    assert_int_equal(sb_layout_memory(&l, &in, NULL, 0, &e), 1);
+    assert_float_equal(e.held.param_bytes + e.emulation_bytes / 2,
+                       4.0 * (784 * 256 + 256 + 256 * 256 + 256 + 2570), 0);
+    /* no configuration: the scaled estimate (0) */
+    in.model_cfg = NULL;
+    assert_int_equal(sb_layout_memory(&l, &in, NULL, 0, &e), 0);
 }
 
 /* pp-only on free links: the bubble is (p-1)(t_f + t_b), its share
@@ -479,6 +541,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dp_only_is_the_strategy_row), cmocka_unit_test(test_pp_only_bubble),
+        cmocka_unit_test(test_ledger_by_hand),
         cmocka_unit_test(test_tp_collectives), cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_axis_links),     cmocka_unit_test(test_summaries_of_a_block),
         cmocka_unit_test(test_link_share),     cmocka_unit_test(test_world_hierarchical),

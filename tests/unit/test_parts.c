@@ -183,7 +183,7 @@ static void check_cut(const struct sb_config *cfg, const int *cuts, int n_parts,
     float *dact[MAX_PARTS] = {NULL}; /* dLoss/d(input of part k) */
     for (int k = 0; k < n_parts; k++) {
         int end = k + 1 < n_parts ? cuts[k + 1] : w->n_layers;
-        struct sb_part part = {cuts[k], end - cuts[k], 0, 1, slots, 0, 0};
+        struct sb_part part = {cuts[k], end - cuts[k], 0, 1, slots, 0, 0, 0};
         p[k] = create(cfg, BATCH, &part);
         check_table(p[k]);
         assert_int_equal(p[k]->part.first_layer, cuts[k]);
@@ -274,7 +274,7 @@ static void check_accumulation(const struct sb_config *cfg, const int *cuts, int
     float *grads = calloc(w->n_params, sizeof *grads);
     for (int k = 0; k < n_parts; k++) {
         int end = k + 1 < n_parts ? cuts[k + 1] : w->n_layers;
-        struct sb_part part = {cuts[k], end - cuts[k], 0, 1, MICRO, 0, 0};
+        struct sb_part part = {cuts[k], end - cuts[k], 0, 1, MICRO, 0, 0, 0};
         p[k] = create(cfg, BATCH, &part);
         for (int s = 0; s < MICRO && k > 0; s++)
             dact[k][s] = calloc((size_t)BATCH * p[k]->layers[0].in_floats, sizeof(float));
@@ -434,7 +434,7 @@ static void check_tp(const struct sb_config *cfg, int size, int cut, size_t hook
         s[r] = (struct tp_shard){&g, r, n_parts, {NULL, NULL}, NULL, x, y, 0.0, SB_OK};
         for (int k = 0; k < n_parts; k++) {
             int end = k + 1 < n_parts ? starts[k + 1] : w->n_layers;
-            struct sb_part part = {starts[k], end - starts[k], r, size, 1, 0, 0};
+            struct sb_part part = {starts[k], end - starts[k], r, size, 1, 0, 0, 0};
             struct sb_model *m = create(cfg, BATCH, &part);
             m->tp_allreduce = tp_allreduce;
             m->tp_ctx = &s[r];
@@ -498,7 +498,7 @@ static void test_slots_and_bad_parts(void **state)
     struct sb_config cfg = config("mlp", (int[]){128, 64}, 2);
     size_t bytes[4];
     for (int slots = 1; slots <= 3; slots++) {
-        struct sb_part part = {0, 3, 0, 1, slots, 0, 0};
+        struct sb_part part = {0, 3, 0, 1, slots, 0, 0, 0};
         struct sb_model *m = create(&cfg, 8, &part);
         bytes[slots] = m->activation_bytes;
         m->ops->destroy(m);
@@ -510,22 +510,22 @@ static void test_slots_and_bad_parts(void **state)
     const struct sb_workload_ops *ops = sb_workload_find("mlp");
     struct sb_model *m = NULL;
     static const struct sb_part bad[] = {
-        {3, 1, 0, 1, 1, 0, 0},  /* no layer 3 */
-        {1, 3, 0, 1, 1, 0, 0},  /* past the end */
-        {0, 3, 2, 2, 1, 0, 0},  /* tp rank out of range */
-        {0, 3, 0, 1, 0, 0, 0},  /* no slot */
-        {1, 2, 0, 2, 1, 0, 0},  /* starts at the row-parallel half of a pair */
-        {0, 1, 0, 2, 1, 0, 0},  /* ends at the column-parallel half */
+        {3, 1, 0, 1, 1, 0, 0, 0},  /* no layer 3 */
+        {1, 3, 0, 1, 1, 0, 0, 0},  /* past the end */
+        {0, 3, 2, 2, 1, 0, 0, 0},  /* tp rank out of range */
+        {0, 3, 0, 1, 0, 0, 0, 0},  /* no slot */
+        {1, 2, 0, 2, 1, 0, 0, 0},  /* starts at the row-parallel half of a pair */
+        {0, 1, 0, 2, 1, 0, 0, 0},  /* ends at the column-parallel half */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_int_equal(ops->create_part(&cfg, &sb_backend_cpu, 8, &bad[i], &m), SB_ERR_USAGE);
         assert_null(m);
     }
     struct sb_config narrow = config("mlp", (int[]){3}, 1);
-    struct sb_part tp4 = {0, 2, 0, 4, 1, 0, 0};
+    struct sb_part tp4 = {0, 2, 0, 4, 1, 0, 0, 0};
     assert_int_equal(ops->create_part(&narrow, &sb_backend_cpu, 8, &tp4, &m), SB_ERR_USAGE);
     /* Backward of a part before the last needs dout; the first takes no din. */
-    struct sb_part head = {0, 1, 0, 1, 1, 0, 0};
+    struct sb_part head = {0, 1, 0, 1, 1, 0, 0, 0};
     m = create(&cfg, 8, &head);
     float x[8 * 784], din[8 * 784];
     uint8_t y[8];

@@ -53,7 +53,7 @@ static struct sb_model *create(const struct sb_config *cfg, int first, int n_lay
 {
     const struct sb_workload_ops *ops = sb_workload_find(cfg->workload);
     assert_non_null(ops);
-    struct sb_part part = {first, n_layers, 0, 1, MICRO, 0, split};
+    struct sb_part part = {first, n_layers, 0, 1, MICRO, 0, split, 0};
     struct sb_model *m = NULL;
     assert_int_equal(ops->create_part(cfg, &sb_backend_cpu, BATCH, &part, &m), SB_OK);
     return m;
@@ -215,7 +215,7 @@ static void check_vit(int tp_size, enum sb_precision precision)
     struct sb_model *fused = NULL, *split = NULL;
     struct sb_model *whole = NULL;
     assert_int_equal(ops->create(&cfg, &sb_backend_cpu, BATCH, &whole), SB_OK);
-    struct sb_part part = {0, whole->n_layers, 0, tp_size, 1, 0, 0};
+    struct sb_part part = {0, whole->n_layers, 0, tp_size, 1, 0, 0, 0};
     whole->ops->destroy(whole);
     assert_int_equal(ops->create_part(&cfg, &sb_backend_cpu, BATCH, &part, &fused), SB_OK);
     part.split_backward = 1;
@@ -269,7 +269,7 @@ static void test_vit(void **state)
     cfg.vit = (struct sb_vit_config){.patch = 4, .width = 32, .depth = 2, .heads = 4,
                                      .mlp_ratio = 2}; /* 50 tokens: tp 2 divides them */
     cfg.batch = BATCH;
-    struct sb_part sp = {0, 4, 0, 2, 1, 1, 1};
+    struct sb_part sp = {0, 4, 0, 2, 1, 1, 1, 0};
     struct sb_model *m = NULL;
     assert_int_equal(sb_workload_find("vit")->create_part(&cfg, &sb_backend_cpu, BATCH, &sp, &m),
                      SB_ERR_USAGE);

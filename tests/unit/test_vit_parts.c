@@ -29,7 +29,10 @@
  *   sequence parallelism at tp 2 (fused backward; the same
  *   operations per tensor in the same order: only exact copies differ);
  *   each part's parameters equal the part_size formula, its activation
- *   bytes within 1 %.
+ *   bytes within 1 % (the accumulation buffer included: the parts declare
+ *   part.accumulate and allocate it at create_part, counted then and by
+ *   part_size; the whole model allocates it on first use and its
+ *   activation_bytes grow by exactly 4 bytes a parameter then).
  * Exits 0 when every test passes, non-zero otherwise. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -210,7 +213,7 @@ static void check_tp(int size)
     pthread_t th[MAX_TP];
     pthread_barrier_init(&g.barrier, NULL, (unsigned)size);
     for (int r = 0; r < size; r++) {
-        struct sb_part part = {0, w->n_layers, r, size, 1, 0, 0};
+        struct sb_part part = {0, w->n_layers, r, size, 1, 0, 0, 0};
         s[r] = (struct shard){&g, r, NULL, x, y, 0.0, SB_OK};
         assert_int_equal(ops->create_part(&cfg, &sb_backend_cpu, BATCH, &part, &s[r].m), SB_OK);
         s[r].m->tp_allreduce = hook;
@@ -262,17 +265,17 @@ static void test_vit_bad_shards(void **state)
     struct sb_config cfg = config();
     const struct sb_workload_ops *ops = sb_workload_find("vit");
     struct sb_model *m = NULL;
-    struct sb_part three = {0, 4, 0, 3, 1, 0, 0}; /* 3 does not divide 4 heads */
+    struct sb_part three = {0, 4, 0, 3, 1, 0, 0, 0}; /* 3 does not divide 4 heads */
     assert_int_equal(ops->create_part(&cfg, &sb_backend_cpu, BATCH, &three, &m), SB_ERR_USAGE);
     assert_non_null(strstr(sb_error_message(), "--tp"));
     assert_null(m);
     cfg.vit.heads = 8;
     cfg.vit.width = 24;
     cfg.vit.mlp_ratio = 1; /* hidden width 24: divides by 8 heads, 3 divides neither */
-    struct sb_part eight = {0, 4, 0, 16, 1, 0, 0};
+    struct sb_part eight = {0, 4, 0, 16, 1, 0, 0, 0};
     assert_int_equal(ops->create_part(&cfg, &sb_backend_cpu, BATCH, &eight, &m), SB_ERR_USAGE);
     cfg = config();
-    struct sb_part outside = {3, 2, 0, 1, 1, 0, 0}; /* layers 3..4 of 0..3 */
+    struct sb_part outside = {3, 2, 0, 1, 1, 0, 0, 0}; /* layers 3..4 of 0..3 */
     assert_int_equal(ops->create_part(&cfg, &sb_backend_cpu, BATCH, &outside, &m), SB_ERR_USAGE);
     assert_null(m);
 }
@@ -294,6 +297,7 @@ struct chain {
     int rank, size, n_parts, split, sp;
     const int *cut;
     struct sb_model *part[MAX_PARTS];
+    size_t built_bytes[MAX_PARTS]; /* activation_bytes as created */
     struct shard hook_ctx; /* the tp hook's ctx (g, rank) */
     const float *x;
     const uint8_t *y;
@@ -363,14 +367,15 @@ static void build_chain(struct chain *c)
     c->hook_ctx = (struct shard){c->g, c->rank, NULL, NULL, NULL, 0.0, SB_OK};
     int n = c->n_parts ? c->n_parts : 1;
     for (int i = 0; i < n; i++) {
-        struct sb_part part = {0, cfg.vit.depth + 2, c->rank, c->size, 1, c->sp, 0};
+        struct sb_part part = {0, cfg.vit.depth + 2, c->rank, c->size, 1, c->sp, 0, 0};
         if (c->n_parts) {
             part = (struct sb_part){c->cut[i], c->cut[i + 1] - c->cut[i], c->rank, c->size,
-                                    MICRO, c->sp, c->split};
+                                    MICRO, c->sp, c->split, 1};
         }
         assert_int_equal(ops->create_part(&cfg, &sb_backend_cpu, BATCH, &part, &c->part[i]),
                          SB_OK);
         struct sb_model *m = c->part[i];
+        c->built_bytes[i] = m->activation_bytes;
         m->tp_allreduce = hook;
         if (c->sp) {
             m->tp_allgather = gather_hook;
@@ -449,6 +454,13 @@ static void check_cut(const int *cut, int n_parts, int size, int split, int sp)
     run_ranks(ref, size);
     run_ranks(parts, size);
     for (int r = 0; r < size; r++) {
+        /* the accumulation buffer: the parts (part.accumulate) allocated it
+         * at create_part, counted there (and in part_size, checked there);
+         * the whole model on first use, counted then: 4 bytes a parameter */
+        for (int i = 0; i < n_parts; i++)
+            assert_int_equal(parts[r].part[i]->activation_bytes, parts[r].built_bytes[i]);
+        assert_int_equal(ref[r].part[0]->activation_bytes,
+                         ref[r].built_bytes[0] + 4 * ref[r].part[0]->n_params);
         assert_memory_equal(&ref[r].loss, &parts[r].loss, sizeof(double));
         check_same(&ref[r], &parts[r]);
         destroy_chain(&ref[r]);
