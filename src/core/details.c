@@ -7,7 +7,10 @@
 void sb_details_add(struct sb_strategy_details *d, const char *key, int is_list,
                     const double *values, int count)
 {
-    if (d->n >= SB_DETAILS_MAX) return;
+    if (d->n >= SB_DETAILS_MAX) {
+        d->dropped++;
+        return;
+    }
     struct sb_detail *it = &d->item[d->n++];
     snprintf(it->key, sizeof it->key, "%s", key);
     it->is_list = is_list;

@@ -7,7 +7,7 @@
 #define SB_DETAILS_H
 
 /* One entry: a number (is_list = 0, values[0]) or a list. */
-#define SB_DETAILS_MAX 24
+#define SB_DETAILS_MAX 48
 #define SB_DETAIL_VALUES_MAX 64
 struct sb_detail {
     char key[48];      /* e.g. "bucket_count", "bucket_bytes", "staleness_max" */
@@ -25,6 +25,9 @@ struct sb_report_value {
 };
 struct sb_strategy_details {
     int n;
+    int dropped; /* entries sb_details_add found no room for: the report refuses
+                  * to be written without them (add_details), so a strategy
+                  * that states more than SB_DETAILS_MAX fails its tests */
     struct sb_detail item[SB_DETAILS_MAX];
     int n_config;
     struct sb_report_value config[SB_DETAILS_MAX]; /* into "config" */
@@ -33,12 +36,12 @@ struct sb_strategy_details {
 };
 
 /* Appends a number (or, with is_list, the list values[0..count)) to d;
- * ignored when d is full. */
+ * when d is full, counts it in d->dropped instead. */
 void sb_details_add(struct sb_strategy_details *d, const char *key, int is_list,
                     const double *values, int count);
 
-/* Appends the flag `key` (written as true or false) to d; ignored when d
- * is full. */
+/* Appends the flag `key` (written as true or false) to d; counted in
+ * d->dropped when d is full. */
 void sb_details_add_bool(struct sb_strategy_details *d, const char *key, int value);
 
 /* Sets `key` of the "config" (to_comm = 0) or "comm" (to_comm = 1)

@@ -114,6 +114,11 @@ static void add_details(cJSON *root, const struct sb_run_record *rec, int *fail)
     cJSON *o = sb_json_add_obj(root, "strategy_details", fail);
     if (!o) return;
     const struct sb_strategy_details *d = &rec->details;
+    if (d->dropped > 0) { /* a report without some of them would mislead */
+        fprintf(stderr, "stratbench: report: %d strategy details over SB_DETAILS_MAX (%d)\n",
+                d->dropped, SB_DETAILS_MAX);
+        *fail = 1;
+    }
     for (int i = 0; i < d->n && i < SB_DETAILS_MAX; i++) {
         const struct sb_detail *it = &d->item[i];
         if (it->is_bool) {
