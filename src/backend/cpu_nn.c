@@ -1,8 +1,11 @@
 /* The CPU backend's transformer ops: batched SGEMM for attention,
  * LayerNorm, GELU, row softmax and the reshapes around attention heads and
  * patches. Plain loops over contiguous rows; every op works on a whole
- * batch. Semantics in backend.h. */
+ * batch. GELU and softmax use cpu_math.h's exp and Gaussian CDF, not
+ * libm's, so that their loops vectorise. Semantics in backend.h. */
 #include "backend/cpu_nn.h"
+
+#include "backend/cpu_math.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -65,31 +68,65 @@ void sb_cpu_layernorm_backward(const float *dy, const float *x, const float *gam
 
 void sb_cpu_gelu_forward(const float *x, float *y, size_t n)
 {
-    for (size_t i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * (float)M_SQRT1_2));
+    for (size_t i = 0; i < n; i++) {
+        float pdf, v = x[i];
+        y[i] = v * sb_cpu_gauss_cdf_pdf(v, &pdf);
+    }
 }
 
 void sb_cpu_gelu_backward(float *dy, const float *x, size_t n)
 {
-    const float inv_sqrt_2pi = 0.3989422804014327f;
     for (size_t i = 0; i < n; i++) {
-        float cdf = 0.5f * (1.0f + erff(x[i] * (float)M_SQRT1_2));
-        float pdf = inv_sqrt_2pi * expf(-0.5f * x[i] * x[i]);
-        dy[i] *= cdf + x[i] * pdf;
+        float pdf, v = x[i];
+        float cdf = sb_cpu_gauss_cdf_pdf(v, &pdf);
+        dy[i] *= cdf + v * pdf;
     }
+}
+
+/* Lanes of the row reductions below: LANES partial results, combined in
+ * lane order at the end, so that the loop over a row is SIMD code (gcc
+ * keeps a float sum's order, and so never vectorises one loop-carried
+ * sum). */
+#define LANES 8
+
+/* max over x[0, n), n >= 1. */
+static float row_max(const float *x, int n)
+{
+    float m[LANES];
+    for (int j = 0; j < LANES; j++) m[j] = x[0];
+    int c = 0;
+    for (; c + LANES <= n; c += LANES)
+        for (int j = 0; j < LANES; j++) m[j] = x[c + j] > m[j] ? x[c + j] : m[j];
+    float mx = m[0];
+    for (int j = 1; j < LANES; j++) mx = m[j] > mx ? m[j] : mx;
+    for (; c < n; c++) mx = x[c] > mx ? x[c] : mx;
+    return mx;
+}
+
+/* sum over x[0, n) of x[c] * (y ? y[c] : 1), in LANES partial sums. */
+static float row_dot(const float *x, const float *y, int n)
+{
+    float s[LANES] = {0};
+    int c = 0;
+    if (y)
+        for (; c + LANES <= n; c += LANES)
+            for (int j = 0; j < LANES; j++) s[j] += x[c + j] * y[c + j];
+    else
+        for (; c + LANES <= n; c += LANES)
+            for (int j = 0; j < LANES; j++) s[j] += x[c + j];
+    float sum = 0.0f;
+    for (int j = 0; j < LANES; j++) sum += s[j];
+    for (; c < n; c++) sum += x[c] * (y ? y[c] : 1.0f);
+    return sum;
 }
 
 void sb_cpu_softmax_rows(float *x, int rows, int cols)
 {
     for (int r = 0; r < rows; r++) {
         float *xr = x + (size_t)r * cols;
-        float mx = xr[0];
-        for (int c = 1; c < cols; c++) mx = xr[c] > mx ? xr[c] : mx;
-        float sum = 0.0f;
-        for (int c = 0; c < cols; c++) {
-            xr[c] = expf(xr[c] - mx);
-            sum += xr[c];
-        }
-        float inv = 1.0f / sum;
+        float mx = row_max(xr, cols);
+        for (int c = 0; c < cols; c++) xr[c] = sb_cpu_exp(xr[c] - mx);
+        float inv = 1.0f / row_dot(xr, NULL, cols);
         for (int c = 0; c < cols; c++) xr[c] *= inv;
     }
 }
@@ -99,8 +136,7 @@ void sb_cpu_softmax_rows_backward(float *dy, const float *y, int rows, int cols)
     for (int r = 0; r < rows; r++) {
         float *dr = dy + (size_t)r * cols;
         const float *yr = y + (size_t)r * cols;
-        float dot = 0.0f;
-        for (int c = 0; c < cols; c++) dot += dr[c] * yr[c];
+        float dot = row_dot(dr, yr, cols);
         for (int c = 0; c < cols; c++) dr[c] = yr[c] * (dr[c] - dot);
     }
 }
