@@ -22,19 +22,32 @@ void sb_cpu_sgemm_strided_batched(int trans_a, int trans_b, int m, int n, int k,
                     b + i * stride_b, ldb, beta, c + i * stride_c, ldc);
 }
 
+/* Lanes of the row reductions below: LANES partial results, combined in
+ * lane order at the end, so that the loop over a row is SIMD code (gcc
+ * keeps a float sum's order, and so never vectorises one loop-carried
+ * sum). */
+#define LANES 8
+
 void sb_cpu_layernorm_forward(const float *x, const float *gamma, const float *beta, int rows,
                               int cols, float eps, float *y, float *mean, float *rstd)
 {
     for (int r = 0; r < rows; r++) {
         const float *xr = x + (size_t)r * cols;
         float *yr = y + (size_t)r * cols;
-        double sum = 0.0, sq = 0.0;
-        for (int c = 0; c < cols; c++) sum += xr[c];
+        double s[LANES] = {0}, q[LANES] = {0}, sum = 0.0, sq = 0.0;
+        int c = 0;
+        for (; c + LANES <= cols; c += LANES)
+            for (int j = 0; j < LANES; j++) s[j] += xr[c + j];
+        for (int j = 0; j < LANES; j++) sum += s[j];
+        for (; c < cols; c++) sum += xr[c];
         double mu = sum / cols;
-        for (int c = 0; c < cols; c++) sq += (xr[c] - mu) * (xr[c] - mu);
+        for (c = 0; c + LANES <= cols; c += LANES)
+            for (int j = 0; j < LANES; j++) q[j] += (xr[c + j] - mu) * (xr[c + j] - mu);
+        for (int j = 0; j < LANES; j++) sq += q[j];
+        for (; c < cols; c++) sq += (xr[c] - mu) * (xr[c] - mu);
         float rs = (float)(1.0 / sqrt(sq / cols + eps));
         float m = (float)mu;
-        for (int c = 0; c < cols; c++) yr[c] = (xr[c] - m) * rs * gamma[c] + beta[c];
+        for (c = 0; c < cols; c++) yr[c] = (xr[c] - m) * rs * gamma[c] + beta[c];
         mean[r] = m;
         rstd[r] = rs;
     }
@@ -50,16 +63,26 @@ void sb_cpu_layernorm_backward(const float *dy, const float *x, const float *gam
         const float *dyr = dy + (size_t)r * cols, *xr = x + (size_t)r * cols;
         float *dxr = dx + (size_t)r * cols;
         float m = mean[r], rs = rstd[r];
-        double sum_g = 0.0, sum_gx = 0.0;
-        for (int c = 0; c < cols; c++) {
+        double g1[LANES] = {0}, gx[LANES] = {0}, sum_g = 0.0, sum_gx = 0.0;
+        int c = 0;
+        for (; c + LANES <= cols; c += LANES)
+            for (int j = 0; j < LANES; j++) {
+                float xhat = (xr[c + j] - m) * rs, g = dyr[c + j] * gamma[c + j];
+                g1[j] += g;
+                gx[j] += (double)g * xhat;
+            }
+        for (int j = 0; j < LANES; j++) sum_g += g1[j], sum_gx += gx[j];
+        for (; c < cols; c++) {
             float xhat = (xr[c] - m) * rs, g = dyr[c] * gamma[c];
             sum_g += g;
             sum_gx += (double)g * xhat;
-            dgamma[c] += dyr[c] * xhat;
+        }
+        for (c = 0; c < cols; c++) {
+            dgamma[c] += dyr[c] * ((xr[c] - m) * rs);
             dbeta[c] += dyr[c];
         }
         float mg = (float)(sum_g / cols), mgx = (float)(sum_gx / cols);
-        for (int c = 0; c < cols; c++) {
+        for (c = 0; c < cols; c++) {
             float xhat = (xr[c] - m) * rs;
             dxr[c] += rs * (dyr[c] * gamma[c] - mg - xhat * mgx);
         }
@@ -82,12 +105,6 @@ void sb_cpu_gelu_backward(float *dy, const float *x, size_t n)
         dy[i] *= cdf + v * pdf;
     }
 }
-
-/* Lanes of the row reductions below: LANES partial results, combined in
- * lane order at the end, so that the loop over a row is SIMD code (gcc
- * keeps a float sum's order, and so never vectorises one loop-carried
- * sum). */
-#define LANES 8
 
 /* max over x[0, n), n >= 1. */
 static float row_max(const float *x, int n)
@@ -143,12 +160,15 @@ void sb_cpu_softmax_rows_backward(float *dy, const float *y, int rows, int cols)
 
 void sb_cpu_transpose_0213(const float *x, int a, int b, int c, int d, float *y)
 {
-    size_t run = (size_t)d * sizeof *x;
+    /* runs of d floats (a head's 16) copied by a loop, not memcpy: a call
+     * per 64 bytes cost more than the copy */
     for (int i = 0; i < a; i++)
         for (int j = 0; j < b; j++)
-            for (int k = 0; k < c; k++)
-                memcpy(y + (((size_t)i * c + k) * b + j) * d, x + (((size_t)i * b + j) * c + k) * d,
-                       run);
+            for (int k = 0; k < c; k++) {
+                float *restrict dst = y + (((size_t)i * c + k) * b + j) * d;
+                const float *restrict src = x + (((size_t)i * b + j) * c + k) * d;
+                for (int l = 0; l < d; l++) dst[l] = src[l];
+            }
 }
 
 void sb_cpu_patchify(const float *x, int n, int side, int p, float *y)
