@@ -28,7 +28,19 @@ void sb_cpu_sgemm_strided_batched(int trans_a, int trans_b, int m, int n, int k,
  * sum). */
 #define LANES 8
 
-void sb_cpu_layernorm_forward(const float *x, const float *gamma, const float *beta, int rows,
+/* The elementwise and row loops are built twice, for AVX2 (8 floats a
+ * vector, blends for the selects) and for the x86-64 baseline (SSE2), and
+ * the loader picks one for the CPU (gcc's function multiversioning, an
+ * ifunc). No FMA: -std=c11 keeps every multiply and add rounded apart, and
+ * each lane of a row reduction sums in the source's order, so both
+ * versions give the same bits. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define CPU_SIMD __attribute__((target_clones("avx2", "default")))
+#else
+#define CPU_SIMD
+#endif
+
+CPU_SIMD void sb_cpu_layernorm_forward(const float *x, const float *gamma, const float *beta, int rows,
                               int cols, float eps, float *y, float *mean, float *rstd)
 {
     for (int r = 0; r < rows; r++) {
@@ -53,7 +65,7 @@ void sb_cpu_layernorm_forward(const float *x, const float *gamma, const float *b
     }
 }
 
-void sb_cpu_layernorm_backward(const float *dy, const float *x, const float *gamma,
+CPU_SIMD void sb_cpu_layernorm_backward(const float *dy, const float *x, const float *gamma,
                                const float *mean, const float *rstd, int rows, int cols,
                                float *dx, float *dgamma, float *dbeta)
 {
@@ -89,7 +101,7 @@ void sb_cpu_layernorm_backward(const float *dy, const float *x, const float *gam
     }
 }
 
-void sb_cpu_gelu_forward(const float *x, float *y, size_t n)
+CPU_SIMD void sb_cpu_gelu_forward(const float *x, float *y, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         float pdf, v = x[i];
@@ -97,7 +109,7 @@ void sb_cpu_gelu_forward(const float *x, float *y, size_t n)
     }
 }
 
-void sb_cpu_gelu_backward(float *dy, const float *x, size_t n)
+CPU_SIMD void sb_cpu_gelu_backward(float *dy, const float *x, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         float pdf, v = x[i];
@@ -107,7 +119,7 @@ void sb_cpu_gelu_backward(float *dy, const float *x, size_t n)
 }
 
 /* max over x[0, n), n >= 1. */
-static float row_max(const float *x, int n)
+static inline float row_max(const float *x, int n)
 {
     float m[LANES];
     for (int j = 0; j < LANES; j++) m[j] = x[0];
@@ -121,7 +133,7 @@ static float row_max(const float *x, int n)
 }
 
 /* sum over x[0, n) of x[c] * (y ? y[c] : 1), in LANES partial sums. */
-static float row_dot(const float *x, const float *y, int n)
+static inline float row_dot(const float *x, const float *y, int n)
 {
     float s[LANES] = {0};
     int c = 0;
@@ -137,7 +149,7 @@ static float row_dot(const float *x, const float *y, int n)
     return sum;
 }
 
-void sb_cpu_softmax_rows(float *x, int rows, int cols)
+CPU_SIMD void sb_cpu_softmax_rows(float *x, int rows, int cols)
 {
     for (int r = 0; r < rows; r++) {
         float *xr = x + (size_t)r * cols;
@@ -148,7 +160,7 @@ void sb_cpu_softmax_rows(float *x, int rows, int cols)
     }
 }
 
-void sb_cpu_softmax_rows_backward(float *dy, const float *y, int rows, int cols)
+CPU_SIMD void sb_cpu_softmax_rows_backward(float *dy, const float *y, int rows, int cols)
 {
     for (int r = 0; r < rows; r++) {
         float *dr = dy + (size_t)r * cols;
