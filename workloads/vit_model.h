@@ -14,8 +14,7 @@
 
 /* One pre-norm transformer block: offsets of its parameters in the flat
  * buffers and the activations its backward reads, for `cap` samples of T
- * tokens of width W (rows = cap * T). q, k, v and ctx are in token layout
- * (n, T, heads_local * hd): head h is columns [h hd, (h + 1) hd). */
+ * tokens of width W (rows = cap * T). Head layout is (n, heads, T, hd). */
 struct vit_block {
     size_t norm1_w, norm1_b, q_w, q_b, k_w, k_b, v_w, v_b, proj_w, proj_b;
     size_t norm2_w, norm2_b, fc1_w, fc1_b, fc2_w, fc2_b;
@@ -23,7 +22,7 @@ struct vit_block {
     float *mid;              /* (rows, W) residual stream after attention */
     float *ln1, *ln2;        /* (rows, W) LayerNorm outputs */
     float *mean1, *rstd1, *mean2, *rstd2; /* (rows) LayerNorm statistics */
-    float *q, *k, *v;        /* (rows, width_local) projections, token layout */
+    float *q, *k, *v;        /* (cap, heads_local, T, hd) projections, head layout */
     float *probs;            /* (cap, heads_local, T, T) attention probabilities */
     float *ctx;              /* (rows, width_local) attention context, heads merged */
     float *fc1;              /* (rows, hidden_local) MLP pre-activation */
@@ -81,7 +80,7 @@ struct vit {
     float *logits, *dlogits; /* (cap, 10) */
     /* backward scratch, shared by the blocks */
     float *tmp, *dres, *dln; /* (rows, W) */
-    float *dh[3];            /* (rows, width_local): d q, d k, d v, token layout */
+    float *dh[3];            /* (cap, heads_local, T, hd) */
     float *dfc;              /* (rows, hidden_local) */
     float *dprobs;           /* (cap, heads_local, T, T) */
     float *dlnf, *dxcls;     /* (cap, W) */

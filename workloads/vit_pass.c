@@ -1,8 +1,7 @@
 /* The vit workload's forward and backward passes over the flat buffers
  * (layout and shapes in vit_model.h and vit.c). All math goes through the
  * backend's ops; one GEMM per linear layer over all n * T tokens, one
- * strided batched GEMM per attention product and head over all n samples
- * (each head read in place from the token layout). */
+ * strided batched GEMM per attention product over all n * heads. */
 #include <math.h>
 
 #include "data/mnist.h"
@@ -113,12 +112,6 @@ static void block_forward(struct sb_model *m, int l, int n)
     row_parallel_forward(m, b->gelu, rows, F, b->mid, b->fc2_w, b->fc2_b, out);
 }
 
-/* The attention's products read and write q, k, v, the context and their
- * gradients in token layout (n, T, width_local), where head h of sample s
- * is the (T, hd) matrix at s T Wl + h hd with row stride Wl: one batched
- * GEMM per head over the n samples (batch stride T Wl), so no copy splits
- * or merges the heads. The probabilities are (n, H, T, T): head h's at h T
- * T, batch stride H T T. */
 void sb_vit_attention_forward(struct sb_model *m, struct vit_block *b, int n)
 {
     struct vit *p = m->impl;
@@ -127,20 +120,22 @@ void sb_vit_attention_forward(struct sb_model *m, struct vit_block *b, int n)
     int Wl = p->width_local;
     float *qkv[3] = {b->q, b->k, b->v};
     size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
-    for (int i = 0; i < 3; i++) sb_vit_linear(m, b->ln1, rows, W, Wl, wo[i], bo[i], 0.0f, qkv[i]);
-    long tw = (long)T * Wl, tt = (long)T * T, htt = H * tt;
+    for (int i = 0; i < 3; i++) {
+        sb_vit_linear(m, b->ln1, rows, W, Wl, wo[i], bo[i], 0.0f, p->tmp);
+        be->transpose_0213(p->tmp, n, T, H, hd, qkv[i]); /* (n, T, H, hd) -> (n, H, T, hd) */
+    }
+    long th = (long)T * hd, tt = (long)T * T;
     /* scores (T, T) = q (T, hd) . k^T / sqrt(hd), per (sample, head) */
-    for (int h = 0; h < H; h++)
-        be->sgemm_strided_batched(0, 1, T, T, hd, 1.0f / sqrtf((float)hd), b->q + h * hd, Wl, tw,
-                                  b->k + h * hd, Wl, tw, 0.0f, b->probs + h * tt, T, htt, n);
+    be->sgemm_strided_batched(0, 1, T, T, hd, 1.0f / sqrtf((float)hd), b->q, hd, th, b->k, hd,
+                              th, 0.0f, b->probs, T, tt, n * H);
     sb_model_round(m, b->probs, (size_t)n * H * tt); /* the scores */
     be->softmax_rows(b->probs, n * H * T, T);
     sb_model_round(m, b->probs, (size_t)n * H * tt); /* the probabilities: a GEMM's input */
-    /* context (T, hd) = probs (T, T) . v (T, hd), into its head's columns */
-    for (int h = 0; h < H; h++)
-        be->sgemm_strided_batched(0, 0, T, hd, T, 1.0f, b->probs + h * tt, T, htt, b->v + h * hd,
-                                  Wl, tw, 0.0f, b->ctx + h * hd, Wl, tw, n);
-    sb_model_round(m, b->ctx, (size_t)rows * Wl);
+    /* context (T, hd) = probs (T, T) . v (T, hd) */
+    be->sgemm_strided_batched(0, 0, T, hd, T, 1.0f, b->probs, T, tt, b->v, hd, th, 0.0f,
+                              p->dh[0], hd, th, n * H);
+    sb_model_round(m, p->dh[0], (size_t)rows * Wl);
+    be->transpose_0213(p->dh[0], n, H, T, hd, b->ctx); /* -> (n, T, H, hd) */
 }
 
 /* Final LayerNorm on the class token and the linear head -> logits. */
@@ -240,33 +235,31 @@ void sb_vit_attention_backward(struct sb_model *m, struct vit_block *b, int n)
     const struct sb_backend_ops *be = m->be;
     int W = p->width, T = p->tokens, H = p->heads_local, hd = p->head_dim, rows = n * T;
     int Wl = p->width_local;
-    const float *dctx = p->tmp; /* token layout, as the context */
-    long tw = (long)T * Wl, tt = (long)T * T, htt = H * tt;
+    be->transpose_0213(p->tmp, n, T, H, hd, p->dh[0]); /* d context, head layout */
+    long th = (long)T * hd, tt = (long)T * T;
     /* dprobs (T, T) = dctx (T, hd) . v^T; dv (T, hd) = probs^T . dctx */
-    for (int h = 0; h < H; h++) {
-        be->sgemm_strided_batched(0, 1, T, T, hd, 1.0f, dctx + h * hd, Wl, tw, b->v + h * hd, Wl,
-                                  tw, 0.0f, p->dprobs + h * tt, T, htt, n);
-        be->sgemm_strided_batched(1, 0, T, hd, T, 1.0f, b->probs + h * tt, T, htt, dctx + h * hd,
-                                  Wl, tw, 0.0f, p->dh[2] + h * hd, Wl, tw, n);
-    }
+    be->sgemm_strided_batched(0, 1, T, T, hd, 1.0f, p->dh[0], hd, th, b->v, hd, th, 0.0f,
+                              p->dprobs, T, tt, n * H);
+    be->sgemm_strided_batched(1, 0, T, hd, T, 1.0f, b->probs, T, tt, p->dh[0], hd, th, 0.0f,
+                              p->dh[2], hd, th, n * H);
     sb_model_round(m, p->dprobs, (size_t)n * H * tt);
     sb_model_round(m, p->dh[2], (size_t)rows * Wl);
     be->softmax_rows_backward(p->dprobs, b->probs, n * H * T, T); /* -> d scores */
     sb_model_round(m, p->dprobs, (size_t)n * H * tt);
     /* dq = dscores . k / sqrt(hd); dk = dscores^T . q / sqrt(hd) */
     float scale = 1.0f / sqrtf((float)hd);
-    for (int h = 0; h < H; h++) {
-        be->sgemm_strided_batched(0, 0, T, hd, T, scale, p->dprobs + h * tt, T, htt,
-                                  b->k + h * hd, Wl, tw, 0.0f, p->dh[0] + h * hd, Wl, tw, n);
-        be->sgemm_strided_batched(1, 0, T, hd, T, scale, p->dprobs + h * tt, T, htt,
-                                  b->q + h * hd, Wl, tw, 0.0f, p->dh[1] + h * hd, Wl, tw, n);
-    }
+    be->sgemm_strided_batched(0, 0, T, hd, T, scale, p->dprobs, T, tt, b->k, hd, th, 0.0f,
+                              p->dh[0], hd, th, n * H);
+    be->sgemm_strided_batched(1, 0, T, hd, T, scale, p->dprobs, T, tt, b->q, hd, th, 0.0f,
+                              p->dh[1], hd, th, n * H);
     sb_model_round(m, p->dh[0], (size_t)rows * Wl);
     sb_model_round(m, p->dh[1], (size_t)rows * Wl);
     size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
-    for (int i = 0; i < 3; i++)
-        sb_vit_linear_backward(m, p->dh[i], b->ln1, rows, W, Wl, wo[i], bo[i], i ? 1.0f : 0.0f,
+    for (int i = 0; i < 3; i++) {
+        be->transpose_0213(p->dh[i], n, H, T, hd, p->tmp); /* -> (n, T, H, hd) */
+        sb_vit_linear_backward(m, p->tmp, b->ln1, rows, W, Wl, wo[i], bo[i], i ? 1.0f : 0.0f,
                                p->dln);
+    }
 }
 
 /* Embedding backward from dres = dLoss/d res[0]. */
