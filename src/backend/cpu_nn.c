@@ -40,8 +40,9 @@ void sb_cpu_sgemm_strided_batched(int trans_a, int trans_b, int m, int n, int k,
 #define CPU_SIMD
 #endif
 
-CPU_SIMD void sb_cpu_layernorm_forward(const float *x, const float *gamma, const float *beta, int rows,
-                              int cols, float eps, float *y, float *mean, float *rstd)
+CPU_SIMD void sb_cpu_layernorm_forward(const float *x, const float *gamma, const float *beta,
+                                       int rows, int cols, float eps, float *y, float *mean,
+                                       float *rstd)
 {
     for (int r = 0; r < rows; r++) {
         const float *xr = x + (size_t)r * cols;
@@ -66,8 +67,8 @@ CPU_SIMD void sb_cpu_layernorm_forward(const float *x, const float *gamma, const
 }
 
 CPU_SIMD void sb_cpu_layernorm_backward(const float *dy, const float *x, const float *gamma,
-                               const float *mean, const float *rstd, int rows, int cols,
-                               float *dx, float *dgamma, float *dbeta)
+                                        const float *mean, const float *rstd, int rows, int cols,
+                                        float *dx, float *dgamma, float *dbeta)
 {
     memset(dgamma, 0, (size_t)cols * sizeof *dgamma);
     memset(dbeta, 0, (size_t)cols * sizeof *dbeta);
