@@ -1,7 +1,7 @@
 /* The cpu backend's branch-free exp and Gaussian CDF (src/backend/cpu_math.h)
- * against libm's double precision over every float of the ranges the vit
+ * against libm's double precision over the floats of the ranges the vit
  * uses (every 61st float in [-104, 89] for exp, every 61st in [-12, 12] for
- * the CDF and density: 35 million each):
+ * the CDF and density: about 36 million each):
  *
  * - exp within 2 ulp (relative 2.4e-7) where the result is a normal float
  *   above 2.4e-38, 0 or that below (no denormals), inf above 88.73;
