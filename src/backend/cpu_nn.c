@@ -1,8 +1,11 @@
 /* The CPU backend's transformer ops: batched SGEMM for attention,
  * LayerNorm, GELU, row softmax and the reshapes around attention heads and
  * patches. Plain loops over contiguous rows; every op works on a whole
- * batch. Semantics in backend.h. */
+ * batch. GELU and softmax use cpu_math.h's exp and Gaussian CDF, not
+ * libm's, so that their loops vectorise. Semantics in backend.h. */
 #include "backend/cpu_nn.h"
+
+#include "backend/cpu_math.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -19,27 +22,53 @@ void sb_cpu_sgemm_strided_batched(int trans_a, int trans_b, int m, int n, int k,
                     b + i * stride_b, ldb, beta, c + i * stride_c, ldc);
 }
 
-void sb_cpu_layernorm_forward(const float *x, const float *gamma, const float *beta, int rows,
-                              int cols, float eps, float *y, float *mean, float *rstd)
+/* Lanes of the row reductions below: LANES partial results, combined in
+ * lane order at the end, so that the loop over a row is SIMD code (gcc
+ * keeps a float sum's order, and so never vectorises one loop-carried
+ * sum). */
+#define LANES 8
+
+/* The elementwise and row loops are built twice, for AVX2 (8 floats a
+ * vector, blends for the selects) and for the x86-64 baseline (SSE2), and
+ * the loader picks one for the CPU (gcc's function multiversioning, an
+ * ifunc). No FMA: -std=c11 keeps every multiply and add rounded apart, and
+ * each lane of a row reduction sums in the source's order, so both
+ * versions give the same bits. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define CPU_SIMD __attribute__((target_clones("avx2", "default")))
+#else
+#define CPU_SIMD
+#endif
+
+CPU_SIMD void sb_cpu_layernorm_forward(const float *x, const float *gamma, const float *beta,
+                                       int rows, int cols, float eps, float *y, float *mean,
+                                       float *rstd)
 {
     for (int r = 0; r < rows; r++) {
         const float *xr = x + (size_t)r * cols;
         float *yr = y + (size_t)r * cols;
-        double sum = 0.0, sq = 0.0;
-        for (int c = 0; c < cols; c++) sum += xr[c];
+        double s[LANES] = {0}, q[LANES] = {0}, sum = 0.0, sq = 0.0;
+        int c = 0;
+        for (; c + LANES <= cols; c += LANES)
+            for (int j = 0; j < LANES; j++) s[j] += xr[c + j];
+        for (int j = 0; j < LANES; j++) sum += s[j];
+        for (; c < cols; c++) sum += xr[c];
         double mu = sum / cols;
-        for (int c = 0; c < cols; c++) sq += (xr[c] - mu) * (xr[c] - mu);
+        for (c = 0; c + LANES <= cols; c += LANES)
+            for (int j = 0; j < LANES; j++) q[j] += (xr[c + j] - mu) * (xr[c + j] - mu);
+        for (int j = 0; j < LANES; j++) sq += q[j];
+        for (; c < cols; c++) sq += (xr[c] - mu) * (xr[c] - mu);
         float rs = (float)(1.0 / sqrt(sq / cols + eps));
         float m = (float)mu;
-        for (int c = 0; c < cols; c++) yr[c] = (xr[c] - m) * rs * gamma[c] + beta[c];
+        for (c = 0; c < cols; c++) yr[c] = (xr[c] - m) * rs * gamma[c] + beta[c];
         mean[r] = m;
         rstd[r] = rs;
     }
 }
 
-void sb_cpu_layernorm_backward(const float *dy, const float *x, const float *gamma,
-                               const float *mean, const float *rstd, int rows, int cols,
-                               float *dx, float *dgamma, float *dbeta)
+CPU_SIMD void sb_cpu_layernorm_backward(const float *dy, const float *x, const float *gamma,
+                                        const float *mean, const float *rstd, int rows, int cols,
+                                        float *dx, float *dgamma, float *dbeta)
 {
     memset(dgamma, 0, (size_t)cols * sizeof *dgamma);
     memset(dbeta, 0, (size_t)cols * sizeof *dbeta);
@@ -47,72 +76,112 @@ void sb_cpu_layernorm_backward(const float *dy, const float *x, const float *gam
         const float *dyr = dy + (size_t)r * cols, *xr = x + (size_t)r * cols;
         float *dxr = dx + (size_t)r * cols;
         float m = mean[r], rs = rstd[r];
-        double sum_g = 0.0, sum_gx = 0.0;
-        for (int c = 0; c < cols; c++) {
+        double g1[LANES] = {0}, gx[LANES] = {0}, sum_g = 0.0, sum_gx = 0.0;
+        int c = 0;
+        for (; c + LANES <= cols; c += LANES)
+            for (int j = 0; j < LANES; j++) {
+                float xhat = (xr[c + j] - m) * rs, g = dyr[c + j] * gamma[c + j];
+                g1[j] += g;
+                gx[j] += (double)g * xhat;
+            }
+        for (int j = 0; j < LANES; j++) sum_g += g1[j], sum_gx += gx[j];
+        for (; c < cols; c++) {
             float xhat = (xr[c] - m) * rs, g = dyr[c] * gamma[c];
             sum_g += g;
             sum_gx += (double)g * xhat;
-            dgamma[c] += dyr[c] * xhat;
+        }
+        for (c = 0; c < cols; c++) {
+            dgamma[c] += dyr[c] * ((xr[c] - m) * rs);
             dbeta[c] += dyr[c];
         }
         float mg = (float)(sum_g / cols), mgx = (float)(sum_gx / cols);
-        for (int c = 0; c < cols; c++) {
+        for (c = 0; c < cols; c++) {
             float xhat = (xr[c] - m) * rs;
             dxr[c] += rs * (dyr[c] * gamma[c] - mg - xhat * mgx);
         }
     }
 }
 
-void sb_cpu_gelu_forward(const float *x, float *y, size_t n)
+CPU_SIMD void sb_cpu_gelu_forward(const float *x, float *y, size_t n)
 {
-    for (size_t i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * (float)M_SQRT1_2));
-}
-
-void sb_cpu_gelu_backward(float *dy, const float *x, size_t n)
-{
-    const float inv_sqrt_2pi = 0.3989422804014327f;
     for (size_t i = 0; i < n; i++) {
-        float cdf = 0.5f * (1.0f + erff(x[i] * (float)M_SQRT1_2));
-        float pdf = inv_sqrt_2pi * expf(-0.5f * x[i] * x[i]);
-        dy[i] *= cdf + x[i] * pdf;
+        float pdf, v = x[i];
+        y[i] = v * sb_cpu_gauss_cdf_pdf(v, &pdf);
     }
 }
 
-void sb_cpu_softmax_rows(float *x, int rows, int cols)
+CPU_SIMD void sb_cpu_gelu_backward(float *dy, const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float pdf, v = x[i];
+        float cdf = sb_cpu_gauss_cdf_pdf(v, &pdf);
+        dy[i] *= cdf + v * pdf;
+    }
+}
+
+/* max over x[0, n), n >= 1. */
+static inline float row_max(const float *x, int n)
+{
+    float m[LANES];
+    for (int j = 0; j < LANES; j++) m[j] = x[0];
+    int c = 0;
+    for (; c + LANES <= n; c += LANES)
+        for (int j = 0; j < LANES; j++) m[j] = x[c + j] > m[j] ? x[c + j] : m[j];
+    float mx = m[0];
+    for (int j = 1; j < LANES; j++) mx = m[j] > mx ? m[j] : mx;
+    for (; c < n; c++) mx = x[c] > mx ? x[c] : mx;
+    return mx;
+}
+
+/* sum over x[0, n) of x[c] * (y ? y[c] : 1), in LANES partial sums. */
+static inline float row_dot(const float *x, const float *y, int n)
+{
+    float s[LANES] = {0};
+    int c = 0;
+    if (y)
+        for (; c + LANES <= n; c += LANES)
+            for (int j = 0; j < LANES; j++) s[j] += x[c + j] * y[c + j];
+    else
+        for (; c + LANES <= n; c += LANES)
+            for (int j = 0; j < LANES; j++) s[j] += x[c + j];
+    float sum = 0.0f;
+    for (int j = 0; j < LANES; j++) sum += s[j];
+    for (; c < n; c++) sum += x[c] * (y ? y[c] : 1.0f);
+    return sum;
+}
+
+CPU_SIMD void sb_cpu_softmax_rows(float *x, int rows, int cols)
 {
     for (int r = 0; r < rows; r++) {
         float *xr = x + (size_t)r * cols;
-        float mx = xr[0];
-        for (int c = 1; c < cols; c++) mx = xr[c] > mx ? xr[c] : mx;
-        float sum = 0.0f;
-        for (int c = 0; c < cols; c++) {
-            xr[c] = expf(xr[c] - mx);
-            sum += xr[c];
-        }
-        float inv = 1.0f / sum;
+        float mx = row_max(xr, cols);
+        for (int c = 0; c < cols; c++) xr[c] = sb_cpu_exp(xr[c] - mx);
+        float inv = 1.0f / row_dot(xr, NULL, cols);
         for (int c = 0; c < cols; c++) xr[c] *= inv;
     }
 }
 
-void sb_cpu_softmax_rows_backward(float *dy, const float *y, int rows, int cols)
+CPU_SIMD void sb_cpu_softmax_rows_backward(float *dy, const float *y, int rows, int cols)
 {
     for (int r = 0; r < rows; r++) {
         float *dr = dy + (size_t)r * cols;
         const float *yr = y + (size_t)r * cols;
-        float dot = 0.0f;
-        for (int c = 0; c < cols; c++) dot += dr[c] * yr[c];
+        float dot = row_dot(dr, yr, cols);
         for (int c = 0; c < cols; c++) dr[c] = yr[c] * (dr[c] - dot);
     }
 }
 
 void sb_cpu_transpose_0213(const float *x, int a, int b, int c, int d, float *y)
 {
-    size_t run = (size_t)d * sizeof *x;
+    /* runs of d floats (a head's 16) copied by a loop, not memcpy: a call
+     * per 64 bytes cost more than the copy */
     for (int i = 0; i < a; i++)
         for (int j = 0; j < b; j++)
-            for (int k = 0; k < c; k++)
-                memcpy(y + (((size_t)i * c + k) * b + j) * d, x + (((size_t)i * b + j) * c + k) * d,
-                       run);
+            for (int k = 0; k < c; k++) {
+                float *restrict dst = y + (((size_t)i * c + k) * b + j) * d;
+                const float *restrict src = x + (((size_t)i * b + j) * c + k) * d;
+                for (int l = 0; l < d; l++) dst[l] = src[l];
+            }
 }
 
 void sb_cpu_patchify(const float *x, int n, int side, int p, float *y)
