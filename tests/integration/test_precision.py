@@ -180,6 +180,12 @@ def test_16_bit_gradients_halve_the_wire_exactly(name, stratbench, mnist_dir, tm
         kinds = ["push", "pull"]
         fp32 = runs["fp32"]["comm"]["server_link_bytes_per_step"]
         assert fp32 > 0 and runs["bf16"]["comm"]["server_link_bytes_per_step"] * 2 == fp32
+        if name == "central2":  # the run's model row, 2(n-1)(alpha + M/B), takes M on the wire
+            for p, m_bytes in (("fp32", 4), ("bf16", 2)):
+                model = runs[p]["comm"]["model"]
+                want = 2e3 * (model["alpha_s"] + m_bytes * runs[p]["model"]["n_params"]
+                              / model["bandwidth_Bps"])
+                assert model["predicted_comm_ms"] == pytest.approx(want, rel=1e-9), p
     for kind in kinds:
         fp32 = runs["fp32"]["comm"][kind]
         assert fp32["bytes"] > 0
