@@ -113,6 +113,7 @@ static sb_status central_init(struct sb_strategy *s)
     c->server = rank < c->n_servers ? rank : -1;
     c->worker = rank >= c->first_worker ? rank - c->first_worker : -1;
     c->params_current = 1;
+    c->wire16 = sb_central_wire16(cfg, &c->wire_fmt) && sb_comm_has_p2p16(c->comm);
     SB_TRY(sb_replica_create(s->env, 0, &c->replica));
     s->replica = c->replica;
     s->comms[s->n_comms++] = c->comm;
@@ -156,12 +157,12 @@ static sb_status worker_exchange_async(struct central *c, struct sb_step_result 
     for (int k = 0; k < c->n_servers; k++) {
         int first, count;
         sb_central_shard(c, k, &first, &count);
-        SB_TRY(sb_comm_send(c->comm, m->grads + first, (size_t)count, k, SB_COMM_PUSH));
+        SB_TRY(sb_central_send(c, m->grads + first, (size_t)count, k, SB_COMM_PUSH));
     }
     for (int k = c->n_servers - 1; k >= 0; k--) {
         int first, count;
         sb_central_shard(c, k, &first, &count);
-        SB_TRY(sb_comm_recv(c->comm, m->params + first, (size_t)count, k, SB_COMM_PULL));
+        SB_TRY(sb_central_recv(c, m->params + first, (size_t)count, k, SB_COMM_PULL));
     }
     double ms = 1e3 * (sb_now_s() - t0);
     out->phase_ms[SB_PHASE_COMM] += ms;
@@ -186,14 +187,14 @@ static sb_status worker_exchange_sync(struct central *c, struct sb_step_result *
     for (int k = 0; k < K; k++) {
         int first, count;
         sb_central_shard(c, k, &first, &count);
-        SB_TRY(sb_comm_isend(c->comm, m->grads + first, (size_t)count, k, SB_COMM_PUSH,
-                             &push[k]));
+        SB_TRY(sb_central_isend(c, m->grads + first, (size_t)count, k, SB_COMM_PUSH,
+                                &push[k]));
     }
     for (int k = K - 1; k >= 0; k--) {
         int first, count;
         sb_central_shard(c, k, &first, &count);
-        SB_TRY(sb_comm_irecv(c->comm, m->params + first, (size_t)count, k, SB_COMM_PULL,
-                             &pull[k]));
+        SB_TRY(sb_central_irecv(c, m->params + first, (size_t)count, k, SB_COMM_PULL,
+                                &pull[k]));
     }
     for (int k = 0; k < K; k++) SB_TRY(sb_comm_wait(c->comm, &push[k]));
     for (int k = 0; k < K; k++) SB_TRY(sb_comm_wait(c->comm, &pull[k]));
@@ -353,7 +354,7 @@ double sb_central_cost_s(const struct sb_link *l, int n_workers, int k_servers, 
 /* One push-pull step of n workers through k servers (sb_central_cost_s:
  * BytePS's bound, for k >= 1;
  * rank 0's link for k == 0); no overlap with compute. */
-static void central_model_row(const struct sb_comm_model_query *q, int k,
+static void central_model_row(const struct sb_comm_model_query *q, int k, double bytes,
                               struct sb_comm_model_row *row)
 {
     *row = (struct sb_comm_model_row){
@@ -361,7 +362,7 @@ static void central_model_row(const struct sb_comm_model_query *q, int k,
         .servers = k,
         .formula_name = k > 0 ? "central" : "central-servers0",
         .formula = k > 0 ? "max(2(k alpha + M/B), 2n(alpha + M/(k B)))" : "2(n-1)(alpha + M/B)",
-        .comm_s = sb_central_cost_s(&q->link, q->replicas, k, q->bytes),
+        .comm_s = sb_central_cost_s(&q->link, q->replicas, k, bytes),
         .exposed_s = NAN,
     };
     snprintf(row->legend, sizeof row->legend,
@@ -369,14 +370,16 @@ static void central_model_row(const struct sb_comm_model_query *q, int k,
              "way per peer), no overlap with compute;");
 }
 
-/* The run: its --servers. predict: one server, and one per worker (k = n;
- * only k = 1 at n = 1). */
+/* The run: its --servers, with M the wire's bytes (half of q->bytes on the
+ * 16-bit wire, sb_central_wire16). predict: one server, and one per worker
+ * (k = n; only k = 1 at n = 1). */
 static int central_comm_model(const struct sb_comm_model_query *q,
                               struct sb_comm_model_row *rows, int cap)
 {
     int servers[2] = {q->cfg ? sb_central_opts(q->cfg)->servers : 1, q->replicas};
     int n = q->cfg || q->replicas <= 1 ? 1 : 2, k = 0;
-    for (; k < n && k < cap; k++) central_model_row(q, servers[k], &rows[k]);
+    double bytes = q->cfg && sb_central_wire16(q->cfg, NULL) ? q->bytes / 2 : q->bytes;
+    for (; k < n && k < cap; k++) central_model_row(q, servers[k], bytes, &rows[k]);
     return k;
 }
 

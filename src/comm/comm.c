@@ -191,6 +191,77 @@ static sb_status issue_p2p(struct sb_comm *c, const float *send, float *recv, si
     return st;
 }
 
+/* Issues a 16-bit point-to-point send of `send` (recv NULL) or receive
+ * into `recv` of n floats through the communicator's isend16/irecv16,
+ * counted as `kind` with the wire's 2n bytes. */
+static sb_status issue_p2p16(struct sb_comm *c, enum sb_half_format fmt, const float *send,
+                             float *recv, size_t n, int peer, enum sb_comm_kind kind,
+                             struct sb_comm_request *req)
+{
+    int receive = recv != NULL;
+    if (!sb_comm_has_p2p16(c))
+        return sb_error(SB_ERR_USAGE, "the %s communicator has no 16-bit point-to-point",
+                        c->ops->name);
+    size_t bytes = n * sizeof(uint16_t);
+    req->index = -1;
+    request_begin_peer(c, kind, bytes, peer, req);
+    if (receive) sb_flight_mark_receive();
+    sb_nvtx_push_bytes(receive ? "recv16" : "send16", SB_NVTX_COMM, bytes);
+    sb_status st = receive ? c->ops->irecv16(c, fmt, recv, n, peer, req)
+                           : c->ops->isend16(c, fmt, send, n, peer, req);
+    sb_nvtx_pop();
+    request_issued(c, req, st);
+    return st;
+}
+
+sb_status sb_comm_isend16(struct sb_comm *c, enum sb_half_format fmt, const float *buf, size_t n,
+                          int peer, enum sb_comm_kind kind, struct sb_comm_request *req)
+{
+    return issue_p2p16(c, fmt, buf, NULL, n, peer, kind, req);
+}
+
+sb_status sb_comm_irecv16(struct sb_comm *c, enum sb_half_format fmt, float *buf, size_t n,
+                          int peer, enum sb_comm_kind kind, struct sb_comm_request *req)
+{
+    static float none; /* a receive needs a non-NULL pointer here, even for n = 0 */
+    return issue_p2p16(c, fmt, NULL, buf ? buf : &none, n, peer, kind, req);
+}
+
+sb_status sb_comm_send16(struct sb_comm *c, enum sb_half_format fmt, const float *buf, size_t n,
+                         int peer, enum sb_comm_kind kind)
+{
+    struct sb_comm_request req;
+    SB_TRY(sb_comm_isend16(c, fmt, buf, n, peer, kind, &req));
+    return sb_comm_wait(c, &req);
+}
+
+sb_status sb_comm_recv16(struct sb_comm *c, enum sb_half_format fmt, float *buf, size_t n,
+                         int peer, enum sb_comm_kind kind)
+{
+    struct sb_comm_request req;
+    SB_TRY(sb_comm_irecv16(c, fmt, buf, n, peer, kind, &req));
+    return sb_comm_wait(c, &req);
+}
+
+sb_status sb_comm_recv_any16(struct sb_comm *c, enum sb_half_format fmt, float *buf, size_t n,
+                             int *peer, enum sb_comm_kind kind)
+{
+    if (!sb_comm_has_p2p16(c))
+        return sb_error(SB_ERR_USAGE, "the %s communicator has no 16-bit point-to-point",
+                        c->ops->name);
+    size_t bytes = n * sizeof(uint16_t);
+    struct call k = begin_named("recv_any16", kind, bytes, -1, 1);
+    sb_status st = c->ops->recv_any16(c, fmt, buf, n, peer);
+    struct sb_flight_entry *e = sb_flight_current();
+    if (!st && e && e->seq == k.seq) e->peer = *peer;
+    return end(c, kind, bytes, k, st);
+}
+
+int sb_comm_has_p2p16(const struct sb_comm *c)
+{
+    return c->ops->isend16 && c->ops->irecv16 && c->ops->recv_any16;
+}
+
 sb_status sb_comm_isend(struct sb_comm *c, const float *buf, size_t n, int peer,
                         enum sb_comm_kind kind, struct sb_comm_request *req)
 {

@@ -189,6 +189,21 @@ struct sb_comm_ops {
      * MPI_UINT16_T). */
     sb_status (*allgather16)(struct sb_comm *c, enum sb_half_format fmt, const float *send,
                              float *recv, const size_t *counts, double *convert_s);
+    /* Optional, all three or none (NULL: the 16-bit point-to-point
+     * wrappers fail with SB_ERR_USAGE; sb_comm_has_p2p16). isend16 and
+     * irecv16 are isend and irecv whose message carries the n floats
+     * rounded to 16 bits in `fmt` (2 bytes a value): the send rounds buf
+     * at issue (buf may change once it returns), the receive writes the
+     * decoded values into buf at completion (exact: a 16-bit value is a
+     * float), so a value that is 16-bit already arrives bit for bit.
+     * recv_any16 is recv_any's 16-bit form (blocking). "mpi": MPI_UINT16_T
+     * words on tag 0 (src/comm/mpi_p2p.c). */
+    sb_status (*isend16)(struct sb_comm *c, enum sb_half_format fmt, const float *buf, size_t n,
+                         int peer, struct sb_comm_request *req);
+    sb_status (*irecv16)(struct sb_comm *c, enum sb_half_format fmt, float *buf, size_t n,
+                         int peer, struct sb_comm_request *req);
+    sb_status (*recv_any16)(struct sb_comm *c, enum sb_half_format fmt, float *buf, size_t n,
+                            int *peer);
 };
 
 struct sb_comm {
@@ -313,6 +328,29 @@ sb_status sb_comm_reduce_scatter16(struct sb_comm *c, enum sb_half_format fmt, c
 sb_status sb_comm_allgather16(struct sb_comm *c, enum sb_half_format fmt, const float *send,
                               float *recv, const size_t *counts, struct sb_comm_request *req,
                               double *convert_s);
+
+/* Counted 16-bit point-to-point (the ops isend16, irecv16, recv_any16;
+ * comm.c): as sb_comm_isend, sb_comm_irecv and sb_comm_recv_any, one call
+ * of `kind` each, but its bytes the wire's, 2n (half of the fp32 call's
+ * 4n), and the values rounded to 16 bits in `fmt` on the way (exact for
+ * values that are 16-bit already: --precision's gradients and
+ * parameters). A receive's buf holds the values once the request
+ * completes (sb_comm_wait). sb_comm_send16 and sb_comm_recv16 are the
+ * blocking forms (issue, then wait). Errors: SB_ERR_USAGE when the
+ * communicator lacks the ops; those of the op and of sb_comm_wait. */
+sb_status sb_comm_isend16(struct sb_comm *c, enum sb_half_format fmt, const float *buf, size_t n,
+                          int peer, enum sb_comm_kind kind, struct sb_comm_request *req);
+sb_status sb_comm_irecv16(struct sb_comm *c, enum sb_half_format fmt, float *buf, size_t n,
+                          int peer, enum sb_comm_kind kind, struct sb_comm_request *req);
+sb_status sb_comm_send16(struct sb_comm *c, enum sb_half_format fmt, const float *buf, size_t n,
+                         int peer, enum sb_comm_kind kind);
+sb_status sb_comm_recv16(struct sb_comm *c, enum sb_half_format fmt, float *buf, size_t n,
+                         int peer, enum sb_comm_kind kind);
+sb_status sb_comm_recv_any16(struct sb_comm *c, enum sb_half_format fmt, float *buf, size_t n,
+                             int *peer, enum sb_comm_kind kind);
+
+/* 1 when c has the 16-bit point-to-point ops ("mpi"), else 0. */
+int sb_comm_has_p2p16(const struct sb_comm *c);
 
 /* Collective over c: the members with the same color (>= 0) form a new
  * communicator *out, ranked by key (ties by rank in c), with c's role

@@ -183,6 +183,7 @@ static sb_status mpi_progress(struct sb_comm *c, struct sb_comm_request *req, in
         SB_TRY(SB_MPI_CHECK(MPI_Testall(p->n, p->req, done, MPI_STATUSES_IGNORE)));
     }
     if (*done) {
+        if (p->decode_to) sb_half_decode(p->fmt, p->wire, p->decode_to, p->decode_n);
         free(p);
         req->impl = NULL;
     }
@@ -212,6 +213,8 @@ static struct mpi_pending *pending_with_counts(int size, int **counts, int **dis
     p->op = NULL;
     p->hier = NULL;
     p->what = NULL;
+    p->decode_to = NULL;
+    p->wire = NULL;
     p->n = 1;
     *counts = (int *)(void *)((char *)p + head);
     *displs = *counts + size;
@@ -440,6 +443,9 @@ static const struct sb_comm_ops mpi_ops = {
     .allreduce16 = mpi_allreduce16,
     .reduce_scatter16 = mpi_reduce_scatter16,
     .allgather16 = mpi_allgather16,
+    .isend16 = sb_mpi_isend16,
+    .irecv16 = sb_mpi_irecv16,
+    .recv_any16 = sb_mpi_recv_any16,
 };
 
 /* A communicator owning MPI communicator h (freed with it, or at once on

@@ -6,6 +6,7 @@
 #define SB_MPI_IMPL_H
 
 #include <mpi.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "comm/comm.h"
@@ -57,6 +58,14 @@ struct mpi_pending {
     struct sb_ar_op *op;
     struct sb_hier_op *hier; /* a hierarchical all-reduce */
     const char *what; /* the MPI call, for error messages; NULL: "MPI_Iallreduce" */
+    /* A 16-bit receive (sb_mpi_irecv16): on completion the words `wire`
+     * (decode_n of them, in this allocation after req) are decoded from
+     * `fmt` into decode_to (floats); NULL for every other call. A 16-bit
+     * send's words live in `wire` too (decode_to NULL). */
+    float *decode_to;
+    uint16_t *wire;
+    size_t decode_n;
+    enum sb_half_format fmt;
     int n;
     MPI_Request req[];
 };
@@ -75,5 +84,15 @@ sb_status sb_mpi_isend(struct sb_comm *c, const float *buf, size_t n, int peer,
                        struct sb_comm_request *req);
 sb_status sb_mpi_irecv(struct sb_comm *c, float *buf, size_t n, int peer,
                        struct sb_comm_request *req);
+/* The 16-bit point-to-point ops (comm.h's isend16, irecv16, recv_any16):
+ * the same messages on tag 0 as MPI_UINT16_T words, 2 bytes a value; a
+ * send encodes buf into words it owns at issue, a receive decodes its
+ * words into buf at completion (mpi.c's test and wait). */
+sb_status sb_mpi_isend16(struct sb_comm *c, enum sb_half_format fmt, const float *buf, size_t n,
+                         int peer, struct sb_comm_request *req);
+sb_status sb_mpi_irecv16(struct sb_comm *c, enum sb_half_format fmt, float *buf, size_t n,
+                         int peer, struct sb_comm_request *req);
+sb_status sb_mpi_recv_any16(struct sb_comm *c, enum sb_half_format fmt, float *buf, size_t n,
+                            int *peer);
 
 #endif

@@ -77,7 +77,36 @@ struct central {
     double g_stale_median, g_stale_max, g_stale_mean, g_stale_count;
     int params_current;         /* every shard gathered to rank 0 since the last step (the
                                  * same value on every rank) */
+    /* --precision bf16|fp16 on a communicator with 16-bit point-to-point
+     * (sb_central_wire16): pushes and pulls carry 16-bit values in
+     * wire_fmt, 2 bytes each; else fp32. */
+    int wire16;
+    enum sb_half_format wire_fmt;
 };
+
+/* Whether central's pushes and pulls go over a 16-bit wire under cfg:
+ * --precision bf16|fp16 (its gradients and parameters are 16-bit values,
+ * so the 16-bit message carries them exactly) on the CPU, whose "mpi"
+ * communicator has the 16-bit point-to-point ops (staged and nccl, on
+ * GPUs, have none yet: fp32 there). *fmt (may be NULL) = the format. */
+int sb_central_wire16(const struct sb_config *cfg, enum sb_half_format *fmt);
+
+/* The push and pull messages of c, in the wire's format (c->wire16:
+ * 16-bit, else fp32), counted as `kind` (SB_COMM_PUSH, SB_COMM_PULL) with
+ * the wire's bytes (strategies/shared/central_wire.c): non-blocking send
+ * and receive (sb_comm_isend/irecv or their 16-bit forms), blocking send
+ * and receive, and the blocking receive from any source. Errors: those of
+ * the sb_comm_* calls they make. */
+sb_status sb_central_isend(struct central *c, const float *buf, size_t n, int peer,
+                           enum sb_comm_kind kind, struct sb_comm_request *req);
+sb_status sb_central_irecv(struct central *c, float *buf, size_t n, int peer,
+                           enum sb_comm_kind kind, struct sb_comm_request *req);
+sb_status sb_central_send(struct central *c, const float *buf, size_t n, int peer,
+                          enum sb_comm_kind kind);
+sb_status sb_central_recv(struct central *c, float *buf, size_t n, int peer,
+                          enum sb_comm_kind kind);
+sb_status sb_central_recv_any(struct central *c, float *buf, size_t n, int *peer,
+                              enum sb_comm_kind kind);
 
 /* Shard k of P parameters over n_servers: [*first, *first + *count). */
 void sb_central_shard(const struct central *c, int k, int *first, int *count);

@@ -50,7 +50,7 @@ sb_status sb_central_server_sync(struct sb_strategy *s, struct central *c,
         if (q == c->comm->rank) /* --servers 0: rank 0's own gradient */
             be->copy(buf, m->grads + c->shard_first, n);
         else
-            SB_TRY(sb_comm_irecv(c->comm, buf, n, q, SB_COMM_PUSH, &req[w]));
+            SB_TRY(sb_central_irecv(c, buf, n, q, SB_COMM_PUSH, &req[w]));
     }
     for (int w = 0; w < c->n_workers; w++)
         if (c->first_worker + w != c->comm->rank) SB_TRY(sb_comm_wait(c->comm, &req[w]));
@@ -61,7 +61,7 @@ sb_status sb_central_server_sync(struct sb_strategy *s, struct central *c,
     for (int w = 0; w < c->n_workers; w++) {
         int q = c->first_worker + w;
         if (q != c->comm->rank)
-            SB_TRY(sb_comm_isend(c->comm, shard, n, q, SB_COMM_PULL, &req[w]));
+            SB_TRY(sb_central_isend(c, shard, n, q, SB_COMM_PULL, &req[w]));
     }
     for (int w = 0; w < c->n_workers; w++)
         if (c->first_worker + w != c->comm->rank) SB_TRY(sb_comm_wait(c->comm, &req[w]));
@@ -100,7 +100,7 @@ sb_status sb_central_server_async(struct sb_strategy *s, struct central *c,
     for (int i = 0; i < pushes; i++) {
         int q = -1;
         double t0 = sb_now_s();
-        SB_TRY(sb_comm_recv_any(c->comm, c->inbox, n, &q, SB_COMM_PUSH));
+        SB_TRY(sb_central_recv_any(c, c->inbox, n, &q, SB_COMM_PUSH));
         comm_ms += 1e3 * (sb_now_s() - t0);
         int w = q - c->first_worker;
         if (w < 0 || w >= c->n_workers || q == c->comm->rank)
@@ -112,7 +112,7 @@ sb_status sb_central_server_async(struct sb_strategy *s, struct central *c,
         record_staleness(c, c->version - c->sent_version[w]);
         shard_update(c, c->inbox, out);
         t0 = sb_now_s();
-        SB_TRY(sb_comm_send(c->comm, shard, n, q, SB_COMM_PULL));
+        SB_TRY(sb_central_send(c, shard, n, q, SB_COMM_PULL));
         comm_ms += 1e3 * (sb_now_s() - t0);
         c->sent_version[w] = c->version;
     }

@@ -155,19 +155,41 @@ def test_predict_params_bad_input(flags, stratbench):
     assert proc.stderr.count("\n") == 1 and "--" in proc.stderr
 
 
-@pytest.mark.parametrize("name", ["ddp2", "mirrored2", "zero1", "zero2", "zero3"])
+CENTRAL = {
+    "central2": STRATEGIES["central2"],
+    "central3-servers2": ["--strategy", "central", "--replicas", "3", "--servers", "2"],
+    "central2-async": ["--strategy", "central", "--replicas", "2", "--servers", "1", "--async"],
+}
+
+
+@pytest.mark.parametrize("name", ["ddp2", "mirrored2", "zero1", "zero2", "zero3", *CENTRAL])
 def test_16_bit_gradients_halve_the_wire_exactly(name, stratbench, mnist_dir, tmp_path):
     """Every collective moves exactly half the bytes under bf16 and fp16, in as many calls:
     the gradients' (ddp, mirrored: all-reduce; zero: reduce-scatter) and zero's parameter
     all-gathers (stage 3's before each layer, stages 1-2's after the step: the parameters
-    are 16-bit values, so gathering 16 bits is exact; docs/precision.md)."""
-    runs = {p: short(stratbench, mnist_dir, tmp_path, p, *STRATEGIES[name], "--precision", p,
-                     steps=4)[0] for p in ("fp32", "bf16", "fp16")}
+    are 16-bit values, so gathering 16 bits is exact; docs/precision.md). Central (bf16
+    only: it refuses fp16): its pushes of gradients and pulls of parameters, point-to-point
+    messages, synchronous (one server and two, which splits every message in shards) and
+    asynchronous (the servers' receive from any source), and the server link's bytes."""
+    strategy = CENTRAL.get(name) or STRATEGIES[name]
+    precisions = ("bf16",) if name in CENTRAL else ("bf16", "fp16")
+    runs = {p: short(stratbench, mnist_dir, tmp_path, p, *strategy, "--precision", p,
+                     steps=4)[0] for p in ("fp32", *precisions)}
     kinds = ["allreduce"] if name in ("ddp2", "mirrored2") else ["reduce_scatter", "allgather"]
+    if name in CENTRAL:
+        kinds = ["push", "pull"]
+        fp32 = runs["fp32"]["comm"]["server_link_bytes_per_step"]
+        assert fp32 > 0 and runs["bf16"]["comm"]["server_link_bytes_per_step"] * 2 == fp32
+        if name == "central2":  # the run's model row, 2(n-1)(alpha + M/B), takes M on the wire
+            for p, m_bytes in (("fp32", 4), ("bf16", 2)):
+                model = runs[p]["comm"]["model"]
+                want = 2e3 * (model["alpha_s"] + m_bytes * runs[p]["model"]["n_params"]
+                              / model["bandwidth_Bps"])
+                assert model["predicted_comm_ms"] == pytest.approx(want, rel=1e-9), p
     for kind in kinds:
         fp32 = runs["fp32"]["comm"][kind]
         assert fp32["bytes"] > 0
-        for p in ("bf16", "fp16"):
+        for p in precisions:
             c = runs[p]["comm"]
             assert c[kind]["calls"] == fp32["calls"], (kind, p)
             assert c[kind]["bytes"] * 2 == fp32["bytes"], (kind, p)
@@ -203,21 +225,36 @@ def test_16_bit_reaches_fp32_accuracy(name, stratbench, mnist_dir, tmp_path):
 
 def test_bf16_strategies_agree_with_single_after_one_step(stratbench, mnist_dir, tmp_path):
     """One SGD step, global batch 64, bf16: zero's three stages (the same 16-bit
-    reduce-scatter) give the same parameters bit for bit, and ddp 2 and zero 1-3 leave
-    at least 99 % of the parameters bit-identical to single's; every other differs by
-    roundings only (docs/precision.md: measured at most 62 bf16 ulps, of a parameter the
-    step nearly cancelled). The derived bound itself is tests/unit/test_precision.c's."""
-    def params(tag, *flags, batch):
+    reduce-scatter) give the same parameters bit for bit, and so do central with one server
+    and with two (16-bit pushes and pulls); ddp 2, zero 1-3 and central 2 leave at least
+    99 % of the parameters bit-identical to single's; every other differs by roundings
+    only (docs/precision.md: measured at most 62 bf16 ulps, of a parameter the step nearly
+    cancelled), central's each within the derived one-step bound. The derived bound itself
+    is tests/unit/test_precision.c's."""
+    def params(tag, *flags, batch, steps=1):
         out = tmp_path / f"{tag}.params"
         train(stratbench, mnist_dir, *flags, "--precision", "bf16", "--batch", batch,
-              "--max-steps", 1, "--threads", 1, "--save-params", out)
+              "--max-steps", steps, "--threads", 1, "--save-params", out)
         return load_params(out)
     single = params("single", "--strategy", "single", batch=64)
     zero = [params(f"zero{k}", *STRATEGIES[f"zero{k}"], batch=32) for k in (1, 2, 3)]
     ddp = params("ddp", *STRATEGIES["ddp2"], batch=32)
+    central = params("central", *STRATEGIES["central2"], batch=32)
+    central2 = params("central2", "--strategy", "central", "--replicas", 2, "--servers", 2,
+                      batch=32)
     assert zero[0].tobytes() == zero[1].tobytes() == zero[2].tobytes()
-    for p in (ddp, zero[0]):
+    # Central's servers sum the pushed 16-bit gradients in fp32 in worker order, however
+    # the parameters are sharded over them.
+    assert central.tobytes() == central2.tobytes()
+    for p in (ddp, zero[0], central):
         assert np.mean(p == single) >= 0.99
         diff = np.abs(p.astype(np.float64) - single)
         ulp = 2.0 ** (np.floor(np.log2(np.maximum(np.abs(single), 1e-30))) - 7)
         assert np.max(diff / ulp) <= 64
+    # Central over its 16-bit wire, element by element within the bound of
+    # docs/precision.md: 2 (ulp(p1) + u (|p1s - p0| + |p1c - p0|)), u = 2^-8 (measured
+    # 2026-11-28: at most 0.50 of it, as ddp's 0.49).
+    p0 = params("p0", "--strategy", "single", batch=64, steps=0).astype(np.float64)
+    assert np.mean(p0 != single) > 0.9  # the step moved the parameters
+    bound = 2 * (ulp + 2.0 ** -8 * (np.abs(single - p0) + np.abs(central - p0)))
+    assert np.all(np.abs(central.astype(np.float64) - single) <= bound)

@@ -15,7 +15,10 @@
  * value (half of the fp32 all-reduce's 4). Under `mpirun -n 4` the same
  * checks run the hierarchical algorithm (hosts of 2 ranks: 16-bit
  * reduce-scatter within the host, ring across, all-gather within), whose
- * three stages count n, n/2 and n words of 2 bytes. Exit 0 pass, 1 fail,
+ * three stages count n, n/2 and n words of 2 bytes. The 16-bit
+ * point-to-point (central's pushes and pulls under --precision bf16|fp16)
+ * carries sb_half_round's values, taken at issue, 2 bytes each, and its
+ * receive from any source names the sender. Exit 0 pass, 1 fail,
  * 77 skip (no mpirun). */
 #include <math.h>
 #include <mpi.h>
@@ -207,6 +210,51 @@ static void check_reduce_scatter(struct sb_comm *c, enum sb_half_format fmt)
     }
 }
 
+/* The 16-bit point-to-point (isend16, irecv16, recv_any16) between ranks
+ * 0 and 1 (p >= 2): rank 0 sends n values that are not 16-bit (each 1 +
+ * an odd multiple of 2^-20, so the wire must round them), changes its
+ * buffer as soon as the send returns (the words were taken at issue), and
+ * rank 1 receives exactly sb_half_round's values, counted as one call of
+ * 2n bytes of its kind; then rank 1 sends back to any source and rank 0
+ * learns its peer; n = 0 completes at issue. */
+static void check_p2p16(struct sb_comm *c, enum sb_half_format fmt)
+{
+    if (c->size < 2 || c->rank > 1) return;
+    enum { N = 1001 };
+    static float x[N], want[N], got[N];
+    for (int i = 0; i < N; i++) want[i] = x[i] = (1.0f + (float)(2 * i + 1) * 0x1p-20f) * (i - 500);
+    sb_half_round(fmt, want, N);
+    CHECK(memcmp(want, x, sizeof x) != 0, "p2p16: the values are 16-bit already");
+    sb_comm_reset_counters(c);
+    struct sb_comm_request req = {0};
+    if (c->rank == 0) {
+        CHECK(sb_comm_isend16(c, fmt, x, N, 1, SB_COMM_PUSH, &req) == SB_OK, "isend16 failed");
+        for (int i = 0; i < N; i++) x[i] = -7.0f; /* taken at issue: not what arrives */
+        CHECK(sb_comm_wait(c, &req) == SB_OK, "isend16: wait failed");
+        CHECK(c->counters[SB_COMM_PUSH].calls == 1 && c->counters[SB_COMM_PUSH].bytes == 2.0 * N,
+              "isend16: %ld calls, %g bytes, want 1 and 2n", c->counters[SB_COMM_PUSH].calls,
+              c->counters[SB_COMM_PUSH].bytes);
+        int peer = -1;
+        CHECK(sb_comm_recv_any16(c, fmt, got, N, &peer, SB_COMM_PUSH) == SB_OK,
+              "recv_any16 failed");
+        CHECK(peer == 1 && memcmp(got, want, sizeof got) == 0,
+              "recv_any16: peer %d, values not the sent ones rounded", peer);
+        CHECK(c->counters[SB_COMM_PUSH].calls == 2 &&
+                  c->counters[SB_COMM_PUSH].bytes == 4.0 * N,
+              "recv_any16: not counted at 2 bytes a value");
+        CHECK(sb_comm_send16(c, fmt, x, 0, 1, SB_COMM_PULL) == SB_OK, "send16 of 0 failed");
+    } else {
+        CHECK(sb_comm_irecv16(c, fmt, got, N, 0, SB_COMM_PULL, &req) == SB_OK, "irecv16 failed");
+        CHECK(sb_comm_wait(c, &req) == SB_OK, "irecv16: wait failed");
+        CHECK(memcmp(got, want, sizeof got) == 0, "irecv16: not the sent values rounded");
+        CHECK(c->counters[SB_COMM_PULL].calls == 1 && c->counters[SB_COMM_PULL].bytes == 2.0 * N,
+              "irecv16: %ld calls, %g bytes, want 1 and 2n", c->counters[SB_COMM_PULL].calls,
+              c->counters[SB_COMM_PULL].bytes);
+        CHECK(sb_comm_send16(c, fmt, got, N, 0, SB_COMM_PUSH) == SB_OK, "send16 failed");
+        CHECK(sb_comm_recv16(c, fmt, got, 0, 0, SB_COMM_PULL) == SB_OK, "recv16 of 0 failed");
+    }
+}
+
 static int run_ranks(void)
 {
     MPI_Init(NULL, NULL);
@@ -218,6 +266,8 @@ static int run_ranks(void)
     }
     check_reduce_scatter(c, SB_HALF_FP16);
     check_reduce_scatter(c, SB_HALF_BF16);
+    check_p2p16(c, SB_HALF_FP16);
+    check_p2p16(c, SB_HALF_BF16);
     int hier = c->size == 4;
     if (hier) {
         CHECK(sb_comm_mpi_group_hosts(c, 2) == SB_OK, "cannot group the ranks into hosts of 2");
