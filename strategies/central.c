@@ -363,6 +363,7 @@ static void central_model_row(const struct sb_comm_model_query *q, int k, double
         .formula_name = k > 0 ? "central" : "central-servers0",
         .formula = k > 0 ? "max(2(k alpha + M/B), 2n(alpha + M/(k B)))" : "2(n-1)(alpha + M/B)",
         .comm_s = sb_central_cost_s(&q->link, q->replicas, k, bytes),
+        .wire_bytes = bytes,
         .exposed_s = NAN,
     };
     snprintf(row->legend, sizeof row->legend,

@@ -251,6 +251,7 @@ static int ddp_comm_model(const struct sb_comm_model_query *q, struct sb_comm_mo
             overlap = 0;
         }
         model_row(q, a, bytes, nb, local_h > 0 ? 0 : overlap, &rows[0]);
+        for (int b = 0; b < nb; b++) rows[0].wire_bytes += bytes[b];
         if (local_h > 0) { /* one all-reduce of the parameters every H steps */
             rows[0].comm_s /= local_h;
             rows[0].exposed_s /= local_h;

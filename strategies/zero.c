@@ -326,6 +326,7 @@ static void model_row(const struct sb_comm_model_query *q, int stage, int units,
         .formula_name = gathers == 2 ? "zero-3" : "zero-2",
         .formula = formulas[half][gathers - 1],
         .comm_s = comm,
+        .wire_bytes = half ? q->bytes / 2 : q->bytes, /* the reduce-scatter's M */
         .exposed_s = NAN,
     };
     snprintf(row->legend, sizeof row->legend,

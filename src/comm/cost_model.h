@@ -172,6 +172,10 @@ struct sb_comm_model_row {
     const char *formula_name; /* the report's comm.model.formula_name */
     const char *formula;      /* ... and formula */
     double comm_s;            /* predicted communication time per step, s */
+    double wire_bytes;        /* M as the formula prices it: the gradient bytes one replica
+                               * sends per step on the wire (half the fp32 bytes on a 16-bit
+                               * wire); 0: the fp32 parameter bytes (the report's
+                               * comm.model.bytes falls back to them) */
     double exposed_s;         /* of which not hidden behind compute, s; NaN: the strategy
                                * does not overlap (all of comm_s is exposed) */
     char legend[192];         /* one line on the model (formulas, buckets, overlap) for

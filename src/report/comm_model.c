@@ -76,7 +76,9 @@ void sb_report_add_comm_model(cJSON *comm, const struct sb_run_record *rec, int 
     sb_json_add_str(o, "formula", m->formula, fail);
     sb_json_add_num(o, "ranks", c->replicas, fail);
     sb_json_add_num(o, "servers", m->servers, fail);
-    sb_json_add_num(o, "bytes", (double)rec->n_params * sizeof(float), fail);
+    sb_json_add_num(o, "bytes",
+                    m->wire_bytes > 0 ? m->wire_bytes : (double)rec->n_params * sizeof(float),
+                    fail);
     double measured_ms = rec->phases_by_rank[SB_PHASE_COMM].ranks > 0
                              ? rec->phases_by_rank[SB_PHASE_COMM].min : NAN;
     sb_json_add_num(o, "predicted_comm_ms", 1e3 * m->comm_s, fail);

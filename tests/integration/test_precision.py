@@ -186,6 +186,12 @@ def test_16_bit_gradients_halve_the_wire_exactly(name, stratbench, mnist_dir, tm
                 want = 2e3 * (model["alpha_s"] + m_bytes * runs[p]["model"]["n_params"]
                               / model["bandwidth_Bps"])
                 assert model["predicted_comm_ms"] == pytest.approx(want, rel=1e-9), p
+    # comm.model.bytes is the M its formula priced: the wire's, half under 16 bits
+    # (mirrored states no model: one process)
+    if runs["fp32"]["comm"].get("model"):
+        for p in precisions:
+            want = runs["fp32"]["comm"]["model"]["bytes"] / 2
+            assert runs[p]["comm"]["model"]["bytes"] == want, p
     for kind in kinds:
         fp32 = runs["fp32"]["comm"][kind]
         assert fp32["bytes"] > 0
