@@ -369,17 +369,7 @@ static void tensor_describe(const struct sb_strategy *s, long measured_steps,
         /* The blocks: layers of (tokens, width) activations holding split tensors. */
         int blocks = 0;
         double tokens = 0, width = 0;
-        for (int l = 0; l < m->n_layers; l++) {
-            const struct sb_layer_desc *L = &m->layers[l];
-            int split = 0;
-            for (int i = L->first_tensor; i < L->first_tensor + L->n_tensors; i++)
-                split |= m->tensors[i].tp_split != SB_TP_REPLICATED;
-            if (split && L->in_shape[1] > 1) {
-                blocks++;
-                tokens = L->in_shape[0];
-                width = L->in_shape[1];
-            }
-        }
+        sb_tp_sp_blocks(m, &blocks, &tokens, &width);
         struct sb_tp_sp_traffic sp = sb_tp_sp_block_traffic(blocks, cfg->batch, tokens, width, 1);
         add_num(d, "tp_allgather_calls_per_step", (double)sp.allgather_calls);
         add_num(d, "tp_reduce_scatter_calls_per_step", (double)sp.reduce_scatter_calls);
