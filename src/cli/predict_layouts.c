@@ -12,7 +12,7 @@
 #include "cli/sweep.h"
 #include "cli/train_opts.h"
 #include "core/atomic_file.h"
-#include "strategies/shared/layout_memory.h"
+#include "core/memory.h"
 
 #define LAYOUTS_SCHEMA_VERSION "1.3" /* 1.2: links.*.gamma_s_per_byte, sizes; 1.3: memory.ledger */
 #define TOP_DEFAULT 20

@@ -29,40 +29,7 @@
 #define SB_COST_MODEL_H
 
 #include "comm/allreduce_algo.h"
-
-/* One link class: every rank-to-rank link is assumed alike (the slowest
- * probed link stands for all). */
-#define SB_LINK_MAX_SIZES 8
-
-struct sb_link {
-    double alpha_s;          /* latency α of one message, s */
-    double bandwidth_Bps;    /* bandwidth B, bytes/s (β = 1 / B) */
-    double gamma_s_per_byte; /* reduction arithmetic γ, s per byte (0 = ignore) */
-    /* Sized classes (0: alpha_s and bandwidth_Bps at every size): class k
-     * prices the messages of size_bytes[k] <= m < size_bytes[k + 1] (class 0
-     * also those below, the last those above) with its own α and B, fitted
-     * by the probe between the two probed sizes that bound it
-     * (src/job/probe.h). size_bytes ascending. */
-    int n_sizes;
-    double size_bytes[SB_LINK_MAX_SIZES];
-    double size_alpha_s[SB_LINK_MAX_SIZES];
-    double size_bandwidth_Bps[SB_LINK_MAX_SIZES];
-};
-
-/* The plain link (n_sizes 0) that prices one message of message_bytes on l:
- * l's α and B, or those of the sized class holding message_bytes (above);
- * γ kept. */
-struct sb_link sb_link_at(const struct sb_link *l, double message_bytes);
-
-/* The sized classes of n probed rungs (src/job/probe.h): sizes m[0..n)
- * ascending (bytes) and their one-way times t[0..n) (s) into out's
- * n_sizes = n - 1 classes (at most SB_LINK_MAX_SIZES; out's α, B and γ
- * untouched): class k from m[k] (class 0 from 0) with
- *   B_k = (m[k+1] - m[k]) / (t[k+1] - t[k])   (t[k+1] <= t[k]: m[k+1] / t[k+1])
- *   α_k = max(0, t[k] - m[k] / B_k)
- * (the Hockney line through the two rungs that bound the class). n < 2
- * gives no classes. */
-void sb_link_fit_sized(const double *m, const double *t, int n, struct sb_link *out);
+#include "core/link.h"
 
 /* The two link classes of a job on hosts of several ranks each: the link
  * between two ranks of one host (shared memory, NVLink) and the link

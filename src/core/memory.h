@@ -39,4 +39,12 @@ static inline double sb_model_state_bytes(const struct sb_model_state *m)
     return m->param_bytes + m->grad_bytes + m->optimizer_bytes;
 }
 
+/* Total bytes of a ledger entry, as the report's total_bytes: model state
+ * + emulation + communication buffers + activations. */
+static inline double sb_memory_entry_total_bytes(const struct sb_memory_entry *e)
+{
+    return sb_model_state_bytes(&e->held) + e->emulation_bytes + e->comm_bytes +
+           e->activation_bytes;
+}
+
 #endif

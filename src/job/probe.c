@@ -86,7 +86,7 @@ static sb_status best_rtt(MPI_Comm comm, int me, int peer, char *buf, int bytes,
 
 /* The sized ladder with one peer (probe.h): rank 0 tells the peer each
  * next size (0: done) so that both stop at the same rung. On rank 0, into
- * out the classes sb_link_fit_sized fits through the rungs (cost_model.h),
+ * out the classes sb_link_fit_sized fits through the rungs (core/link.h),
  * T the round trip less the acknowledgement's α. */
 static sb_status probe_sized(MPI_Comm comm, int me, int peer, char *buf, double alpha_s,
                              struct sb_link *out)

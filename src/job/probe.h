@@ -46,7 +46,7 @@
 #ifndef SB_PROBE_H
 #define SB_PROBE_H
 
-#include "comm/cost_model.h"
+#include "core/link.h"
 #include "core/status.h"
 #include "job/job.h"
 

@@ -152,8 +152,3 @@ int sb_layout_memory(const struct sb_layout *l, const struct sb_layout_inputs *i
     return 1;
 }
 
-double sb_memory_entry_total_bytes(const struct sb_memory_entry *e)
-{
-    return sb_model_state_bytes(&e->held) + e->emulation_bytes + e->comm_bytes +
-           e->activation_bytes;
-}

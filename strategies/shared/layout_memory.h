@@ -42,8 +42,4 @@ struct sb_pp_schedule;
 int sb_layout_memory(const struct sb_layout *l, const struct sb_layout_inputs *in,
                      const struct sb_pp_schedule *sc, int s, struct sb_memory_entry *out);
 
-/* Total bytes of a ledger entry, as the report's total_bytes: model state
- * + emulation + communication buffers + activations. */
-double sb_memory_entry_total_bytes(const struct sb_memory_entry *e);
-
 #endif
