@@ -179,6 +179,16 @@ def test_vit_layout_equals_single(layout, stratbench, mnist_dir, tmp_path):
     assert d["stage_p2p_bytes"] == [2 * m * (batch // m) * 50 * 64 * 4] * 2
 
 
+def predicted_rows(stratbench, probe, hosts):
+    """predict --layouts' rows by name for `probe` on `hosts` hosts of 4 ranks, both links
+    given (1 Gbit/s, 50 us), so that no probe of this machine's links enters."""
+    proc = run([stratbench, "predict", probe, "--layouts", "--hosts", hosts,
+                "--ranks-per-host", "4", "--intra-bandwidth", "1gbit", "--intra-latency",
+                "50us", "--bandwidth", "1gbit", "--latency", "50us", "--json"], timeout=120)
+    assert proc.returncode == 0, describe(proc)
+    return {x["name"]: x for x in json.loads(proc.stdout)["layouts"]}
+
+
 @pytest.mark.parametrize("sched", ["zb-h1"] + (["1f1b"] if SLOW else []))
 def test_vit_predicted_memory_equals_the_ledger(sched, stratbench, mnist_dir, tmp_path):
     """`predict --layouts`' memory per rank of the vit's tp 2 x pp 2 (its stages sized by
@@ -189,11 +199,7 @@ def test_vit_predicted_memory_equals_the_ledger(sched, stratbench, mnist_dir, tm
     _, r = train_params(stratbench, mnist_dir, tmp_path, "composed", *VIT, "--strategy",
                         "pipeline", "--stages", "2", "--tp", "2", "--microbatches", "2",
                         "--batch", "16", "--schedule", sched)
-    proc = run([stratbench, "predict", tmp_path / "probe.json", "--layouts", "--hosts", "1",
-                "--ranks-per-host", "4", "--intra-bandwidth", "1gbit", "--intra-latency",
-                "50us", "--bandwidth", "1gbit", "--latency", "50us", "--json"], timeout=120)
-    assert proc.returncode == 0, describe(proc)
-    rows = {x["name"]: x for x in json.loads(proc.stdout)["layouts"]}
+    rows = predicted_rows(stratbench, tmp_path / "probe.json", 1)
     pred = rows[f"dp1-tp2-pp2-m2-{sched}-z0-tp-dp-pp"]["memory"]
     ledger = max(e["total_bytes"] for e in r["memory"]["by_rank"])
     assert abs(pred["memory_bytes"] - ledger) <= 0.01 * ledger, (pred, ledger)
@@ -219,11 +225,7 @@ def test_predicted_memory_equals_the_ledger(dp, zero, sched, stratbench, mnist_d
                         "pipeline", "--stages", "2", "--tp", "2", "--replicas", str(dp),
                         "--microbatches", "2", "--batch", str(64 // dp), "--zero-stage",
                         str(zero), "--schedule", sched)
-    proc = run([stratbench, "predict", tmp_path / "probe.json", "--layouts", "--hosts", dp,
-                "--ranks-per-host", "4", "--intra-bandwidth", "1gbit", "--intra-latency",
-                "50us", "--bandwidth", "1gbit", "--latency", "50us", "--json"], timeout=120)
-    assert proc.returncode == 0, describe(proc)
-    rows = {x["name"]: x for x in json.loads(proc.stdout)["layouts"]}
+    rows = predicted_rows(stratbench, tmp_path / "probe.json", dp)
     pred = rows[f"dp{dp}-tp2-pp2-m2-{sched}-z{zero}-tp-dp-pp"]["memory"]
     ledger = max(e["total_bytes"] for e in r["memory"]["by_rank"])
     assert abs(pred["memory_bytes"] - ledger) <= 0.01 * ledger, (pred, ledger)
