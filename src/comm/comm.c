@@ -309,12 +309,31 @@ sb_status sb_comm_iallgather(struct sb_comm *c, const float *send, float *recv,
     return issue_blocks(c, SB_COMM_ALLGATHER, c->ops->iallgather, send, recv, counts, req);
 }
 
+/* The NVTX range of a poll (wait = 0) or a wait (wait = 1) on a request of
+ * `kind` (docs/profiling.md's table). */
+static const char *range_name(enum sb_comm_kind kind, int wait)
+{
+    static const char *const names[SB_COMM_NKINDS][2] = {
+        [SB_COMM_ALLREDUCE] = {"allreduce.test", "allreduce.wait"},
+        [SB_COMM_BROADCAST] = {"broadcast.test", "broadcast.wait"},
+        [SB_COMM_PUSH] = {"push.test", "push.wait"},
+        [SB_COMM_PULL] = {"pull.test", "pull.wait"},
+        [SB_COMM_REDUCE_SCATTER] = {"reduce_scatter.test", "reduce_scatter.wait"},
+        [SB_COMM_ALLGATHER] = {"allgather.test", "allgather.wait"},
+        [SB_COMM_SENDRECV] = {"sendrecv.test", "sendrecv.wait"}};
+    return (unsigned)kind < SB_COMM_NKINDS ? names[kind][wait != 0] : wait ? "wait" : "test";
+}
+
 sb_status sb_comm_test(struct sb_comm *c, struct sb_comm_request *req, int *done)
 {
     *done = req->done;
     if (req->done) return SB_OK;
+    /* A poll moves data: a ring's next step or a hierarchical all-reduce's
+     * next stage is posted from here (during backward, for ddp's buckets). */
+    sb_nvtx_push_bytes(range_name(req->kind, 0), SB_NVTX_COMM, req->bytes);
     sb_flight_enter(req->seq);
     sb_status st = c->ops->test(c, req, done);
+    sb_nvtx_pop();
     if (st || *done) sb_flight_complete(req->seq, st == SB_OK);
     else sb_flight_leave();
     SB_TRY(st);
@@ -325,11 +344,7 @@ sb_status sb_comm_test(struct sb_comm *c, struct sb_comm_request *req, int *done
 sb_status sb_comm_wait(struct sb_comm *c, struct sb_comm_request *req)
 {
     if (req->done) return SB_OK;
-    static const char *const names[SB_COMM_NKINDS] = {
-        [SB_COMM_ALLREDUCE] = "allreduce.wait", [SB_COMM_REDUCE_SCATTER] = "reduce_scatter.wait",
-        [SB_COMM_ALLGATHER] = "allgather.wait", [SB_COMM_PUSH] = "push.wait",
-        [SB_COMM_PULL] = "pull.wait", [SB_COMM_SENDRECV] = "sendrecv.wait"};
-    sb_nvtx_push_bytes(names[req->kind] ? names[req->kind] : "wait", SB_NVTX_COMM, req->bytes);
+    sb_nvtx_push_bytes(range_name(req->kind, 1), SB_NVTX_COMM, req->bytes);
     sb_flight_enter(req->seq);
     sb_status st = c->ops->wait(c, req);
     sb_flight_complete(req->seq, st == SB_OK);

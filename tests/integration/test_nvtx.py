@@ -42,6 +42,14 @@ CASES = [
      {"data", "forward", "backward", "optimizer", "comm"}),
     ("hierarchical", ["--strategy", "hierarchical", "--replicas", "2", "--ranks-per-host", "1"],
      2, 1, {"data", "forward", "backward", "optimizer", "comm"}),
+    # Many small buckets: the polls during backward post a ring's next step and a
+    # hierarchical all-reduce's next stage (each poll is an `*.test` comm range);
+    # before it was, these two runs put 1-59 MPI calls outside any comm range.
+    ("ddp-small-buckets", ["--strategy", "ddp", "--replicas", "3", "--bucket-mb", "0.01"], 3, 1,
+     {"data", "forward", "backward", "optimizer", "comm"}),
+    ("hierarchical-small-buckets", ["--strategy", "hierarchical", "--replicas", "4",
+                                    "--ranks-per-host", "2", "--bucket-mb", "0.01"],
+     4, 1, {"data", "forward", "backward", "optimizer", "comm"}),
 ]
 
 
