@@ -21,7 +21,7 @@ results.json and table.md (measured and both predicted steps, their ratios, the 
 per step, the sized link) under --out.
 
     sudo bench/tensor.py [--out DIR] [--rates 1gbit,100mbit] [--steps 30] [--batch 32]
-                         [--prefix tenb] [--vit "--patch 7 --width 64 --depth 2 --heads 4"]
+                         [--prefix $STRATBENCH_CLUSTER_PREFIX or tenb] [--vit "--patch 7 --width 64 --depth 2 --heads 4"]
 
 Needs root (network namespaces) and build/stratbench. On a shared 2-core machine the runs
 are noisy (the reports' warnings say how much); the defaults take about 3 minutes.
@@ -52,7 +52,8 @@ def parse_args(argv=None):
     p.add_argument("--rates", default="1gbit,100mbit")
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--prefix", default="tenb")
+    p.add_argument("--prefix", default=os.environ.get("STRATBENCH_CLUSTER_PREFIX", "tenb"),
+                   help="cluster prefix (default $STRATBENCH_CLUSTER_PREFIX or tenb)")
     p.add_argument("--vit", default="--patch 7 --width 64 --depth 2 --heads 4")
     return p.parse_args(argv)
 
