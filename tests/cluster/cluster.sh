@@ -237,6 +237,15 @@ cmd_mpirun() {
 #    peakrate, to drain the burst at the link's pace) cost 20-40% of the rate
 #    both ways at 1 Gbit/s here;
 #  - a 4 MiB queue, so that TCP, not drops, paces the sender.
+# Two ways it differs from a real link of RATE, measured with
+# bench/tp_exchange.py (docs/tensor.md, "Why the exchange misses"):
+#  - the burst lets a message that follows a short idle gap beat the line:
+#    at 1 Gbit/s a 139 kB exchange after 0.3 ms of compute takes a median
+#    0.74-0.93 ms against the line rate's 1.18 (1.19 back to back);
+#  - tbf's queue is one FIFO (like a host's pfifo_fast, unlike a fair-queued
+#    fq_codel host; this machine's kernel has no fq_codel, fq or sfq), so a
+#    host's small messages (TCP ACKs, Open MPI's rendezvous handshake) wait
+#    behind its queued data: up to M / RATE, 11 ms for 139 kB at 100 Mbit/s.
 cmd_shape() {
     need_root
     require_up
