@@ -199,6 +199,18 @@ def links_from(a, tag):
     return ["--links-from", str(path)]
 
 
+def runqueue_wait_fraction(report):
+    """The largest share of a run's training any rank spent runnable but waiting for a
+    core (noise_by_rank's runqueue_wait_s / train_s; None where unread): on the shared
+    cores, the mark of a run whose waiting ranks kept polling instead of giving their
+    core to the computing ones (docs/layouts.md, "Measuring honestly enough to rank"); the
+    wait's span and train_s's are not quite the same, so it may pass 1 slightly."""
+    waits = [n.get("runqueue_wait_s") for n in report.get("noise_by_rank", [])]
+    waits = [w for w in waits if w is not None]
+    t = report.get("train_s") or 0
+    return round(max(waits) / t, 3) if waits and t > 0 else None
+
+
 def steps_for(predicted_ms, a):
     """Steps of one run of a layout predicted at `predicted_ms` a step: warm-up plus
     enough measured steps to last --min-seconds, at least --steps - --warmup of them, at
@@ -347,6 +359,7 @@ def run_panel(c, a, mpirun, rate, workload, rows, panels):
             first = runs[name][0][1]
             row.update(measured_step_ms=m, repeats_ms=ms, spread=spread,
                        steps_measured=[r["steps_measured"] for _, r in runs[name]],
+                       runqueue_wait_fraction=[runqueue_wait_fraction(r) for _, r in runs[name]],
                        ratio=lay["step_ms"] / m,
                        within_15=abs(lay["step_ms"] / m - 1) <= 0.15,
                        ledger_bytes=ledger_bytes(first),
