@@ -18,16 +18,32 @@ assumption), for each link rate and workload:
     --tp, pipeline --stages [--tp] --microbatches --schedule --rank-order), the global
     batch the same; a layout train refuses is listed with train's reason.
 
+Measuring honestly enough to rank (2026-11-28): the same layout run twice on this
+2-core machine differed by more than the gaps between layouts (dp2-pp2 m4, mlp, 1 Gbit/s:
+11.1 and 21.5 ms at 14 steps), so each layout is run --repeats times (default 3), the
+repeats interleaved: repeat k runs the panel's layouts in an order shuffled by --seed + k,
+so that a drift of the machine (another job, a warming CPU) falls on every layout alike,
+not on the ones run last. A run measures at least --min-seconds of steps (default 1 s;
+at least --steps - --warmup steps, at most --max-steps-per-run): a layout of 5 ms steps
+runs 200 steps where one of 600 ms runs 10 (the step count from the layout's predicted
+step, which only sizes the run). A layout's measured step is the median of its repeats'
+medians; its spread (max - min) / median of the repeats is reported, and a row whose
+repeats' range overlaps the next slower row's is marked as not resolved from it: the bench
+cannot order those two. Per panel: Kendall's tau over every pair and over the pairs whose
+ranges do not overlap (the order the measurement resolves), and the adjacent pairs left
+unresolved.
+
 It writes results.json, table.md (predicted and measured step, their ratio, within
-+-15 %, memory per rank predicted and the ledger's) and layouts.png/.svg (measured
-against predicted step, one panel per rate and workload), and prints per panel
-Kendall's tau between the predicted and the measured order and whether the predicted
-best is within 5 % of the measured best.
++-15 %, repeats, spread, memory per rank predicted and the ledger's) and layouts.png/.svg
+(measured against predicted step, the repeats' range as a bar, one panel per rate and
+workload), and prints per panel Kendall's tau between the predicted and the measured
+order and whether the predicted best is within 5 % of the measured best.
 
     sudo bench/layouts.py [--out DIR] [--rates 1gbit] [--workloads mlp,vit]
                           [--hosts 2] [--ranks-per-host 2] [--global-batch 64]
-                          [--steps 8] [--warmup 3] [--prefix sbl] [--replot DIR/results.json]
-                          [--only dp2-tp2,pp2-m4] [--cores C]
+                          [--steps 14] [--warmup 4] [--repeats 3] [--min-seconds 1]
+                          [--max-steps-per-run 400] [--seed 0] [--prefix sbl]
+                          [--replot DIR/results.json] [--only dp2-tp2,pp2-m4] [--cores C]
 
 --hosts 4 --ranks-per-host 2 runs 8 ranks on this machine's cores (2 here): stratbench's
 launcher oversubscribes (mpirun --oversubscribe) and the cluster's ranks yield a core while
@@ -43,8 +59,11 @@ average is recorded beside each run); the model is not fitted to them.
 
 import datetime
 import json
+import math
 import os
 import pathlib
+import random
+import statistics
 import subprocess
 import sys
 
@@ -75,10 +94,27 @@ def parse_args(argv=None):
     p.add_argument("--from-reports", action="store_true",
                    help="no cluster: rebuild results.json from the reports in --out/reports "
                         "(a run that stopped part-way)")
+    p.add_argument("--repeats", type=int, default=3,
+                   help="runs of each layout, interleaved across the panel's layouts; its "
+                        "step is the median of the runs' medians (default 3)")
+    p.add_argument("--min-seconds", type=float, default=1.0,
+                   help="measured seconds a run lasts at least, by its predicted step (more "
+                        "steps where steps are short; default 1.0; 0: --steps only)")
+    p.add_argument("--max-steps-per-run", type=int, default=400,
+                   help="the most steps a run takes for --min-seconds (default 400)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="repeat k runs the layouts in the order shuffled by seed + k")
     p.add_argument("--links-from", default="",
                    help="a previous run's --out: predict with the links its probe report of "
                         "the same rate measured (predict --links-from: sized classes, gamma)")
+    p.set_defaults(steps=14, warmup=4)
     a = ps.finish_cluster_args(p, p.parse_args(argv))
+    if a.repeats < 1:
+        p.error("--repeats must be at least 1")
+    if a.min_seconds < 0:
+        p.error("--min-seconds must be 0 or more")
+    if a.max_steps_per_run < a.steps:
+        p.error("--max-steps-per-run must be at least --steps")
     a.workloads = a.workloads.split(",")
     a.only = [x for x in a.only.split(",") if x]
     for w in a.workloads:
@@ -113,11 +149,12 @@ def train_flags(lay, global_batch):
             lay["rank_order"], "--zero-stage", str(lay["zero_stage"])] + f
 
 
-def train(c, a, mpirun, flags, report):
-    """One run on the cluster, ranks in blocks per host; (report dict, None) or (None,
-    train's reason) when it exits 2 (a layout it refuses)."""
+def train(c, a, mpirun, flags, report, steps=None):
+    """One run on the cluster, ranks in blocks per host, of `steps` steps (default
+    --steps); (report dict, None) or (None, train's reason) when it exits 2 (a layout it
+    refuses)."""
     args = [str(a.build / "stratbench"), "train", "--data", a.data, "--device", "cpu", *flags,
-            "--max-steps", str(a.steps), "--warmup-steps", str(a.warmup), "--threads", "1",
+            "--max-steps", str(steps or a.steps), "--warmup-steps", str(a.warmup), "--threads", "1",
             "--report", str(report)]
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                STRATBENCH_MPIRUN=mpirun)
@@ -162,9 +199,85 @@ def links_from(a, tag):
     return ["--links-from", str(path)]
 
 
+def runqueue_wait_fraction(report):
+    """The largest share of a run's training any rank spent runnable but waiting for a
+    core (noise_by_rank's runqueue_wait_s / train_s; None where unread): on the shared
+    cores, the mark of a run whose waiting ranks kept polling instead of giving their
+    core to the computing ones (docs/layouts.md, "Measuring honestly enough to rank"); the
+    wait's span and train_s's are not quite the same, so it may pass 1 slightly."""
+    waits = [n.get("runqueue_wait_s") for n in report.get("noise_by_rank", [])]
+    waits = [w for w in waits if w is not None]
+    t = report.get("train_s") or 0
+    return round(max(waits) / t, 3) if waits and t > 0 else None
+
+
+def steps_for(predicted_ms, a):
+    """Steps of one run of a layout predicted at `predicted_ms` a step: warm-up plus
+    enough measured steps to last --min-seconds, at least --steps - --warmup of them, at
+    most --max-steps-per-run in all."""
+    measured = a.steps - a.warmup
+    if a.min_seconds > 0 and predicted_ms > 0:
+        measured = max(measured, math.ceil(1000.0 * a.min_seconds / predicted_ms))
+    return min(a.warmup + measured, a.max_steps_per_run)
+
+
+def run_orders(names, repeats, seed):
+    """The order of each repeat: `names` shuffled by random.Random(seed + k) for repeat
+    k, so that drift during the panel falls on every layout alike."""
+    orders = []
+    for k in range(repeats):
+        order = list(names)
+        random.Random(seed + k).shuffle(order)
+        orders.append(order)
+    return orders
+
+
+def summarise(step_ms):
+    """(median, spread) of one layout's repeats' median steps: spread = (max - min) /
+    median, 0 for one repeat."""
+    med = statistics.median(step_ms)
+    return med, (max(step_ms) - min(step_ms)) / med if med > 0 else 0.0
+
+
+def mark_resolved(rows):
+    """Sets each measured row's `resolved_from_next`: whether its repeats' range lies
+    wholly below the next slower row's (by measured median; None for the slowest, and
+    where either row ran once: one run has no range): where the ranges overlap the bench
+    cannot order the two."""
+    ran = sorted((r for r in rows if r["measured_step_ms"]), key=lambda r: r["measured_step_ms"])
+    for r, nxt in zip(ran, ran[1:] + [None]):
+        r["resolved_from_next"] = None if nxt is None or not _ranged(r, nxt) else \
+            max(r["repeats_ms"]) < min(nxt["repeats_ms"])
+
+
+def _ranged(*rows):
+    return all(len(r["repeats_ms"]) >= 2 for r in rows)
+
+
+def kendall_tau_resolved(rows):
+    """Kendall's tau-b of predicted against measured over the pairs of rows whose
+    repeats' ranges do not overlap (the pairs the measurement orders; rows run once have
+    no range and are left out); nan when no pair is left."""
+    c = d = 0
+    for i, x in enumerate(rows):
+        for y in rows[i + 1:]:
+            lo, hi = (x, y) if x["measured_step_ms"] < y["measured_step_ms"] else (y, x)
+            if not _ranged(lo, hi) or max(lo["repeats_ms"]) >= min(hi["repeats_ms"]):
+                continue
+            dp = hi["predicted_step_ms"] - lo["predicted_step_ms"]
+            if dp > 0:
+                c += 1
+            elif dp < 0:
+                d += 1
+    return (c - d) / (c + d) if c + d else float("nan")
+
+
 def run_panel(c, a, mpirun, rate, workload, rows, panels):
-    """Measures one panel (rate, workload) on cluster c; with c None, rebuilds it from
-    the reports a previous run left in a.out/reports (--from-reports)."""
+    """Measures one panel (rate, workload) on cluster c: the probe, predict, then
+    --repeats rounds over the panel's layouts, each round in its own order; with c None,
+    rebuilds it from the reports a previous run left in a.out/reports (--from-reports;
+    a report per repeat, {tag}_{layout}_r{k}.json, or one, {tag}_{layout}.json, from
+    before repeats)."""
     tag = f"{workload}_{rate}"
     probe_path = a.out / "reports" / f"probe_{tag}.json"
     world = a.hosts * a.ranks_per_host
@@ -190,44 +303,77 @@ def run_panel(c, a, mpirun, rate, workload, rows, panels):
     pred_path.write_text(pred.stdout)
     print(f"{tag}: {len(layouts)} layouts predicted; probe step "
           f"{probe['step_ms']['median']:.1f} ms", flush=True)
-    mine = []
+    chosen = {}
     for lay in layouts:
         if not runnable(lay):
             continue
         probe_layout = lay["name"].startswith(f"dp{world}-tp1-pp1-m1-none-z0")
         if a.only and not probe_layout and not any(x in lay["name"] for x in a.only):
             continue
-        path = a.out / "reports" / f"{tag}_{lay['name']}.json"
-        if probe_layout:
-            r, why = probe, None  # the probe is this layout
-            path = probe_path
-        elif c is None:
-            if not path.exists():
+        chosen[lay["name"]] = lay
+    runs = {name: [] for name in chosen}   # name: [(report path, report)]
+    refused = {}
+    loads = {name: [] for name in chosen}
+    for k, order in enumerate(run_orders(list(chosen), a.repeats, a.seed)):
+        for name in order:
+            lay = chosen[name]
+            if name in refused:
                 continue
-            r, why = json.loads(path.read_text()), None
-        else:
-            r, why = train(c, a, mpirun, WORKLOADS[workload] + train_flags(lay, a.global_batch),
-                           path)
-        row = {"rate": rate, "workload": workload, "layout": lay["name"],
+            path = a.out / "reports" / f"{tag}_{name}_r{k}.json"
+            if c is None:
+                old = a.out / "reports" / f"{tag}_{name}.json"
+                if not path.exists() and k == 0 and old.exists():
+                    path = old  # a run from before repeats: one report, no suffix
+                elif not path.exists() and k == 0 and name.startswith(f"dp{world}-tp1-pp1-m1-"
+                                                                        "none-z0"):
+                    path = probe_path  # before repeats the probe stood for this layout
+                if not path.exists():
+                    continue
+                r, why = json.loads(path.read_text()), None
+            else:
+                steps = steps_for(lay["step_ms"], a)
+                r, why = train(c, a, mpirun, WORKLOADS[workload] +
+                               train_flags(lay, a.global_batch), path, steps)
+                loads[name].append(round(os.getloadavg()[0], 2))
+            if r is None:
+                refused[name] = why
+                print(f"  {name}: train refuses: {why}", flush=True)
+                continue
+            runs[name].append((path, r))
+            print(f"  repeat {k}: {name}: {r['step_ms']['median']:8.2f} ms "
+                  f"({r['steps_measured']} steps)", flush=True)
+    mine = []
+    for name, lay in chosen.items():
+        row = {"rate": rate, "workload": workload, "layout": name,
                "dp": lay["dp"], "tp": lay["tp"], "pp": lay["pp"],
                "predicted_step_ms": lay["step_ms"],
                "predicted_memory_bytes": lay["memory"]["memory_bytes"],
-               "load_average_1min": round(os.getloadavg()[0], 2) if c else None}
-        if r is None:
-            row.update(measured_step_ms=None, refused=why)
-            print(f"  {lay['name']}: train refuses: {why}", flush=True)
+               "load_average_1min": loads[name] or None}
+        if name in refused or not runs[name]:
+            if name not in refused and c is None:
+                continue  # no report of it in --from-reports
+            row.update(measured_step_ms=None, refused=refused.get(name, "no run"))
         else:
-            m = r["step_ms"]["median"]
-            row.update(measured_step_ms=m, ratio=lay["step_ms"] / m,
+            ms = [r["step_ms"]["median"] for _, r in runs[name]]
+            m, spread = summarise(ms)
+            first = runs[name][0][1]
+            row.update(measured_step_ms=m, repeats_ms=ms, spread=spread,
+                       steps_measured=[r["steps_measured"] for _, r in runs[name]],
+                       runqueue_wait_fraction=[runqueue_wait_fraction(r) for _, r in runs[name]],
+                       ratio=lay["step_ms"] / m,
                        within_15=abs(lay["step_ms"] / m - 1) <= 0.15,
-                       ledger_bytes=ledger_bytes(r),
-                       memory_ratio=lay["memory"]["memory_bytes"] / ledger_bytes(r),
-                       report=str(path.relative_to(a.out)))
-            print(f"  {lay['name']}: predicted {lay['step_ms']:8.2f} ms, measured {m:8.2f} ms, "
-                  f"{lay['step_ms'] / m:.3f}; memory {row['memory_ratio']:.3f} of the ledger",
-                  flush=True)
+                       ledger_bytes=ledger_bytes(first),
+                       memory_ratio=lay["memory"]["memory_bytes"] / ledger_bytes(first),
+                       reports=[str(pth.relative_to(a.out)) for pth, _ in runs[name]])
         rows.append(row)
         mine.append(row)
+    mark_resolved(mine)
+    for row in sorted((r for r in mine if r["measured_step_ms"]),
+                      key=lambda r: r["measured_step_ms"]):
+        print(f"  {row['layout']}: predicted {row['predicted_step_ms']:8.2f} ms, measured "
+              f"{row['measured_step_ms']:8.2f} ms (spread {100 * row['spread']:.0f} % over "
+              f"{len(row['repeats_ms'])}), {row['ratio']:.3f}"
+              f"{'' if row['resolved_from_next'] is not False else '; ~ the next'}", flush=True)
     ran = [r for r in mine if r["measured_step_ms"]]
     if len(ran) >= 2:
         tau = kendall_tau([r["predicted_step_ms"] for r in ran],
@@ -237,11 +383,18 @@ def run_panel(c, a, mpirun, rate, workload, rows, panels):
         gap = best_p["measured_step_ms"] / best_m["measured_step_ms"] - 1
         panels.append({"rate": rate, "workload": workload, "layouts_run": len(ran),
                        "within_15": sum(r["within_15"] for r in ran), "kendall_tau": tau,
+                       "kendall_tau_resolved": kendall_tau_resolved(ran),
+                       "unresolved_adjacent": sum(r["resolved_from_next"] is False for r in ran),
+                       "best_resolved": best_p is best_m or (
+                           _ranged(best_p, best_m) and
+                           max(best_m["repeats_ms"]) < min(best_p["repeats_ms"])),
                        "predicted_best": best_p["layout"], "measured_best": best_m["layout"],
                        "predicted_best_gap": gap})
-        print(f"{tag}: tau {tau:.2f}; {panels[-1]['within_15']}/{len(ran)} within 15 %; "
-              f"predicted best {best_p['layout']} is {100 * gap:.1f} % slower than the "
-              f"measured best {best_m['layout']}", flush=True)
+        p = panels[-1]
+        print(f"{tag}: tau {tau:.2f} (over the resolved pairs {p['kendall_tau_resolved']:.2f}); "
+              f"{p['within_15']}/{len(ran)} within 15 %; {p['unresolved_adjacent']} adjacent "
+              f"pairs within the repeats' spread; predicted best {best_p['layout']} is "
+              f"{100 * gap:.1f} % slower than the measured best {best_m['layout']}", flush=True)
 
 
 def measure(a):
@@ -249,6 +402,8 @@ def measure(a):
     res = {"date_utc": datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
            "hosts": a.hosts, "ranks_per_host": a.ranks_per_host,
            "global_batch": a.global_batch, "steps": a.steps, "warmup": a.warmup,
+           "repeats": a.repeats, "min_seconds": a.min_seconds,
+           "max_steps_per_run": a.max_steps_per_run, "seed": a.seed,
            "cores": a.cores, "shared_cores": a.cores, "only": a.only,
            "tcp_congestion_control": a.cc, "rows": rows, "panels": panels}
     if a.from_reports:
@@ -275,28 +430,39 @@ def measure(a):
 
 
 def table(res):
+    reps = res.get("repeats", 1)
     lines = [f"{res['hosts']} hosts x {res['ranks_per_host']} ranks, global batch "
              f"{res['global_batch']}, {res['date_utc']}, {res['cores']} cores shared by "
-             "every rank", "",
+             f"every rank; up to {reps} repeat(s) a layout, interleaved, each at least "
+             f"{res.get('min_seconds', 0)} s of steps; measured = the median of the repeats' "
+             "medians; ~ : its repeats' range overlaps the next slower row's (order not "
+             "resolved)", "",
              "| rate | workload | layout | predicted ms | measured ms | predicted/measured | "
-             "within 15 % | memory predicted MB | ledger MB |",
-             "|---|---|---|---:|---:|---:|---|---:|---:|"]
+             "within 15 % | repeats | spread % | | memory predicted MB | ledger MB |",
+             "|---|---|---|---:|---:|---:|---|---:|---:|---|---:|---:|"]
     for r in res["rows"]:
         if r["measured_step_ms"] is None:
             lines.append(f"| {r['rate']} | {r['workload']} | {r['layout']} | "
-                         f"{r['predicted_step_ms']:.2f} | refused: {r['refused']} | | | "
+                         f"{r['predicted_step_ms']:.2f} | refused: {r['refused']} | | | | | | "
                          f"{r['predicted_memory_bytes'] / 1e6:.2f} | |")
             continue
+        n = len(r.get("repeats_ms", [r["measured_step_ms"]]))
+        spread = f"{100 * r['spread']:.0f}" if "spread" in r else ""
+        mark = "~" if r.get("resolved_from_next") is False else ""
         lines.append(f"| {r['rate']} | {r['workload']} | {r['layout']} | "
                      f"{r['predicted_step_ms']:.2f} | {r['measured_step_ms']:.2f} | "
-                     f"{r['ratio']:.3f} | {'yes' if r['within_15'] else 'no'} | "
-                     f"{r['predicted_memory_bytes'] / 1e6:.2f} | {r['ledger_bytes'] / 1e6:.2f} |")
-    lines += ["", "| rate | workload | layouts run | within 15 % | Kendall's tau | predicted "
-              "best | measured best | predicted best's gap |", "|---|---|---:|---:|---:|---|---|---:|"]
+                     f"{r['ratio']:.3f} | {'yes' if r['within_15'] else 'no'} | {n} | {spread} | "
+                     f"{mark} | {r['predicted_memory_bytes'] / 1e6:.2f} | "
+                     f"{r['ledger_bytes'] / 1e6:.2f} |")
+    lines += ["", "| rate | workload | layouts run | within 15 % | Kendall's tau | tau, resolved "
+              "pairs | adjacent pairs unresolved | predicted best | measured best | predicted "
+              "best's gap |", "|---|---|---:|---:|---:|---:|---:|---|---|---:|"]
     for p in res["panels"]:
+        tr = p.get("kendall_tau_resolved")
         lines.append(f"| {p['rate']} | {p['workload']} | {p['layouts_run']} | {p['within_15']} | "
-                     f"{p['kendall_tau']:.2f} | {p['predicted_best']} | {p['measured_best']} | "
-                     f"{100 * p['predicted_best_gap']:.1f} % |")
+                     f"{p['kendall_tau']:.2f} | {'' if tr is None else f'{tr:.2f}'} | "
+                     f"{p.get('unresolved_adjacent', '')} | {p['predicted_best']} | "
+                     f"{p['measured_best']} | {100 * p['predicted_best_gap']:.1f} % |")
     return "\n".join(lines) + "\n"
 
 
@@ -319,8 +485,12 @@ def draw(res, out):
         ax.fill_between([lo, top], [lo * 0.85, top * 0.85], [lo * 1.15, top * 1.15],
                         color="#ccc", alpha=0.4, label="+-15 %")
         for i, r in enumerate(rs):
-            ax.plot(r["measured_step_ms"], r["predicted_step_ms"], "o",
-                    color=f"C{(r['tp'] - 1) + 2 * (r['pp'] - 1)}")
+            color = f"C{(r['tp'] - 1) + 2 * (r['pp'] - 1)}"
+            reps = r.get("repeats_ms") or [r["measured_step_ms"]]
+            if len(reps) > 1:  # the repeats' range
+                ax.plot([min(reps), max(reps)], [r["predicted_step_ms"]] * 2, "-", lw=1,
+                        color=color, alpha=0.6)
+            ax.plot(r["measured_step_ms"], r["predicted_step_ms"], "o", color=color)
             ax.annotate(r["layout"].replace("-tp-dp-pp", "").replace("-none", ""),
                         (r["measured_step_ms"], r["predicted_step_ms"]), fontsize=6,
                         textcoords="offset points", xytext=(3, 3))
@@ -328,7 +498,8 @@ def draw(res, out):
         ax.set_yscale("log")
         ax.set_xlim(lo, top)
         ax.set_ylim(lo, top)
-        ax.set_xlabel("measured step, ms (median of rank 0's steps)")
+        ax.set_xlabel("measured step, ms (median over repeats of rank 0's median step; "
+                      "bar: the repeats' range)", fontsize=8)
         ax.set_ylabel("predicted step, ms (predict --layouts)")
         p = [q for q in res["panels"] if q["rate"] == rate and q["workload"] == w]
         tau = f", tau {p[0]['kendall_tau']:.2f}" if p else ""
@@ -336,7 +507,9 @@ def draw(res, out):
                      fontsize=9)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7, loc="upper left")
-    loads = [r["load_average_1min"] for r in res["rows"] if r["load_average_1min"] is not None]
+    loads = [x for r in res["rows"] if r["load_average_1min"] is not None
+             for x in (r["load_average_1min"] if isinstance(r["load_average_1min"], list)
+                       else [r["load_average_1min"]])]
     load = f", load average {min(loads)}-{max(loads)}" if loads else ""
     fig.text(0.01, 0.01, f"one-machine cluster ({res['cores']} cores shared by every rank"
              f"{load}), {res['date_utc']}; bench/layouts.py", fontsize=7, color="#555")

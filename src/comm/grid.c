@@ -49,6 +49,22 @@ int sb_grid_axis_crosses_hosts(int dp, int tp, int pp, enum sb_rank_order order,
     return 0;
 }
 
+int sb_grid_stages_cross_hosts(int dp, int tp, int pp, enum sb_rank_order order, int from, int to,
+                               int ranks_per_host)
+{
+    if (dp < 1 || tp < 1 || pp < 1 || ranks_per_host < 1) return -1;
+    if (from < 0 || from >= pp || to < 0 || to >= pp) return -1;
+    for (int d = 0; d < dp; d++)
+        for (int t = 0; t < tp; t++) {
+            struct sb_grid_coords a = {.dp_rank = d, .tp_rank = t, .pp_rank = from};
+            struct sb_grid_coords b = {.dp_rank = d, .tp_rank = t, .pp_rank = to};
+            if (sb_grid_rank_of(dp, tp, pp, order, a) / ranks_per_host !=
+                sb_grid_rank_of(dp, tp, pp, order, b) / ranks_per_host)
+                return 1;
+        }
+    return 0;
+}
+
 const char *sb_rank_order_name(enum sb_rank_order order)
 {
     static const char *const names[SB_RANK_ORDER_COUNT] = {"tp-dp-pp", "tp-pp-dp"};

@@ -77,6 +77,18 @@ struct sb_grid_coords sb_grid_coords_of(int dp, int tp, int pp, enum sb_rank_ord
 int sb_grid_axis_crosses_hosts(int dp, int tp, int pp, enum sb_rank_order order,
                                enum sb_comm_role axis, int ranks_per_host);
 
+/* Whether the point-to-point pair from pipeline stage `from` to stage `to`
+ * (0 .. pp - 1: a pipeline boundary, s to s + 1, or interleaved's wrap from
+ * pp - 1 to 0) crosses hosts, the ranks placed as in
+ * sb_grid_axis_crosses_hosts: 1 when the member of stage `from` of any
+ * (dp, tp) coordinate sits on another host than its partner of stage `to`,
+ * 0 when every pair shares a host, -1 for a size < 1 or a stage outside
+ * 0 .. pp - 1. A pipeline of 4 stages on 2 hosts of 2 crosses hosts at one
+ * boundary of its three (1 to 2), not at all (docs/layouts.md, "The
+ * pipeline's boundaries, one by one"). */
+int sb_grid_stages_cross_hosts(int dp, int tp, int pp, enum sb_rank_order order, int from, int to,
+                               int ranks_per_host);
+
 /* Lays the members of `world` out as dp x tp x pp in `order` and makes
  * the three axis communicators by sb_comm_split (so any communicator with
  * split works: mpi, local, nccl, staged). Collective over world: every

@@ -288,6 +288,23 @@ static void stage_shares(const struct sb_layout *l, const struct sb_layout_input
         for (int s = 0; s < l->pp; s++) tp_share[s] = pp_share[s] = dp_share[s] = 1.0;
 }
 
+/* The link of the pipeline boundary from rank-stage s to the next
+ * (s + 1, or interleaved's wrap to stage 0): the within-host link where
+ * every (dp, tp) pair of the two stages shares a host
+ * (sb_grid_stages_cross_hosts), else `crossing` (the cross-host link at
+ * the stage's share of it). The axis as a whole crosses hosts when any
+ * boundary does; pricing every boundary there put a 4-stage pipeline on 2
+ * hosts of 2 at 3 cross-host messages a micro-batch where 1 runs
+ * (docs/layouts.md, "The pipeline's boundaries, one by one"). */
+static const struct sb_link *boundary_link(const struct sb_layout *l,
+                                            const struct sb_layout_inputs *in, int s,
+                                            const struct sb_link *crossing)
+{
+    int cross = sb_grid_stages_cross_hosts(l->dp, l->tp, l->pp, l->order, s, (s + 1) % l->pp,
+                                           in->ranks_per_host);
+    return cross == 0 ? &in->links.intra : crossing;
+}
+
 /* The factor the measured compute per sample takes in this layout when
  * every rank shares in->shared_cores cores C (0: none; 1): a rank computing
  * beside n - 1 others gets min(1, C / n) of a core (processor sharing, as
@@ -421,7 +438,9 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
                 bwd += b1;
             }
         }
-        /* pp: one message per chunk boundary each way per micro-batch */
+        /* pp: one message per chunk boundary each way per micro-batch, on
+         * the link that boundary crosses (a pipeline of 4 stages on hosts
+         * of 2 crosses hosts between stages 1 and 2 only) */
         double pp_s = 0, pp_b = 0;
         link_f[s] = link_b[s] = 0.0;
         for (int c = 0; c < l->chunks && l->pp > 1; c++) {
@@ -430,8 +449,9 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
             int last_virtual = c * l->pp + s == l->pp * l->chunks - 1;
             double send = last_virtual ? 0.0 : 4.0 * b * in->layers[first + count - 1].out_floats;
             double recv_grad = send;
-            double msg_f = send > 0 ? sb_cost_message_s(&pp_s_link, send) : 0.0;
-            double msg_b = recv_grad > 0 ? sb_cost_message_s(&pp_s_link, recv_grad) : 0.0;
+            const struct sb_link *boundary = boundary_link(l, in, s, &pp_s_link);
+            double msg_f = send > 0 ? sb_cost_message_s(boundary, send) : 0.0;
+            double msg_b = recv_grad > 0 ? sb_cost_message_s(boundary, recv_grad) : 0.0;
             link_f[s] += msg_f; /* the link's own time: sends do not block (below) */
             link_b[s] += msg_b;
             pp_s += l->microbatches * (msg_f + msg_b);

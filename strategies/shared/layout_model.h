@@ -11,8 +11,9 @@
  *          its tp collectives (the all-reduce of every row-parallel layer's
  *          output: Megatron-LM's g; Shoeybi et al. 2019, section 3); one
  *          point-to-point message of its boundary activation per chunk
- *          (α + bytes/B on the link pp crosses; Narayanan et al. SC 2021,
- *          section 3.2) occupies that link (below)
+ *          (α + bytes/B on the link that boundary crosses, within a host
+ *          or across: sb_grid_stages_cross_hosts; Narayanan et al. SC
+ *          2021, section 3.2) occupies that link (below)
  *   t_b  = backward likewise (the all-reduce of every column-parallel
  *          layer's input gradient but the model's first layer's: Megatron-LM's
  *          f; the boundary gradient); a tp all-reduce by the algorithm the tp

@@ -9,6 +9,8 @@
  *   forward and 4b(in of the column-parallel ones) backward, priced as ring
  *   all-reduces on the link tp crosses;
  * - zero stages 2-3 with a pipeline are refused;
+ * - each pipeline boundary is priced on the link it crosses (within a host
+ *   or across: sb_grid_stages_cross_hosts), not on the axis's;
  * - the ledger of dp-only layouts (zero 0-3, bf16) and a tp shard of the
  *   mlp, category by category, by hand (sb_layout_memory). */
 #include <setjmp.h>
@@ -347,6 +349,21 @@ static void test_axis_links(void **state)
     assert_int_equal(sb_grid_axis_crosses_hosts(1, 4, 1, a, SB_COMM_ROLE_TP, 2), 1);
     assert_int_equal(sb_grid_axis_crosses_hosts(2, 2, 2, a, SB_COMM_ROLE_PP, 8), 0);
     assert_int_equal(sb_grid_axis_crosses_hosts(2, 2, 2, a, SB_COMM_ROLE_WORLD, 8), -1);
+    /* boundary by boundary: pp 4 on hosts of 2 ([0,1] [2,3]) crosses between
+     * stages 1 and 2 and at interleaved's wrap 3 -> 0, not 0 -> 1 or 2 -> 3 */
+    assert_int_equal(sb_grid_stages_cross_hosts(1, 1, 4, a, 0, 1, 2), 0);
+    assert_int_equal(sb_grid_stages_cross_hosts(1, 1, 4, a, 1, 2, 2), 1);
+    assert_int_equal(sb_grid_stages_cross_hosts(1, 1, 4, a, 2, 3, 2), 0);
+    assert_int_equal(sb_grid_stages_cross_hosts(1, 1, 4, a, 3, 0, 2), 1);
+    /* dp 2 x pp 2 on hosts of 2: tp-dp-pp puts stage 1 on the other host
+     * (rank = dp + 2 pp), tp-pp-dp next to stage 0 (rank = pp + 2 dp) */
+    assert_int_equal(sb_grid_stages_cross_hosts(2, 1, 2, a, 0, 1, 2), 1);
+    assert_int_equal(sb_grid_stages_cross_hosts(2, 1, 2, b, 0, 1, 2), 0);
+    /* dp 2 x pp 4 in tp-pp-dp on hosts of 2: pipelines [0..3] and [4..7] */
+    assert_int_equal(sb_grid_stages_cross_hosts(2, 1, 4, b, 0, 1, 2), 0);
+    assert_int_equal(sb_grid_stages_cross_hosts(2, 1, 4, b, 1, 2, 2), 1);
+    assert_int_equal(sb_grid_stages_cross_hosts(1, 1, 4, a, 3, 4, 2), -1);
+    assert_int_equal(sb_grid_stages_cross_hosts(1, 1, 4, a, 0, 1, 0), -1);
 }
 
 /* The share of a host's link (layout_links.h), by hand: flows to the ring
@@ -537,6 +554,41 @@ static void test_pipeline_links(void **state)
     }
 }
 
+/* Each pipeline boundary on the link it crosses: four equal stages on 2
+ * hosts of 2 ranks ([0,1] [2,3]), the within-host link free, the cross-host
+ * one L = alpha + 4b x 100 / B per message > t (link-bound). Only the
+ * boundary 1 -> 2 crosses, so the resources are 4 stages of t and its 2
+ * link directions of L (the other 4 directions free): m L + (4t + 2L - L).
+ * Pricing every boundary on the cross-host link (the axis's class) gives
+ * m L + 4t + 6L - L, 4 L more (the vit's pp 4 measured 1.5-1.75x below
+ * that: docs/layouts.md, "The pipeline's boundaries, one by one"). */
+static void test_pipeline_boundaries(void **state)
+{
+    (void)state;
+    setup_layers();
+    struct sb_layout_inputs in = inputs(four, 4, 64);
+    in.optimizer_s_per_param = 0;
+    in.data_s_per_sample = 0;
+    in.ranks_per_host = 2;
+    in.links.intra = (struct sb_link){.alpha_s = 0.0, .bandwidth_Bps = INFINITY,
+                                      .gamma_s_per_byte = 0.0};
+    in.links.inter = (struct sb_link){.alpha_s = 1e-5, .bandwidth_Bps = 1e6,
+                                      .gamma_s_per_byte = 0.0};
+    double b = 64.0 / 8, t = 6e-4 * b / 4, link = 1e-5 + 4.0 * b * 100 / 1e6;
+    assert_true(link > t);
+    struct sb_layout l = {1, 1, 4, 8, SB_PP_1F1B, 1, 0, SB_RANK_ORDER_TP_DP_PP};
+    struct sb_layout_prediction p;
+    assert_int_equal(sb_layout_predict(&l, &in, 4, &p), SB_OK);
+    double want = 8 * link + 4 * t + 2 * link - link;
+    assert_true(fabs(p.step_s - want) <= 1e-9 * want);
+    assert_true(p.pp_cross); /* the axis as a whole still crosses hosts */
+    /* one host of 4 ranks: every boundary inside it, compute-bound */
+    in.ranks_per_host = 4;
+    assert_int_equal(sb_layout_predict(&l, &in, 4, &p), SB_OK);
+    assert_true(fabs(p.step_s - (8 + 3) * t) <= 1e-9 * p.step_s);
+    assert_false(p.pp_cross);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -547,7 +599,7 @@ int main(void)
         cmocka_unit_test(test_link_share),     cmocka_unit_test(test_world_hierarchical),
         cmocka_unit_test(test_dp_groups_share_the_link),
         cmocka_unit_test(test_unbalanced_bubble), cmocka_unit_test(test_shared_cores),
-        cmocka_unit_test(test_pipeline_links),
+        cmocka_unit_test(test_pipeline_links), cmocka_unit_test(test_pipeline_boundaries),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,71 @@
+"""bench/layouts.py's measuring rules (docs/layouts.md, "Measuring honestly enough to
+rank"), on made-up figures, no cluster: a run's steps from its time budget, the repeats'
+interleaved orders, a layout's median and spread, which neighbours the repeats resolve,
+and Kendall's tau over the resolved pairs."""
+
+import argparse
+import math
+import pathlib
+import sys
+
+REPO = pathlib.Path(__file__).resolve().parent.parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+import layouts as L  # noqa: E402
+
+
+def args(**kw):
+    a = dict(steps=14, warmup=4, min_seconds=1.0, max_steps_per_run=400)
+    a.update(kw)
+    return argparse.Namespace(**a)
+
+
+def test_steps_from_the_time_budget():
+    # 5 ms steps: 1 s is 200 measured steps, + 4 warm-up
+    assert L.steps_for(5.0, args()) == 204
+    # 600 ms steps: the floor of --steps - --warmup = 10 measured steps
+    assert L.steps_for(600.0, args()) == 14
+    # 0.1 ms steps: capped
+    assert L.steps_for(0.1, args()) == 400
+    # no budget: --steps
+    assert L.steps_for(5.0, args(min_seconds=0)) == 14
+
+
+def test_each_repeat_its_own_order():
+    names = [f"l{i}" for i in range(8)]
+    orders = L.run_orders(names, 3, seed=0)
+    assert len(orders) == 3
+    for o in orders:
+        assert sorted(o) == names
+    assert orders[0] != orders[1] != orders[2]
+    assert orders == L.run_orders(names, 3, seed=0)   # recorded seed: the same again
+
+
+def row(name, predicted, reps):
+    m, spread = L.summarise(reps)
+    return {"layout": name, "predicted_step_ms": predicted, "measured_step_ms": m,
+            "repeats_ms": reps, "spread": spread}
+
+
+def test_median_spread_and_resolution():
+    # the dp2-pp2 m4 pair of the 2026-11-28 quiet run: 11.1 and 21.5 ms, one run each;
+    # three repeats of each as ranges that overlap, and a third layout clear of both
+    a = row("a", 12.0, [11.1, 21.5, 12.0])
+    b = row("b", 12.8, [13.0, 14.0, 20.0])
+    c = row("c", 70.0, [73.0, 74.0, 80.0])
+    assert a["measured_step_ms"] == 12.0 and math.isclose(a["spread"], (21.5 - 11.1) / 12.0)
+    rows = [c, b, a]
+    L.mark_resolved(rows)
+    assert a["resolved_from_next"] is False    # [11.1, 21.5] overlaps [13, 20]
+    assert b["resolved_from_next"] is True     # [13, 20] below [73, 80]
+    assert c["resolved_from_next"] is None     # the slowest
+    # only the pairs with c are resolved, and the model orders both right
+    assert L.kendall_tau_resolved(rows) == 1.0
+    c["predicted_step_ms"] = 5.0
+    assert L.kendall_tau_resolved(rows) == -1.0
+
+
+def test_one_run_has_no_range():
+    a, b = row("a", 1.0, [10.0]), row("b", 2.0, [20.0])
+    L.mark_resolved([a, b])
+    assert a["resolved_from_next"] is None
+    assert math.isnan(L.kendall_tau_resolved([a, b]))
