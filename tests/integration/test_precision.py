@@ -239,6 +239,7 @@ ACCURACY_CASES = {
     "single": ["--strategy", "single"],
     "ddp2": ["--strategy", "ddp", "--replicas", "2"],
     "zero3": ["--strategy", "zero", "--zero-stage", "3", "--replicas", "2"],
+    "central2-servers1": ["--strategy", "central", "--replicas", "2", "--servers", "1"],
 }
 
 
