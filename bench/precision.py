@@ -4,7 +4,8 @@ ddp 2, zero 3 with 2 ranks by default) and each --precision (fp32, bf16, fp16), 
 model, seed and global batch: median step time, forward/backward/optimizer medians (where
 the emulation's rounding passes land), time to the target accuracy (evaluated at epoch
 ends), final accuracy, fp16's skipped steps and final loss scale, and the gradient
-collective's bytes per measured step (ddp: all-reduce; zero: reduce-scatter), whose 16-bit
+collective's bytes per measured step (ddp: all-reduce; zero: reduce-scatter; central 2
+with one server, --strategies central2: the pushes into the server), whose 16-bit
 runs must be exactly half of fp32's (checked: the script exits 1 otherwise).
 
     bench/precision.py [--out DIR] [--strategies single,ddp2,zero3]
@@ -39,6 +40,7 @@ STRATEGIES = {
     "zero3": ["--strategy", "zero", "--zero-stage", "3", "--replicas", "2"],
     "zero1": ["--strategy", "zero", "--zero-stage", "1", "--replicas", "2"],
     "mirrored2": ["--strategy", "mirrored", "--replicas", "2"],
+    "central2": ["--strategy", "central", "--replicas", "2", "--servers", "1"],
 }
 PRECISIONS = ("fp32", "bf16", "fp16")
 
@@ -58,7 +60,9 @@ def run_one(exe, out, name, precision, args, rep):
                          f"{proc.stderr}")
     r = json.loads(report.read_text())
     comm = r["comm"]
-    kind = "allreduce" if "allreduce" in comm else "reduce_scatter" if "reduce_scatter" in comm else None
+    # the gradient's collective (central: its pushes, rank 0 being the server; fp16's
+    # skip word rides in the pulls, so the pushes are exactly half under fp16 too)
+    kind = next((k for k in ("allreduce", "reduce_scatter", "push") if k in comm), None)
     steps = max(r["steps_measured"], 1)
     ph = r["phases_ms"]
     return {

@@ -54,13 +54,12 @@ static sb_status central_validate(const struct sb_config *cfg)
     if (sb_central_opts(cfg)->async && !cfg->comm_entry->recv_any)
         return sb_error(SB_ERR_USAGE, "--async with --comm nccl: NCCL has no receive from any "
                         "source; use --comm mpi");
-    /* fp16's loss scaler must decide alike wherever the loss is scaled:
-     * the workers scale it, the servers see the sums, and no message
-     * carries the servers' decision back yet (docs/precision.md). */
-    if (cfg->precision == SB_PRECISION_FP16)
-        return sb_error(SB_ERR_USAGE, "--precision fp16: not with --strategy central (its loss "
-                        "scaler would decide on the servers while the workers scale the loss; "
-                        "use bf16, which needs no loss scaling)");
+    /* fp16's loss scaling (the pushes' inf flags, server 0's skip word:
+     * central_scale.c) runs on the CPU's "mpi" communicator; on GPUs its
+     * messages would be the fp32 wire's, which no run has checked. */
+    if (cfg->precision == SB_PRECISION_FP16 && !cfg->backend->host_memory)
+        return sb_error(SB_ERR_USAGE, "--precision fp16: --strategy central runs it on --device "
+                        "cpu only (its loss scaler's messages have not run on a GPU; use bf16)");
     return SB_OK;
 }
 
@@ -75,16 +74,28 @@ static void central_destroy(struct sb_strategy *s)
     free(c->sent_version);
     free(c->stale_local);
     free(c->requests);
+    be->free(c->pull0);
+    free(c->push_scaler);
+    free(c->g_loss_scale);
+    free(c->g_skipped);
     sb_replica_destroy(c->replica);
     sb_comm_destroy(c->comm);
     free(c);
     s->impl = NULL;
 }
 
-/* Doubles in the staleness buffer: histogram, sum, count, one max per rank. */
+/* Doubles in the staleness buffer: histogram, sum, count, one max per
+ * rank, then (fp16) each rank's S and skipped steps. */
 static size_t stale_len(const struct central *c)
 {
-    return STALE_BINS + 2 + (size_t)c->comm->size;
+    return STALE_BINS + 2 + (size_t)c->comm->size * (c->scaled ? 3 : 1);
+}
+
+/* Whether this rank is server 0 of a synchronous fp16 run, whose pulls
+ * carry the skip word. */
+static int pull_word(const struct central *c)
+{
+    return c->scaled && !c->async && c->server == 0;
 }
 
 static sb_status central_init(struct sb_strategy *s)
@@ -114,6 +125,7 @@ static sb_status central_init(struct sb_strategy *s)
     c->worker = rank >= c->first_worker ? rank - c->first_worker : -1;
     c->params_current = 1;
     c->wire16 = sb_central_wire16(cfg, &c->wire_fmt) && sb_comm_has_p2p16(c->comm);
+    c->scaled = cfg->precision == SB_PRECISION_FP16;
     SB_TRY(sb_replica_create(s->env, 0, &c->replica));
     s->replica = c->replica;
     s->comms[s->n_comms++] = c->comm;
@@ -128,18 +140,37 @@ static sb_status central_init(struct sb_strategy *s)
     c->requests = calloc(2 * (size_t)most, sizeof *c->requests);
     if (!c->stale_local || !c->requests)
         return sb_error(SB_ERR_NOMEM, "central: out of memory");
+    if (c->scaled) {
+        c->g_loss_scale = calloc((size_t)c->comm->size, sizeof *c->g_loss_scale);
+        c->g_skipped = calloc((size_t)c->comm->size, sizeof *c->g_skipped);
+        if (!c->g_loss_scale || !c->g_skipped)
+            return sb_error(SB_ERR_NOMEM, "central: out of memory");
+    }
+    if (c->scaled && !c->async && c->worker >= 0 && c->server < 0) {
+        int first, count;
+        sb_central_shard(c, 0, &first, &count);
+        SB_TRY(be->alloc((void **)&c->pull0, ((size_t)count + 1) * sizeof(float)));
+    }
     if (c->server >= 0) {
         sb_central_shard(c, c->server, &c->shard_first, &c->shard_count);
         size_t bytes = (size_t)c->shard_count * sizeof(float);
+        /* Server 0's sync pulls under fp16 carry its skip word after the
+         * shard, sent from sum (sb_central_pull_with_word). */
+        size_t sum_bytes = bytes + (pull_word(c) ? sizeof(float) : 0);
         SB_TRY(sb_optimizer_init(&c->opt, be, s->env->cfg, (size_t)c->shard_count));
         /* --async: one update per worker's push, n_workers per training step;
          * the lr schedule counts training steps. */
         if (c->async) c->opt.updates_per_step = c->n_workers;
-        SB_TRY(be->alloc((void **)&c->sum, bytes));
+        SB_TRY(be->alloc((void **)&c->sum, sum_bytes));
         size_t inboxes = c->async || c->n_workers < 2 ? 1 : (size_t)c->n_workers - 1;
         SB_TRY(be->alloc((void **)&c->inbox, inboxes * bytes));
         c->sent_version = calloc((size_t)c->n_workers, sizeof *c->sent_version);
         if (!c->sent_version) return sb_error(SB_ERR_NOMEM, "central: out of memory");
+        if (c->scaled && c->async) {
+            c->push_scaler = calloc((size_t)c->n_workers, sizeof *c->push_scaler);
+            if (!c->push_scaler) return sb_error(SB_ERR_NOMEM, "central: out of memory");
+            for (int w = 0; w < c->n_workers; w++) sb_loss_scaler_init(&c->push_scaler[w], cfg);
+        }
     }
     return sb_comm_broadcast(c->comm, c->replica->model->params, n, 0);
 }
@@ -150,7 +181,7 @@ static sb_status central_init(struct sb_strategy *s)
  * reply as soon as a push arrives, every wait then points to a
  * higher-numbered server, so blocking sends cannot form a cycle
  * (docs/central.md). */
-static sb_status worker_exchange_async(struct central *c, struct sb_step_result *out)
+static sb_status worker_exchange_async(struct central *c, int found, struct sb_step_result *out)
 {
     struct sb_model *m = c->replica->model;
     double t0 = sb_now_s();
@@ -167,6 +198,9 @@ static sb_status worker_exchange_async(struct central *c, struct sb_step_result 
     double ms = 1e3 * (sb_now_s() - t0);
     out->phase_ms[SB_PHASE_COMM] += ms;
     out->phase_ms[SB_PHASE_COMM_EXPOSED] += ms;
+    /* fp16: this push was one step of this worker's scaler; every server
+     * made the same decision from the flag it carried. */
+    sb_loss_scaler_update(&c->replica->scaler, found);
     return SB_OK;
 }
 
@@ -178,7 +212,7 @@ static sb_status worker_exchange_async(struct central *c, struct sb_step_result 
  * communicator without non-blocking point-to-point the calls run blocking
  * in issue order: pushes 0..K-1, then pulls K-1..0, which cannot deadlock
  * against sb_central_server_sync. */
-static sb_status worker_exchange_sync(struct central *c, struct sb_step_result *out)
+static sb_status worker_exchange_sync(struct central *c, int found, struct sb_step_result *out)
 {
     struct sb_model *m = c->replica->model;
     int K = c->n_servers;
@@ -193,15 +227,19 @@ static sb_status worker_exchange_sync(struct central *c, struct sb_step_result *
     for (int k = K - 1; k >= 0; k--) {
         int first, count;
         sb_central_shard(c, k, &first, &count);
-        SB_TRY(sb_central_irecv(c, m->params + first, (size_t)count, k, SB_COMM_PULL,
-                                &pull[k]));
+        /* fp16: server 0's pull is its shard and its skip word. */
+        if (k == 0 && c->pull0)
+            SB_TRY(sb_central_irecv(c, c->pull0, (size_t)count + 1, k, SB_COMM_PULL, &pull[k]));
+        else
+            SB_TRY(sb_central_irecv(c, m->params + first, (size_t)count, k, SB_COMM_PULL,
+                                    &pull[k]));
     }
     for (int k = 0; k < K; k++) SB_TRY(sb_comm_wait(c->comm, &push[k]));
     for (int k = 0; k < K; k++) SB_TRY(sb_comm_wait(c->comm, &pull[k]));
     double ms = 1e3 * (sb_now_s() - t0);
     out->phase_ms[SB_PHASE_COMM] += ms;
     out->phase_ms[SB_PHASE_COMM_EXPOSED] += ms;
-    return SB_OK;
+    return c->pull0 ? sb_central_read_word(c, found) : SB_OK;
 }
 
 static sb_status central_step(struct sb_strategy *s, long step, const int32_t *global_idx,
@@ -218,10 +256,12 @@ static sb_status central_step(struct sb_strategy *s, long step, const int32_t *g
         SB_TRY(sb_replica_gradients(c->replica, global_idx + (size_t)c->worker * cfg->batch,
                                     cfg->batch, scale_batch, NULL, NULL, out));
     }
+    int found = 0; /* fp16: this worker's gradient holds an inf or a NaN */
+    if (c->worker >= 0) SB_TRY(sb_central_flag_push(c, &found));
     c->params_current = 0; /* on every rank, so that all agree on gathering */
     if (c->server >= 0)
         return c->async ? sb_central_server_async(s, c, out) : sb_central_server_sync(s, c, out);
-    return c->async ? worker_exchange_async(c, out) : worker_exchange_sync(c, out);
+    return c->async ? worker_exchange_async(c, found, out) : worker_exchange_sync(c, found, out);
 }
 
 /* Sends every server's current shard to world rank 0 (uncounted: not
@@ -255,7 +295,15 @@ static sb_status reduce_staleness(struct central *c)
     double *g = malloc(len * sizeof *g);
     if (!g) return sb_error(SB_ERR_NOMEM, "central: out of memory");
     for (size_t i = 0; i < len; i++) g[i] = c->stale_local[i];
-    g[STALE_BINS + 2 + c->comm->rank] = (double)c->stale_max;
+    int size = c->comm->size, rank = c->comm->rank;
+    g[STALE_BINS + 2 + rank] = (double)c->stale_max;
+    if (c->scaled) { /* this rank's S and skipped steps in its slots (the rest are 0) */
+        double scale = 1.0;
+        long skipped = 0;
+        sb_central_precision_state(c, &scale, &skipped);
+        g[STALE_BINS + 2 + size + rank] = scale;
+        g[STALE_BINS + 2 + 2 * size + rank] = (double)skipped;
+    }
     sb_status st = sb_comm_allreduce_f64(c->comm, g, len);
     if (!st) {
         double count = g[STALE_BINS + 1], seen = 0.0, max = 0.0;
@@ -273,6 +321,10 @@ static sb_status reduce_staleness(struct central *c)
         c->g_stale_max = max;
         c->g_stale_mean = count > 0 ? g[STALE_BINS] / count : 0.0;
         c->g_stale_count = count;
+        for (int q = 0; c->scaled && q < size; q++) {
+            c->g_loss_scale[q] = g[STALE_BINS + 2 + size + q];
+            c->g_skipped[q] = g[STALE_BINS + 2 + 2 * size + q];
+        }
     }
     free(g);
     return st;
@@ -337,6 +389,10 @@ static void central_describe(const struct sb_strategy *s, long measured_steps,
     sb_details_add(d, "staleness_max_steps", 0, &c->g_stale_max, 1);
     sb_details_add(d, "staleness_mean_steps", 0, &c->g_stale_mean, 1);
     sb_details_add(d, "staleness_samples", 0, &c->g_stale_count, 1);
+    if (c->scaled) { /* fp16: every rank's S and skipped steps (pushes, async servers) */
+        sb_details_add(d, "loss_scale_by_rank", 1, c->g_loss_scale, c->comm->size);
+        sb_details_add(d, "skipped_steps_by_rank", 1, c->g_skipped, c->comm->size);
+    }
 }
 
 double sb_central_cost_s(const struct sb_link *l, int n_workers, int k_servers, double bytes)
@@ -372,14 +428,21 @@ static void central_model_row(const struct sb_comm_model_query *q, int k, double
 }
 
 /* The run: its --servers, with M the wire's bytes (half of q->bytes on the
- * 16-bit wire, sb_central_wire16). predict: one server, and one per worker
- * (k = n; only k = 1 at n = 1). */
+ * 16-bit wire, sb_central_wire16), and, under synchronous fp16, half of
+ * server 0's skip word more: M is the mean of a worker's push (the
+ * gradient) and its pull (the parameters and the word), so that the
+ * formula's 2M/B is both directions' bytes (docs/precision.md, "fp16 under
+ * central"). predict: one server, and one per worker (k = n; only k = 1 at
+ * n = 1). */
 static int central_comm_model(const struct sb_comm_model_query *q,
                               struct sb_comm_model_row *rows, int cap)
 {
     int servers[2] = {q->cfg ? sb_central_opts(q->cfg)->servers : 1, q->replicas};
     int n = q->cfg || q->replicas <= 1 ? 1 : 2, k = 0;
-    double bytes = q->cfg && sb_central_wire16(q->cfg, NULL) ? q->bytes / 2 : q->bytes;
+    int wire16 = q->cfg && sb_central_wire16(q->cfg, NULL);
+    double bytes = wire16 ? q->bytes / 2 : q->bytes;
+    if (q->cfg && q->cfg->precision == SB_PRECISION_FP16 && !sb_central_opts(q->cfg)->async)
+        bytes += (wire16 ? 2.0 : 4.0) / 2;
     for (; k < n && k < cap; k++) central_model_row(q, servers[k], bytes, &rows[k]);
     return k;
 }
@@ -410,8 +473,9 @@ static void central_model_state_formula(const struct sb_config *cfg, double n_pa
 }
 
 /* One entry: this rank as "server", "worker" or both (--servers 0 on
- * rank 0); a server's communication buffers are its gradient sum and
- * inboxes. */
+ * rank 0); a server's communication buffers are its gradient sum (with
+ * server 0's skip word under synchronous fp16) and inboxes, a worker's
+ * (synchronous fp16) where server 0's pull lands. */
 static int central_memory(const struct sb_strategy *s, struct sb_memory_entry *out, int cap)
 {
     const struct central *c = s->impl;
@@ -421,15 +485,28 @@ static int central_memory(const struct sb_strategy *s, struct sb_memory_entry *o
              c->server >= 0 && c->worker >= 0 ? "server+worker"
              : c->server >= 0                 ? "server"
                                               : "worker");
+    if (c->pull0) {
+        int first, count;
+        sb_central_shard(c, 0, &first, &count);
+        out->comm_bytes = (double)(((size_t)count + 1) * sizeof(float));
+    }
     if (c->server >= 0) {
         size_t shard = (size_t)c->shard_count * sizeof(float);
         size_t inboxes = c->async || c->n_workers < 2 ? 1 : (size_t)c->n_workers - 1;
+        size_t word = pull_word(c) ? sizeof(float) : 0;
         out->held.optimizer_bytes = (double)sb_optimizer_state_bytes(&c->opt);
-        out->comm_bytes = (double)(shard + inboxes * shard);
+        out->comm_bytes = (double)(shard + word + inboxes * shard);
         central_model_state_formula(s->env->cfg, (double)c->replica->model->n_params, 1,
                                     &out->formula);
     }
     return 1;
+}
+
+/* The report's precision state of this rank (sb_central_precision_state). */
+static void central_precision_state(const struct sb_strategy *s, double *loss_scale,
+                                    long *skipped)
+{
+    sb_central_precision_state(s->impl, loss_scale, skipped);
 }
 
 /* The trace track of `rank`: "server" for the parameter servers (ranks
@@ -458,6 +535,7 @@ const struct sb_strategy_ops sb_strategy_central = {
     .describe = central_describe,
     .comm_model = central_comm_model,
     .trace_label = central_trace_label,
+    .precision_state = central_precision_state,
     .destroy = central_destroy,
     .replica_params = central_replica_params,
     .model_state_formula = central_model_state_formula,

@@ -251,6 +251,11 @@ struct sb_strategy_ops {
     /* Optional (NULL: "rank N" for every rank): the trace track's name of
      * world rank `rank` (e.g. central's "server"), or NULL for the default. */
     const char *(*trace_label)(const struct sb_config *cfg, int rank);
+    /* Optional (NULL: s->replica's scaler): this process's fp16 loss scale
+     * S and the steps (or pushes) its scaler skipped, for the report's
+     * precision section, where one replica's scaler does not say it (e.g.
+     * central --async's servers, which drive one scaler per worker). */
+    void (*precision_state)(const struct sb_strategy *s, double *loss_scale, long *skipped);
     void (*destroy)(struct sb_strategy *s);
 };
 
@@ -348,8 +353,8 @@ void sb_strategy_model_state_formula(const struct sb_strategy_ops *ops,
 double sb_strategy_model_state_bytes(const struct sb_strategy_ops *ops,
                                      const struct sb_config *cfg, double n_params);
 
-/* --precision's state at the end, from this process's replica (s->replica;
- * the one whose scaler decides, on every strategy): fp16's loss scale S
+/* --precision's state at the end (the op, or from this process's replica,
+ * s->replica, the one whose scaler decides): fp16's loss scale S
  * (*loss_scale; 1 under fp32 and bf16) and the steps skipped for inf/NaN
  * (*skipped). 1 and 0 without a replica. */
 void sb_strategy_precision_state(const struct sb_strategy *s, double *loss_scale, long *skipped);

@@ -12,6 +12,7 @@
 
 #include "comm/cost_model.h"
 #include "strategies/shared/optimizer.h"
+#include "strategies/shared/precision.h"
 #include "strategies/shared/replica.h"
 
 /* central's own flags (cfg->strategy_opts). */
@@ -82,6 +83,26 @@ struct central {
      * wire_fmt, 2 bytes each; else fp32. */
     int wire16;
     enum sb_half_format wire_fmt;
+    /* --precision fp16: the loss scaler (docs/precision.md, "fp16 under
+     * central"). Every rank's replica->scaler is its S: workers scale by
+     * it, servers unscale by it. A worker whose gradient holds an inf or a
+     * NaN anywhere writes +inf into the first value of every shard it
+     * pushes (sb_central_flag_push), so every server sees every worker's
+     * flag and all decide alike. */
+    int scaled;
+    /* Sync, scaled, a worker that is no server: (|shard 0| + 1) floats,
+     * where server 0's pull lands: the shard, then its skip word (0 or 1),
+     * which the worker's scaler is updated with. NULL otherwise. */
+    float *pull0;
+    /* Async, scaled, a server: (n_workers) worker w's scaler as its pushes
+     * drive it (every push is one scaler step; worker w's own copy makes
+     * the same decisions from the same flags). Index 0 unused with
+     * --servers 0 (rank 0's own is replica->scaler). NULL otherwise. */
+    struct sb_loss_scaler *push_scaler;
+    long pushes_skipped; /* async server: pushes it skipped, all workers' */
+    /* Job-wide, per rank (world rank 0, refreshed by evaluate): S and the
+     * skipped steps (sb_central_precision_state), fp16 only. */
+    double *g_loss_scale, *g_skipped;
 };
 
 /* Whether central's pushes and pulls go over a 16-bit wire under cfg:
@@ -107,6 +128,38 @@ sb_status sb_central_recv(struct central *c, float *buf, size_t n, int peer,
                           enum sb_comm_kind kind);
 sb_status sb_central_recv_any(struct central *c, float *buf, size_t n, int *peer,
                               enum sb_comm_kind kind);
+
+/* fp16's loss scaling under central (strategies/shared/central_scale.c;
+ * nothing when !c->scaled). */
+
+/* Worker side, before the push: *found = 1 when any of the P gradient
+ * values is inf or NaN, and then +inf is written into the first value of
+ * every shard (each server's sum then holds an inf, so every server skips
+ * the step or the push: the gradient is discarded anyway). Errors: the
+ * backend's. */
+sb_status sb_central_flag_push(struct central *c, int *found);
+
+/* Server side: unscales grads[0..n) (backend memory) by 1/S of ls, checks
+ * them, and updates ls (sb_loss_scaler_update); *skip = 1 when the step
+ * (sync) or the push (async) must be skipped. Errors: the backend's. */
+sb_status sb_central_decide(struct central *c, struct sb_loss_scaler *ls, float *grads,
+                            size_t n, int *skip);
+
+/* Server 0, sync: writes its shard followed by the skip word (1.0 or 0.0)
+ * into c->sum (shard_count + 1 floats), the buffer its pulls send. */
+sb_status sb_central_pull_with_word(struct central *c, int skip);
+
+/* Worker that is no server, sync, after its pulls: copies shard 0 from
+ * c->pull0 into the parameters and updates its scaler with server 0's skip
+ * word. `found`: its own flag (sb_central_flag_push); a flag the word does
+ * not echo is SB_ERR_INTERNAL (the ranks would disagree). */
+sb_status sb_central_read_word(struct central *c, int found);
+
+/* This rank's S and skipped steps as the report states them: sync, the
+ * replica's scaler (every rank the same); async, a server's: the smallest
+ * S of the workers' scalers it drives and the pushes it skipped (its own
+ * worker's included with --servers 0); a worker's: its own scaler. */
+void sb_central_precision_state(const struct central *c, double *loss_scale, long *skipped);
 
 /* Shard k of P parameters over n_servers: [*first, *first + *count). */
 void sb_central_shard(const struct central *c, int k, int *first, int *count);

@@ -56,11 +56,22 @@ sb_status sb_central_server_sync(struct sb_strategy *s, struct central *c,
         if (c->first_worker + w != c->comm->rank) SB_TRY(sb_comm_wait(c->comm, &req[w]));
     for (int w = 1; w < c->n_workers; w++) be->add(c->sum, c->inbox + (size_t)(w - 1) * n, n);
     double t1 = sb_now_s();
-    shard_update(c, c->sum, out);
+    /* fp16: every server sees every worker's flag in its sum (an inf a
+     * worker found anywhere is an inf in every shard it pushed), so all
+     * skip the same steps and update their scalers alike. */
+    int skip = 0;
+    if (c->scaled) SB_TRY(sb_central_decide(c, &c->replica->scaler, c->sum, n, &skip));
+    if (!skip) shard_update(c, c->sum, out);
     double t2 = sb_now_s();
+    /* Server 0 tells the workers its decision: the word after its shard. */
+    int word = c->scaled && c->server == 0;
+    if (word) SB_TRY(sb_central_pull_with_word(c, skip));
     for (int w = 0; w < c->n_workers; w++) {
         int q = c->first_worker + w;
-        if (q != c->comm->rank)
+        if (q == c->comm->rank) continue;
+        if (word)
+            SB_TRY(sb_central_isend(c, c->sum, n + 1, q, SB_COMM_PULL, &req[w]));
+        else
             SB_TRY(sb_central_isend(c, shard, n, q, SB_COMM_PULL, &req[w]));
     }
     for (int w = 0; w < c->n_workers; w++)
@@ -92,9 +103,16 @@ sb_status sb_central_server_async(struct sb_strategy *s, struct central *c,
 
     if (c->worker >= 0) {
         /* --servers 0: rank 0's gradient was computed from the parameters
-         * it holds, which no update has changed since: staleness 0. */
+         * it holds, which no update has changed since: staleness 0. fp16:
+         * one step of rank 0's own scaler. */
         record_staleness(c, 0);
-        shard_update(c, m->grads + c->shard_first, out);
+        int skip = 0;
+        if (c->scaled)
+            SB_TRY(sb_central_decide(c, &c->replica->scaler, m->grads + c->shard_first, n, &skip));
+        if (skip)
+            c->pushes_skipped++;
+        else
+            shard_update(c, m->grads + c->shard_first, out);
         pushes--;
     }
     for (int i = 0; i < pushes; i++) {
@@ -110,7 +128,15 @@ sb_status sb_central_server_async(struct sb_strategy *s, struct central *c,
          * version sent_version[w]; every update since makes it one step
          * staler. */
         record_staleness(c, c->version - c->sent_version[w]);
-        shard_update(c, c->inbox, out);
+        /* fp16: one step of worker w's scaler, as w's own copy takes it
+         * (the push's flag); a skipped push is answered with the shard as
+         * it is. */
+        int skip = 0;
+        if (c->scaled) SB_TRY(sb_central_decide(c, &c->push_scaler[w], c->inbox, n, &skip));
+        if (skip)
+            c->pushes_skipped++;
+        else
+            shard_update(c, c->inbox, out);
         t0 = sb_now_s();
         SB_TRY(sb_central_send(c, shard, n, q, SB_COMM_PULL));
         comm_ms += 1e3 * (sb_now_s() - t0);

@@ -172,6 +172,10 @@ void sb_memory_entry_of_replica(const struct sb_strategy *s, const struct sb_rep
 
 void sb_strategy_precision_state(const struct sb_strategy *s, double *loss_scale, long *skipped)
 {
+    if (s->ops->precision_state) {
+        s->ops->precision_state(s, loss_scale, skipped);
+        return;
+    }
     *loss_scale = s->replica ? s->replica->scaler.scale : 1.0;
     *skipped = s->replica ? s->replica->scaler.skipped : 0;
 }

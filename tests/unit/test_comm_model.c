@@ -2,7 +2,8 @@
  * the rows the report's comm.model (a run's cfg) and stratbench predict
  * (cfg NULL) get from ddp and central, pinned to answers worked by hand on
  * a link of α = 100 µs, B = 100 MB/s (one message of 8 MB: 0.0801 s), and
- * which strategies have a model and --cuda-graph. */
+ * which strategies have a model and --cuda-graph; central's fp16 row (its
+ * skip word) and its fp16 refusal off the CPU. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "backend/backend.h"
 #include "comm/cost_model.h"
 #include "core/details.h"
 #include "strategies/strategy.h"
@@ -192,6 +194,43 @@ static void test_central_rows(void **state)
     assert_float_equal(r[0].comm_s, 6 * (1e-4 + 0.04), EPS); /* the server's link */
 }
 
+/* central under fp16 (docs/precision.md, "fp16 under central"): the
+ * synchronous run's M is the 16-bit wire's plus half of server 0's skip
+ * word (2 bytes), the mean of a push and a pull; --async sends no word;
+ * bf16 none either. Off the CPU (a backend without host memory) fp16 is
+ * refused, bf16 is not. */
+static void test_central_fp16(void **state)
+{
+    (void)state;
+    struct sb_comm_model_row r[8];
+    struct sb_config cfg = config_of("central", 3);
+    cfg.backend = &sb_backend_cpu;
+    struct sb_comm_model_query q = {.link = link, .replicas = 3, .bytes = M, .cfg = &cfg};
+    cfg.precision = SB_PRECISION_FP16;
+    assert_int_equal(model("central", &q, r), 1);
+    assert_float_equal(r[0].wire_bytes, M / 2 + 1, EPS);
+    assert_float_equal(r[0].comm_s, 4 * (1e-4 + (M / 2 + 1) / 1e8), EPS);
+    cfg.precision = SB_PRECISION_BF16;
+    assert_int_equal(model("central", &q, r), 1);
+    assert_float_equal(r[0].wire_bytes, M / 2, EPS);
+    cfg.precision = SB_PRECISION_FP16;
+    assert_int_equal(sb_strategy_option_parse(sb_strategy_find("central"), &cfg, "async", NULL),
+                     SB_OK);
+    assert_int_equal(model("central", &q, r), 1);
+    assert_float_equal(r[0].wire_bytes, M / 2, EPS);
+    const struct sb_strategy_ops *ops = sb_strategy_find("central");
+    struct sb_config sync = config_of("central", 2);
+    sync.backend = &sb_backend_cpu;
+    sync.precision = SB_PRECISION_FP16;
+    assert_int_equal(ops->validate(&sync), SB_OK);
+    struct sb_backend_ops device = sb_backend_cpu;
+    device.host_memory = 0;
+    sync.backend = &device;
+    assert_int_equal(ops->validate(&sync), SB_ERR_USAGE);
+    sync.precision = SB_PRECISION_BF16;
+    assert_int_equal(ops->validate(&sync), SB_OK);
+}
+
 /* zero: the ring's reduce-scatter and one ring all-gather (stages 1-2)
  * or two (stage 3) per unit. At n = 4, one unit of M: each 3(α + M/(4B)). */
 static void test_zero_rows(void **state)
@@ -265,6 +304,7 @@ int main(void)
         cmocka_unit_test(test_ddp_predict_rows),
         cmocka_unit_test(test_ddp_run_row),
         cmocka_unit_test(test_central_rows),
+        cmocka_unit_test(test_central_fp16),
         cmocka_unit_test(test_zero_rows),
         cmocka_unit_test(test_capabilities),
     };
