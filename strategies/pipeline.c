@@ -385,18 +385,35 @@ static sb_status pipeline_step(struct sb_strategy *s, long step, const int32_t *
         for (int k = 0; k < p->M; k++) SB_TRY(sb_pp_finish_send(p->grad, &c->send_grad[k]));
     }
     sb_pp_stats_add(&p->stats, SB_PP_STAT_P2P, sb_now_s() - t0);
+    /* fp16: every chunk's gradients unscaled, then one decision for the
+     * job: an inf or NaN in any stage's gradients (any shard's) skips the
+     * step on every rank, so every scaler keeps the same S. */
+    int found = 0;
     for (int v = 0; v < p->V; v++) {
         struct chunk *c = &p->chunk[v];
+        int f = 0;
+        if (c->zsync) SB_TRY(sb_zero_sync_finish(c->zsync, out));
+        else if (c->sync) SB_TRY(sb_dp_sync_finish(c->sync, out));
+        /* inf-grad:N lands on world rank 0's first chunk only, after its
+         * dp sync: the other ranks skip by the decision alone. */
+        if (v == 0 && p->world->rank == 0 && !c->zsync) sb_replica_test_inject_inf(c->r);
         SB_TRY(sb_replica_count_step(c->r, out));
-        if (c->zsync) {
-            int skip = 0; /* fp16: every rank skips the same step */
-            SB_TRY(sb_zero_sync_finish(c->zsync, out));
-            SB_TRY(sb_zero_sync_unscale(c->zsync, &c->r->scaler, &skip));
-            if (!skip) SB_TRY(sb_zero_sync_update(c->zsync, out));
-            continue;
+        if (c->zsync) SB_TRY(sb_zero_sync_find_inf(c->zsync, &c->r->scaler, &f));
+        else SB_TRY(sb_replica_unscale(c->r, c->r->model->grads, &f));
+        found |= f;
+    }
+    if (p->chunk[0].r->scaler.enabled) { /* a decision, not training traffic */
+        double any = found;
+        SB_TRY(sb_comm_allreduce_f64(p->world, &any, 1));
+        found = any > 0;
+    }
+    for (int v = 0; v < p->V; v++) {
+        struct chunk *c = &p->chunk[v];
+        if (!c->zsync) {
+            SB_TRY(sb_replica_update_decided(c->r, c->r->model->grads, found, out));
+        } else if (!sb_loss_scaler_update(&c->r->scaler, found)) {
+            SB_TRY(sb_zero_sync_update(c->zsync, out));
         }
-        if (c->sync) SB_TRY(sb_dp_sync_finish(c->sync, out));
-        SB_TRY(sb_replica_update(c->r, c->r->model->grads, out));
     }
     /* The activation bytes: the ledger's, and per chunk the workload's
      * scratch plus its bytes per slot times the slots counted alive. */

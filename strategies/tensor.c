@@ -223,8 +223,10 @@ static sb_status tensor_step(struct sb_strategy *s, long step, const int32_t *gl
 
     double tp0 = tp_seconds(t), t0 = sb_now_s();
     sb_nvtx_push_phase("forward", SB_NVTX_FORWARD);
+    /* fp16: the loss scaled by S (1 otherwise) */
     sb_status st = m->ops->forward_part(m, 0, sl->x, sl->y, b,
-                                        1.0f / (float)sb_config_global_batch(cfg),
+                                        sb_loss_scaler_factor(&r->scaler) /
+                                            (float)sb_config_global_batch(cfg),
                                         t->tp_rank == 0 ? r->loss_acc : t->loss_scratch);
     if (!st) st = sb_tp_ops_take_error(&t->tp);
     if (!st) st = s->env->be->check();
@@ -249,9 +251,21 @@ static sb_status tensor_step(struct sb_strategy *s, long step, const int32_t *gl
     double tp2 = tp_seconds(t), t2 = sb_now_s();
     out->phase_ms[SB_PHASE_BACKWARD] += 1e3 * ((t2 - t1) - (tp2 - tp1));
     out->phase_ms[SB_PHASE_COMM] += 1e3 * (tp2 - tp1);
-    SB_TRY(sb_replica_count_step(r, out));
     if (t->sync) SB_TRY(sb_dp_sync_finish(t->sync, out));
-    return sb_replica_update(r, m->grads, out);
+    /* inf-grad:N on world rank 0 only, after the dp sync: the other ranks
+     * skip by the decision alone. */
+    if (t->world->rank == 0) sb_replica_test_inject_inf(r);
+    SB_TRY(sb_replica_count_step(r, out));
+    /* fp16: a tp rank's shards are its own, so an inf in one rank's skips
+     * the step on every rank (a decision, not training traffic). */
+    int found = 0;
+    SB_TRY(sb_replica_unscale(r, m->grads, &found));
+    if (r->scaler.enabled) {
+        double any = found;
+        SB_TRY(sb_comm_allreduce_f64(t->world, &any, 1));
+        found = any > 0;
+    }
+    return sb_replica_update_decided(r, m->grads, found, out);
 }
 
 static sb_status tensor_evaluate(struct sb_strategy *s, double *accuracy)

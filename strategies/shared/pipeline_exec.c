@@ -198,7 +198,8 @@ static sb_status compute(struct sb_strategy *s, struct pipeline *p, const struct
         double t0 = sb_now_s(), tp0 = tp_seconds(p);
         sb_nvtx_push(sb_pp_action_label(a, p->V), SB_NVTX_FORWARD, (uint64_t)k);
         sb_status st = m->ops->forward_part(m, slot, in, c->r->slot[slot].y, p->mb,
-                                            1.0f / (float)sb_config_global_batch(s->env->cfg),
+                                            sb_loss_scaler_factor(&c->r->scaler) /
+                                                (float)sb_config_global_batch(s->env->cfg),
                                             p->tp_rank == 0 ? c->r->loss_acc
                                                             : p->loss_scratch);
         if (!st && p->T > 1) st = sb_tp_ops_take_error(&p->tp);

@@ -242,6 +242,11 @@ sb_status sb_replica_backward(struct sb_replica *r, int slot, sb_grad_ready_fn r
     return SB_OK;
 }
 
+void sb_replica_test_inject_inf(struct sb_replica *r)
+{
+    if (sb_precision_inject_inf(r->steps)) write_inf(r);
+}
+
 double sb_replica_bubble_begin(void)
 {
     sb_nvtx_push_phase("bubble", SB_NVTX_BUBBLE);
@@ -273,21 +278,34 @@ sb_status sb_replica_gradients(struct sb_replica *r, const int32_t *idx, int n,
     return ran ? sb_replica_count_step(r, res) : SB_OK;
 }
 
+sb_status sb_replica_unscale(struct sb_replica *r, const float *grads, int *found_inf)
+{
+    *found_inf = 0;
+    if (!r->scaler.enabled) return SB_OK;
+    /* The gradients are the caller's buffers, unscaled in place. */
+    sb_loss_scaler_unscale(&r->scaler, r->env->be, (float *)grads, r->opt.n, found_inf);
+    return r->env->be->check();
+}
+
+sb_status sb_replica_update_decided(struct sb_replica *r, const float *grads, int found_inf,
+                                    struct sb_step_result *res)
+{
+    if (!r->opt.m)
+        return sb_error(SB_ERR_INTERNAL, "replica: update without optimizer state");
+    if (sb_loss_scaler_update(&r->scaler, found_inf)) return SB_OK; /* skipped */
+    int ran = 0;
+    SB_TRY(r->path->update(r, grads, res, &ran));
+    return ran ? sb_replica_count_step(r, res) : SB_OK;
+}
+
 sb_status sb_replica_update(struct sb_replica *r, const float *grads,
                             struct sb_step_result *res)
 {
     if (!r->opt.m)
         return sb_error(SB_ERR_INTERNAL, "replica: update without optimizer state");
-    if (r->scaler.enabled) {
-        int found_inf = 0;
-        /* The gradients are the caller's buffers, unscaled in place. */
-        sb_loss_scaler_unscale(&r->scaler, r->env->be, (float *)grads, r->opt.n, &found_inf);
-        SB_TRY(r->env->be->check());
-        if (sb_loss_scaler_update(&r->scaler, found_inf)) return SB_OK; /* skipped */
-    }
-    int ran = 0;
-    SB_TRY(r->path->update(r, grads, res, &ran));
-    return ran ? sb_replica_count_step(r, res) : SB_OK;
+    int found_inf = 0;
+    SB_TRY(sb_replica_unscale(r, grads, &found_inf));
+    return sb_replica_update_decided(r, grads, found_inf, res);
 }
 
 sb_status sb_replica_evaluate(struct sb_replica *r, int first, int count, long *correct)

@@ -173,6 +173,29 @@ sb_status sb_replica_gradients(struct sb_replica *r, const int32_t *idx, int n,
  * events, replica_path.h), 0 on the host path. */
 int sb_replica_on_device(const struct sb_replica *r);
 
+/* Test hook (STRATBENCH_TEST_FAULT=inf-grad:N, precision.h): at the
+ * replica's step N, writes +inf into the first of its model's gradients.
+ * sb_replica_backward does this on its own; a strategy whose passes run
+ * the workload's parts directly (pipeline, tensor) calls it after backward
+ * on the ranks it chooses. */
+void sb_replica_test_inject_inf(struct sb_replica *r);
+
+/* fp16: unscales grads (r->opt.n floats, backend memory, in place) by
+ * 1/S and sets *found_inf to 1 when any is inf or NaN (else 0); nothing
+ * and 0 for fp32 and bf16. For a strategy whose ranks hold different
+ * pieces of one step's gradients (pipeline stages, tensor-parallel
+ * shards): it sums found_inf over every such rank, then calls
+ * sb_replica_update_decided on each replica. Errors: the backend's
+ * (be->check). */
+sb_status sb_replica_unscale(struct sb_replica *r, const float *grads, int *found_inf);
+
+/* The optimizer step on gradients sb_replica_unscale has unscaled, after
+ * the loss scaler's update with the job's agreed found_inf (fp16: skipped,
+ * S halved and counted, when found_inf; fp32 and bf16: always stepped).
+ * Errors: those of sb_replica_update. */
+sb_status sb_replica_update_decided(struct sb_replica *r, const float *grads, int found_inf,
+                                    struct sb_step_result *res);
+
 /* Applies cfg's optimizer (r->opt) using `grads` (n_params, backend memory; the
  * model's own gradient buffer or an aggregate), timed as the optimizer
  * phase, then checks the backend's recorded errors (be->check). Under

@@ -287,13 +287,21 @@ sb_status sb_zero_sync_update(struct sb_zero_sync *z, struct sb_step_result *out
     return z->be->check();
 }
 
+sb_status sb_zero_sync_find_inf(struct sb_zero_sync *z, const struct sb_loss_scaler *ls,
+                                int *found_inf)
+{
+    *found_inf = 0;
+    if (!ls->enabled) return SB_OK;
+    sb_loss_scaler_unscale(ls, z->be, z->gshard, z->shard, found_inf);
+    return z->be->check();
+}
+
 sb_status sb_zero_sync_unscale(struct sb_zero_sync *z, struct sb_loss_scaler *ls, int *skip)
 {
     *skip = 0;
     if (!ls->enabled) return SB_OK;
     int found = 0;
-    sb_loss_scaler_unscale(ls, z->be, z->gshard, z->shard, &found);
-    SB_TRY(z->be->check());
+    SB_TRY(sb_zero_sync_find_inf(z, ls, &found));
     double any = found;
     SB_TRY(sb_comm_allreduce_f64(z->comm, &any, 1));
     *skip = sb_loss_scaler_update(ls, any > 0);

@@ -124,7 +124,6 @@ sb_status sb_zero_sync_release(struct sb_zero_sync *z);
  * them). Errors: those of the communicator. */
 sb_status sb_zero_sync_gather_all(struct sb_zero_sync *z);
 
-/* Floats of this rank's shard. */
 /* fp16's loss scaling on a sharded gradient (after sb_zero_sync_finish,
  * before sb_zero_sync_update): unscales this rank's gradient shard by 1/S,
  * agrees with every rank of the communicator on whether any shard held an
@@ -134,6 +133,17 @@ sb_status sb_zero_sync_gather_all(struct sb_zero_sync *z);
  * parameters stay as they are everywhere). Nothing (*skip = 0) when ls is
  * disabled. Errors: the communicator's, the backend's. */
 sb_status sb_zero_sync_unscale(struct sb_zero_sync *z, struct sb_loss_scaler *ls, int *skip);
+
+/* The first half of sb_zero_sync_unscale, for a strategy that agrees on
+ * the decision over more ranks than z's communicator (a pipeline's
+ * stages): unscales this rank's gradient shard by 1/S and sets *found_inf
+ * to 1 when it holds an inf or NaN (else 0); nothing (0) when ls is
+ * disabled. The caller sums it over every rank of the step and calls
+ * sb_loss_scaler_update. Errors: the backend's. */
+sb_status sb_zero_sync_find_inf(struct sb_zero_sync *z, const struct sb_loss_scaler *ls,
+                                int *found_inf);
+
+/* Floats of this rank's shard. */
 
 size_t sb_zero_sync_shard_floats(const struct sb_zero_sync *z);
 

@@ -85,8 +85,18 @@ SCALED = {  # central under fp16: the servers decide, the workers scale (central
                                 "--async"],
 }
 
+# Model parallel under fp16: every stage or tp rank holds its own gradients, so the ranks
+# sum one flag before deciding; the inf lands on world rank 0 only (docs/precision.md).
+SPLIT = {
+    "pipeline2": ["--strategy", "pipeline", "--stages", "2"],
+    "pipeline2-dp2": ["--strategy", "pipeline", "--stages", "2", "--replicas", "2"],
+    "tensor2": ["--strategy", "tensor", "--tp", "2"],
+    "tensor2-vit": ["--strategy", "tensor", "--tp", "2", "--workload", "vit", "--depth", "1"],
+    "tensor2-dp2": ["--strategy", "tensor", "--tp", "2", "--replicas", "2"],
+}
 
-@pytest.mark.parametrize("name", ["single", "ddp2", "zero2", *SCALED])
+
+@pytest.mark.parametrize("name", ["single", "ddp2", "zero2", *SCALED, *SPLIT])
 def test_loss_scaling_skips_an_injected_inf(name, stratbench, mnist_dir, tmp_path):
     """An inf written into the first gradient at step 5 (0-based; STRATBENCH_TEST_FAULT
     inf-grad:5, on every replica): the step is skipped on every rank (zero 2: the inf lands
@@ -94,8 +104,10 @@ def test_loss_scaling_skips_an_injected_inf(name, stratbench, mnist_dir, tmp_pat
     parameters after 6 steps are those after 5. Central: the inf lands in shard 0, so with
     two servers server 1 skips only because the workers' pushes carry their flags; every
     rank (servers and workers: strategy_details' *_by_rank) counts the skip and halves S.
-    Asynchronous with one worker, the push is the step (docs/precision.md)."""
-    flags = [*(SCALED.get(name) or STRATEGIES[name]), "--precision", "fp16"]
+    Asynchronous with one worker, the push is the step (docs/precision.md). Pipeline and
+    tensor: the inf lands on world rank 0 only, so the other stage or tp rank skips because
+    the ranks agree."""
+    flags = [*(SCALED.get(name) or SPLIT.get(name) or STRATEGIES[name]), "--precision", "fp16"]
     five, p5 = short(stratbench, mnist_dir, tmp_path, "five", *flags, steps=5)
     six, p6 = short(stratbench, mnist_dir, tmp_path, "six", *flags, steps=6,
                     env={"STRATBENCH_TEST_FAULT": "inf-grad:5"})
@@ -320,3 +332,28 @@ def test_fp16_central_agrees_with_single_after_one_step(stratbench, mnist_dir, t
     ulp = 2.0 ** np.maximum(exponent - 10, -24)
     bound = 2 * (ulp + 2.0 ** -11 * (np.abs(single - p0) + np.abs(central - p0)))
     assert np.all(np.abs(central - single) <= bound)
+
+
+@pytest.mark.parametrize("name", list(SPLIT))
+def test_fp16_model_parallel_agrees_with_single(name, stratbench, mnist_dir, tmp_path):
+    """Two SGD steps, batch 64, fp16 (the loss scaled by S = 2^16 in the last stage or
+    every tp rank, the gradients unscaled by 1/S before the step): pipeline 2 (with and
+    without dp 2) and tensor 2 (mlp and a one-block vit) move the parameters as fp16 single
+    does, each within twice the one-step bound of docs/precision.md per step (fp16's
+    u = 2^-11). A strategy that scales the loss by 1 and unscales by 1/S steps 2^16 times
+    too short and fails it."""
+    extra = ["--workload", "vit", "--depth", "1"] if "vit" in name else []
+    def params(tag, *flags, batch, lr=None):
+        out = tmp_path / f"{tag}.params"
+        train(stratbench, mnist_dir, *flags, "--precision", "fp16", "--batch", batch,
+              "--max-steps", 2, "--threads", 1, "--save-params", out,
+              *(["--lr", lr] if lr is not None else []))
+        return load_params(out).astype(np.float64)
+    p0 = params("p0", "--strategy", "single", *extra, batch=64, lr=0)
+    single = params("single", "--strategy", "single", *extra, batch=64)
+    split = params(name, *SPLIT[name], batch=32 if "dp2" in name else 64)
+    assert np.mean(p0 != single) > 0.5  # the steps moved the parameters
+    exponent = np.floor(np.log2(np.maximum(np.abs(single), 2.0 ** -30)))
+    ulp = 2.0 ** np.maximum(exponent - 10, -24)
+    bound = 4 * (ulp + 2.0 ** -11 * (np.abs(single - p0) + np.abs(split - p0)))
+    assert np.all(np.abs(split - single) <= bound), np.max(np.abs(split - single) / bound)
