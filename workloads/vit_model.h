@@ -25,7 +25,8 @@ struct vit_block {
     float *q, *k, *v;        /* (cap, heads_local, T, hd) projections, head layout */
     float *probs;            /* (cap, heads_local, T, T) attention probabilities */
     float *ctx;              /* (rows, width_local) attention context, heads merged */
-    float *fc1;              /* (rows, hidden_local) MLP pre-activation */
+    float *fc1;              /* (rows, hidden_local) MLP pre-activation, after the GELU
+                              * its derivative there (gelu_forward overwrites it) */
     float *gelu;             /* (rows, hidden_local) GELU output */
 };
 

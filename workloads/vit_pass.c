@@ -107,7 +107,7 @@ static void block_forward(struct sb_model *m, int l, int n)
                           b->ln2, b->mean2, b->rstd2);
     sb_model_round(m, b->ln2, (size_t)rows * W);
     sb_vit_linear(m, b->ln2, rows, W, F, b->fc1_w, b->fc1_b, 0.0f, b->fc1);
-    be->gelu_forward(b->fc1, b->gelu, (size_t)rows * F);
+    be->gelu_forward(b->fc1, b->gelu, (size_t)rows * F); /* fc1 becomes GELU'(fc1) */
     sb_model_round(m, b->gelu, (size_t)rows * F);
     row_parallel_forward(m, b->gelu, rows, F, b->mid, b->fc2_w, b->fc2_b, out);
 }
@@ -206,7 +206,7 @@ static void block_backward(struct sb_model *m, int l, sb_grad_ready_fn ready, vo
     /* MLP: dres is d out = d mid through the residual, plus the MLP's path */
     sb_vit_linear_backward(m, p->dres, b->gelu, rows, F, W, b->fc2_w, b->fc2_b, 0.0f, p->dfc);
     sb_model_round(m, p->dfc, (size_t)rows * F);
-    be->gelu_backward(p->dfc, b->fc1, (size_t)rows * F);
+    be->gelu_backward(p->dfc, b->fc1, (size_t)rows * F); /* fc1 holds GELU' */
     sb_model_round(m, p->dfc, (size_t)rows * F);
     sb_vit_linear_backward(m, p->dfc, b->ln2, rows, W, F, b->fc1_w, b->fc1_b, 0.0f, p->dln);
     /* fc1 is column-parallel: its input gradient is a partial sum (f backward) */

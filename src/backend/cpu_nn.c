@@ -102,21 +102,19 @@ CPU_SIMD void sb_cpu_layernorm_backward(const float *dy, const float *x, const f
     }
 }
 
-CPU_SIMD void sb_cpu_gelu_forward(const float *x, float *y, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        float pdf, v = x[i];
-        y[i] = v * sb_cpu_gauss_cdf_pdf(v, &pdf);
-    }
-}
-
-CPU_SIMD void sb_cpu_gelu_backward(float *dy, const float *x, size_t n)
+CPU_SIMD void sb_cpu_gelu_forward(float *restrict x, float *restrict y, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         float pdf, v = x[i];
         float cdf = sb_cpu_gauss_cdf_pdf(v, &pdf);
-        dy[i] *= cdf + v * pdf;
+        y[i] = v * cdf;
+        x[i] = cdf + v * pdf;
     }
+}
+
+CPU_SIMD void sb_cpu_gelu_backward(float *restrict dy, const float *restrict dgelu, size_t n)
+{
+    for (size_t i = 0; i < n; i++) dy[i] *= dgelu[i];
 }
 
 /* max over x[0, n), n >= 1. */
