@@ -188,14 +188,31 @@ static inline float row_dot(const float *x, const float *y, int n)
     return sum;
 }
 
+/* Rows of about SOFTMAX_CHUNK floats at a time: each row's max subtracted,
+ * then exp over the chunk as one flat run (whole vectors, where a row of
+ * an attention's 50 columns would leave a scalar tail of 2 exps to every
+ * row), then each row's sum and scale. The same arithmetic as row by row:
+ * exp(x - max), the sum in row_dot's lanes. */
+#define SOFTMAX_CHUNK 2048
+
 CPU_SIMD void sb_cpu_softmax_rows(float *x, int rows, int cols)
 {
-    for (int r = 0; r < rows; r++) {
-        float *xr = x + (size_t)r * cols;
-        float mx = row_max(xr, cols);
-        for (int c = 0; c < cols; c++) xr[c] = sb_cpu_exp(xr[c] - mx);
-        float inv = 1.0f / row_dot(xr, NULL, cols);
-        for (int c = 0; c < cols; c++) xr[c] *= inv;
+    int chunk = cols < SOFTMAX_CHUNK ? SOFTMAX_CHUNK / cols : 1;
+    for (int r0 = 0; r0 < rows; r0 += chunk) {
+        int r1 = r0 + chunk < rows ? r0 + chunk : rows;
+        for (int r = r0; r < r1; r++) {
+            float *xr = x + (size_t)r * cols;
+            float mx = row_max(xr, cols);
+            for (int c = 0; c < cols; c++) xr[c] -= mx;
+        }
+        float *xc = x + (size_t)r0 * cols;
+        size_t n = (size_t)(r1 - r0) * cols;
+        for (size_t i = 0; i < n; i++) xc[i] = sb_cpu_exp(xc[i]);
+        for (int r = r0; r < r1; r++) {
+            float *xr = x + (size_t)r * cols;
+            float inv = 1.0f / row_dot(xr, NULL, cols);
+            for (int c = 0; c < cols; c++) xr[c] *= inv;
+        }
     }
 }
 
