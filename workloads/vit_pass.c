@@ -11,13 +11,25 @@
 
 /* y (rows, out) = x (rows, in) . W^T + b, W (out, in) at params[w]; beta 1
  * adds to y (a residual) instead of overwriting it. Under --precision
- * bf16|fp16 y is stored 16-bit (the sum with the residual rounded once). */
+ * bf16|fp16 y is stored 16-bit (the sum with the residual rounded once).
+ * beta 0: y is set to b first and the GEMM adds onto it (beta 1), one pass
+ * over y where zeroing it (BLAS's beta 0) and adding b were two; each
+ * output is the same one rounding of b + the row's dot product as long as
+ * the BLAS sums all `in` products before adding to C (OpenBLAS 0.3.21 on
+ * SkylakeX does up to in = 256 at least, and adds the partial sums of its
+ * K blocks at 512: there b joins the first, and y's last bits differ from
+ * adding b after). */
 void sb_vit_linear(const struct sb_model *m, const float *x, int rows, int in, int out, size_t w,
                    size_t b, float beta, float *y)
 {
     const struct sb_backend_ops *be = m->be;
-    sb_model_gemm(m, 0, 1, rows, out, in, 1.0f, x, in, m->params + w, in, beta, y, out);
-    be->add_bias(y, m->params + b, rows, out);
+    if (beta == 0.0f) {
+        be->copy2d(y, out, m->params + b, 0, rows, out); /* every row = b */
+        sb_model_gemm(m, 0, 1, rows, out, in, 1.0f, x, in, m->params + w, in, 1.0f, y, out);
+    } else {
+        sb_model_gemm(m, 0, 1, rows, out, in, 1.0f, x, in, m->params + w, in, beta, y, out);
+        be->add_bias(y, m->params + b, rows, out);
+    }
     sb_model_round(m, y, (size_t)rows * out);
 }
 
