@@ -2,8 +2,8 @@
  * (layout and shapes in vit_model.h and vit.c). All math goes through the
  * backend's ops; one GEMM per linear layer over all n * T tokens, one
  * strided batched GEMM per attention product over all n * heads (on the
- * cpu the products whose output leaves in token layout one per sample,
- * heads_gemm). */
+ * cpu, the products whose output is wanted in token layout take one call
+ * per sample: heads_gemm). */
 #include <math.h>
 
 #include "data/mnist.h"
