@@ -25,7 +25,8 @@ struct vit_block {
     float *q, *k, *v;        /* (cap, heads_local, T, hd) projections, head layout */
     float *probs;            /* (cap, heads_local, T, T) attention probabilities */
     float *ctx;              /* (rows, width_local) attention context, heads merged */
-    float *fc1;              /* (rows, hidden_local) MLP pre-activation */
+    float *fc1;              /* (rows, hidden_local) MLP pre-activation, after the GELU
+                              * its derivative there (gelu_forward overwrites it) */
     float *gelu;             /* (rows, hidden_local) GELU output */
 };
 
@@ -80,7 +81,8 @@ struct vit {
     float *logits, *dlogits; /* (cap, 10) */
     /* backward scratch, shared by the blocks */
     float *tmp, *dres, *dln; /* (rows, W) */
-    float *dh[3];            /* (cap, heads_local, T, hd) */
+    float *dh[3];            /* (cap * heads_local * T * hd): dh[0] d context in head layout,
+                              * then d q, d k, d v in token layout (rows, width_local) */
     float *dfc;              /* (rows, hidden_local) */
     float *dprobs;           /* (cap, heads_local, T, T) */
     float *dlnf, *dxcls;     /* (cap, W) */

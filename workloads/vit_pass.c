@@ -1,7 +1,9 @@
 /* The vit workload's forward and backward passes over the flat buffers
  * (layout and shapes in vit_model.h and vit.c). All math goes through the
  * backend's ops; one GEMM per linear layer over all n * T tokens, one
- * strided batched GEMM per attention product over all n * heads. */
+ * strided batched GEMM per attention product over all n * heads (on the
+ * cpu, the products whose output is wanted in token layout take one call
+ * per sample: heads_gemm). */
 #include <math.h>
 
 #include "data/mnist.h"
@@ -9,13 +11,25 @@
 
 /* y (rows, out) = x (rows, in) . W^T + b, W (out, in) at params[w]; beta 1
  * adds to y (a residual) instead of overwriting it. Under --precision
- * bf16|fp16 y is stored 16-bit (the sum with the residual rounded once). */
+ * bf16|fp16 y is stored 16-bit (the sum with the residual rounded once).
+ * beta 0: y is set to b first and the GEMM adds onto it (beta 1), one pass
+ * over y where zeroing it (BLAS's beta 0) and adding b were two; each
+ * output is the same one rounding of b + the row's dot product as long as
+ * the BLAS sums all `in` products before adding to C (OpenBLAS 0.3.21 on
+ * SkylakeX does up to in = 256 at least, and adds the partial sums of its
+ * K blocks at 512: there b joins the first, and y's last bits differ from
+ * adding b after). */
 void sb_vit_linear(const struct sb_model *m, const float *x, int rows, int in, int out, size_t w,
                    size_t b, float beta, float *y)
 {
     const struct sb_backend_ops *be = m->be;
-    sb_model_gemm(m, 0, 1, rows, out, in, 1.0f, x, in, m->params + w, in, beta, y, out);
-    be->add_bias(y, m->params + b, rows, out);
+    if (beta == 0.0f) {
+        be->copy2d(y, out, m->params + b, 0, rows, out); /* every row = b */
+        sb_model_gemm(m, 0, 1, rows, out, in, 1.0f, x, in, m->params + w, in, 1.0f, y, out);
+    } else {
+        sb_model_gemm(m, 0, 1, rows, out, in, 1.0f, x, in, m->params + w, in, beta, y, out);
+        be->add_bias(y, m->params + b, rows, out);
+    }
     sb_model_round(m, y, (size_t)rows * out);
 }
 
@@ -107,9 +121,36 @@ static void block_forward(struct sb_model *m, int l, int n)
                           b->ln2, b->mean2, b->rstd2);
     sb_model_round(m, b->ln2, (size_t)rows * W);
     sb_vit_linear(m, b->ln2, rows, W, F, b->fc1_w, b->fc1_b, 0.0f, b->fc1);
-    be->gelu_forward(b->fc1, b->gelu, (size_t)rows * F);
+    be->gelu_forward(b->fc1, b->gelu, (size_t)rows * F); /* fc1 becomes GELU'(fc1) */
     sb_model_round(m, b->gelu, (size_t)rows * F);
     row_parallel_forward(m, b->gelu, rows, F, b->mid, b->fc2_w, b->fc2_b, out);
+}
+
+/* For each sample s < n and head h < H: C_sh (T, hd) = alpha op(A_sh)
+ * op(B_sh), A_sh = a + (s H + h) sa (head layout), likewise B, written in
+ * token layout into c (n, T, H hd): C_sh at c + s T H hd + h hd, leading
+ * dimension H hd. On a host-memory backend (cpu) a batched product is a
+ * loop of BLAS calls anyway: one batched call per sample over its heads
+ * writes C in place, and the head merge (a transpose pass) goes; on a
+ * device, n launches would cost more than that pass, so one batched call
+ * over all n H into scratch (n H T hd floats) and a transpose. */
+static void heads_gemm(const struct sb_model *m, int ta, int tb, int rows, int cols, int k,
+                       float alpha, const float *a, int lda, long sa, const float *bm, int ldb,
+                       long sb, float *c, float *scratch, int n)
+{
+    struct vit *p = m->impl;
+    const struct sb_backend_ops *be = m->be;
+    int H = p->heads_local, Wl = p->width_local, T = p->tokens, hd = p->head_dim;
+    if (!be->host_memory) {
+        be->sgemm_strided_batched(ta, tb, rows, cols, k, alpha, a, lda, sa, bm, ldb, sb, 0.0f,
+                                  scratch, hd, (long)T * hd, n * H);
+        be->transpose_0213(scratch, n, H, T, hd, c); /* (n, H, T, hd) -> (n, T, H, hd) */
+        return;
+    }
+    for (int s = 0; s < n; s++)
+        be->sgemm_strided_batched(ta, tb, rows, cols, k, alpha, a + s * H * sa, lda, sa,
+                                  bm + s * H * sb, ldb, sb, 0.0f, c + (size_t)s * T * Wl, Wl, hd,
+                                  H);
 }
 
 void sb_vit_attention_forward(struct sb_model *m, struct vit_block *b, int n)
@@ -131,11 +172,9 @@ void sb_vit_attention_forward(struct sb_model *m, struct vit_block *b, int n)
     sb_model_round(m, b->probs, (size_t)n * H * tt); /* the scores */
     be->softmax_rows(b->probs, n * H * T, T);
     sb_model_round(m, b->probs, (size_t)n * H * tt); /* the probabilities: a GEMM's input */
-    /* context (T, hd) = probs (T, T) . v (T, hd) */
-    be->sgemm_strided_batched(0, 0, T, hd, T, 1.0f, b->probs, T, tt, b->v, hd, th, 0.0f,
-                              p->dh[0], hd, th, n * H);
-    sb_model_round(m, p->dh[0], (size_t)rows * Wl);
-    be->transpose_0213(p->dh[0], n, H, T, hd, b->ctx); /* -> (n, T, H, hd) */
+    /* context (T, hd) = probs (T, T) . v (T, hd), written in token layout */
+    heads_gemm(m, 0, 0, T, hd, T, 1.0f, b->probs, T, tt, b->v, hd, th, b->ctx, p->dh[0], n);
+    sb_model_round(m, b->ctx, (size_t)rows * Wl);
 }
 
 /* Final LayerNorm on the class token and the linear head -> logits. */
@@ -206,7 +245,7 @@ static void block_backward(struct sb_model *m, int l, sb_grad_ready_fn ready, vo
     /* MLP: dres is d out = d mid through the residual, plus the MLP's path */
     sb_vit_linear_backward(m, p->dres, b->gelu, rows, F, W, b->fc2_w, b->fc2_b, 0.0f, p->dfc);
     sb_model_round(m, p->dfc, (size_t)rows * F);
-    be->gelu_backward(p->dfc, b->fc1, (size_t)rows * F);
+    be->gelu_backward(p->dfc, b->fc1, (size_t)rows * F); /* fc1 holds GELU' */
     sb_model_round(m, p->dfc, (size_t)rows * F);
     sb_vit_linear_backward(m, p->dfc, b->ln2, rows, W, F, b->fc1_w, b->fc1_b, 0.0f, p->dln);
     /* fc1 is column-parallel: its input gradient is a partial sum (f backward) */
@@ -240,26 +279,22 @@ void sb_vit_attention_backward(struct sb_model *m, struct vit_block *b, int n)
     /* dprobs (T, T) = dctx (T, hd) . v^T; dv (T, hd) = probs^T . dctx */
     be->sgemm_strided_batched(0, 1, T, T, hd, 1.0f, p->dh[0], hd, th, b->v, hd, th, 0.0f,
                               p->dprobs, T, tt, n * H);
-    be->sgemm_strided_batched(1, 0, T, hd, T, 1.0f, b->probs, T, tt, p->dh[0], hd, th, 0.0f,
-                              p->dh[2], hd, th, n * H);
+    heads_gemm(m, 1, 0, T, hd, T, 1.0f, b->probs, T, tt, p->dh[0], hd, th, p->dh[2], p->tmp,
+               n);
     sb_model_round(m, p->dprobs, (size_t)n * H * tt);
     sb_model_round(m, p->dh[2], (size_t)rows * Wl);
     be->softmax_rows_backward(p->dprobs, b->probs, n * H * T, T); /* -> d scores */
     sb_model_round(m, p->dprobs, (size_t)n * H * tt);
     /* dq = dscores . k / sqrt(hd); dk = dscores^T . q / sqrt(hd) */
     float scale = 1.0f / sqrtf((float)hd);
-    be->sgemm_strided_batched(0, 0, T, hd, T, scale, p->dprobs, T, tt, b->k, hd, th, 0.0f,
-                              p->dh[0], hd, th, n * H);
-    be->sgemm_strided_batched(1, 0, T, hd, T, scale, p->dprobs, T, tt, b->q, hd, th, 0.0f,
-                              p->dh[1], hd, th, n * H);
+    heads_gemm(m, 0, 0, T, hd, T, scale, p->dprobs, T, tt, b->k, hd, th, p->dh[0], p->tmp, n);
+    heads_gemm(m, 1, 0, T, hd, T, scale, p->dprobs, T, tt, b->q, hd, th, p->dh[1], p->tmp, n);
     sb_model_round(m, p->dh[0], (size_t)rows * Wl);
     sb_model_round(m, p->dh[1], (size_t)rows * Wl);
     size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
-    for (int i = 0; i < 3; i++) {
-        be->transpose_0213(p->dh[i], n, H, T, hd, p->tmp); /* -> (n, T, H, hd) */
-        sb_vit_linear_backward(m, p->tmp, b->ln1, rows, W, Wl, wo[i], bo[i], i ? 1.0f : 0.0f,
+    for (int i = 0; i < 3; i++) /* dq, dk, dv in token layout */
+        sb_vit_linear_backward(m, p->dh[i], b->ln1, rows, W, Wl, wo[i], bo[i], i ? 1.0f : 0.0f,
                                p->dln);
-    }
 }
 
 /* Embedding backward from dres = dLoss/d res[0]. */

@@ -63,7 +63,7 @@ void sb_vit_sp_block_forward(struct sb_model *m, int l, int n)
     sb_model_round(m, p->lnsh, (size_t)rows_l * W);
     sb_vit_sp_gather(m, p->lnsh, b->ln2, n);
     sb_vit_linear(m, b->ln2, rows, W, F, b->fc1_w, b->fc1_b, 0.0f, b->fc1);
-    be->gelu_forward(b->fc1, b->gelu, (size_t)rows * F);
+    be->gelu_forward(b->fc1, b->gelu, (size_t)rows * F); /* fc1 becomes GELU'(fc1) */
     sb_model_round(m, b->gelu, (size_t)rows * F);
     sb_model_gemm(m, 0, 1, rows, W, F, 1.0f, b->gelu, F, prm + b->fc2_w, F, 0.0f, p->tmp, W);
     sp_row_parallel_out(m, b->mid, b->fc2_b, p->res[l + 1], n);
@@ -84,7 +84,7 @@ void sb_vit_sp_block_backward(struct sb_model *m, int l, sb_grad_ready_fn ready,
     sb_vit_sp_gather(m, p->dsh, p->dres, n);
     sb_vit_linear_backward(m, p->dres, b->gelu, rows, F, W, b->fc2_w, b->fc2_b, 0.0f, p->dfc);
     sb_model_round(m, p->dfc, (size_t)rows * F);
-    be->gelu_backward(p->dfc, b->fc1, (size_t)rows * F);
+    be->gelu_backward(p->dfc, b->fc1, (size_t)rows * F); /* fc1 holds GELU' */
     sb_model_round(m, p->dfc, (size_t)rows * F);
     sb_vit_linear_backward(m, p->dfc, b->ln2, rows, W, F, b->fc1_w, b->fc1_b, 0.0f, p->dln);
     sb_vit_sp_scatter(m, p->dln, p->lnsh, n); /* the column layer's partial input gradients */

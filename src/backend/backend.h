@@ -184,10 +184,14 @@ struct sb_backend_ops {
                                float *dx, float *dgamma, float *dbeta);
     /* GELU, the exact (erf) form, PyTorch's nn.GELU() default (Hendrycks &
      * Gimpel 2016): y = x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)) for n
-     * values; x and y may be the same array. */
-    void (*gelu_forward)(const float *x, float *y, size_t n);
-    /* dy *= GELU'(x) = Phi(x) + x * phi(x) in place, x the GELU's input. */
-    void (*gelu_backward)(float *dy, const float *x, size_t n);
+     * values, then x is OVERWRITTEN with the derivative GELU'(x) = Phi(x)
+     * + x * phi(x), which the backward needs instead of x (both come from
+     * one evaluation of Phi and phi: the backward computes neither again).
+     * x and y may not overlap. */
+    void (*gelu_forward)(float *x, float *y, size_t n);
+    /* dy *= dgelu in place: the GELU's backward, dgelu (n) the derivative
+     * gelu_forward left in its input's place. */
+    void (*gelu_backward)(float *dy, const float *dgelu, size_t n);
     /* Softmax of each row of x (rows, cols), in place (max subtracted
      * first). */
     void (*softmax_rows)(float *x, int rows, int cols);

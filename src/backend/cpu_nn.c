@@ -66,57 +66,95 @@ CPU_SIMD void sb_cpu_layernorm_forward(const float *x, const float *gamma, const
     }
 }
 
+/* 8 floats and 4 doubles as one value (gcc's vector extension): the
+ * LayerNorm backward's lanes spelled out, since gcc vectorises no loop that
+ * mixes float lanes with double sums. Each element's arithmetic is the
+ * scalar code's, in the same order. */
+typedef float sb_v8f __attribute__((vector_size(32)));
+typedef double sb_v4d __attribute__((vector_size(32)));
+
+/* Unaligned load and store; always inlined, so that no call passes a
+ * 32-byte vector (gcc warns that the baseline build's ABI for one differs
+ * from AVX's; no such call exists, hence the pragma). */
+#pragma GCC diagnostic ignored "-Wpsabi"
+static inline __attribute__((always_inline)) sb_v8f v8f_load(const float *p)
+{
+    sb_v8f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline __attribute__((always_inline)) void v8f_store(float *p, sb_v8f v)
+{
+    memcpy(p, &v, sizeof v);
+}
+
+/* Two passes a row: the sums of g = dy gamma and g xhat in LANES double
+ * lanes (lane j: columns c = j mod LANES, in column order) with dgamma
+ * and dbeta accumulated alongside; then dx. */
 CPU_SIMD void sb_cpu_layernorm_backward(const float *dy, const float *x, const float *gamma,
                                         const float *mean, const float *rstd, int rows, int cols,
                                         float *dx, float *dgamma, float *dbeta)
 {
     memset(dgamma, 0, (size_t)cols * sizeof *dgamma);
     memset(dbeta, 0, (size_t)cols * sizeof *dbeta);
+    int vec = cols - cols % LANES; /* columns in whole lanes */
     for (int r = 0; r < rows; r++) {
         const float *dyr = dy + (size_t)r * cols, *xr = x + (size_t)r * cols;
         float *dxr = dx + (size_t)r * cols;
         float m = mean[r], rs = rstd[r];
-        double g1[LANES] = {0}, gx[LANES] = {0}, sum_g = 0.0, sum_gx = 0.0;
-        int c = 0;
-        for (; c + LANES <= cols; c += LANES)
-            for (int j = 0; j < LANES; j++) {
-                float xhat = (xr[c + j] - m) * rs, g = dyr[c + j] * gamma[c + j];
-                g1[j] += g;
-                gx[j] += (double)g * xhat;
-            }
-        for (int j = 0; j < LANES; j++) sum_g += g1[j], sum_gx += gx[j];
-        for (; c < cols; c++) {
+        sb_v4d g1_lo = {0}, g1_hi = {0}, gx_lo = {0}, gx_hi = {0};
+        for (int c = 0; c < vec; c += LANES) {
+            sb_v8f dyv = v8f_load(dyr + c);
+            sb_v8f xhat = (v8f_load(xr + c) - m) * rs, g = dyv * v8f_load(gamma + c);
+            sb_v4d glo = __builtin_convertvector(__builtin_shufflevector(g, g, 0, 1, 2, 3), sb_v4d);
+            sb_v4d ghi = __builtin_convertvector(__builtin_shufflevector(g, g, 4, 5, 6, 7), sb_v4d);
+            sb_v4d xlo = __builtin_convertvector(__builtin_shufflevector(xhat, xhat, 0, 1, 2, 3),
+                                                 sb_v4d);
+            sb_v4d xhi = __builtin_convertvector(__builtin_shufflevector(xhat, xhat, 4, 5, 6, 7),
+                                                 sb_v4d);
+            g1_lo += glo, g1_hi += ghi;
+            gx_lo += glo * xlo, gx_hi += ghi * xhi;
+            v8f_store(dgamma + c, v8f_load(dgamma + c) + dyv * xhat);
+            v8f_store(dbeta + c, v8f_load(dbeta + c) + dyv);
+        }
+        double sum_g = 0.0, sum_gx = 0.0;
+        for (int j = 0; j < LANES / 2; j++) sum_g += g1_lo[j], sum_gx += gx_lo[j];
+        for (int j = 0; j < LANES / 2; j++) sum_g += g1_hi[j], sum_gx += gx_hi[j];
+        for (int c = vec; c < cols; c++) {
             float xhat = (xr[c] - m) * rs, g = dyr[c] * gamma[c];
             sum_g += g;
             sum_gx += (double)g * xhat;
-        }
-        for (c = 0; c < cols; c++) {
-            dgamma[c] += dyr[c] * ((xr[c] - m) * rs);
+            dgamma[c] += dyr[c] * xhat;
             dbeta[c] += dyr[c];
         }
         float mg = (float)(sum_g / cols), mgx = (float)(sum_gx / cols);
-        for (c = 0; c < cols; c++) {
+        int c = 0;
+        for (; c < vec; c += LANES) {
+            sb_v8f xhat = (v8f_load(xr + c) - m) * rs;
+            sb_v8f d = rs * (v8f_load(dyr + c) * v8f_load(gamma + c) - mg - xhat * mgx);
+            v8f_store(dxr + c, v8f_load(dxr + c) + d);
+        }
+        for (; c < cols; c++) {
             float xhat = (xr[c] - m) * rs;
             dxr[c] += rs * (dyr[c] * gamma[c] - mg - xhat * mgx);
         }
     }
 }
 
-CPU_SIMD void sb_cpu_gelu_forward(const float *x, float *y, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        float pdf, v = x[i];
-        y[i] = v * sb_cpu_gauss_cdf_pdf(v, &pdf);
-    }
-}
-
-CPU_SIMD void sb_cpu_gelu_backward(float *dy, const float *x, size_t n)
+CPU_SIMD void sb_cpu_gelu_forward(float *restrict x, float *restrict y, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         float pdf, v = x[i];
         float cdf = sb_cpu_gauss_cdf_pdf(v, &pdf);
-        dy[i] *= cdf + v * pdf;
+        y[i] = v * cdf;
+        x[i] = cdf + v * pdf;
     }
+}
+
+CPU_SIMD void sb_cpu_gelu_backward(float *restrict dy, const float *restrict dgelu, size_t n)
+{
+    for (size_t i = 0; i < n; i++) dy[i] *= dgelu[i];
 }
 
 /* max over x[0, n), n >= 1. */
@@ -150,14 +188,31 @@ static inline float row_dot(const float *x, const float *y, int n)
     return sum;
 }
 
+/* Rows of about SOFTMAX_CHUNK floats at a time: each row's max subtracted,
+ * then exp over the chunk as one flat run (whole vectors, where a row of
+ * an attention's 50 columns would leave a scalar tail of 2 exps to every
+ * row), then each row's sum and scale. The same arithmetic as row by row:
+ * exp(x - max), the sum in row_dot's lanes. */
+#define SOFTMAX_CHUNK 2048
+
 CPU_SIMD void sb_cpu_softmax_rows(float *x, int rows, int cols)
 {
-    for (int r = 0; r < rows; r++) {
-        float *xr = x + (size_t)r * cols;
-        float mx = row_max(xr, cols);
-        for (int c = 0; c < cols; c++) xr[c] = sb_cpu_exp(xr[c] - mx);
-        float inv = 1.0f / row_dot(xr, NULL, cols);
-        for (int c = 0; c < cols; c++) xr[c] *= inv;
+    int chunk = cols < SOFTMAX_CHUNK ? SOFTMAX_CHUNK / cols : 1;
+    for (int r0 = 0; r0 < rows; r0 += chunk) {
+        int r1 = r0 + chunk < rows ? r0 + chunk : rows;
+        for (int r = r0; r < r1; r++) {
+            float *xr = x + (size_t)r * cols;
+            float mx = row_max(xr, cols);
+            for (int c = 0; c < cols; c++) xr[c] -= mx;
+        }
+        float *xc = x + (size_t)r0 * cols;
+        size_t n = (size_t)(r1 - r0) * cols;
+        for (size_t i = 0; i < n; i++) xc[i] = sb_cpu_exp(xc[i]);
+        for (int r = r0; r < r1; r++) {
+            float *xr = x + (size_t)r * cols;
+            float inv = 1.0f / row_dot(xr, NULL, cols);
+            for (int c = 0; c < cols; c++) xr[c] *= inv;
+        }
     }
 }
 
@@ -196,11 +251,16 @@ void sb_cpu_patchify(const float *x, int n, int side, int p, float *y)
     }
 }
 
-void sb_cpu_copy2d(float *dst, long dst_stride, const float *src, long src_stride, int rows,
-                   int cols)
+/* Rows copied by a loop, not memcpy: the vit's bias rows (src_stride 0,
+ * 64-192 floats, one a token) cost more in memcpy calls than in copying. */
+CPU_SIMD void sb_cpu_copy2d(float *dst, long dst_stride, const float *src, long src_stride,
+                            int rows, int cols)
 {
-    for (int r = 0; r < rows; r++)
-        memcpy(dst + r * dst_stride, src + r * src_stride, (size_t)cols * sizeof *dst);
+    for (int r = 0; r < rows; r++) {
+        float *restrict d = dst + r * dst_stride;
+        const float *restrict s = src + r * src_stride;
+        for (int j = 0; j < cols; j++) d[j] = s[j];
+    }
 }
 
 void sb_cpu_zero(float *y, size_t n) { memset(y, 0, n * sizeof *y); }

@@ -16,8 +16,8 @@ void sb_cpu_layernorm_forward(const float *x, const float *gamma, const float *b
 void sb_cpu_layernorm_backward(const float *dy, const float *x, const float *gamma,
                                const float *mean, const float *rstd, int rows, int cols,
                                float *dx, float *dgamma, float *dbeta);
-void sb_cpu_gelu_forward(const float *x, float *y, size_t n);
-void sb_cpu_gelu_backward(float *dy, const float *x, size_t n);
+void sb_cpu_gelu_forward(float *x, float *y, size_t n);
+void sb_cpu_gelu_backward(float *dy, const float *dgelu, size_t n);
 void sb_cpu_softmax_rows(float *x, int rows, int cols);
 void sb_cpu_softmax_rows_backward(float *dy, const float *y, int rows, int cols);
 void sb_cpu_transpose_0213(const float *x, int a, int b, int c, int d, float *y);

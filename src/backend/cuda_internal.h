@@ -130,8 +130,8 @@ void sb_cuda_layernorm_forward(const float *x, const float *gamma, const float *
 void sb_cuda_layernorm_backward(const float *dy, const float *x, const float *gamma,
                                 const float *mean, const float *rstd, int rows, int cols,
                                 float *dx, float *dgamma, float *dbeta);
-void sb_cuda_gelu_forward(const float *x, float *y, size_t n);
-void sb_cuda_gelu_backward(float *dy, const float *x, size_t n);
+void sb_cuda_gelu_forward(float *x, float *y, size_t n);
+void sb_cuda_gelu_backward(float *dy, const float *dgelu, size_t n);
 void sb_cuda_softmax_rows(float *x, int rows, int cols);
 void sb_cuda_softmax_rows_backward(float *dy, const float *y, int rows, int cols);
 void sb_cuda_transpose_0213(const float *x, int a, int b, int c, int d, float *y);

@@ -164,28 +164,30 @@ extern "C" void sb_cuda_layernorm_backward(const float *dy, const float *x, cons
 
 /* ------------------------------------------------------------ GELU */
 
-__global__ void k_gelu_forward(const float *x, float *y, size_t n)
-{
-    GRID_STRIDE(i, n) y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
-}
-
-__global__ void k_gelu_backward(float *dy, const float *x, size_t n)
+/* y = GELU(x), then x = GELU'(x) (backend.h) */
+__global__ void k_gelu_forward(float *x, float *y, size_t n)
 {
     GRID_STRIDE(i, n)
     {
         float v = x[i], cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752f));
-        dy[i] *= cdf + v * 0.3989422804014327f * expf(-0.5f * v * v);
+        y[i] = v * cdf;
+        x[i] = cdf + v * 0.3989422804014327f * expf(-0.5f * v * v);
     }
 }
 
-extern "C" void sb_cuda_gelu_forward(const float *x, float *y, size_t n)
+__global__ void k_gelu_backward(float *dy, const float *dgelu, size_t n)
+{
+    GRID_STRIDE(i, n) dy[i] *= dgelu[i];
+}
+
+extern "C" void sb_cuda_gelu_forward(float *x, float *y, size_t n)
 {
     LAUNCH(k_gelu_forward, n, x, y, n);
 }
 
-extern "C" void sb_cuda_gelu_backward(float *dy, const float *x, size_t n)
+extern "C" void sb_cuda_gelu_backward(float *dy, const float *dgelu, size_t n)
 {
-    LAUNCH(k_gelu_backward, n, dy, x, n);
+    LAUNCH(k_gelu_backward, n, dy, dgelu, n);
 }
 
 /* ------------------------------------------------------------ softmax */

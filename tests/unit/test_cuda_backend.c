@@ -393,8 +393,9 @@ static void test_vit_ops(int rows, int cols, int batch, int t, int hd)
     for (size_t i = 0; i < n; i++) x[i] *= 4.0f;
     void *d_x4 = dev_copy(x, n * 4);
     d_y = dev_copy(y, n * 4);
-    cpu->gelu_forward(x, y, n), gpu->gelu_forward(d_x4, d_y, n);
+    cpu->gelu_forward(x, y, n), gpu->gelu_forward(d_x4, d_y, n); /* x: GELU'(x) after */
     expect("gelu_forward", d_y, y, n, 1e-6);
+    expect("gelu_forward derivative", d_x4, x, n, 1e-6);
     d_dy = dev_copy(dy, n * 4);
     cpu->gelu_backward(dy, x, n), gpu->gelu_backward(d_dy, d_x4, n);
     expect("gelu_backward", d_dy, dy, n, 1e-6);
