@@ -252,19 +252,41 @@ cmd_shape() {
     local rate="${1:?shape: which rate? e.g. 1gbit, 100mbit}"
     [[ "$rate" =~ ^[0-9]+(\.[0-9]+)?(bit|kbit|mbit|gbit)$ ]] ||
         die "shape: rate '$rate': expected e.g. 100mbit or 1gbit"
-    local tbf_rate burst
-    read -r tbf_rate burst < <(echo "$rate" | awk '{
+    local link_bps small_bps bulk_bps burst
+    read -r link_bps small_bps bulk_bps burst < <(echo "$rate" | awk -v b="${FQ_BURST:-}" '{
         n = $0 + 0; u = substr($0, length(n "") + 1)
         m = u == "kbit" ? 1e3 : u == "mbit" ? 1e6 : u == "gbit" ? 1e9 : 1
-        r = n * m * 1514 / 1538; b = n * m / 8 * 0.001; if (b < 65536) b = 65536
-        printf "%dbit %d\n", r, b }')
-    local h i tbf=(tbf rate "$tbf_rate" burst "$burst" limit 4mb)
+        r = n * m * 1514 / 1538
+        if (b == "") b = 1600
+        printf "%d %d %d %d\n", r, r / 10, r - int(r / 10), b }')
+    local h i dev
     for h in $(hosts); do
         i=$(host_index "$h")
-        tc qdisc replace dev "${prefix}v$i" root "${tbf[@]}"
-        tc -n "$h" qdisc replace dev eth0 root "${tbf[@]}"
+        for dev in "${prefix}v$i" "$h:eth0"; do
+            shape_dev "$dev" "$link_bps" "$small_bps" "$bulk_bps" "$burst"
+        done
     done
     echo "$rate" >"$state/rate"
+}
+
+shape_dev() {
+    local dev="$1" link="$2" small="$3" bulk="$4" burst="$5" tc=(tc)
+    if [[ "$dev" == *:eth0 ]]; then
+        tc=(tc -n "${dev%%:*}")
+        dev=eth0
+    fi
+    "${tc[@]}" qdisc del dev "$dev" root 2>/dev/null || true
+    "${tc[@]}" qdisc add dev "$dev" root handle 1: htb default 20
+    "${tc[@]}" class add dev "$dev" parent 1: classid 1:1 htb rate "${link}bit" ceil "${link}bit" \
+        burst "$burst" cburst "$burst" quantum 65536
+    "${tc[@]}" class add dev "$dev" parent 1:1 classid 1:10 htb rate "${small}bit" ceil "${link}bit" \
+        burst "$burst" cburst "$burst" quantum 65536 prio 0
+    "${tc[@]}" class add dev "$dev" parent 1:1 classid 1:20 htb rate "${bulk}bit" ceil "${link}bit" \
+        burst "$burst" cburst "$burst" quantum 65536 prio 1
+    "${tc[@]}" qdisc add dev "$dev" parent 1:10 handle 10: bfifo limit 4mb
+    "${tc[@]}" qdisc add dev "$dev" parent 1:20 handle 20: bfifo limit 4mb
+    "${tc[@]}" filter add dev "$dev" parent 1: protocol ip prio 1 u32 \
+        match u16 0x0000 0xff00 at 2 flowid 1:10
 }
 
 cmd_unshape() {
