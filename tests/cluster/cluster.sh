@@ -236,17 +236,19 @@ cmd_mpirun() {
 #    host's queued bulk data instead of waiting behind it, and bulk data has
 #    the whole link when nothing small is queued. This kernel has no fq_codel,
 #    fq, sfq or prio; HTB and u32 are built in. (Unlike fq_codel, a small
-#    packet of a flow that has bulk data queued also goes first);
+#    packet of a connection that has bulk data queued also goes first: a few
+#    reordered segments, an occasional spurious retransmission);
 #  - burst = cburst = max(1600 bytes, RATE x 32 us): after an idle moment a
 #    class sends what its bucket holds plus one packet (HTB charges after
 #    sending), so a message after a short compute gap gets at most that
 #    ahead of the line rate (tbf's burst of max(64 KiB, RATE x 1 ms) let a
-#    139 kB exchange after 0.3 ms of compute at 1 Gbit/s take 0.75x the line
-#    rate's time; this, 0.93-1.08x). 1600 bytes at 1 Gbit/s cost bulk
-#    transfers 3% of the rate on the loaded machine (0.965-0.971x; timer
-#    lateness past a bucket of 13 us is lost), 4000 bytes 0.5% (0.994-0.996x);
-#    at 100 Mbit/s 1600 bytes keeps 0.998-1.001x (2026-11-28; docs/tensor.md,
-#    "A fair-queued link");
+#    139 kB exchange after 0.3 ms of compute at 1 Gbit/s take a median 0.89 ms
+#    against the line rate's 1.18; this, 1.14-1.33 ms in 7 of 8 loaded runs).
+#    1600 bytes at 1 Gbit/s cost bulk transfers 3% of the rate on the loaded
+#    machine (0.965-0.971x; timer lateness past a bucket of 13 us is lost),
+#    4000 bytes 0.5% (0.994-0.996x);
+#    at 100 Mbit/s 1600 bytes keeps 0.998-1.001x (2026-11-28, loaded;
+#    docs/multinode.md, "Fair-queued shaping");
 #  - a 4 MiB queue (bfifo) per leaf, so that TCP, not drops, paces the sender.
 # Before 2026-11-28 the shaper was one tbf (one FIFO per host egress, burst
 # max(64 KiB, RATE x 1 ms)): a host's ACKs and rendezvous handshake waited
