@@ -2,7 +2,7 @@
 """Cheaper synchronisation, judged by time to accuracy: ddp with --grad-compression none,
 bf16, powersgd rank 1/2/4 and --local-sgd H = 4/16, on one host and on the one-machine
 cluster (tests/cluster: 2 hosts as network namespaces, one rank each, links shaped by
-tbf) at each link rate. For every run: median step time, time to the target accuracy
+tc) at each link rate. For every run: median step time, time to the target accuracy
 (97 %; evaluated at epoch ends, so its resolution is one epoch) both as measured (wall
 time: every stall of a shared machine is in it) and as the steps to the end of the
 first epoch at the target times the mean step time, final

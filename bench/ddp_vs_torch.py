@@ -2,7 +2,7 @@
 """stratbench's ddp step against PyTorch DDP (gloo) on the same 2 shaped hosts.
 
 On the one-machine cluster (tests/cluster, 2 hosts, one rank each, links shaped by
-tbf), for each link rate and repeat: `stratbench train --strategy ddp --replicas 2`
+tc), for each link rate and repeat: `stratbench train --strategy ddp --replicas 2`
 self-launched with the cluster's launcher words (stratbench chooses its own transport
 settings), then bench/torch_reference.py as a 2-rank DistributedDataParallel job over
 gloo, one rank started in each host. Same model (--hidden, default 1024,1024: 7.45 MB

@@ -4,7 +4,7 @@
 Runs `--strategy ddp` (one flat MPI_Iallreduce per bucket over the 4 ranks) and
 `--strategy hierarchical` (reduce-scatter within each host, all-reduce of each shard
 across hosts, all-gather within the host) with 4 replicas on the one-machine cluster
-of tests/cluster (hosts as network namespaces, links shaped by tbf), at each link
+of tests/cluster (hosts as network namespaces, links shaped by tc (HTB)), at each link
 rate, and records per run the median step time, the communication time, and the
 bytes each host sent over its link per step (the host's eth0 counters, from the
 difference of a long and a short run, so that start-up and the initial broadcast

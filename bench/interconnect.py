@@ -3,7 +3,7 @@
 
 Runs single, ddp, central --servers 1 and central --servers 2 (2 replicas each, one
 rank per host) on the one-machine cluster (tests/cluster: hosts as network
-namespaces, links shaped by tbf) at each link rate, for the default MLP and
+namespaces, links shaped by tc (HTB)) at each link rate, for the default MLP and
 --hidden 1024,1024, then writes every run's numbers (JSON and CSV) and draws step
 time and throughput against link rate per strategy (matplotlib), with the α–β
 model's lines over the points.

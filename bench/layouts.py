@@ -2,7 +2,7 @@
 """Every dp x tp x pp layout measured beside the layout model's prediction (issue 35).
 
 On the one-machine cluster (tests/cluster: hosts as network namespaces, links shaped
-by tbf), --hosts H hosts of --ranks-per-host R ranks each (ranks placed in blocks of R
+by tc), --hosts H hosts of --ranks-per-host R ranks each (ranks placed in blocks of R
 consecutive ranks per host: mpirun --map-by ppr:R:node, the grid's and the model's
 assumption), for each link rate and workload:
 

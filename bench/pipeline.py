@@ -27,7 +27,7 @@ work), each row classified by the term that closes most of its difference.
     bench/pipeline.py --analyse DIR        # the tables (Markdown) and chart from DIR
 
 --hosts H runs every job on the one-machine cluster (tests/cluster: hosts as network
-namespaces, Open MPI over TCP, every link shaped to --rate by tbf; needs root): rank r,
+namespaces, Open MPI over TCP, every link shaped to --rate by tc; needs root): rank r,
 stage r, on host r mod H, so with H = P every stage boundary crosses a shaped link.
 The model: an mlp of 8 layers of width 256 (--hidden 256 x 7: each stage's share of
 compute close to the others' except the first layer's 784 inputs), batch 64.

@@ -2,7 +2,7 @@
 """Predictions at scale: `stratbench predict` calibrated on 2 hosts, checked at 4 and 8.
 
 For each link rate, on the one-machine cluster (tests/cluster: hosts as network
-namespaces, one rank per host, links shaped by tbf):
+namespaces, one rank per host, links shaped by tc (HTB)):
 
  1. calibrate: 2-host ddp runs (--calibration-runs, default 3; each report gives
     compute per step and the step its all-reduce made) and as many with a bucket per

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tensor parallelism inside one host against across two: measured step beside the α–β model.
 
-On the one-machine cluster (tests/cluster: hosts as network namespaces, links shaped by tbf),
+On the one-machine cluster (tests/cluster: hosts as network namespaces, links shaped by tc),
 for each link rate, `--strategy tensor --tp 2` trains the vit twice:
 
  1. inside: both ranks in the first host (mpirun started there, no hostfile): every tp

@@ -2,7 +2,7 @@
 """zero against ddp across hosts: step time beside the α–β model, and memory per rank.
 
 On the one-machine cluster (tests/cluster: hosts as network namespaces, one rank per
-host, links shaped by tbf), for each link rate:
+host, links shaped by tc (HTB)), for each link rate:
 
  1. ddp on 2 hosts is the calibration (bench/predict_scale.py's: of
     --calibration-runs runs, the one whose all-reduce shows the median link; its

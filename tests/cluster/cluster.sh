@@ -4,8 +4,8 @@
 # namespace, on a private /24 that exists only inside the namespaces. Open MPI
 # reaches the hosts through an rsh agent (tests/cluster/agent) that enters the
 # namespace and a UTS namespace carrying the host's name, and uses its TCP
-# transport between them; the kernel's token-bucket filter (tbf) shapes the
-# links. Needs root and iproute2 only (no netem: no added delay, rate only).
+# transport between them; an HTB tree that sends small packets first (as a
+# fair-queued host would) shapes the links. Needs root and iproute2 only (no netem: no added delay, rate only).
 #
 #   cluster.sh [-p PREFIX] up N          hosts PREFIX0..PREFIX<N-1> (2..250), their TCP
 #                                        congestion control $STRATBENCH_CLUSTER_CC
@@ -15,8 +15,9 @@
 #   cluster.sh [-p PREFIX] mpirun        print the launcher words for STRATBENCH_MPIRUN
 #   cluster.sh [-p PREFIX] hostfile      print the path of the Open MPI hostfile
 #   cluster.sh [-p PREFIX] shape RATE    limit every link to RATE each way (tc units:
-#                                        100mbit, 1gbit): tbf at RATE less Ethernet's wire
-#                                        overhead, burst max(64 KiB, RATE x 1 ms)
+#                                        100mbit, 1gbit): HTB at RATE less Ethernet's wire
+#                                        overhead, packets < 256 bytes first, burst
+#                                        max(1600 bytes, RATE x 32 us)
 #   cluster.sh [-p PREFIX] unshape       remove the rate limits
 #   cluster.sh [-p PREFIX] bytes         per host "HOST rx_bytes tx_bytes" (the host's view)
 #   cluster.sh [-p PREFIX] packets       per host "HOST rx_packets tx_packets" (frames, ACKs too)
@@ -215,56 +216,87 @@ cmd_mpirun() {
         "--bind-to none --mca mpi_yield_when_idle 1"
 }
 
-# tbf on both ends of every link: the root-side veth's egress limits what the
-# host receives, the host's eth0 egress what it sends. Honest to a real
-# Ethernet link of RATE (tests/cluster/test_shaping.py holds every transfer of
-# 1 s or more to <= 1.02x RATE; docs/multinode.md has the figures):
-#  - tbf counts a frame from its Ethernet header (with TSO, every segment's
+# An HTB tree on both ends of every link: the root-side veth's egress limits
+# what the host receives, the host's eth0 egress what it sends. Honest to a
+# real Ethernet link of RATE (tests/cluster/test_shaping.py holds every
+# transfer of 1 s or more to <= 1.02x RATE; docs/multinode.md has the figures):
+#  - the link is class 1:1 at RATE x 1514/1538 (rate = ceil). The shaper
+#    counts a frame from its Ethernet header (with TSO, every segment's
 #    headers); a real link also spends 24 bytes per frame (preamble,
-#    delimiter, FCS, inter-frame gap), 1.6% of a full 1514-byte frame. So tbf
-#    gets RATE x 1514/1538: full frames then pass at the real link's pace.
-#    (A size table, `stab overhead 24`, would add the 24 bytes once per TSO
-#    super-packet instead of per frame: measured 1.04-1.06x RATE);
-#  - burst max(64 KiB, RATE x 1 ms): a TSO segment must fit, and TCP needs
-#    room for a window's worth of tokens, but every byte of burst lets a
-#    transfer that starts after an idle moment beat the rate. Under cubic
-#    (the hosts' congestion control, host_cc) 2 ms let a 2-host ddp
-#    all-reduce at 1 Gbit/s (3.7 MB each way per ring step, after ~8 ms of
-#    compute) reach 1.018-1.026x the TCP payload rate; 1 ms gives 1.003x,
-#    and 2 s transfers 0.99-1.0x one way, 0.985-0.995x both ways at once;
-#    64 KiB (0.5 ms) cut it to 0.62-0.64x. At 100 Mbit/s 64 KiB is 5 ms of
-#    credit after idle, under 1% of a step there. A peak-rate bucket (tbf
-#    peakrate, to drain the burst at the link's pace) cost 20-40% of the rate
-#    both ways at 1 Gbit/s here;
-#  - a 4 MiB queue, so that TCP, not drops, paces the sender.
-# Two ways it differs from a real link of RATE, measured with
-# bench/tp_exchange.py (docs/tensor.md, "Why the exchange misses"):
-#  - the burst lets a message that follows a short idle gap beat the line:
-#    at 1 Gbit/s a 139 kB exchange after 0.3 ms of compute takes a median
-#    0.74-0.93 ms against the line rate's 1.18 (1.19 back to back);
-#  - tbf's queue is one FIFO (like a host's pfifo_fast, unlike a fair-queued
-#    fq_codel host; this machine's kernel has no fq_codel, fq or sfq), so a
-#    host's small messages (TCP ACKs, Open MPI's rendezvous handshake) wait
-#    behind its queued data: up to M / RATE, 11 ms for 139 kB at 100 Mbit/s.
+#    delimiter, FCS, inter-frame gap), 1.6% of a full 1514-byte frame, so
+#    full frames pass at the real link's pace. (A size table, `stab overhead
+#    24`, would add the 24 bytes once per TSO super-packet: measured
+#    1.04-1.06x RATE with tbf);
+#  - two leaves under it, as a stock host's fq_codel (Debian's
+#    net.core.default_qdisc) treats a sparse flow: IPv4 packets under 256
+#    bytes (u32 on the IP total length: TCP ACKs, Open MPI's rendezvous
+#    handshake, 32-64 bytes of payload) in class 1:10 at priority 0, every
+#    other packet in 1:20 at priority 1; 1:10 is assured RATE/10, 1:20 the
+#    rest, both may borrow up to RATE, so a small packet goes ahead of the
+#    host's queued bulk data instead of waiting behind it, and bulk data has
+#    the whole link when nothing small is queued. This kernel has no fq_codel,
+#    fq, sfq or prio; HTB and u32 are built in. (Unlike fq_codel, a small
+#    packet of a connection that has bulk data queued also goes first: a few
+#    reordered segments, an occasional spurious retransmission);
+#  - burst = cburst = max(1600 bytes, RATE x 32 us): after an idle moment a
+#    class sends what its bucket holds plus one packet (HTB charges after
+#    sending), so a message after a short compute gap gets at most that
+#    ahead of the line rate (tbf's burst of max(64 KiB, RATE x 1 ms) let a
+#    139 kB exchange after 0.3 ms of compute at 1 Gbit/s take a median 0.89 ms
+#    against the line rate's 1.18; this, 1.14-1.33 ms in 7 of 8 loaded runs).
+#    1600 bytes at 1 Gbit/s cost bulk transfers 3% of the rate on the loaded
+#    machine (0.965-0.971x; timer lateness past a bucket of 13 us is lost),
+#    4000 bytes 0.5% (0.994-0.996x);
+#    at 100 Mbit/s 1600 bytes keeps 0.998-1.001x (2026-11-28, loaded;
+#    docs/multinode.md, "Fair-queued shaping");
+#  - a 4 MiB queue (bfifo) per leaf, so that TCP, not drops, paces the sender.
+# Before 2026-11-28 the shaper was one tbf (one FIFO per host egress, burst
+# max(64 KiB, RATE x 1 ms)): a host's ACKs and rendezvous handshake waited
+# behind its queued data (a 139 kB tp exchange at 100 Mbit/s took the line
+# rate or twice it), and the burst let short messages beat the line.
 cmd_shape() {
     need_root
     require_up
     local rate="${1:?shape: which rate? e.g. 1gbit, 100mbit}"
     [[ "$rate" =~ ^[0-9]+(\.[0-9]+)?(bit|kbit|mbit|gbit)$ ]] ||
         die "shape: rate '$rate': expected e.g. 100mbit or 1gbit"
-    local tbf_rate burst
-    read -r tbf_rate burst < <(echo "$rate" | awk '{
+    local link_bps small_bps burst
+    read -r link_bps small_bps burst < <(echo "$rate" | awk '{
         n = $0 + 0; u = substr($0, length(n "") + 1)
         m = u == "kbit" ? 1e3 : u == "mbit" ? 1e6 : u == "gbit" ? 1e9 : 1
-        r = n * m * 1514 / 1538; b = n * m / 8 * 0.001; if (b < 65536) b = 65536
-        printf "%dbit %d\n", r, b }')
-    local h i tbf=(tbf rate "$tbf_rate" burst "$burst" limit 4mb)
+        r = n * m * 1514 / 1538; b = n * m / 8 * 32e-6; if (b < 1600) b = 1600
+        printf "%d %d %d\n", r, r / 10, b }')
+    local h i
     for h in $(hosts); do
         i=$(host_index "$h")
-        tc qdisc replace dev "${prefix}v$i" root "${tbf[@]}"
-        tc -n "$h" qdisc replace dev eth0 root "${tbf[@]}"
+        shape_dev "$link_bps" "$small_bps" "$burst" dev "${prefix}v$i"
+        shape_dev "$link_bps" "$small_bps" "$burst" -n "$h" dev eth0
     done
     echo "$rate" >"$state/rate"
+}
+
+# shape_dev LINK_BPS SMALL_BPS BURST_BYTES [-n NS] dev DEV: the HTB tree above
+# on DEV's egress (in namespace NS when given), replacing what was there.
+shape_dev() {
+    local link="$1bit" small="$2bit" bulk="$(($1 - $2))bit" burst="$3"
+    shift 3
+    local tc=(tc) where=()
+    if [ "$1" = "-n" ]; then
+        tc=(tc -n "$2")
+        shift 2
+    fi
+    where=("$@")
+    local cls=(htb burst "$burst" cburst "$burst" quantum 65536)
+    "${tc[@]}" qdisc del "${where[@]}" root 2>/dev/null || true
+    "${tc[@]}" qdisc add "${where[@]}" root handle 1: htb default 20
+    "${tc[@]}" class add "${where[@]}" parent 1: classid 1:1 "${cls[@]}" rate "$link" ceil "$link"
+    "${tc[@]}" class add "${where[@]}" parent 1:1 classid 1:10 "${cls[@]}" rate "$small" ceil "$link" prio 0
+    "${tc[@]}" class add "${where[@]}" parent 1:1 classid 1:20 "${cls[@]}" rate "$bulk" ceil "$link" prio 1
+    "${tc[@]}" qdisc add "${where[@]}" parent 1:10 handle 10: bfifo limit 4mb
+    "${tc[@]}" qdisc add "${where[@]}" parent 1:20 handle 20: bfifo limit 4mb
+    # IPv4 total length (bytes 2-3 of the header) under 256: its high byte 0
+    "${tc[@]}" filter add "${where[@]}" parent 1: protocol ip prio 1 u32 \
+        match u16 0x0000 0xff00 at 2 flowid 1:10
 }
 
 cmd_unshape() {

@@ -8,9 +8,9 @@
 
 Run each side inside a host (cluster.sh exec HOST python3 pingpong.py ...). bench/tensor.py
 uses it to fit the α–β link at the sizes tensor parallelism sends (two sizes bracketing
-them): a token bucket (the fixture's tbf) lets a message that starts after an idle gap
-through faster than its rate, and TCP's window makes a small message slower, so the
-probe's 256 KiB–1 MiB slope does not hold for a 139 kB message (docs/tensor.md).
+them): a token bucket (the fixture's tbf before 2026-11-28) lets a message that starts
+after an idle gap through faster than its rate, and TCP's window makes a small message
+slower, so the probe's 256 KiB–1 MiB slope does not hold for a 139 kB message (docs/tensor.md).
 The gap between round trips is the caller's: the compute between two calls.
 """
 

@@ -78,30 +78,32 @@ def test_traffic_crosses_the_link_and_is_counted(cluster):
     assert tx0 < 0.05 * payload and rx1 < 0.05 * payload
 
 
-def tbf_rate_bits(tc_output):
-    """The rate of the tbf qdisc in `tc qdisc show` output, bit/s (None without one)."""
+def link_rate_bits(tc_output):
+    """The rate of the link class 1:1 in `tc class show` output, bit/s (None without it)."""
     import re
-    m = re.search(r"tbf .*?rate (\d+(?:\.\d+)?)([KMG]?)bit", tc_output)
+    m = re.search(r"class htb 1:1 root .*?rate (\d+(?:\.\d+)?)([KMG]?)bit", tc_output)
     return float(m.group(1)) * {"": 1, "K": 1e3, "M": 1e6, "G": 1e9}[m.group(2)] if m else None
 
 
-def test_shape_sets_tbf_on_both_ends(cluster):
+def test_shape_sets_htb_on_both_ends(cluster):
     c = cluster(2)
     c.shape("100mbit")
     # RATE less Ethernet's 24 bytes of wire overhead per full frame (cluster.sh)
     want = 100e6 * 1514 / 1538
     for host in c.hosts:
-        out = subprocess.run(["tc", "-n", host, "qdisc", "show", "dev", "eth0"],
-                             capture_output=True, text=True).stdout
-        assert abs(tbf_rate_bits(out) / want - 1) < 0.001, out
         i = host[len(c.prefix):]
-        out = subprocess.run(["tc", "qdisc", "show", "dev", f"{c.prefix}v{i}"],
-                             capture_output=True, text=True).stdout
-        assert abs(tbf_rate_bits(out) / want - 1) < 0.001, out
+        for ns, dev in ((["-n", host], "eth0"), ([], f"{c.prefix}v{i}")):
+            out = subprocess.run(["tc", *ns, "class", "show", "dev", dev],
+                                 capture_output=True, text=True).stdout
+            assert abs(link_rate_bits(out) / want - 1) < 0.001, out
+            # small packets (IPv4 total length < 256) to the priority class 1:10
+            out = subprocess.run(["tc", *ns, "filter", "show", "dev", dev],
+                                 capture_output=True, text=True).stdout
+            assert "flowid 1:10" in out and "00000000/0000ff00 at 0" in out, out
     c.unshape()
     out = subprocess.run(["tc", "-n", c.hosts[0], "qdisc", "show", "dev", "eth0"],
                          capture_output=True, text=True).stdout
-    assert "tbf" not in out
+    assert "htb" not in out
 
 
 def test_hosts_take_the_chosen_tcp_congestion_control(cluster, monkeypatch):

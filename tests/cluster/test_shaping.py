@@ -2,7 +2,7 @@
 shaped link of the one-machine cluster (tests/cluster/cluster.sh shape) goes
 faster than 1.02x the configured rate, one direction alone or both at once.
 
-Rate = the frames' bytes as tbf counts them (Ethernet header + IP + TCP +
+Rate = the frames' bytes as the shaper counts them (Ethernet header + IP + TCP +
 payload) plus the 24 bytes per frame a real Ethernet link also spends
 (preamble, start delimiter, FCS, inter-frame gap), over the receiver's time
 from accept to EOF. Frames per transfer: the payload over 1448-byte segments
