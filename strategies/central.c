@@ -91,12 +91,6 @@ static size_t stale_len(const struct central *c)
     return STALE_BINS + 2 + (size_t)c->comm->size * (c->scaled ? 3 : 1);
 }
 
-/* Whether this rank is server 0 of a synchronous fp16 run, whose pulls
- * carry the skip word. */
-static int pull_word(const struct central *c)
-{
-    return c->scaled && !c->async && c->server == 0;
-}
 
 static sb_status central_init(struct sb_strategy *s)
 {
@@ -156,7 +150,7 @@ static sb_status central_init(struct sb_strategy *s)
         size_t bytes = (size_t)c->shard_count * sizeof(float);
         /* Server 0's sync pulls under fp16 carry its skip word after the
          * shard, sent from sum (sb_central_pull_with_word). */
-        size_t sum_bytes = bytes + (pull_word(c) ? sizeof(float) : 0);
+        size_t sum_bytes = bytes + (sb_central_pull_word(c) ? sizeof(float) : 0);
         SB_TRY(sb_optimizer_init(&c->opt, be, s->env->cfg, (size_t)c->shard_count));
         /* --async: one update per worker's push, n_workers per training step;
          * the lr schedule counts training steps. */
@@ -493,7 +487,7 @@ static int central_memory(const struct sb_strategy *s, struct sb_memory_entry *o
     if (c->server >= 0) {
         size_t shard = (size_t)c->shard_count * sizeof(float);
         size_t inboxes = c->async || c->n_workers < 2 ? 1 : (size_t)c->n_workers - 1;
-        size_t word = pull_word(c) ? sizeof(float) : 0;
+        size_t word = sb_central_pull_word(c) ? sizeof(float) : 0;
         out->held.optimizer_bytes = (double)sb_optimizer_state_bytes(&c->opt);
         out->comm_bytes = (double)(shard + word + inboxes * shard);
         central_model_state_formula(s->env->cfg, (double)c->replica->model->n_params, 1,

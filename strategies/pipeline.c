@@ -402,11 +402,7 @@ static sb_status pipeline_step(struct sb_strategy *s, long step, const int32_t *
         else SB_TRY(sb_replica_unscale(c->r, c->r->model->grads, &f));
         found |= f;
     }
-    if (p->chunk[0].r->scaler.enabled) { /* a decision, not training traffic */
-        double any = found;
-        SB_TRY(sb_comm_allreduce_f64(p->world, &any, 1));
-        found = any > 0;
-    }
+    SB_TRY(sb_loss_scaler_agree(&p->chunk[0].r->scaler, p->world, &found));
     for (int v = 0; v < p->V; v++) {
         struct chunk *c = &p->chunk[v];
         if (!c->zsync) {

@@ -257,14 +257,10 @@ static sb_status tensor_step(struct sb_strategy *s, long step, const int32_t *gl
     if (t->world->rank == 0) sb_replica_test_inject_inf(r);
     SB_TRY(sb_replica_count_step(r, out));
     /* fp16: a tp rank's shards are its own, so an inf in one rank's skips
-     * the step on every rank (a decision, not training traffic). */
+     * the step on every rank. */
     int found = 0;
     SB_TRY(sb_replica_unscale(r, m->grads, &found));
-    if (r->scaler.enabled) {
-        double any = found;
-        SB_TRY(sb_comm_allreduce_f64(t->world, &any, 1));
-        found = any > 0;
-    }
+    SB_TRY(sb_loss_scaler_agree(&r->scaler, t->world, &found));
     return sb_replica_update_decided(r, m->grads, found, out);
 }
 

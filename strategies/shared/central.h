@@ -145,6 +145,10 @@ sb_status sb_central_flag_push(struct central *c, int *found);
 sb_status sb_central_decide(struct central *c, struct sb_loss_scaler *ls, float *grads,
                             size_t n, int *skip);
 
+/* Whether this rank is server 0 of a synchronous fp16 run, whose pulls
+ * carry the skip word after its shard. */
+int sb_central_pull_word(const struct central *c);
+
 /* Server 0, sync: writes its shard followed by the skip word (1.0 or 0.0)
  * into c->sum (shard_count + 1 floats), the buffer its pulls send. */
 sb_status sb_central_pull_with_word(struct central *c, int skip);

@@ -50,6 +50,11 @@ sb_status sb_central_decide(struct central *c, struct sb_loss_scaler *ls, float 
     return SB_OK;
 }
 
+int sb_central_pull_word(const struct central *c)
+{
+    return c->scaled && !c->async && c->server == 0;
+}
+
 sb_status sb_central_pull_with_word(struct central *c, int skip)
 {
     const struct sb_backend_ops *be = c->replica->env->be;

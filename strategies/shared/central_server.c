@@ -64,7 +64,7 @@ sb_status sb_central_server_sync(struct sb_strategy *s, struct central *c,
     if (!skip) shard_update(c, c->sum, out);
     double t2 = sb_now_s();
     /* Server 0 tells the workers its decision: the word after its shard. */
-    int word = c->scaled && c->server == 0;
+    int word = sb_central_pull_word(c);
     if (word) SB_TRY(sb_central_pull_with_word(c, skip));
     for (int w = 0; w < c->n_workers; w++) {
         int q = c->first_worker + w;

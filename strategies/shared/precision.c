@@ -1,6 +1,7 @@
 /* Mixed precision and fp16's loss scaler; see precision.h. */
 #include "strategies/shared/precision.h"
 
+#include "comm/comm.h"
 #include "core/half.h"
 #include "core/test_fault.h"
 
@@ -40,6 +41,16 @@ int sb_loss_scaler_update(struct sb_loss_scaler *ls, int found_inf)
         ls->good_steps = 0;
     }
     return 0;
+}
+
+sb_status sb_loss_scaler_agree(const struct sb_loss_scaler *ls, struct sb_comm *comm,
+                               int *found_inf)
+{
+    if (!ls->enabled) return SB_OK;
+    double any = *found_inf;
+    SB_TRY(sb_comm_allreduce_f64(comm, &any, 1));
+    *found_inf = any > 0;
+    return SB_OK;
 }
 
 int sb_precision_half(const struct sb_config *cfg, int *fmt)

@@ -64,6 +64,16 @@ void sb_loss_scaler_unscale(const struct sb_loss_scaler *ls, const struct sb_bac
  * 2). Disabled: always 0. */
 int sb_loss_scaler_update(struct sb_loss_scaler *ls, int found_inf);
 
+struct sb_comm;
+
+/* The step's agreed found_inf where the ranks of `comm` hold different
+ * pieces of one step's gradients (zero's shards, pipeline stages, tp
+ * shards): *found_inf becomes 1 on every rank when it is 1 on any (a sum
+ * of one double over comm, uncounted: a decision, not training traffic).
+ * Nothing when ls is disabled (no message). Errors: the communicator's. */
+sb_status sb_loss_scaler_agree(const struct sb_loss_scaler *ls, struct sb_comm *comm,
+                               int *found_inf);
+
 /* Whether cfg trains with 16-bit values (bf16 or fp16), and their format
  * (*fmt, an enum sb_half_format of core/half.h). */
 int sb_precision_half(const struct sb_config *cfg, int *fmt);

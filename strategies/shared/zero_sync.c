@@ -302,9 +302,8 @@ sb_status sb_zero_sync_unscale(struct sb_zero_sync *z, struct sb_loss_scaler *ls
     if (!ls->enabled) return SB_OK;
     int found = 0;
     SB_TRY(sb_zero_sync_find_inf(z, ls, &found));
-    double any = found;
-    SB_TRY(sb_comm_allreduce_f64(z->comm, &any, 1));
-    *skip = sb_loss_scaler_update(ls, any > 0);
+    SB_TRY(sb_loss_scaler_agree(ls, z->comm, &found));
+    *skip = sb_loss_scaler_update(ls, found);
     return SB_OK;
 }
 
