@@ -11,7 +11,10 @@
  * polling MPI_Testall, until they complete or the deadline of this thread's
  * current flight-recorder call passes (flight.h; a call-less wait, e.g. an
  * uncounted gather, gets issue time = now). While it polls it answers the
- * watchdog's side channel and checks for SIGINT/SIGTERM. `what` names the
+ * watchdog's side channel and checks for SIGINT/SIGTERM. Between polls it
+ * follows the process's wait policy (comm/wait_policy.h): spin, or after
+ * SB_WAIT_SPIN_S sleep 10-100 us so that the core goes to a computing rank.
+ * `what` names the
  * MPI call for error messages ("MPI_Iallreduce").
  * Errors: SB_ERR_COMM with MPI's message; on timeout SB_ERR_COMM with one
  * line naming the call (kind, bucket or peer, sequence number, step) and
