@@ -1,6 +1,7 @@
 /* Spin or sleep while a wait's messages are in flight; see wait_policy.h. */
 #include "comm/wait_policy.h"
 
+#include <math.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <time.h>
@@ -50,14 +51,17 @@ enum sb_wait_policy sb_wait_policy_get(void)
 
 void sb_wait_backoff_begin(struct sb_wait_backoff *b, double now_s)
 {
+    b->start_s = now_s;
     b->spin_until_s = now_s + SB_WAIT_SPIN_S;
-    b->sleep_s = SB_WAIT_SLEEP_MIN_S;
+    b->sleep_s = 0.0;
 }
 
 void sb_wait_backoff_idle(struct sb_wait_backoff *b, double now_s)
 {
     if (policy == SB_WAIT_SPIN || now_s < b->spin_until_s) return;
+    double s = sqrt(2.0 * SB_WAIT_WAKE_S * (now_s - b->start_s));
+    b->sleep_s = s < SB_WAIT_SLEEP_MIN_S ? SB_WAIT_SLEEP_MIN_S
+                 : s > SB_WAIT_SLEEP_MAX_S ? SB_WAIT_SLEEP_MAX_S : s;
     struct timespec ts = {0, (long)(b->sleep_s * 1e9)};
     (void)nanosleep(&ts, NULL); /* EINTR: the caller's next check sees the signal */
-    b->sleep_s = 2 * b->sleep_s < SB_WAIT_SLEEP_MAX_S ? 2 * b->sleep_s : SB_WAIT_SLEEP_MAX_S;
 }

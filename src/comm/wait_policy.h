@@ -36,13 +36,25 @@ enum sb_wait_choice {
  * arrives within it (a within-host exchange, a 1-byte cross-host round
  * trip of 30-60 us on the cluster fixture) costs no sleep. */
 #define SB_WAIT_SPIN_S 50e-6
-/* The first sleep after the spin, and the longest: each unfinished poll
- * doubles the sleep up to the longest, so a wait adds at most ~100 us to a
- * message that arrives late (1.25 kB at 100 Mbit/s, 12.5 kB at 1 Gbit/s:
- * less than a socket's buffer, so a large message keeps streaming while
- * its rank sleeps), and a long wait wakes at most 10,000 times a second. */
+/* What one wake-up costs the machine, s: the context switches and an
+ * MPI_Testall that finds nothing (Open MPI's progress loop polls its
+ * sockets and shared-memory queues). Measured 2026-11-28 on the cluster
+ * fixture's machine: a pipeline stage waiting 60 ms a step with 100 us
+ * sleeps used 0.13 of a core, ~14 us per wake-up. */
+#define SB_WAIT_WAKE_S 15e-6
+/* The sleeps' bounds. Between them a wait that has lasted t sleeps
+ * sqrt(2 c t) (c = SB_WAIT_WAKE_S): sleeping s costs the wait s/2 of
+ * lateness on average (the message lands mid-sleep) and the machine c/s of
+ * a core for the t it has waited, t c / s in all; their sum is least at
+ * s = sqrt(2 c t). The longer a wait has lasted, the longer it is likely
+ * to last, and the less a sleep's lateness weighs against it: 55 us after
+ * 0.1 ms, 170 us after 1 ms, 550 us after 10 ms. The longest, 1 ms, keeps a
+ * long wait's wake-ups to 1,000 a second (1.5 % of a core) and its
+ * lateness under 1 ms; 1 ms at 1 Gbit/s is 125 kB, within a TCP socket's
+ * buffer once it has grown, so a large message keeps streaming while its
+ * rank sleeps. */
 #define SB_WAIT_SLEEP_MIN_S 10e-6
-#define SB_WAIT_SLEEP_MAX_S 100e-6
+#define SB_WAIT_SLEEP_MAX_S 1e-3
 
 /* "auto", "spin", "sleep" of a choice; "spin" or "sleep" of a policy. */
 const char *sb_wait_choice_name(enum sb_wait_choice c);
@@ -72,8 +84,9 @@ enum sb_wait_policy sb_wait_policy_get(void);
 /* One wait's backoff state: start with sb_wait_backoff_begin, then call
  * sb_wait_backoff_idle after every poll that found the requests unfinished. */
 struct sb_wait_backoff {
-    double spin_until_s; /* sb_now_s() until which the wait spins */
-    double sleep_s;      /* the next sleep, s */
+    double start_s;      /* sb_now_s() when the wait began */
+    double spin_until_s; /* start_s + SB_WAIT_SPIN_S: until then the wait spins */
+    double sleep_s;      /* the last sleep, s (0: none yet) */
 };
 
 /* Starts a wait at `now_s` (sb_now_s()). */
@@ -81,8 +94,9 @@ void sb_wait_backoff_begin(struct sb_wait_backoff *b, double now_s);
 
 /* After an unfinished poll at `now_s`: returns at once under the spin
  * policy or within the wait's first SB_WAIT_SPIN_S; otherwise sleeps
- * b->sleep_s (nanosleep; a signal ends it early, which the caller's next
- * check sees) and doubles it up to SB_WAIT_SLEEP_MAX_S. */
+ * sqrt(2 SB_WAIT_WAKE_S (now_s - start)), within [SB_WAIT_SLEEP_MIN_S,
+ * SB_WAIT_SLEEP_MAX_S] (nanosleep; a signal ends it early, which the
+ * caller's next check sees), and records it in b->sleep_s. */
 void sb_wait_backoff_idle(struct sb_wait_backoff *b, double now_s);
 
 #endif

@@ -1,8 +1,9 @@
 /* comm/wait_policy.h: --wait's names, auto's rule (sleep exactly when the
  * machine's compute threads exceed its cores), and the backoff: no pause
- * under spin or within the first SB_WAIT_SPIN_S, then sleeps that double
- * from SB_WAIT_SLEEP_MIN_S to SB_WAIT_SLEEP_MAX_S and leave the CPU
- * (CPU time far below the wall time spent). */
+ * under spin or within the first SB_WAIT_SPIN_S, then sleeps of
+ * sqrt(2 c t) after a wait of t, within [SB_WAIT_SLEEP_MIN_S,
+ * SB_WAIT_SLEEP_MAX_S], that leave the CPU (CPU time far below the wall
+ * time spent). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -59,31 +60,34 @@ static void test_spin_never_pauses(void **state)
     double t0 = sb_now_s();
     sb_wait_backoff_begin(&b, t0);
     for (int i = 0; i < 1000; i++) sb_wait_backoff_idle(&b, t0 + 1.0); /* long past the spin */
-    assert_true(b.sleep_s == SB_WAIT_SLEEP_MIN_S);
+    assert_true(b.sleep_s == 0.0);
     assert_true(sb_now_s() - t0 < 0.05); /* 1000 sleeps would take >= 10 ms */
 }
 
-static void test_sleep_backs_off_and_leaves_the_cpu(void **state)
+static void test_sleep_grows_with_the_wait_and_leaves_the_cpu(void **state)
 {
     (void)state;
     sb_wait_policy_set(SB_WAIT_SLEEP);
     struct sb_wait_backoff b;
     double t0 = sb_now_s();
     sb_wait_backoff_begin(&b, t0);
-    /* Within the spin: no sleep, no growth. */
-    sb_wait_backoff_idle(&b, t0);
-    assert_true(b.sleep_s == SB_WAIT_SLEEP_MIN_S);
-    /* Past it: 10, 20, 40, 80, then 100 us at most. */
-    double want[] = {20e-6, 40e-6, 80e-6, 100e-6, 100e-6};
-    for (int i = 0; i < 5; i++) {
-        sb_wait_backoff_idle(&b, t0 + 1.0);
-        assert_true(b.sleep_s > want[i] * 0.999 && b.sleep_s < want[i] * 1.001);
+    /* Within the spin: no sleep. */
+    sb_wait_backoff_idle(&b, t0 + 0.5 * SB_WAIT_SPIN_S);
+    assert_true(b.sleep_s == 0.0);
+    /* Then sqrt(2 c t) within [min, max]: c = 15 us, t = 1 ms: 173 us; t = 0.1 ms: 55 us;
+     * t = 60 us: 42 us; t = 10 s: capped at 1 ms. */
+    double at[] = {60e-6, 100e-6, 1e-3, 10.0}, want[] = {42.4e-6, 54.8e-6, 173.2e-6, 1e-3};
+    for (int i = 0; i < 4; i++) {
+        sb_wait_backoff_begin(&b, t0);
+        sb_wait_backoff_idle(&b, t0 + at[i]);
+        assert_true(b.sleep_s > want[i] * 0.99 && b.sleep_s < want[i] * 1.01);
     }
-    /* 200 sleeps of 100 us: >= 20 ms of wall time, a few ms of CPU. */
+    /* 50 sleeps of 1 ms: >= 50 ms of wall time, a few ms of CPU at most. */
+    sb_wait_backoff_begin(&b, t0 - 10.0);
     double w0 = sb_now_s(), c0 = cpu_now_s();
-    for (int i = 0; i < 200; i++) sb_wait_backoff_idle(&b, t0 + 1.0);
+    for (int i = 0; i < 50; i++) sb_wait_backoff_idle(&b, sb_now_s());
     double wall = sb_now_s() - w0, cpu = cpu_now_s() - c0;
-    assert_true(wall >= 200 * SB_WAIT_SLEEP_MAX_S * 0.99);
+    assert_true(wall >= 50 * SB_WAIT_SLEEP_MAX_S * 0.99);
     assert_true(cpu < 0.25 * wall);
     sb_wait_policy_set(SB_WAIT_SPIN);
 }
@@ -94,7 +98,7 @@ int main(void)
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_auto_rule),
         cmocka_unit_test(test_spin_never_pauses),
-        cmocka_unit_test(test_sleep_backs_off_and_leaves_the_cpu),
+        cmocka_unit_test(test_sleep_grows_with_the_wait_and_leaves_the_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
