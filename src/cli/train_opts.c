@@ -200,7 +200,7 @@ void sb_train_opts_usage(FILE *out)
             "                                    all-reduce (0 = ranks sharing memory)\n"
             "  --wait MODE            %-10s MPI ranks: how a rank waits for its messages:\n"
             "                                    spin (poll, a whole core) | sleep (poll 50 us,\n"
-            "                                    then sleep 10-100 us between polls) | auto\n"
+            "                                    then sleep 10 us-1 ms between polls) | auto\n"
             "                                    (sleep when the machine runs more compute\n"
             "                                    threads than cores; docs/multinode.md)\n"
             "  --probe-links | --no-probe-links\n"

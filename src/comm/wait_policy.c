@@ -56,9 +56,11 @@ void sb_wait_backoff_begin(struct sb_wait_backoff *b, double now_s)
     b->sleep_s = 0.0;
 }
 
-void sb_wait_backoff_idle(struct sb_wait_backoff *b, double now_s)
+void sb_wait_backoff_idle(struct sb_wait_backoff *b, double now_s, double poll_s)
 {
-    if (policy == SB_WAIT_SPIN || now_s < b->spin_until_s) return;
+    if (policy == SB_WAIT_SPIN) return;
+    if (poll_s >= SB_WAIT_WORK_S) sb_wait_backoff_begin(b, now_s);
+    if (now_s < b->spin_until_s) return;
     double s = sqrt(2.0 * SB_WAIT_WAKE_S * (now_s - b->start_s));
     b->sleep_s = s < SB_WAIT_SLEEP_MIN_S ? SB_WAIT_SLEEP_MIN_S
                  : s > SB_WAIT_SLEEP_MAX_S ? SB_WAIT_SLEEP_MAX_S : s;

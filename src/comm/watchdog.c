@@ -328,6 +328,7 @@ sb_status sb_mpi_wait(MPI_Request *reqs, int n, MPI_Status *statuses, const char
     sb_wait_backoff_begin(&backoff, sb_now_s());
     for (;;) {
         int done = 0;
+        double polled = sb_now_s();
         int rc = MPI_Testall(n, reqs, &done, statuses);
         if (rc != MPI_SUCCESS) {
             if (call) call->state = SB_FLIGHT_FAILED;
@@ -371,6 +372,6 @@ sb_status sb_mpi_wait(MPI_Request *reqs, int n, MPI_Status *statuses, const char
         }
         if (t >= deadline && wd.followed && linger_until == HUGE_VAL)
             linger_until = t + 2 * GRACE_S + 8.0;
-        sb_wait_backoff_idle(&backoff, t);
+        sb_wait_backoff_idle(&backoff, t, t - polled);
     }
 }

@@ -3,7 +3,7 @@
  * under spin or within the first SB_WAIT_SPIN_S, then sleeps of
  * sqrt(2 c t) after a wait of t, within [SB_WAIT_SLEEP_MIN_S,
  * SB_WAIT_SLEEP_MAX_S], that leave the CPU (CPU time far below the wall
- * time spent). */
+ * time spent), started over by a poll that did work. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -59,7 +59,7 @@ static void test_spin_never_pauses(void **state)
     struct sb_wait_backoff b;
     double t0 = sb_now_s();
     sb_wait_backoff_begin(&b, t0);
-    for (int i = 0; i < 1000; i++) sb_wait_backoff_idle(&b, t0 + 1.0); /* long past the spin */
+    for (int i = 0; i < 1000; i++) sb_wait_backoff_idle(&b, t0 + 1.0, 0.0); /* long past the spin */
     assert_true(b.sleep_s == 0.0);
     assert_true(sb_now_s() - t0 < 0.05); /* 1000 sleeps would take >= 10 ms */
 }
@@ -72,20 +72,26 @@ static void test_sleep_grows_with_the_wait_and_leaves_the_cpu(void **state)
     double t0 = sb_now_s();
     sb_wait_backoff_begin(&b, t0);
     /* Within the spin: no sleep. */
-    sb_wait_backoff_idle(&b, t0 + 0.5 * SB_WAIT_SPIN_S);
+    sb_wait_backoff_idle(&b, t0 + 0.5 * SB_WAIT_SPIN_S, 0.0);
     assert_true(b.sleep_s == 0.0);
     /* Then sqrt(2 c t) within [min, max]: c = 15 us, t = 1 ms: 173 us; t = 0.1 ms: 55 us;
      * t = 60 us: 42 us; t = 10 s: capped at 1 ms. */
     double at[] = {60e-6, 100e-6, 1e-3, 10.0}, want[] = {42.4e-6, 54.8e-6, 173.2e-6, 1e-3};
     for (int i = 0; i < 4; i++) {
         sb_wait_backoff_begin(&b, t0);
-        sb_wait_backoff_idle(&b, t0 + at[i]);
+        sb_wait_backoff_idle(&b, t0 + at[i], 0.0);
         assert_true(b.sleep_s > want[i] * 0.99 && b.sleep_s < want[i] * 1.01);
     }
+    /* A poll that did work starts the wait over: no sleep, the next one the shortest. */
+    sb_wait_backoff_begin(&b, t0);
+    sb_wait_backoff_idle(&b, t0 + 10.0, 1e-3);
+    assert_true(b.sleep_s == 0.0 && b.start_s == t0 + 10.0);
+    sb_wait_backoff_idle(&b, t0 + 10.0 + SB_WAIT_SPIN_S, 0.0);
+    assert_true(b.sleep_s > 0 && b.sleep_s < 2 * SB_WAIT_SPIN_S);
     /* 50 sleeps of 1 ms: >= 50 ms of wall time, a few ms of CPU at most. */
     sb_wait_backoff_begin(&b, t0 - 10.0);
     double w0 = sb_now_s(), c0 = cpu_now_s();
-    for (int i = 0; i < 50; i++) sb_wait_backoff_idle(&b, sb_now_s());
+    for (int i = 0; i < 50; i++) sb_wait_backoff_idle(&b, sb_now_s(), 0.0);
     double wall = sb_now_s() - w0, cpu = cpu_now_s() - c0;
     assert_true(wall >= 50 * SB_WAIT_SLEEP_MAX_S * 0.99);
     assert_true(cpu < 0.25 * wall);
