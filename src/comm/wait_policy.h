@@ -48,8 +48,8 @@ enum sb_wait_choice {
  * 44-50 ms spinning, with it 24-25 ms against 24-25 (same machine, loaded).
  * At 2 us, polls slowed by a wake-up's cold caches or by preemption also
  * counted, and a waiting pipeline stage used 0.10-0.12 of a core instead of
- * 0.087 at 4 us (0.05 without the restart); a false restart costs a spin,
- * not a wrong result. */
+ * 0.07-0.09 at 4 us (0.05 without the restart); a false restart costs a
+ * spin, not a wrong result. */
 #define SB_WAIT_WORK_S 4e-6
 /* What one wake-up costs the machine, s: the context switches and an
  * MPI_Testall that finds nothing (Open MPI's progress loop polls its

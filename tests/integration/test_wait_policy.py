@@ -10,7 +10,7 @@ training (noise_by_rank[1].cpu_s, getrusage) against train_s:
   (on an idle machine ~1.0 of train_s; measured 0.57-0.72 on 2 cores at load average 4,
   2026-11-28);
 - sleep: it polls 50 us, then sleeps sqrt(2 c t) between polls, up to 1 ms (measured
-  0.05 on the same machine; 0.13-0.15 with sleeps of at most 100 us).
+  0.07-0.09 on the same machine; 0.13-0.15 with sleeps of at most 100 us).
 Asserted on CPU time, not wall time. Breaking the sleep (a busy wait in its place) fails
 the sleep case. ~4 s.
 """
