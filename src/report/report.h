@@ -53,8 +53,8 @@ struct sb_rank_noise {
     double runqueue_wait_s;    /* s this rank's main thread waited runnable for a CPU (schedstat),
                                 * end - start; < 0 unknown */
     double cpu_s;              /* CPU time of the process (getrusage user + system, every
-                                * thread), end - start: a rank that spins in its waits uses
-                                * a core the whole time */
+                                * thread), end - start (the epochs, evaluation included): a
+                                * rank that spins in its waits uses a core the whole time */
 };
 
 /* What the replica consistency checks found (harness/consistency.h). */
