@@ -12,6 +12,7 @@
 #include "cli/suggest.h"
 #include "cli/train_check.h"
 #include "comm/allreduce_algo.h"
+#include "comm/wait_policy.h"
 #include "data/mnist.h"
 #include "strategies/strategy.h"
 #include "workloads/workload.h"
@@ -25,7 +26,7 @@ enum {
     OPT_CUDA_GRAPH, OPT_CHECK_EVERY, OPT_MLLOG, OPT_TIMEOUT, OPT_OPTIMIZER, OPT_RANKS_PER_HOST,
     OPT_GRAD_COMPRESSION, OPT_POWERSGD_RANK, OPT_POWERSGD_START, OPT_LOCAL_SGD,
     OPT_LOCAL_SGD_WARMUP, OPT_PRECISION, OPT_MLLOG_BENCHMARK, OPT_CLEAR_CACHE, OPT_PATCH,
-    OPT_WIDTH, OPT_DEPTH, OPT_HEADS, OPT_MLP_RATIO,
+    OPT_WIDTH, OPT_DEPTH, OPT_HEADS, OPT_MLP_RATIO, OPT_WAIT,
     OPT_STRATEGY_FLAG = 512, /* + index into strategy_flags[] */
 };
 
@@ -62,6 +63,7 @@ static const struct option common_options[] = {
     {"eval-batch", required_argument, NULL, OPT_EVAL_BATCH},
     {"allreduce", required_argument, NULL, OPT_ALLREDUCE},
     {"ranks-per-host", required_argument, NULL, OPT_RANKS_PER_HOST},
+    {"wait", required_argument, NULL, OPT_WAIT},
     {"probe-links", no_argument, NULL, OPT_PROBE_LINKS},
     {"no-probe-links", no_argument, NULL, OPT_NO_PROBE_LINKS},
     {"trace", required_argument, NULL, OPT_TRACE},
@@ -132,6 +134,7 @@ void sb_train_opts_defaults(struct sb_train_opts *opts)
     c->threads = 0;
     c->eval_batch = 1000;
     strcpy(c->allreduce, "auto");
+    strcpy(c->wait, "auto");
     c->probe_links = 1;
     sb_strategy_options_defaults(sb_strategy_find(c->strategy), c);
     c->timeout_s = 60.0; /* Horovod's stall check also warns after 60 s */
@@ -195,6 +198,11 @@ void sb_train_opts_usage(FILE *out)
             "                                    docs/allreduce.md)\n"
             "  --ranks-per-host L     %-10d hosts of L consecutive ranks for the hierarchical\n"
             "                                    all-reduce (0 = ranks sharing memory)\n"
+            "  --wait MODE            %-10s MPI ranks: how a rank waits for its messages:\n"
+            "                                    spin (poll, a whole core) | sleep (poll 50 us,\n"
+            "                                    then sleep 10 us-1 ms between polls) | auto\n"
+            "                                    (sleep when the machine runs more compute\n"
+            "                                    threads than cores; docs/multinode.md)\n"
             "  --probe-links | --no-probe-links\n"
             "                                    MPI strategies: measure the links' latency and\n"
             "                                    bandwidth at start, per message size, and the\n"
@@ -235,7 +243,7 @@ void sb_train_opts_usage(FILE *out)
             c->vit.mlp_ratio, c->replicas, c->epochs, c->batch, "sgd", c->lr,
             SB_LR_DEFAULT_ADAM, c->momentum, "none", "constant", "0", (unsigned long long)c->seed, c->target_accuracy, "0",
             c->warmup_steps, "0", c->eval_batch, c->allreduce, sb_allreduce_algo_names(" | "),
-            c->ranks_per_host, c->timeout_s, c->grad_compression, c->powersgd_rank, "0", "0", "0", "fp32");
+            c->ranks_per_host, c->wait, c->timeout_s, c->grad_compression, c->powersgd_rank, "0", "0", "0", "fp32");
     sb_strategy_options_usage(out);
 }
 
@@ -402,6 +410,13 @@ static sb_status parse_one(struct sb_train_opts *o, int opt, const char *arg)
                             sb_allreduce_algo_names(", "), arg);
         strcpy(c->allreduce, sb_allreduce_algo_name(algo));
         return SB_OK;
+    case OPT_WAIT: {
+        enum sb_wait_choice w;
+        if (sb_wait_choice_parse(arg, &w) != 0)
+            return sb_error(SB_ERR_USAGE, "--wait: expected auto, spin or sleep, got '%s'", arg);
+        strcpy(c->wait, sb_wait_choice_name(w));
+        return SB_OK;
+    }
     case OPT_TRACE: return parse_path("trace", arg, c->trace_path);
     case OPT_CUDA_GRAPH: c->cuda_graph = 1; return SB_OK;
     case OPT_MLLOG: return parse_path("mllog", arg, c->mllog_path);

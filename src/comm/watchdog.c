@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "comm/mpi_wait.h"
+#include "comm/wait_policy.h"
 #include "core/clock.h"
 #include "core/interrupt.h"
 #include "job/job_mpi.h"
@@ -322,8 +323,12 @@ sb_status sb_mpi_wait(MPI_Request *reqs, int n, MPI_Status *statuses, const char
     /* Once queried, the reporting rank ends the job within its grace period;
      * if it has not after this long, end it from here. */
     double linger_until = HUGE_VAL;
+    /* Spin, or poll briefly and then sleep between polls (wait_policy.h). */
+    struct sb_wait_backoff backoff;
+    sb_wait_backoff_begin(&backoff, sb_now_s());
     for (;;) {
         int done = 0;
+        double polled = sb_now_s();
         int rc = MPI_Testall(n, reqs, &done, statuses);
         if (rc != MPI_SUCCESS) {
             if (call) call->state = SB_FLIGHT_FAILED;
@@ -367,5 +372,6 @@ sb_status sb_mpi_wait(MPI_Request *reqs, int n, MPI_Status *statuses, const char
         }
         if (t >= deadline && wd.followed && linger_until == HUGE_VAL)
             linger_until = t + 2 * GRACE_S + 8.0;
+        sb_wait_backoff_idle(&backoff, t, t - polled);
     }
 }

@@ -89,6 +89,8 @@ struct sb_config {
     int ranks_per_host;          /* --ranks-per-host: hosts of L consecutive ranks for the
                                   * hierarchical all-reduce; 0 = ranks sharing memory */
     int probe_links;             /* MPI jobs: measure the links' α and B at start (1) */
+    char wait[SB_NAME_MAX];      /* --wait auto | spin | sleep: how a rank waits for its
+                                  * messages (src/comm/wait_policy.h) */
     char trace_path[PATH_MAX];   /* "" = no Chrome trace */
     int cuda_graph;              /* --cuda-graph: single on cuda replays its step as a CUDA graph */
     long check_every;            /* replica consistency check every N steps; 0 = at the end only */

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "backend/cuda.h"
+#include "comm/wait_policy.h"
 #include "comm/watchdog.h"
 #include "core/clock.h"
 #include "data/sampler.h"
@@ -32,6 +33,27 @@ static int blas_threads(const struct sb_config *cfg, const struct sb_job *job)
     if (sched_getaffinity(0, sizeof mask, &mask) == 0 && CPU_COUNT(&mask) < cores)
         t = CPU_COUNT(&mask);
     return t >= 1 ? (int)t : 1;
+}
+
+/* How this rank waits for its messages (comm/wait_policy.h): --wait, and
+ * for auto whether the job's compute threads on this machine (its ranks on
+ * the same kernel, which the cluster fixture's hosts share, x `threads`
+ * BLAS threads each) outnumber the machine's online cores, the rule of the
+ * "oversubscribed" warning (run_warnings.h) counted per machine. Set
+ * before the strategy's first exchange; recorded in rec. MPI jobs only. */
+static void choose_wait(const struct sb_config *cfg, const struct sb_job *job, int threads,
+                        struct sb_run_record *rec)
+{
+    if (!job->mpi) return;
+    enum sb_wait_choice choice = SB_WAIT_CHOICE_AUTO;
+    (void)sb_wait_choice_parse(cfg->wait, &choice); /* validated by the options */
+    long ranks = job->machine_size > job->local_size ? job->machine_size : job->local_size;
+    rec->wait_threads_on_machine = (ranks > 0 ? ranks : 1) * (long)(threads > 0 ? threads : 1);
+    rec->wait_cores = sysconf(_SC_NPROCESSORS_ONLN);
+    enum sb_wait_policy p = sb_wait_policy_resolve(choice, rec->wait_threads_on_machine,
+                                                   rec->wait_cores);
+    sb_wait_policy_set(p);
+    snprintf(rec->wait_policy, sizeof rec->wait_policy, "%s", sb_wait_policy_name(p));
 }
 
 /* The record's fields known before training: the configuration, the
@@ -137,7 +159,8 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
     const struct sb_strategy_ops *ops = cfg->strategy_ops;
     if (!env.be || !env.workload || !ops)
         return sb_error(SB_ERR_INTERNAL, "harness: unvalidated configuration");
-    if (env.be->set_threads) env.be->set_threads(blas_threads(cfg, job));
+    int threads = blas_threads(cfg, job);
+    if (env.be->set_threads) env.be->set_threads(threads);
 
     struct sb_run_record rec = {0};
     struct sb_strategy s = {.ops = ops, .env = &env};
@@ -146,6 +169,7 @@ sb_status sb_harness_train(const struct sb_config *cfg, const struct sb_mnist *d
     SB_MLLOG_INIT(&ml, cfg, job->size, data->train.n, data->test.n);
     struct sb_loop L = {.cfg = cfg, .data = data, .job = job, .s = &s, .rec = &rec, .ml = &ml};
     record_start(&rec, cfg, job, argc, argv);
+    choose_wait(cfg, job, threads, &rec);
     int tracing = cfg->trace_path[0] != '\0';
 
     int steps_per_epoch = sb_steps_per_epoch(data->train.n, rec.global_batch);

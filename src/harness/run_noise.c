@@ -44,7 +44,11 @@ void sb_noise_sample_now(struct sb_noise_sample *out)
 {
     out->runqueue_wait_s = runqueue_wait_s();
     struct rusage ru;
-    out->nivcsw = getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_nivcsw : 0.0;
+    int ok = getrusage(RUSAGE_SELF, &ru) == 0;
+    out->nivcsw = ok ? (double)ru.ru_nivcsw : 0.0;
+    out->cpu_s = ok ? (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+                          (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec
+                    : 0.0;
     out->steal_ticks = out->total_ticks = -1.0;
     FILE *f = fopen("/proc/stat", "r");
     if (!f) return;
@@ -59,6 +63,7 @@ void sb_noise_delta(const struct sb_noise_sample *start, const struct sb_noise_s
                     double ticks_per_s, struct sb_rank_noise *out)
 {
     out->involuntary_context_switches = end->nivcsw - start->nivcsw;
+    out->cpu_s = end->cpu_s - start->cpu_s;
     out->runqueue_wait_s = start->runqueue_wait_s >= 0 && end->runqueue_wait_s >= 0
                                ? end->runqueue_wait_s - start->runqueue_wait_s
                                : -1.0;

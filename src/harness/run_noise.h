@@ -19,6 +19,7 @@ struct sb_noise_sample {
                              * CPU so far (second field of /proc/self/schedstat, ns;
                              * the kernel's Documentation/scheduler/sched-stats.rst); < 0
                              * unknown */
+    double cpu_s;        /* user + system CPU time of this process (every thread) so far, s */
 };
 
 

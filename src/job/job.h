@@ -22,6 +22,8 @@ struct sb_job {
     int size;         /* world size (1 without MPI) */
     int local_rank;   /* rank among the processes of this node */
     int local_size;   /* processes of the job on this node */
+    int machine_size; /* processes of the job on this machine's kernel (same boot_id),
+                       * >= local_size: the fixture's hosts share one machine */
     char **hosts;     /* distinct host names, rank order of first sight */
     int n_hosts;
 };
@@ -35,7 +37,8 @@ int sb_job_under_launcher(void);
 
 /* Starts the job: with use_mpi, MPI_Init_thread (FUNNELED: only the main
  * thread calls MPI), ranks, node-local ranks from
- * MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), and the host names gathered
+ * MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), the processes on this
+ * machine's kernel (machine_size, by boot_id), and the host names gathered
  * from every rank. Without, a job of one process on this host.
  * SB_ERR_COMM if MPI fails to start. */
 sb_status sb_job_init(struct sb_job *job, int *argc, char ***argv, int use_mpi);

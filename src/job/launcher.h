@@ -51,7 +51,11 @@ const char *sb_launcher_name(enum sb_launcher_kind kind);
 sb_status sb_launcher_check(const struct sb_launcher *l, int uses_mpi, const char *strategy);
 
 /* Sets OMPI_MCA_mpi_yield_when_idle=1 (unless the user set it) when this
- * node runs more of the job's processes than CPUs it may use
+ * node runs more of the job's processes than CPUs it may use (Open MPI's
+ * own blocking calls then yield; stratbench's exchanges wait in
+ * sb_mpi_wait, which sleeps between polls on such a machine: --wait,
+ * comm/wait_policy.h, chosen after MPI_Init by the harness and reported
+ * beside these choices as environment.wait_policy)
  * (SLURM_CPUS_ON_NODE, else the CPU affinity mask): busy-polling ranks would
  * otherwise take the CPU from the rank they wait for (an srun -O epoch took
  * 10-13 s instead of ~1 s). Call before MPI_Init. Returns 1 when it set it. */

@@ -200,6 +200,25 @@ static void add_transport(cJSON *env, int *fail)
     }
 }
 
+/* "wait_policy": how the ranks waited for their messages (comm/
+ * wait_policy.h): {policy "spin" | "sleep", set_by "stratbench" (--wait
+ * auto) | "user", compute_threads_on_machine, cores}; null without MPI. */
+static void add_wait(cJSON *env, const struct sb_run_record *rec, int *fail)
+{
+    if (!rec->wait_policy[0]) {
+        if (!cJSON_AddNullToObject(env, "wait_policy")) *fail = 1;
+        return;
+    }
+    cJSON *w = cJSON_AddObjectToObject(env, "wait_policy");
+    int user = rec->cfg && rec->cfg->wait[0] && strcmp(rec->cfg->wait, "auto") != 0;
+    if (!w || !cJSON_AddStringToObject(w, "policy", rec->wait_policy) ||
+        !cJSON_AddStringToObject(w, "set_by", user ? "user" : "stratbench") ||
+        !cJSON_AddNumberToObject(w, "compute_threads_on_machine",
+                                 (double)rec->wait_threads_on_machine) ||
+        !cJSON_AddNumberToObject(w, "cores", (double)rec->wait_cores))
+        *fail = 1;
+}
+
 sb_status sb_environment_json(const struct sb_run_record *rec, cJSON **out)
 {
     *out = NULL;
@@ -231,6 +250,7 @@ sb_status sb_environment_json(const struct sb_run_record *rec, cJSON **out)
     if (rec->cfg && rec->cfg->backend && !rec->cfg->backend->host_memory) add_gpu(env, &fail);
     add_launcher(env, &fail);
     add_transport(env, &fail);
+    add_wait(env, rec, &fail);
     tcp_congestion_control(buf, sizeof buf);
     if (!(buf[0] ? cJSON_AddStringToObject(env, "tcp_congestion_control", buf)
                  : cJSON_AddNullToObject(env, "tcp_congestion_control")))

@@ -94,6 +94,8 @@ static void add_config(cJSON *root, const struct sb_run_record *rec, int *fail)
     sb_json_add_str(o, "allreduce", c->allreduce[0] ? c->allreduce : "auto", fail);
     sb_json_add_num(o, "ranks_per_host", c->ranks_per_host, fail);
     if (!cJSON_AddBoolToObject(o, "probe_links", c->probe_links)) *fail = 1;
+    sb_json_add_str(o, "wait", c->wait[0] ? c->wait : "auto", fail);
+    sb_json_add_str_or_null(o, "wait_policy", rec->wait_policy, fail);
     sb_json_add_str_or_null(o, "trace", c->trace_path, fail);
     if (!cJSON_AddBoolToObject(o, "cuda_graph", c->cuda_graph)) *fail = 1;
     sb_json_add_str_or_null(o, "mllog", c->mllog_path, fail);
@@ -373,6 +375,7 @@ static void add_noise(cJSON *root, const struct sb_run_record *rec, int *fail)
                         z->cpu_steal_fraction < 0 ? NAN : z->cpu_steal_fraction, fail);
         sb_json_add_num(o, "runqueue_wait_s", z->runqueue_wait_s < 0 ? NAN : z->runqueue_wait_s,
                         fail);
+        sb_json_add_num(o, "cpu_s", z->cpu_s, fail);
         sb_json_append(arr, o, fail);
     }
 }

@@ -20,7 +20,7 @@
 #include "job/probe.h" /* struct sb_link_probe */
 #include "workloads/workload.h" /* struct sb_layer_summary */
 
-#define SB_REPORT_SCHEMA_VERSION "1.14" /* 1.14: comm.model γ, links.*.sizes */
+#define SB_REPORT_SCHEMA_VERSION "1.15" /* 1.15: --wait, noise_by_rank[].cpu_s */
 #define SB_REPORT_LAYERS_MAX 256 /* layers model.layers lists (the rest left off) */
 
 /* Most warnings a report records (sb_run_record.warnings). */
@@ -52,6 +52,9 @@ struct sb_rank_noise {
     double cpu_steal_fraction; /* steal ticks / all ticks of the host, 0..1; < 0 unknown */
     double runqueue_wait_s;    /* s this rank's main thread waited runnable for a CPU (schedstat),
                                 * end - start; < 0 unknown */
+    double cpu_s;              /* CPU time of the process (getrusage user + system, every
+                                * thread), end - start (the epochs, evaluation included): a
+                                * rank that spins in its waits uses a core the whole time */
 };
 
 /* What the replica consistency checks found (harness/consistency.h). */
@@ -182,6 +185,12 @@ struct sb_run_record {
     const struct sb_memory_entry *memory;
     int n_memory;
     int blas_threads;          /* BLAS threads per process actually used */
+    /* How the ranks waited for their messages (comm/wait_policy.h): "spin"
+     * or "sleep", --wait resolved on this machine of wait_cores cores
+     * running wait_threads_on_machine compute threads (the job's ranks on
+     * its kernel x BLAS threads); "" without MPI. */
+    char wait_policy[8];
+    long wait_threads_on_machine, wait_cores;
 
     struct sb_strategy_details details; /* what the strategy states of itself */
 

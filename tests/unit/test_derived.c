@@ -384,9 +384,10 @@ static void test_proc_stat_and_noise(void **state)
     assert_near(total, 600, EPS); /* the first 8: guest is inside user */
     assert_int_equal(sb_proc_stat_cpu_parse("cpu0 1 2 3 4 5 6 7 8\n", &steal, &total), -1);
     assert_int_equal(sb_proc_stat_cpu_parse("cpu  1 2 3\n", &steal, &total), -1);
-    struct sb_noise_sample a = {10, 50, 600, 1.5}, b = {35, 80, 1100, 2.0};
+    struct sb_noise_sample a = {10, 50, 600, 1.5, 3.25}, b = {35, 80, 1100, 2.0, 4.0};
     struct sb_rank_noise z;
     sb_noise_delta(&a, &b, 100.0, &z);
+    assert_near(z.cpu_s, 0.75, EPS); /* end - start */
     assert_near(z.involuntary_context_switches, 25, EPS);
     assert_near(z.runqueue_wait_s, 0.5, EPS); /* runnable, waiting for a CPU */
     assert_near(z.cpu_steal_s, 0.3, EPS);       /* 30 ticks at 100 per s */
