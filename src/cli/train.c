@@ -210,6 +210,7 @@ static sb_status check_rank(struct sb_train_opts *opts, struct sb_job *job, stru
     if (!st && job->rank == 0 && !sb_control_on()) warn_unchecked(cfg, data);
     if (!st) st = sb_train_check_data(cfg, data);
     if (!st) cfg->run_steps = sb_train_run_steps(cfg, data); /* the lr schedule's length */
+    if (!st) sb_train_limit_eval(cfg, data);
     return st;
 }
 
