@@ -128,7 +128,7 @@ static void launch_self(const struct sb_train_opts *opts, const struct sb_launch
      * (a hostfile) spreads them, then each host holds at least one. */
     int np_all = sb_strategy_world_size(ops, cfg);
     if (!st) st = sb_mem_check(cfg, np_all, getenv("STRATBENCH_MPIRUN") ? 1 : np_all);
-    if (!st) st = sb_mnist_load(cfg->data_dir, &data);
+    if (!st) st = sb_mnist_check_files(cfg->data_dir, &data); /* the ranks load it */
     if (!st) warn_unchecked(cfg, &data);
     if (!st) st = sb_train_check_data(cfg, &data);
     sb_mnist_free(&data);
