@@ -128,7 +128,7 @@ static void launch_self(const struct sb_train_opts *opts, const struct sb_launch
      * (a hostfile) spreads them, then each host holds at least one. */
     int np_all = sb_strategy_world_size(ops, cfg);
     if (!st) st = sb_mem_check(cfg, np_all, getenv("STRATBENCH_MPIRUN") ? 1 : np_all);
-    if (!st) st = sb_mnist_load(cfg->data_dir, &data);
+    if (!st) st = sb_mnist_check_files(cfg->data_dir, &data); /* the ranks load it */
     if (!st) warn_unchecked(cfg, &data);
     if (!st) st = sb_train_check_data(cfg, &data);
     sb_mnist_free(&data);
@@ -210,6 +210,7 @@ static sb_status check_rank(struct sb_train_opts *opts, struct sb_job *job, stru
     if (!st && job->rank == 0 && !sb_control_on()) warn_unchecked(cfg, data);
     if (!st) st = sb_train_check_data(cfg, data);
     if (!st) cfg->run_steps = sb_train_run_steps(cfg, data); /* the lr schedule's length */
+    if (!st) sb_train_limit_eval(cfg, data);
     return st;
 }
 

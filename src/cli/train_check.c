@@ -219,6 +219,9 @@ sb_status sb_train_check_data(const struct sb_config *c, const struct sb_mnist *
                         "--lr-schedule cosine to decay: the run has %ld steps (%s)",
                         c->lr_warmup_steps, total,
                         capped ? "--max-steps" : "--epochs x steps per epoch");
+    if (c->eval_samples > data->test.n)
+        return sb_error(SB_ERR_USAGE, "--eval-samples: %d exceeds the %d test images of %s",
+                        c->eval_samples, data->test.n, data->test.image_path);
     if (c->report_path[0] && c->warmup_steps >= total)
         return sb_error(SB_ERR_USAGE, "--warmup-steps: %d warm-up step%s leave%s none to measure "
                         "for --report: the run has %ld step%s (%s); lower --warmup-steps or raise %s",
@@ -227,6 +230,12 @@ sb_status sb_train_check_data(const struct sb_config *c, const struct sb_mnist *
                         capped ? "--max-steps" : "--epochs x steps per epoch",
                         capped ? "--max-steps" : "--epochs");
     return SB_OK;
+}
+
+void sb_train_limit_eval(struct sb_config *cfg, struct sb_mnist *data)
+{
+    if (cfg->eval_samples > 0 && cfg->eval_samples < data->test.n) data->test.n = cfg->eval_samples;
+    cfg->eval_samples = data->test.n;
 }
 
 sb_status sb_train_check_outputs(const struct sb_config *c)

@@ -22,7 +22,7 @@ enum {
     OPT_EPOCHS, OPT_BATCH, OPT_LR, OPT_MOMENTUM, OPT_LR_SCALING, OPT_LR_SCHEDULE,
     OPT_LR_WARMUP_STEPS, OPT_SEED, OPT_DATA,
     OPT_REPORT, OPT_TARGET, OPT_MAX_STEPS, OPT_WARMUP, OPT_SAVE_PARAMS, OPT_THREADS,
-    OPT_EVAL_BATCH, OPT_TRACE, OPT_COMM, OPT_ALLREDUCE, OPT_PROBE_LINKS, OPT_NO_PROBE_LINKS,
+    OPT_EVAL_BATCH, OPT_EVAL_SAMPLES, OPT_TRACE, OPT_COMM, OPT_ALLREDUCE, OPT_PROBE_LINKS, OPT_NO_PROBE_LINKS,
     OPT_CUDA_GRAPH, OPT_CHECK_EVERY, OPT_MLLOG, OPT_TIMEOUT, OPT_OPTIMIZER, OPT_RANKS_PER_HOST,
     OPT_GRAD_COMPRESSION, OPT_POWERSGD_RANK, OPT_POWERSGD_START, OPT_LOCAL_SGD,
     OPT_LOCAL_SGD_WARMUP, OPT_PRECISION, OPT_MLLOG_BENCHMARK, OPT_CLEAR_CACHE, OPT_PATCH,
@@ -61,6 +61,7 @@ static const struct option common_options[] = {
     {"save-params", required_argument, NULL, OPT_SAVE_PARAMS},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"eval-batch", required_argument, NULL, OPT_EVAL_BATCH},
+    {"eval-samples", required_argument, NULL, OPT_EVAL_SAMPLES},
     {"allreduce", required_argument, NULL, OPT_ALLREDUCE},
     {"ranks-per-host", required_argument, NULL, OPT_RANKS_PER_HOST},
     {"wait", required_argument, NULL, OPT_WAIT},
@@ -192,6 +193,9 @@ void sb_train_opts_usage(FILE *out)
             "  --save-params FILE     final parameters, raw little-endian float32, layout order\n"
             "  --threads N            %-10s BLAS threads per process (0 = cores / processes)\n"
             "  --eval-batch N         %-10d test images per forward pass in evaluation\n"
+            "  --eval-samples N       %-10s score the first N test images at each evaluation\n"
+            "                                    (a benchmark of step time need not score all;\n"
+            "                                    accuracy and time to accuracy are then over N)\n"
             "  --allreduce ALGO       %-10s MPI strategies on cpu: %s\n"
             "                                    (auto: by size and hosts; mpi: MPI_Iallreduce;\n"
             "                                    hierarchical: within, then across hosts;\n"
@@ -242,7 +246,7 @@ void sb_train_opts_usage(FILE *out)
             "auto", "auto", c->hidden[0], c->vit.patch, c->vit.width, c->vit.depth, c->vit.heads,
             c->vit.mlp_ratio, c->replicas, c->epochs, c->batch, "sgd", c->lr,
             SB_LR_DEFAULT_ADAM, c->momentum, "none", "constant", "0", (unsigned long long)c->seed, c->target_accuracy, "0",
-            c->warmup_steps, "0", c->eval_batch, c->allreduce, sb_allreduce_algo_names(" | "),
+            c->warmup_steps, "0", c->eval_batch, "all", c->allreduce, sb_allreduce_algo_names(" | "),
             c->ranks_per_host, c->wait, c->timeout_s, c->grad_compression, c->powersgd_rank, "0", "0", "0", "fp32");
     sb_strategy_options_usage(out);
 }
@@ -402,6 +406,7 @@ static sb_status parse_one(struct sb_train_opts *o, int opt, const char *arg)
     case OPT_SAVE_PARAMS: return parse_path("save-params", arg, c->save_params_path);
     case OPT_THREADS: return parse_int("threads", arg, 0, 1024, &c->threads);
     case OPT_EVAL_BATCH: return parse_int("eval-batch", arg, 1, 10000, &c->eval_batch);
+    case OPT_EVAL_SAMPLES: return parse_int("eval-samples", arg, 1, 1000000, &c->eval_samples);
     case OPT_PROBE_LINKS: c->probe_links = 1; return SB_OK;
     case OPT_NO_PROBE_LINKS: c->probe_links = 0; return SB_OK;
     case OPT_ALLREDUCE:

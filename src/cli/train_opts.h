@@ -33,6 +33,7 @@ sb_status sb_train_opts_parse(struct sb_train_opts *opts, int argc, char **argv)
  * measure (total = min(--max-steps, epochs x steps per epoch)); a run
  * without --report (e.g. --max-steps 1 --save-params for the initial
  * parameters) may be all warm-up. Errors:
+ * --eval-samples is at most the test images. Errors:
  * SB_ERR_INPUT naming the image file, SB_ERR_USAGE naming the flag. */
 sb_status sb_train_check_data(const struct sb_config *cfg, const struct sb_mnist *data);
 
@@ -41,6 +42,12 @@ sb_status sb_train_check_data(const struct sb_config *cfg, const struct sb_mnist
  * holds once resolved). Also refused by sb_train_check_data: a cosine
  * --lr-schedule whose --lr-warmup-steps leave no step to decay. */
 long sb_train_run_steps(const struct sb_config *cfg, const struct sb_mnist *data);
+
+/* Applies --eval-samples to checked data: every evaluation scores the first
+ * cfg->eval_samples test images (data->test.n is cut to it; the pixels stay
+ * allocated and are freed as before), and cfg->eval_samples becomes the count
+ * scored (the whole test set when 0), which the report's config carries. */
+void sb_train_limit_eval(struct sb_config *cfg, struct sb_mnist *data);
 
 /* Checks every output the run will write (--report, --trace, --save-params,
  * --mllog)

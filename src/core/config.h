@@ -83,6 +83,9 @@ struct sb_config {
     int warmup_steps;            /* steps excluded from step statistics */
     int threads;                 /* BLAS threads per process; 0 = auto */
     int eval_batch;              /* test images per forward pass in evaluation */
+    int eval_samples;            /* --eval-samples: each evaluation scores the first N
+                                  * test images (0 = all); once the data is read, the
+                                  * count scored (sb_train_limit_eval) */
     char allreduce[SB_NAME_MAX]; /* MPI ranks on cpu: --allreduce auto | ring |
                                   * recursive-doubling | mpi | hierarchical
                                   * (src/comm/allreduce_algo.h) */

@@ -197,7 +197,9 @@ static sb_status idx_header(gzFile gz, const char *path, uint32_t magic,
 /* Reads a whole idx file with `ndims` dimensions into a malloc'd payload.
  * The size the header announces is checked before anything is allocated:
  * at most IDX_MAX_BYTES, and no more than the file can hold (a raw file:
- * its size minus the header; a .gz file: GZ_MAX_RATIO x its size). */
+ * its size minus the header; a .gz file: GZ_MAX_RATIO x its size). With
+ * payload NULL only the header is read and checked (the file's content is
+ * known good: see load_split). */
 static sb_status idx_load(const char *path, uint32_t magic, const char *kind,
                           const char *what, int ndims, uint32_t *dims,
                           uint8_t **payload)
@@ -208,7 +210,7 @@ static sb_status idx_load(const char *path, uint32_t magic, const char *kind,
     SB_TRY(idx_open(path, &gz, &file_bytes));
 
     sb_status st = idx_header(gz, path, magic, kind, ndims, dims);
-    if (st != SB_OK) goto fail;
+    if (st != SB_OK || !payload) goto fail; /* header only: closes, returns st */
 
     unsigned long long bytes = 1;
     for (int d = 0; d < ndims; d++) bytes *= dims[d];
@@ -384,9 +386,13 @@ static sb_status pick_path(const char *dir, const char *name, char *path,
     return SB_OK;
 }
 
-/* Loads one split (images + labels) and checks that the counts agree. */
+/* Loads one split (images + labels) and checks that the counts agree. With
+ * `headers`, a file whose digest SHA256SUMS lists (and which matched it) is
+ * not decompressed: its header gives the counts and sizes, its pixels or
+ * labels stay NULL. */
 static sb_status load_split(const char *dir, const char *images_name,
-                            const char *labels_name, struct sb_split *s, char *unchecked)
+                            const char *labels_name, int headers, struct sb_split *s,
+                            char *unchecked)
 {
     char ipath[PATH_MAX], lpath[PATH_MAX];
     SB_TRY(pick_path(dir, images_name, ipath, sizeof ipath));
@@ -403,10 +409,23 @@ static sb_status load_split(const char *dir, const char *images_name,
         snprintf(unchecked + len, SB_MNIST_UNCHECKED_LEN - len, "%s%s", len ? ", " : "",
                  base ? base + 1 : p);
     }
-    SB_TRY(sb_idx_read_images(ipath, &s->pixels, &s->n, &s->rows, &s->cols));
+    if (headers && checked[0] == 1) { /* its digest matched the list */
+        uint32_t dims[3];
+        SB_TRY(idx_load(ipath, SB_MNIST_IMAGE_MAGIC, "image", "pixels", 3, dims, NULL));
+        s->n = (int)dims[0];
+        s->rows = (int)dims[1];
+        s->cols = (int)dims[2];
+    } else {
+        SB_TRY(sb_idx_read_images(ipath, &s->pixels, &s->n, &s->rows, &s->cols));
+    }
     int nl = 0;
-    sb_status st = sb_idx_read_labels(lpath, &s->labels, &nl);
-    if (st != SB_OK) return st;
+    if (headers && checked[1] == 1) {
+        uint32_t dims[1];
+        SB_TRY(idx_load(lpath, SB_MNIST_LABEL_MAGIC, "label", "labels", 1, dims, NULL));
+        nl = (int)dims[0];
+    } else {
+        SB_TRY(sb_idx_read_labels(lpath, &s->labels, &nl));
+    }
     if (nl != s->n)
         return sb_error(SB_ERR_INPUT,
                         "%s: %d images but %s: %d labels (counts must match)",
@@ -414,15 +433,16 @@ static sb_status load_split(const char *dir, const char *images_name,
     return SB_OK;
 }
 
-sb_status sb_mnist_load(const char *dir, struct sb_mnist *out)
+/* sb_mnist_load and sb_mnist_check_files (headers = 1). */
+static sb_status load(const char *dir, int headers, struct sb_mnist *out)
 {
     struct sb_mnist m;
     memset(&m, 0, sizeof m);
     sb_status st = load_split(dir, "train-images-idx3-ubyte",
-                              "train-labels-idx1-ubyte", &m.train, m.unchecked);
+                              "train-labels-idx1-ubyte", headers, &m.train, m.unchecked);
     if (st == SB_OK)
         st = load_split(dir, "t10k-images-idx3-ubyte",
-                        "t10k-labels-idx1-ubyte", &m.test, m.unchecked);
+                        "t10k-labels-idx1-ubyte", headers, &m.test, m.unchecked);
     if (st == SB_OK &&
         (m.test.rows != m.train.rows || m.test.cols != m.train.cols))
         st = sb_error(SB_ERR_INPUT,
@@ -436,6 +456,10 @@ sb_status sb_mnist_load(const char *dir, struct sb_mnist *out)
     *out = m;
     return SB_OK;
 }
+
+sb_status sb_mnist_load(const char *dir, struct sb_mnist *out) { return load(dir, 0, out); }
+
+sb_status sb_mnist_check_files(const char *dir, struct sb_mnist *out) { return load(dir, 1, out); }
 
 int sb_mnist_input_paths(const char *dir, char out[][PATH_MAX])
 {

@@ -89,6 +89,16 @@ int sb_mnist_first_with_data(char (*dirs)[PATH_MAX], int n);
  * buffer), SB_ERR_INTERRUPTED. */
 sb_status sb_mnist_load(const char *dir, struct sb_mnist *out);
 
+/* What sb_mnist_load checks, for a process that checks the data but does
+ * not train on it (the parent that launches the ranks, which load it
+ * whole): the same checks and errors, except that a file SHA256SUMS lists
+ * (and whose digest matched) is not decompressed, only its idx header read,
+ * since its content is the listed one; such a file's pixels or labels are
+ * NULL (the counts, sizes and paths are set). Saves inflating 47 MB of
+ * training images (about 0.3 s) before every launch. Free with
+ * sb_mnist_free. */
+sb_status sb_mnist_check_files(const char *dir, struct sb_mnist *out);
+
 /* The files sb_mnist_load may read in `dir`: each of the four idx files
  * as "<name>.gz" and "<name>", and SHA256SUMS; written to out (paths that
  * do not fit are skipped). Returns how many. */

@@ -90,6 +90,7 @@ static void add_config(cJSON *root, const struct sb_run_record *rec, int *fail)
     sb_json_add_num(o, "threads", c->threads, fail);
     sb_json_add_num(o, "blas_threads", rec->blas_threads, fail);
     sb_json_add_num(o, "eval_batch", c->eval_batch, fail);
+    sb_json_add_num(o, "eval_samples", c->eval_samples, fail);
     add_values(o, rec->details.config, rec->details.n_config, fail);
     sb_json_add_str(o, "allreduce", c->allreduce[0] ? c->allreduce : "auto", fail);
     sb_json_add_num(o, "ranks_per_host", c->ranks_per_host, fail);

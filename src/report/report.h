@@ -20,7 +20,7 @@
 #include "job/probe.h" /* struct sb_link_probe */
 #include "workloads/workload.h" /* struct sb_layer_summary */
 
-#define SB_REPORT_SCHEMA_VERSION "1.15" /* 1.15: --wait, noise_by_rank[].cpu_s */
+#define SB_REPORT_SCHEMA_VERSION "1.15" /* 1.15: --wait, noise_by_rank[].cpu_s, config.eval_samples */
 #define SB_REPORT_LAYERS_MAX 256 /* layers model.layers lists (the rest left off) */
 
 /* Most warnings a report records (sb_run_record.warnings). */

@@ -32,7 +32,7 @@ def shown(proc):
 
 def flags(mnist_dir, out_dir, tag, *strategy):
     return ["train", "--data", mnist_dir, "--device", "cpu", "--threads", "1", "--max-steps",
-            STEPS, "--warmup-steps", "2", "--epochs", "1", *strategy,
+            STEPS, "--warmup-steps", "2", "--epochs", "1", "--eval-samples", "100", *strategy,
             "--report", out_dir / f"{tag}.json", "--save-params", out_dir / f"{tag}.f32"]
 
 

@@ -397,3 +397,16 @@ def test_a_run_that_fails_late_leaves_none_of_its_outputs(stratbench, mnist_dir,
     assert p.returncode == 1, first + out + err
     assert "trace" in err and "t.json" in err, err
     assert_nothing_left(tmp_path, "r.json", "p.bin", "m.log")
+
+
+@pytest.mark.parametrize("value,words", [("0", ["--eval-samples", "1..1000000", "'0'"]),
+                                         ("x", ["--eval-samples", "'x'"]),
+                                         ("10001", ["--eval-samples", "10001 exceeds the 10000 "
+                                                    "test images", "t10k-images"])])
+def test_eval_samples_out_of_range(value, words, stratbench, mnist_dir, tmp_path):
+    """--eval-samples outside 1..the test images: one line, exit 2, before any work."""
+    proc = run([stratbench, "train", "--data", mnist_dir, "--eval-samples", value,
+                "--report", tmp_path / "r.json"])
+    assert_usage_error(proc, *words)
+    assert "epoch" not in proc.stdout, describe(proc)
+    assert_nothing_left(tmp_path, "r.json")

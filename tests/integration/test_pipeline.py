@@ -41,8 +41,10 @@ def rel_diff(a, b):
 
 def run_params(stratbench, mnist_dir, tmp_path, tag, *flags):
     out, rep = tmp_path / f"{tag}.f32", tmp_path / f"{tag}.json"
+    # Parameters, slots and bytes are compared, not accuracy: 100 test images scored.
     train(stratbench, mnist_dir, "--threads", "1", "--max-steps", str(STEPS), "--epochs", "1",
-          "--warmup-steps", "2", "--save-params", out, "--report", rep, *flags)
+          "--warmup-steps", "2", "--save-params", out, "--report", rep, "--eval-samples", "100",
+          *flags)
     return load_params(out), validate_report(rep)
 
 
@@ -92,13 +94,14 @@ def load_params_init(stratbench, mnist_dir, tmp_path, model):
     out = tmp_path / "init.f32"
     if not out.exists():
         train(stratbench, mnist_dir, *MODELS[model], "--threads", "1", "--max-steps", "1",
-              "--warmup-steps", "0", "--lr", "1e-30", "--save-params", out)
+              "--warmup-steps", "0", "--lr", "1e-30", "--save-params", out,
+              "--eval-samples", "100")
     return load_params(out)
 
 
 # The transformer: --depth 2 has 4 layers (embed, 2 blocks, head) to cut; 5 steps.
 VIT = ["--workload", "vit", "--depth", "2", "--threads", "1", "--max-steps", "5",
-       "--epochs", "1", "--warmup-steps", "2"]
+       "--epochs", "1", "--warmup-steps", "2", "--eval-samples", "100"]
 # (stages, microbatches, schedule, replicas)
 VIT_FAST = [(2, 4, "1f1b", 1), (3, 4, "zb-h1", 2)]
 VIT_FULL = [(p, m, sched, d) for p in (2, 3, 4) for m in (1, 4, 8)

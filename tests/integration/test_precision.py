@@ -29,8 +29,10 @@ def short(stratbench, mnist_dir, tmp_path, tag, *flags, steps=3, env=None):
     """A short run with a report (and the parameters) under tmp_path/tag.*; returns
     (report, parameters)."""
     report, params = tmp_path / f"{tag}.json", tmp_path / f"{tag}.params"
+    # Parameters, bytes and scalers are compared, not accuracy: 100 test images scored.
     args = [stratbench, "train", "--data", mnist_dir, "--max-steps", steps, "--warmup-steps", 1,
-            "--threads", 1, "--report", report, "--save-params", params, *flags]
+            "--threads", 1, "--report", report, "--save-params", params, "--eval-samples", 100,
+            *flags]
     e = child_env()
     e.update(env or {})
     proc = run(args, env=e, timeout=300)

@@ -10,9 +10,12 @@ import pytest
 
 from conftest import child_env, describe, load_params, run, train, validate_report
 
-SMALL = ["--workload", "vit", "--patch", "7", "--width", "32", "--depth", "2", "--heads", "2"]
+# Small vits whose parameters and bytes are compared, not their accuracy: 100 test images.
+SMALL = ["--workload", "vit", "--patch", "7", "--width", "32", "--depth", "2", "--heads", "2",
+         "--eval-samples", "100"]
 # 50 tokens (49 patches and the class token): --sequence-parallel divides them by --tp 2
-SMALL_SP = ["--workload", "vit", "--patch", "4", "--width", "32", "--depth", "2", "--heads", "2"]
+SMALL_SP = ["--workload", "vit", "--patch", "4", "--width", "32", "--depth", "2", "--heads", "2",
+            "--eval-samples", "100"]
 U_BF16 = 2.0 ** -8
 
 

@@ -37,9 +37,10 @@ OPTIMIZERS = {"sgd": [], "adam": ["--optimizer", "adam", "--lr", "0.001"]}
 
 
 def train(stratbench, mnist_dir, *flags, timeout=900):
-    """`stratbench train` with --threads 1 and `flags`; asserts exit 0."""
+    """`stratbench train` with --threads 1 and `flags`; asserts exit 0. Parameters, bytes
+    and ledgers are compared here, not accuracy: 100 test images are scored."""
     return conftest.train(stratbench, mnist_dir, "--threads", "1", "--max-steps", STEPS,
-                          *flags, timeout=timeout)
+                          "--eval-samples", "100", *flags, timeout=timeout)
 
 
 def vit_key_bias_offsets(patch, width=32, depth=2, ratio=2):

@@ -135,3 +135,27 @@ def test_report_config_records_every_flag(stratbench, mnist_dir, tmp_path):
     assert report["steps_total"] == 30 and report["step_ms"]["n"] == 25
     assert report["model"]["n_params"] == 784 * 64 + 64 + 64 * 32 + 32 + 32 * 10 + 10
     assert report["environment"]["argv"][1] == "train"
+
+
+@pytest.mark.parametrize("strategy", [["--strategy", "single"],
+                                      ["--strategy", "ddp", "--replicas", "3"]],
+                         ids=["single", "ddp3"])
+def test_eval_samples_scores_the_first_n_test_images(strategy, stratbench, mnist_dir, tmp_path):
+    """--eval-samples N: each evaluation scores the first N test images (ddp 3 splits them
+    334/333/333 among its ranks). The same trained model scores, over N = 10,000, exactly
+    what a run without the flag scores; over the first 1,000 and the first 2,000, counts
+    whose difference is what the second 1,000 added (0..1,000); the report says N."""
+    correct = {}
+    for n in (None, 10000, 1000, 2000):
+        report = tmp_path / f"{n}.json"
+        flags = [] if n is None else ["--eval-samples", str(n)]
+        train(stratbench, mnist_dir, *strategy, "--max-steps", "20", "--threads", "1",
+              "--warmup-steps", "2", "--report", report, *flags)
+        r = validate_report(report)
+        assert r["config"]["eval_samples"] == (n or 10000)
+        hits = r["final_test_accuracy"] * (n or 10000)
+        assert abs(hits - round(hits)) < 1e-6, hits
+        correct[n] = round(hits)
+    assert correct[10000] == correct[None]
+    assert 0 <= correct[2000] - correct[1000] <= 1000
+    assert correct[1000] > 300  # 20 steps learn: chance would be about 100 of 1,000

@@ -631,6 +631,54 @@ static void test_resolve_dir(void **state)
     }
 }
 
+/* sb_mnist_check_files on files no SHA256SUMS lists (here: no list) reads
+ * them whole, with every check sb_mnist_load makes (a label out of range is
+ * found). */
+static void test_check_files_reads_unlisted_files_whole(void **state)
+{
+    struct fixture *fx = *state;
+    write_dataset(fx->dir);
+    struct sb_mnist m;
+    assert_int_equal(sb_mnist_check_files(fx->dir, &m), SB_OK);
+    assert_int_equal(m.train.n, 12);
+    assert_int_equal(m.test.n, 5);
+    assert_non_null(m.train.pixels);
+    assert_non_null(m.test.labels);
+    assert_string_equal(m.unchecked, ""); /* no list at all: nothing to warn about */
+    sb_mnist_free(&m);
+    uint8_t lab[5] = {1, 2, 3, 10, 4};
+    uint32_t dims[1] = {5};
+    write_idx(fx->dir, "t10k-labels-idx1-ubyte", 0, SB_MNIST_LABEL_MAGIC, dims, 1, lab, 5);
+    assert_int_equal(sb_mnist_check_files(fx->dir, &m), SB_ERR_INPUT);
+    assert_contains(sb_error_message(), "label 10 at index 3");
+}
+
+/* On the shipped MNIST, whose SHA256SUMS lists all four files, only the
+ * headers are read: counts, sizes and paths as sb_mnist_load gives them,
+ * no pixels or labels. */
+static void test_check_files_reads_listed_headers_only(void **state)
+{
+    (void)state;
+    const char *dir = getenv("STRATBENCH_DATA");
+    if (!dir || !dir[0]) {
+        skip();
+        return;
+    }
+    struct sb_mnist m;
+    if (sb_mnist_check_files(dir, &m) != SB_OK) fail_msg("%s", sb_error_message());
+    assert_int_equal(m.train.n, 60000);
+    assert_int_equal(m.test.n, 10000);
+    assert_int_equal(m.train.rows, 28);
+    assert_int_equal(m.test.cols, 28);
+    assert_null(m.train.pixels);
+    assert_null(m.train.labels);
+    assert_null(m.test.pixels);
+    assert_null(m.test.labels);
+    assert_string_equal(m.unchecked, "");
+    assert_contains(m.train.image_path, "train-images-idx3-ubyte");
+    sb_mnist_free(&m);
+}
+
 static void test_real_mnist(void **state)
 {
     (void)state;
@@ -694,6 +742,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_image_size_check, setup, teardown),
         cmocka_unit_test(test_first_with_data),
         cmocka_unit_test(test_resolve_dir),
+        cmocka_unit_test_setup_teardown(test_check_files_reads_unlisted_files_whole, setup,
+                                        teardown),
+        cmocka_unit_test(test_check_files_reads_listed_headers_only),
         cmocka_unit_test(test_real_mnist),
     };
     return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;

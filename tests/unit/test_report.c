@@ -70,6 +70,7 @@ static int setup(void **state)
     c->warmup_steps = 10;
     c->threads = 1;
     c->eval_batch = 1000;
+    c->eval_samples = 10000; /* resolved from the data, as a run has it */
 
     f->epochs[0] = (struct sb_epoch_record){1, 0.35, 0.95, 2.0, 0.1, 30000};
     f->epochs[1] = (struct sb_epoch_record){2, NAN, 0.975, 2.5, 0.1, 24000};
