@@ -107,8 +107,14 @@ def parse_args(argv=None):
     p.add_argument("--links-from", default="",
                    help="a previous run's --out: predict with the links its probe report of "
                         "the same rate measured (predict --links-from: sized classes, gamma)")
+    p.add_argument("--eval-samples", type=int, default=100,
+                   help="test images each run scores at its end (train --eval-samples): the "
+                        "bench measures steps, not accuracy (default 100; 0: the whole test "
+                        "set, for builds before the flag)")
     p.set_defaults(steps=14, warmup=4)
     a = ps.finish_cluster_args(p, p.parse_args(argv))
+    if a.eval_samples < 0:
+        p.error("--eval-samples must be 0 or more")
     if a.repeats < 1:
         p.error("--repeats must be at least 1")
     if a.min_seconds < 0:
@@ -156,6 +162,8 @@ def train(c, a, mpirun, flags, report, steps=None):
     args = [str(a.build / "stratbench"), "train", "--data", a.data, "--device", "cpu", *flags,
             "--max-steps", str(steps or a.steps), "--warmup-steps", str(a.warmup), "--threads", "1",
             "--report", str(report)]
+    if a.eval_samples:
+        args += ["--eval-samples", str(a.eval_samples)]
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                STRATBENCH_MPIRUN=mpirun)
     proc = c.run(c.hosts[0], *args, env=env, timeout=900)
