@@ -35,7 +35,7 @@ void sb_cpu_sgemm_strided_batched(int trans_a, int trans_b, int m, int n, int k,
  * each lane of a row reduction sums in the source's order, so both
  * versions give the same bits. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define CPU_SIMD __attribute__((target_clones("avx2", "default")))
+#define CPU_SIMD __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define CPU_SIMD
 #endif
