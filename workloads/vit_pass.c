@@ -166,6 +166,13 @@ void sb_vit_attention_forward(struct sb_model *m, struct vit_block *b, int n)
         be->transpose_0213(p->tmp, n, T, H, hd, qkv[i]); /* (n, T, H, hd) -> (n, H, T, hd) */
     }
     long th = (long)T * hd, tt = (long)T * T;
+    /* fp32 on a backend with the fused op: the same values in one pass a
+     * (sample, head) (under bf16/fp16 the scores and probabilities are
+     * rounded between the steps: the batched path below) */
+    if (!m->half && be->attention_forward &&
+        be->attention_forward(b->q, b->k, b->v, n, H, T, hd, 1.0f / sqrtf((float)hd), b->probs,
+                              b->ctx, Wl))
+        return;
     /* scores (T, T) = q (T, hd) . k^T / sqrt(hd), per (sample, head) */
     be->sgemm_strided_batched(0, 1, T, T, hd, 1.0f / sqrtf((float)hd), b->q, hd, th, b->k, hd,
                               th, 0.0f, b->probs, T, tt, n * H);
@@ -274,6 +281,18 @@ void sb_vit_attention_backward(struct sb_model *m, struct vit_block *b, int n)
     const struct sb_backend_ops *be = m->be;
     int W = p->width, T = p->tokens, H = p->heads_local, hd = p->head_dim, rows = n * T;
     int Wl = p->width_local;
+    float scale = 1.0f / sqrtf((float)hd);
+    size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
+    /* fp32 on a backend with the fused op: d context read in token layout
+     * (p->tmp), dq, dk, dv written so, the same values as below */
+    if (!m->half && be->attention_backward &&
+        be->attention_backward(p->tmp, Wl, b->q, b->k, b->v, b->probs, n, H, T, hd, scale,
+                               p->dprobs, p->dh[0], p->dh[1], p->dh[2], Wl)) {
+        for (int i = 0; i < 3; i++) /* dq, dk, dv in token layout */
+            sb_vit_linear_backward(m, p->dh[i], b->ln1, rows, W, Wl, wo[i], bo[i],
+                                   i ? 1.0f : 0.0f, p->dln);
+        return;
+    }
     be->transpose_0213(p->tmp, n, T, H, hd, p->dh[0]); /* d context, head layout */
     long th = (long)T * hd, tt = (long)T * T;
     /* dprobs (T, T) = dctx (T, hd) . v^T; dv (T, hd) = probs^T . dctx */
@@ -286,12 +305,10 @@ void sb_vit_attention_backward(struct sb_model *m, struct vit_block *b, int n)
     be->softmax_rows_backward(p->dprobs, b->probs, n * H * T, T); /* -> d scores */
     sb_model_round(m, p->dprobs, (size_t)n * H * tt);
     /* dq = dscores . k / sqrt(hd); dk = dscores^T . q / sqrt(hd) */
-    float scale = 1.0f / sqrtf((float)hd);
     heads_gemm(m, 0, 0, T, hd, T, scale, p->dprobs, T, tt, b->k, hd, th, p->dh[0], p->tmp, n);
     heads_gemm(m, 1, 0, T, hd, T, scale, p->dprobs, T, tt, b->q, hd, th, p->dh[1], p->tmp, n);
     sb_model_round(m, p->dh[0], (size_t)rows * Wl);
     sb_model_round(m, p->dh[1], (size_t)rows * Wl);
-    size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
     for (int i = 0; i < 3; i++) /* dq, dk, dv in token layout */
         sb_vit_linear_backward(m, p->dh[i], b->ln1, rows, W, Wl, wo[i], bo[i], i ? 1.0f : 0.0f,
                                p->dln);
