@@ -153,6 +153,19 @@ static void heads_gemm(const struct sb_model *m, int ta, int tb, int rows, int c
                                   H);
 }
 
+/* 1 when the backend's fused attention takes this model's heads: fp32
+ * (under bf16/fp16 the scores and probabilities are rounded between the
+ * steps, which only the batched path does), the op present and the shape
+ * within it (asked with n = 0). Then b->q, b->k, b->v hold token layout
+ * (rows, width_local), else head layout; forward and backward agree. */
+static int fused_attention(const struct sb_model *m)
+{
+    const struct vit *p = m->impl;
+    return !m->half && m->be->attention_forward && m->be->attention_backward &&
+           m->be->attention_forward(NULL, NULL, NULL, p->width_local, 0, p->heads_local,
+                                    p->tokens, p->head_dim, 1.0f, NULL, NULL, p->width_local);
+}
+
 void sb_vit_attention_forward(struct sb_model *m, struct vit_block *b, int n)
 {
     struct vit *p = m->impl;
@@ -161,18 +174,18 @@ void sb_vit_attention_forward(struct sb_model *m, struct vit_block *b, int n)
     int Wl = p->width_local;
     float *qkv[3] = {b->q, b->k, b->v};
     size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
+    if (fused_attention(m)) { /* q, k, v stay in token layout: no head split */
+        for (int i = 0; i < 3; i++)
+            sb_vit_linear(m, b->ln1, rows, W, Wl, wo[i], bo[i], 0.0f, qkv[i]);
+        be->attention_forward(b->q, b->k, b->v, Wl, n, H, T, hd, 1.0f / sqrtf((float)hd),
+                              b->probs, b->ctx, Wl);
+        return;
+    }
     for (int i = 0; i < 3; i++) {
         sb_vit_linear(m, b->ln1, rows, W, Wl, wo[i], bo[i], 0.0f, p->tmp);
         be->transpose_0213(p->tmp, n, T, H, hd, qkv[i]); /* (n, T, H, hd) -> (n, H, T, hd) */
     }
     long th = (long)T * hd, tt = (long)T * T;
-    /* fp32 on a backend with the fused op: the same values in one pass a
-     * (sample, head) (under bf16/fp16 the scores and probabilities are
-     * rounded between the steps: the batched path below) */
-    if (!m->half && be->attention_forward &&
-        be->attention_forward(b->q, b->k, b->v, n, H, T, hd, 1.0f / sqrtf((float)hd), b->probs,
-                              b->ctx, Wl))
-        return;
     /* scores (T, T) = q (T, hd) . k^T / sqrt(hd), per (sample, head) */
     be->sgemm_strided_batched(0, 1, T, T, hd, 1.0f / sqrtf((float)hd), b->q, hd, th, b->k, hd,
                               th, 0.0f, b->probs, T, tt, n * H);
@@ -283,11 +296,9 @@ void sb_vit_attention_backward(struct sb_model *m, struct vit_block *b, int n)
     int Wl = p->width_local;
     float scale = 1.0f / sqrtf((float)hd);
     size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
-    /* fp32 on a backend with the fused op: d context read in token layout
-     * (p->tmp), dq, dk, dv written so, the same values as below */
-    if (!m->half && be->attention_backward &&
-        be->attention_backward(p->tmp, Wl, b->q, b->k, b->v, b->probs, n, H, T, hd, scale,
-                               p->dprobs, p->dh[0], p->dh[1], p->dh[2], Wl)) {
+    if (fused_attention(m)) { /* d context read in token layout (p->tmp) */
+        be->attention_backward(p->tmp, Wl, b->q, b->k, b->v, Wl, b->probs, n, H, T, hd, scale,
+                               p->dprobs, p->dh[0], p->dh[1], p->dh[2], Wl);
         for (int i = 0; i < 3; i++) /* dq, dk, dv in token layout */
             sb_vit_linear_backward(m, p->dh[i], b->ln1, rows, W, Wl, wo[i], bo[i],
                                    i ? 1.0f : 0.0f, p->dln);

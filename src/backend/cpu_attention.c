@@ -14,6 +14,9 @@
  * vit's parameters are byte-identical to the batched path's
  * (tools/params_identity.sh).
  *
+ * q, k and v are read in token layout (the projections' GEMM output, no
+ * head split), the context and the q, k, v gradients written so.
+ *
  * AVX-512 only (hd a multiple of 16, one vector per 16 columns of a head,
  * 8 rows a block so that 8 independent chains hide the FMA latency); on
  * another CPU, or a shape beyond the fixed scratch, the ops return 0 and
@@ -162,59 +165,62 @@ ATTN_TARGET static void rows_by_matrix(const float *a, long sai, long saj, const
 }
 #endif
 
-int sb_cpu_attention_forward(const float *q, const float *k, const float *v, int n, int heads,
-                             int T, int hd, float scale, float *probs, float *ctx, int ldc)
+int sb_cpu_attention_forward(const float *q, const float *k, const float *v, int ldq, int n,
+                             int heads, int T, int hd, float scale, float *probs, float *ctx,
+                             int ldc)
 {
     if (!attn_fits(T, hd)) return 0;
 #if SB_ATTN_AVX512
     int tp = (T + 15) / 16 * 16;
     float kt[ATTN_SCRATCH];
-    long th = (long)T * hd, tt = (long)T * T;
+    long tt = (long)T * T;
     for (int s = 0; s < n; s++)
         for (int h = 0; h < heads; h++) {
             long sh = (long)s * heads + h;
+            size_t in = (size_t)s * T * ldq + (size_t)h * hd; /* head h's rows of sample s */
             float *p = probs + sh * tt;
-            transpose_rows(k + sh * th, hd, T, hd, tp, kt);
-            rows_by_rows(q + sh * th, hd, kt, T, hd, tp, scale, p, T);
+            transpose_rows(k + in, ldq, T, hd, tp, kt);
+            rows_by_rows(q + in, ldq, kt, T, hd, tp, scale, p, T);
             sb_cpu_softmax_rows(p, T, T);
-            rows_by_matrix(p, T, 1, v + sh * th, hd, T, hd, 1.0f,
+            rows_by_matrix(p, T, 1, v + in, ldq, T, hd, 1.0f,
                            ctx + (size_t)s * T * ldc + (size_t)h * hd, ldc);
         }
 #else
-    (void)q, (void)k, (void)v, (void)n, (void)heads, (void)scale, (void)probs, (void)ctx;
-    (void)ldc;
+    (void)q, (void)k, (void)v, (void)ldq, (void)n, (void)heads, (void)scale, (void)probs;
+    (void)ctx, (void)ldc;
 #endif
     return 1;
 }
 
 int sb_cpu_attention_backward(const float *dctx, int ldd, const float *q, const float *k,
-                              const float *v, const float *probs, int n, int heads, int T,
-                              int hd, float scale, float *dprobs, float *dq, float *dk,
+                              const float *v, int ldq, const float *probs, int n, int heads,
+                              int T, int hd, float scale, float *dprobs, float *dq, float *dk,
                               float *dv, int ldo)
 {
     if (!attn_fits(T, hd)) return 0;
 #if SB_ATTN_AVX512
     int tp = (T + 15) / 16 * 16;
     float vt[ATTN_SCRATCH];
-    long th = (long)T * hd, tt = (long)T * T;
+    long tt = (long)T * T;
     for (int s = 0; s < n; s++)
         for (int h = 0; h < heads; h++) {
             long sh = (long)s * heads + h;
+            size_t in = (size_t)s * T * ldq + (size_t)h * hd;
             const float *p = probs + sh * tt, *dc = dctx + (size_t)s * T * ldd + (size_t)h * hd;
             float *ds = dprobs + sh * tt;
             size_t o = (size_t)s * T * ldo + (size_t)h * hd;
             /* dP = dctx v^T; dv = P^T dctx; dS = P (dP - rowsum(dP P)) */
-            transpose_rows(v + sh * th, hd, T, hd, tp, vt);
+            transpose_rows(v + in, ldq, T, hd, tp, vt);
             rows_by_rows(dc, ldd, vt, T, hd, tp, 1.0f, ds, T);
             rows_by_matrix(p, 1, T, dc, ldd, T, hd, 1.0f, dv + o, ldo);
             sb_cpu_softmax_rows_backward(ds, p, T, T);
             /* dq = scale dS k; dk = scale dS^T q */
-            rows_by_matrix(ds, T, 1, k + sh * th, hd, T, hd, scale, dq + o, ldo);
-            rows_by_matrix(ds, 1, T, q + sh * th, hd, T, hd, scale, dk + o, ldo);
+            rows_by_matrix(ds, T, 1, k + in, ldq, T, hd, scale, dq + o, ldo);
+            rows_by_matrix(ds, 1, T, q + in, ldq, T, hd, scale, dk + o, ldo);
         }
 #else
-    (void)dctx, (void)ldd, (void)q, (void)k, (void)v, (void)probs, (void)n, (void)heads;
-    (void)scale, (void)dprobs, (void)dq, (void)dk, (void)dv, (void)ldo;
+    (void)dctx, (void)ldd, (void)q, (void)k, (void)v, (void)ldq, (void)probs, (void)n;
+    (void)heads, (void)scale, (void)dprobs, (void)dq, (void)dk, (void)dv, (void)ldo;
 #endif
     return 1;
 }
