@@ -22,7 +22,9 @@ struct vit_block {
     float *mid;              /* (rows, W) residual stream after attention */
     float *ln1, *ln2;        /* (rows, W) LayerNorm outputs */
     float *mean1, *rstd1, *mean2, *rstd2; /* (rows) LayerNorm statistics */
-    float *q, *k, *v;        /* (cap, heads_local, T, hd) projections, head layout */
+    float *q, *k, *v;        /* projections: (cap, heads_local, T, hd) head layout, or
+                              * (rows, width_local) token layout where the backend's fused
+                              * attention takes them (vit_pass.c: fused_attention) */
     float *probs;            /* (cap, heads_local, T, T) attention probabilities */
     float *ctx;              /* (rows, width_local) attention context, heads merged */
     float *fc1;              /* (rows, hidden_local) MLP pre-activation, after the GELU

@@ -153,6 +153,19 @@ static void heads_gemm(const struct sb_model *m, int ta, int tb, int rows, int c
                                   H);
 }
 
+/* 1 when the backend's fused attention takes this model's heads: fp32
+ * (under bf16/fp16 the scores and probabilities are rounded between the
+ * steps, which only the batched path does), the op present and the shape
+ * within it (asked with n = 0). Then b->q, b->k, b->v hold token layout
+ * (rows, width_local), else head layout; forward and backward agree. */
+static int fused_attention(const struct sb_model *m)
+{
+    const struct vit *p = m->impl;
+    return !m->half && m->be->attention_forward && m->be->attention_backward &&
+           m->be->attention_forward(NULL, NULL, NULL, p->width_local, 0, p->heads_local,
+                                    p->tokens, p->head_dim, 1.0f, NULL, NULL, p->width_local);
+}
+
 void sb_vit_attention_forward(struct sb_model *m, struct vit_block *b, int n)
 {
     struct vit *p = m->impl;
@@ -161,6 +174,13 @@ void sb_vit_attention_forward(struct sb_model *m, struct vit_block *b, int n)
     int Wl = p->width_local;
     float *qkv[3] = {b->q, b->k, b->v};
     size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
+    if (fused_attention(m)) { /* q, k, v stay in token layout: no head split */
+        for (int i = 0; i < 3; i++)
+            sb_vit_linear(m, b->ln1, rows, W, Wl, wo[i], bo[i], 0.0f, qkv[i]);
+        be->attention_forward(b->q, b->k, b->v, Wl, n, H, T, hd, 1.0f / sqrtf((float)hd),
+                              b->probs, b->ctx, Wl);
+        return;
+    }
     for (int i = 0; i < 3; i++) {
         sb_vit_linear(m, b->ln1, rows, W, Wl, wo[i], bo[i], 0.0f, p->tmp);
         be->transpose_0213(p->tmp, n, T, H, hd, qkv[i]); /* (n, T, H, hd) -> (n, H, T, hd) */
@@ -274,6 +294,16 @@ void sb_vit_attention_backward(struct sb_model *m, struct vit_block *b, int n)
     const struct sb_backend_ops *be = m->be;
     int W = p->width, T = p->tokens, H = p->heads_local, hd = p->head_dim, rows = n * T;
     int Wl = p->width_local;
+    float scale = 1.0f / sqrtf((float)hd);
+    size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
+    if (fused_attention(m)) { /* d context read in token layout (p->tmp) */
+        be->attention_backward(p->tmp, Wl, b->q, b->k, b->v, Wl, b->probs, n, H, T, hd, scale,
+                               p->dprobs, p->dh[0], p->dh[1], p->dh[2], Wl);
+        for (int i = 0; i < 3; i++) /* dq, dk, dv in token layout */
+            sb_vit_linear_backward(m, p->dh[i], b->ln1, rows, W, Wl, wo[i], bo[i],
+                                   i ? 1.0f : 0.0f, p->dln);
+        return;
+    }
     be->transpose_0213(p->tmp, n, T, H, hd, p->dh[0]); /* d context, head layout */
     long th = (long)T * hd, tt = (long)T * T;
     /* dprobs (T, T) = dctx (T, hd) . v^T; dv (T, hd) = probs^T . dctx */
@@ -286,12 +316,10 @@ void sb_vit_attention_backward(struct sb_model *m, struct vit_block *b, int n)
     be->softmax_rows_backward(p->dprobs, b->probs, n * H * T, T); /* -> d scores */
     sb_model_round(m, p->dprobs, (size_t)n * H * tt);
     /* dq = dscores . k / sqrt(hd); dk = dscores^T . q / sqrt(hd) */
-    float scale = 1.0f / sqrtf((float)hd);
     heads_gemm(m, 0, 0, T, hd, T, scale, p->dprobs, T, tt, b->k, hd, th, p->dh[0], p->tmp, n);
     heads_gemm(m, 1, 0, T, hd, T, scale, p->dprobs, T, tt, b->q, hd, th, p->dh[1], p->tmp, n);
     sb_model_round(m, p->dh[0], (size_t)rows * Wl);
     sb_model_round(m, p->dh[1], (size_t)rows * Wl);
-    size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
     for (int i = 0; i < 3; i++) /* dq, dk, dv in token layout */
         sb_vit_linear_backward(m, p->dh[i], b->ln1, rows, W, Wl, wo[i], bo[i], i ? 1.0f : 0.0f,
                                p->dln);

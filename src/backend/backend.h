@@ -215,6 +215,29 @@ struct sb_backend_ops {
                    int rows, int cols);
     /* y[i] = 0 for i < n. */
     void (*zero)(float *y, size_t n);
+    /* Fused attention of n samples x heads, q, k, v (n, T, ldq) in token
+     * layout (head h of sample s: rows s T .. s T + T - 1, columns h hd ..
+     * h hd + hd - 1): probs (n, heads, T, T) = softmax_rows(scale q k^T)
+     * per head, and ctx = probs v in token layout likewise (rows ldc
+     * apart). The same values as the batched path (the heads split,
+     * sgemm_strided_batched, softmax_rows): each product element one FMA
+     * chain over the inner dimension in order, times alpha at the end.
+     * Returns 1 when done, 0 when the backend cannot take the shape
+     * (nothing written; the caller runs the batched path); n = 0 asks
+     * which, computing nothing. Optional: NULL on a backend without it
+     * (cuda). */
+    int (*attention_forward)(const float *q, const float *k, const float *v, int ldq, int n,
+                             int heads, int T, int hd, float scale, float *probs, float *ctx,
+                             int ldc);
+    /* Its backward from dctx in token layout (rows ldd apart), q, k, v and
+     * probs as the forward's: dq, dk, dv written in token layout (rows ldo
+     * apart), dq = scale dS k, dk = scale dS^T q, dv = probs^T dctx, dS =
+     * softmax_rows_backward(dctx v^T, probs); dprobs (n, heads, T, T)
+     * scratch (left holding dS). Returns as attention_forward. */
+    int (*attention_backward)(const float *dctx, int ldd, const float *q, const float *k,
+                              const float *v, int ldq, const float *probs, int n, int heads,
+                              int T, int hd, float scale, float *dprobs, float *dq, float *dk,
+                              float *dv, int ldo);
 };
 
 /* The backend registered under `name`, or NULL. */

@@ -374,6 +374,8 @@ const struct sb_backend_ops sb_backend_cpu = {
     .patchify = sb_cpu_patchify,
     .copy2d = sb_cpu_copy2d,
     .zero = sb_cpu_zero,
+    .attention_forward = sb_cpu_attention_forward,
+    .attention_backward = sb_cpu_attention_backward,
 };
 
 void sb_backend_cpu_set_threads(int n) { openblas_set_num_threads(n > 0 ? n : 1); }

@@ -28,14 +28,15 @@ void sb_cpu_sgemm_strided_batched(int trans_a, int trans_b, int m, int n, int k,
  * sum). */
 #define LANES 8
 
-/* The elementwise and row loops are built twice, for AVX2 (8 floats a
- * vector, blends for the selects) and for the x86-64 baseline (SSE2), and
- * the loader picks one for the CPU (gcc's function multiversioning, an
+/* The elementwise and row loops are built three times, for AVX-512 (16
+ * floats a vector, masks for the selects: the exp and the Gaussian CDF are
+ * compute-bound), AVX2 (8 floats, blends) and the x86-64 baseline (SSE2),
+ * and the loader picks one for the CPU (gcc's function multiversioning, an
  * ifunc). No FMA: -std=c11 keeps every multiply and add rounded apart, and
- * each lane of a row reduction sums in the source's order, so both
+ * each lane of a row reduction sums in the source's order, so all three
  * versions give the same bits. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define CPU_SIMD __attribute__((target_clones("avx2", "default")))
+#define CPU_SIMD __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define CPU_SIMD
 #endif

@@ -25,5 +25,14 @@ void sb_cpu_patchify(const float *x, int n, int side, int p, float *y);
 void sb_cpu_copy2d(float *dst, long dst_stride, const float *src, long src_stride, int rows,
                    int cols);
 void sb_cpu_zero(float *y, size_t n);
+/* Fused attention (cpu_attention.c): 1 when done (n = 0: when it would
+ * be), 0 when the shape or the CPU is beyond it (nothing written). */
+int sb_cpu_attention_forward(const float *q, const float *k, const float *v, int ldq, int n,
+                             int heads, int T, int hd, float scale, float *probs, float *ctx,
+                             int ldc);
+int sb_cpu_attention_backward(const float *dctx, int ldd, const float *q, const float *k,
+                              const float *v, int ldq, const float *probs, int n, int heads,
+                              int T, int hd, float scale, float *dprobs, float *dq, float *dk,
+                              float *dv, int ldo);
 
 #endif

@@ -1,7 +1,8 @@
 /* Finite-difference gradient checks of the workloads on the cpu backend.
  *
  * For mlp (one and two hidden layers), cnn and vit (depth 2, width 16, 2
- * heads, patch 7): a tiny random batch, the
+ * heads, patch 7; and 1 head, whose head dim 16 takes the cpu's fused
+ * attention): a tiny random batch, the
  * analytic gradient (forward with grad_scale = 1/n, then backward) against
  * central differences of the mean loss, (L(p + eps) - L(p - eps)) / 2eps,
  * for a sample of entries of EVERY tensor (an entry whose eps-interval holds
@@ -57,6 +58,11 @@ static void record_ready(void *ctx, size_t offset, size_t count)
     f->n_ready++;
 }
 
+/* The vit's heads: 2 (head dim 8: the batched attention), 1 in
+ * test_vit_fused (head dim 16: the cpu's fused attention where the CPU has
+ * AVX-512). */
+static int vit_heads = 2;
+
 /* Builds workload `name` with mlp widths hidden[n_hidden], a random batch
  * and its analytic gradient. Stale values are put in the gradient buffer
  * first, so a backward that accumulates instead of overwriting fails. */
@@ -68,7 +74,7 @@ static void fixture_init(struct fixture *f, const char *name, const int *hidden,
     snprintf(cfg.workload, sizeof cfg.workload, "%s", name);
     for (int i = 0; i < n_hidden; i++) cfg.hidden[i] = hidden[i];
     cfg.n_hidden = n_hidden;
-    cfg.vit = (struct sb_vit_config){.patch = 7, .width = 16, .depth = 2, .heads = 2,
+    cfg.vit = (struct sb_vit_config){.patch = 7, .width = 16, .depth = 2, .heads = vit_heads,
                                      .mlp_ratio = 2};
     cfg.seed = 42;
     const struct sb_workload_ops *ops = sb_workload_find(name);
@@ -266,6 +272,14 @@ static void test_vit(void **state)
     check_workload("vit", NULL, 0);
 }
 
+static void test_vit_fused(void **state)
+{
+    (void)state;
+    vit_heads = 1;
+    check_workload("vit", NULL, 0);
+    vit_heads = 2;
+}
+
 /* The check can fail: one wrong entry per tensor (the first, which is
  * always sampled) gives a mismatch in every tensor. */
 static void test_wrong_gradient_is_detected(void **state)
@@ -372,6 +386,7 @@ int main(void)
         cmocka_unit_test(test_mlp_two_hidden_layers),
         cmocka_unit_test(test_cnn),
         cmocka_unit_test(test_vit),
+        cmocka_unit_test(test_vit_fused),
         cmocka_unit_test(test_wrong_gradient_is_detected),
         cmocka_unit_test(test_cnn_layout),
         cmocka_unit_test(test_im2col_col2im),

@@ -1,0 +1,226 @@
+/* The CPU backend's fused attention (backend.h: attention_forward,
+ * attention_backward): the six matrix products of one (sample, head) and
+ * its softmax in one pass over data that stays in the L1/L2 cache, where
+ * the batched path made 9,216 cblas_sgemm calls a step (1,536 of them
+ * through OpenBLAS's packing path, with its zeroing of C) and a softmax pass
+ * over all heads between them.
+ *
+ * Same bits as OpenBLAS 0.3.21's SGEMM on SkylakeX/Sapphire Rapids at these
+ * shapes: each output element is one fused multiply-add chain over the
+ * inner dimension in index order, starting from zero, times alpha at the
+ * end (what both its small-matrix and its packed kernels compute for
+ * K <= 256, checked element by element by tests/unit/test_cpu_attention.c
+ * against cblas_sgemm), and the softmax is sb_cpu_softmax_rows's. So the
+ * vit's parameters are byte-identical to the batched path's
+ * (tools/params_identity.sh).
+ *
+ * q, k and v are read in token layout (the projections' GEMM output, no
+ * head split), the context and the q, k, v gradients written so.
+ *
+ * AVX-512 only (hd a multiple of 16, one vector per 16 columns of a head,
+ * 8 rows a block so that 8 independent chains hide the FMA latency); on
+ * another CPU, or a shape beyond the fixed scratch, the ops return 0 and
+ * the caller runs the batched products. */
+#include "backend/cpu_nn.h"
+
+#include <stddef.h>
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#define SB_ATTN_AVX512 1
+#else
+#define SB_ATTN_AVX512 0
+#endif
+
+/* The transposed operand's scratch: hd x Tp floats, Tp = T rounded up to
+ * 16 (on the stack: 32 KiB). */
+#define ATTN_SCRATCH 8192
+
+/* Shapes the fused ops take: hd a multiple of 16 up to 64, the transposed
+ * operand within the scratch, and a CPU with AVX-512F. */
+static int attn_fits(int T, int hd)
+{
+#if SB_ATTN_AVX512
+    int tp = (T + 15) / 16 * 16;
+    return hd % 16 == 0 && hd <= 64 && T >= 1 && (long)hd * tp <= ATTN_SCRATCH &&
+           __builtin_cpu_supports("avx512f");
+#else
+    (void)T, (void)hd;
+    return 0;
+#endif
+}
+
+#if SB_ATTN_AVX512
+#define ATTN_TARGET __attribute__((target("avx512f")))
+
+/* yt (hd, tp) = y (T, hd) transposed, rows of y ldy apart; columns T..tp
+ * zero. Blocks of 16 x 16 transposed in registers (unpack pairs of rows,
+ * then pairs of pairs, then 128-bit lanes), hd a multiple of 16. */
+ATTN_TARGET static void transpose_rows(const float *y, int ldy, int T, int hd, int tp, float *yt)
+{
+    for (int j0 = 0; j0 < tp; j0 += 16)
+        for (int d0 = 0; d0 < hd; d0 += 16) {
+            __m512 r[16], t[16], u[16];
+            for (int j = 0; j < 16; j++)
+                r[j] = j0 + j < T ? _mm512_loadu_ps(y + (size_t)(j0 + j) * ldy + d0)
+                                  : _mm512_setzero_ps();
+            for (int j = 0; j < 16; j += 2) {
+                t[j] = _mm512_unpacklo_ps(r[j], r[j + 1]);
+                t[j + 1] = _mm512_unpackhi_ps(r[j], r[j + 1]);
+            }
+            /* u[4g + e], 128-bit lane L: rows 4g..4g+3 at column 4L + e */
+            for (int g = 0; g < 16; g += 4) {
+                __m512d a = _mm512_castps_pd(t[g]), b = _mm512_castps_pd(t[g + 1]);
+                __m512d c = _mm512_castps_pd(t[g + 2]), d = _mm512_castps_pd(t[g + 3]);
+                u[g] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+                u[g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+                u[g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+                u[g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+            }
+            for (int e = 0; e < 4; e++) {
+                __m512 x0 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0x44);
+                __m512 x1 = _mm512_shuffle_f32x4(u[e], u[4 + e], 0xee);
+                __m512 y0 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0x44);
+                __m512 y1 = _mm512_shuffle_f32x4(u[8 + e], u[12 + e], 0xee);
+                float *o = yt + (size_t)(d0 + e) * tp + j0;
+                _mm512_storeu_ps(o, _mm512_shuffle_f32x4(x0, y0, 0x88));
+                _mm512_storeu_ps(o + (size_t)4 * tp, _mm512_shuffle_f32x4(x0, y0, 0xdd));
+                _mm512_storeu_ps(o + (size_t)8 * tp, _mm512_shuffle_f32x4(x1, y1, 0x88));
+                _mm512_storeu_ps(o + (size_t)12 * tp, _mm512_shuffle_f32x4(x1, y1, 0xdd));
+            }
+        }
+}
+
+/* out (T, T), rows ldo apart: out[i][j] = alpha * sum_d x[i][d] y[j][d]
+ * (one FMA chain over d in order), x rows ldx apart, yt = y transposed
+ * (hd, tp). Two rows and four 16-column chunks at a time: 8 chains. */
+ATTN_TARGET static void rows_by_rows(const float *x, int ldx, const float *yt, int T, int hd,
+                                     int tp, float alpha, float *out, int ldo)
+{
+    __m512 va = _mm512_set1_ps(alpha);
+    for (int j0 = 0; j0 < T; j0 += 64) {
+        int nc = (T - j0 + 15) / 16;
+        nc = nc > 4 ? 4 : nc;
+        __mmask16 last = (__mmask16)((T - j0 - 16 * (nc - 1)) >= 16
+                                         ? 0xffff
+                                         : ((1u << (T - j0 - 16 * (nc - 1))) - 1));
+        for (int i = 0; i < T; i += 2) {
+            int two = i + 1 < T;
+            __m512 a0[4], a1[4];
+            for (int c = 0; c < 4; c++) a0[c] = a1[c] = _mm512_setzero_ps();
+            const float *x0 = x + (size_t)i * ldx, *x1 = two ? x0 + ldx : x0;
+            for (int d = 0; d < hd; d++) {
+                __m512 b0 = _mm512_set1_ps(x0[d]), b1 = _mm512_set1_ps(x1[d]);
+                const float *yr = yt + (size_t)d * tp + j0;
+                for (int c = 0; c < 4; c++) {
+                    if (c >= nc) break;
+                    __m512 y = _mm512_loadu_ps(yr + 16 * c);
+                    a0[c] = _mm512_fmadd_ps(b0, y, a0[c]);
+                    a1[c] = _mm512_fmadd_ps(b1, y, a1[c]);
+                }
+            }
+            for (int c = 0; c < nc; c++) {
+                __mmask16 k = c == nc - 1 ? last : (__mmask16)0xffff;
+                float *o = out + (size_t)i * ldo + j0 + 16 * c;
+                _mm512_mask_storeu_ps(o, k, _mm512_mul_ps(va, a0[c]));
+                if (two) _mm512_mask_storeu_ps(o + ldo, k, _mm512_mul_ps(va, a1[c]));
+            }
+        }
+    }
+}
+
+/* out (T, hd), rows ldo apart: out[i][c] = alpha * sum_j a(i, j) b[j][c]
+ * (one FMA chain over j in order), a(i, j) = a[i * sai + j * saj] (a
+ * matrix or its transpose), b rows ldb apart. Eight rows at a time, one
+ * vector per 16 columns; when T >= 8 the last block of 8 overlaps the one
+ * before (its rows computed twice, the same values: no slow single-row
+ * chains for the rest). */
+ATTN_TARGET static void rows_by_matrix(const float *a, long sai, long saj, const float *b,
+                                       int ldb, int T, int hd, float alpha, float *out, int ldo)
+{
+    __m512 va = _mm512_set1_ps(alpha);
+    for (int c0 = 0; c0 < hd; c0 += 16) {
+        int i = 0;
+        for (; i < T && T >= 8; i += 8) {
+            if (i + 8 > T) i = T - 8;
+            __m512 acc[8];
+            for (int r = 0; r < 8; r++) acc[r] = _mm512_setzero_ps();
+            for (int j = 0; j < T; j++) {
+                __m512 bj = _mm512_loadu_ps(b + (size_t)j * ldb + c0);
+                const float *aj = a + j * saj + i * sai;
+                for (int r = 0; r < 8; r++)
+                    acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(aj[r * sai]), bj, acc[r]);
+            }
+            for (int r = 0; r < 8; r++)
+                _mm512_storeu_ps(out + (size_t)(i + r) * ldo + c0, _mm512_mul_ps(va, acc[r]));
+        }
+        for (; i < T; i++) {
+            __m512 acc = _mm512_setzero_ps();
+            for (int j = 0; j < T; j++)
+                acc = _mm512_fmadd_ps(_mm512_set1_ps(a[i * sai + j * saj]),
+                                      _mm512_loadu_ps(b + (size_t)j * ldb + c0), acc);
+            _mm512_storeu_ps(out + (size_t)i * ldo + c0, _mm512_mul_ps(va, acc));
+        }
+    }
+}
+#endif
+
+int sb_cpu_attention_forward(const float *q, const float *k, const float *v, int ldq, int n,
+                             int heads, int T, int hd, float scale, float *probs, float *ctx,
+                             int ldc)
+{
+    if (!attn_fits(T, hd)) return 0;
+#if SB_ATTN_AVX512
+    int tp = (T + 15) / 16 * 16;
+    float kt[ATTN_SCRATCH];
+    long tt = (long)T * T;
+    for (int s = 0; s < n; s++)
+        for (int h = 0; h < heads; h++) {
+            long sh = (long)s * heads + h;
+            size_t in = (size_t)s * T * ldq + (size_t)h * hd; /* head h's rows of sample s */
+            float *p = probs + sh * tt;
+            transpose_rows(k + in, ldq, T, hd, tp, kt);
+            rows_by_rows(q + in, ldq, kt, T, hd, tp, scale, p, T);
+            sb_cpu_softmax_rows(p, T, T);
+            rows_by_matrix(p, T, 1, v + in, ldq, T, hd, 1.0f,
+                           ctx + (size_t)s * T * ldc + (size_t)h * hd, ldc);
+        }
+#else
+    (void)q, (void)k, (void)v, (void)ldq, (void)n, (void)heads, (void)scale, (void)probs;
+    (void)ctx, (void)ldc;
+#endif
+    return 1;
+}
+
+int sb_cpu_attention_backward(const float *dctx, int ldd, const float *q, const float *k,
+                              const float *v, int ldq, const float *probs, int n, int heads,
+                              int T, int hd, float scale, float *dprobs, float *dq, float *dk,
+                              float *dv, int ldo)
+{
+    if (!attn_fits(T, hd)) return 0;
+#if SB_ATTN_AVX512
+    int tp = (T + 15) / 16 * 16;
+    float vt[ATTN_SCRATCH];
+    long tt = (long)T * T;
+    for (int s = 0; s < n; s++)
+        for (int h = 0; h < heads; h++) {
+            long sh = (long)s * heads + h;
+            size_t in = (size_t)s * T * ldq + (size_t)h * hd;
+            const float *p = probs + sh * tt, *dc = dctx + (size_t)s * T * ldd + (size_t)h * hd;
+            float *ds = dprobs + sh * tt;
+            size_t o = (size_t)s * T * ldo + (size_t)h * hd;
+            /* dP = dctx v^T; dv = P^T dctx; dS = P (dP - rowsum(dP P)) */
+            transpose_rows(v + in, ldq, T, hd, tp, vt);
+            rows_by_rows(dc, ldd, vt, T, hd, tp, 1.0f, ds, T);
+            rows_by_matrix(p, 1, T, dc, ldd, T, hd, 1.0f, dv + o, ldo);
+            sb_cpu_softmax_rows_backward(ds, p, T, T);
+            /* dq = scale dS k; dk = scale dS^T q */
+            rows_by_matrix(ds, T, 1, k + in, ldq, T, hd, scale, dq + o, ldo);
+            rows_by_matrix(ds, 1, T, q + in, ldq, T, hd, scale, dk + o, ldo);
+        }
+#else
+    (void)dctx, (void)ldd, (void)q, (void)k, (void)v, (void)ldq, (void)probs, (void)n;
+    (void)heads, (void)scale, (void)dprobs, (void)dq, (void)dk, (void)dv, (void)ldo;
+#endif
+    return 1;
+}
