@@ -34,7 +34,8 @@ def shown(proc):
 def flags(mnist_dir, out_dir, tag, *strategy, replicas=2):
     return ["train", "--data", mnist_dir, "--device", "cpu", "--replicas", replicas,
             "--threads", "1", "--max-steps", STEPS,
-            "--warmup-steps", "2", *strategy, "--report", out_dir / f"{tag}.json",
+            "--warmup-steps", "2", "--eval-samples", "100", *strategy,
+            "--report", out_dir / f"{tag}.json",
             "--save-params", out_dir / f"{tag}.f32"]
 
 

@@ -21,6 +21,10 @@ TWO_REPLICAS = {
 }
 
 
+# Runs whose parameters are compared, not their accuracy: 100 test images scored.
+PARAMS_ONLY = ["--eval-samples", "100"]
+
+
 def train(stratbench, mnist_dir, *flags, timeout=600):
     """Runs `stratbench train --workload cnn` with --data and `flags`; asserts exit 0."""
     return conftest.train(stratbench, mnist_dir, "--workload", "cnn", *flags, timeout=timeout)
@@ -31,7 +35,7 @@ def single_params(stratbench, mnist_dir, tmp_path_factory):
     """cnn parameters of `single` with batch 64 after STEPS steps (the reference)."""
     out = tmp_path_factory.mktemp("cnn-single") / "params.f32"
     train(stratbench, mnist_dir, "--strategy", "single", "--batch", "64",
-          "--max-steps", STEPS, "--save-params", out)
+          "--max-steps", STEPS, "--save-params", out, *PARAMS_ONLY)
     return load_params(out)
 
 
@@ -40,7 +44,7 @@ def test_two_replicas_match_single_with_doubled_batch(name, stratbench, mnist_di
                                                       single_params):
     out = tmp_path / "params.f32"
     train(stratbench, mnist_dir, *TWO_REPLICAS[name], "--batch", "32", "--max-steps", STEPS,
-          "--save-params", out)
+          "--save-params", out, *PARAMS_ONLY)
     params = load_params(out)
     assert params.shape == single_params.shape == (CNN_PARAMS,)
     diff = float(np.max(np.abs(params - single_params)))
@@ -50,7 +54,8 @@ def test_two_replicas_match_single_with_doubled_batch(name, stratbench, mnist_di
 def test_parameters_moved_from_initialisation(stratbench, mnist_dir, tmp_path, single_params):
     """The equivalence compares trained parameters, not two initialisations."""
     init = tmp_path / "init.f32"
-    train(stratbench, mnist_dir, "--max-steps", "1", "--lr", "0", "--save-params", init)
+    train(stratbench, mnist_dir, "--max-steps", "1", "--lr", "0", "--save-params", init,
+          *PARAMS_ONLY)
     assert float(np.max(np.abs(single_params - load_params(init)))) > 1e-3
 
 

@@ -98,7 +98,16 @@ SPLIT = {
 }
 
 
-@pytest.mark.parametrize("name", ["single", "ddp2", "zero2", *SCALED, *SPLIT])
+# CI: single, zero 2 (dp ranks must agree), central with 0 and 2 servers and async (the
+# workers' +inf marks), pipeline 2 x dp 2 and tensor 2 on the vit and with dp 2 (stage and
+# tp ranks agree); with STRATBENCH_SLOW=1 also ddp 2, central with 1 server, pipeline 2 and
+# tensor 2 on the mlp alone, each a case the kept ones contain (docs/ci.md).
+SKIP_SLOW = {"ddp2", "central2-servers1", "pipeline2", "tensor2"}
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=pytest.mark.slow) if n in SKIP_SLOW else n
+    for n in ["single", "ddp2", "zero2", *SCALED, *SPLIT]])
 def test_loss_scaling_skips_an_injected_inf(name, stratbench, mnist_dir, tmp_path):
     """An inf written into the first gradient at step 5 (0-based; STRATBENCH_TEST_FAULT
     inf-grad:5, on every replica): the step is skipped on every rank (zero 2: the inf lands
@@ -192,7 +201,15 @@ CENTRAL = {
 }
 
 
-@pytest.mark.parametrize("name", ["ddp2", "mirrored2", "zero1", "zero2", "zero3", *CENTRAL])
+# CI: ddp 2 (all-reduce), zero 2 (reduce-scatter, all-gather after the step), zero 3
+# (all-gathers before each layer), central with 3 workers and 2 servers (sharded push and
+# pull); with STRATBENCH_SLOW=1 also mirrored, zero 1, central 2 and central async.
+HALVE_SLOW = {"mirrored2", "zero1", "central2", "central2-async"}
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=pytest.mark.slow) if n in HALVE_SLOW else n
+    for n in ["ddp2", "mirrored2", "zero1", "zero2", "zero3", *CENTRAL]])
 def test_16_bit_gradients_halve_the_wire_exactly(name, stratbench, mnist_dir, tmp_path):
     """Every collective moves exactly half the bytes under bf16 and fp16, in as many calls:
     the gradients' (ddp, mirrored: all-reduce; zero: reduce-scatter) and zero's parameter
