@@ -19,6 +19,8 @@ Mbit/s the link time (~1 s a step) dwarfs the compute that load inflates."""
 import importlib.util
 import os
 
+import pytest
+
 from conftest import REPO_ROOT, SLOW
 
 spec = importlib.util.spec_from_file_location("predict_scale", REPO_ROOT / "bench" / "predict_scale.py")
@@ -29,6 +31,9 @@ TOLERANCE = 0.15
 STEPS, WARMUP = 12, 4
 
 
+# A prediction's accuracy is a timing figure: bench/predict_scale.py is where it is
+# measured; this short form runs with STRATBENCH_SLOW=1 (docs/ci.md, 2026-11-28).
+@pytest.mark.slow
 def test_ddp_and_zero_at_4_hosts_within_15_percent(cluster, stratbench, mnist_dir, tmp_path):
     c = cluster(4)
     c.shape("100mbit")
