@@ -24,7 +24,7 @@ struct vit_block {
     float *mean1, *rstd1, *mean2, *rstd2; /* (rows) LayerNorm statistics */
     float *q, *k, *v;        /* projections: (cap, heads_local, T, hd) head layout, or
                               * (rows, width_local) token layout where the backend's fused
-                              * attention takes them (vit_pass.c: fused_attention) */
+                              * attention takes them (struct vit's fused_attention) */
     float *probs;            /* (cap, heads_local, T, T) attention probabilities */
     float *ctx;              /* (rows, width_local) attention context, heads merged */
     float *fc1;              /* (rows, hidden_local) MLP pre-activation, after the GELU
@@ -59,6 +59,8 @@ struct vit {
     int sp;                  /* sequence parallelism: res[], mid, LayerNorm statistics sharded
                               * along the sequence (vit_sp.c) */
     int tokens_local;        /* tokens of this rank's sequence shard (tokens without sp) */
+    int fused_attention;     /* 1: the backend's fused attention takes this model's heads
+                              * (sb_vit_fused_attention, asked once at creation) */
     /* the part held (vit.c): the embedding (layer 0), blocks [b0, b1)
      * (layers b0 + 1 .. b1), the final LayerNorm and head (layer depth + 1) */
     int has_embed, has_head, b0, b1;
@@ -165,6 +167,14 @@ void sb_vit_linear_backward(struct sb_model *m, const float *dy, const float *x,
  * k, v of the shard's heads -> b->ctx (n T, width_local). Backward: from
  * p->tmp = d ctx (n T, width_local), ADDS nothing: OVERWRITES p->dln (n T,
  * W) with d ln1 (this shard's partial sum over its heads). */
+/* 1 when m's backend has a fused attention that takes m's heads: fp32 (under
+ * bf16/fp16 the scores and probabilities are rounded between the steps,
+ * which only the batched path does), the op present and the shape within it
+ * (asked with n = 0). Then each block's q, k, v hold token layout (rows,
+ * width_local), else head layout; forward and backward follow it. Asked
+ * once, after the backend and the precision are set (vit.c). */
+int sb_vit_fused_attention(const struct sb_model *m);
+
 void sb_vit_attention_forward(struct sb_model *m, struct vit_block *b, int n);
 void sb_vit_attention_backward(struct sb_model *m, struct vit_block *b, int n);
 

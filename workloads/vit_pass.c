@@ -153,12 +153,7 @@ static void heads_gemm(const struct sb_model *m, int ta, int tb, int rows, int c
                                   H);
 }
 
-/* 1 when the backend's fused attention takes this model's heads: fp32
- * (under bf16/fp16 the scores and probabilities are rounded between the
- * steps, which only the batched path does), the op present and the shape
- * within it (asked with n = 0). Then b->q, b->k, b->v hold token layout
- * (rows, width_local), else head layout; forward and backward agree. */
-static int fused_attention(const struct sb_model *m)
+int sb_vit_fused_attention(const struct sb_model *m)
 {
     const struct vit *p = m->impl;
     return !m->half && m->be->attention_forward && m->be->attention_backward &&
@@ -174,7 +169,7 @@ void sb_vit_attention_forward(struct sb_model *m, struct vit_block *b, int n)
     int Wl = p->width_local;
     float *qkv[3] = {b->q, b->k, b->v};
     size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
-    if (fused_attention(m)) { /* q, k, v stay in token layout: no head split */
+    if (p->fused_attention) { /* q, k, v stay in token layout: no head split */
         for (int i = 0; i < 3; i++)
             sb_vit_linear(m, b->ln1, rows, W, Wl, wo[i], bo[i], 0.0f, qkv[i]);
         be->attention_forward(b->q, b->k, b->v, Wl, n, H, T, hd, 1.0f / sqrtf((float)hd),
@@ -296,7 +291,7 @@ void sb_vit_attention_backward(struct sb_model *m, struct vit_block *b, int n)
     int Wl = p->width_local;
     float scale = 1.0f / sqrtf((float)hd);
     size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
-    if (fused_attention(m)) { /* d context read in token layout (p->tmp) */
+    if (p->fused_attention) { /* d context read in token layout (p->tmp) */
         be->attention_backward(p->tmp, Wl, b->q, b->k, b->v, Wl, b->probs, n, H, T, hd, scale,
                                p->dprobs, p->dh[0], p->dh[1], p->dh[2], Wl);
         for (int i = 0; i < 3; i++) /* dq, dk, dv in token layout */
