@@ -229,6 +229,48 @@ static sb_status pipeline_validate(const struct sb_config *cfg)
     return check_shape(cfg, &shape, &n_layers);
 }
 
+/* The widest of the n - 1 boundaries between the n virtual stages that
+ * first[0..n] cut `whole` into: the out_floats per sample of the last
+ * layer before each cut, the largest (0 for one stage). */
+static size_t widest_boundary(const struct sb_model *whole, const int *first, int n)
+{
+    size_t widest = 0;
+    for (int b = 1; b < n; b++)
+        if (whole->layers[first[b] - 1].out_floats > widest)
+            widest = whole->layers[first[b] - 1].out_floats;
+    return widest;
+}
+
+/* The largest boundary message of cfg's run: mb x the widest boundary's
+ * floats per sample x 4 bytes (mb = --batch / --microbatches; activations
+ * forward and their gradients back are the same size), from the whole
+ * model's layer table cut as pipeline_init cuts it. With
+ * --sequence-parallel an upper bound (a shard's boundary may carry fewer
+ * tokens). Builds the model on the host (as validate does). */
+static sb_status pipeline_p2p_max_bytes(const struct sb_config *cfg, size_t *bytes)
+{
+    const struct pipeline_opts *o = opts(cfg);
+    const struct sb_workload_ops *w = sb_workload_find(cfg->workload);
+    *bytes = 0;
+    if (!w) return sb_error(SB_ERR_USAGE, "--workload: unknown '%s'", cfg->workload);
+    struct sb_model *m = NULL;
+    SB_TRY(w->create(cfg, cfg->backend, 1, &m));
+    struct sb_pp_shape shape;
+    int first[64 * 64 + 1];
+    sb_status st = sb_pp_validate((enum sb_pp_kind)o->schedule, o->stages, o->microbatches,
+                                  o->chunks, m->n_layers,
+                                  w->backward_input_part && w->backward_weight_part, &shape);
+    int n = shape.stages * shape.chunks;
+    if (!st && n > 64 * 64) st = sb_error(SB_ERR_USAGE, "--stages: at most %d virtual stages",
+                                          64 * 64);
+    if (!st) st = plan_cuts(cfg, m, n, first);
+    if (!st)
+        *bytes = (size_t)(cfg->batch / shape.microbatches) * widest_boundary(m, first, n) *
+                 sizeof(float);
+    m->ops->destroy(m);
+    return st;
+}
+
 static int pipeline_world_size(const struct sb_config *cfg)
 {
     return cfg->replicas * opts(cfg)->tp * opts(cfg)->stages;
@@ -583,6 +625,7 @@ const struct sb_strategy_ops sb_strategy_pipeline = {
     .reset_counters = pipeline_reset_counters,
     .describe = pipeline_describe,
     .layout = pipeline_layout,
+    .p2p_max_bytes = pipeline_p2p_max_bytes,
     .memory = pipeline_memory,
     .comm_model = sb_pp_predict_rows,
     .model_state_formula = pipeline_model_state_formula,

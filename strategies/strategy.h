@@ -193,6 +193,13 @@ struct sb_strategy_ops {
      * not given): the report's `layout`. `out` arrives holding the NULL
      * op's values. Pure: no strategy instance is needed. */
     void (*layout)(const struct sb_config *cfg, struct sb_layout *out);
+    /* Optional (NULL: none): the largest point-to-point message one rank
+     * of cfg's run sends or receives, in bytes (a pipeline's boundary
+     * activation or gradient of one micro-batch), from the configuration
+     * alone, before MPI_Init: Open MPI's TCP eager limit is chosen from it
+     * (job/launcher.h). Collectives do not count. Errors: the workload's
+     * (building its layer table), SB_ERR_USAGE as validate. */
+    sb_status (*p2p_max_bytes)(const struct sb_config *cfg, size_t *bytes);
     /* Optional (may be NULL): adds what the strategy states about itself
      * (e.g. ddp's bucket count and sizes, central's staleness, central's
      * server link bytes per step into d's comm section) to `d`.
@@ -301,6 +308,11 @@ int sb_strategy_layer_summaries(const struct sb_strategy *s, struct sb_layer_sum
 size_t sb_strategy_local_n_params(const struct sb_strategy *s);
 /* This process's consistency group (the consistency_group op, else 0). */
 int sb_strategy_consistency_group(const struct sb_strategy *s);
+
+/* The largest point-to-point message of cfg's run in bytes (ops'
+ * p2p_max_bytes op; 0 without one). Errors: the op's. */
+sb_status sb_strategy_p2p_max_bytes(const struct sb_strategy_ops *ops,
+                                    const struct sb_config *cfg, size_t *bytes);
 
 /* The processes ops needs for cfg (its world_size op, or the default:
  * cfg->replicas if uses_mpi, else 1). */

@@ -155,10 +155,14 @@ static sb_status start_rank(const struct sb_config *cfg, const struct sb_launche
                             int *full_argc, char ***full_argv, struct sb_train_outcome *out)
 {
     int uses_mpi = cfg->strategy_ops->uses_mpi;
-    /* Full links (btl_tcp_links) and yielding when oversubscribed, unless
-     * the user chose: before MPI_Init, which reads them. */
+    /* Full links (btl_tcp_links), yielding when oversubscribed and an
+     * eager limit above the largest point-to-point message, unless the
+     * user chose: before MPI_Init, which reads them. */
     if (uses_mpi) {
-        sb_launcher_tune_transport(launch);
+        /* The largest point-to-point message picks the TCP eager limit. */
+        size_t p2p_bytes = 0;
+        SB_TRY(sb_strategy_p2p_max_bytes(cfg->strategy_ops, cfg, &p2p_bytes));
+        sb_launcher_tune_transport(launch, p2p_bytes);
         /* A rank of a job stratbench watches: dies with its launcher, says
          * it started (job/control.h). */
         sb_control_started(launch->task_rank);

@@ -16,6 +16,8 @@
 #include "harness/consistency.h"
 #include "harness/loop.h"
 #include "harness/straggler.h"
+#include "job/launcher.h"
+#include "job/mpi_info.h"
 #include "job/probe.h"
 #include "trace/trace.h"
 
@@ -68,6 +70,11 @@ static void record_start(struct sb_run_record *rec, const struct sb_config *cfg,
     rec->world_size = job->size;
     rec->hosts = job->hosts;
     rec->n_hosts = job->n_hosts;
+    /* What the rendezvous warning compares (run_warnings.h). */
+    rec->p2p_max_bytes = (double)sb_launcher_p2p_max_bytes();
+    char eager[32];
+    sb_job_mpi_cvar("btl_tcp_eager_limit", eager, sizeof eager);
+    rec->tcp_eager_limit_bytes = eager[0] ? strtod(eager, NULL) : 0.0;
     rec->global_batch = sb_config_global_batch(cfg);
     rec->effective_lr = sb_config_effective_lr(cfg);
     sb_utc_now(rec->start_utc);

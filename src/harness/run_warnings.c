@@ -3,6 +3,8 @@
 
 #include <stdio.h>
 
+#include "job/eager_limit.h"
+
 static void add(struct sb_run_record *rec, const char *fmt, double a, double b, double c)
 {
     if (rec->n_warnings >= SB_REPORT_MAX_WARNINGS) return;
@@ -27,6 +29,12 @@ void sb_run_warnings_check(struct sb_run_record *rec, long threads_on_host, long
         add(rec, "noisy run: %.0f involuntary context switches per second of training on a "
             "rank (threshold %.0f/s): other work shared the CPUs",
             worst / rec->train_seconds, SB_WARN_NIVCSW_PER_S, 0.0);
+    if (rec->n_hosts > 1 && rec->p2p_max_bytes > 0 && rec->tcp_eager_limit_bytes > 0 &&
+        !sb_eager_fits((size_t)rec->p2p_max_bytes, (size_t)rec->tcp_eager_limit_bytes))
+        add(rec, "rendezvous: pipeline messages of %.0f bytes exceed the TCP eager limit in "
+            "effect (%.0f bytes, %.0f of them header room) and wait for the peers' next MPI "
+            "calls; unset OMPI_MCA_btl_tcp_eager_limit or raise it",
+            rec->p2p_max_bytes, rec->tcp_eager_limit_bytes, (double)SB_EAGER_HEADER_BYTES);
 }
 
 void sb_run_warnings_print(const struct sb_run_record *rec)

@@ -28,7 +28,11 @@
  * from the finished record: `threads_on_host` the compute threads this
  * job runs on rank 0's host (processes or replica threads x BLAS threads
  * each), `cores` that host's online cores, `stall_fraction` of rank 0's
- * step times. Never fails. */
+ * step times. Also warns, on a job of several hosts, when the largest
+ * point-to-point message (rec->p2p_max_bytes) does not go eagerly under
+ * the TCP eager limit in effect (rec->tcp_eager_limit_bytes, when known;
+ * job/eager_limit.h): the user's limit kept it below, and each such
+ * message goes by rendezvous. Never fails. */
 void sb_run_warnings_check(struct sb_run_record *rec, long threads_on_host, long cores,
                            double stall_fraction);
 

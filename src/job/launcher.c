@@ -1,5 +1,6 @@
 /* Launcher detection from the environment; see launcher.h. */
 #include "job/launcher.h"
+#include "job/eager_limit.h"
 
 #include <limits.h>
 #include <sched.h>
@@ -125,7 +126,9 @@ int sb_launcher_yield_if_oversubscribed(const struct sb_launcher *l)
 }
 
 static struct sb_mca_choice choices[SB_MCA_CHOICES] = {{.name = "btl_tcp_links"},
-                                                       {.name = "mpi_yield_when_idle"}};
+                                                       {.name = "mpi_yield_when_idle"},
+                                                       {.name = "btl_tcp_eager_limit"}};
+static size_t p2p_max = 0; /* sb_launcher_tune_transport's p2p_max_bytes */
 
 /* Reads every choice's value from the environment (by_stratbench kept). */
 static void read_choices(void)
@@ -138,13 +141,24 @@ static void read_choices(void)
     }
 }
 
-void sb_launcher_tune_transport(const struct sb_launcher *l)
+void sb_launcher_tune_transport(const struct sb_launcher *l, size_t p2p_max_bytes)
 {
-    choices[0].by_stratbench = l->kind != SB_LAUNCHER_NONE && l->tasks > 1 &&
-                               !getenv("OMPI_MCA_btl_tcp_links") &&
+    int several = l->kind != SB_LAUNCHER_NONE && l->tasks > 1;
+    p2p_max = p2p_max_bytes;
+    choices[0].by_stratbench = several && !getenv("OMPI_MCA_btl_tcp_links") &&
                                setenv("OMPI_MCA_btl_tcp_links", SB_TCP_LINKS, 0) == 0;
     choices[1].by_stratbench = sb_launcher_yield_if_oversubscribed(l);
+    size_t eager = sb_eager_limit_for(p2p_max_bytes);
+    char text[32];
+    snprintf(text, sizeof text, "%zu", eager);
+    choices[2].by_stratbench = several && eager > 0 && !getenv("OMPI_MCA_btl_tcp_eager_limit") &&
+                               setenv("OMPI_MCA_btl_tcp_eager_limit", text, 0) == 0;
     read_choices();
+}
+
+size_t sb_launcher_p2p_max_bytes(void)
+{
+    return p2p_max;
 }
 
 const struct sb_mca_choice *sb_launcher_transport(void)

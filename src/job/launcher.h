@@ -12,6 +12,8 @@
 #ifndef SB_LAUNCHER_H
 #define SB_LAUNCHER_H
 
+#include <stddef.h>
+
 #include "core/status.h"
 
 /* Set by a self-launch ("mpirun" or "srun") in the ranks' environment. */
@@ -71,8 +73,9 @@ struct sb_mca_choice {
     int by_stratbench;
 };
 
-/* What stratbench chooses, in this order: btl_tcp_links, mpi_yield_when_idle. */
-#define SB_MCA_CHOICES 2
+/* What stratbench chooses, in this order: btl_tcp_links, mpi_yield_when_idle,
+ * btl_tcp_eager_limit. */
+#define SB_MCA_CHOICES 3
 
 /* Sets, before MPI_Init and only where the user has not, the Open MPI
  * variables that a run needs to use its links fully, and records them for
@@ -87,8 +90,21 @@ struct sb_mca_choice {
  *    (the ranks of a self-launch run this too).
  *  - OMPI_MCA_mpi_yield_when_idle=1 when this node is oversubscribed
  *    (sb_launcher_yield_if_oversubscribed).
- * A plain process (no launcher) gets neither. Never fails. */
-void sb_launcher_tune_transport(const struct sb_launcher *l);
+ *  - OMPI_MCA_btl_tcp_eager_limit=sb_eager_limit_for(p2p_max_bytes) (when
+ *    the launcher started more than one task and that is not 0): the run's
+ *    largest point-to-point message (a pipeline's boundary activation or
+ *    gradient of one micro-batch, sb_strategy_p2p_max_bytes, computed from
+ *    the configuration) goes eagerly instead of by rendezvous, whose
+ *    handshake waits for the computing receiver's and sender's next MPI
+ *    calls (job/eager_limit.h). Only Open MPI's TCP transport (between
+ *    hosts); within a host (vader) nothing changes.
+ * A plain process (no launcher) gets none. p2p_max_bytes is kept for
+ * sb_launcher_p2p_max_bytes. Never fails. */
+void sb_launcher_tune_transport(const struct sb_launcher *l, size_t p2p_max_bytes);
+
+/* The p2p_max_bytes the last sb_launcher_tune_transport was given (0: none,
+ * or not called): the report's environment.p2p_max_message_bytes. */
+size_t sb_launcher_p2p_max_bytes(void);
 
 /* TCP connections per pair of ranks that sb_launcher_tune_transport asks for. */
 #define SB_TCP_LINKS "2"

@@ -34,7 +34,9 @@ void sb_job_mpi_cvar(const char *name, char *out, size_t cap)
         MPI_T_enum enumtype;
         if (MPI_T_cvar_get_info(i, vname, &name_len, &verbosity, &type, &enumtype, desc, &desc_len,
                                 &binding, &scope) != MPI_SUCCESS ||
-            strcmp(vname, name) != 0 || (type != MPI_INT && type != MPI_UNSIGNED && type != MPI_C_BOOL))
+            strcmp(vname, name) != 0 ||
+            (type != MPI_INT && type != MPI_UNSIGNED && type != MPI_C_BOOL &&
+             type != MPI_UNSIGNED_LONG && type != MPI_UNSIGNED_LONG_LONG))
             continue;
         MPI_T_cvar_handle h;
         int count = 0;
@@ -46,6 +48,12 @@ void sb_job_mpi_cvar(const char *name, char *out, size_t cap)
             } else if (type == MPI_C_BOOL) {
                 _Bool v = 0;
                 if (MPI_T_cvar_read(h, &v) == MPI_SUCCESS) snprintf(out, cap, "%d", (int)v);
+            } else if (type == MPI_UNSIGNED_LONG) { /* Open MPI's size_t variables */
+                unsigned long v = 0;
+                if (MPI_T_cvar_read(h, &v) == MPI_SUCCESS) snprintf(out, cap, "%lu", v);
+            } else if (type == MPI_UNSIGNED_LONG_LONG) {
+                unsigned long long v = 0;
+                if (MPI_T_cvar_read(h, &v) == MPI_SUCCESS) snprintf(out, cap, "%llu", v);
             } else {
                 unsigned v = 0;
                 if (MPI_T_cvar_read(h, &v) == MPI_SUCCESS) snprintf(out, cap, "%u", v);

@@ -200,6 +200,18 @@ static void add_transport(cJSON *env, int *fail)
     }
 }
 
+/* "p2p_max_message_bytes": the largest point-to-point message one rank
+ * sends (sb_launcher_p2p_max_bytes: a pipeline's boundary activation or
+ * gradient of one micro-batch), from which btl_tcp_eager_limit is chosen;
+ * null when the strategy sends none. */
+static void add_p2p(cJSON *env, int *fail)
+{
+    size_t b = sb_launcher_p2p_max_bytes();
+    if (!(b > 0 ? cJSON_AddNumberToObject(env, "p2p_max_message_bytes", (double)b)
+                : cJSON_AddNullToObject(env, "p2p_max_message_bytes")))
+        *fail = 1;
+}
+
 /* "wait_policy": how the ranks waited for their messages (comm/
  * wait_policy.h): {policy "spin" | "sleep", set_by "stratbench" (--wait
  * auto) | "user", compute_threads_on_machine, cores}; null without MPI. */
@@ -250,6 +262,7 @@ sb_status sb_environment_json(const struct sb_run_record *rec, cJSON **out)
     if (rec->cfg && rec->cfg->backend && !rec->cfg->backend->host_memory) add_gpu(env, &fail);
     add_launcher(env, &fail);
     add_transport(env, &fail);
+    add_p2p(env, &fail);
     add_wait(env, rec, &fail);
     tcp_congestion_control(buf, sizeof buf);
     if (!(buf[0] ? cJSON_AddStringToObject(env, "tcp_congestion_control", buf)

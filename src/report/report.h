@@ -20,7 +20,7 @@
 #include "job/probe.h" /* struct sb_link_probe */
 #include "workloads/workload.h" /* struct sb_layer_summary */
 
-#define SB_REPORT_SCHEMA_VERSION "1.15" /* 1.15: --wait, noise_by_rank[].cpu_s, config.eval_samples */
+#define SB_REPORT_SCHEMA_VERSION "1.16" /* 1.16: environment.mpi_transport.btl_tcp_eager_limit, environment.p2p_max_message_bytes */
 #define SB_REPORT_LAYERS_MAX 256 /* layers model.layers lists (the rest left off) */
 
 /* Most warnings a report records (sb_run_record.warnings). */
@@ -191,6 +191,11 @@ struct sb_run_record {
      * its kernel x BLAS threads); "" without MPI. */
     char wait_policy[8];
     long wait_threads_on_machine, wait_cores;
+    /* The largest point-to-point message one rank sends (a pipeline's
+     * boundary; 0: none) and Open MPI's TCP eager limit rank 0 runs with
+     * (MPI_T; 0: unknown), both bytes: the rendezvous warning
+     * (harness/run_warnings.h). */
+    double p2p_max_bytes, tcp_eager_limit_bytes;
 
     struct sb_strategy_details details; /* what the strategy states of itself */
 

@@ -50,6 +50,13 @@ int sb_strategy_consistency_group(const struct sb_strategy *s)
     return s->ops->consistency_group ? s->ops->consistency_group(s) : 0;
 }
 
+sb_status sb_strategy_p2p_max_bytes(const struct sb_strategy_ops *ops,
+                                    const struct sb_config *cfg, size_t *bytes)
+{
+    *bytes = 0;
+    return ops->p2p_max_bytes ? ops->p2p_max_bytes(cfg, bytes) : SB_OK;
+}
+
 int sb_strategy_world_size(const struct sb_strategy_ops *ops, const struct sb_config *cfg)
 {
     if (ops->world_size) return ops->world_size(cfg);

@@ -18,7 +18,7 @@ static const char *const VARS[] = {
     "SLURM_STEP_ID", "SLURM_STEPID", "SLURM_STEP_NUM_TASKS", "SLURM_PROCID", "SLURM_NODEID",
     "SLURM_STEP_TASKS_PER_NODE", "SLURM_CPUS_ON_NODE", "SLURM_JOB_ID", "SLURM_NTASKS",
     "PMIX_RANK", "PMI_RANK", "PMI_SIZE", SB_LAUNCHED_ENV, "OMPI_MCA_mpi_yield_when_idle",
-    "OMPI_MCA_btl_tcp_links"};
+    "OMPI_MCA_btl_tcp_links", "OMPI_MCA_btl_tcp_eager_limit"};
 
 static int clear(void **state)
 {
@@ -152,7 +152,7 @@ static void test_tcp_links_by_default(void **state)
     (void)state;
     struct sb_launcher l;
     sb_launcher_detect(&l);
-    sb_launcher_tune_transport(&l); /* plain process */
+    sb_launcher_tune_transport(&l, 0); /* plain process */
     assert_null(getenv("OMPI_MCA_btl_tcp_links"));
     assert_string_equal(sb_launcher_transport()[0].name, "btl_tcp_links");
     assert_string_equal(sb_launcher_transport()[0].value, "");
@@ -160,13 +160,13 @@ static void test_tcp_links_by_default(void **state)
     setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
     setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "1", 1);
     sb_launcher_detect(&l);
-    sb_launcher_tune_transport(&l);
+    sb_launcher_tune_transport(&l, 0);
     assert_string_equal(getenv("OMPI_MCA_btl_tcp_links"), SB_TCP_LINKS);
     assert_string_equal(sb_launcher_transport()[0].value, SB_TCP_LINKS);
     assert_int_equal(sb_launcher_transport()[0].by_stratbench, 1);
 
     setenv("OMPI_MCA_btl_tcp_links", "4", 1); /* the user's own setting wins */
-    sb_launcher_tune_transport(&l);
+    sb_launcher_tune_transport(&l, 0);
     assert_string_equal(getenv("OMPI_MCA_btl_tcp_links"), "4");
     assert_string_equal(sb_launcher_transport()[0].value, "4");
     assert_int_equal(sb_launcher_transport()[0].by_stratbench, 0);
@@ -174,9 +174,47 @@ static void test_tcp_links_by_default(void **state)
     unsetenv("OMPI_MCA_btl_tcp_links");
     setenv("OMPI_COMM_WORLD_SIZE", "1", 1); /* one rank: no links to use */
     sb_launcher_detect(&l);
-    sb_launcher_tune_transport(&l);
+    sb_launcher_tune_transport(&l, 0);
     assert_null(getenv("OMPI_MCA_btl_tcp_links"));
     assert_int_equal(sb_launcher_transport()[0].by_stratbench, 0);
+}
+
+/* The eager limit from the run's largest point-to-point message: set (and
+ * recorded as stratbench's) for a launched job of several tasks whose
+ * message the default sends by rendezvous; not for a smaller message, a
+ * plain process or one task; the user's own value kept. */
+static void test_eager_limit_from_the_largest_message(void **state)
+{
+    (void)state;
+    struct sb_launcher l;
+    sb_launcher_detect(&l);
+    sb_launcher_tune_transport(&l, 65536); /* plain process */
+    assert_null(getenv("OMPI_MCA_btl_tcp_eager_limit"));
+    assert_string_equal(sb_launcher_transport()[2].name, "btl_tcp_eager_limit");
+    assert_int_equal(sb_launcher_p2p_max_bytes(), 65536);
+
+    setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+    setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
+    sb_launcher_detect(&l);
+    sb_launcher_tune_transport(&l, 32768); /* eager already */
+    assert_null(getenv("OMPI_MCA_btl_tcp_eager_limit"));
+    assert_int_equal(sb_launcher_transport()[2].by_stratbench, 0);
+
+    sb_launcher_tune_transport(&l, 65536);
+    assert_string_equal(getenv("OMPI_MCA_btl_tcp_eager_limit"), "69632");
+    assert_string_equal(sb_launcher_transport()[2].value, "69632");
+    assert_int_equal(sb_launcher_transport()[2].by_stratbench, 1);
+
+    setenv("OMPI_MCA_btl_tcp_eager_limit", "65536", 1); /* the user's own setting wins */
+    sb_launcher_tune_transport(&l, 65536);
+    assert_string_equal(getenv("OMPI_MCA_btl_tcp_eager_limit"), "65536");
+    assert_int_equal(sb_launcher_transport()[2].by_stratbench, 0);
+
+    unsetenv("OMPI_MCA_btl_tcp_eager_limit");
+    setenv("OMPI_COMM_WORLD_SIZE", "1", 1); /* one rank: no messages */
+    sb_launcher_detect(&l);
+    sb_launcher_tune_transport(&l, 65536);
+    assert_null(getenv("OMPI_MCA_btl_tcp_eager_limit"));
 }
 
 static void test_malformed_variables_read_as_unset(void **state)
@@ -194,6 +232,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_plain_process, clear),
+        cmocka_unit_test_setup(test_eager_limit_from_the_largest_message, clear),
         cmocka_unit_test_setup(test_self_launched_mpirun, clear),
         cmocka_unit_test_setup(test_srun_with_pmix, clear),
         cmocka_unit_test_setup(test_srun_without_pmix_is_refused, clear),

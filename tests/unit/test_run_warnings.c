@@ -58,12 +58,41 @@ static void test_noisy(void **state)
     assert_non_null(strstr(rec.warnings[1], "1001 involuntary context switches per second"));
 }
 
+/* Pipeline messages above the eager limit in effect warn on a job of
+ * several hosts (each goes by rendezvous); not on one host (no TCP), not
+ * when they fit (64 bytes of header room), not when the limit is unknown. */
+static void test_rendezvous(void **state)
+{
+    (void)state;
+    struct sb_run_record rec;
+    struct sb_rank_noise noise[2];
+    quiet(&rec, noise);
+    rec.n_hosts = 2;
+    rec.p2p_max_bytes = 65536;
+    rec.tcp_eager_limit_bytes = 65536;
+    sb_run_warnings_check(&rec, 2, 2, 0.0);
+    assert_int_equal(rec.n_warnings, 1);
+    assert_non_null(strstr(rec.warnings[0], "rendezvous: pipeline messages of 65536 bytes"));
+    assert_non_null(strstr(rec.warnings[0], "(65536 bytes, 64 of them header room)"));
+    rec.n_hosts = 1;
+    sb_run_warnings_check(&rec, 2, 2, 0.0);
+    assert_int_equal(rec.n_warnings, 0);
+    rec.n_hosts = 2;
+    rec.tcp_eager_limit_bytes = 65536 + 64;
+    sb_run_warnings_check(&rec, 2, 2, 0.0);
+    assert_int_equal(rec.n_warnings, 0);
+    rec.tcp_eager_limit_bytes = 0;
+    sb_run_warnings_check(&rec, 2, 2, 0.0);
+    assert_int_equal(rec.n_warnings, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quiet_run_has_no_warning),
         cmocka_unit_test(test_oversubscribed),
         cmocka_unit_test(test_noisy),
+        cmocka_unit_test(test_rendezvous),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,45 @@
+/* Open MPI's TCP eager limit against a run's largest point-to-point
+ * message: the limit that sends a message of a given size eagerly, and
+ * whether a limit does.
+ *
+ * Open MPI's ob1 sends a message eagerly (the sender writes it at once; the
+ * receiver's library reads it whenever it next calls MPI) when the message
+ * plus ob1's header fits in the transport's eager limit; otherwise by
+ * rendezvous, whose handshake is answered only when the receiver posts its
+ * receive and finished only when the sender next calls MPI. A pipeline's
+ * boundary send to a computing stage then stalls the receiver until the
+ * sender's next MPI call (docs/layouts.md: dp1-tp2-pp2 m4's 64 KiB
+ * boundary messages on 1 Gbit/s, 12.1 -> 10.2 ms a step with the limit
+ * raised). Measured with Open MPI 4.1.4, btl tcp, a receiver 200 ms late
+ * (2026-11-28): at the default limit 65,536 a message of 65,472 bytes went
+ * eagerly, 65,504 by rendezvous, so ob1's header is 33-64 bytes; at
+ * 1,048,576 a 262,144-byte message went eagerly (btl_tcp_max_send_size,
+ * 131,072, does not cap it). */
+#ifndef SB_EAGER_LIMIT_H
+#define SB_EAGER_LIMIT_H
+
+#include <stddef.h>
+
+/* Open MPI 4.1's default btl_tcp_eager_limit, bytes (ompi_info --param btl
+ * tcp --level 9). */
+#define SB_TCP_EAGER_DEFAULT_BYTES 65536u
+
+/* The room ob1's header takes inside the eager limit, bytes: the measured
+ * bound above (33-64). */
+#define SB_EAGER_HEADER_BYTES 64u
+
+/* What the limit is rounded up to, bytes. */
+#define SB_EAGER_ROUND_BYTES 4096u
+
+/* 1 when a message of message_bytes goes eagerly under an eager limit of
+ * limit_bytes: message_bytes + SB_EAGER_HEADER_BYTES <= limit_bytes. */
+int sb_eager_fits(size_t message_bytes, size_t limit_bytes);
+
+/* The btl_tcp_eager_limit, bytes, that stratbench asks for so that a
+ * message of message_bytes goes eagerly: 0 (leave Open MPI's default) when
+ * the default already sends it eagerly (message_bytes 0: no point-to-point
+ * message), else message_bytes + SB_EAGER_HEADER_BYTES rounded up to a
+ * multiple of SB_EAGER_ROUND_BYTES (65,536 -> 69,632). */
+size_t sb_eager_limit_for(size_t message_bytes);
+
+#endif
