@@ -14,7 +14,8 @@ void sb_job_mpi_library(char *out, size_t cap);
  * it, read through the MPI tool interface (MPI_T, MPI 3.0 ch. 14) after
  * MPI_Init: proof that a setting reached MPI. "" when MPI is not
  * initialised, the variable is unknown or not an integer (int, unsigned,
- * unsigned long or long long: Open MPI's size_t variables) or boolean. */
+ * unsigned long or unsigned long long: Open MPI's size_t variables) or
+ * boolean. */
 void sb_job_mpi_cvar(const char *name, char *out, size_t cap);
 
 #endif
