@@ -14,7 +14,8 @@
 #include "core/atomic_file.h"
 #include "core/memory.h"
 
-#define LAYOUTS_SCHEMA_VERSION "1.3" /* 1.2: links.*.gamma_s_per_byte, sizes; 1.3: memory.ledger */
+#define LAYOUTS_SCHEMA_VERSION "1.4" /* 1.2: links.*.gamma_s_per_byte, sizes; 1.3: memory.ledger;
+                                     * 1.4: measured.core_share */
 #define TOP_DEFAULT 20
 
 /* The micro-batch counts and schedules tried with a pipeline. */
@@ -129,6 +130,23 @@ void sb_predict_load_links(const cJSON *model, struct run *r)
     load_sized(cJSON_GetObjectItemCaseSensitive(links, "inter"), &r->inter_sized);
 }
 
+/* The share of a core the run's compute had (report 1.16): the sum over
+ * noise_by_rank of compute_cpu_s over the sum of compute_wall_s, or NaN
+ * when a rank lacks them or the sums are not positive. */
+static double core_share_of(const cJSON *noise)
+{
+    double cpu = 0.0, wall = 0.0;
+    const cJSON *e;
+    int n = 0;
+    cJSON_ArrayForEach(e, noise) {
+        double c = sb_predict_num_path(e, (const char *[]){"compute_cpu_s"}, 1);
+        double w = sb_predict_num_path(e, (const char *[]){"compute_wall_s"}, 1);
+        if (!(c >= 0 && w > 0 && isfinite(c) && isfinite(w))) return NAN;
+        cpu += c, wall += w, n++;
+    }
+    return n > 0 && cpu > 0 ? cpu / wall : NAN;
+}
+
 void sb_predict_load_layout_inputs(const cJSON *doc, struct run *r)
 {
     r->data_ms = sb_predict_phase_ms(doc, "data") + sb_predict_phase_ms(doc, "h2d");
@@ -137,6 +155,7 @@ void sb_predict_load_layout_inputs(const cJSON *doc, struct run *r)
     double z = sb_predict_num_path(doc, (const char *[]){"layout", "zero_stage"}, 2);
     if (!isfinite(z)) z = sb_predict_num_path(doc, (const char *[]){"strategy_details", "zero_stage"}, 2);
     r->zero_stage = isfinite(z) ? (int)z : 0;
+    r->core_share = core_share_of(cJSON_GetObjectItemCaseSensitive(doc, "noise_by_rank"));
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(doc, "comm"), "model");
     sb_predict_load_links(model, r);
@@ -286,6 +305,7 @@ static void inputs_of(const struct opts *o, const struct run *r, struct sb_layou
     in->ranks_per_host = o->ranks_per_host;
     in->shared_cores = o->shared_cores;
     in->probe_ranks = r->replicas;
+    in->probe_core_share = r->core_share > 0 ? r->core_share : 0.0;
     in->optimizer = r->optimizer;
     in->overlap = r->overlap;
     in->bucket_bytes = r->n_buckets ? r->buckets : NULL;
@@ -517,6 +537,9 @@ static cJSON *to_json(const struct opts *o, const struct run *r, const struct sb
              cJSON_AddNumberToObject(measured, "forward_ms", r->forward_ms) &&
              cJSON_AddNumberToObject(measured, "backward_ms", r->backward_ms) &&
              cJSON_AddNumberToObject(measured, "layers", r->n_layers) &&
+             (r->core_share > 0
+                  ? cJSON_AddNumberToObject(measured, "core_share", r->core_share) != NULL
+                  : cJSON_AddNullToObject(measured, "core_share") != NULL) &&
              (links = cJSON_AddObjectToObject(doc, "links")) &&
              add_link(links, "intra", &in->links.intra, &src[0]) &&
              add_link(links, "inter", &in->links.inter, &src[1]) &&

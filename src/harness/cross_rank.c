@@ -83,6 +83,8 @@ sb_status sb_loop_cross_rank_stats(struct sb_loop *L)
     SB_TRY(st);
     struct sb_rank_noise mine;
     sb_noise_delta(&L->noise_start, &L->noise_end, (double)sysconf(_SC_CLK_TCK), &mine);
+    mine.compute_wall_s = L->t.compute_wall_s > 0 ? L->t.compute_wall_s : -1.0;
+    mine.compute_cpu_s = L->t.compute_wall_s > 0 ? L->t.compute_cpu_s : -1.0;
     struct sb_rank_noise *noise = NULL;
     SB_TRY(sb_rank_noise_gather(job, &mine, &noise));
     L->rec->noise_by_rank = noise;

@@ -25,6 +25,7 @@ struct sb_loop_timings {
     double *step_ms;
     double *phase_ms[SB_PHASE_COUNT];
     size_t n, cap;
+    double compute_wall_s, compute_cpu_s; /* the kept steps' sums of sb_step_result's */
 };
 
 /* One run of the loop: what sb_harness_train hands its pieces. */

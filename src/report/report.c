@@ -377,6 +377,9 @@ static void add_noise(cJSON *root, const struct sb_run_record *rec, int *fail)
         sb_json_add_num(o, "runqueue_wait_s", z->runqueue_wait_s < 0 ? NAN : z->runqueue_wait_s,
                         fail);
         sb_json_add_num(o, "cpu_s", z->cpu_s, fail);
+        sb_json_add_num(o, "compute_wall_s", z->compute_wall_s < 0 ? NAN : z->compute_wall_s,
+                        fail);
+        sb_json_add_num(o, "compute_cpu_s", z->compute_cpu_s < 0 ? NAN : z->compute_cpu_s, fail);
         sb_json_append(arr, o, fail);
     }
 }

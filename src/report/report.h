@@ -20,7 +20,7 @@
 #include "job/probe.h" /* struct sb_link_probe */
 #include "workloads/workload.h" /* struct sb_layer_summary */
 
-#define SB_REPORT_SCHEMA_VERSION "1.15" /* 1.15: --wait, noise_by_rank[].cpu_s, config.eval_samples */
+#define SB_REPORT_SCHEMA_VERSION "1.16" /* 1.16: noise_by_rank[].compute_wall_s, compute_cpu_s */
 #define SB_REPORT_LAYERS_MAX 256 /* layers model.layers lists (the rest left off) */
 
 /* Most warnings a report records (sb_run_record.warnings). */
@@ -55,6 +55,12 @@ struct sb_rank_noise {
     double cpu_s;              /* CPU time of the process (getrusage user + system, every
                                 * thread), end - start (the epochs, evaluation included): a
                                 * rank that spins in its waits uses a core the whole time */
+    double compute_wall_s;     /* s in the measured steps' forward and backward calls (the
+                                * host path: sb_step_result's compute_wall_s); < 0 not
+                                * measured */
+    double compute_cpu_s;      /* CPU time the rank's compute thread used in them
+                                * (CLOCK_THREAD_CPUTIME_ID); / compute_wall_s: the share of
+                                * a core its compute had; < 0 not measured */
 };
 
 /* What the replica consistency checks found (harness/consistency.h). */

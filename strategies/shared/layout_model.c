@@ -310,11 +310,14 @@ static const struct sb_link *boundary_link(const struct sb_layout *l,
  * beside n - 1 others gets min(1, C / n) of a core (processor sharing, as
  * layout_links.h's links; ranks that wait yield their core, the cluster's
  * mpi_yield_when_idle). The measured run computed on all its ranks at once
- * (probe_ranks, data parallel: min(1, C / probe_ranks) each); a layout's
- * ranks compute at once in proportion to their work, n_eff = dp tp sum_s
- * w_s / max_s w_s (w_s the stage's share of the work): a pipeline whose
- * last stage is light frees its cores for the others. Factor:
- * min(1, C / probe_ranks) / min(1, C / n_eff). */
+ * (probe_ranks, data parallel: min(1, C / probe_ranks) each, unless its
+ * own share was measured: in->probe_core_share, its compute's thread CPU
+ * time over wall, which is what a probe whose ranks sleep through long
+ * communication had, up to a whole core; docs/layouts.md, "Two 1 Gbit/s
+ * misses"); a layout's ranks compute at once in proportion to their
+ * work, n_eff = dp tp sum_s w_s / max_s w_s (w_s the stage's share of the
+ * work): a pipeline whose last stage is light frees its cores for the
+ * others. Factor: share / min(1, C / n_eff). */
 static double core_share_scale(const struct sb_layout *l, const struct sb_layout_inputs *in,
                                double flops)
 {
@@ -326,7 +329,8 @@ static double core_share_scale(const struct sb_layout *l, const struct sb_layout
         if (w > most) most = w;
     }
     double n_eff = most > 0 ? l->dp * l->tp * sum / most : l->dp * l->tp * l->pp;
-    double c = in->shared_cores, probe = c / in->probe_ranks, mine = c / n_eff;
+    double c = in->shared_cores, mine = c / n_eff;
+    double probe = in->probe_core_share > 0 ? in->probe_core_share : c / in->probe_ranks;
     return (probe < 1.0 ? probe : 1.0) / (mine < 1.0 ? mine : 1.0);
 }
 

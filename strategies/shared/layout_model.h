@@ -30,9 +30,10 @@
  *          not its stage), (m-1) max_r T_r + sum_r T_r; the ideal m (t_f +
  *          t_b) is the slowest resource's (a link's where it is slower)
  *   compute with shared_cores C: the measured per sample times
- *          min(1, C/probe_ranks) / min(1, C/n_eff), n_eff = dp tp sum_s w_s /
- *          max_s w_s (a rank computing beside n - 1 others gets min(1, C/n)
- *          of a core)
+ *          share / min(1, C/n_eff), n_eff = dp tp sum_s w_s / max_s w_s (a
+ *          rank computing beside n - 1 others gets min(1, C/n) of a core);
+ *          share the probe's own while it computed (probe_core_share: its
+ *          thread CPU time over wall), else min(1, C/probe_ranks)
  *   dp_exposed: the existing ddp (zero stage 0) or zero (stages 1, 3) model
  *          over dp ranks on the link dp crosses, for the stage's parameter
  *          bytes, its overlap window one micro-batch's backward; a dp-only
@@ -93,6 +94,10 @@ struct sb_layout_inputs {
     int shared_cores;              /* C: the cores every rank of the job shares (the
                                     * one-machine cluster; 0: each rank has a core) */
     int probe_ranks;               /* ranks of the measured run, all computing at once */
+    double probe_core_share;       /* the share of a core the measured run's compute had
+                                    * (its thread CPU time over wall: report 1.16's
+                                    * noise_by_rank); 0: not measured, taken as
+                                    * min(1, C / probe_ranks) */
     struct sb_link_classes links;
     enum sb_optimizer_kind optimizer;
     int overlap;                   /* dp's gradient sync overlaps backward (1/0) */

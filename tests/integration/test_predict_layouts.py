@@ -277,3 +277,32 @@ def test_links_from_a_report_without_links(stratbench, report, tmp_path):
                 "--ranks-per-host", "2", "--links-from", str(p)], check=False)
     assert proc.returncode == 2 and "--links-from" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_measured_core_share_prices_the_probe(stratbench, tmp_path):
+    """A report whose ranks' forward and backward had 0.8 of a core (noise_by_rank's
+    compute_cpu_s / compute_wall_s, report 1.16) is priced by that share, not by the rank
+    count's min(1, C / 2) = 0.5: every layout's compute 0.8 / 0.5 of the rank count's."""
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps(_report()))
+    measured = _report()
+    measured["noise_by_rank"] = [{"rank": r, "compute_wall_s": 2.0 + r,
+                                  "compute_cpu_s": 0.8 * (2.0 + r)} for r in range(2)]
+    shared = tmp_path / "measured.json"
+    shared.write_text(json.dumps(measured))
+    args = ("--hosts", 1, "--ranks-per-host", 2, "--shared-cores", 1)
+    a, b = layouts(stratbench, plain, *args), layouts(stratbench, shared, *args)
+    validate(b)
+    assert a["measured"]["core_share"] is None
+    assert b["measured"]["core_share"] == pytest.approx(0.8, rel=1e-12)
+    for row in a["layouts"]:
+        want = {k: row[k] for k in ("dp", "tp", "pp", "microbatches", "schedule", "zero_stage",
+                                    "rank_order")}
+        assert find(b, **want)["compute_ms"] == pytest.approx(row["compute_ms"] * 0.8 / 0.5,
+                                                              rel=1e-9)
+    # A rank without the figures (a report before 1.16, a GPU run): the rank count's rule.
+    measured["noise_by_rank"][1] = {"rank": 1}
+    shared.write_text(json.dumps(measured))
+    c = layouts(stratbench, shared, *args)
+    assert c["measured"]["core_share"] is None
+    assert c["layouts"][0]["compute_ms"] == pytest.approx(a["layouts"][0]["compute_ms"])

@@ -524,6 +524,14 @@ static void test_shared_cores(void **state)
     double n_eff = 2 * (w0 + w1) / w0, scale = 0.5 / (2 / n_eff < 1 ? 2 / n_eff : 1);
     assert_true(scale < 0.51 && scale > 0.5);
     assert_true(fabs(q.compute_s - scale * p.compute_s) <= REL * p.compute_s);
+    /* A probe whose compute had 0.9 of a core (measured: its ranks slept
+     * through their communication) is priced by that share, not by the
+     * rank count's 0.5: the same layout's compute 0.9 / 0.5 of the above. */
+    in.shared_cores = 2;
+    in.probe_core_share = 0.9;
+    struct sb_layout_prediction r;
+    assert_int_equal(sb_layout_predict(&l, &in, 4, &r), SB_OK);
+    assert_true(fabs(r.compute_s - 0.9 / 0.5 * q.compute_s) <= REL * q.compute_s);
 }
 
 /* The pipeline's links as resources of their own (sends do not block): four

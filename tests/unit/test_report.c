@@ -79,8 +79,10 @@ static int setup(void **state)
         for (int p = 0; p < SB_PHASE_COUNT; p++)
             f->phase_ms[p][i] = (double)(p + 1) * (i + 1); /* median 3(p+1) */
     }
-    for (int r = 0; r < 4; r++) f->noise[r] = (struct sb_rank_noise){10.0 * r, 0.5, 0.01, 0.02, 0.25 * r};
+    for (int r = 0; r < 4; r++)
+        f->noise[r] = (struct sb_rank_noise){10.0 * r, 0.5, 0.01, 0.02, 0.25 * r, 2.0, 1.5 + r};
     f->noise[3].cpu_steal_s = f->noise[3].cpu_steal_fraction = -1; /* unknown: null */
+    f->noise[3].compute_wall_s = f->noise[3].compute_cpu_s = -1;  /* not measured: null */
     f->argv[0] = "stratbench";
     f->argv[1] = "train";
     f->argv[2] = "--strategy=ddp";
@@ -317,6 +319,9 @@ static void test_keys_and_values(void **state)
     assert_true(num(cJSON_GetArrayItem(noise, 1), "cpu_steal_fraction") == 0.01);
     assert_true(cJSON_IsNull(get(cJSON_GetArrayItem(noise, 3), "cpu_steal_s")));
     assert_true(num(cJSON_GetArrayItem(noise, 2), "cpu_s") == 0.5);
+    assert_true(num(cJSON_GetArrayItem(noise, 1), "compute_wall_s") == 2.0);
+    assert_true(num(cJSON_GetArrayItem(noise, 1), "compute_cpu_s") == 2.5);
+    assert_true(cJSON_IsNull(get(cJSON_GetArrayItem(noise, 3), "compute_cpu_s")));
 
     const cJSON *phases = get(root, "phases_ms");
     assert_int_equal(cJSON_GetArraySize(phases), SB_PHASE_COUNT);
