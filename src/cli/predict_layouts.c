@@ -147,6 +147,31 @@ static double core_share_of(const cJSON *noise)
     return n > 0 && cpu > 0 ? cpu / wall : NAN;
 }
 
+/* The fixed part of a pass (report 1.16's compute_probe; `pass` "forward"
+ * or "backward"), as a fraction of the pass at the larger probed batch b2:
+ * the line through (b1, T1), (b2, T2), T the CPU times (a pass's time on a
+ * core of its own; the wall times where those are absent), gives
+ * T(b) = t0 + b t1; the fraction is t0 / T2. 0 (every second per sample)
+ * when the probe is absent, b1 = b2, or the line does not have t0 > 0 and
+ * t1 > 0 (a pass that shrank with the batch: noise, not a fit). */
+static double fixed_fraction_of(const cJSON *probe, const char *pass)
+{
+    char cpu[32], wall[32];
+    snprintf(cpu, sizeof cpu, "%s_cpu_ms", pass);
+    snprintf(wall, sizeof wall, "%s_ms", pass);
+    const cJSON *batch = cJSON_GetObjectItemCaseSensitive(probe, "batch");
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(probe, cpu);
+    if (cJSON_GetArraySize(t) != 2) t = cJSON_GetObjectItemCaseSensitive(probe, wall);
+    if (cJSON_GetArraySize(batch) != 2 || cJSON_GetArraySize(t) != 2) return 0.0;
+    double b1 = cJSON_GetNumberValue(cJSON_GetArrayItem(batch, 0));
+    double b2 = cJSON_GetNumberValue(cJSON_GetArrayItem(batch, 1));
+    double t1 = cJSON_GetNumberValue(cJSON_GetArrayItem(t, 0));
+    double t2 = cJSON_GetNumberValue(cJSON_GetArrayItem(t, 1));
+    if (!(b1 >= 1 && b2 > b1 && t1 > 0 && t2 > t1 && isfinite(t2))) return 0.0;
+    double slope = (t2 - t1) / (b2 - b1), t0 = t1 - b1 * slope;
+    return t0 > 0 ? t0 / t2 : 0.0;
+}
+
 void sb_predict_load_layout_inputs(const cJSON *doc, struct run *r)
 {
     r->data_ms = sb_predict_phase_ms(doc, "data") + sb_predict_phase_ms(doc, "h2d");
@@ -156,6 +181,9 @@ void sb_predict_load_layout_inputs(const cJSON *doc, struct run *r)
     if (!isfinite(z)) z = sb_predict_num_path(doc, (const char *[]){"strategy_details", "zero_stage"}, 2);
     r->zero_stage = isfinite(z) ? (int)z : 0;
     r->core_share = core_share_of(cJSON_GetObjectItemCaseSensitive(doc, "noise_by_rank"));
+    const cJSON *cp = cJSON_GetObjectItemCaseSensitive(doc, "compute_probe");
+    r->fixed_fraction[0] = fixed_fraction_of(cp, "forward");
+    r->fixed_fraction[1] = fixed_fraction_of(cp, "backward");
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(doc, "comm"), "model");
     sb_predict_load_links(model, r);
@@ -300,6 +328,9 @@ static void inputs_of(const struct opts *o, const struct run *r, struct sb_layou
     in->data_s_per_sample = isfinite(r->data_ms) ? 1e-3 * r->data_ms / b : 0.0;
     in->forward_s_per_sample = 1e-3 * r->forward_ms / b;
     in->backward_s_per_sample = 1e-3 * r->backward_ms / b;
+    in->probe_batch = r->batch;
+    in->forward_fixed_fraction = r->fixed_fraction[0];
+    in->backward_fixed_fraction = r->fixed_fraction[1];
     in->optimizer_s_per_param = isfinite(r->optimizer_ms) ? 1e-3 * r->optimizer_ms / updated : 0;
     in->activation_bytes_per_sample = r->activation_bytes / b;
     in->ranks_per_host = o->ranks_per_host;
@@ -540,6 +571,8 @@ static cJSON *to_json(const struct opts *o, const struct run *r, const struct sb
              (r->core_share > 0
                   ? cJSON_AddNumberToObject(measured, "core_share", r->core_share) != NULL
                   : cJSON_AddNullToObject(measured, "core_share") != NULL) &&
+             cJSON_AddNumberToObject(measured, "forward_fixed_fraction", r->fixed_fraction[0]) &&
+             cJSON_AddNumberToObject(measured, "backward_fixed_fraction", r->fixed_fraction[1]) &&
              (links = cJSON_AddObjectToObject(doc, "links")) &&
              add_link(links, "intra", &in->links.intra, &src[0]) &&
              add_link(links, "inter", &in->links.inter, &src[1]) &&

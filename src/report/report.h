@@ -63,6 +63,17 @@ struct sb_rank_noise {
                                 * a core its compute had; < 0 not measured */
 };
 
+/* What the compute probe measured on rank 0 (harness/compute_probe.h). */
+struct sb_compute_probe {
+    int done;                 /* 1 once measured (0: not run; the rest is 0) */
+    int batch[2];             /* samples per pass: b1 < b2 (b1 = b2 only for b2 = 1) */
+    double forward_ms[2];     /* median wall time of a forward at batch[i], ms */
+    double backward_ms[2];    /* likewise, the backward */
+    double forward_cpu_ms[2]; /* median CPU time of the calling thread in it, ms */
+    double backward_cpu_ms[2];
+    double seconds;           /* the probe's wall time, all passes, s */
+};
+
 /* What the replica consistency checks found (harness/consistency.h). */
 struct sb_consistency {
     int checks;          /* checks run (0: none; the report then says null) */
@@ -156,6 +167,9 @@ struct sb_run_record {
 
     /* --probe-links: the links' α and B (link.done = 0: not probed). */
     struct sb_link_probe link;
+    /* With the links, rank 0's forward and backward at two batch sizes
+     * (compute.done = 0: not probed). */
+    struct sb_compute_probe compute;
     /* The strategy's α–β prediction of its communication per step from
      * those links (its comm_model op, filled by the harness);
      * has_comm_model = 0: none (not probed, or a strategy without one). */

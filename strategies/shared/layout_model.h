@@ -7,7 +7,12 @@
  * Step time of a layout (every stage alike, the slowest stage's times):
  *   step = data + m (t_f + t_b) + bubble + dp_exposed + optimizer
  *   t_f  = forward of one micro-batch on the stage: the stage's share of the
- *          measured forward, its tp-split layers' share divided by tp, plus
+ *          measured forward, its tp-split layers' share divided by tp (a
+ *          pass's fixed part, the fraction phi the compute probe fitted at
+ *          the measured batch B, by the stage's share of the parameters; the
+ *          rest by its share of the work and the micro-batch's samples b:
+ *          F (phi params_s / params + (1 - phi) (b / B) w_s), F the measured
+ *          forward at B; docs/layouts.md, "A pass's fixed part"), plus
  *          its tp collectives (the all-reduce of every row-parallel layer's
  *          output: Megatron-LM's g; Shoeybi et al. 2019, section 3); one
  *          point-to-point message of its boundary activation per chunk
@@ -86,6 +91,12 @@ struct sb_layout_inputs {
     double data_s_per_sample;      /* measured data + h2d, s per sample */
     double forward_s_per_sample;   /* measured forward of the whole model, s per sample */
     double backward_s_per_sample;  /* measured backward, s per sample */
+    int probe_batch;               /* samples per replica of the measured run (0: unknown) */
+    double forward_fixed_fraction; /* of the measured forward at probe_batch, the part
+                                    * that does not grow with the batch (the compute
+                                    * probe's fit, predict_layouts.c; 0: none, every
+                                    * second per sample) */
+    double backward_fixed_fraction; /* likewise, the backward */
     double optimizer_s_per_param;  /* measured optimizer step, s per parameter updated */
     double activation_bytes_per_sample; /* measured activation bytes of the whole model per
                                          * sample (0: 8 bytes per activation float: the
