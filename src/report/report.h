@@ -67,9 +67,9 @@ struct sb_rank_noise {
 struct sb_compute_probe {
     int done;                 /* 1 once measured (0: not run; the rest is 0) */
     int batch[2];             /* samples per pass: b1 < b2 (b1 = b2 only for b2 = 1) */
-    double forward_ms[2];     /* median wall time of a forward at batch[i], ms */
+    double forward_ms[2];     /* best wall time of a forward at batch[i], ms */
     double backward_ms[2];    /* likewise, the backward */
-    double forward_cpu_ms[2]; /* median CPU time of the calling thread in it, ms */
+    double forward_cpu_ms[2]; /* best CPU time of the calling thread in it, ms */
     double backward_cpu_ms[2];
     double seconds;           /* the probe's wall time, all passes, s */
 };
