@@ -251,6 +251,8 @@ static sb_status mirrored_step(struct sb_strategy *s, long step, const int32_t *
      * compute (data + h2d + forward + backward), as the harness derives it
      * across MPI ranks (reports/README.md); it is part of comm's time. */
     memcpy(out->phase_ms, mr->members[0].result.phase_ms, sizeof out->phase_ms);
+    out->compute_wall_s = mr->members[0].result.compute_wall_s;
+    out->compute_cpu_s = mr->members[0].result.compute_cpu_s;
     for (int i = 0; i < mr->n; i++) {
         mr->compute_ms[i] = sb_phase_compute_ms(mr->members[i].result.phase_ms);
         out->loss_sum += mr->members[i].result.loss_sum;

@@ -32,6 +32,12 @@ struct sb_step_result {
     double phase_ms[SB_PHASE_COUNT]; /* this process's (replica 0's) phases */
     double loss_sum;                 /* sum of per-sample losses computed here */
     long samples;                    /* samples computed here */
+    /* The host path's forward and backward calls of replica 0 (replica_host.c):
+     * their wall time and the CPU time its thread used in them, s (0, 0: not
+     * measured: a device path, or a strategy that times its passes itself).
+     * cpu / wall is the share of a core the replica's compute had
+     * (layout_model.h's shared cores: the probe's own share). */
+    double compute_wall_s, compute_cpu_s;
 };
 
 /* What the harness gives a strategy; valid for the strategy's lifetime. */

@@ -14,7 +14,8 @@
 #include "core/atomic_file.h"
 #include "core/memory.h"
 
-#define LAYOUTS_SCHEMA_VERSION "1.3" /* 1.2: links.*.gamma_s_per_byte, sizes; 1.3: memory.ledger */
+#define LAYOUTS_SCHEMA_VERSION "1.4" /* 1.2: links.*.gamma_s_per_byte, sizes; 1.3: memory.ledger;
+                                     * 1.4: measured.core_share */
 #define TOP_DEFAULT 20
 
 /* The micro-batch counts and schedules tried with a pipeline. */
@@ -129,6 +130,48 @@ void sb_predict_load_links(const cJSON *model, struct run *r)
     load_sized(cJSON_GetObjectItemCaseSensitive(links, "inter"), &r->inter_sized);
 }
 
+/* The share of a core the run's compute had (report 1.16): the sum over
+ * noise_by_rank of compute_cpu_s over the sum of compute_wall_s, or NaN
+ * when a rank lacks them or the sums are not positive. */
+static double core_share_of(const cJSON *noise)
+{
+    double cpu = 0.0, wall = 0.0;
+    const cJSON *e;
+    int n = 0;
+    cJSON_ArrayForEach(e, noise) {
+        double c = sb_predict_num_path(e, (const char *[]){"compute_cpu_s"}, 1);
+        double w = sb_predict_num_path(e, (const char *[]){"compute_wall_s"}, 1);
+        if (!(c >= 0 && w > 0 && isfinite(c) && isfinite(w))) return NAN;
+        cpu += c, wall += w, n++;
+    }
+    return n > 0 && cpu > 0 ? cpu / wall : NAN;
+}
+
+/* The fixed part of a pass (report 1.16's compute_probe; `pass` "forward"
+ * or "backward"), as a fraction of the pass at the larger probed batch b2:
+ * the line through (b1, T1), (b2, T2), T the CPU times (a pass's time on a
+ * core of its own; the wall times where those are absent), gives
+ * T(b) = t0 + b t1; the fraction is t0 / T2. 0 (every second per sample)
+ * when the probe is absent, b1 = b2, or the line does not have t0 > 0 and
+ * t1 > 0 (a pass that shrank with the batch: noise, not a fit). */
+static double fixed_fraction_of(const cJSON *probe, const char *pass)
+{
+    char cpu[32], wall[32];
+    snprintf(cpu, sizeof cpu, "%s_cpu_ms", pass);
+    snprintf(wall, sizeof wall, "%s_ms", pass);
+    const cJSON *batch = cJSON_GetObjectItemCaseSensitive(probe, "batch");
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(probe, cpu);
+    if (cJSON_GetArraySize(t) != 2) t = cJSON_GetObjectItemCaseSensitive(probe, wall);
+    if (cJSON_GetArraySize(batch) != 2 || cJSON_GetArraySize(t) != 2) return 0.0;
+    double b1 = cJSON_GetNumberValue(cJSON_GetArrayItem(batch, 0));
+    double b2 = cJSON_GetNumberValue(cJSON_GetArrayItem(batch, 1));
+    double t1 = cJSON_GetNumberValue(cJSON_GetArrayItem(t, 0));
+    double t2 = cJSON_GetNumberValue(cJSON_GetArrayItem(t, 1));
+    if (!(b1 >= 1 && b2 > b1 && t1 > 0 && t2 > t1 && isfinite(t2))) return 0.0;
+    double slope = (t2 - t1) / (b2 - b1), t0 = t1 - b1 * slope;
+    return t0 > 0 ? t0 / t2 : 0.0;
+}
+
 void sb_predict_load_layout_inputs(const cJSON *doc, struct run *r)
 {
     r->data_ms = sb_predict_phase_ms(doc, "data") + sb_predict_phase_ms(doc, "h2d");
@@ -137,6 +180,10 @@ void sb_predict_load_layout_inputs(const cJSON *doc, struct run *r)
     double z = sb_predict_num_path(doc, (const char *[]){"layout", "zero_stage"}, 2);
     if (!isfinite(z)) z = sb_predict_num_path(doc, (const char *[]){"strategy_details", "zero_stage"}, 2);
     r->zero_stage = isfinite(z) ? (int)z : 0;
+    r->core_share = core_share_of(cJSON_GetObjectItemCaseSensitive(doc, "noise_by_rank"));
+    const cJSON *cp = cJSON_GetObjectItemCaseSensitive(doc, "compute_probe");
+    r->fixed_fraction[0] = fixed_fraction_of(cp, "forward");
+    r->fixed_fraction[1] = fixed_fraction_of(cp, "backward");
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(doc, "comm"), "model");
     sb_predict_load_links(model, r);
@@ -281,11 +328,15 @@ static void inputs_of(const struct opts *o, const struct run *r, struct sb_layou
     in->data_s_per_sample = isfinite(r->data_ms) ? 1e-3 * r->data_ms / b : 0.0;
     in->forward_s_per_sample = 1e-3 * r->forward_ms / b;
     in->backward_s_per_sample = 1e-3 * r->backward_ms / b;
+    in->probe_batch = r->batch;
+    in->forward_fixed_fraction = r->fixed_fraction[0];
+    in->backward_fixed_fraction = r->fixed_fraction[1];
     in->optimizer_s_per_param = isfinite(r->optimizer_ms) ? 1e-3 * r->optimizer_ms / updated : 0;
     in->activation_bytes_per_sample = r->activation_bytes / b;
     in->ranks_per_host = o->ranks_per_host;
     in->shared_cores = o->shared_cores;
     in->probe_ranks = r->replicas;
+    in->probe_core_share = r->core_share > 0 ? r->core_share : 0.0;
     in->optimizer = r->optimizer;
     in->overlap = r->overlap;
     in->bucket_bytes = r->n_buckets ? r->buckets : NULL;
@@ -517,6 +568,11 @@ static cJSON *to_json(const struct opts *o, const struct run *r, const struct sb
              cJSON_AddNumberToObject(measured, "forward_ms", r->forward_ms) &&
              cJSON_AddNumberToObject(measured, "backward_ms", r->backward_ms) &&
              cJSON_AddNumberToObject(measured, "layers", r->n_layers) &&
+             (r->core_share > 0
+                  ? cJSON_AddNumberToObject(measured, "core_share", r->core_share) != NULL
+                  : cJSON_AddNullToObject(measured, "core_share") != NULL) &&
+             cJSON_AddNumberToObject(measured, "forward_fixed_fraction", r->fixed_fraction[0]) &&
+             cJSON_AddNumberToObject(measured, "backward_fixed_fraction", r->fixed_fraction[1]) &&
              (links = cJSON_AddObjectToObject(doc, "links")) &&
              add_link(links, "intra", &in->links.intra, &src[0]) &&
              add_link(links, "inter", &in->links.inter, &src[1]) &&

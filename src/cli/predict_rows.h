@@ -81,6 +81,12 @@ struct run {
     /* what --layouts reads besides (NaN when absent) */
     double data_ms, forward_ms, optimizer_ms; /* data + h2d; forward; optimizer */
     int zero_stage;                   /* layout.zero_stage (strategy_details.zero_stage) */
+    double core_share;                /* (1.16) the share of a core the run's compute had:
+                                       * sum of noise_by_rank[].compute_cpu_s / sum of
+                                       * compute_wall_s (NaN when a rank lacks them) */
+    double fixed_fraction[2];         /* (1.16) of the forward, backward at the run's batch:
+                                       * the part that does not grow with the batch, from
+                                       * compute_probe (0 when absent or not fitted) */
     int probe_cross_host;             /* comm.model.probe_cross_host */
     int intra_probed;                 /* comm.model.links.intra given */
     struct sb_link intra;             /* comm.model.links.intra (1.14: its sizes, γ) */

@@ -53,7 +53,8 @@ static sb_status gather_memory(struct sb_loop *L)
 
 long sb_loop_compute_threads(const struct sb_loop *L, const struct sb_job *job)
 {
-    long workers = job->mpi ? (job->local_size > 0 ? job->local_size : 1) : L->cfg->replicas;
+    long ranks = job->machine_size > job->local_size ? job->machine_size : job->local_size;
+    long workers = job->mpi ? (ranks > 0 ? ranks : 1) : L->cfg->replicas;
     return workers * (L->rec->blas_threads > 0 ? L->rec->blas_threads : 1);
 }
 
@@ -83,6 +84,8 @@ sb_status sb_loop_cross_rank_stats(struct sb_loop *L)
     SB_TRY(st);
     struct sb_rank_noise mine;
     sb_noise_delta(&L->noise_start, &L->noise_end, (double)sysconf(_SC_CLK_TCK), &mine);
+    mine.compute_wall_s = L->t.compute_wall_s > 0 ? L->t.compute_wall_s : -1.0;
+    mine.compute_cpu_s = L->t.compute_wall_s > 0 ? L->t.compute_cpu_s : -1.0;
     struct sb_rank_noise *noise = NULL;
     SB_TRY(sb_rank_noise_gather(job, &mine, &noise));
     L->rec->noise_by_rank = noise;

@@ -13,6 +13,7 @@
 #include "comm/watchdog.h"
 #include "core/clock.h"
 #include "data/sampler.h"
+#include "harness/compute_probe.h"
 #include "harness/consistency.h"
 #include "harness/loop.h"
 #include "harness/straggler.h"
@@ -109,7 +110,8 @@ static void loop_free(struct sb_loop *L)
 
 /* --probe-links, after init (connections made by the broadcast) and before
  * any step: the links' α and B into rec->link (job/probe.h); rank 0 prints
- * them. A job of one rank, or a strategy without ranks, is not probed. */
+ * them; then the compute probe into rec->compute (compute_probe.h). A job
+ * of one rank, or a strategy without ranks, is not probed. */
 static sb_status probe_links(struct sb_loop *L)
 {
     const struct sb_job *job = L->job;
@@ -123,7 +125,12 @@ static sb_status probe_links(struct sb_loop *L)
                rec->link.peers == 1 ? "" : "s", 1e3 * rec->link.seconds);
         fflush(stdout);
     }
-    return SB_OK;
+    /* The compute probe beside the links (a host backend: a device's passes
+     * are asynchronous): every rank at once, as they will train; rank 0's
+     * figures go into the report. */
+    if (!L->s->env->be->host_memory) return SB_OK;
+    return sb_compute_probe_run(L->cfg, L->s->env->be, L->s->env->workload, L->data,
+                                &rec->compute);
 }
 
 /* Trains the initialised strategy: rank 0 prints the run's line, every

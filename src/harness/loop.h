@@ -25,6 +25,7 @@ struct sb_loop_timings {
     double *step_ms;
     double *phase_ms[SB_PHASE_COUNT];
     size_t n, cap;
+    double compute_wall_s, compute_cpu_s; /* the kept steps' sums of sb_step_result's */
 };
 
 /* One run of the loop: what sb_harness_train hands its pieces. */
@@ -62,8 +63,11 @@ sb_status sb_loop_train_epochs(struct sb_loop *L);
  * SB_ERR_COMM. */
 sb_status sb_loop_cross_rank_stats(struct sb_loop *L);
 
-/* The compute threads on this host: its processes (MPI) or replica threads
- * (mirrored, single) times the BLAS threads of each. */
+/* The compute threads on this machine: the job's processes on its kernel
+ * (MPI: job->machine_size, by boot_id, which counts the cluster fixture's
+ * hosts that share one machine) or replica threads (mirrored, single),
+ * times the BLAS threads of each: the count the "oversubscribed" warning
+ * and the straggler rule compare with the cores, as --wait auto does. */
 long sb_loop_compute_threads(const struct sb_loop *L, const struct sb_job *job);
 
 /* --save-params: every rank reads the parameters (collective), rank 0

@@ -39,6 +39,8 @@ static void timings_add(struct sb_loop_timings *t, double step_ms,
     if (t->n == t->cap) return;
     t->step_ms[t->n] = step_ms;
     for (int p = 0; p < SB_PHASE_COUNT; p++) t->phase_ms[p][t->n] = r->phase_ms[p];
+    t->compute_wall_s += r->compute_wall_s;
+    t->compute_cpu_s += r->compute_cpu_s;
     t->n++;
 }
 

@@ -361,6 +361,28 @@ static void add_replica_check(cJSON *root, const struct sb_run_record *rec, int 
     sb_json_add_num(o, "tolerance", k->tolerance, fail);
 }
 
+/* "compute_probe": rank 0's forward and backward at two batch sizes
+ * (harness/compute_probe.h), or null when not probed. */
+static void add_compute_probe(cJSON *root, const struct sb_run_record *rec, int *fail)
+{
+    const struct sb_compute_probe *c = &rec->compute;
+    if (!c->done) {
+        if (!cJSON_AddNullToObject(root, "compute_probe")) *fail = 1;
+        return;
+    }
+    cJSON *o = sb_json_add_obj(root, "compute_probe", fail);
+    const char *keys[] = {"forward_ms", "backward_ms", "forward_cpu_ms", "backward_cpu_ms"};
+    const double *vals[] = {c->forward_ms, c->backward_ms, c->forward_cpu_ms,
+                            c->backward_cpu_ms};
+    cJSON *batch = sb_json_add_arr(o, "batch", fail);
+    for (int i = 0; batch && i < 2; i++) sb_json_append(batch, cJSON_CreateNumber(c->batch[i]), fail);
+    for (int k = 0; o && k < 4; k++) {
+        cJSON *a = sb_json_add_arr(o, keys[k], fail);
+        for (int i = 0; a && i < 2; i++) sb_json_append(a, cJSON_CreateNumber(vals[k][i]), fail);
+    }
+    sb_json_add_num(o, "seconds", c->seconds, fail);
+}
+
 /* "noise_by_rank": per rank, what else ran beside it (run_noise.h); a
  * steal figure that /proc/stat did not give is null. */
 static void add_noise(cJSON *root, const struct sb_run_record *rec, int *fail)
@@ -377,6 +399,9 @@ static void add_noise(cJSON *root, const struct sb_run_record *rec, int *fail)
         sb_json_add_num(o, "runqueue_wait_s", z->runqueue_wait_s < 0 ? NAN : z->runqueue_wait_s,
                         fail);
         sb_json_add_num(o, "cpu_s", z->cpu_s, fail);
+        sb_json_add_num(o, "compute_wall_s", z->compute_wall_s < 0 ? NAN : z->compute_wall_s,
+                        fail);
+        sb_json_add_num(o, "compute_cpu_s", z->compute_cpu_s < 0 ? NAN : z->compute_cpu_s, fail);
         sb_json_append(arr, o, fail);
     }
 }
@@ -466,6 +491,7 @@ static sb_status build_report(const struct sb_run_record *rec, cJSON **out)
     sb_json_add_num(root, "samples_per_s", sb_samples_per_s(rec->samples_trained,
                                                             rec->train_seconds), &fail);
     add_noise(root, rec, &fail);
+    add_compute_probe(root, rec, &fail);
     cJSON *warnings = sb_json_add_arr(root, "warnings", &fail);
     for (int i = 0; warnings && i < rec->n_warnings; i++)
         sb_json_append(warnings, cJSON_CreateString(rec->warnings[i]), &fail);

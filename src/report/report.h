@@ -20,7 +20,10 @@
 #include "job/probe.h" /* struct sb_link_probe */
 #include "workloads/workload.h" /* struct sb_layer_summary */
 
-#define SB_REPORT_SCHEMA_VERSION "1.16" /* 1.16: environment.mpi_transport.btl_tcp_eager_limit, environment.p2p_max_message_bytes */
+#define SB_REPORT_SCHEMA_VERSION "1.16" /* 1.16: environment.mpi_transport.btl_tcp_eager_limit,
+                                         * environment.p2p_max_message_bytes,
+                                         * noise_by_rank[].compute_wall_s, compute_cpu_s,
+                                         * compute_probe */
 #define SB_REPORT_LAYERS_MAX 256 /* layers model.layers lists (the rest left off) */
 
 /* Most warnings a report records (sb_run_record.warnings). */
@@ -55,6 +58,23 @@ struct sb_rank_noise {
     double cpu_s;              /* CPU time of the process (getrusage user + system, every
                                 * thread), end - start (the epochs, evaluation included): a
                                 * rank that spins in its waits uses a core the whole time */
+    double compute_wall_s;     /* s in the measured steps' forward and backward calls (the
+                                * host path: sb_step_result's compute_wall_s); < 0 not
+                                * measured */
+    double compute_cpu_s;      /* CPU time the rank's compute thread used in them
+                                * (CLOCK_THREAD_CPUTIME_ID); / compute_wall_s: the share of
+                                * a core its compute had; < 0 not measured */
+};
+
+/* What the compute probe measured on rank 0 (harness/compute_probe.h). */
+struct sb_compute_probe {
+    int done;                 /* 1 once measured (0: not run; the rest is 0) */
+    int batch[2];             /* samples per pass: b1 < b2 (b1 = b2 only for b2 = 1) */
+    double forward_ms[2];     /* best wall time of a forward at batch[i], ms */
+    double backward_ms[2];    /* likewise, the backward */
+    double forward_cpu_ms[2]; /* best CPU time of the calling thread in it, ms */
+    double backward_cpu_ms[2];
+    double seconds;           /* the probe's wall time, all passes, s */
 };
 
 /* What the replica consistency checks found (harness/consistency.h). */
@@ -150,6 +170,9 @@ struct sb_run_record {
 
     /* --probe-links: the links' α and B (link.done = 0: not probed). */
     struct sb_link_probe link;
+    /* With the links, rank 0's forward and backward at two batch sizes
+     * (compute.done = 0: not probed). */
+    struct sb_compute_probe compute;
     /* The strategy's α–β prediction of its communication per step from
      * those links (its comm_model op, filled by the harness);
      * has_comm_model = 0: none (not probed, or a strategy without one). */

@@ -305,16 +305,33 @@ static const struct sb_link *boundary_link(const struct sb_layout *l,
     return cross == 0 ? &in->links.intra : crossing;
 }
 
+/* One pass of a stage on a micro-batch of b samples, s, from the measured
+ * pass at the run's batch B (per_sample s a sample): its fixed part phi
+ * (the compute probe's fit: what does not grow with the batch, the
+ * weights' traffic) by the stage's share of the parameters p_share, the
+ * rest by its share of the work w_share and the samples:
+ * per_sample B (phi p_share + (1 - phi) (b / B) w_share). Without a fit
+ * (phi 0 or B unknown) per_sample b w_share. */
+static double pass_s(double per_sample, double phi, int B, double b, double p_share,
+                     double w_share)
+{
+    if (!(phi > 0 && phi < 1 && B > 0)) return per_sample * b * w_share;
+    return per_sample * B * (phi * p_share + (1.0 - phi) * (b / B) * w_share);
+}
+
 /* The factor the measured compute per sample takes in this layout when
  * every rank shares in->shared_cores cores C (0: none; 1): a rank computing
  * beside n - 1 others gets min(1, C / n) of a core (processor sharing, as
  * layout_links.h's links; ranks that wait yield their core, the cluster's
  * mpi_yield_when_idle). The measured run computed on all its ranks at once
- * (probe_ranks, data parallel: min(1, C / probe_ranks) each); a layout's
- * ranks compute at once in proportion to their work, n_eff = dp tp sum_s
- * w_s / max_s w_s (w_s the stage's share of the work): a pipeline whose
- * last stage is light frees its cores for the others. Factor:
- * min(1, C / probe_ranks) / min(1, C / n_eff). */
+ * (probe_ranks, data parallel: min(1, C / probe_ranks) each, unless its
+ * own share was measured: in->probe_core_share, its compute's thread CPU
+ * time over wall, which is what a probe whose ranks sleep through long
+ * communication had, up to a whole core; docs/layouts.md, "Two 1 Gbit/s
+ * misses"); a layout's ranks compute at once in proportion to their
+ * work, n_eff = dp tp sum_s w_s / max_s w_s (w_s the stage's share of the
+ * work): a pipeline whose last stage is light frees its cores for the
+ * others. Factor: share / min(1, C / n_eff). */
 static double core_share_scale(const struct sb_layout *l, const struct sb_layout_inputs *in,
                                double flops)
 {
@@ -326,7 +343,8 @@ static double core_share_scale(const struct sb_layout *l, const struct sb_layout
         if (w > most) most = w;
     }
     double n_eff = most > 0 ? l->dp * l->tp * sum / most : l->dp * l->tp * l->pp;
-    double c = in->shared_cores, probe = c / in->probe_ranks, mine = c / n_eff;
+    double c = in->shared_cores, mine = c / n_eff;
+    double probe = in->probe_core_share > 0 ? in->probe_core_share : c / in->probe_ranks;
     return (probe < 1.0 ? probe : 1.0) / (mine < 1.0 ? mine : 1.0);
 }
 
@@ -414,8 +432,11 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
         struct sb_link pp_s_link = sb_link_shared(pp_link, out->pp_cross ? pp_share[s] : 1.0);
         struct sb_link dp_s_link = sb_link_shared(dp_link, out->dp_cross ? dp_share[s] : 1.0);
         double share = flops > 0 ? stage_sum(l, in, s, layer_flops, l->tp) / flops : 1.0 / l->pp;
-        double t_f = in->forward_s_per_sample * b * share * core_scale;
-        double t_b = in->backward_s_per_sample * b * share * core_scale;
+        double p_share = params > 0 ? stage_sum(l, in, s, layer_params, l->tp) / params : share;
+        double t_f = pass_s(in->forward_s_per_sample, in->forward_fixed_fraction,
+                            in->probe_batch, b, p_share, share) * core_scale;
+        double t_b = pass_s(in->backward_s_per_sample, in->backward_fixed_fraction,
+                            in->probe_batch, b, p_share, share) * core_scale;
         if (t_f + t_b > worst_compute) worst_compute = t_f + t_b;
         /* tp collectives of the stage's layers, one micro-batch */
         double fwd = 0, bwd = 0, tp_s = 0;

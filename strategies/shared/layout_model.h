@@ -7,7 +7,12 @@
  * Step time of a layout (every stage alike, the slowest stage's times):
  *   step = data + m (t_f + t_b) + bubble + dp_exposed + optimizer
  *   t_f  = forward of one micro-batch on the stage: the stage's share of the
- *          measured forward, its tp-split layers' share divided by tp, plus
+ *          measured forward, its tp-split layers' share divided by tp (a
+ *          pass's fixed part, the fraction phi the compute probe fitted at
+ *          the measured batch B, by the stage's share of the parameters; the
+ *          rest by its share of the work and the micro-batch's samples b:
+ *          F (phi params_s / params + (1 - phi) (b / B) w_s), F the measured
+ *          forward at B; docs/layouts.md, "A pass's fixed part"), plus
  *          its tp collectives (the all-reduce of every row-parallel layer's
  *          output: Megatron-LM's g; Shoeybi et al. 2019, section 3); one
  *          point-to-point message of its boundary activation per chunk
@@ -30,9 +35,10 @@
  *          not its stage), (m-1) max_r T_r + sum_r T_r; the ideal m (t_f +
  *          t_b) is the slowest resource's (a link's where it is slower)
  *   compute with shared_cores C: the measured per sample times
- *          min(1, C/probe_ranks) / min(1, C/n_eff), n_eff = dp tp sum_s w_s /
- *          max_s w_s (a rank computing beside n - 1 others gets min(1, C/n)
- *          of a core)
+ *          share / min(1, C/n_eff), n_eff = dp tp sum_s w_s / max_s w_s (a
+ *          rank computing beside n - 1 others gets min(1, C/n) of a core);
+ *          share the probe's own while it computed (probe_core_share: its
+ *          thread CPU time over wall), else min(1, C/probe_ranks)
  *   dp_exposed: the existing ddp (zero stage 0) or zero (stages 1, 3) model
  *          over dp ranks on the link dp crosses, for the stage's parameter
  *          bytes, its overlap window one micro-batch's backward; a dp-only
@@ -85,6 +91,12 @@ struct sb_layout_inputs {
     double data_s_per_sample;      /* measured data + h2d, s per sample */
     double forward_s_per_sample;   /* measured forward of the whole model, s per sample */
     double backward_s_per_sample;  /* measured backward, s per sample */
+    int probe_batch;               /* samples per replica of the measured run (0: unknown) */
+    double forward_fixed_fraction; /* of the measured forward at probe_batch, the part
+                                    * that does not grow with the batch (the compute
+                                    * probe's fit, predict_layouts.c; 0: none, every
+                                    * second per sample) */
+    double backward_fixed_fraction; /* likewise, the backward */
     double optimizer_s_per_param;  /* measured optimizer step, s per parameter updated */
     double activation_bytes_per_sample; /* measured activation bytes of the whole model per
                                          * sample (0: 8 bytes per activation float: the
@@ -93,6 +105,10 @@ struct sb_layout_inputs {
     int shared_cores;              /* C: the cores every rank of the job shares (the
                                     * one-machine cluster; 0: each rank has a core) */
     int probe_ranks;               /* ranks of the measured run, all computing at once */
+    double probe_core_share;       /* the share of a core the measured run's compute had
+                                    * (its thread CPU time over wall: report 1.16's
+                                    * noise_by_rank); 0: not measured, taken as
+                                    * min(1, C / probe_ranks) */
     struct sb_link_classes links;
     enum sb_optimizer_kind optimizer;
     int overlap;                   /* dp's gradient sync overlaps backward (1/0) */

@@ -20,7 +20,7 @@ static sb_status forward(struct sb_replica *r, struct sb_replica_slot *sl, int g
                          struct sb_step_result *res)
 {
     struct sb_model *m = r->model;
-    double t0 = sb_now_s();
+    double t0 = sb_now_s(), c0 = sb_thread_cpu_s();
     sb_nvtx_push_phase("forward", SB_NVTX_FORWARD);
     /* fp16: the loss scaled by S (1 otherwise: the plain 1/global_batch). */
     sb_status st = m->ops->forward(m, sl->x, sl->y, sl->n,
@@ -29,7 +29,10 @@ static sb_status forward(struct sb_replica *r, struct sb_replica_slot *sl, int g
     if (!st) st = r->env->be->check();
     sb_nvtx_pop();
     if (st) return st;
-    res->phase_ms[SB_PHASE_FORWARD] += 1e3 * (sb_now_s() - t0);
+    double dt = sb_now_s() - t0;
+    res->phase_ms[SB_PHASE_FORWARD] += 1e3 * dt;
+    res->compute_wall_s += dt;
+    res->compute_cpu_s += sb_thread_cpu_s() - c0;
     return SB_OK;
 }
 
@@ -38,12 +41,15 @@ static sb_status backward(struct sb_replica *r, struct sb_replica_slot *sl,
 {
     (void)sl; /* the model keeps the one forwarded batch's activations */
     struct sb_model *m = r->model;
-    double t0 = sb_now_s();
+    double t0 = sb_now_s(), c0 = sb_thread_cpu_s();
     sb_nvtx_push_phase("backward", SB_NVTX_BACKWARD);
     sb_status st = m->ops->backward(m, ready, ctx);
     sb_nvtx_pop();
     if (st) return st;
-    res->phase_ms[SB_PHASE_BACKWARD] += 1e3 * (sb_now_s() - t0);
+    double dt = sb_now_s() - t0;
+    res->phase_ms[SB_PHASE_BACKWARD] += 1e3 * dt;
+    res->compute_wall_s += dt;
+    res->compute_cpu_s += sb_thread_cpu_s() - c0;
     return SB_OK;
 }
 

@@ -32,3 +32,8 @@ def test_straggler_across_hosts(cluster, stratbench, mnist_dir, tmp_path, n):
     assert abs(g["cost_ms"] - DELAY_MS) <= 0.30 * DELAY_MS, g
     line = [l for l in proc.stdout.splitlines() if l.startswith("straggler:")]
     assert len(line) == 1 and f"rank {slow} (host {c.hosts[slow]})" in line[0], proc.stdout
+    # The "oversubscribed" warning counts the job's ranks on this machine's kernel (all
+    # its namespace hosts), not on each host: n ranks of 1 thread on the machine's cores.
+    warned = any(w.startswith(f"oversubscribed: {n} compute threads")
+                 for w in validate_report(report)["warnings"])
+    assert warned == (n > os.cpu_count()), validate_report(report)["warnings"]

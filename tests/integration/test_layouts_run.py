@@ -227,6 +227,11 @@ def test_predicted_memory_equals_the_ledger(dp, zero, sched, stratbench, mnist_d
                         "pipeline", "--stages", "2", "--tp", "2", "--replicas", str(dp),
                         "--microbatches", "2", "--batch", str(64 // dp), "--zero-stage",
                         str(zero), "--schedule", sched)
+    # The compute probe beside the links (report 1.16): batch 16 a replica and a quarter.
+    cp = probe["compute_probe"]
+    assert cp["batch"] == [4, 16], cp
+    assert all(t > 0 for k in ("forward_ms", "backward_ms", "forward_cpu_ms", "backward_cpu_ms")
+               for t in cp[k]), cp
     rows = predicted_rows(stratbench, tmp_path / "probe.json", dp)
     pred = rows[f"dp{dp}-tp2-pp2-m2-{sched}-z{zero}-tp-dp-pp"]["memory"]
     ledger = max(e["total_bytes"] for e in r["memory"]["by_rank"])

@@ -277,3 +277,67 @@ def test_links_from_a_report_without_links(stratbench, report, tmp_path):
                 "--ranks-per-host", "2", "--links-from", str(p)], check=False)
     assert proc.returncode == 2 and "--links-from" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_measured_core_share_prices_the_probe(stratbench, tmp_path):
+    """A report whose ranks' forward and backward had 0.8 of a core (noise_by_rank's
+    compute_cpu_s / compute_wall_s, report 1.16) is priced by that share, not by the rank
+    count's min(1, C / 2) = 0.5: every layout's compute 0.8 / 0.5 of the rank count's."""
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps(_report()))
+    measured = _report()
+    measured["noise_by_rank"] = [{"rank": r, "compute_wall_s": 2.0 + r,
+                                  "compute_cpu_s": 0.8 * (2.0 + r)} for r in range(2)]
+    shared = tmp_path / "measured.json"
+    shared.write_text(json.dumps(measured))
+    args = ("--hosts", 1, "--ranks-per-host", 2, "--shared-cores", 1)
+    a, b = layouts(stratbench, plain, *args), layouts(stratbench, shared, *args)
+    validate(b)
+    assert a["measured"]["core_share"] is None
+    assert b["measured"]["core_share"] == pytest.approx(0.8, rel=1e-12)
+    for row in a["layouts"]:
+        want = {k: row[k] for k in ("dp", "tp", "pp", "microbatches", "schedule", "zero_stage",
+                                    "rank_order")}
+        assert find(b, **want)["compute_ms"] == pytest.approx(row["compute_ms"] * 0.8 / 0.5,
+                                                              rel=1e-9)
+    # A rank without the figures (a report before 1.16, a GPU run): the rank count's rule.
+    measured["noise_by_rank"][1] = {"rank": 1}
+    shared.write_text(json.dumps(measured))
+    c = layouts(stratbench, shared, *args)
+    assert c["measured"]["core_share"] is None
+    assert c["layouts"][0]["compute_ms"] == pytest.approx(a["layouts"][0]["compute_ms"])
+
+
+def test_compute_probe_splits_a_pass(stratbench, tmp_path):
+    """A report whose compute probe (report 1.16) timed the forward at 4 and 16 samples in
+    2 and 5 ms of CPU time (the line 1 ms + 0.25 ms a sample: the fixed part 1/5 of the
+    pass at 16) and the backward in 4 and 10 ms (2 ms + 0.5 ms a sample: also 1/5): predict
+    gives those fractions, and a tp 2 layout (fc1 column-, fc2 row-parallel, fc3 whole) at
+    the measured 64 samples computes F (phi p + (1 - phi) w) a pass, p and w the tp rank's
+    shares of the parameters and the work. Wall times that disagree are not used."""
+    doc = _report()
+    doc["config"]["batch"] = 16
+    doc["compute_probe"] = {"batch": [4, 16], "forward_ms": [9, 9.5], "backward_ms": [9, 9.5],
+                            "forward_cpu_ms": [2.0, 5.0], "backward_cpu_ms": [4.0, 10.0],
+                            "seconds": 0.1}
+    path = tmp_path / "probe.json"
+    path.write_text(json.dumps(doc))
+    got = layouts(stratbench, path, "--hosts", 1, "--ranks-per-host", 2, "--global-batch", 64)
+    validate(got)
+    assert got["measured"]["forward_fixed_fraction"] == pytest.approx(0.2, rel=1e-12)
+    assert got["measured"]["backward_fixed_fraction"] == pytest.approx(0.2, rel=1e-12)
+    del doc["compute_probe"]
+    path.write_text(json.dumps(doc))
+    plain = layouts(stratbench, path, "--hosts", 1, "--ranks-per-host", 2, "--global-batch", 64)
+    assert plain["measured"]["forward_fixed_fraction"] == 0
+    params = sum(x["params"] for x in LAYERS)
+    flops = sum(x["flops"] for x in LAYERS)
+    p = (LAYERS[0]["params"] / 2 + LAYERS[1]["params"] - LAYERS[1]["split_params"] / 2
+         + LAYERS[2]["params"]) / params
+    w = (LAYERS[0]["flops"] / 2 + LAYERS[1]["flops"] * (1 - LAYERS[1]["split_params"]
+         / LAYERS[1]["params"] / 2) + LAYERS[2]["flops"]) / flops
+    f_b = PHASES["forward"] + PHASES["backward"]  # the measured passes at 16 samples, ms
+    tp2 = dict(dp=1, tp=2, pp=1, zero_stage=0)  # 64 samples: 4 x the measured batch
+    assert find(plain, **tp2)["compute_ms"] == pytest.approx(f_b * 4 * w, rel=1e-9)
+    assert find(got, **tp2)["compute_ms"] == pytest.approx(f_b * (0.2 * p + 0.8 * 4 * w),
+                                                           rel=1e-9)

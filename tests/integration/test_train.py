@@ -110,6 +110,19 @@ def test_full_mnist_reaches_97_percent(name, stratbench, mnist_dir, tmp_path):
     assert report["step_ms"]["min"] <= report["step_ms"]["median"] <= report["step_ms"]["p95"]
     assert report["samples_trained"] == steps * 64 * replicas
     assert len(report["noise_by_rank"]) == report["world_size"]
+    # The forward and backward calls' wall and thread CPU time (report 1.16): rank 0's wall
+    # is its measured steps' forward and backward phases; a thread's CPU time in a span
+    # never exceeds the span (the share of a core predict --layouts prices by).
+    phases = report["phases_ms"]
+    n = report["step_ms"]["n"]
+    if name in ("single", "ddp"):
+        assert report["noise_by_rank"][0]["compute_wall_s"] == pytest.approx(
+            1e-3 * n * (phases["forward"]["mean"] + phases["backward"]["mean"]), rel=1e-6)
+    workers = [z for z in report["noise_by_rank"] if z["compute_wall_s"] is not None]
+    # a parameter server computes no pass (null); mirrored is one process
+    assert len(workers) == (1 if name == "mirrored" else replicas)
+    for z in workers:
+        assert 0 < z["compute_cpu_s"] <= 1.01 * z["compute_wall_s"] + 1e-3, z
     comm = report["comm"]
     if name == "single":
         assert comm["total"]["calls"] == 0

@@ -524,6 +524,45 @@ static void test_shared_cores(void **state)
     double n_eff = 2 * (w0 + w1) / w0, scale = 0.5 / (2 / n_eff < 1 ? 2 / n_eff : 1);
     assert_true(scale < 0.51 && scale > 0.5);
     assert_true(fabs(q.compute_s - scale * p.compute_s) <= REL * p.compute_s);
+    /* A probe whose compute had 0.9 of a core (measured: its ranks slept
+     * through their communication) is priced by that share, not by the
+     * rank count's 0.5: the same layout's compute 0.9 / 0.5 of the above. */
+    in.shared_cores = 2;
+    in.probe_core_share = 0.9;
+    struct sb_layout_prediction r;
+    assert_int_equal(sb_layout_predict(&l, &in, 4, &r), SB_OK);
+    assert_true(fabs(r.compute_s - 0.9 / 0.5 * q.compute_s) <= REL * q.compute_s);
+}
+
+/* A pass's fixed part (the compute probe's fit): with phi of the measured
+ * pass at the run's batch B fixed, a stage's pass on b samples is
+ * F (phi p_s + (1 - phi) (b / B) w_s). tp 4 over the 3-layer mlp (fc1
+ * column-, fc2 row-parallel, fc3 whole): p_s and w_s the tp rank's shares
+ * of the parameters and of the work; b = B = 64 (dp 1). Without a fit
+ * (phi 0) the work share alone. */
+static void test_fixed_part(void **state)
+{
+    (void)state;
+    setup_layers();
+    struct sb_layout_inputs in = inputs(mlp, 3, 64);
+    struct sb_layout l = {1, 4, 1, 1, SB_PP_GPIPE, 1, 0, SB_RANK_ORDER_TP_DP_PP};
+    struct sb_layout_prediction p, q;
+    assert_int_equal(sb_layout_predict(&l, &in, 4, &p), SB_OK);
+    in.probe_batch = 16; /* the run measured 16 samples a replica: F = 16 per sample */
+    in.forward_fixed_fraction = 0.6;
+    in.backward_fixed_fraction = 0.3;
+    assert_int_equal(sb_layout_predict(&l, &in, 4, &q), SB_OK);
+    double params = mlp[0].params + mlp[1].params + mlp[2].params;
+    double flops = mlp[0].flops + mlp[1].flops + mlp[2].flops;
+    double p_s = (mlp[0].params / 4 + (mlp[1].params - mlp[1].split_params) +
+                  mlp[1].split_params / 4 + mlp[2].params) / params;
+    double w_s = (mlp[0].flops / 4 + mlp[1].flops * (1 - mlp[1].split_params / mlp[1].params) +
+                  mlp[1].flops * mlp[1].split_params / mlp[1].params / 4 + mlp[2].flops) / flops;
+    double f = 2e-4 * 16 * (0.6 * p_s + 0.4 * (64.0 / 16) * w_s);
+    double b = 4e-4 * 16 * (0.3 * p_s + 0.7 * (64.0 / 16) * w_s);
+    assert_true(fabs(p.compute_s - (2e-4 + 4e-4) * 64 * w_s) <= REL * p.compute_s);
+    assert_true(fabs(q.compute_s - (f + b)) <= REL * q.compute_s);
+    assert_true(q.compute_s < p.compute_s); /* a quarter of the weights to read at 64 */
 }
 
 /* The pipeline's links as resources of their own (sends do not block): four
@@ -600,6 +639,7 @@ int main(void)
         cmocka_unit_test(test_dp_groups_share_the_link),
         cmocka_unit_test(test_unbalanced_bubble), cmocka_unit_test(test_shared_cores),
         cmocka_unit_test(test_pipeline_links), cmocka_unit_test(test_pipeline_boundaries),
+        cmocka_unit_test(test_fixed_part),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -79,8 +79,10 @@ static int setup(void **state)
         for (int p = 0; p < SB_PHASE_COUNT; p++)
             f->phase_ms[p][i] = (double)(p + 1) * (i + 1); /* median 3(p+1) */
     }
-    for (int r = 0; r < 4; r++) f->noise[r] = (struct sb_rank_noise){10.0 * r, 0.5, 0.01, 0.02, 0.25 * r};
+    for (int r = 0; r < 4; r++)
+        f->noise[r] = (struct sb_rank_noise){10.0 * r, 0.5, 0.01, 0.02, 0.25 * r, 2.0, 1.5 + r};
     f->noise[3].cpu_steal_s = f->noise[3].cpu_steal_fraction = -1; /* unknown: null */
+    f->noise[3].compute_wall_s = f->noise[3].compute_cpu_s = -1;  /* not measured: null */
     f->argv[0] = "stratbench";
     f->argv[1] = "train";
     f->argv[2] = "--strategy=ddp";
@@ -106,6 +108,8 @@ static int setup(void **state)
     r->train_seconds = 4.5;
     r->samples_trained = 937 * 128;
     r->noise_by_rank = f->noise;
+    r->compute = (struct sb_compute_probe){1, {16, 64}, {1.0, 2.0}, {2.0, 4.5},
+                                           {0.9, 1.9}, {1.8, 3.9}, 0.1};
     r->replica_check = (struct sb_consistency){2, 4, 0, 3e-7, 2, 1e-4};
     r->steps_total = 937;
     r->step_ms = f->step_ms;
@@ -220,7 +224,8 @@ static void test_keys_and_values(void **state)
         "config", "environment", "model", "layout", "epochs", "final_test_accuracy",
         "time_to_accuracy_s", "target_accuracy", "train_s",
         "steps_total", "steps_measured", "samples_trained", "samples_per_s",
-        "noise_by_rank", "warnings", "diverged", "replicas_consistent", "replica_check", "stragglers", "step_ms",
+        "noise_by_rank", "compute_probe", "warnings", "diverged", "replicas_consistent", "replica_check",
+        "stragglers", "step_ms",
         "phases_ms", "step_ms_by_rank",
         "phases_by_rank_ms", "comm",
         "strategy_details", "peak_rss_bytes", "memory", "precision"};
@@ -317,6 +322,13 @@ static void test_keys_and_values(void **state)
     assert_true(num(cJSON_GetArrayItem(noise, 1), "cpu_steal_fraction") == 0.01);
     assert_true(cJSON_IsNull(get(cJSON_GetArrayItem(noise, 3), "cpu_steal_s")));
     assert_true(num(cJSON_GetArrayItem(noise, 2), "cpu_s") == 0.5);
+    assert_true(num(cJSON_GetArrayItem(noise, 1), "compute_wall_s") == 2.0);
+    const cJSON *cp = get(root, "compute_probe");
+    assert_true(cJSON_GetArrayItem(get(cp, "batch"), 1)->valuedouble == 64);
+    assert_true(cJSON_GetArrayItem(get(cp, "backward_ms"), 1)->valuedouble == 4.5);
+    assert_true(cJSON_GetArrayItem(get(cp, "forward_cpu_ms"), 0)->valuedouble == 0.9);
+    assert_true(num(cJSON_GetArrayItem(noise, 1), "compute_cpu_s") == 2.5);
+    assert_true(cJSON_IsNull(get(cJSON_GetArrayItem(noise, 3), "compute_cpu_s")));
 
     const cJSON *phases = get(root, "phases_ms");
     assert_int_equal(cJSON_GetArraySize(phases), SB_PHASE_COUNT);
