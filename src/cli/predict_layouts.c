@@ -534,6 +534,9 @@ static int add_row(cJSON *arr, int rank, const struct ranked *w, int global_batc
            cJSON_AddNumberToObject(e, "compute_ms", 1e3 * p->compute_s) &&
            cJSON_AddNumberToObject(e, "bubble_ms", 1e3 * p->bubble_s) &&
            cJSON_AddNumberToObject(e, "bubble_share", p->bubble_share) &&
+           (p->ranks_computing > 0
+                ? cJSON_AddNumberToObject(e, "ranks_computing", p->ranks_computing) != NULL
+                : cJSON_AddNullToObject(e, "ranks_computing") != NULL) &&
            cJSON_AddNumberToObject(e, "optimizer_ms", 1e3 * p->optimizer_s) &&
            (comm = cJSON_AddObjectToObject(e, "comm")) &&
            add_axis(comm, "tp", w->l.tp, 1e3 * p->tp_comm_s, p->tp_bytes, p->tp_cross, NAN) &&

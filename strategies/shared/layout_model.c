@@ -319,6 +319,15 @@ static double pass_s(double per_sample, double phi, int B, double b, double p_sh
     return per_sample * B * (phi * p_share + (1.0 - phi) * (b / B) * w_share);
 }
 
+/* The share of a core the measured run's compute had: measured
+ * (probe_core_share, at most 1), else min(1, C / probe_ranks). */
+static double probe_share(const struct sb_layout_inputs *in)
+{
+    double s = in->probe_core_share > 0 ? in->probe_core_share
+                                        : (double)in->shared_cores / in->probe_ranks;
+    return s < 1.0 ? s : 1.0;
+}
+
 /* The factor the measured compute per sample takes in this layout when
  * every rank shares in->shared_cores cores C (0: none; 1): a rank computing
  * beside n - 1 others gets min(1, C / n) of a core (processor sharing, as
@@ -331,7 +340,8 @@ static double pass_s(double per_sample, double phi, int B, double b, double p_sh
  * misses"); a layout's ranks compute at once in proportion to their
  * work, n_eff = dp tp sum_s w_s / max_s w_s (w_s the stage's share of the
  * work): a pipeline whose last stage is light frees its cores for the
- * others. Factor: share / min(1, C / n_eff). */
+ * others. Factor: share / min(1, C / n_eff). A pipeline's n_eff is then
+ * refined over its span (pipeline_core_scale), from this one. */
 static double core_share_scale(const struct sb_layout *l, const struct sb_layout_inputs *in,
                                double flops)
 {
@@ -343,9 +353,8 @@ static double core_share_scale(const struct sb_layout *l, const struct sb_layout
         if (w > most) most = w;
     }
     double n_eff = most > 0 ? l->dp * l->tp * sum / most : l->dp * l->tp * l->pp;
-    double c = in->shared_cores, mine = c / n_eff;
-    double probe = in->probe_core_share > 0 ? in->probe_core_share : c / in->probe_ranks;
-    return (probe < 1.0 ? probe : 1.0) / (mine < 1.0 ? mine : 1.0);
+    double mine = in->shared_cores / n_eff;
+    return probe_share(in) / (mine < 1.0 ? mine : 1.0);
 }
 
 /* The pipeline's resources as a flow shop (docs/layouts.md, "The
@@ -392,11 +401,16 @@ static void pipeline_times(int pp, const double *f, const double *b, const doubl
     }
 }
 
-sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_inputs *in,
-                            int world_size, struct sb_layout_prediction *out)
+/* The prediction of layout l with the compute per sample scaled by
+ * core_scale (core_share_scale's factor); *busy_s gets the sum over the
+ * stages of one replica of their compute in the step (m (t_f + t_b)
+ * without the tp collectives), which pipeline_core_scale turns into the
+ * ranks computing at once. */
+static sb_status predict_at(const struct sb_layout *l, const struct sb_layout_inputs *in,
+                            double core_scale, struct sb_layout_prediction *out, double *busy_s)
 {
-    SB_TRY(sb_layout_check(l, in, world_size));
     memset(out, 0, sizeof *out);
+    *busy_s = 0.0;
     const struct sb_link *tp_link, *pp_link, *dp_link;
     out->tp_cross = sb_grid_axis_crosses_hosts(l->dp, l->tp, l->pp, l->order, SB_COMM_ROLE_TP,
                                                in->ranks_per_host) == 1;
@@ -424,7 +438,6 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
     struct sb_pp_schedule sched = {0};
     if (l->pp > 1 && in->workload && sb_pp_schedule_build(&shape, &sched) != SB_OK)
         sb_pp_schedule_free(&sched); /* the scaled estimate then */
-    double core_scale = core_share_scale(l, in, flops);
     double stage_f[SB_LAYOUT_MAX_STAGES], stage_b[SB_LAYOUT_MAX_STAGES];
     double link_f[SB_LAYOUT_MAX_STAGES], link_b[SB_LAYOUT_MAX_STAGES];
     for (int s = 0; s < l->pp; s++) {
@@ -438,6 +451,7 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
         double t_b = pass_s(in->backward_s_per_sample, in->backward_fixed_fraction,
                             in->probe_batch, b, p_share, share) * core_scale;
         if (t_f + t_b > worst_compute) worst_compute = t_f + t_b;
+        *busy_s += l->microbatches * (t_f + t_b);
         /* tp collectives of the stage's layers, one micro-batch */
         double fwd = 0, bwd = 0, tp_s = 0;
         for (int c = 0; c < l->chunks && l->tp > 1; c++) {
@@ -561,5 +575,48 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
         if (k < l->pp) cut(in->n_layers, l->pp * l->chunks, k, &first, &count);
         out->first_layer[k] = first;
     }
+    return SB_OK;
+}
+
+/* A pipeline's ranks do not all compute at once: a stage idles in the
+ * fill and the drain, and while its link is the bottleneck. The ranks
+ * computing at once, averaged over the pipeline's span (its compute and
+ * bubble), are n = dp tp busy / span, busy the replica's stages' compute
+ * summed (processor sharing of C cores between them: each gets
+ * min(1, C / n) of a core). Balanced and compute-bound, span = (m + p - 1)
+ * t and busy = p m t: n = dp tp p m / (m + p - 1), which the work-weighted
+ * rule (core_share_scale) took as dp tp p. The share changes the times it
+ * is computed from, so it is iterated from core_share_scale's (a fixed
+ * point; 4 rounds move it by well under 1 %). Returns the factor as
+ * core_share_scale's: the probe's share / min(1, C / n). */
+static double pipeline_core_scale(const struct sb_layout *l, const struct sb_layout_inputs *in,
+                                  double scale, struct sb_layout_prediction *out,
+                                  double *ranks)
+{
+    double probe = probe_share(in);
+    for (int round = 0; round < 4; round++) {
+        double busy = 0.0;
+        if (predict_at(l, in, scale, out, &busy) != SB_OK) break;
+        double span = out->step_s - out->data_s - out->dp_exposed_s - out->optimizer_s;
+        if (!(span > 0 && busy > 0)) break;
+        double n = l->dp * l->tp * busy / span;
+        if (n < 1.0) n = 1.0;
+        double mine = in->shared_cores / n;
+        scale = probe / (mine < 1.0 ? mine : 1.0);
+        *ranks = n;
+    }
+    return scale;
+}
+
+sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_inputs *in,
+                            int world_size, struct sb_layout_prediction *out)
+{
+    SB_TRY(sb_layout_check(l, in, world_size));
+    double flops = total(in, layer_flops), busy = 0.0;
+    double scale = core_share_scale(l, in, flops);
+    double ranks = in->shared_cores > 0 && in->probe_ranks > 0 ? (double)l->dp * l->tp : 0.0;
+    if (l->pp > 1 && ranks > 0) scale = pipeline_core_scale(l, in, scale, out, &ranks);
+    SB_TRY(predict_at(l, in, scale, out, &busy));
+    out->ranks_computing = ranks;
     return SB_OK;
 }

@@ -35,10 +35,14 @@
  *          not its stage), (m-1) max_r T_r + sum_r T_r; the ideal m (t_f +
  *          t_b) is the slowest resource's (a link's where it is slower)
  *   compute with shared_cores C: the measured per sample times
- *          share / min(1, C/n_eff), n_eff = dp tp sum_s w_s / max_s w_s (a
- *          rank computing beside n - 1 others gets min(1, C/n) of a core);
- *          share the probe's own while it computed (probe_core_share: its
- *          thread CPU time over wall), else min(1, C/probe_ranks)
+ *          share / min(1, C/n_eff) (a rank computing beside n - 1 others
+ *          gets min(1, C/n) of a core); share the probe's own while it
+ *          computed (probe_core_share: its thread CPU time over wall), else
+ *          min(1, C/probe_ranks); n_eff = dp tp without a pipeline (every
+ *          rank computes at once), with one the ranks computing at once
+ *          averaged over the pipeline's span, dp tp busy / span (busy the
+ *          replica's stages' compute summed; a fixed point, since the share
+ *          sets the times: pipeline_core_scale)
  *   dp_exposed: the existing ddp (zero stage 0) or zero (stages 1, 3) model
  *          over dp ranks on the link dp crosses, for the stage's parameter
  *          bytes, its overlap window one micro-batch's backward; a dp-only
@@ -148,6 +152,9 @@ struct sb_layout_prediction {
     struct sb_memory_entry ledger; /* the largest rank's ledger entry by category
                                  * (sb_layout_memory); all zeros for the scaled estimate */
     int first_layer[64];        /* stage s holds layers [first_layer[s], first_layer[s+1]) */
+    double ranks_computing;     /* with shared cores: the ranks taken to compute at once,
+                                 * whose count sets each one's share of a core (0: no
+                                 * shared cores) */
 };
 
 #define SB_LAYOUT_MAX_STAGES 63

@@ -193,9 +193,11 @@ def test_shared_cores_speeds_a_light_stage(stratbench, report):
     assert part(shared, **dp) == pytest.approx(part(base, **dp), rel=1e-12)
     pp = dict(dp=1, tp=1, pp=2, microbatches=2, schedule="1f1b")
     w = [2 * 803840 + 2 * 1049600, 2 * 10250]
-    n_eff = (w[0] + w[1]) / w[0]
-    assert part(shared, **pp) == pytest.approx(part(base, **pp) * 0.5 / min(1, 1 / n_eff),
-                                                rel=1e-9)
+    n_eff = (w[0] + w[1]) / w[0]  # the work-weighted bound: fc3's stage nearly idle
+    n = find(shared, **pp)["ranks_computing"]  # over the span: the fill and drain idle too
+    assert 1 <= n <= n_eff and find(base, **pp)["ranks_computing"] is None
+    assert part(shared, **pp) == pytest.approx(part(base, **pp) * 0.5 / min(1, 1 / n),
+                                                rel=1e-2)
 
 
 def test_a_missing_link_is_named(stratbench, report):
@@ -298,8 +300,12 @@ def test_measured_core_share_prices_the_probe(stratbench, tmp_path):
     for row in a["layouts"]:
         want = {k: row[k] for k in ("dp", "tp", "pp", "microbatches", "schedule", "zero_stage",
                                     "rank_order")}
-        assert find(b, **want)["compute_ms"] == pytest.approx(row["compute_ms"] * 0.8 / 0.5,
-                                                              rel=1e-9)
+        # each at min(1, 1 / n) of the core, n its ranks computing at once (a pipeline's
+        # follow from its times, so the same share moves them a little: a fixed point)
+        mine = find(b, **want)
+        ratio = 0.8 * mine["ranks_computing"] / (0.5 * row["ranks_computing"])
+        assert mine["compute_ms"] == pytest.approx(row["compute_ms"] * ratio,
+                                                   rel=1e-9 if row["pp"] == 1 else 1e-2)
     # A rank without the figures (a report before 1.16, a GPU run): the rank count's rule.
     measured["noise_by_rank"][1] = {"rank": 1}
     shared.write_text(json.dumps(measured))

@@ -500,9 +500,11 @@ static void test_unbalanced_bubble(void **state)
 
 /* --shared-cores: 4 ranks on 2 cores. The measured run (4 ranks, dp) got
  * half a core each; dp 4 likewise (factor 1); dp 2 x pp 2 of [fc1 fc2]
- * [fc3] computes on n_eff = 2 (w0 + w1) / w0 ranks at once: min(1, 2 /
- * n_eff) of a core, so its compute is 0.5 / min(1, 2 / n_eff) of the
- * measured per sample. */
+ * [fc3] computes on n ranks at once, the pipeline's busy time over its
+ * span (the fixed point pipeline_core_scale finds): at most the
+ * work-weighted n_eff = 2 (w0 + w1) / w0 (its boundary crosses the 1 Gbit/s
+ * hosts' link, which lengthens the span), so its compute is
+ * 0.5 / min(1, 2 / n) of the measured per sample. */
 static void test_shared_cores(void **state)
 {
     (void)state;
@@ -521,9 +523,11 @@ static void test_shared_cores(void **state)
     assert_int_equal(sb_layout_predict(&l, &in, 4, &p), SB_OK);
     double flops = 784.0 * H1 + H1 * H2 + H2 * 10;
     double w0 = (784.0 * H1 + H1 * H2) / flops, w1 = H2 * 10 / flops;
-    double n_eff = 2 * (w0 + w1) / w0, scale = 0.5 / (2 / n_eff < 1 ? 2 / n_eff : 1);
-    assert_true(scale < 0.51 && scale > 0.5);
-    assert_true(fabs(q.compute_s - scale * p.compute_s) <= REL * p.compute_s);
+    double n_eff = 2 * (w0 + w1) / w0, n = q.ranks_computing;
+    double scale = 0.5 / (2 / n < 1 ? 2 / n : 1);
+    assert_true(n >= 1 && n <= n_eff * (1 + 1e-9));
+    assert_true(p.ranks_computing == 0);
+    assert_true(fabs(q.compute_s - scale * p.compute_s) <= 1e-2 * p.compute_s);
     /* A probe whose compute had 0.9 of a core (measured: its ranks slept
      * through their communication) is priced by that share, not by the
      * rank count's 0.5: the same layout's compute 0.9 / 0.5 of the above. */
@@ -563,6 +567,27 @@ static void test_fixed_part(void **state)
     assert_true(fabs(p.compute_s - (2e-4 + 4e-4) * 64 * w_s) <= REL * p.compute_s);
     assert_true(fabs(q.compute_s - (f + b)) <= REL * q.compute_s);
     assert_true(q.compute_s < p.compute_s); /* a quarter of the weights to read at 64 */
+}
+
+/* A balanced, compute-bound pipeline (four equal stages, fast links, one
+ * core, p = m = 4): its span is (m + p - 1) t and each stage busy m t, so
+ * n = p m / (m + p - 1) = 16 / 7 ranks compute at once, each at 1/n of the
+ * core: the compute n times the one-core compute (probe: one rank). */
+static void test_pipeline_ranks_computing(void **state)
+{
+    (void)state;
+    setup_layers();
+    struct sb_layout_inputs in = inputs(four, 4, 64);
+    in.ranks_per_host = 4;
+    in.links.intra = (struct sb_link){.alpha_s = 0, .bandwidth_Bps = 1e15};
+    struct sb_layout l = {1, 1, 4, 4, SB_PP_1F1B, 1, 0, SB_RANK_ORDER_TP_DP_PP};
+    struct sb_layout_prediction p, q;
+    assert_int_equal(sb_layout_predict(&l, &in, 4, &p), SB_OK);
+    in.shared_cores = 1;
+    in.probe_ranks = 1;
+    assert_int_equal(sb_layout_predict(&l, &in, 4, &q), SB_OK);
+    assert_true(fabs(q.ranks_computing - 16.0 / 7) <= 1e-3 * 16.0 / 7);
+    assert_true(fabs(q.compute_s - 16.0 / 7 * p.compute_s) <= 1e-3 * q.compute_s);
 }
 
 /* The pipeline's links as resources of their own (sends do not block): four
@@ -639,7 +664,7 @@ int main(void)
         cmocka_unit_test(test_dp_groups_share_the_link),
         cmocka_unit_test(test_unbalanced_bubble), cmocka_unit_test(test_shared_cores),
         cmocka_unit_test(test_pipeline_links), cmocka_unit_test(test_pipeline_boundaries),
-        cmocka_unit_test(test_fixed_part),
+        cmocka_unit_test(test_fixed_part), cmocka_unit_test(test_pipeline_ranks_computing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
