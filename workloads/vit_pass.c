@@ -153,6 +153,51 @@ static void heads_gemm(const struct sb_model *m, int ta, int tb, int rows, int c
                                   H);
 }
 
+/* q, k and v (rows, 3 Wl) interleaved in b->q = ln1 . [W_q; W_k; W_v]^T +
+ * [b_q, b_k, b_v]: one GEMM over the three weights side by side in
+ * p->qkv_w, so that OpenBLAS packs ln1 once, not three times. Each output
+ * is the same one FMA chain over the W inputs as sb_vit_linear's, onto the
+ * bias (beta 1): the same bits. */
+static void qkv_forward(struct sb_model *m, const struct vit_block *b, int rows)
+{
+    struct vit *p = m->impl;
+    const struct sb_backend_ops *be = m->be;
+    int W = p->width, Wl = p->width_local, W3 = 3 * Wl;
+    size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
+    float *w = p->qkv_w, *bias = p->qkv_w + (size_t)W3 * W;
+    for (int i = 0; i < 3; i++) {
+        be->copy(w + (size_t)i * Wl * W, m->params + wo[i], (size_t)Wl * W);
+        be->copy(bias + i * Wl, m->params + bo[i], (size_t)Wl);
+    }
+    be->copy2d(b->q, W3, bias, 0, rows, W3); /* every row = the biases */
+    sb_model_gemm(m, 0, 1, rows, W3, W, 1.0f, b->ln1, W, w, W, 1.0f, b->q, W3);
+}
+
+/* Backward of qkv_forward from d q, d k, d v interleaved (rows, 3 Wl) in
+ * dqkv: the weights' and biases' gradients in one GEMM and one column sum
+ * into p->qkv_w, then copied to each tensor's place in m->grads (the same
+ * sums as three sb_vit_linear_backward calls, so the same bits), and dx
+ * into p->dln by three GEMMs (d q W_q, + d k W_k, + d v W_v: the sum's
+ * roundings as before). */
+static void qkv_backward(struct sb_model *m, const struct vit_block *b, const float *dqkv,
+                         int rows)
+{
+    struct vit *p = m->impl;
+    const struct sb_backend_ops *be = m->be;
+    int W = p->width, Wl = p->width_local, W3 = 3 * Wl;
+    size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
+    float *dw = p->qkv_w, *db = p->qkv_w + (size_t)W3 * W;
+    sb_model_gemm(m, 1, 0, W3, W, rows, 1.0f, dqkv, W3, b->ln1, W, 0.0f, dw, W);
+    be->bias_grad(db, dqkv, rows, W3);
+    for (int i = 0; i < 3; i++) {
+        be->copy(m->grads + wo[i], dw + (size_t)i * Wl * W, (size_t)Wl * W);
+        be->copy(m->grads + bo[i], db + i * Wl, (size_t)Wl);
+    }
+    for (int i = 0; i < 3; i++)
+        sb_model_gemm(m, 0, 0, rows, W, Wl, 1.0f, dqkv + i * Wl, W3, m->params + wo[i], W,
+                      i ? 1.0f : 0.0f, p->dln, W);
+}
+
 int sb_vit_fused_attention(const struct sb_model *m)
 {
     const struct vit *p = m->impl;
@@ -170,9 +215,8 @@ void sb_vit_attention_forward(struct sb_model *m, struct vit_block *b, int n)
     float *qkv[3] = {b->q, b->k, b->v};
     size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
     if (p->fused_attention) { /* q, k, v stay in token layout: no head split */
-        for (int i = 0; i < 3; i++)
-            sb_vit_linear(m, b->ln1, rows, W, Wl, wo[i], bo[i], 0.0f, qkv[i]);
-        be->attention_forward(b->q, b->k, b->v, Wl, n, H, T, hd, 1.0f / sqrtf((float)hd),
+        qkv_forward(m, b, rows);
+        be->attention_forward(b->q, b->k, b->v, 3 * Wl, n, H, T, hd, 1.0f / sqrtf((float)hd),
                               b->probs, b->ctx, Wl);
         return;
     }
@@ -291,9 +335,17 @@ void sb_vit_attention_backward(struct sb_model *m, struct vit_block *b, int n)
     int Wl = p->width_local;
     float scale = 1.0f / sqrtf((float)hd);
     size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
-    if (p->fused_attention) { /* d context read in token layout (p->tmp) */
-        be->attention_backward(p->tmp, Wl, b->q, b->k, b->v, Wl, b->probs, n, H, T, hd, scale,
-                               p->dprobs, p->dh[0], p->dh[1], p->dh[2], Wl);
+    if (p->fused_attention && !p->split) { /* d q, d k, d v interleaved, as q, k, v */
+        float *dqkv = p->dh[0];
+        be->attention_backward(p->tmp, Wl, b->q, b->k, b->v, 3 * Wl, b->probs, n, H, T, hd,
+                               scale, p->dprobs, dqkv, dqkv + Wl, dqkv + 2 * Wl, 3 * Wl);
+        qkv_backward(m, b, dqkv, rows);
+        return;
+    }
+    if (p->fused_attention) { /* d context read in token layout (p->tmp); zb-h1's split
+                               * backward records each layer's output gradient (rows, Wl) */
+        be->attention_backward(p->tmp, Wl, b->q, b->k, b->v, 3 * Wl, b->probs, n, H, T, hd,
+                               scale, p->dprobs, p->dh[0], p->dh[1], p->dh[2], Wl);
         for (int i = 0; i < 3; i++) /* dq, dk, dv in token layout */
             sb_vit_linear_backward(m, p->dh[i], b->ln1, rows, W, Wl, wo[i], bo[i],
                                    i ? 1.0f : 0.0f, p->dln);

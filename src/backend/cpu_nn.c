@@ -64,10 +64,8 @@ static inline __attribute__((always_inline)) void v8f_store(float *p, sb_v8f v)
     memcpy(p, &v, sizeof v);
 }
 
-static inline __attribute__((always_inline)) sb_v8d v8f_wide(sb_v8f v)
-{
-    return __builtin_convertvector(v, sb_v8d);
-}
+/* 8 floats widened to 8 doubles (a macro: no 32-byte vector passed) */
+#define v8f_wide(v) __builtin_convertvector((v), sb_v8d)
 
 /* Rows a LayerNorm block: each pass below runs over LN_BLOCK rows before
  * the next, so that the rows' scalar tails (lane sums, division, square
@@ -78,10 +76,10 @@ static inline __attribute__((always_inline)) sb_v8d v8f_wide(sb_v8f v)
 
 /* The LANES lanes of v summed in lane order from zero (the scalar lane
  * loop's order); the caller adds the columns past the last whole lane. */
-static inline __attribute__((always_inline)) double lane_sum(sb_v8d v)
+static inline __attribute__((always_inline)) double lane_sum(const sb_v8d *v)
 {
     double sum = 0.0;
-    for (int j = 0; j < LANES; j++) sum += v[j];
+    for (int j = 0; j < LANES; j++) sum += (*v)[j];
     return sum;
 }
 
@@ -106,7 +104,7 @@ CPU_SIMD void sb_cpu_layernorm_forward(const float *x, const float *gamma, const
             acc[i] = s;
         }
         for (int i = 0; i < nr; i++) {
-            double sum = lane_sum(acc[i]);
+            double sum = lane_sum(&acc[i]);
             for (int c = vec; c < cols; c++) sum += xb[(size_t)i * cols + c];
             mu[i] = sum / cols;
         }
@@ -121,7 +119,7 @@ CPU_SIMD void sb_cpu_layernorm_forward(const float *x, const float *gamma, const
         }
         for (int i = 0; i < nr; i++) {
             const float *xr = xb + (size_t)i * cols;
-            double sq = lane_sum(acc[i]);
+            double sq = lane_sum(&acc[i]);
             for (int c = vec; c < cols; c++) sq += (xr[c] - mu[i]) * (xr[c] - mu[i]);
             float rs = (float)(1.0 / sqrt(sq / cols + eps)), m = (float)mu[i];
             float *yr = y + (size_t)(r0 + i) * cols;
@@ -168,8 +166,8 @@ CPU_SIMD void sb_cpu_layernorm_backward(const float *dy, const float *x, const f
             size_t off = (size_t)(r0 + i) * cols;
             const float *dyr = dy + off, *xr = x + off;
             float m = mean[r0 + i], rs = rstd[r0 + i];
-            double sum_g = lane_sum(ag[i]);
-            double sum_gx = lane_sum(agx[i]);
+            double sum_g = lane_sum(&ag[i]);
+            double sum_gx = lane_sum(&agx[i]);
             for (int c = vec; c < cols; c++) {
                 float xhat = (xr[c] - m) * rs, g = dyr[c] * gamma[c];
                 sum_g += g;
