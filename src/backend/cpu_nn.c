@@ -280,7 +280,7 @@ CPU_SIMD void sb_cpu_softmax_rows(float *x, int rows, int cols)
         }
         float *xc = x + (size_t)r0 * cols;
         size_t n = (size_t)(r1 - r0) * cols;
-        for (size_t i = 0; i < n; i++) xc[i] = sb_cpu_exp(xc[i]);
+        for (size_t i = 0; i < n; i++) xc[i] = sb_cpu_exp_nonpos(xc[i]); /* x - max <= 0 */
         for (int r = r0; r < r1; r++) {
             float *xr = x + (size_t)r * cols;
             float inv = 1.0f / row_dot(xr, NULL, cols);
