@@ -133,6 +133,44 @@ static void row_parallel_forward(struct sb_model *m, const float *r, int rows, i
     sb_model_round(m, y, (size_t)rows * W);
 }
 
+/* fc1 = ln2 . W_1^T + b_1 and gelu = GELU(fc1), fc1 then GELU'(fc1), chunk
+ * by chunk (linear_rows's chunks: GELU reads fc1 while it is in L2); each
+ * rounded to 16 bits under --precision bf16|fp16 as a whole pass would. */
+static void fc1_gelu_forward(struct sb_model *m, const struct vit_block *b, int rows)
+{
+    struct vit *p = m->impl;
+    int W = p->width, F = p->hidden_local, ch = chunk_rows(m, rows, F);
+    for (int r0 = 0; r0 < rows; r0 += ch) {
+        int n = rows - r0 < ch ? rows - r0 : ch;
+        size_t off = (size_t)r0 * F, count = (size_t)n * F;
+        linear_rows(m, b->ln2 + (size_t)r0 * W, n, W, F, m->params + b->fc1_w, W,
+                    m->params + b->fc1_b, NULL, b->fc1 + off);
+        sb_model_round(m, b->fc1 + off, count);
+        m->be->gelu_forward(b->fc1 + off, b->gelu + off, count); /* fc1 becomes GELU'(fc1) */
+        sb_model_round(m, b->gelu + off, count);
+    }
+}
+
+/* d gelu = dres . W_2 (fc2's input gradient), then times GELU' (in
+ * b->fc1) into p->dfc, chunk by chunk (the product's chunk is in L2 for
+ * the multiply); rounded as whole passes would. fc2's weight gradients are
+ * sb_vit_linear_backward's, as before. */
+static void fc2_gelu_backward(struct sb_model *m, const struct vit_block *b, int rows)
+{
+    struct vit *p = m->impl;
+    int W = p->width, F = p->hidden_local, ch = chunk_rows(m, rows, F);
+    sb_vit_linear_backward(m, p->dres, b->gelu, rows, F, W, b->fc2_w, b->fc2_b, 0.0f, NULL);
+    for (int r0 = 0; r0 < rows; r0 += ch) {
+        int n = rows - r0 < ch ? rows - r0 : ch;
+        size_t off = (size_t)r0 * F, count = (size_t)n * F;
+        sb_model_gemm(m, 0, 0, n, F, W, 1.0f, p->dres + (size_t)r0 * W, W, m->params + b->fc2_w,
+                      F, 0.0f, p->dfc + off, F);
+        sb_model_round(m, p->dfc + off, count);
+        m->be->gelu_backward(p->dfc + off, b->fc1 + off, count); /* fc1 holds GELU' */
+        sb_model_round(m, p->dfc + off, count);
+    }
+}
+
 /* One block on res[l] -> res[l + 1] for n samples (of a tp shard: its
  * heads and MLP units; H, Wl and F below are the shard's). */
 static void block_forward(struct sb_model *m, int l, int n)
@@ -157,9 +195,7 @@ static void block_forward(struct sb_model *m, int l, int n)
     be->layernorm_forward(b->mid, prm + b->norm2_w, prm + b->norm2_b, rows, W, VIT_LN_EPS,
                           b->ln2, b->mean2, b->rstd2);
     sb_model_round(m, b->ln2, (size_t)rows * W);
-    sb_vit_linear(m, b->ln2, rows, W, F, b->fc1_w, b->fc1_b, 0.0f, b->fc1);
-    be->gelu_forward(b->fc1, b->gelu, (size_t)rows * F); /* fc1 becomes GELU'(fc1) */
-    sb_model_round(m, b->gelu, (size_t)rows * F);
+    fc1_gelu_forward(m, b, rows);
     row_parallel_forward(m, b->gelu, rows, F, b->mid, b->fc2_w, b->fc2_b, out);
 }
 
@@ -333,15 +369,11 @@ static void block_backward(struct sb_model *m, int l, sb_grad_ready_fn ready, vo
 {
     struct vit *p = m->impl;
     struct vit_block *b = &p->block[l];
-    const struct sb_backend_ops *be = m->be;
     int n = p->n, W = p->width, T = p->tokens;
     int rows = n * T, F = p->hidden_local, Wl = p->width_local;
     sb_model_layer_begin(m, b->offset, b->count, 1);
     /* MLP: dres is d out = d mid through the residual, plus the MLP's path */
-    sb_vit_linear_backward(m, p->dres, b->gelu, rows, F, W, b->fc2_w, b->fc2_b, 0.0f, p->dfc);
-    sb_model_round(m, p->dfc, (size_t)rows * F);
-    be->gelu_backward(p->dfc, b->fc1, (size_t)rows * F); /* fc1 holds GELU' */
-    sb_model_round(m, p->dfc, (size_t)rows * F);
+    fc2_gelu_backward(m, b, rows);
     sb_vit_linear_backward(m, p->dfc, b->ln2, rows, W, F, b->fc1_w, b->fc1_b, 0.0f, p->dln);
     /* fc1 is column-parallel: its input gradient is a partial sum (f backward) */
     sb_model_tp_allreduce(m, p->dln, (size_t)rows * W);
