@@ -402,6 +402,7 @@ static sb_status vit_create_part(const struct sb_config *cfg, const struct sb_ba
      * vit_sp.c), and the parameters are 16-bit from the start */
     sb_model_set_precision(m, cfg);
     p->fused_attention = sb_vit_fused_attention(m); /* the backend and precision are set */
+    sb_vit_qkv_layout(m);
     sb_model_round(m, m->params, m->n_params);
     m->activation_bytes = p->alloc_bytes; /* with the accumulation buffer, if allocated */
     m->block_activation_bytes = p->block_bytes;

@@ -22,9 +22,11 @@ struct vit_block {
     float *mid;              /* (rows, W) residual stream after attention */
     float *ln1, *ln2;        /* (rows, W) LayerNorm outputs */
     float *mean1, *rstd1, *mean2, *rstd2; /* (rows) LayerNorm statistics */
-    float *q, *k, *v;        /* projections: (cap, heads_local, T, hd) head layout, or
-                              * (rows, width_local) token layout where the backend's fused
-                              * attention takes them (struct vit's fused_attention) */
+    float *q, *k, *v;        /* projections, one buffer from q: each (cap, heads_local, T, hd)
+                              * head layout one after another, or where the backend's fused
+                              * attention takes them (struct vit's fused_attention) token
+                              * layout interleaved: (rows, 3 width_local), k = q + width_local,
+                              * v = k + width_local (sb_vit_qkv_layout) */
     float *probs;            /* (cap, heads_local, T, T) attention probabilities */
     float *ctx;              /* (rows, width_local) attention context, heads merged */
     float *fc1;              /* (rows, hidden_local) MLP pre-activation, after the GELU
@@ -85,8 +87,13 @@ struct vit {
     float *logits, *dlogits; /* (cap, 10) */
     /* backward scratch, shared by the blocks */
     float *tmp, *dres, *dln; /* (rows, W) */
-    float *dh[3];            /* (cap * heads_local * T * hd): dh[0] d context in head layout,
-                              * then d q, d k, d v in token layout (rows, width_local) */
+    float *dh[3];            /* (cap * heads_local * T * hd) each, one buffer from dh[0]:
+                              * dh[0] d context in head layout, then d q, d k, d v in token
+                              * layout (rows, width_local); with the fused attention and no
+                              * split backward, d q, d k, d v interleaved (rows, 3 width_local) */
+    float *qkv_w;            /* (3 width_local, W) then (3 width_local): q, k and v's weights
+                              * and biases side by side (the fused attention's one projection
+                              * GEMM), or their gradients */
     float *dfc;              /* (rows, hidden_local) */
     float *dprobs;           /* (cap, heads_local, T, T) */
     float *dlnf, *dxcls;     /* (cap, W) */
@@ -122,6 +129,10 @@ void sb_vit_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx);
 sb_status sb_vit_slots_alloc(struct sb_model *m);
 /* Frees what sb_vit_slots_alloc allocated (also after a partial failure). */
 void sb_vit_slots_free(struct sb_model *m);
+/* With the fused attention (p->fused_attention, set), points every slot's
+ * blocks' k and v into q's buffer interleaved (rows, 3 width_local):
+ * one GEMM writes the three projections. Nothing otherwise. */
+void sb_vit_qkv_layout(struct sb_model *m);
 /* Points struct vit's activation fields (res, the held blocks', the
  * embedding's and head's, split, n) at slot k's. */
 void sb_vit_bind_slot(struct sb_model *m, int k);

@@ -9,6 +9,48 @@
 #include "data/mnist.h"
 #include "workloads/vit_model.h"
 
+/* Output bytes a linear layer's passes take at a time on a host-memory
+ * backend: the chunk of y stays in L2 between the bias fill (or the
+ * residual copy), the GEMM that adds onto it and the bias add, where whole
+ * outputs of 0.8-2.4 MB went out to L3 between them (loaded machine,
+ * 3200 x 192 and 3200 x 128 fill + GEMM: -11 % at 800 rows a chunk). Each
+ * output element is the same GEMM sum either way (OpenBLAS's per-element
+ * order does not depend on the row count), so the same bits. A device
+ * backend takes whole layers (a launch per chunk would cost more). */
+#define LINEAR_CHUNK_BYTES (640 * 1024)
+
+/* Rows of y (.., out) a chunk. */
+static int chunk_rows(const struct sb_model *m, int rows, int out)
+{
+    if (!m->be->host_memory) return rows;
+    int c = LINEAR_CHUNK_BYTES / (out * (int)sizeof(float));
+    return c < 1 ? 1 : c;
+}
+
+/* y (rows, out) = [res +] x (rows, in) . W^T + b, W (out, in) at w with rows
+ * ldw apart, b (out) at bias; res NULL: y = b set first and the GEMM adds
+ * onto it (beta 0 of sb_vit_linear); res == y: added to y as it is (beta
+ * 1); else y = res copied first. In row chunks (chunk_rows). */
+static void linear_rows(const struct sb_model *m, const float *x, int rows, int in, int out,
+                        const float *w, int ldw, const float *bias, const float *res, float *y)
+{
+    const struct sb_backend_ops *be = m->be;
+    int ch = chunk_rows(m, rows, out);
+    for (int r0 = 0; r0 < rows; r0 += ch) {
+        int n = rows - r0 < ch ? rows - r0 : ch;
+        const float *xc = x + (size_t)r0 * in;
+        float *yc = y + (size_t)r0 * out;
+        if (!res) {
+            be->copy2d(yc, out, bias, 0, n, out); /* every row = b */
+            sb_model_gemm(m, 0, 1, n, out, in, 1.0f, xc, in, w, ldw, 1.0f, yc, out);
+            continue;
+        }
+        if (res != y) be->copy(yc, res + (size_t)r0 * out, (size_t)n * out);
+        sb_model_gemm(m, 0, 1, n, out, in, 1.0f, xc, in, w, ldw, 1.0f, yc, out);
+        be->add_bias(yc, bias, n, out);
+    }
+}
+
 /* y (rows, out) = x (rows, in) . W^T + b, W (out, in) at params[w]; beta 1
  * adds to y (a residual) instead of overwriting it. Under --precision
  * bf16|fp16 y is stored 16-bit (the sum with the residual rounded once).
@@ -22,14 +64,8 @@
 void sb_vit_linear(const struct sb_model *m, const float *x, int rows, int in, int out, size_t w,
                    size_t b, float beta, float *y)
 {
-    const struct sb_backend_ops *be = m->be;
-    if (beta == 0.0f) {
-        be->copy2d(y, out, m->params + b, 0, rows, out); /* every row = b */
-        sb_model_gemm(m, 0, 1, rows, out, in, 1.0f, x, in, m->params + w, in, 1.0f, y, out);
-    } else {
-        sb_model_gemm(m, 0, 1, rows, out, in, 1.0f, x, in, m->params + w, in, beta, y, out);
-        be->add_bias(y, m->params + b, rows, out);
-    }
+    linear_rows(m, x, rows, in, out, m->params + w, in, m->params + b, beta == 0.0f ? NULL : y,
+                y);
     sb_model_round(m, y, (size_t)rows * out);
 }
 
@@ -84,16 +120,55 @@ static void row_parallel_forward(struct sb_model *m, const float *r, int rows, i
     struct vit *p = m->impl;
     const struct sb_backend_ops *be = m->be;
     int W = p->width;
-    be->copy(y, x, (size_t)rows * W);
-    if (p->tp_size == 1) {
-        sb_vit_linear(m, r, rows, in, W, w, b, 1.0f, y);
+    if (p->tp_size == 1) { /* y = x + r . W^T + b, chunk by chunk */
+        linear_rows(m, r, rows, in, W, m->params + w, in, m->params + b, x, y);
+        sb_model_round(m, y, (size_t)rows * W);
         return;
     }
+    be->copy(y, x, (size_t)rows * W);
     sb_model_gemm(m, 0, 1, rows, W, in, 1.0f, r, in, m->params + w, in, 0.0f, p->tmp, W);
     sb_model_tp_allreduce(m, p->tmp, (size_t)rows * W); /* fp32 partial sums */
     be->add(y, p->tmp, (size_t)rows * W);
     be->add_bias(y, m->params + b, rows, W);
     sb_model_round(m, y, (size_t)rows * W);
+}
+
+/* fc1 = ln2 . W_1^T + b_1 and gelu = GELU(fc1), fc1 then GELU'(fc1), chunk
+ * by chunk (linear_rows's chunks: GELU reads fc1 while it is in L2); each
+ * rounded to 16 bits under --precision bf16|fp16 as a whole pass would. */
+static void fc1_gelu_forward(struct sb_model *m, const struct vit_block *b, int rows)
+{
+    struct vit *p = m->impl;
+    int W = p->width, F = p->hidden_local, ch = chunk_rows(m, rows, F);
+    for (int r0 = 0; r0 < rows; r0 += ch) {
+        int n = rows - r0 < ch ? rows - r0 : ch;
+        size_t off = (size_t)r0 * F, count = (size_t)n * F;
+        linear_rows(m, b->ln2 + (size_t)r0 * W, n, W, F, m->params + b->fc1_w, W,
+                    m->params + b->fc1_b, NULL, b->fc1 + off);
+        sb_model_round(m, b->fc1 + off, count);
+        m->be->gelu_forward(b->fc1 + off, b->gelu + off, count); /* fc1 becomes GELU'(fc1) */
+        sb_model_round(m, b->gelu + off, count);
+    }
+}
+
+/* d gelu = dres . W_2 (fc2's input gradient), then times GELU' (in
+ * b->fc1) into p->dfc, chunk by chunk (the product's chunk is in L2 for
+ * the multiply); rounded as whole passes would. fc2's weight gradients are
+ * sb_vit_linear_backward's, as before. */
+static void fc2_gelu_backward(struct sb_model *m, const struct vit_block *b, int rows)
+{
+    struct vit *p = m->impl;
+    int W = p->width, F = p->hidden_local, ch = chunk_rows(m, rows, F);
+    sb_vit_linear_backward(m, p->dres, b->gelu, rows, F, W, b->fc2_w, b->fc2_b, 0.0f, NULL);
+    for (int r0 = 0; r0 < rows; r0 += ch) {
+        int n = rows - r0 < ch ? rows - r0 : ch;
+        size_t off = (size_t)r0 * F, count = (size_t)n * F;
+        sb_model_gemm(m, 0, 0, n, F, W, 1.0f, p->dres + (size_t)r0 * W, W, m->params + b->fc2_w,
+                      F, 0.0f, p->dfc + off, F);
+        sb_model_round(m, p->dfc + off, count);
+        m->be->gelu_backward(p->dfc + off, b->fc1 + off, count); /* fc1 holds GELU' */
+        sb_model_round(m, p->dfc + off, count);
+    }
 }
 
 /* One block on res[l] -> res[l + 1] for n samples (of a tp shard: its
@@ -120,9 +195,7 @@ static void block_forward(struct sb_model *m, int l, int n)
     be->layernorm_forward(b->mid, prm + b->norm2_w, prm + b->norm2_b, rows, W, VIT_LN_EPS,
                           b->ln2, b->mean2, b->rstd2);
     sb_model_round(m, b->ln2, (size_t)rows * W);
-    sb_vit_linear(m, b->ln2, rows, W, F, b->fc1_w, b->fc1_b, 0.0f, b->fc1);
-    be->gelu_forward(b->fc1, b->gelu, (size_t)rows * F); /* fc1 becomes GELU'(fc1) */
-    sb_model_round(m, b->gelu, (size_t)rows * F);
+    fc1_gelu_forward(m, b, rows);
     row_parallel_forward(m, b->gelu, rows, F, b->mid, b->fc2_w, b->fc2_b, out);
 }
 
@@ -153,6 +226,50 @@ static void heads_gemm(const struct sb_model *m, int ta, int tb, int rows, int c
                                   H);
 }
 
+/* q, k and v (rows, 3 Wl) interleaved in b->q = ln1 . [W_q; W_k; W_v]^T +
+ * [b_q, b_k, b_v]: one GEMM over the three weights side by side in
+ * p->qkv_w, so that OpenBLAS packs ln1 once, not three times. Each output
+ * is the same one FMA chain over the W inputs as sb_vit_linear's, onto the
+ * bias (beta 1): the same bits. */
+static void qkv_forward(struct sb_model *m, const struct vit_block *b, int rows)
+{
+    struct vit *p = m->impl;
+    const struct sb_backend_ops *be = m->be;
+    int W = p->width, Wl = p->width_local, W3 = 3 * Wl;
+    size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
+    float *w = p->qkv_w, *bias = p->qkv_w + (size_t)W3 * W;
+    for (int i = 0; i < 3; i++) {
+        be->copy(w + (size_t)i * Wl * W, m->params + wo[i], (size_t)Wl * W);
+        be->copy(bias + i * Wl, m->params + bo[i], (size_t)Wl);
+    }
+    linear_rows(m, b->ln1, rows, W, W3, w, W, bias, NULL, b->q);
+}
+
+/* Backward of qkv_forward from d q, d k, d v interleaved (rows, 3 Wl) in
+ * dqkv: the weights' and biases' gradients in one GEMM and one column sum
+ * into p->qkv_w, then copied to each tensor's place in m->grads (the same
+ * sums as three sb_vit_linear_backward calls, so the same bits), and dx
+ * into p->dln by three GEMMs (d q W_q, + d k W_k, + d v W_v: the sum's
+ * roundings as before). */
+static void qkv_backward(struct sb_model *m, const struct vit_block *b, const float *dqkv,
+                         int rows)
+{
+    struct vit *p = m->impl;
+    const struct sb_backend_ops *be = m->be;
+    int W = p->width, Wl = p->width_local, W3 = 3 * Wl;
+    size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
+    float *dw = p->qkv_w, *db = p->qkv_w + (size_t)W3 * W;
+    sb_model_gemm(m, 1, 0, W3, W, rows, 1.0f, dqkv, W3, b->ln1, W, 0.0f, dw, W);
+    be->bias_grad(db, dqkv, rows, W3);
+    for (int i = 0; i < 3; i++) {
+        be->copy(m->grads + wo[i], dw + (size_t)i * Wl * W, (size_t)Wl * W);
+        be->copy(m->grads + bo[i], db + i * Wl, (size_t)Wl);
+    }
+    for (int i = 0; i < 3; i++)
+        sb_model_gemm(m, 0, 0, rows, W, Wl, 1.0f, dqkv + i * Wl, W3, m->params + wo[i], W,
+                      i ? 1.0f : 0.0f, p->dln, W);
+}
+
 int sb_vit_fused_attention(const struct sb_model *m)
 {
     const struct vit *p = m->impl;
@@ -170,9 +287,8 @@ void sb_vit_attention_forward(struct sb_model *m, struct vit_block *b, int n)
     float *qkv[3] = {b->q, b->k, b->v};
     size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
     if (p->fused_attention) { /* q, k, v stay in token layout: no head split */
-        for (int i = 0; i < 3; i++)
-            sb_vit_linear(m, b->ln1, rows, W, Wl, wo[i], bo[i], 0.0f, qkv[i]);
-        be->attention_forward(b->q, b->k, b->v, Wl, n, H, T, hd, 1.0f / sqrtf((float)hd),
+        qkv_forward(m, b, rows);
+        be->attention_forward(b->q, b->k, b->v, 3 * Wl, n, H, T, hd, 1.0f / sqrtf((float)hd),
                               b->probs, b->ctx, Wl);
         return;
     }
@@ -253,15 +369,11 @@ static void block_backward(struct sb_model *m, int l, sb_grad_ready_fn ready, vo
 {
     struct vit *p = m->impl;
     struct vit_block *b = &p->block[l];
-    const struct sb_backend_ops *be = m->be;
     int n = p->n, W = p->width, T = p->tokens;
     int rows = n * T, F = p->hidden_local, Wl = p->width_local;
     sb_model_layer_begin(m, b->offset, b->count, 1);
     /* MLP: dres is d out = d mid through the residual, plus the MLP's path */
-    sb_vit_linear_backward(m, p->dres, b->gelu, rows, F, W, b->fc2_w, b->fc2_b, 0.0f, p->dfc);
-    sb_model_round(m, p->dfc, (size_t)rows * F);
-    be->gelu_backward(p->dfc, b->fc1, (size_t)rows * F); /* fc1 holds GELU' */
-    sb_model_round(m, p->dfc, (size_t)rows * F);
+    fc2_gelu_backward(m, b, rows);
     sb_vit_linear_backward(m, p->dfc, b->ln2, rows, W, F, b->fc1_w, b->fc1_b, 0.0f, p->dln);
     /* fc1 is column-parallel: its input gradient is a partial sum (f backward) */
     sb_model_tp_allreduce(m, p->dln, (size_t)rows * W);
@@ -291,9 +403,17 @@ void sb_vit_attention_backward(struct sb_model *m, struct vit_block *b, int n)
     int Wl = p->width_local;
     float scale = 1.0f / sqrtf((float)hd);
     size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
-    if (p->fused_attention) { /* d context read in token layout (p->tmp) */
-        be->attention_backward(p->tmp, Wl, b->q, b->k, b->v, Wl, b->probs, n, H, T, hd, scale,
-                               p->dprobs, p->dh[0], p->dh[1], p->dh[2], Wl);
+    if (p->fused_attention && !p->split) { /* d q, d k, d v interleaved, as q, k, v */
+        float *dqkv = p->dh[0];
+        be->attention_backward(p->tmp, Wl, b->q, b->k, b->v, 3 * Wl, b->probs, n, H, T, hd,
+                               scale, p->dprobs, dqkv, dqkv + Wl, dqkv + 2 * Wl, 3 * Wl);
+        qkv_backward(m, b, dqkv, rows);
+        return;
+    }
+    if (p->fused_attention) { /* d context read in token layout (p->tmp); zb-h1's split
+                               * backward records each layer's output gradient (rows, Wl) */
+        be->attention_backward(p->tmp, Wl, b->q, b->k, b->v, 3 * Wl, b->probs, n, H, T, hd,
+                               scale, p->dprobs, p->dh[0], p->dh[1], p->dh[2], Wl);
         for (int i = 0; i < 3; i++) /* dq, dk, dv in token layout */
             sb_vit_linear_backward(m, p->dh[i], b->ln1, rows, W, Wl, wo[i], bo[i],
                                    i ? 1.0f : 0.0f, p->dln);

@@ -47,7 +47,7 @@ struct sb_model_size sb_vit_part_size(const struct sb_config *cfg, int max_batch
     double slot = 4 * s * b * h + (embed ? 4 * b * pd * g * g : 0) +
                   (head ? 4 * (2 * b * h + 2 * b + 20 * b) : 0);
     double shared = (head ? 8 * b * h : 0) + 4 * (3 + (3 + r) / T) * s * b * h +
-                    4 * a * s * s * b / T;
+                    4 * a * s * s * b / T + (L > 0 ? 4 * (3 * h / T * h + 3 * h / T) : 0);
     if (part && part->sequence_parallel && T > 1) {
         /* the residual input, mid and the statistics hold s/T tokens; the
          * gathered LayerNorm outputs stay whole (backward reads them) */

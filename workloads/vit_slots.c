@@ -42,9 +42,11 @@ static sb_status alloc_slot(struct sb_model *m, struct vit_slot *s, int first)
         float **wide[] = {&b->ln1, &b->ln2};
         for (size_t i = 0; i < sizeof wide / sizeof wide[0]; i++)
             SB_TRY(vit_alloc(be, p, wide[i], rows * W));
-        float **heads[] = {&b->q, &b->k, &b->v, &b->ctx};
-        for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++)
-            SB_TRY(vit_alloc(be, p, heads[i], rows * Wl));
+        /* q, k and v in one buffer: three (rows, Wl) tensors one after
+         * another, or interleaved as one (rows, 3 Wl) (sb_vit_qkv_layout) */
+        SB_TRY(vit_alloc(be, p, &b->q, 3 * rows * Wl));
+        b->k = b->q + rows * Wl, b->v = b->k + rows * Wl;
+        SB_TRY(vit_alloc(be, p, &b->ctx, rows * Wl));
         float **stats[] = {&b->mean1, &b->rstd1, &b->mean2, &b->rstd2};
         for (size_t i = 0; i < sizeof stats / sizeof stats[0]; i++)
             SB_TRY(vit_alloc(be, p, stats[i], rows_l));
@@ -93,7 +95,10 @@ sb_status sb_vit_slots_alloc(struct sb_model *m)
     float **scratch[] = {&p->tmp, &p->dres, &p->dln};
     for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++)
         SB_TRY(vit_alloc(be, p, scratch[i], rows * W));
-    for (int i = 0; i < 3; i++) SB_TRY(vit_alloc(be, p, &p->dh[i], rows * Wl));
+    SB_TRY(vit_alloc(be, p, &p->dh[0], 3 * rows * Wl)); /* dh[1], dh[2] follow dh[0] */
+    p->dh[1] = p->dh[0] + rows * Wl, p->dh[2] = p->dh[1] + rows * Wl;
+    if (p->b1 > p->b0) /* q, k and v's weights and biases side by side, or their gradients */
+        SB_TRY(vit_alloc(be, p, &p->qkv_w, 3 * Wl * W + 3 * Wl));
     SB_TRY(vit_alloc(be, p, &p->dfc, rows * F));
     SB_TRY(vit_alloc(be, p, &p->dprobs, n * H * T * T));
     sb_vit_bind_slot(m, 0);
@@ -109,7 +114,7 @@ void sb_vit_slots_free(struct sb_model *m)
         for (int l = 0; s->block && l < p->depth; l++) {
             struct vit_block *b = &s->block[l];
             float *bufs[] = {b->mid,  b->ln1, b->ln2,   b->mean1, b->rstd1, b->mean2, b->rstd2,
-                             b->q,    b->k,   b->v,     b->probs, b->ctx,   b->fc1,   b->gelu};
+                             b->q,    b->probs, b->ctx, b->fc1,   b->gelu};
             for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->free(bufs[i]);
         }
         for (int l = 0; s->res && l <= p->depth; l++) be->free(s->res[l]);
@@ -122,9 +127,8 @@ void sb_vit_slots_free(struct sb_model *m)
     free(p->slot);
     p->slot = NULL;
     p->res = NULL;
-    float *bufs[] = {p->tmp,    p->dres, p->dln,  p->dh[0], p->dh[1], p->dh[2], p->dfc,
-                     p->dprobs, p->dlnf, p->dxcls, p->full, p->gat,   p->lnsh,  p->dsh,
-                     p->acc};
+    float *bufs[] = {p->tmp,  p->dres, p->dln, p->dh[0], p->dfc, p->dprobs, p->dlnf,
+                     p->dxcls, p->full, p->gat, p->lnsh,  p->dsh, p->acc,    p->qkv_w};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->free(bufs[i]);
 }
 
@@ -143,4 +147,17 @@ void sb_vit_bind_slot(struct sb_model *m, int k)
     p->dlogits = s->dlogits;
     p->split = s->split;
     p->n = s->n;
+}
+
+void sb_vit_qkv_layout(struct sb_model *m)
+{
+    struct vit *p = m->impl;
+    size_t Wl = (size_t)p->width_local;
+    if (!p->fused_attention) return;
+    for (int k = 0; k < p->n_slots; k++)
+        for (int l = p->b0; l < p->b1; l++) {
+            struct vit_block *b = &p->slot[k].block[l];
+            b->k = b->q + Wl, b->v = b->q + 2 * Wl;
+        }
+    sb_vit_bind_slot(m, 0);
 }

@@ -131,14 +131,6 @@ static void cpu_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha
                 ldb, beta, c, ldc);
 }
 
-static void cpu_add_bias(float *restrict y, const float *restrict bias, int rows, int cols)
-{
-    for (int r = 0; r < rows; r++) {
-        float *row = y + (size_t)r * cols;
-        for (int c = 0; c < cols; c++) row[c] += bias[c];
-    }
-}
-
 static void cpu_relu_forward(float *y, size_t n)
 {
     for (size_t i = 0; i < n; i++) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
@@ -147,15 +139,6 @@ static void cpu_relu_forward(float *y, size_t n)
 static void cpu_relu_backward(float *restrict dy, const float *restrict y, size_t n)
 {
     for (size_t i = 0; i < n; i++) dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
-}
-
-static void cpu_bias_grad(float *db, const float *dy, int rows, int cols)
-{
-    memset(db, 0, (size_t)cols * sizeof *db);
-    for (int r = 0; r < rows; r++) {
-        const float *row = dy + (size_t)r * cols;
-        for (int c = 0; c < cols; c++) db[c] += row[c];
-    }
 }
 
 static void cpu_softmax_xent(const float *logits, const uint8_t *labels, int rows,
@@ -343,10 +326,10 @@ const struct sb_backend_ops sb_backend_cpu = {
     .sync = cpu_sync,
     .check = cpu_check,
     .sgemm = cpu_sgemm,
-    .add_bias = cpu_add_bias,
+    .add_bias = sb_cpu_add_bias,
     .relu_forward = cpu_relu_forward,
     .relu_backward = cpu_relu_backward,
-    .bias_grad = cpu_bias_grad,
+    .bias_grad = sb_cpu_bias_grad,
     .softmax_xent = cpu_softmax_xent,
     .count_correct = cpu_count_correct,
     .sgd_momentum = cpu_sgd_momentum,

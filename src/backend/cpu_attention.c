@@ -93,7 +93,10 @@ ATTN_TARGET static void transpose_rows(const float *y, int ldy, int T, int hd, i
 
 /* out (T, T), rows ldo apart: out[i][j] = alpha * sum_d x[i][d] y[j][d]
  * (one FMA chain over d in order), x rows ldx apart, yt = y transposed
- * (hd, tp). Two rows and four 16-column chunks at a time: 8 chains. */
+ * (hd, tp). Four rows and four 16-column chunks at a time: 16 chains, so
+ * that the FMA latency is hidden with room to spare, and 8 loads (4
+ * broadcasts of x, 4 rows of yt) feed 16 FMAs. Rows past T in the last
+ * block repeat row T - 1 and are not stored. */
 ATTN_TARGET static void rows_by_rows(const float *x, int ldx, const float *yt, int T, int hd,
                                      int tp, float alpha, float *out, int ldo)
 {
@@ -104,27 +107,42 @@ ATTN_TARGET static void rows_by_rows(const float *x, int ldx, const float *yt, i
         __mmask16 last = (__mmask16)((T - j0 - 16 * (nc - 1)) >= 16
                                          ? 0xffff
                                          : ((1u << (T - j0 - 16 * (nc - 1))) - 1));
-        for (int i = 0; i < T; i += 2) {
-            int two = i + 1 < T;
-            __m512 a0[4], a1[4];
-            for (int c = 0; c < 4; c++) a0[c] = a1[c] = _mm512_setzero_ps();
-            const float *x0 = x + (size_t)i * ldx, *x1 = two ? x0 + ldx : x0;
-            for (int d = 0; d < hd; d++) {
-                __m512 b0 = _mm512_set1_ps(x0[d]), b1 = _mm512_set1_ps(x1[d]);
-                const float *yr = yt + (size_t)d * tp + j0;
-                for (int c = 0; c < 4; c++) {
-                    if (c >= nc) break;
-                    __m512 y = _mm512_loadu_ps(yr + 16 * c);
-                    a0[c] = _mm512_fmadd_ps(b0, y, a0[c]);
-                    a1[c] = _mm512_fmadd_ps(b1, y, a1[c]);
+        for (int i = 0; i < T; i += 4) {
+            int nr = T - i < 4 ? T - i : 4;
+            __m512 acc[4][4];
+            const float *xr[4];
+            for (int r = 0; r < 4; r++) {
+                xr[r] = x + (size_t)(i + (r < nr ? r : nr - 1)) * ldx;
+                for (int c = 0; c < 4; c++) acc[r][c] = _mm512_setzero_ps();
+            }
+            if (nc == 4)
+                for (int d = 0; d < hd; d++) {
+                    const float *yr = yt + (size_t)d * tp + j0;
+                    __m512 y0 = _mm512_loadu_ps(yr), y1 = _mm512_loadu_ps(yr + 16);
+                    __m512 y2 = _mm512_loadu_ps(yr + 32), y3 = _mm512_loadu_ps(yr + 48);
+                    for (int r = 0; r < 4; r++) {
+                        __m512 br = _mm512_set1_ps(xr[r][d]);
+                        acc[r][0] = _mm512_fmadd_ps(br, y0, acc[r][0]);
+                        acc[r][1] = _mm512_fmadd_ps(br, y1, acc[r][1]);
+                        acc[r][2] = _mm512_fmadd_ps(br, y2, acc[r][2]);
+                        acc[r][3] = _mm512_fmadd_ps(br, y3, acc[r][3]);
+                    }
                 }
-            }
-            for (int c = 0; c < nc; c++) {
-                __mmask16 k = c == nc - 1 ? last : (__mmask16)0xffff;
-                float *o = out + (size_t)i * ldo + j0 + 16 * c;
-                _mm512_mask_storeu_ps(o, k, _mm512_mul_ps(va, a0[c]));
-                if (two) _mm512_mask_storeu_ps(o + ldo, k, _mm512_mul_ps(va, a1[c]));
-            }
+            else
+                for (int d = 0; d < hd; d++) {
+                    const float *yr = yt + (size_t)d * tp + j0;
+                    for (int c = 0; c < nc; c++) {
+                        __m512 y = _mm512_loadu_ps(yr + 16 * c);
+                        for (int r = 0; r < 4; r++)
+                            acc[r][c] = _mm512_fmadd_ps(_mm512_set1_ps(xr[r][d]), y, acc[r][c]);
+                    }
+                }
+            for (int r = 0; r < nr; r++)
+                for (int c = 0; c < nc; c++) {
+                    __mmask16 k = c == nc - 1 ? last : (__mmask16)0xffff;
+                    _mm512_mask_storeu_ps(out + (size_t)(i + r) * ldo + j0 + 16 * c, k,
+                                          _mm512_mul_ps(va, acc[r][c]));
+                }
         }
     }
 }

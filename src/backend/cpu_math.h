@@ -43,18 +43,27 @@ static inline uint32_t sb_cpu_float_bits(float f)
  * after the range reduction). 0 below about 2^-125 (x < -86.7: no denormals),
  * inf above 88.72. Range reduction hi + lo = k ln2 + r, |r| <= ln2/2, k by
  * rounding with the 1.5 * 2^23 shifter (round to nearest), ln2 in two
- * parts (Cody & Waite 1980) so that k * LN2_HI is exact. */
-static inline float sb_cpu_exp_hilo(float hi, float lo)
+ * parts (Cody & Waite 1980) so that k * LN2_HI is exact.
+ *
+ * sb_cpu_exp_core is it with two steps optional, for callers that know
+ * they are no-ops: nonpos (hi <= 0 or NaN) drops the clamp of hi at 104
+ * and the overflow to inf (k <= 0, so the exponent field never passes
+ * 254); has_lo = 0 (lo = 0) drops r + lo (r + 0 differs from r only at
+ * r = -0, and r enters the polynomial only through products, so p is the
+ * same). Each leaves the result's bits as they were; tests/unit/
+ * test_cpu_math.c checks that over the non-positive floats. */
+static inline __attribute__((always_inline)) float sb_cpu_exp_core(float hi, float lo, int nonpos,
+                                                                   int has_lo)
 {
     const float log2e = 1.44269504088896341f, shifter = 12582912.0f;
     const float ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
     hi = hi < -104.0f ? -104.0f : hi;
-    hi = hi > 104.0f ? 104.0f : hi;
+    if (!nonpos) hi = hi > 104.0f ? 104.0f : hi;
     float kf = hi * log2e + shifter;
     kf = kf - shifter;
     float r = hi - kf * ln2_hi;
     r = r - kf * ln2_lo;
-    r = r + lo;
+    if (has_lo) r = r + lo;
     float p = 1.38623131602889720e-3f;
     p = p * r + 8.37297731798547100e-3f;
     p = p * r + 4.16676720110352500e-2f;
@@ -64,16 +73,24 @@ static inline float sb_cpu_exp_hilo(float hi, float lo)
     p = p * r + 1.00000000032943050f;
     int32_t k = (int32_t)kf;
     int32_t e = k + 126; /* 2^k = 2^(k - 1) * 2, so that k = 128 stays finite */
-    int32_t e1 = e < 1 ? 1 : (e > 254 ? 254 : e); /* a valid exponent field; replaced below */
+    int32_t e1 = e < 1 ? 1 : e; /* a valid exponent field; replaced below */
+    if (!nonpos) e1 = e1 > 254 ? 254 : e1;
     float scale = sb_cpu_bits_float((uint32_t)e1 << 23);
     float out = (p * scale) * 2.0f;
     out = e < 1 ? 0.0f : out;
-    out = e > 254 ? __builtin_inff() : out;
+    if (!nonpos) out = e > 254 ? __builtin_inff() : out;
     return out;
 }
 
+/* exp(hi + lo): sb_cpu_exp_core with every step. */
+static inline float sb_cpu_exp_hilo(float hi, float lo) { return sb_cpu_exp_core(hi, lo, 0, 1); }
+
 /* exp(x) for float x: sb_cpu_exp_hilo(x, 0). */
-static inline float sb_cpu_exp(float x) { return sb_cpu_exp_hilo(x, 0.0f); }
+static inline float sb_cpu_exp(float x) { return sb_cpu_exp_core(x, 0.0f, 0, 0); }
+
+/* exp(x) for x <= 0 or NaN (a softmax's x - max): sb_cpu_exp's bits, fewer
+ * steps. */
+static inline float sb_cpu_exp_nonpos(float x) { return sb_cpu_exp_core(x, 0.0f, 1, 0); }
 
 /* The standard normal CDF Phi(x) = (1 + erf(x / sqrt 2)) / 2 and, in *pdf,
  * the density phi(x) = exp(-x^2 / 2) / sqrt(2 pi). With a = |x| / sqrt 2:
@@ -90,7 +107,7 @@ static inline float sb_cpu_gauss_cdf_pdf(float x, float *pdf)
     float xl = ax - xh;
     float s_hi = 0.5f * (xh * xh);        /* exact: 12-bit square, halved */
     float s_lo = 0.5f * (xl * (ax + xh)); /* x^2 / 2 = s_hi + s_lo */
-    float g = sb_cpu_exp_hilo(-s_hi, -s_lo); /* exp(-a^2) */
+    float g = sb_cpu_exp_core(-s_hi, -s_lo, 1, 1); /* exp(-a^2); -s_hi <= 0 */
     *pdf = g * inv_sqrt_2pi;
     float a = ax * inv_sqrt2, a2 = a * a;
     /* small |x|: erf(a) / a */

@@ -41,38 +41,12 @@ void sb_cpu_sgemm_strided_batched(int trans_a, int trans_b, int m, int n, int k,
 #define CPU_SIMD
 #endif
 
-CPU_SIMD void sb_cpu_layernorm_forward(const float *x, const float *gamma, const float *beta,
-                                       int rows, int cols, float eps, float *y, float *mean,
-                                       float *rstd)
-{
-    for (int r = 0; r < rows; r++) {
-        const float *xr = x + (size_t)r * cols;
-        float *yr = y + (size_t)r * cols;
-        double s[LANES] = {0}, q[LANES] = {0}, sum = 0.0, sq = 0.0;
-        int c = 0;
-        for (; c + LANES <= cols; c += LANES)
-            for (int j = 0; j < LANES; j++) s[j] += xr[c + j];
-        for (int j = 0; j < LANES; j++) sum += s[j];
-        for (; c < cols; c++) sum += xr[c];
-        double mu = sum / cols;
-        for (c = 0; c + LANES <= cols; c += LANES)
-            for (int j = 0; j < LANES; j++) q[j] += (xr[c + j] - mu) * (xr[c + j] - mu);
-        for (int j = 0; j < LANES; j++) sq += q[j];
-        for (; c < cols; c++) sq += (xr[c] - mu) * (xr[c] - mu);
-        float rs = (float)(1.0 / sqrt(sq / cols + eps));
-        float m = (float)mu;
-        for (c = 0; c < cols; c++) yr[c] = (xr[c] - m) * rs * gamma[c] + beta[c];
-        mean[r] = m;
-        rstd[r] = rs;
-    }
-}
-
-/* 8 floats and 4 doubles as one value (gcc's vector extension): the
- * LayerNorm backward's lanes spelled out, since gcc vectorises no loop that
- * mixes float lanes with double sums. Each element's arithmetic is the
- * scalar code's, in the same order. */
+/* 8 floats and 8 doubles as one value (gcc's vector extension): the
+ * LayerNorm lanes spelled out, since gcc vectorises no loop that mixes
+ * float lanes with double sums. Each element's arithmetic is the scalar
+ * code's, in the same order. */
 typedef float sb_v8f __attribute__((vector_size(32)));
-typedef double sb_v4d __attribute__((vector_size(32)));
+typedef double sb_v8d __attribute__((vector_size(64)));
 
 /* Unaligned load and store; always inlined, so that no call passes a
  * 32-byte vector (gcc warns that the baseline build's ABI for one differs
@@ -90,9 +64,77 @@ static inline __attribute__((always_inline)) void v8f_store(float *p, sb_v8f v)
     memcpy(p, &v, sizeof v);
 }
 
-/* Two passes a row: the sums of g = dy gamma and g xhat in LANES double
- * lanes (lane j: columns c = j mod LANES, in column order) with dgamma
- * and dbeta accumulated alongside; then dx. */
+/* 8 floats widened to 8 doubles (a macro: no 32-byte vector passed) */
+#define v8f_wide(v) __builtin_convertvector((v), sb_v8d)
+
+/* Rows a LayerNorm block: each pass below runs over LN_BLOCK rows before
+ * the next, so that the rows' scalar tails (lane sums, division, square
+ * root: ~150 cycles of dependent latency a row) overlap instead of each
+ * row waiting on its own; the block's rows (8 x 64 floats a tensor) stay in
+ * L1 between the passes. */
+#define LN_BLOCK 8
+
+/* The LANES lanes of v summed in lane order from zero (the scalar lane
+ * loop's order); the caller adds the columns past the last whole lane. */
+static inline __attribute__((always_inline)) double lane_sum(const sb_v8d *v)
+{
+    double sum = 0.0;
+    for (int j = 0; j < LANES; j++) sum += (*v)[j];
+    return sum;
+}
+
+/* Per row: mean and variance in LANES double lanes (lane j: columns c = j
+ * mod LANES, in column order; the lanes summed in order, then the columns
+ * past the last whole lane), rstd = 1 / sqrt(var + eps) rounded once to
+ * float, then y = (x - mean) rstd gamma + beta in float. */
+CPU_SIMD void sb_cpu_layernorm_forward(const float *x, const float *gamma, const float *beta,
+                                       int rows, int cols, float eps, float *y, float *mean,
+                                       float *rstd)
+{
+    int vec = cols - cols % LANES; /* columns in whole lanes */
+    for (int r0 = 0; r0 < rows; r0 += LN_BLOCK) {
+        int nr = rows - r0 < LN_BLOCK ? rows - r0 : LN_BLOCK;
+        const float *xb = x + (size_t)r0 * cols;
+        sb_v8d acc[LN_BLOCK];
+        double mu[LN_BLOCK];
+        for (int i = 0; i < nr; i++) {
+            const float *xr = xb + (size_t)i * cols;
+            sb_v8d s = {0};
+            for (int c = 0; c < vec; c += LANES) s += v8f_wide(v8f_load(xr + c));
+            acc[i] = s;
+        }
+        for (int i = 0; i < nr; i++) {
+            double sum = lane_sum(&acc[i]);
+            for (int c = vec; c < cols; c++) sum += xb[(size_t)i * cols + c];
+            mu[i] = sum / cols;
+        }
+        for (int i = 0; i < nr; i++) {
+            const float *xr = xb + (size_t)i * cols;
+            sb_v8d q = {0};
+            for (int c = 0; c < vec; c += LANES) {
+                sb_v8d d = v8f_wide(v8f_load(xr + c)) - mu[i];
+                q += d * d;
+            }
+            acc[i] = q;
+        }
+        for (int i = 0; i < nr; i++) {
+            const float *xr = xb + (size_t)i * cols;
+            double sq = lane_sum(&acc[i]);
+            for (int c = vec; c < cols; c++) sq += (xr[c] - mu[i]) * (xr[c] - mu[i]);
+            float rs = (float)(1.0 / sqrt(sq / cols + eps)), m = (float)mu[i];
+            float *yr = y + (size_t)(r0 + i) * cols;
+            for (int c = 0; c < cols; c++) yr[c] = (xr[c] - m) * rs * gamma[c] + beta[c];
+            mean[r0 + i] = m;
+            rstd[r0 + i] = rs;
+        }
+    }
+}
+
+/* Per row, two passes: the sums of g = dy gamma and g xhat in LANES
+ * double lanes (lane j: columns c = j mod LANES, in column order; lanes
+ * summed in order, then the columns past the last whole lane) with dgamma
+ * and dbeta accumulated alongside, row after row; then dx. Rows in blocks
+ * of LN_BLOCK (the first pass over the block's rows, then the second). */
 CPU_SIMD void sb_cpu_layernorm_backward(const float *dy, const float *x, const float *gamma,
                                         const float *mean, const float *rstd, int rows, int cols,
                                         float *dx, float *dgamma, float *dbeta)
@@ -100,46 +142,76 @@ CPU_SIMD void sb_cpu_layernorm_backward(const float *dy, const float *x, const f
     memset(dgamma, 0, (size_t)cols * sizeof *dgamma);
     memset(dbeta, 0, (size_t)cols * sizeof *dbeta);
     int vec = cols - cols % LANES; /* columns in whole lanes */
+    for (int r0 = 0; r0 < rows; r0 += LN_BLOCK) {
+        int nr = rows - r0 < LN_BLOCK ? rows - r0 : LN_BLOCK;
+        sb_v8d ag[LN_BLOCK], agx[LN_BLOCK];
+        float mg[LN_BLOCK], mgx[LN_BLOCK];
+        for (int i = 0; i < nr; i++) {
+            size_t off = (size_t)(r0 + i) * cols;
+            const float *dyr = dy + off, *xr = x + off;
+            float m = mean[r0 + i], rs = rstd[r0 + i];
+            sb_v8d g1 = {0}, gx = {0};
+            for (int c = 0; c < vec; c += LANES) {
+                sb_v8f dyv = v8f_load(dyr + c);
+                sb_v8f xhat = (v8f_load(xr + c) - m) * rs, g = dyv * v8f_load(gamma + c);
+                sb_v8d gw = v8f_wide(g);
+                g1 += gw;
+                gx += gw * v8f_wide(xhat);
+                v8f_store(dgamma + c, v8f_load(dgamma + c) + dyv * xhat);
+                v8f_store(dbeta + c, v8f_load(dbeta + c) + dyv);
+            }
+            ag[i] = g1, agx[i] = gx;
+        }
+        for (int i = 0; i < nr; i++) {
+            size_t off = (size_t)(r0 + i) * cols;
+            const float *dyr = dy + off, *xr = x + off;
+            float m = mean[r0 + i], rs = rstd[r0 + i];
+            double sum_g = lane_sum(&ag[i]);
+            double sum_gx = lane_sum(&agx[i]);
+            for (int c = vec; c < cols; c++) {
+                float xhat = (xr[c] - m) * rs, g = dyr[c] * gamma[c];
+                sum_g += g;
+                sum_gx += (double)g * xhat;
+                dgamma[c] += dyr[c] * xhat;
+                dbeta[c] += dyr[c];
+            }
+            mg[i] = (float)(sum_g / cols), mgx[i] = (float)(sum_gx / cols);
+        }
+        for (int i = 0; i < nr; i++) {
+            size_t off = (size_t)(r0 + i) * cols;
+            const float *dyr = dy + off, *xr = x + off;
+            float *dxr = dx + off;
+            float m = mean[r0 + i], rs = rstd[r0 + i];
+            int c = 0;
+            for (; c < vec; c += LANES) {
+                sb_v8f xhat = (v8f_load(xr + c) - m) * rs;
+                sb_v8f d = rs * (v8f_load(dyr + c) * v8f_load(gamma + c) - mg[i] - xhat * mgx[i]);
+                v8f_store(dxr + c, v8f_load(dxr + c) + d);
+            }
+            for (; c < cols; c++) {
+                float xhat = (xr[c] - m) * rs;
+                dxr[c] += rs * (dyr[c] * gamma[c] - mg[i] - xhat * mgx[i]);
+            }
+        }
+    }
+}
+
+CPU_SIMD void sb_cpu_add_bias(float *restrict y, const float *restrict bias, int rows, int cols)
+{
     for (int r = 0; r < rows; r++) {
-        const float *dyr = dy + (size_t)r * cols, *xr = x + (size_t)r * cols;
-        float *dxr = dx + (size_t)r * cols;
-        float m = mean[r], rs = rstd[r];
-        sb_v4d g1_lo = {0}, g1_hi = {0}, gx_lo = {0}, gx_hi = {0};
-        for (int c = 0; c < vec; c += LANES) {
-            sb_v8f dyv = v8f_load(dyr + c);
-            sb_v8f xhat = (v8f_load(xr + c) - m) * rs, g = dyv * v8f_load(gamma + c);
-            sb_v4d glo = __builtin_convertvector(__builtin_shufflevector(g, g, 0, 1, 2, 3), sb_v4d);
-            sb_v4d ghi = __builtin_convertvector(__builtin_shufflevector(g, g, 4, 5, 6, 7), sb_v4d);
-            sb_v4d xlo = __builtin_convertvector(__builtin_shufflevector(xhat, xhat, 0, 1, 2, 3),
-                                                 sb_v4d);
-            sb_v4d xhi = __builtin_convertvector(__builtin_shufflevector(xhat, xhat, 4, 5, 6, 7),
-                                                 sb_v4d);
-            g1_lo += glo, g1_hi += ghi;
-            gx_lo += glo * xlo, gx_hi += ghi * xhi;
-            v8f_store(dgamma + c, v8f_load(dgamma + c) + dyv * xhat);
-            v8f_store(dbeta + c, v8f_load(dbeta + c) + dyv);
-        }
-        double sum_g = 0.0, sum_gx = 0.0;
-        for (int j = 0; j < LANES / 2; j++) sum_g += g1_lo[j], sum_gx += gx_lo[j];
-        for (int j = 0; j < LANES / 2; j++) sum_g += g1_hi[j], sum_gx += gx_hi[j];
-        for (int c = vec; c < cols; c++) {
-            float xhat = (xr[c] - m) * rs, g = dyr[c] * gamma[c];
-            sum_g += g;
-            sum_gx += (double)g * xhat;
-            dgamma[c] += dyr[c] * xhat;
-            dbeta[c] += dyr[c];
-        }
-        float mg = (float)(sum_g / cols), mgx = (float)(sum_gx / cols);
-        int c = 0;
-        for (; c < vec; c += LANES) {
-            sb_v8f xhat = (v8f_load(xr + c) - m) * rs;
-            sb_v8f d = rs * (v8f_load(dyr + c) * v8f_load(gamma + c) - mg - xhat * mgx);
-            v8f_store(dxr + c, v8f_load(dxr + c) + d);
-        }
-        for (; c < cols; c++) {
-            float xhat = (xr[c] - m) * rs;
-            dxr[c] += rs * (dyr[c] * gamma[c] - mg - xhat * mgx);
-        }
+        float *restrict row = y + (size_t)r * cols;
+        for (int c = 0; c < cols; c++) row[c] += bias[c];
+    }
+}
+
+/* Column sums in row order from zero; restrict (db is never a row of dy)
+ * lets gcc keep db in vector registers across a row. */
+CPU_SIMD void sb_cpu_bias_grad(float *restrict db, const float *restrict dy, int rows, int cols)
+{
+    memset(db, 0, (size_t)cols * sizeof *db);
+    for (int r = 0; r < rows; r++) {
+        const float *restrict row = dy + (size_t)r * cols;
+        for (int c = 0; c < cols; c++) db[c] += row[c];
     }
 }
 
@@ -208,7 +280,7 @@ CPU_SIMD void sb_cpu_softmax_rows(float *x, int rows, int cols)
         }
         float *xc = x + (size_t)r0 * cols;
         size_t n = (size_t)(r1 - r0) * cols;
-        for (size_t i = 0; i < n; i++) xc[i] = sb_cpu_exp(xc[i]);
+        for (size_t i = 0; i < n; i++) xc[i] = sb_cpu_exp_nonpos(xc[i]); /* x - max <= 0 */
         for (int r = r0; r < r1; r++) {
             float *xr = x + (size_t)r * cols;
             float inv = 1.0f / row_dot(xr, NULL, cols);

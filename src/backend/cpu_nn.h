@@ -16,6 +16,10 @@ void sb_cpu_layernorm_forward(const float *x, const float *gamma, const float *b
 void sb_cpu_layernorm_backward(const float *dy, const float *x, const float *gamma,
                                const float *mean, const float *rstd, int rows, int cols,
                                float *dx, float *dgamma, float *dbeta);
+/* y (rows, cols) += bias (cols) on every row; db (cols) = column sums of
+ * dy (rows, cols), in row order (backend.h's add_bias and bias_grad). */
+void sb_cpu_add_bias(float *y, const float *bias, int rows, int cols);
+void sb_cpu_bias_grad(float *db, const float *dy, int rows, int cols);
 void sb_cpu_gelu_forward(float *x, float *y, size_t n);
 void sb_cpu_gelu_backward(float *dy, const float *dgelu, size_t n);
 void sb_cpu_softmax_rows(float *x, int rows, int cols);

@@ -95,12 +95,44 @@ static void test_bounds_bite(void **state)
     assert_true(tail > 1e-6 || body > 1.2e-7);
 }
 
+/* The shortened exps give sb_cpu_exp_hilo's bits where they apply:
+ * sb_cpu_exp(x) and, for x <= 0, sb_cpu_exp_nonpos(x) equal
+ * sb_cpu_exp_hilo(x, 0) (every 7th float of each sign, -0, +-inf, NaN);
+ * the non-positive core with a lo (GELU's exp(-x^2 / 2)) equals the full
+ * one for hi <= 0 and lo up to 2^-12 |hi|. */
+static void same_exp_bits(float got, float want, const char *what, float x, float lo)
+{
+    if (sb_cpu_float_bits(got) != sb_cpu_float_bits(want))
+        fail_msg("%s(%a, %a) = %a, want %a", what, x, lo, got, want);
+}
+
+static void test_exp_variants(void **state)
+{
+    (void)state;
+    const float special[] = {-0.0f, 0.0f, -__builtin_inff(), __builtin_inff(), __builtin_nanf("")};
+    for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) {
+        float x = special[i];
+        same_exp_bits(sb_cpu_exp(x), sb_cpu_exp_hilo(x, 0.0f), "exp", x, 0.0f);
+        if (!(x > 0.0f))
+            same_exp_bits(sb_cpu_exp_nonpos(x), sb_cpu_exp_hilo(x, 0.0f), "exp_nonpos", x, 0.0f);
+    }
+    for (uint32_t u = 0; u < 0x7f800000u; u += 61) {
+        float x = sb_cpu_bits_float(u), nx = -x;
+        same_exp_bits(sb_cpu_exp(x), sb_cpu_exp_hilo(x, 0.0f), "exp", x, 0.0f);
+        same_exp_bits(sb_cpu_exp(nx), sb_cpu_exp_hilo(nx, 0.0f), "exp", nx, 0.0f);
+        same_exp_bits(sb_cpu_exp_nonpos(nx), sb_cpu_exp_hilo(nx, 0.0f), "exp_nonpos", nx, 0.0f);
+        float lo = nx * (float)((u % 8192u) / 8192.0 - 0.5) * 2.44140625e-4f;
+        same_exp_bits(sb_cpu_exp_core(nx, lo, 1, 1), sb_cpu_exp_hilo(nx, lo), "exp_core", nx, lo);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exp),
         cmocka_unit_test(test_gauss),
         cmocka_unit_test(test_bounds_bite),
+        cmocka_unit_test(test_exp_variants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -206,12 +206,13 @@ static double block_formula(double s, double b, double h, double a, double r)
     return 4.0 * s * b * h * (8.0 + 2.0 * r) + 4.0 * a * s * s * b + 16.0 * s * b;
 }
 
-/* The rest: the last block's output, the patches, the class-token head and
- * the backward scratch shared by the blocks (6 sbh + r sbh + a s^2 b floats). */
+/* The rest: the last block's output, the patches, the class-token head,
+ * the backward scratch shared by the blocks (6 sbh + r sbh + a s^2 b floats)
+ * and q, k and v's weights and biases side by side (3 h^2 + 3 h floats). */
 static double rest_formula(double s, double b, double h, double a, double r, double pixels)
 {
     return 4.0 * (s * b * h + b * pixels + 4.0 * b * h + 2.0 * b + 20.0 * b) +
-           4.0 * (6.0 + r) * s * b * h + 4.0 * a * s * s * b;
+           4.0 * (6.0 + r) * s * b * h + 4.0 * a * s * s * b + 4.0 * (3.0 * h * h + 3.0 * h);
 }
 
 /* The ledger is what the workload allocates, and the formula predicts it
