@@ -184,10 +184,13 @@ static void add_transport(cJSON *env, int *fail)
         return;
     }
     const struct sb_mca_choice *c = sb_launcher_transport();
+    const char *names[SB_MCA_CHOICES];
+    char in_effect[SB_MCA_CHOICES][SB_MPI_CVAR_CHARS];
+    for (int i = 0; i < SB_MCA_CHOICES; i++) names[i] = c[i].name;
+    sb_job_mpi_cvars(names, SB_MCA_CHOICES, in_effect);
     for (int i = 0; i < SB_MCA_CHOICES && !*fail; i++) {
         cJSON *o = cJSON_AddObjectToObject(t, c[i].name);
-        char eff[32];
-        sb_job_mpi_cvar(c[i].name, eff, sizeof eff);
+        const char *eff = in_effect[i];
         if (!o ||
             !(c[i].value[0] ? cJSON_AddStringToObject(o, "value", c[i].value)
                             : cJSON_AddNullToObject(o, "value")) ||
