@@ -53,8 +53,8 @@ static sb_status gather_memory(struct sb_loop *L)
 
 long sb_loop_compute_threads(const struct sb_loop *L, const struct sb_job *job)
 {
-    long ranks = job->machine_size > job->local_size ? job->machine_size : job->local_size;
-    long workers = job->mpi ? (ranks > 0 ? ranks : 1) : L->cfg->replicas;
+    /* machine_size >= local_size >= 1 (job.c) */
+    long workers = job->mpi ? job->machine_size : L->cfg->replicas;
     return workers * (L->rec->blas_threads > 0 ? L->rec->blas_threads : 1);
 }
 

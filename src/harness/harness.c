@@ -50,8 +50,8 @@ static void choose_wait(const struct sb_config *cfg, const struct sb_job *job, i
     if (!job->mpi) return;
     enum sb_wait_choice choice = SB_WAIT_CHOICE_AUTO;
     (void)sb_wait_choice_parse(cfg->wait, &choice); /* validated by the options */
-    long ranks = job->machine_size > job->local_size ? job->machine_size : job->local_size;
-    rec->wait_threads_on_machine = (ranks > 0 ? ranks : 1) * (long)(threads > 0 ? threads : 1);
+    /* machine_size >= local_size >= 1 (job.c) */
+    rec->wait_threads_on_machine = (long)job->machine_size * (threads > 0 ? threads : 1);
     rec->wait_cores = sysconf(_SC_NPROCESSORS_ONLN);
     enum sb_wait_policy p = sb_wait_policy_resolve(choice, rec->wait_threads_on_machine,
                                                    rec->wait_cores);
@@ -134,8 +134,11 @@ static sb_status probe_links(struct sb_loop *L)
      * are asynchronous): every rank at once, as they will train; rank 0's
      * figures go into the report. */
     if (!L->s->env->be->host_memory) return SB_OK;
-    return sb_compute_probe_run(L->cfg, L->s->env->be, L->s->env->workload, L->data,
-                                &rec->compute);
+    sb_status st = sb_compute_probe_run(L->cfg, L->s->env->be, L->s->env->workload, L->data,
+                                        &rec->compute);
+    /* A rank whose probe failed (out of memory building its model) must not
+     * leave the others waiting in the first step's collectives. */
+    return sb_job_agree(job, st, "its compute probe", NULL);
 }
 
 /* Trains the initialised strategy: rank 0 prints the run's line, every
