@@ -211,6 +211,7 @@ int sb_model_layer_summaries(const struct sb_model *m, struct sb_layer_summary *
             }
         }
         y->tp_column = columns == 0 ? 0 : y->tp_row > 0 ? y->tp_row : 1;
+        if (width && d->split_units > 0) width = gcd_size(width, (size_t)d->split_units);
         y->split_width = width ? (int)width : y->tp_row ? d->in_shape[0] : 0;
         double positions = d->out_shape[2] == 1 && d->out_shape[1] > 1
                                ? d->out_shape[0]

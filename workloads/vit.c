@@ -200,6 +200,7 @@ static void vit_layout(struct sb_model *m, struct vit_init_spec *init)
         }
         snprintf(name, sizeof name, "block%d", l);
         close_layer(m, layer, name, first, off, tokens, tokens);
+        m->layers[layer - first_layer].split_units = p->heads_local; /* tp holds whole heads */
         b->offset = m->layers[layer - first_layer].offset;
         b->count = m->layers[layer - first_layer].count;
     }

@@ -63,6 +63,10 @@ struct sb_layer_desc {
                                     * a column-parallel layer's output and a row-parallel
                                     * layer's input are its shard's widths. */
     size_t in_floats, out_floats;  /* per sample: products of the shapes */
+    int split_units;               /* indivisible groups across its split tensors (a
+                                    * transformer block's attention heads: a tp rank holds
+                                    * whole heads), which tp must divide as it divides the
+                                    * tensors' widths; 0: none beyond the widths */
 };
 
 /* Which part of the whole model a model holds. */
@@ -230,8 +234,9 @@ struct sb_layer_summary {
     int tp_row;           /* tp all-reduces of its output in forward (Megatron-LM's g, one
                            * per row-parallel tensor), each of out_floats */
     int split_width;      /* the width tp must divide: the gcd of its column-parallel
-                           * tensors' sizes (a bias: its out width), else in_shape[0] of a
-                           * row-parallel layer; 0: nothing split */
+                           * tensors' sizes (a bias: its out width) and its split_units
+                           * (attention heads), else in_shape[0] of a row-parallel layer;
+                           * 0: nothing split */
     double flops;         /* forward multiply-adds x 2 per sample, estimated as
                            * 2 x params x the output's positions: out_shape[1] x
                            * out_shape[2] (1 for a dense layer {out,1,1}, H x W for a

@@ -131,7 +131,8 @@ sb_status sb_layout_check(const struct sb_layout *l, const struct sb_layout_inpu
         if (y->split_width <= 0) continue;
         any = 1;
         if (y->split_width % l->tp != 0)
-            return sb_error(SB_ERR_USAGE, "layout: tp %d does not divide %s's width %d", l->tp,
+            return sb_error(SB_ERR_USAGE, "layout: tp %d does not divide %s's width %d (its split "
+                            "tensors' widths and attention heads)", l->tp,
                             y->name, y->split_width);
     }
     if (!any) return sb_error(SB_ERR_USAGE, "layout: tp %d: the model has no layer to split",

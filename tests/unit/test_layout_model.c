@@ -316,6 +316,12 @@ static void test_summaries_of_a_block(void **state)
     assert_int_equal(y[1].tp_column, 1);
     assert_int_equal(y[1].split_width, F);
     assert_float_equal(y[1].flops, 2.0 * (784 * F + F), 0.0);
+    /* a block of 6 heads: tp must divide them too (gcd(64, 6) = 2) */
+    layers[0].split_units = 6;
+    assert_int_equal(sb_model_layer_summaries(&m, y, 2), 2);
+    assert_int_equal(y[0].split_width, 2);
+    layers[0].split_units = 0;
+    assert_int_equal(sb_model_layer_summaries(&m, y, 2), 2);
     struct sb_layout_inputs in = {.layers = y, .n_layers = 2};
     double f, b;
     sb_layout_tp_bytes(&in, 0, 1, 8, &f, &b);
