@@ -14,9 +14,11 @@
 #include "core/atomic_file.h"
 #include "core/memory.h"
 
-#define LAYOUTS_SCHEMA_VERSION "1.4" /* 1.2: links.*.gamma_s_per_byte, sizes; 1.3: memory.ledger;
-                                     * 1.4: measured.core_share */
+#define LAYOUTS_SCHEMA_VERSION "1.5" /* 1.2: links.*.gamma_s_per_byte, sizes; 1.3: memory.ledger;
+                                     * 1.4: measured.core_share; 1.5: measured.cores_busy */
 #define TOP_DEFAULT 20
+/* measured.cores_busy from which the table says its step was CPU demand */
+#define CORES_BUSY_NOTE 0.9
 
 /* The micro-batch counts and schedules tried with a pipeline. */
 static const int MICROBATCHES[] = {1, 2, 4, 8, 16};
@@ -147,6 +149,33 @@ static double core_share_of(const cJSON *noise)
     return n > 0 && cpu > 0 ? cpu / wall : NAN;
 }
 
+/* How busy the measured run kept its machine's cores (report 1.15's
+ * noise_by_rank[].cpu_s and environment.wait_policy): the sum of its
+ * ranks' CPU seconds over cores x train_s, when every rank ran on the one
+ * machine (compute_threads_on_machine >= the ranks); NaN otherwise. Near 1,
+ * the run's step was its ranks' CPU demand over the cores, communication
+ * and waits included, which the layout model does not price (docs/
+ * layouts.md, "At 1 Gbit/s the cluster's cores are the bottleneck"). */
+static double cores_busy_of(const cJSON *doc)
+{
+    const cJSON *noise = cJSON_GetObjectItemCaseSensitive(doc, "noise_by_rank");
+    double train_s = sb_predict_num_path(doc, (const char *[]){"train_s"}, 1);
+    double cores = sb_predict_num_path(doc, (const char *[]){"environment", "wait_policy",
+                                                             "cores"}, 3);
+    double threads = sb_predict_num_path(
+        doc, (const char *[]){"environment", "wait_policy", "compute_threads_on_machine"}, 3);
+    int n = cJSON_GetArraySize(noise);
+    if (!(n > 0 && train_s > 0 && cores >= 1 && threads >= n)) return NAN;
+    double cpu = 0.0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, noise) {
+        double c = sb_predict_num_path(e, (const char *[]){"cpu_s"}, 1);
+        if (!(c >= 0 && isfinite(c))) return NAN;
+        cpu += c;
+    }
+    return cpu / (cores * train_s);
+}
+
 /* The fixed part of a pass (report 1.16's compute_probe; `pass` "forward"
  * or "backward"), as a fraction of the pass at the larger probed batch b2:
  * the line through (b1, T1), (b2, T2), T the CPU times (a pass's time on a
@@ -181,6 +210,7 @@ void sb_predict_load_layout_inputs(const cJSON *doc, struct run *r)
     if (!isfinite(z)) z = sb_predict_num_path(doc, (const char *[]){"strategy_details", "zero_stage"}, 2);
     r->zero_stage = isfinite(z) ? (int)z : 0;
     r->core_share = core_share_of(cJSON_GetObjectItemCaseSensitive(doc, "noise_by_rank"));
+    r->cores_busy = cores_busy_of(doc);
     const cJSON *cp = cJSON_GetObjectItemCaseSensitive(doc, "compute_probe");
     r->fixed_fraction[0] = fixed_fraction_of(cp, "forward");
     r->fixed_fraction[1] = fixed_fraction_of(cp, "backward");
@@ -430,6 +460,11 @@ static void print_table(const struct opts *o, const struct run *r,
            in->forward_s_per_sample * 1e3, in->backward_s_per_sample * 1e3, in->n_layers);
     printf("# model (docs/layouts.md): step = data + m (t_f + t_b) + bubble + dp exposed + "
            "optimizer; t_f, t_b: the stage's compute / tp + tp all-reduces + pp messages\n");
+    if (r->cores_busy >= CORES_BUSY_NOTE)
+        printf("# note: the measured run kept its machine's cores %.0f %% busy (its ranks' CPU "
+               "time): its step was CPU demand, communication and waits included, which this "
+               "model prices as taking no CPU; expect layouts that communicate or wait more to "
+               "run slower than listed (docs/layouts.md)\n", 100 * r->cores_busy);
     printf("# %d of %d candidate layouts of %d ranks fit the model", n + left_out, considered,
            world);
     if (o->device_memory_bytes > 0)
@@ -574,6 +609,9 @@ static cJSON *to_json(const struct opts *o, const struct run *r, const struct sb
              (r->core_share > 0
                   ? cJSON_AddNumberToObject(measured, "core_share", r->core_share) != NULL
                   : cJSON_AddNullToObject(measured, "core_share") != NULL) &&
+             (r->cores_busy >= 0
+                  ? cJSON_AddNumberToObject(measured, "cores_busy", r->cores_busy) != NULL
+                  : cJSON_AddNullToObject(measured, "cores_busy") != NULL) &&
              cJSON_AddNumberToObject(measured, "forward_fixed_fraction", r->fixed_fraction[0]) &&
              cJSON_AddNumberToObject(measured, "backward_fixed_fraction", r->fixed_fraction[1]) &&
              (links = cJSON_AddObjectToObject(doc, "links")) &&

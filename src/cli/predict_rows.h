@@ -84,6 +84,9 @@ struct run {
     double core_share;                /* (1.16) the share of a core the run's compute had:
                                        * sum of noise_by_rank[].compute_cpu_s / sum of
                                        * compute_wall_s (NaN when a rank lacks them) */
+    double cores_busy;                /* (1.15) sum of noise_by_rank[].cpu_s over
+                                       * environment.wait_policy.cores x train_s when every
+                                       * rank ran on one machine, else NaN */
     double fixed_fraction[2];         /* (1.16) of the forward, backward at the run's batch:
                                        * the part that does not grow with the batch, from
                                        * compute_probe (0 when absent or not fitted) */

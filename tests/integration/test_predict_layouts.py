@@ -314,6 +314,33 @@ def test_measured_core_share_prices_the_probe(stratbench, tmp_path):
     assert c["layouts"][0]["compute_ms"] == pytest.approx(a["layouts"][0]["compute_ms"])
 
 
+def test_cores_busy_notes_a_cpu_bound_probe(stratbench, tmp_path):
+    """measured.cores_busy is the ranks' CPU seconds (noise_by_rank[].cpu_s) over the
+    machine's cores x train_s when every rank ran on it (environment.wait_policy); from 0.9
+    the table says the probe's step was CPU demand. A run across machines (fewer compute
+    threads on this one than ranks) or without cpu_s: null, no note."""
+    doc = _report()
+    doc["train_s"] = 2.0
+    doc["environment"] = {"wait_policy": {"policy": "sleep", "set_by": "stratbench",
+                                          "compute_threads_on_machine": 2, "cores": 1}}
+    doc["noise_by_rank"] = [{"rank": 0, "cpu_s": 1.1}, {"rank": 1, "cpu_s": 0.8}]
+    path = tmp_path / "busy.json"
+    path.write_text(json.dumps(doc))
+    args = ("--hosts", 1, "--ranks-per-host", 2, "--shared-cores", 1)
+    got = layouts(stratbench, path, *args)
+    validate(got)
+    assert got["measured"]["cores_busy"] == pytest.approx(1.9 / (1 * 2.0), rel=1e-12)
+    table = run([stratbench, "predict", str(path), "--layouts", *map(str, args)]).stdout
+    assert "cores 95 % busy" in table, table
+    doc["noise_by_rank"][0]["cpu_s"] = 0.5  # 1.3 / 2: not CPU-bound, no note
+    path.write_text(json.dumps(doc))
+    assert layouts(stratbench, path, *args)["measured"]["cores_busy"] == pytest.approx(0.65)
+    assert "% busy" not in run([stratbench, "predict", str(path), "--layouts", *map(str, args)]).stdout
+    doc["environment"]["wait_policy"]["compute_threads_on_machine"] = 1  # two machines
+    path.write_text(json.dumps(doc))
+    assert layouts(stratbench, path, *args)["measured"]["cores_busy"] is None
+
+
 def test_compute_probe_splits_a_pass(stratbench, tmp_path):
     """A report whose compute probe (report 1.16) timed the forward at 4 and 16 samples in
     2 and 5 ms of CPU time (the line 1 ms + 0.25 ms a sample: the fixed part 1/5 of the
