@@ -173,6 +173,16 @@ def train(c, a, mpirun, flags, report, steps=None):
     return json.loads(pathlib.Path(report).read_text()), None
 
 
+def cores_busy(report, cores):
+    """The run's ranks' CPU seconds (noise_by_rank[].cpu_s) over cores x train_s: near 1,
+    the shared cores were the bottleneck, communication and waits included (docs/layouts.md,
+    "At 1 Gbit/s the cluster's cores are the bottleneck"); None without the fields."""
+    cpu = [z.get("cpu_s") for z in report.get("noise_by_rank") or []]
+    if not cpu or None in cpu or not report.get("train_s") or not cores:
+        return None
+    return round(sum(cpu) / (cores * report["train_s"]), 3)
+
+
 def ledger_bytes(report):
     return max(e["total_bytes"] for e in report["memory"]["by_rank"])
 
@@ -368,6 +378,7 @@ def run_panel(c, a, mpirun, rate, workload, rows, panels):
             row.update(measured_step_ms=m, repeats_ms=ms, spread=spread,
                        steps_measured=[r["steps_measured"] for _, r in runs[name]],
                        runqueue_wait_fraction=[runqueue_wait_fraction(r) for _, r in runs[name]],
+                       cores_busy=[cores_busy(r, a.cores) for _, r in runs[name]],
                        ratio=lay["step_ms"] / m,
                        within_15=abs(lay["step_ms"] / m - 1) <= 0.15,
                        ledger_bytes=ledger_bytes(first),
@@ -437,6 +448,12 @@ def measure(a):
     return res
 
 
+def busy(row):
+    """A row's cores_busy, the median over its repeats, as the table prints it."""
+    b = sorted(x for x in row.get("cores_busy") or [] if x is not None)
+    return f"{b[len(b) // 2]:.2f}" if b else ""
+
+
 def table(res):
     reps = res.get("repeats", 1)
     lines = [f"{res['hosts']} hosts x {res['ranks_per_host']} ranks, global batch "
@@ -446,8 +463,8 @@ def table(res):
              "medians; ~ : its repeats' range overlaps the next slower row's (order not "
              "resolved)", "",
              "| rate | workload | layout | predicted ms | measured ms | predicted/measured | "
-             "within 15 % | repeats | spread % | | memory predicted MB | ledger MB |",
-             "|---|---|---|---:|---:|---:|---|---:|---:|---|---:|---:|"]
+             "within 15 % | repeats | spread % | | memory predicted MB | ledger MB | cores busy |",
+             "|---|---|---|---:|---:|---:|---|---:|---:|---|---:|---:|---:|"]
     for r in res["rows"]:
         if r["measured_step_ms"] is None:
             lines.append(f"| {r['rate']} | {r['workload']} | {r['layout']} | "
@@ -461,7 +478,7 @@ def table(res):
                      f"{r['predicted_step_ms']:.2f} | {r['measured_step_ms']:.2f} | "
                      f"{r['ratio']:.3f} | {'yes' if r['within_15'] else 'no'} | {n} | {spread} | "
                      f"{mark} | {r['predicted_memory_bytes'] / 1e6:.2f} | "
-                     f"{r['ledger_bytes'] / 1e6:.2f} |")
+                     f"{r['ledger_bytes'] / 1e6:.2f} | {busy(r)} |")
     lines += ["", "| rate | workload | layouts run | within 15 % | Kendall's tau | tau, resolved "
               "pairs | adjacent pairs unresolved | predicted best | measured best | predicted "
               "best's gap |", "|---|---|---:|---:|---:|---:|---:|---|---|---:|"]

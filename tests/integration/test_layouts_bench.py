@@ -69,3 +69,13 @@ def test_one_run_has_no_range():
     L.mark_resolved([a, b])
     assert a["resolved_from_next"] is None
     assert math.isnan(L.kendall_tau_resolved([a, b]))
+
+
+def test_cores_busy_of_a_run():
+    """The ranks' CPU seconds over cores x train_s; None where a rank lacks cpu_s. The table
+    prints the repeats' median."""
+    report = {"train_s": 2.0, "noise_by_rank": [{"cpu_s": 1.5}, {"cpu_s": 2.3}]}
+    assert L.cores_busy(report, 2) == 0.95
+    assert L.cores_busy({"train_s": 2.0, "noise_by_rank": [{"rank": 0}]}, 2) is None
+    assert L.busy({"cores_busy": [0.9, None, 0.97, 0.95]}) == "0.95"
+    assert L.busy({}) == ""
