@@ -404,9 +404,11 @@ static void pipeline_times(int pp, const double *f, const double *b, const doubl
 
 /* The prediction of layout l with the compute per sample scaled by
  * core_scale (core_share_scale's factor); *busy_s gets the sum over the
- * stages of one replica of their compute in the step (m (t_f + t_b)
- * without the tp collectives), which pipeline_core_scale turns into the
- * ranks computing at once. */
+ * stages of one replica of their time on a core in the step: their
+ * compute (m (t_f + t_b)) and, where the tp groups are within a host, their
+ * tp all-reduces (shared memory: copies and sums on the ranks' cores; a
+ * cross-host one leaves the CPU to the network), which pipeline_core_scale
+ * turns into the ranks computing at once. */
 static sb_status predict_at(const struct sb_layout *l, const struct sb_layout_inputs *in,
                             double core_scale, struct sb_layout_prediction *out, double *busy_s)
 {
@@ -493,6 +495,9 @@ static sb_status predict_at(const struct sb_layout *l, const struct sb_layout_in
             pp_s += l->microbatches * (msg_f + msg_b);
             pp_b += l->microbatches * send; /* activations sent forward; gradients come back */
         }
+        /* a within-host tp all-reduce is the CPU's work too (shared memory:
+         * its ranks copy and add), so its ranks count as busy for the cores */
+        if (!out->tp_cross) *busy_s += tp_s;
         /* the stage's parameters and the dp sync of them */
         double stage_params = stage_sum(l, in, s, layer_params, l->tp);
         double dp_comm = 0, dp_exposed = 0;

@@ -596,6 +596,42 @@ static void test_pipeline_ranks_computing(void **state)
     assert_true(fabs(q.compute_s - 16.0 / 7 * p.compute_s) <= 1e-3 * q.compute_s);
 }
 
+/* A within-host tp all-reduce keeps its ranks on their cores (shared memory:
+ * the CPU copies and adds), so a pipeline's ranks computing at once count it
+ * as busy: tp 2 x pp 2 on one host of 4 ranks sharing 1 core, blocks of
+ * column/row pairs, m = 4; an intra link slow enough that the tp
+ * all-reduces take about twice the compute leaves n near where it was (2.83
+ * of 3.2: the first block has no input gradient to all-reduce, so the stages
+ * differ), where counting compute alone takes it to 1. Across hosts (1 rank
+ * a host) the same slow link is the network's time: n falls. */
+static void test_tp_all_reduce_keeps_its_cores(void **state)
+{
+    (void)state;
+    struct sb_layer_summary blocks[4];
+    for (int i = 0; i < 4; i++)
+        blocks[i] = (struct sb_layer_summary){"B", 1000, 1000, 100, 100, 1, 1, 100, 1000};
+    struct sb_layout_inputs in = inputs(blocks, 4, 64);
+    in.shared_cores = 1;
+    in.probe_ranks = 1;
+    struct sb_layout l = {1, 2, 2, 4, SB_PP_1F1B, 1, 0, SB_RANK_ORDER_TP_DP_PP};
+    struct sb_layout_prediction fast, slow;
+    for (int hosts_of = 4; hosts_of >= 1; hosts_of -= 3) {
+        in.ranks_per_host = hosts_of;
+        struct sb_link quick = {.alpha_s = 0, .bandwidth_Bps = 1e15};
+        struct sb_link crawl = {.alpha_s = 0, .bandwidth_Bps = 1e15};
+        crawl.bandwidth_Bps = 2 * 4.0 * 16 * 100 / (3 * (2e-4 + 4e-4) * 16 / 4);
+        if (hosts_of == 4) in.links.intra = quick; else in.links.inter = quick;
+        assert_int_equal(sb_layout_predict(&l, &in, 4, &fast), SB_OK);
+        if (hosts_of == 4) in.links.intra = crawl; else in.links.inter = crawl;
+        assert_int_equal(sb_layout_predict(&l, &in, 4, &slow), SB_OK);
+        assert_true(slow.tp_comm_s > 0.5 * slow.compute_s);
+        if (hosts_of == 4)
+            assert_true(slow.ranks_computing >= 0.8 * fast.ranks_computing);
+        else
+            assert_true(slow.ranks_computing <= 0.5 * fast.ranks_computing);
+    }
+}
+
 /* The pipeline's links as resources of their own (sends do not block): four
  * equal stages on hosts of one rank, compute t per micro-batch and each
  * link direction L = alpha + 4b x 100 / B per micro-batch. Link-bound (L >
@@ -671,6 +707,7 @@ int main(void)
         cmocka_unit_test(test_unbalanced_bubble), cmocka_unit_test(test_shared_cores),
         cmocka_unit_test(test_pipeline_links), cmocka_unit_test(test_pipeline_boundaries),
         cmocka_unit_test(test_fixed_part), cmocka_unit_test(test_pipeline_ranks_computing),
+        cmocka_unit_test(test_tp_all_reduce_keeps_its_cores),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
