@@ -3,7 +3,8 @@
  * sgemm_strided_batched, softmax_rows and their backward), bit for bit, at
  * the default vit's shape (T 50, hd 16), patch 7's (T 17), a wider head
  * (hd 32), fewer tokens than a block of rows (T 5) and more than one block
- * of columns (T 65); and the context against a double-precision reference
+ * of columns (T 65), T 24, 26 and 37 (row blocks of 12, 9 and 10, the
+ * last two overlapping); and the context against a double-precision reference
  * within 1e-5 (so that equal-but-wrong cannot pass), also at T 17 with hd
  * 32, where OpenBLAS's batched path itself sums in another order. Skipped where the op
  * does not take the shape (a CPU without AVX-512). Exits 0 when every test
@@ -143,6 +144,11 @@ static void test_fused_equals_batched(void **state)
     check_shape(2, 2, 50, 32, 1); /* a wider head */
     check_shape(3, 1, 5, 16, 1);  /* fewer tokens than a block of 8 rows */
     check_shape(1, 2, 65, 16, 1); /* more than 64 columns of scores */
+    /* rows_by_matrix's row blocks: 24 = 2 x 12; 26 = 3 x 9 and 37 = 4 x 10,
+     * the last block overlapping the one before */
+    check_shape(2, 2, 24, 16, 1);
+    check_shape(2, 2, 26, 16, 1);
+    check_shape(2, 1, 37, 16, 1);
     /* few tokens and a wide head: OpenBLAS 0.3.21 takes another kernel for
      * the batched scores (its sums not one FMA chain in order), so only
      * the double-precision check */
