@@ -395,6 +395,22 @@ static void block_backward(struct sb_model *m, int l, sb_grad_ready_fn ready, vo
     sb_vit_split_ready(m, ready, ctx, b->offset, b->count);
 }
 
+/* The fused attention backward from d context in p->tmp into dq, dk, dv
+ * (rows ldo apart): each head's dS kept inside the op where it can (no
+ * dprobs), else in p->dprobs. */
+static void fused_attention_backward(struct sb_model *m, const struct vit_block *b, int n,
+                                     float *dq, float *dk, float *dv, int ldo)
+{
+    struct vit *p = m->impl;
+    const struct sb_backend_ops *be = m->be;
+    int T = p->tokens, H = p->heads_local, hd = p->head_dim, Wl = p->width_local;
+    float scale = 1.0f / sqrtf((float)hd);
+    if (!be->attention_backward(p->tmp, Wl, b->q, b->k, b->v, 3 * Wl, b->probs, n, H, T, hd,
+                                scale, NULL, dq, dk, dv, ldo))
+        be->attention_backward(p->tmp, Wl, b->q, b->k, b->v, 3 * Wl, b->probs, n, H, T, hd,
+                               scale, p->dprobs, dq, dk, dv, ldo);
+}
+
 void sb_vit_attention_backward(struct sb_model *m, struct vit_block *b, int n)
 {
     struct vit *p = m->impl;
@@ -405,15 +421,13 @@ void sb_vit_attention_backward(struct sb_model *m, struct vit_block *b, int n)
     size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
     if (p->fused_attention && !p->split) { /* d q, d k, d v interleaved, as q, k, v */
         float *dqkv = p->dh[0];
-        be->attention_backward(p->tmp, Wl, b->q, b->k, b->v, 3 * Wl, b->probs, n, H, T, hd,
-                               scale, p->dprobs, dqkv, dqkv + Wl, dqkv + 2 * Wl, 3 * Wl);
+        fused_attention_backward(m, b, n, dqkv, dqkv + Wl, dqkv + 2 * Wl, 3 * Wl);
         qkv_backward(m, b, dqkv, rows);
         return;
     }
     if (p->fused_attention) { /* d context read in token layout (p->tmp); zb-h1's split
                                * backward records each layer's output gradient (rows, Wl) */
-        be->attention_backward(p->tmp, Wl, b->q, b->k, b->v, 3 * Wl, b->probs, n, H, T, hd,
-                               scale, p->dprobs, p->dh[0], p->dh[1], p->dh[2], Wl);
+        fused_attention_backward(m, b, n, p->dh[0], p->dh[1], p->dh[2], Wl);
         for (int i = 0; i < 3; i++) /* dq, dk, dv in token layout */
             sb_vit_linear_backward(m, p->dh[i], b->ln1, rows, W, Wl, wo[i], bo[i],
                                    i ? 1.0f : 0.0f, p->dln);

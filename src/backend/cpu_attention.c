@@ -36,6 +36,13 @@
  * 16 (on the stack: 32 KiB). */
 #define ATTN_SCRATCH 8192
 
+/* Tokens up to which the backward keeps each head's dS (T, T) in a block of
+ * its own on the stack (16 KiB, in L1 while the head is done) when the
+ * caller passes no dprobs: the vit's n heads T^2 floats (2.6 MB a block at
+ * the default) were written and read back through the caches for nothing,
+ * since dS is wanted only inside its head's products. */
+#define ATTN_DS_ROWS 64
+
 /* Shapes the fused ops take: hd a multiple of 16 up to 64, the transposed
  * operand within the scratch, and a CPU with AVX-512F. */
 static int attn_fits(int T, int hd)
@@ -236,15 +243,16 @@ int sb_cpu_attention_backward(const float *dctx, int ldd, const float *q, const 
 {
     if (!attn_fits(T, hd)) return 0;
 #if SB_ATTN_AVX512
+    if (!dprobs && T > ATTN_DS_ROWS) return 0;
     int tp = (T + 15) / 16 * 16;
-    float vt[ATTN_SCRATCH];
+    float vt[ATTN_SCRATCH], dsl[ATTN_DS_ROWS * ATTN_DS_ROWS];
     long tt = (long)T * T;
     for (int s = 0; s < n; s++)
         for (int h = 0; h < heads; h++) {
             long sh = (long)s * heads + h;
             size_t in = (size_t)s * T * ldq + (size_t)h * hd;
             const float *p = probs + sh * tt, *dc = dctx + (size_t)s * T * ldd + (size_t)h * hd;
-            float *ds = dprobs + sh * tt;
+            float *ds = dprobs ? dprobs + sh * tt : dsl; /* dS of this head: L1 */
             size_t o = (size_t)s * T * ldo + (size_t)h * hd;
             /* dP = dctx v^T; dv = P^T dctx; dS = P (dP - rowsum(dP P)) */
             transpose_rows(v + in, ldq, T, hd, tp, vt);
