@@ -245,14 +245,44 @@ static void qkv_forward(struct sb_model *m, const struct vit_block *b, int rows)
     linear_rows(m, b->ln1, rows, W, W3, w, W, bias, NULL, b->q);
 }
 
+/* The fused forward: q, k, v of a group of samples (about
+ * LINEAR_CHUNK_BYTES of them, whole samples), then their attention while
+ * they are in L2, group by group, where all n samples' q, k, v (2.4 MB at
+ * the default) were written out to L3 before the attention read them back.
+ * Each GEMM output is the same sum whatever the row count (as in
+ * linear_rows' chunks), so the same bits. A device backend takes all n at
+ * once (chunk_rows). */
+static void fused_attention_forward(struct sb_model *m, struct vit_block *b, int n)
+{
+    struct vit *p = m->impl;
+    const struct sb_backend_ops *be = m->be;
+    int W = p->width, T = p->tokens, H = p->heads_local, hd = p->head_dim, Wl = p->width_local;
+    int W3 = 3 * Wl, g = chunk_rows(m, n * T, W3) / T;
+    g = g < 1 ? 1 : g;
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int s0 = 0; s0 < n; s0 += g) {
+        int ns = n - s0 < g ? n - s0 : g;
+        size_t r0 = (size_t)s0 * T, q0 = r0 * W3;
+        if (s0 == 0) qkv_forward(m, b, ns * T); /* with the weights' copy */
+        else
+            linear_rows(m, b->ln1 + r0 * W, ns * T, W, W3, p->qkv_w, W,
+                        p->qkv_w + (size_t)W3 * W, NULL, b->q + q0);
+        be->attention_forward(b->q + q0, b->k + q0, b->v + q0, W3, ns, H, T, hd, scale,
+                              b->probs + (size_t)s0 * H * T * T, b->ctx + r0 * Wl, Wl);
+    }
+}
+
 /* Backward of qkv_forward from d q, d k, d v interleaved (rows, 3 Wl) in
  * dqkv: the weights' and biases' gradients in one GEMM and one column sum
  * into p->qkv_w, then copied to each tensor's place in m->grads (the same
  * sums as three sb_vit_linear_backward calls, so the same bits), and dx
  * into p->dln by three GEMMs (d q W_q, + d k W_k, + d v W_v: the sum's
  * roundings as before). */
-static void qkv_backward(struct sb_model *m, const struct vit_block *b, const float *dqkv,
-                         int rows)
+/* qkv_backward's weight and bias gradients: one GEMM and one column sum
+ * over dqkv (rows, 3 Wl) into p->qkv_w, copied to each tensor's place in
+ * m->grads. */
+static void qkv_weight_grads(struct sb_model *m, const struct vit_block *b, const float *dqkv,
+                             int rows)
 {
     struct vit *p = m->impl;
     const struct sb_backend_ops *be = m->be;
@@ -265,9 +295,26 @@ static void qkv_backward(struct sb_model *m, const struct vit_block *b, const fl
         be->copy(m->grads + wo[i], dw + (size_t)i * Wl * W, (size_t)Wl * W);
         be->copy(m->grads + bo[i], db + i * Wl, (size_t)Wl);
     }
+}
+
+/* qkv_backward's input gradient of `rows` rows: dx (rows, W) = d q W_q,
+ * + d k W_k, + d v W_v, three GEMMs (the sum's roundings as ever). */
+static void qkv_input_grad(struct sb_model *m, const struct vit_block *b, const float *dqkv,
+                           int rows, float *dx)
+{
+    struct vit *p = m->impl;
+    int W = p->width, Wl = p->width_local, W3 = 3 * Wl;
+    size_t wo[3] = {b->q_w, b->k_w, b->v_w};
     for (int i = 0; i < 3; i++)
         sb_model_gemm(m, 0, 0, rows, W, Wl, 1.0f, dqkv + i * Wl, W3, m->params + wo[i], W,
-                      i ? 1.0f : 0.0f, p->dln, W);
+                      i ? 1.0f : 0.0f, dx, W);
+}
+
+static void qkv_backward(struct sb_model *m, const struct vit_block *b, const float *dqkv,
+                         int rows)
+{
+    qkv_weight_grads(m, b, dqkv, rows);
+    qkv_input_grad(m, b, dqkv, rows, ((struct vit *)m->impl)->dln);
 }
 
 int sb_vit_fused_attention(const struct sb_model *m)
@@ -287,9 +334,7 @@ void sb_vit_attention_forward(struct sb_model *m, struct vit_block *b, int n)
     float *qkv[3] = {b->q, b->k, b->v};
     size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
     if (p->fused_attention) { /* q, k, v stay in token layout: no head split */
-        qkv_forward(m, b, rows);
-        be->attention_forward(b->q, b->k, b->v, 3 * Wl, n, H, T, hd, 1.0f / sqrtf((float)hd),
-                              b->probs, b->ctx, Wl);
+        fused_attention_forward(m, b, n);
         return;
     }
     for (int i = 0; i < 3; i++) {
@@ -363,6 +408,39 @@ static void head_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx)
     }
 }
 
+/* A block's attention backward on the fused path (not zb-h1's split),
+ * from d mid in p->dres to d ln1 in p->dln, group by group of samples
+ * (fused_attention_forward's): the output projection's input gradient (d
+ * context), the attention's backward into dq, dk, dv (p->dh[0],
+ * interleaved as q, k, v) and their input gradient, while the group's rows
+ * are in L2; the projection's and q, k, v's weight gradients over all rows
+ * as before. Each GEMM output is the same sum whatever the row count, so
+ * the same bits. (fp32 only, as the fused path: nothing to round.) */
+static void fused_attention_block_backward(struct sb_model *m, struct vit_block *b, int n)
+{
+    struct vit *p = m->impl;
+    const struct sb_backend_ops *be = m->be;
+    int W = p->width, T = p->tokens, H = p->heads_local, hd = p->head_dim, Wl = p->width_local;
+    int W3 = 3 * Wl, rows = n * T, g = chunk_rows(m, rows, W3) / T;
+    g = g < 1 ? 1 : g;
+    float scale = 1.0f / sqrtf((float)hd), *dqkv = p->dh[0];
+    sb_vit_linear_backward(m, p->dres, b->ctx, rows, Wl, W, b->proj_w, b->proj_b, 0.0f, NULL);
+    for (int s0 = 0; s0 < n; s0 += g) {
+        int ns = n - s0 < g ? n - s0 : g;
+        size_t r0 = (size_t)s0 * T, q0 = r0 * W3, pp = (size_t)s0 * H * T * T;
+        float *dc = p->tmp + r0 * Wl, *d = dqkv + q0;
+        sb_model_gemm(m, 0, 0, ns * T, Wl, W, 1.0f, p->dres + r0 * W, W,
+                      m->params + b->proj_w, Wl, 0.0f, dc, Wl);
+        if (!be->attention_backward(dc, Wl, b->q + q0, b->k + q0, b->v + q0, W3, b->probs + pp,
+                                    ns, H, T, hd, scale, NULL, d, d + Wl, d + 2 * Wl, W3))
+            be->attention_backward(dc, Wl, b->q + q0, b->k + q0, b->v + q0, W3,
+                                   b->probs + pp, ns, H, T, hd, scale, p->dprobs + pp, d,
+                                   d + Wl, d + 2 * Wl, W3);
+        qkv_input_grad(m, b, d, ns * T, p->dln + r0 * W);
+    }
+    qkv_weight_grads(m, b, dqkv, rows);
+}
+
 /* Block l backward: dres holds dLoss/d res[l + 1] and becomes dLoss/d
  * res[l]. */
 static void block_backward(struct sb_model *m, int l, sb_grad_ready_fn ready, void *ctx)
@@ -382,9 +460,14 @@ static void block_backward(struct sb_model *m, int l, sb_grad_ready_fn ready, vo
                            p->dres);
     sb_model_round(m, p->dres, (size_t)rows * W);
     /* attention: dres is now d mid */
-    sb_vit_linear_backward(m, p->dres, b->ctx, rows, Wl, W, b->proj_w, b->proj_b, 0.0f, p->tmp);
-    sb_model_round(m, p->tmp, (size_t)rows * Wl);
-    sb_vit_attention_backward(m, b, n);
+    if (p->fused_attention && !p->split) {
+        fused_attention_block_backward(m, b, n);
+    } else {
+        sb_vit_linear_backward(m, p->dres, b->ctx, rows, Wl, W, b->proj_w, b->proj_b, 0.0f,
+                               p->tmp);
+        sb_model_round(m, p->tmp, (size_t)rows * Wl);
+        sb_vit_attention_backward(m, b, n);
+    }
     /* q, k, v are column-parallel on one input: one all-reduce of its
      * gradient's partial sums (f backward) */
     sb_model_tp_allreduce(m, p->dln, (size_t)rows * W);
