@@ -133,15 +133,16 @@ static void row_parallel_forward(struct sb_model *m, const float *r, int rows, i
     sb_model_round(m, y, (size_t)rows * W);
 }
 
-/* fc1 = ln2 . W_1^T + b_1 and gelu = GELU(fc1), fc1 then GELU'(fc1), chunk
- * by chunk (linear_rows's chunks: GELU reads fc1 while it is in L2); each
- * rounded to 16 bits under --precision bf16|fp16 as a whole pass would. */
-static void fc1_gelu_forward(struct sb_model *m, const struct vit_block *b, int rows)
+/* fc1 = ln2 . W_1^T + b_1 and gelu = GELU(fc1), fc1 then GELU'(fc1), for
+ * rows first .. first + rows - 1, chunk by chunk (linear_rows's chunks:
+ * GELU reads fc1 while it is in L2); each rounded to 16 bits under
+ * --precision bf16|fp16 as a whole pass would. */
+static void fc1_gelu_forward(struct sb_model *m, const struct vit_block *b, int first, int rows)
 {
     struct vit *p = m->impl;
-    int W = p->width, F = p->hidden_local, ch = chunk_rows(m, rows, F);
-    for (int r0 = 0; r0 < rows; r0 += ch) {
-        int n = rows - r0 < ch ? rows - r0 : ch;
+    int W = p->width, F = p->hidden_local, ch = chunk_rows(m, rows, F), end = first + rows;
+    for (int r0 = first; r0 < end; r0 += ch) {
+        int n = end - r0 < ch ? end - r0 : ch;
         size_t off = (size_t)r0 * F, count = (size_t)n * F;
         linear_rows(m, b->ln2 + (size_t)r0 * W, n, W, F, m->params + b->fc1_w, W,
                     m->params + b->fc1_b, NULL, b->fc1 + off);
@@ -171,6 +172,69 @@ static void fc2_gelu_backward(struct sb_model *m, const struct vit_block *b, int
     }
 }
 
+/* The q, k and v weights side by side in p->qkv_w (3 Wl, W), their biases
+ * after them (3 Wl): copied from the parameters each step. */
+static void qkv_weights(struct sb_model *m, const struct vit_block *b)
+{
+    struct vit *p = m->impl;
+    const struct sb_backend_ops *be = m->be;
+    int W = p->width, Wl = p->width_local, W3 = 3 * Wl;
+    size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
+    float *w = p->qkv_w, *bias = p->qkv_w + (size_t)W3 * W;
+    for (int i = 0; i < 3; i++) {
+        be->copy(w + (size_t)i * Wl * W, m->params + wo[i], (size_t)Wl * W);
+        be->copy(bias + i * Wl, m->params + bo[i], (size_t)Wl);
+    }
+}
+
+/* Bytes of a block's forward activations a group of samples takes at a
+ * time in block_forward_grouped: ~4 KB a token at the default (ln1, q, k,
+ * v, the probabilities, context, mid, ln2, fc1, gelu, out), so 8 samples,
+ * within L2 (2 MB here) with the weights. */
+#define BLOCK_GROUP_BYTES (1536 * 1024)
+
+/* block_forward on the fused attention's path without tensor parallelism
+ * (fp32, host memory): the whole block a group of whole samples at a time,
+ * LayerNorm, q, k, v, the attention, the projection onto the residual,
+ * LayerNorm, fc1 and GELU, fc2 onto the residual, so that each pass reads
+ * what the one before wrote while it is in L2, where a pass over all n
+ * samples (0.8-2.4 MB an activation) left its output in L3 for the next.
+ * Every op is row by row (LayerNorm's statistics, GELU) or a GEMM whose
+ * outputs are the same sums whatever the row count, and the attention is
+ * per sample: the same bits. (fp32: nothing to round.) */
+static void block_forward_grouped(struct sb_model *m, struct vit_block *b, const float *x,
+                                  float *out, int n)
+{
+    struct vit *p = m->impl;
+    const struct sb_backend_ops *be = m->be;
+    int W = p->width, T = p->tokens, H = p->heads_local, hd = p->head_dim;
+    int F = p->hidden_local, Wl = p->width_local, W3 = 3 * Wl;
+    const float *prm = m->params;
+    float scale = 1.0f / sqrtf((float)hd);
+    size_t token_bytes = sizeof(float) * ((size_t)3 * W + W3 + Wl + 2 * (size_t)F + W +
+                                          (size_t)H * T + W);
+    int g = (int)(BLOCK_GROUP_BYTES / (token_bytes * T));
+    g = g < 1 ? 1 : g;
+    qkv_weights(m, b);
+    for (int s0 = 0; s0 < n; s0 += g) {
+        int ns = n - s0 < g ? n - s0 : g, rows = ns * T;
+        size_t r0 = (size_t)s0 * T, q0 = r0 * W3;
+        be->layernorm_forward(x + r0 * W, prm + b->norm1_w, prm + b->norm1_b, rows, W,
+                              VIT_LN_EPS, b->ln1 + r0 * W, b->mean1 + r0, b->rstd1 + r0);
+        linear_rows(m, b->ln1 + r0 * W, rows, W, W3, p->qkv_w, W, p->qkv_w + (size_t)W3 * W,
+                    NULL, b->q + q0);
+        be->attention_forward(b->q + q0, b->k + q0, b->v + q0, W3, ns, H, T, hd, scale,
+                              b->probs + (size_t)s0 * H * T * T, b->ctx + r0 * Wl, Wl);
+        linear_rows(m, b->ctx + r0 * Wl, rows, Wl, W, prm + b->proj_w, Wl, prm + b->proj_b,
+                    x + r0 * W, b->mid + r0 * W);
+        be->layernorm_forward(b->mid + r0 * W, prm + b->norm2_w, prm + b->norm2_b, rows, W,
+                              VIT_LN_EPS, b->ln2 + r0 * W, b->mean2 + r0, b->rstd2 + r0);
+        fc1_gelu_forward(m, b, (int)r0, rows);
+        linear_rows(m, b->gelu + r0 * F, rows, F, W, prm + b->fc2_w, F, prm + b->fc2_b,
+                    b->mid + r0 * W, out + r0 * W);
+    }
+}
+
 /* One block on res[l] -> res[l + 1] for n samples (of a tp shard: its
  * heads and MLP units; H, Wl and F below are the shard's). */
 static void block_forward(struct sb_model *m, int l, int n)
@@ -184,6 +248,10 @@ static void block_forward(struct sb_model *m, int l, int n)
     float *out = p->res[l + 1];
     const float *prm = m->params;
     sb_model_layer_begin(m, b->offset, b->count, 0);
+    if (p->fused_attention && p->tp_size == 1 && be->host_memory) {
+        block_forward_grouped(m, b, x, out, n);
+        return;
+    }
     /* attention: ln1 -> q, k, v (head layout) -> softmax(q k^T / sqrt(hd)) v */
     be->layernorm_forward(x, prm + b->norm1_w, prm + b->norm1_b, rows, W, VIT_LN_EPS, b->ln1,
                           b->mean1, b->rstd1);
@@ -195,7 +263,7 @@ static void block_forward(struct sb_model *m, int l, int n)
     be->layernorm_forward(b->mid, prm + b->norm2_w, prm + b->norm2_b, rows, W, VIT_LN_EPS,
                           b->ln2, b->mean2, b->rstd2);
     sb_model_round(m, b->ln2, (size_t)rows * W);
-    fc1_gelu_forward(m, b, rows);
+    fc1_gelu_forward(m, b, 0, rows);
     row_parallel_forward(m, b->gelu, rows, F, b->mid, b->fc2_w, b->fc2_b, out);
 }
 
@@ -234,15 +302,9 @@ static void heads_gemm(const struct sb_model *m, int ta, int tb, int rows, int c
 static void qkv_forward(struct sb_model *m, const struct vit_block *b, int rows)
 {
     struct vit *p = m->impl;
-    const struct sb_backend_ops *be = m->be;
-    int W = p->width, Wl = p->width_local, W3 = 3 * Wl;
-    size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
-    float *w = p->qkv_w, *bias = p->qkv_w + (size_t)W3 * W;
-    for (int i = 0; i < 3; i++) {
-        be->copy(w + (size_t)i * Wl * W, m->params + wo[i], (size_t)Wl * W);
-        be->copy(bias + i * Wl, m->params + bo[i], (size_t)Wl);
-    }
-    linear_rows(m, b->ln1, rows, W, W3, w, W, bias, NULL, b->q);
+    int W = p->width, W3 = 3 * p->width_local;
+    qkv_weights(m, b);
+    linear_rows(m, b->ln1, rows, W, W3, p->qkv_w, W, p->qkv_w + (size_t)W3 * W, NULL, b->q);
 }
 
 /* The fused forward: q, k, v of a group of samples (about
