@@ -3,7 +3,8 @@
  * backend's ops; one GEMM per linear layer over all n * T tokens, one
  * strided batched GEMM per attention product over all n * heads (on the
  * cpu, the products whose output is wanted in token layout take one call
- * per sample: heads_gemm). */
+ * per sample: heads_gemm). The fused-attention path (fp32 on the cpu) is
+ * vit_fused.c's: q, k, v in one GEMM and the block in groups of samples. */
 #include <math.h>
 
 #include "data/mnist.h"
@@ -20,7 +21,7 @@
 #define LINEAR_CHUNK_BYTES (640 * 1024)
 
 /* Rows of y (.., out) a chunk. */
-static int chunk_rows(const struct sb_model *m, int rows, int out)
+int sb_vit_chunk_rows(const struct sb_model *m, int rows, int out)
 {
     if (!m->be->host_memory) return rows;
     int c = LINEAR_CHUNK_BYTES / (out * (int)sizeof(float));
@@ -31,11 +32,11 @@ static int chunk_rows(const struct sb_model *m, int rows, int out)
  * ldw apart, b (out) at bias; res NULL: y = b set first and the GEMM adds
  * onto it (beta 0 of sb_vit_linear); res == y: added to y as it is (beta
  * 1); else y = res copied first. In row chunks (chunk_rows). */
-static void linear_rows(const struct sb_model *m, const float *x, int rows, int in, int out,
+void sb_vit_linear_rows(const struct sb_model *m, const float *x, int rows, int in, int out,
                         const float *w, int ldw, const float *bias, const float *res, float *y)
 {
     const struct sb_backend_ops *be = m->be;
-    int ch = chunk_rows(m, rows, out);
+    int ch = sb_vit_chunk_rows(m, rows, out);
     for (int r0 = 0; r0 < rows; r0 += ch) {
         int n = rows - r0 < ch ? rows - r0 : ch;
         const float *xc = x + (size_t)r0 * in;
@@ -64,7 +65,7 @@ static void linear_rows(const struct sb_model *m, const float *x, int rows, int 
 void sb_vit_linear(const struct sb_model *m, const float *x, int rows, int in, int out, size_t w,
                    size_t b, float beta, float *y)
 {
-    linear_rows(m, x, rows, in, out, m->params + w, in, m->params + b, beta == 0.0f ? NULL : y,
+    sb_vit_linear_rows(m, x, rows, in, out, m->params + w, in, m->params + b, beta == 0.0f ? NULL : y,
                 y);
     sb_model_round(m, y, (size_t)rows * out);
 }
@@ -121,7 +122,7 @@ static void row_parallel_forward(struct sb_model *m, const float *r, int rows, i
     const struct sb_backend_ops *be = m->be;
     int W = p->width;
     if (p->tp_size == 1) { /* y = x + r . W^T + b, chunk by chunk */
-        linear_rows(m, r, rows, in, W, m->params + w, in, m->params + b, x, y);
+        sb_vit_linear_rows(m, r, rows, in, W, m->params + w, in, m->params + b, x, y);
         sb_model_round(m, y, (size_t)rows * W);
         return;
     }
@@ -137,14 +138,14 @@ static void row_parallel_forward(struct sb_model *m, const float *r, int rows, i
  * rows first .. first + rows - 1, chunk by chunk (linear_rows's chunks:
  * GELU reads fc1 while it is in L2); each rounded to 16 bits under
  * --precision bf16|fp16 as a whole pass would. */
-static void fc1_gelu_forward(struct sb_model *m, const struct vit_block *b, int first, int rows)
+void sb_vit_fc1_gelu_forward(struct sb_model *m, const struct vit_block *b, int first, int rows)
 {
     struct vit *p = m->impl;
-    int W = p->width, F = p->hidden_local, ch = chunk_rows(m, rows, F), end = first + rows;
+    int W = p->width, F = p->hidden_local, ch = sb_vit_chunk_rows(m, rows, F), end = first + rows;
     for (int r0 = first; r0 < end; r0 += ch) {
         int n = end - r0 < ch ? end - r0 : ch;
         size_t off = (size_t)r0 * F, count = (size_t)n * F;
-        linear_rows(m, b->ln2 + (size_t)r0 * W, n, W, F, m->params + b->fc1_w, W,
+        sb_vit_linear_rows(m, b->ln2 + (size_t)r0 * W, n, W, F, m->params + b->fc1_w, W,
                     m->params + b->fc1_b, NULL, b->fc1 + off);
         sb_model_round(m, b->fc1 + off, count);
         m->be->gelu_forward(b->fc1 + off, b->gelu + off, count); /* fc1 becomes GELU'(fc1) */
@@ -159,7 +160,7 @@ static void fc1_gelu_forward(struct sb_model *m, const struct vit_block *b, int 
 static void fc2_gelu_backward(struct sb_model *m, const struct vit_block *b, int rows)
 {
     struct vit *p = m->impl;
-    int W = p->width, F = p->hidden_local, ch = chunk_rows(m, rows, F);
+    int W = p->width, F = p->hidden_local, ch = sb_vit_chunk_rows(m, rows, F);
     sb_vit_linear_backward(m, p->dres, b->gelu, rows, F, W, b->fc2_w, b->fc2_b, 0.0f, NULL);
     for (int r0 = 0; r0 < rows; r0 += ch) {
         int n = rows - r0 < ch ? rows - r0 : ch;
@@ -169,69 +170,6 @@ static void fc2_gelu_backward(struct sb_model *m, const struct vit_block *b, int
         sb_model_round(m, p->dfc + off, count);
         m->be->gelu_backward(p->dfc + off, b->fc1 + off, count); /* fc1 holds GELU' */
         sb_model_round(m, p->dfc + off, count);
-    }
-}
-
-/* The q, k and v weights side by side in p->qkv_w (3 Wl, W), their biases
- * after them (3 Wl): copied from the parameters each step. */
-static void qkv_weights(struct sb_model *m, const struct vit_block *b)
-{
-    struct vit *p = m->impl;
-    const struct sb_backend_ops *be = m->be;
-    int W = p->width, Wl = p->width_local, W3 = 3 * Wl;
-    size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
-    float *w = p->qkv_w, *bias = p->qkv_w + (size_t)W3 * W;
-    for (int i = 0; i < 3; i++) {
-        be->copy(w + (size_t)i * Wl * W, m->params + wo[i], (size_t)Wl * W);
-        be->copy(bias + i * Wl, m->params + bo[i], (size_t)Wl);
-    }
-}
-
-/* Bytes of a block's forward activations a group of samples takes at a
- * time in block_forward_grouped: ~4 KB a token at the default (ln1, q, k,
- * v, the probabilities, context, mid, ln2, fc1, gelu, out), so 8 samples,
- * within L2 (2 MB here) with the weights. */
-#define BLOCK_GROUP_BYTES (1536 * 1024)
-
-/* block_forward on the fused attention's path without tensor parallelism
- * (fp32, host memory): the whole block a group of whole samples at a time,
- * LayerNorm, q, k, v, the attention, the projection onto the residual,
- * LayerNorm, fc1 and GELU, fc2 onto the residual, so that each pass reads
- * what the one before wrote while it is in L2, where a pass over all n
- * samples (0.8-2.4 MB an activation) left its output in L3 for the next.
- * Every op is row by row (LayerNorm's statistics, GELU) or a GEMM whose
- * outputs are the same sums whatever the row count, and the attention is
- * per sample: the same bits. (fp32: nothing to round.) */
-static void block_forward_grouped(struct sb_model *m, struct vit_block *b, const float *x,
-                                  float *out, int n)
-{
-    struct vit *p = m->impl;
-    const struct sb_backend_ops *be = m->be;
-    int W = p->width, T = p->tokens, H = p->heads_local, hd = p->head_dim;
-    int F = p->hidden_local, Wl = p->width_local, W3 = 3 * Wl;
-    const float *prm = m->params;
-    float scale = 1.0f / sqrtf((float)hd);
-    size_t token_bytes = sizeof(float) * ((size_t)3 * W + W3 + Wl + 2 * (size_t)F + W +
-                                          (size_t)H * T + W);
-    int g = (int)(BLOCK_GROUP_BYTES / (token_bytes * T));
-    g = g < 1 ? 1 : g;
-    qkv_weights(m, b);
-    for (int s0 = 0; s0 < n; s0 += g) {
-        int ns = n - s0 < g ? n - s0 : g, rows = ns * T;
-        size_t r0 = (size_t)s0 * T, q0 = r0 * W3;
-        be->layernorm_forward(x + r0 * W, prm + b->norm1_w, prm + b->norm1_b, rows, W,
-                              VIT_LN_EPS, b->ln1 + r0 * W, b->mean1 + r0, b->rstd1 + r0);
-        linear_rows(m, b->ln1 + r0 * W, rows, W, W3, p->qkv_w, W, p->qkv_w + (size_t)W3 * W,
-                    NULL, b->q + q0);
-        be->attention_forward(b->q + q0, b->k + q0, b->v + q0, W3, ns, H, T, hd, scale,
-                              b->probs + (size_t)s0 * H * T * T, b->ctx + r0 * Wl, Wl);
-        linear_rows(m, b->ctx + r0 * Wl, rows, Wl, W, prm + b->proj_w, Wl, prm + b->proj_b,
-                    x + r0 * W, b->mid + r0 * W);
-        be->layernorm_forward(b->mid + r0 * W, prm + b->norm2_w, prm + b->norm2_b, rows, W,
-                              VIT_LN_EPS, b->ln2 + r0 * W, b->mean2 + r0, b->rstd2 + r0);
-        fc1_gelu_forward(m, b, (int)r0, rows);
-        linear_rows(m, b->gelu + r0 * F, rows, F, W, prm + b->fc2_w, F, prm + b->fc2_b,
-                    b->mid + r0 * W, out + r0 * W);
     }
 }
 
@@ -249,7 +187,7 @@ static void block_forward(struct sb_model *m, int l, int n)
     const float *prm = m->params;
     sb_model_layer_begin(m, b->offset, b->count, 0);
     if (p->fused_attention && p->tp_size == 1 && be->host_memory) {
-        block_forward_grouped(m, b, x, out, n);
+        sb_vit_block_forward_grouped(m, b, x, out, n);
         return;
     }
     /* attention: ln1 -> q, k, v (head layout) -> softmax(q k^T / sqrt(hd)) v */
@@ -263,7 +201,7 @@ static void block_forward(struct sb_model *m, int l, int n)
     be->layernorm_forward(b->mid, prm + b->norm2_w, prm + b->norm2_b, rows, W, VIT_LN_EPS,
                           b->ln2, b->mean2, b->rstd2);
     sb_model_round(m, b->ln2, (size_t)rows * W);
-    fc1_gelu_forward(m, b, 0, rows);
+    sb_vit_fc1_gelu_forward(m, b, 0, rows);
     row_parallel_forward(m, b->gelu, rows, F, b->mid, b->fc2_w, b->fc2_b, out);
 }
 
@@ -294,91 +232,6 @@ static void heads_gemm(const struct sb_model *m, int ta, int tb, int rows, int c
                                   H);
 }
 
-/* q, k and v (rows, 3 Wl) interleaved in b->q = ln1 . [W_q; W_k; W_v]^T +
- * [b_q, b_k, b_v]: one GEMM over the three weights side by side in
- * p->qkv_w, so that OpenBLAS packs ln1 once, not three times. Each output
- * is the same one FMA chain over the W inputs as sb_vit_linear's, onto the
- * bias (beta 1): the same bits. */
-static void qkv_forward(struct sb_model *m, const struct vit_block *b, int rows)
-{
-    struct vit *p = m->impl;
-    int W = p->width, W3 = 3 * p->width_local;
-    qkv_weights(m, b);
-    linear_rows(m, b->ln1, rows, W, W3, p->qkv_w, W, p->qkv_w + (size_t)W3 * W, NULL, b->q);
-}
-
-/* The fused forward: q, k, v of a group of samples (about
- * LINEAR_CHUNK_BYTES of them, whole samples), then their attention while
- * they are in L2, group by group, where all n samples' q, k, v (2.4 MB at
- * the default) were written out to L3 before the attention read them back.
- * Each GEMM output is the same sum whatever the row count (as in
- * linear_rows' chunks), so the same bits. A device backend takes all n at
- * once (chunk_rows). */
-static void fused_attention_forward(struct sb_model *m, struct vit_block *b, int n)
-{
-    struct vit *p = m->impl;
-    const struct sb_backend_ops *be = m->be;
-    int W = p->width, T = p->tokens, H = p->heads_local, hd = p->head_dim, Wl = p->width_local;
-    int W3 = 3 * Wl, g = chunk_rows(m, n * T, W3) / T;
-    g = g < 1 ? 1 : g;
-    float scale = 1.0f / sqrtf((float)hd);
-    for (int s0 = 0; s0 < n; s0 += g) {
-        int ns = n - s0 < g ? n - s0 : g;
-        size_t r0 = (size_t)s0 * T, q0 = r0 * W3;
-        if (s0 == 0) qkv_forward(m, b, ns * T); /* with the weights' copy */
-        else
-            linear_rows(m, b->ln1 + r0 * W, ns * T, W, W3, p->qkv_w, W,
-                        p->qkv_w + (size_t)W3 * W, NULL, b->q + q0);
-        be->attention_forward(b->q + q0, b->k + q0, b->v + q0, W3, ns, H, T, hd, scale,
-                              b->probs + (size_t)s0 * H * T * T, b->ctx + r0 * Wl, Wl);
-    }
-}
-
-/* Backward of qkv_forward from d q, d k, d v interleaved (rows, 3 Wl) in
- * dqkv: the weights' and biases' gradients in one GEMM and one column sum
- * into p->qkv_w, then copied to each tensor's place in m->grads (the same
- * sums as three sb_vit_linear_backward calls, so the same bits), and dx
- * into p->dln by three GEMMs (d q W_q, + d k W_k, + d v W_v: the sum's
- * roundings as before). */
-/* qkv_backward's weight and bias gradients: one GEMM and one column sum
- * over dqkv (rows, 3 Wl) into p->qkv_w, copied to each tensor's place in
- * m->grads. */
-static void qkv_weight_grads(struct sb_model *m, const struct vit_block *b, const float *dqkv,
-                             int rows)
-{
-    struct vit *p = m->impl;
-    const struct sb_backend_ops *be = m->be;
-    int W = p->width, Wl = p->width_local, W3 = 3 * Wl;
-    size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
-    float *dw = p->qkv_w, *db = p->qkv_w + (size_t)W3 * W;
-    sb_model_gemm(m, 1, 0, W3, W, rows, 1.0f, dqkv, W3, b->ln1, W, 0.0f, dw, W);
-    be->bias_grad(db, dqkv, rows, W3);
-    for (int i = 0; i < 3; i++) {
-        be->copy(m->grads + wo[i], dw + (size_t)i * Wl * W, (size_t)Wl * W);
-        be->copy(m->grads + bo[i], db + i * Wl, (size_t)Wl);
-    }
-}
-
-/* qkv_backward's input gradient of `rows` rows: dx (rows, W) = d q W_q,
- * + d k W_k, + d v W_v, three GEMMs (the sum's roundings as ever). */
-static void qkv_input_grad(struct sb_model *m, const struct vit_block *b, const float *dqkv,
-                           int rows, float *dx)
-{
-    struct vit *p = m->impl;
-    int W = p->width, Wl = p->width_local, W3 = 3 * Wl;
-    size_t wo[3] = {b->q_w, b->k_w, b->v_w};
-    for (int i = 0; i < 3; i++)
-        sb_model_gemm(m, 0, 0, rows, W, Wl, 1.0f, dqkv + i * Wl, W3, m->params + wo[i], W,
-                      i ? 1.0f : 0.0f, dx, W);
-}
-
-static void qkv_backward(struct sb_model *m, const struct vit_block *b, const float *dqkv,
-                         int rows)
-{
-    qkv_weight_grads(m, b, dqkv, rows);
-    qkv_input_grad(m, b, dqkv, rows, ((struct vit *)m->impl)->dln);
-}
-
 int sb_vit_fused_attention(const struct sb_model *m)
 {
     const struct vit *p = m->impl;
@@ -396,7 +249,7 @@ void sb_vit_attention_forward(struct sb_model *m, struct vit_block *b, int n)
     float *qkv[3] = {b->q, b->k, b->v};
     size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
     if (p->fused_attention) { /* q, k, v stay in token layout: no head split */
-        fused_attention_forward(m, b, n);
+        sb_vit_fused_attention_forward(m, b, n);
         return;
     }
     for (int i = 0; i < 3; i++) {
@@ -470,39 +323,6 @@ static void head_backward(struct sb_model *m, sb_grad_ready_fn ready, void *ctx)
     }
 }
 
-/* A block's attention backward on the fused path (not zb-h1's split),
- * from d mid in p->dres to d ln1 in p->dln, group by group of samples
- * (fused_attention_forward's): the output projection's input gradient (d
- * context), the attention's backward into dq, dk, dv (p->dh[0],
- * interleaved as q, k, v) and their input gradient, while the group's rows
- * are in L2; the projection's and q, k, v's weight gradients over all rows
- * as before. Each GEMM output is the same sum whatever the row count, so
- * the same bits. (fp32 only, as the fused path: nothing to round.) */
-static void fused_attention_block_backward(struct sb_model *m, struct vit_block *b, int n)
-{
-    struct vit *p = m->impl;
-    const struct sb_backend_ops *be = m->be;
-    int W = p->width, T = p->tokens, H = p->heads_local, hd = p->head_dim, Wl = p->width_local;
-    int W3 = 3 * Wl, rows = n * T, g = chunk_rows(m, rows, W3) / T;
-    g = g < 1 ? 1 : g;
-    float scale = 1.0f / sqrtf((float)hd), *dqkv = p->dh[0];
-    sb_vit_linear_backward(m, p->dres, b->ctx, rows, Wl, W, b->proj_w, b->proj_b, 0.0f, NULL);
-    for (int s0 = 0; s0 < n; s0 += g) {
-        int ns = n - s0 < g ? n - s0 : g;
-        size_t r0 = (size_t)s0 * T, q0 = r0 * W3, pp = (size_t)s0 * H * T * T;
-        float *dc = p->tmp + r0 * Wl, *d = dqkv + q0;
-        sb_model_gemm(m, 0, 0, ns * T, Wl, W, 1.0f, p->dres + r0 * W, W,
-                      m->params + b->proj_w, Wl, 0.0f, dc, Wl);
-        if (!be->attention_backward(dc, Wl, b->q + q0, b->k + q0, b->v + q0, W3, b->probs + pp,
-                                    ns, H, T, hd, scale, NULL, d, d + Wl, d + 2 * Wl, W3))
-            be->attention_backward(dc, Wl, b->q + q0, b->k + q0, b->v + q0, W3,
-                                   b->probs + pp, ns, H, T, hd, scale, p->dprobs + pp, d,
-                                   d + Wl, d + 2 * Wl, W3);
-        qkv_input_grad(m, b, d, ns * T, p->dln + r0 * W);
-    }
-    qkv_weight_grads(m, b, dqkv, rows);
-}
-
 /* Block l backward: dres holds dLoss/d res[l + 1] and becomes dLoss/d
  * res[l]. */
 static void block_backward(struct sb_model *m, int l, sb_grad_ready_fn ready, void *ctx)
@@ -523,7 +343,7 @@ static void block_backward(struct sb_model *m, int l, sb_grad_ready_fn ready, vo
     sb_model_round(m, p->dres, (size_t)rows * W);
     /* attention: dres is now d mid */
     if (p->fused_attention && !p->split) {
-        fused_attention_block_backward(m, b, n);
+        sb_vit_fused_attention_block_backward(m, b, n);
     } else {
         sb_vit_linear_backward(m, p->dres, b->ctx, rows, Wl, W, b->proj_w, b->proj_b, 0.0f,
                                p->tmp);
@@ -540,22 +360,6 @@ static void block_backward(struct sb_model *m, int l, sb_grad_ready_fn ready, vo
     sb_vit_split_ready(m, ready, ctx, b->offset, b->count);
 }
 
-/* The fused attention backward from d context in p->tmp into dq, dk, dv
- * (rows ldo apart): each head's dS kept inside the op where it can (no
- * dprobs), else in p->dprobs. */
-static void fused_attention_backward(struct sb_model *m, const struct vit_block *b, int n,
-                                     float *dq, float *dk, float *dv, int ldo)
-{
-    struct vit *p = m->impl;
-    const struct sb_backend_ops *be = m->be;
-    int T = p->tokens, H = p->heads_local, hd = p->head_dim, Wl = p->width_local;
-    float scale = 1.0f / sqrtf((float)hd);
-    if (!be->attention_backward(p->tmp, Wl, b->q, b->k, b->v, 3 * Wl, b->probs, n, H, T, hd,
-                                scale, NULL, dq, dk, dv, ldo))
-        be->attention_backward(p->tmp, Wl, b->q, b->k, b->v, 3 * Wl, b->probs, n, H, T, hd,
-                               scale, p->dprobs, dq, dk, dv, ldo);
-}
-
 void sb_vit_attention_backward(struct sb_model *m, struct vit_block *b, int n)
 {
     struct vit *p = m->impl;
@@ -566,13 +370,13 @@ void sb_vit_attention_backward(struct sb_model *m, struct vit_block *b, int n)
     size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
     if (p->fused_attention && !p->split) { /* d q, d k, d v interleaved, as q, k, v */
         float *dqkv = p->dh[0];
-        fused_attention_backward(m, b, n, dqkv, dqkv + Wl, dqkv + 2 * Wl, 3 * Wl);
-        qkv_backward(m, b, dqkv, rows);
+        sb_vit_fused_attention_backward(m, b, n, dqkv, dqkv + Wl, dqkv + 2 * Wl, 3 * Wl);
+        sb_vit_qkv_backward(m, b, dqkv, rows);
         return;
     }
     if (p->fused_attention) { /* d context read in token layout (p->tmp); zb-h1's split
                                * backward records each layer's output gradient (rows, Wl) */
-        fused_attention_backward(m, b, n, p->dh[0], p->dh[1], p->dh[2], Wl);
+        sb_vit_fused_attention_backward(m, b, n, p->dh[0], p->dh[1], p->dh[2], Wl);
         for (int i = 0; i < 3; i++) /* dq, dk, dv in token layout */
             sb_vit_linear_backward(m, p->dh[i], b->ln1, rows, W, Wl, wo[i], bo[i],
                                    i ? 1.0f : 0.0f, p->dln);
