@@ -189,6 +189,40 @@ int sb_vit_fused_attention(const struct sb_model *m);
 void sb_vit_attention_forward(struct sb_model *m, struct vit_block *b, int n);
 void sb_vit_attention_backward(struct sb_model *m, struct vit_block *b, int n);
 
+/* Rows of y (.., out) a chunk of sb_vit_linear_rows on a host-memory
+ * backend (about 640 KB of output), all rows on a device. */
+int sb_vit_chunk_rows(const struct sb_model *m, int rows, int out);
+/* y (rows, out) = [res +] x (rows, in) . W^T + b, W (out, in) at w with rows
+ * ldw apart, b (out) at bias; res NULL: y = b set first and the GEMM adds
+ * onto it; res == y: added to y as it is; else y = res copied first. In
+ * row chunks (sb_vit_chunk_rows). */
+void sb_vit_linear_rows(const struct sb_model *m, const float *x, int rows, int in, int out,
+                        const float *w, int ldw, const float *bias, const float *res, float *y);
+/* Block b's fc1 and GELU for rows first .. first + rows - 1: b->fc1 =
+ * GELU'(ln2 . W_1^T + b_1), b->gelu = GELU(ln2 . W_1^T + b_1). */
+void sb_vit_fc1_gelu_forward(struct sb_model *m, const struct vit_block *b, int first, int rows);
+
+/* The fused-attention path (vit_fused.c), each the same bits as the
+ * whole-batch passes. The attention forward of n samples from b->ln1: q,
+ * k, v (one GEMM) and the attention a group of samples at a time. */
+void sb_vit_fused_attention_forward(struct sb_model *m, struct vit_block *b, int n);
+/* The attention backward from d context in p->tmp into dq, dk, dv (rows
+ * ldo apart), each head's dS kept by the op where it can. */
+void sb_vit_fused_attention_backward(struct sb_model *m, const struct vit_block *b, int n,
+                                     float *dq, float *dk, float *dv, int ldo);
+/* q, k, v's weight and bias gradients and their input gradient into
+ * p->dln, from dq, dk, dv interleaved (rows, 3 width_local) in dqkv. */
+void sb_vit_qkv_backward(struct sb_model *m, const struct vit_block *b, const float *dqkv,
+                         int rows);
+/* Block b's attention backward (not zb-h1's split) from d mid in p->dres
+ * to d ln1 in p->dln, the projection's gradients included, a group of
+ * samples at a time. */
+void sb_vit_fused_attention_block_backward(struct sb_model *m, struct vit_block *b, int n);
+/* Block b's whole forward, x (n T, W) -> out, a group of samples at a time
+ * (fp32, no tensor parallelism). */
+void sb_vit_block_forward_grouped(struct sb_model *m, struct vit_block *b, const float *x,
+                                  float *out, int n);
+
 /* Sequence parallelism (vit_sp.c; Korthikanti et al. 2022, section 4.2.2):
  * block l's forward and backward with the residual stream, LayerNorms and
  * their statistics sharded along the sequence (res[l], mid: (n

@@ -3,7 +3,8 @@
  * backend's ops; one GEMM per linear layer over all n * T tokens, one
  * strided batched GEMM per attention product over all n * heads (on the
  * cpu, the products whose output is wanted in token layout take one call
- * per sample: heads_gemm). */
+ * per sample: heads_gemm). The fused-attention path (fp32 on the cpu) is
+ * vit_fused.c's: q, k, v in one GEMM and the block in groups of samples. */
 #include <math.h>
 
 #include "data/mnist.h"
@@ -20,7 +21,7 @@
 #define LINEAR_CHUNK_BYTES (640 * 1024)
 
 /* Rows of y (.., out) a chunk. */
-static int chunk_rows(const struct sb_model *m, int rows, int out)
+int sb_vit_chunk_rows(const struct sb_model *m, int rows, int out)
 {
     if (!m->be->host_memory) return rows;
     int c = LINEAR_CHUNK_BYTES / (out * (int)sizeof(float));
@@ -31,11 +32,11 @@ static int chunk_rows(const struct sb_model *m, int rows, int out)
  * ldw apart, b (out) at bias; res NULL: y = b set first and the GEMM adds
  * onto it (beta 0 of sb_vit_linear); res == y: added to y as it is (beta
  * 1); else y = res copied first. In row chunks (chunk_rows). */
-static void linear_rows(const struct sb_model *m, const float *x, int rows, int in, int out,
+void sb_vit_linear_rows(const struct sb_model *m, const float *x, int rows, int in, int out,
                         const float *w, int ldw, const float *bias, const float *res, float *y)
 {
     const struct sb_backend_ops *be = m->be;
-    int ch = chunk_rows(m, rows, out);
+    int ch = sb_vit_chunk_rows(m, rows, out);
     for (int r0 = 0; r0 < rows; r0 += ch) {
         int n = rows - r0 < ch ? rows - r0 : ch;
         const float *xc = x + (size_t)r0 * in;
@@ -64,7 +65,7 @@ static void linear_rows(const struct sb_model *m, const float *x, int rows, int 
 void sb_vit_linear(const struct sb_model *m, const float *x, int rows, int in, int out, size_t w,
                    size_t b, float beta, float *y)
 {
-    linear_rows(m, x, rows, in, out, m->params + w, in, m->params + b, beta == 0.0f ? NULL : y,
+    sb_vit_linear_rows(m, x, rows, in, out, m->params + w, in, m->params + b, beta == 0.0f ? NULL : y,
                 y);
     sb_model_round(m, y, (size_t)rows * out);
 }
@@ -121,7 +122,7 @@ static void row_parallel_forward(struct sb_model *m, const float *r, int rows, i
     const struct sb_backend_ops *be = m->be;
     int W = p->width;
     if (p->tp_size == 1) { /* y = x + r . W^T + b, chunk by chunk */
-        linear_rows(m, r, rows, in, W, m->params + w, in, m->params + b, x, y);
+        sb_vit_linear_rows(m, r, rows, in, W, m->params + w, in, m->params + b, x, y);
         sb_model_round(m, y, (size_t)rows * W);
         return;
     }
@@ -133,17 +134,18 @@ static void row_parallel_forward(struct sb_model *m, const float *r, int rows, i
     sb_model_round(m, y, (size_t)rows * W);
 }
 
-/* fc1 = ln2 . W_1^T + b_1 and gelu = GELU(fc1), fc1 then GELU'(fc1), chunk
- * by chunk (linear_rows's chunks: GELU reads fc1 while it is in L2); each
- * rounded to 16 bits under --precision bf16|fp16 as a whole pass would. */
-static void fc1_gelu_forward(struct sb_model *m, const struct vit_block *b, int rows)
+/* fc1 = ln2 . W_1^T + b_1 and gelu = GELU(fc1), fc1 then GELU'(fc1), for
+ * rows first .. first + rows - 1, chunk by chunk (linear_rows's chunks:
+ * GELU reads fc1 while it is in L2); each rounded to 16 bits under
+ * --precision bf16|fp16 as a whole pass would. */
+void sb_vit_fc1_gelu_forward(struct sb_model *m, const struct vit_block *b, int first, int rows)
 {
     struct vit *p = m->impl;
-    int W = p->width, F = p->hidden_local, ch = chunk_rows(m, rows, F);
-    for (int r0 = 0; r0 < rows; r0 += ch) {
-        int n = rows - r0 < ch ? rows - r0 : ch;
+    int W = p->width, F = p->hidden_local, ch = sb_vit_chunk_rows(m, rows, F), end = first + rows;
+    for (int r0 = first; r0 < end; r0 += ch) {
+        int n = end - r0 < ch ? end - r0 : ch;
         size_t off = (size_t)r0 * F, count = (size_t)n * F;
-        linear_rows(m, b->ln2 + (size_t)r0 * W, n, W, F, m->params + b->fc1_w, W,
+        sb_vit_linear_rows(m, b->ln2 + (size_t)r0 * W, n, W, F, m->params + b->fc1_w, W,
                     m->params + b->fc1_b, NULL, b->fc1 + off);
         sb_model_round(m, b->fc1 + off, count);
         m->be->gelu_forward(b->fc1 + off, b->gelu + off, count); /* fc1 becomes GELU'(fc1) */
@@ -158,7 +160,7 @@ static void fc1_gelu_forward(struct sb_model *m, const struct vit_block *b, int 
 static void fc2_gelu_backward(struct sb_model *m, const struct vit_block *b, int rows)
 {
     struct vit *p = m->impl;
-    int W = p->width, F = p->hidden_local, ch = chunk_rows(m, rows, F);
+    int W = p->width, F = p->hidden_local, ch = sb_vit_chunk_rows(m, rows, F);
     sb_vit_linear_backward(m, p->dres, b->gelu, rows, F, W, b->fc2_w, b->fc2_b, 0.0f, NULL);
     for (int r0 = 0; r0 < rows; r0 += ch) {
         int n = rows - r0 < ch ? rows - r0 : ch;
@@ -184,6 +186,10 @@ static void block_forward(struct sb_model *m, int l, int n)
     float *out = p->res[l + 1];
     const float *prm = m->params;
     sb_model_layer_begin(m, b->offset, b->count, 0);
+    if (p->fused_attention && p->tp_size == 1 && be->host_memory) {
+        sb_vit_block_forward_grouped(m, b, x, out, n);
+        return;
+    }
     /* attention: ln1 -> q, k, v (head layout) -> softmax(q k^T / sqrt(hd)) v */
     be->layernorm_forward(x, prm + b->norm1_w, prm + b->norm1_b, rows, W, VIT_LN_EPS, b->ln1,
                           b->mean1, b->rstd1);
@@ -195,7 +201,7 @@ static void block_forward(struct sb_model *m, int l, int n)
     be->layernorm_forward(b->mid, prm + b->norm2_w, prm + b->norm2_b, rows, W, VIT_LN_EPS,
                           b->ln2, b->mean2, b->rstd2);
     sb_model_round(m, b->ln2, (size_t)rows * W);
-    fc1_gelu_forward(m, b, rows);
+    sb_vit_fc1_gelu_forward(m, b, 0, rows);
     row_parallel_forward(m, b->gelu, rows, F, b->mid, b->fc2_w, b->fc2_b, out);
 }
 
@@ -226,50 +232,6 @@ static void heads_gemm(const struct sb_model *m, int ta, int tb, int rows, int c
                                   H);
 }
 
-/* q, k and v (rows, 3 Wl) interleaved in b->q = ln1 . [W_q; W_k; W_v]^T +
- * [b_q, b_k, b_v]: one GEMM over the three weights side by side in
- * p->qkv_w, so that OpenBLAS packs ln1 once, not three times. Each output
- * is the same one FMA chain over the W inputs as sb_vit_linear's, onto the
- * bias (beta 1): the same bits. */
-static void qkv_forward(struct sb_model *m, const struct vit_block *b, int rows)
-{
-    struct vit *p = m->impl;
-    const struct sb_backend_ops *be = m->be;
-    int W = p->width, Wl = p->width_local, W3 = 3 * Wl;
-    size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
-    float *w = p->qkv_w, *bias = p->qkv_w + (size_t)W3 * W;
-    for (int i = 0; i < 3; i++) {
-        be->copy(w + (size_t)i * Wl * W, m->params + wo[i], (size_t)Wl * W);
-        be->copy(bias + i * Wl, m->params + bo[i], (size_t)Wl);
-    }
-    linear_rows(m, b->ln1, rows, W, W3, w, W, bias, NULL, b->q);
-}
-
-/* Backward of qkv_forward from d q, d k, d v interleaved (rows, 3 Wl) in
- * dqkv: the weights' and biases' gradients in one GEMM and one column sum
- * into p->qkv_w, then copied to each tensor's place in m->grads (the same
- * sums as three sb_vit_linear_backward calls, so the same bits), and dx
- * into p->dln by three GEMMs (d q W_q, + d k W_k, + d v W_v: the sum's
- * roundings as before). */
-static void qkv_backward(struct sb_model *m, const struct vit_block *b, const float *dqkv,
-                         int rows)
-{
-    struct vit *p = m->impl;
-    const struct sb_backend_ops *be = m->be;
-    int W = p->width, Wl = p->width_local, W3 = 3 * Wl;
-    size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
-    float *dw = p->qkv_w, *db = p->qkv_w + (size_t)W3 * W;
-    sb_model_gemm(m, 1, 0, W3, W, rows, 1.0f, dqkv, W3, b->ln1, W, 0.0f, dw, W);
-    be->bias_grad(db, dqkv, rows, W3);
-    for (int i = 0; i < 3; i++) {
-        be->copy(m->grads + wo[i], dw + (size_t)i * Wl * W, (size_t)Wl * W);
-        be->copy(m->grads + bo[i], db + i * Wl, (size_t)Wl);
-    }
-    for (int i = 0; i < 3; i++)
-        sb_model_gemm(m, 0, 0, rows, W, Wl, 1.0f, dqkv + i * Wl, W3, m->params + wo[i], W,
-                      i ? 1.0f : 0.0f, p->dln, W);
-}
-
 int sb_vit_fused_attention(const struct sb_model *m)
 {
     const struct vit *p = m->impl;
@@ -287,9 +249,7 @@ void sb_vit_attention_forward(struct sb_model *m, struct vit_block *b, int n)
     float *qkv[3] = {b->q, b->k, b->v};
     size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
     if (p->fused_attention) { /* q, k, v stay in token layout: no head split */
-        qkv_forward(m, b, rows);
-        be->attention_forward(b->q, b->k, b->v, 3 * Wl, n, H, T, hd, 1.0f / sqrtf((float)hd),
-                              b->probs, b->ctx, Wl);
+        sb_vit_fused_attention_forward(m, b, n);
         return;
     }
     for (int i = 0; i < 3; i++) {
@@ -382,9 +342,14 @@ static void block_backward(struct sb_model *m, int l, sb_grad_ready_fn ready, vo
                            p->dres);
     sb_model_round(m, p->dres, (size_t)rows * W);
     /* attention: dres is now d mid */
-    sb_vit_linear_backward(m, p->dres, b->ctx, rows, Wl, W, b->proj_w, b->proj_b, 0.0f, p->tmp);
-    sb_model_round(m, p->tmp, (size_t)rows * Wl);
-    sb_vit_attention_backward(m, b, n);
+    if (p->fused_attention && !p->split) {
+        sb_vit_fused_attention_block_backward(m, b, n);
+    } else {
+        sb_vit_linear_backward(m, p->dres, b->ctx, rows, Wl, W, b->proj_w, b->proj_b, 0.0f,
+                               p->tmp);
+        sb_model_round(m, p->tmp, (size_t)rows * Wl);
+        sb_vit_attention_backward(m, b, n);
+    }
     /* q, k, v are column-parallel on one input: one all-reduce of its
      * gradient's partial sums (f backward) */
     sb_model_tp_allreduce(m, p->dln, (size_t)rows * W);
@@ -405,15 +370,13 @@ void sb_vit_attention_backward(struct sb_model *m, struct vit_block *b, int n)
     size_t wo[3] = {b->q_w, b->k_w, b->v_w}, bo[3] = {b->q_b, b->k_b, b->v_b};
     if (p->fused_attention && !p->split) { /* d q, d k, d v interleaved, as q, k, v */
         float *dqkv = p->dh[0];
-        be->attention_backward(p->tmp, Wl, b->q, b->k, b->v, 3 * Wl, b->probs, n, H, T, hd,
-                               scale, p->dprobs, dqkv, dqkv + Wl, dqkv + 2 * Wl, 3 * Wl);
-        qkv_backward(m, b, dqkv, rows);
+        sb_vit_fused_attention_backward(m, b, n, dqkv, dqkv + Wl, dqkv + 2 * Wl, 3 * Wl);
+        sb_vit_qkv_backward(m, b, dqkv, rows);
         return;
     }
     if (p->fused_attention) { /* d context read in token layout (p->tmp); zb-h1's split
                                * backward records each layer's output gradient (rows, Wl) */
-        be->attention_backward(p->tmp, Wl, b->q, b->k, b->v, 3 * Wl, b->probs, n, H, T, hd,
-                               scale, p->dprobs, p->dh[0], p->dh[1], p->dh[2], Wl);
+        sb_vit_fused_attention_backward(m, b, n, p->dh[0], p->dh[1], p->dh[2], Wl);
         for (int i = 0; i < 3; i++) /* dq, dk, dv in token layout */
             sb_vit_linear_backward(m, p->dh[i], b->ln1, rows, W, Wl, wo[i], bo[i],
                                    i ? 1.0f : 0.0f, p->dln);

@@ -233,7 +233,9 @@ struct sb_backend_ops {
      * probs as the forward's: dq, dk, dv written in token layout (rows ldo
      * apart), dq = scale dS k, dk = scale dS^T q, dv = probs^T dctx, dS =
      * softmax_rows_backward(dctx v^T, probs); dprobs (n, heads, T, T)
-     * scratch (left holding dS). Returns as attention_forward. */
+     * scratch (left holding dS), or NULL: dS kept by the op for one head
+     * at a time (the cpu: up to T = 64, where it returns 0 for NULL and
+     * the caller passes a buffer). Returns as attention_forward. */
     int (*attention_backward)(const float *dctx, int ldd, const float *q, const float *k,
                               const float *v, int ldq, const float *probs, int n, int heads,
                               int T, int hd, float scale, float *dprobs, float *dq, float *dk,

@@ -36,6 +36,13 @@
  * 16 (on the stack: 32 KiB). */
 #define ATTN_SCRATCH 8192
 
+/* Tokens up to which the backward keeps each head's dS (T, T) in a block of
+ * its own on the stack (16 KiB, in L1 while the head is done) when the
+ * caller passes no dprobs: the vit's n heads T^2 floats (2.6 MB a block at
+ * the default) were written and read back through the caches for nothing,
+ * since dS is wanted only inside its head's products. */
+#define ATTN_DS_ROWS 64
+
 /* Shapes the fused ops take: hd a multiple of 16 up to 64, the transposed
  * operand within the scratch, and a CPU with AVX-512F. */
 static int attn_fits(int T, int hd)
@@ -147,40 +154,59 @@ ATTN_TARGET static void rows_by_rows(const float *x, int ldx, const float *yt, i
     }
 }
 
+/* Rows i..i+R-1, columns c0..c0+15 of rows_by_matrix's out: R chains, one
+ * vector of b and R broadcasts of a (one load each) feeding R FMAs a step
+ * of j. R a compile-time constant at each call (rbm_rows' switch), so that
+ * the accumulators stay in registers. */
+ATTN_TARGET static inline __attribute__((always_inline)) void
+rbm_block(const float *a, long sai, long saj, const float *b, int ldb, int T, int i, int c0,
+          int R, __m512 va, float *out, int ldo)
+{
+    __m512 acc[12];
+    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    const float *ai = a + i * sai;
+    for (int j = 0; j < T; j++) {
+        __m512 bj = _mm512_loadu_ps(b + (size_t)j * ldb + c0);
+        const float *aj = ai + j * saj;
+        for (int r = 0; r < R; r++)
+            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(aj[r * sai]), bj, acc[r]);
+    }
+    for (int r = 0; r < R; r++)
+        _mm512_storeu_ps(out + (size_t)(i + r) * ldo + c0, _mm512_mul_ps(va, acc[r]));
+}
+
+/* rbm_block with R = rb (1..12) as a constant. */
+ATTN_TARGET static void rbm_rows(const float *a, long sai, long saj, const float *b, int ldb,
+                                 int T, int i, int c0, int rb, __m512 va, float *out, int ldo)
+{
+    switch (rb) {
+#define RBM_CASE(R)                                                                        \
+    case R: rbm_block(a, sai, saj, b, ldb, T, i, c0, R, va, out, ldo); break;
+        RBM_CASE(1) RBM_CASE(2) RBM_CASE(3) RBM_CASE(4) RBM_CASE(5) RBM_CASE(6)
+        RBM_CASE(7) RBM_CASE(8) RBM_CASE(9) RBM_CASE(10) RBM_CASE(11) RBM_CASE(12)
+#undef RBM_CASE
+    default: break;
+    }
+}
+
 /* out (T, hd), rows ldo apart: out[i][c] = alpha * sum_j a(i, j) b[j][c]
  * (one FMA chain over j in order), a(i, j) = a[i * sai + j * saj] (a
- * matrix or its transpose), b rows ldb apart. Eight rows at a time, one
- * vector per 16 columns; when T >= 8 the last block of 8 overlaps the one
- * before (its rows computed twice, the same values: no slow single-row
- * chains for the rest). */
+ * matrix or its transpose), b rows ldb apart. One vector per 16 columns;
+ * the rows in ceil(T / 12) blocks of equal size rb <= 12 (T 50: 5 blocks
+ * of 10, where blocks of 8 took 7 with 6 rows computed twice): each step of
+ * j is rb + 1 loads for rb FMAs, the load ports' bound. When the blocks do
+ * not divide T the last one overlaps the one before (its rows computed
+ * twice, the same values). */
 ATTN_TARGET static void rows_by_matrix(const float *a, long sai, long saj, const float *b,
                                        int ldb, int T, int hd, float alpha, float *out, int ldo)
 {
     __m512 va = _mm512_set1_ps(alpha);
-    for (int c0 = 0; c0 < hd; c0 += 16) {
-        int i = 0;
-        for (; i < T && T >= 8; i += 8) {
-            if (i + 8 > T) i = T - 8;
-            __m512 acc[8];
-            for (int r = 0; r < 8; r++) acc[r] = _mm512_setzero_ps();
-            for (int j = 0; j < T; j++) {
-                __m512 bj = _mm512_loadu_ps(b + (size_t)j * ldb + c0);
-                const float *aj = a + j * saj + i * sai;
-                for (int r = 0; r < 8; r++)
-                    acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(aj[r * sai]), bj, acc[r]);
-            }
-            for (int r = 0; r < 8; r++)
-                _mm512_storeu_ps(out + (size_t)(i + r) * ldo + c0, _mm512_mul_ps(va, acc[r]));
-        }
-        for (; i < T; i++) {
-            __m512 acc = _mm512_setzero_ps();
-            for (int j = 0; j < T; j++)
-                acc = _mm512_fmadd_ps(_mm512_set1_ps(a[i * sai + j * saj]),
-                                      _mm512_loadu_ps(b + (size_t)j * ldb + c0), acc);
-            _mm512_storeu_ps(out + (size_t)i * ldo + c0, _mm512_mul_ps(va, acc));
-        }
-    }
+    int nb = (T + 11) / 12, rb = (T + nb - 1) / nb;
+    for (int c0 = 0; c0 < hd; c0 += 16)
+        for (int i = 0; i < T; i += rb)
+            rbm_rows(a, sai, saj, b, ldb, T, i + rb > T ? T - rb : i, c0, rb, va, out, ldo);
 }
+
 #endif
 
 int sb_cpu_attention_forward(const float *q, const float *k, const float *v, int ldq, int n,
@@ -217,15 +243,16 @@ int sb_cpu_attention_backward(const float *dctx, int ldd, const float *q, const 
 {
     if (!attn_fits(T, hd)) return 0;
 #if SB_ATTN_AVX512
+    if (!dprobs && T > ATTN_DS_ROWS) return 0;
     int tp = (T + 15) / 16 * 16;
-    float vt[ATTN_SCRATCH];
+    float vt[ATTN_SCRATCH], dsl[ATTN_DS_ROWS * ATTN_DS_ROWS];
     long tt = (long)T * T;
     for (int s = 0; s < n; s++)
         for (int h = 0; h < heads; h++) {
             long sh = (long)s * heads + h;
             size_t in = (size_t)s * T * ldq + (size_t)h * hd;
             const float *p = probs + sh * tt, *dc = dctx + (size_t)s * T * ldd + (size_t)h * hd;
-            float *ds = dprobs + sh * tt;
+            float *ds = dprobs ? dprobs + sh * tt : dsl; /* dS of this head: L1 */
             size_t o = (size_t)s * T * ldo + (size_t)h * hd;
             /* dP = dctx v^T; dv = P^T dctx; dS = P (dP - rowsum(dP P)) */
             transpose_rows(v + in, ldq, T, hd, tp, vt);

@@ -3,7 +3,9 @@
  * sgemm_strided_batched, softmax_rows and their backward), bit for bit, at
  * the default vit's shape (T 50, hd 16), patch 7's (T 17), a wider head
  * (hd 32), fewer tokens than a block of rows (T 5) and more than one block
- * of columns (T 65); and the context against a double-precision reference
+ * of columns (T 65), T 24, 26 and 37 (row blocks of 12, 9 and 10, the
+ * last two overlapping); the backward without dprobs (dS kept per head)
+ * equal to the one with it; and the context against a double-precision reference
  * within 1e-5 (so that equal-but-wrong cannot pass), also at T 17 with hd
  * 32, where OpenBLAS's batched path itself sums in another order. Skipped where the op
  * does not take the shape (a CPU without AVX-512). Exits 0 when every test
@@ -90,6 +92,22 @@ static void check_shape(int n, int H, int T, int hd, int bitwise)
     assert_int_equal(be->attention_backward(dctx, Wl, q, k, v, Wl, p, n, H, T, hd, scale, ds, dq,
                                             dk, dv, Wl),
                      1);
+    /* without dprobs (each head's dS in the op's own block, T <= 64): the
+     * same dq, dk, dv; beyond 64 tokens declined, nothing written */
+    float *dq2 = floats(tok), *dk2 = floats(tok), *dv2 = floats(tok);
+    int took = be->attention_backward(dctx, Wl, q, k, v, Wl, p, n, H, T, hd, scale, NULL, dq2,
+                                      dk2, dv2, Wl);
+    assert_int_equal(took, T <= 64);
+    const float *own[] = {dq2, dk2, dv2}, *kept[] = {dq, dk, dv};
+    for (int i = 0; i < 3; i++) {
+        long at = took ? first_diff(own[i], kept[i], tok) : -1;
+        for (size_t j = 0; !took && j < tok && at < 0; j++)
+            if (own[i][j] != 0.0f) at = (long)j;
+        if (at >= 0)
+            fail_msg("T %d hd %d: dprobs NULL: output %d [%ld] = %a, with dprobs %a", T, hd, i,
+                     at, own[i][at], kept[i][at]);
+    }
+    free(dq2), free(dk2), free(dv2);
     const char *names[] = {"probs", "ctx", "dS", "dq", "dk", "dv"};
     const float *got[] = {p, ctx, ds, dq, dk, dv}, *want[] = {p_ref, ctx_ref, ds_ref,
                                                                dq_ref, dk_ref, dv_ref};
@@ -143,6 +161,11 @@ static void test_fused_equals_batched(void **state)
     check_shape(2, 2, 50, 32, 1); /* a wider head */
     check_shape(3, 1, 5, 16, 1);  /* fewer tokens than a block of 8 rows */
     check_shape(1, 2, 65, 16, 1); /* more than 64 columns of scores */
+    /* rows_by_matrix's row blocks: 24 = 2 x 12; 26 = 3 x 9 and 37 = 4 x 10,
+     * the last block overlapping the one before */
+    check_shape(2, 2, 24, 16, 1);
+    check_shape(2, 2, 26, 16, 1);
+    check_shape(2, 1, 37, 16, 1);
     /* few tokens and a wide head: OpenBLAS 0.3.21 takes another kernel for
      * the batched scores (its sums not one FMA chain in order), so only
      * the double-precision check */
