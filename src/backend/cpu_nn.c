@@ -130,6 +130,28 @@ CPU_SIMD void sb_cpu_layernorm_forward(const float *x, const float *gamma, const
     }
 }
 
+/* Cache lines a row block's prefetch asks for ahead of the loops. */
+#define LN_LINE_FLOATS 16
+
+/* Asks for rows r0 .. r0 + LN_BLOCK - 1 (those below `rows`) of dy and x
+ * (read) and dx (read, then written) ahead of the block that reads them:
+ * the backward's inputs come from L3 (kept activations, gradients written
+ * a GEMM before), and each block's rows otherwise arrive only once its
+ * loads miss. Hints only: no value changes. */
+static inline __attribute__((always_inline)) void ln_prefetch_block(const float *dy,
+                                                                    const float *x, float *dx,
+                                                                    int r0, int rows, int cols)
+{
+    if (r0 >= rows) return;
+    int nr = rows - r0 < LN_BLOCK ? rows - r0 : LN_BLOCK;
+    size_t first = (size_t)r0 * cols, end = first + (size_t)nr * cols;
+    for (size_t o = first; o < end; o += LN_LINE_FLOATS) {
+        __builtin_prefetch(dy + o, 0, 3);
+        __builtin_prefetch(x + o, 0, 3);
+        __builtin_prefetch(dx + o, 1, 3);
+    }
+}
+
 /* Per row, two passes: the sums of g = dy gamma and g xhat in LANES
  * double lanes (lane j: columns c = j mod LANES, in column order; lanes
  * summed in order, then the columns past the last whole lane) with dgamma
@@ -146,6 +168,7 @@ CPU_SIMD void sb_cpu_layernorm_backward(const float *dy, const float *x, const f
         int nr = rows - r0 < LN_BLOCK ? rows - r0 : LN_BLOCK;
         sb_v8d ag[LN_BLOCK], agx[LN_BLOCK];
         float mg[LN_BLOCK], mgx[LN_BLOCK];
+        ln_prefetch_block(dy, x, dx, r0 + LN_BLOCK, rows, cols);
         for (int i = 0; i < nr; i++) {
             size_t off = (size_t)(r0 + i) * cols;
             const float *dyr = dy + off, *xr = x + off;
