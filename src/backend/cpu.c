@@ -188,7 +188,19 @@ static void cpu_sgd_momentum(float *restrict p, float *restrict v, const float *
     }
 }
 
-static void cpu_adam(float *restrict p, float *restrict m, float *restrict v,
+/* Adam's loop built for AVX-512, AVX2 and the baseline (an ifunc, as
+ * cpu_nn.c's CPU_SIMD), vectorised since -fno-math-errno (configure.py)
+ * took sqrtf's errno branch out of it (it was one sqrtss and two divss an
+ * element). sqrt and division are correctly rounded in every ISA, each
+ * element's operations and their order are the source's, no FMA
+ * (-std=c11): the same bits in every build. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define CPU_ADAM_SIMD __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CPU_ADAM_SIMD
+#endif
+
+CPU_ADAM_SIMD static void cpu_adam(float *restrict p, float *restrict m, float *restrict v,
                      const float *restrict g, size_t n, float b1, float b2, float eps,
                      float step_size, float bc2_sqrt)
 {

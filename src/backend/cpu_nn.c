@@ -130,6 +130,28 @@ CPU_SIMD void sb_cpu_layernorm_forward(const float *x, const float *gamma, const
     }
 }
 
+/* Cache lines a row block's prefetch asks for ahead of the loops. */
+#define LN_LINE_FLOATS 16
+
+/* Asks for rows r0 .. r0 + LN_BLOCK - 1 (those below `rows`) of dy and x
+ * (read) and dx (read, then written) ahead of the block that reads them:
+ * the backward's inputs come from L3 (kept activations, gradients written
+ * a GEMM before), and each block's rows otherwise arrive only once its
+ * loads miss. Hints only: no value changes. */
+static inline __attribute__((always_inline)) void ln_prefetch_block(const float *dy,
+                                                                    const float *x, float *dx,
+                                                                    int r0, int rows, int cols)
+{
+    if (r0 >= rows) return;
+    int nr = rows - r0 < LN_BLOCK ? rows - r0 : LN_BLOCK;
+    size_t first = (size_t)r0 * cols, end = first + (size_t)nr * cols;
+    for (size_t o = first; o < end; o += LN_LINE_FLOATS) {
+        __builtin_prefetch(dy + o, 0, 3);
+        __builtin_prefetch(x + o, 0, 3);
+        __builtin_prefetch(dx + o, 1, 3);
+    }
+}
+
 /* Per row, two passes: the sums of g = dy gamma and g xhat in LANES
  * double lanes (lane j: columns c = j mod LANES, in column order; lanes
  * summed in order, then the columns past the last whole lane) with dgamma
@@ -146,6 +168,7 @@ CPU_SIMD void sb_cpu_layernorm_backward(const float *dy, const float *x, const f
         int nr = rows - r0 < LN_BLOCK ? rows - r0 : LN_BLOCK;
         sb_v8d ag[LN_BLOCK], agx[LN_BLOCK];
         float mg[LN_BLOCK], mgx[LN_BLOCK];
+        ln_prefetch_block(dy, x, dx, r0 + LN_BLOCK, rows, cols);
         for (int i = 0; i < nr; i++) {
             size_t off = (size_t)(r0 + i) * cols;
             const float *dyr = dy + off, *xr = x + off;
@@ -326,12 +349,23 @@ void sb_cpu_patchify(const float *x, int n, int side, int p, float *y)
 
 /* Rows copied by a loop, not memcpy: the vit's bias rows (src_stride 0,
  * 64-192 floats, one a token) cost more in memcpy calls than in copying. */
+/* Floats a cache line: copy2d asks for the next destination row's lines
+ * for ownership while it writes the current row. Its destinations are
+ * mostly the first write of a kept activation (the vit's bias fills),
+ * whose lines come from L3 for ownership; a perf pair at 1 thread (loaded
+ * machine, 2026-11-28) gave copy2d's samples 271/185, 229/211, 280/203, 236/187,
+ * 226/225, 268/203 (without / with). */
+#define COPY_LINE_FLOATS 16
+
 CPU_SIMD void sb_cpu_copy2d(float *dst, long dst_stride, const float *src, long src_stride,
                             int rows, int cols)
 {
     for (int r = 0; r < rows; r++) {
         float *restrict d = dst + r * dst_stride;
         const float *restrict s = src + r * src_stride;
+        if (r + 1 < rows) /* the next row's lines asked for, for writing: a hint only */
+            for (int j = 0; j < cols; j += COPY_LINE_FLOATS)
+                __builtin_prefetch(d + dst_stride + j, 1, 3);
         for (int j = 0; j < cols; j++) d[j] = s[j];
     }
 }
