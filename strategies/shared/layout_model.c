@@ -588,7 +588,8 @@ static sb_status predict_at(const struct sb_layout *l, const struct sb_layout_in
  * fill and the drain, and while its link is the bottleneck. The ranks
  * computing at once, averaged over the pipeline's span (its compute and
  * bubble), are n = dp tp busy / span, busy the replica's stages' compute
- * summed (processor sharing of C cores between them: each gets
+ * summed, with their within-host tp all-reduces (predict_at; processor
+ * sharing of C cores between them: each gets
  * min(1, C / n) of a core). Balanced and compute-bound, span = (m + p - 1)
  * t and busy = p m t: n = dp tp p m / (m + p - 1), which the work-weighted
  * rule (core_share_scale) took as dp tp p. The share changes the times it
