@@ -152,7 +152,8 @@ static double core_share_of(const cJSON *noise)
 /* How busy the measured run kept its machine's cores (report 1.15's
  * noise_by_rank[].cpu_s and environment.wait_policy): the sum of its
  * ranks' CPU seconds over cores x train_s, when every rank ran on the one
- * machine (compute_threads_on_machine >= the ranks); NaN otherwise. Near 1,
+ * machine (compute_threads_on_machine, its ranks there x config.blas_threads,
+ * over blas_threads >= the ranks); NaN otherwise. Near 1,
  * the run's step was its ranks' CPU demand over the cores, communication
  * and waits included, which the layout model does not price (docs/
  * layouts.md, "At 1 Gbit/s the cluster's cores are the bottleneck"). */
@@ -164,8 +165,10 @@ static double cores_busy_of(const cJSON *doc)
                                                              "cores"}, 3);
     double threads = sb_predict_num_path(
         doc, (const char *[]){"environment", "wait_policy", "compute_threads_on_machine"}, 3);
+    double blas = sb_predict_num_path(doc, (const char *[]){"config", "blas_threads"}, 2);
     int n = cJSON_GetArraySize(noise);
-    if (!(n > 0 && train_s > 0 && cores >= 1 && threads >= n)) return NAN;
+    if (!(blas >= 1)) blas = 1; /* a report without it: one thread a rank */
+    if (!(n > 0 && train_s > 0 && cores >= 1 && threads / blas >= n)) return NAN;
     double cpu = 0.0;
     const cJSON *e;
     cJSON_ArrayForEach(e, noise) {
