@@ -157,6 +157,25 @@ void sb_vit_block_forward_grouped(struct sb_model *m, struct vit_block *b, const
     }
 }
 
+/* The attention backward of samples s0 .. s0 + ns - 1 from their d context
+ * dc (rows Wl apart) into dq, dk, dv (rows ldo apart): each head's dS kept
+ * inside the op where it can (no dprobs), else in p->dprobs. */
+static void attention_backward_samples(struct sb_model *m, const struct vit_block *b, int s0,
+                                       int ns, const float *dc, float *dq, float *dk, float *dv,
+                                       int ldo)
+{
+    struct vit *p = m->impl;
+    const struct sb_backend_ops *be = m->be;
+    int T = p->tokens, H = p->heads_local, hd = p->head_dim, W3 = 3 * p->width_local;
+    float scale = 1.0f / sqrtf((float)hd);
+    size_t q0 = (size_t)s0 * T * W3, pp = (size_t)s0 * H * T * T;
+    if (!be->attention_backward(dc, p->width_local, b->q + q0, b->k + q0, b->v + q0, W3,
+                                b->probs + pp, ns, H, T, hd, scale, NULL, dq, dk, dv, ldo))
+        be->attention_backward(dc, p->width_local, b->q + q0, b->k + q0, b->v + q0, W3,
+                               b->probs + pp, ns, H, T, hd, scale, p->dprobs + pp, dq, dk, dv,
+                               ldo);
+}
+
 /* The fused attention backward from d context in p->tmp into dq, dk, dv
  * (rows ldo apart): each head's dS kept inside the op where it can (no
  * dprobs), else in p->dprobs. */
@@ -164,13 +183,7 @@ void sb_vit_fused_attention_backward(struct sb_model *m, const struct vit_block 
                                      float *dq, float *dk, float *dv, int ldo)
 {
     struct vit *p = m->impl;
-    const struct sb_backend_ops *be = m->be;
-    int T = p->tokens, H = p->heads_local, hd = p->head_dim, Wl = p->width_local;
-    float scale = 1.0f / sqrtf((float)hd);
-    if (!be->attention_backward(p->tmp, Wl, b->q, b->k, b->v, 3 * Wl, b->probs, n, H, T, hd,
-                                scale, NULL, dq, dk, dv, ldo))
-        be->attention_backward(p->tmp, Wl, b->q, b->k, b->v, 3 * Wl, b->probs, n, H, T, hd,
-                               scale, p->dprobs, dq, dk, dv, ldo);
+    attention_backward_samples(m, b, 0, n, p->tmp, dq, dk, dv, ldo);
 }
 
 /* A block's attention backward on the fused path (not zb-h1's split),
@@ -184,23 +197,18 @@ void sb_vit_fused_attention_backward(struct sb_model *m, const struct vit_block 
 void sb_vit_fused_attention_block_backward(struct sb_model *m, struct vit_block *b, int n)
 {
     struct vit *p = m->impl;
-    const struct sb_backend_ops *be = m->be;
-    int W = p->width, T = p->tokens, H = p->heads_local, hd = p->head_dim, Wl = p->width_local;
+    int W = p->width, T = p->tokens, Wl = p->width_local;
     int W3 = 3 * Wl, rows = n * T, g = sb_vit_chunk_rows(m, rows, W3) / T;
     g = g < 1 ? 1 : g;
-    float scale = 1.0f / sqrtf((float)hd), *dqkv = p->dh[0];
+    float *dqkv = p->dh[0];
     sb_vit_linear_backward(m, p->dres, b->ctx, rows, Wl, W, b->proj_w, b->proj_b, 0.0f, NULL);
     for (int s0 = 0; s0 < n; s0 += g) {
         int ns = n - s0 < g ? n - s0 : g;
-        size_t r0 = (size_t)s0 * T, q0 = r0 * W3, pp = (size_t)s0 * H * T * T;
-        float *dc = p->tmp + r0 * Wl, *d = dqkv + q0;
+        size_t r0 = (size_t)s0 * T;
+        float *dc = p->tmp + r0 * Wl, *d = dqkv + r0 * W3;
         sb_model_gemm(m, 0, 0, ns * T, Wl, W, 1.0f, p->dres + r0 * W, W,
                       m->params + b->proj_w, Wl, 0.0f, dc, Wl);
-        if (!be->attention_backward(dc, Wl, b->q + q0, b->k + q0, b->v + q0, W3, b->probs + pp,
-                                    ns, H, T, hd, scale, NULL, d, d + Wl, d + 2 * Wl, W3))
-            be->attention_backward(dc, Wl, b->q + q0, b->k + q0, b->v + q0, W3,
-                                   b->probs + pp, ns, H, T, hd, scale, p->dprobs + pp, d,
-                                   d + Wl, d + 2 * Wl, W3);
+        attention_backward_samples(m, b, s0, ns, dc, d, d + Wl, d + 2 * Wl, W3);
         qkv_input_grad(m, b, d, ns * T, p->dln + r0 * W);
     }
     qkv_weight_grads(m, b, dqkv, rows);

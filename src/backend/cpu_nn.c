@@ -130,8 +130,9 @@ CPU_SIMD void sb_cpu_layernorm_forward(const float *x, const float *gamma, const
     }
 }
 
-/* Cache lines a row block's prefetch asks for ahead of the loops. */
-#define LN_LINE_FLOATS 16
+/* Floats a cache line: the step of the prefetches below (a row block's
+ * for LayerNorm backward, the next destination row's for copy2d). */
+#define LINE_FLOATS 16
 
 /* Asks for rows r0 .. r0 + LN_BLOCK - 1 (those below `rows`) of dy and x
  * (read) and dx (read, then written) ahead of the block that reads them:
@@ -145,7 +146,7 @@ static inline __attribute__((always_inline)) void ln_prefetch_block(const float 
     if (r0 >= rows) return;
     int nr = rows - r0 < LN_BLOCK ? rows - r0 : LN_BLOCK;
     size_t first = (size_t)r0 * cols, end = first + (size_t)nr * cols;
-    for (size_t o = first; o < end; o += LN_LINE_FLOATS) {
+    for (size_t o = first; o < end; o += LINE_FLOATS) {
         __builtin_prefetch(dy + o, 0, 3);
         __builtin_prefetch(x + o, 0, 3);
         __builtin_prefetch(dx + o, 1, 3);
@@ -348,15 +349,11 @@ void sb_cpu_patchify(const float *x, int n, int side, int p, float *y)
 }
 
 /* Rows copied by a loop, not memcpy: the vit's bias rows (src_stride 0,
- * 64-192 floats, one a token) cost more in memcpy calls than in copying. */
-/* Floats a cache line: copy2d asks for the next destination row's lines
- * for ownership while it writes the current row. Its destinations are
- * mostly the first write of a kept activation (the vit's bias fills),
- * whose lines come from L3 for ownership; a perf pair at 1 thread (loaded
- * machine, 2026-11-28) gave copy2d's samples 271/185, 229/211, 280/203, 236/187,
- * 226/225, 268/203 (without / with). */
-#define COPY_LINE_FLOATS 16
-
+ * 64-192 floats, one a token) cost more in memcpy calls than in copying.
+ * It asks for the next destination row's lines for ownership while it
+ * writes the current row: its destinations are mostly the first write of a
+ * kept activation (the vit's bias fills), whose lines come from L3
+ * (measured: docs/workloads.md, "Software prefetch"). */
 CPU_SIMD void sb_cpu_copy2d(float *dst, long dst_stride, const float *src, long src_stride,
                             int rows, int cols)
 {
@@ -364,7 +361,7 @@ CPU_SIMD void sb_cpu_copy2d(float *dst, long dst_stride, const float *src, long 
         float *restrict d = dst + r * dst_stride;
         const float *restrict s = src + r * src_stride;
         if (r + 1 < rows) /* the next row's lines asked for, for writing: a hint only */
-            for (int j = 0; j < cols; j += COPY_LINE_FLOATS)
+            for (int j = 0; j < cols; j += LINE_FLOATS)
                 __builtin_prefetch(d + dst_stride + j, 1, 3);
         for (int j = 0; j < cols; j++) d[j] = s[j];
     }

@@ -18,7 +18,6 @@
 #include "harness/loop.h"
 #include "harness/straggler.h"
 #include "job/launcher.h"
-#include "job/mpi_info.h"
 #include "job/probe.h"
 #include "trace/trace.h"
 
@@ -71,16 +70,11 @@ static void record_start(struct sb_run_record *rec, const struct sb_config *cfg,
     rec->world_size = job->size;
     rec->hosts = job->hosts;
     rec->n_hosts = job->n_hosts;
-    /* What the rendezvous warning compares (run_warnings.h), where it can
-     * apply: rank 0 of a job of several hosts that sends point to point
-     * (an MPI_T session costs ~0.1 s: mpi_info.h). */
+    /* What the rendezvous warning compares (run_warnings.h); the TCP eager
+     * limit in effect is read at the end, with the report's transport
+     * variables (run_outputs.c). */
     rec->p2p_max_bytes = (double)sb_launcher_p2p_max_bytes();
     rec->tcp_eager_limit_bytes = 0.0;
-    if (job->rank == 0 && job->n_hosts > 1 && rec->p2p_max_bytes > 0) {
-        char eager[SB_MPI_CVAR_CHARS];
-        sb_job_mpi_cvar("btl_tcp_eager_limit", eager, sizeof eager);
-        rec->tcp_eager_limit_bytes = eager[0] ? strtod(eager, NULL) : 0.0;
-    }
     rec->global_batch = sb_config_global_batch(cfg);
     rec->effective_lr = sb_config_effective_lr(cfg);
     sb_utc_now(rec->start_utc);

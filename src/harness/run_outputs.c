@@ -13,6 +13,8 @@
 #include "harness/divergence.h"
 #include "harness/loop.h"
 #include "harness/run_warnings.h"
+#include "job/launcher.h"
+#include "job/mpi_info.h"
 #include "trace/trace.h"
 
 sb_status sb_loop_save_params(struct sb_loop *L)
@@ -87,11 +89,28 @@ static const char *trace_label(const struct sb_config *cfg, int rank)
     return ops && ops->trace_label ? ops->trace_label(cfg, rank) : NULL;
 }
 
+/* Rank 0: the transport variables in effect, in one MPI_T session (~0.1
+ * s: job/mpi_info.h), where they are used: the report's
+ * environment.mpi_transport and the rendezvous warning (run_warnings.h: a
+ * job of several hosts that sends point to point). */
+static void read_transport(struct sb_run_record *rec, const struct sb_config *cfg)
+{
+    if (!cfg->report_path[0] && !(rec->n_hosts > 1 && rec->p2p_max_bytes > 0)) return;
+    const struct sb_mca_choice *c = sb_launcher_transport();
+    const char *names[SB_MCA_CHOICES];
+    for (int i = 0; i < SB_MCA_CHOICES; i++) names[i] = c[i].name;
+    sb_job_mpi_cvars(names, SB_MCA_CHOICES, rec->mpi_transport_in_effect);
+    for (int i = 0; i < SB_MCA_CHOICES; i++)
+        if (strcmp(c[i].name, "btl_tcp_eager_limit") == 0 && rec->mpi_transport_in_effect[i][0])
+            rec->tcp_eager_limit_bytes = strtod(rec->mpi_transport_in_effect[i], NULL);
+}
+
 /* Rank 0: fills and prints the run's warnings (run_warnings.h): the
  * compute threads on this host are its processes (MPI) or replica threads
  * (mirrored, single) times the BLAS threads of each. */
 static void warn_if_misleading(struct sb_loop *L, const struct sb_job *job)
 {
+    read_transport(L->rec, L->cfg);
     struct sb_summary s;
     double stall = 0;
     if (L->t.n > 0 && sb_summarize(L->t.step_ms, L->t.n, &s) == SB_OK)

@@ -26,13 +26,6 @@ static int name_index(const char *vname, const char *const *names, int k)
     return -1;
 }
 
-void sb_job_mpi_cvar(const char *name, char *out, size_t cap)
-{
-    char v[1][SB_MPI_CVAR_CHARS];
-    sb_job_mpi_cvars(&name, 1, v);
-    snprintf(out, cap, "%s", v[0]);
-}
-
 void sb_job_mpi_cvars(const char *const *names, int k, char (*out)[SB_MPI_CVAR_CHARS])
 {
     for (int j = 0; j < k; j++) out[j][0] = '\0';

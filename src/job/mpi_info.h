@@ -10,18 +10,15 @@
  * allows the call before MPI_Init and after MPI_Finalize. */
 void sb_job_mpi_library(char *out, size_t cap);
 
-/* The value of Open MPI's control variable `name` as this process runs with
- * it, read through the MPI tool interface (MPI_T, MPI 3.0 ch. 14) after
- * MPI_Init: proof that a setting reached MPI. "" when MPI is not
- * initialised, the variable is unknown or not an integer (int, unsigned,
- * unsigned long or unsigned long long: Open MPI's size_t variables) or
- * boolean. */
-void sb_job_mpi_cvar(const char *name, char *out, size_t cap);
-
 /* The room sb_job_mpi_cvars gives each value, bytes. */
 #define SB_MPI_CVAR_CHARS 32
 
-/* sb_job_mpi_cvar of names[0..k) into out[0..k) in one MPI_T session: each
+/* The values of Open MPI's control variables names[0..k) as this process
+ * runs with them, into out[0..k), read through the MPI tool interface
+ * (MPI_T, MPI 3.0 ch. 14) after MPI_Init: proof that a setting reached
+ * MPI. "" for a name when MPI is not initialised, the variable is unknown
+ * or not an integer (int, unsigned, unsigned long or unsigned long long:
+ * Open MPI's size_t variables) or boolean. One MPI_T session: each
  * session (MPI_T_init_thread) costs Open MPI about 0.1 s of registering
  * every component's variables (measured 2026-11-28: reading one variable
  * at every rank's start-up added ~0.4 s to a 4-rank job on 2 cores), so a

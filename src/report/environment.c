@@ -175,8 +175,9 @@ static void add_launcher(cJSON *env, int *fail)
 /* "mpi_transport": per Open MPI variable that stratbench may choose
  * (job/launcher.h), {value, set_by, in_effect}: the environment's value
  * (null when unset), "stratbench" or "user" (or "none" when unset), and
- * what MPI runs with (MPI_T; null without MPI or where MPI does not say). */
-static void add_transport(cJSON *env, int *fail)
+ * what MPI runs with (rec->mpi_transport_in_effect, read by MPI_T at
+ * start-up; null without MPI or where MPI does not say). */
+static void add_transport(cJSON *env, const struct sb_run_record *rec, int *fail)
 {
     cJSON *t = cJSON_AddObjectToObject(env, "mpi_transport");
     if (!t) {
@@ -184,13 +185,9 @@ static void add_transport(cJSON *env, int *fail)
         return;
     }
     const struct sb_mca_choice *c = sb_launcher_transport();
-    const char *names[SB_MCA_CHOICES];
-    char in_effect[SB_MCA_CHOICES][SB_MPI_CVAR_CHARS];
-    for (int i = 0; i < SB_MCA_CHOICES; i++) names[i] = c[i].name;
-    sb_job_mpi_cvars(names, SB_MCA_CHOICES, in_effect);
     for (int i = 0; i < SB_MCA_CHOICES && !*fail; i++) {
         cJSON *o = cJSON_AddObjectToObject(t, c[i].name);
-        const char *eff = in_effect[i];
+        const char *eff = rec->mpi_transport_in_effect[i];
         if (!o ||
             !(c[i].value[0] ? cJSON_AddStringToObject(o, "value", c[i].value)
                             : cJSON_AddNullToObject(o, "value")) ||
@@ -264,7 +261,7 @@ sb_status sb_environment_json(const struct sb_run_record *rec, cJSON **out)
     add_str(env, "os", buf, &fail);
     if (rec->cfg && rec->cfg->backend && !rec->cfg->backend->host_memory) add_gpu(env, &fail);
     add_launcher(env, &fail);
-    add_transport(env, &fail);
+    add_transport(env, rec, &fail);
     add_p2p(env, &fail);
     add_wait(env, rec, &fail);
     tcp_congestion_control(buf, sizeof buf);

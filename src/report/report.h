@@ -17,6 +17,8 @@
 #include "core/memory.h"
 #include "core/phase.h"
 #include "core/status.h"
+#include "job/launcher.h" /* SB_MCA_CHOICES */
+#include "job/mpi_info.h" /* SB_MPI_CVAR_CHARS */
 #include "job/probe.h" /* struct sb_link_probe */
 #include "workloads/workload.h" /* struct sb_layer_summary */
 
@@ -219,6 +221,13 @@ struct sb_run_record {
      * (MPI_T; 0: unknown), both bytes: the rendezvous warning
      * (harness/run_warnings.h). */
     double p2p_max_bytes, tcp_eager_limit_bytes;
+    /* Open MPI's value in effect (MPI_T) of each variable stratbench may
+     * choose (job/launcher.h's sb_launcher_transport(), in its order),
+     * read once by rank 0 after training where it writes a report or
+     * warns (harness/run_outputs.c);
+     * "" where unread or MPI does not say: the report's
+     * environment.mpi_transport[].in_effect. */
+    char mpi_transport_in_effect[SB_MCA_CHOICES][SB_MPI_CVAR_CHARS];
 
     struct sb_strategy_details details; /* what the strategy states of itself */
 
