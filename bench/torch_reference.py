@@ -6,7 +6,8 @@ per-rank batch 64, full MNIST held in memory, normalised (x/255 - 0.1307)/0.3081
 a seeded permutation per epoch (torch.randperm), 60000 // (64 * ranks) steps per
 epoch, the last partial global batch dropped, eager mode.
 
-  --ranks 1   one process, torch.set_num_threads(--threads, default 1)
+  --ranks 1   one process, --threads threads (default 1: torch.set_num_threads and the
+              BLAS pool's OPENBLAS_NUM_THREADS, set before torch loads)
   --ranks N   DistributedDataParallel, gloo backend, N processes started with
               torch.multiprocessing.spawn on 127.0.0.1 and a free port; each takes
               slice r of the global batch of 64 * N and runs --threads (1) threads.
@@ -31,8 +32,28 @@ import struct
 import sys
 import time
 
-import numpy as np
-import torch
+
+
+def cap_blas_threads(argv):
+    """Sets the BLAS and OpenMP pools' thread counts to --threads (default 1) before numpy
+    and torch load: torch.set_num_threads does not cap the OpenBLAS pool under Debian's
+    PyTorch (1.13, libblas.so.3 = openblas-pthread), which takes every core, and the pools
+    read these variables once, when they load (docs/workloads.md, "PyTorch's '1 thread'
+    was two cores"). Spawned ranks inherit them."""
+    n = "1"
+    for i, arg in enumerate(argv):
+        if arg == "--threads" and i + 1 < len(argv):
+            n = argv[i + 1]
+        elif arg.startswith("--threads="):
+            n = arg.split("=", 1)[1]
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = n
+
+
+cap_blas_threads(sys.argv)
+
+import numpy as np  # noqa: E402 (after the cap)
+import torch  # noqa: E402
 import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn as nn

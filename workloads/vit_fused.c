@@ -115,6 +115,45 @@ void sb_vit_qkv_backward(struct sb_model *m, const struct vit_block *b, const fl
  * within L2 (2 MB here) with the weights. */
 #define BLOCK_GROUP_BYTES (1536 * 1024)
 
+/* A group of samples of block_forward_grouped or of the attention
+ * backward: group i holds samples i g .. min(n, (i + 1) g) - 1. */
+struct block_group {
+    struct sb_model *m;
+    struct vit_block *b;
+    const float *x;
+    float *out;
+    int n, g; /* samples, samples a group */
+};
+
+/* Group i of block_forward_grouped. */
+static void block_group_forward(void *arg, int i)
+{
+    const struct block_group *c = arg;
+    struct sb_model *m = c->m;
+    struct vit_block *b = c->b;
+    struct vit *p = m->impl;
+    const struct sb_backend_ops *be = m->be;
+    int W = p->width, T = p->tokens, H = p->heads_local, hd = p->head_dim;
+    int F = p->hidden_local, Wl = p->width_local, W3 = 3 * Wl;
+    const float *prm = m->params, *x = c->x;
+    float scale = 1.0f / sqrtf((float)hd);
+    int s0 = i * c->g, ns = c->n - s0 < c->g ? c->n - s0 : c->g, rows = ns * T;
+    size_t r0 = (size_t)s0 * T, q0 = r0 * W3;
+    be->layernorm_forward(x + r0 * W, prm + b->norm1_w, prm + b->norm1_b, rows, W, VIT_LN_EPS,
+                          b->ln1 + r0 * W, b->mean1 + r0, b->rstd1 + r0);
+    sb_vit_linear_rows(m, b->ln1 + r0 * W, rows, W, W3, p->qkv_w, W, p->qkv_w + (size_t)W3 * W,
+                       NULL, b->q + q0);
+    be->attention_forward(b->q + q0, b->k + q0, b->v + q0, W3, ns, H, T, hd, scale,
+                          b->probs + (size_t)s0 * H * T * T, b->ctx + r0 * Wl, Wl);
+    sb_vit_linear_rows(m, b->ctx + r0 * Wl, rows, Wl, W, prm + b->proj_w, Wl, prm + b->proj_b,
+                       x + r0 * W, b->mid + r0 * W);
+    be->layernorm_forward(b->mid + r0 * W, prm + b->norm2_w, prm + b->norm2_b, rows, W,
+                          VIT_LN_EPS, b->ln2 + r0 * W, b->mean2 + r0, b->rstd2 + r0);
+    sb_vit_fc1_gelu_forward(m, b, (int)r0, rows);
+    sb_vit_linear_rows(m, b->gelu + r0 * F, rows, F, W, prm + b->fc2_w, F, prm + b->fc2_b,
+                       b->mid + r0 * W, c->out + r0 * W);
+}
+
 /* block_forward on the fused attention's path without tensor parallelism
  * (fp32, host memory): the whole block a group of whole samples at a time,
  * LayerNorm, q, k, v, the attention, the projection onto the residual,
@@ -123,38 +162,25 @@ void sb_vit_qkv_backward(struct sb_model *m, const struct vit_block *b, const fl
  * samples (0.8-2.4 MB an activation) left its output in L3 for the next.
  * Every op is row by row (LayerNorm's statistics, GELU) or a GEMM whose
  * outputs are the same sums whatever the row count, and the attention is
- * per sample: the same bits. (fp32: nothing to round.) */
+ * per sample: the same bits. (fp32: nothing to round.) The groups run on
+ * the backend's threads (parallel_for), each writing its own rows. */
 void sb_vit_block_forward_grouped(struct sb_model *m, struct vit_block *b, const float *x,
                                   float *out, int n)
 {
     struct vit *p = m->impl;
-    const struct sb_backend_ops *be = m->be;
-    int W = p->width, T = p->tokens, H = p->heads_local, hd = p->head_dim;
+    int W = p->width, T = p->tokens, H = p->heads_local;
     int F = p->hidden_local, Wl = p->width_local, W3 = 3 * Wl;
-    const float *prm = m->params;
-    float scale = 1.0f / sqrtf((float)hd);
     size_t token_bytes = sizeof(float) * ((size_t)3 * W + W3 + Wl + 2 * (size_t)F + W +
                                           (size_t)H * T + W);
     int g = (int)(BLOCK_GROUP_BYTES / (token_bytes * T));
     g = g < 1 ? 1 : g;
     qkv_weights(m, b);
-    for (int s0 = 0; s0 < n; s0 += g) {
-        int ns = n - s0 < g ? n - s0 : g, rows = ns * T;
-        size_t r0 = (size_t)s0 * T, q0 = r0 * W3;
-        be->layernorm_forward(x + r0 * W, prm + b->norm1_w, prm + b->norm1_b, rows, W,
-                              VIT_LN_EPS, b->ln1 + r0 * W, b->mean1 + r0, b->rstd1 + r0);
-        sb_vit_linear_rows(m, b->ln1 + r0 * W, rows, W, W3, p->qkv_w, W, p->qkv_w + (size_t)W3 * W,
-                    NULL, b->q + q0);
-        be->attention_forward(b->q + q0, b->k + q0, b->v + q0, W3, ns, H, T, hd, scale,
-                              b->probs + (size_t)s0 * H * T * T, b->ctx + r0 * Wl, Wl);
-        sb_vit_linear_rows(m, b->ctx + r0 * Wl, rows, Wl, W, prm + b->proj_w, Wl, prm + b->proj_b,
-                    x + r0 * W, b->mid + r0 * W);
-        be->layernorm_forward(b->mid + r0 * W, prm + b->norm2_w, prm + b->norm2_b, rows, W,
-                              VIT_LN_EPS, b->ln2 + r0 * W, b->mean2 + r0, b->rstd2 + r0);
-        sb_vit_fc1_gelu_forward(m, b, (int)r0, rows);
-        sb_vit_linear_rows(m, b->gelu + r0 * F, rows, F, W, prm + b->fc2_w, F, prm + b->fc2_b,
-                    b->mid + r0 * W, out + r0 * W);
-    }
+    struct block_group c = {.m = m, .b = b, .x = x, .out = out, .n = n, .g = g};
+    int groups = (n + g - 1) / g;
+    if (m->be->parallel_for)
+        m->be->parallel_for(groups, block_group_forward, &c);
+    else
+        for (int i = 0; i < groups; i++) block_group_forward(&c, i);
 }
 
 /* The attention backward of samples s0 .. s0 + ns - 1 from their d context
@@ -186,6 +212,25 @@ void sb_vit_fused_attention_backward(struct sb_model *m, const struct vit_block 
     attention_backward_samples(m, b, 0, n, p->tmp, dq, dk, dv, ldo);
 }
 
+/* One group of sb_vit_fused_attention_block_backward: samples s0 .. s0 +
+ * ns - 1's d context, attention backward (into p->dh[0]) and d ln1 (into
+ * p->dln), each group's rows its own. */
+static void attention_group_backward(void *arg, int i)
+{
+    const struct block_group *c = arg;
+    struct sb_model *m = c->m;
+    const struct vit_block *b = c->b;
+    struct vit *p = m->impl;
+    int W = p->width, T = p->tokens, Wl = p->width_local, W3 = 3 * Wl;
+    int s0 = i * c->g, ns = c->n - s0 < c->g ? c->n - s0 : c->g;
+    size_t r0 = (size_t)s0 * T;
+    float *dc = p->tmp + r0 * Wl, *d = p->dh[0] + r0 * W3;
+    sb_model_gemm(m, 0, 0, ns * T, Wl, W, 1.0f, p->dres + r0 * W, W, m->params + b->proj_w, Wl,
+                  0.0f, dc, Wl);
+    attention_backward_samples(m, b, s0, ns, dc, d, d + Wl, d + 2 * Wl, W3);
+    qkv_input_grad(m, b, d, ns * T, p->dln + r0 * W);
+}
+
 /* A block's attention backward on the fused path (not zb-h1's split),
  * from d mid in p->dres to d ln1 in p->dln, group by group of samples
  * (fused_attention_forward's): the output projection's input gradient (d
@@ -193,23 +238,20 @@ void sb_vit_fused_attention_backward(struct sb_model *m, const struct vit_block 
  * interleaved as q, k, v) and their input gradient, while the group's rows
  * are in L2; the projection's and q, k, v's weight gradients over all rows
  * as before. Each GEMM output is the same sum whatever the row count, so
- * the same bits. (fp32 only, as the fused path: nothing to round.) */
+ * the same bits. (fp32 only, as the fused path: nothing to round.) The
+ * groups run on the backend's threads (parallel_for). */
 void sb_vit_fused_attention_block_backward(struct sb_model *m, struct vit_block *b, int n)
 {
     struct vit *p = m->impl;
     int W = p->width, T = p->tokens, Wl = p->width_local;
     int W3 = 3 * Wl, rows = n * T, g = sb_vit_chunk_rows(m, rows, W3) / T;
     g = g < 1 ? 1 : g;
-    float *dqkv = p->dh[0];
     sb_vit_linear_backward(m, p->dres, b->ctx, rows, Wl, W, b->proj_w, b->proj_b, 0.0f, NULL);
-    for (int s0 = 0; s0 < n; s0 += g) {
-        int ns = n - s0 < g ? n - s0 : g;
-        size_t r0 = (size_t)s0 * T;
-        float *dc = p->tmp + r0 * Wl, *d = dqkv + r0 * W3;
-        sb_model_gemm(m, 0, 0, ns * T, Wl, W, 1.0f, p->dres + r0 * W, W,
-                      m->params + b->proj_w, Wl, 0.0f, dc, Wl);
-        attention_backward_samples(m, b, s0, ns, dc, d, d + Wl, d + 2 * Wl, W3);
-        qkv_input_grad(m, b, d, ns * T, p->dln + r0 * W);
-    }
-    qkv_weight_grads(m, b, dqkv, rows);
+    struct block_group c = {.m = m, .b = b, .n = n, .g = g};
+    int groups = (n + g - 1) / g;
+    if (m->be->parallel_for)
+        m->be->parallel_for(groups, attention_group_backward, &c);
+    else
+        for (int i = 0; i < groups; i++) attention_group_backward(&c, i);
+    qkv_weight_grads(m, b, p->dh[0], rows);
 }

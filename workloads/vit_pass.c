@@ -153,24 +153,46 @@ void sb_vit_fc1_gelu_forward(struct sb_model *m, const struct vit_block *b, int 
     }
 }
 
+/* fc2_gelu_backward's chunks: `rows` rows of ch each. */
+struct gelu_chunks {
+    struct sb_model *m;
+    const struct vit_block *b;
+    int rows, ch;
+};
+
+/* Chunk i of fc2_gelu_backward: its rows of d gelu, times GELU'. */
+static void fc2_gelu_chunk(void *arg, int i)
+{
+    const struct gelu_chunks *c = arg;
+    struct sb_model *m = c->m;
+    const struct vit_block *b = c->b;
+    struct vit *p = m->impl;
+    int W = p->width, F = p->hidden_local, r0 = i * c->ch;
+    int n = c->rows - r0 < c->ch ? c->rows - r0 : c->ch;
+    size_t off = (size_t)r0 * F, count = (size_t)n * F;
+    sb_model_gemm(m, 0, 0, n, F, W, 1.0f, p->dres + (size_t)r0 * W, W, m->params + b->fc2_w, F,
+                  0.0f, p->dfc + off, F);
+    sb_model_round(m, p->dfc + off, count);
+    m->be->gelu_backward(p->dfc + off, b->fc1 + off, count); /* fc1 holds GELU' */
+    sb_model_round(m, p->dfc + off, count);
+}
+
 /* d gelu = dres . W_2 (fc2's input gradient), then times GELU' (in
  * b->fc1) into p->dfc, chunk by chunk (the product's chunk is in L2 for
- * the multiply); rounded as whole passes would. fc2's weight gradients are
+ * the multiply), the chunks on the backend's threads (parallel_for; each
+ * its own rows); rounded as whole passes would. fc2's weight gradients are
  * sb_vit_linear_backward's, as before. */
 static void fc2_gelu_backward(struct sb_model *m, const struct vit_block *b, int rows)
 {
     struct vit *p = m->impl;
-    int W = p->width, F = p->hidden_local, ch = sb_vit_chunk_rows(m, rows, F);
+    int W = p->width, F = p->hidden_local;
+    struct gelu_chunks c = {.m = m, .b = b, .rows = rows, .ch = sb_vit_chunk_rows(m, rows, F)};
+    int chunks = (rows + c.ch - 1) / c.ch;
     sb_vit_linear_backward(m, p->dres, b->gelu, rows, F, W, b->fc2_w, b->fc2_b, 0.0f, NULL);
-    for (int r0 = 0; r0 < rows; r0 += ch) {
-        int n = rows - r0 < ch ? rows - r0 : ch;
-        size_t off = (size_t)r0 * F, count = (size_t)n * F;
-        sb_model_gemm(m, 0, 0, n, F, W, 1.0f, p->dres + (size_t)r0 * W, W, m->params + b->fc2_w,
-                      F, 0.0f, p->dfc + off, F);
-        sb_model_round(m, p->dfc + off, count);
-        m->be->gelu_backward(p->dfc + off, b->fc1 + off, count); /* fc1 holds GELU' */
-        sb_model_round(m, p->dfc + off, count);
-    }
+    if (m->be->parallel_for)
+        m->be->parallel_for(chunks, fc2_gelu_chunk, &c);
+    else
+        for (int i = 0; i < chunks; i++) fc2_gelu_chunk(&c, i);
 }
 
 /* One block on res[l] -> res[l + 1] for n samples (of a tp shard: its

@@ -22,8 +22,14 @@ struct sb_backend_ops {
      * the device path (strategies/shared/replica_device.c). */
     int host_memory;
     /* Sets how many host threads one op of this process may use (cpu: the
-     * BLAS threads, n >= 1). NULL where ops do not run on host threads. */
+     * threads of its pool, which split the large GEMMs and run
+     * parallel_for, n >= 1). NULL where ops do not run on host threads. */
     void (*set_threads)(int n);
+    /* Runs fn(ctx, i) for every i in [0, n) on set_threads' threads, BLAS
+     * calls inside single-threaded; items write disjoint memory; returns
+     * when all have (cpu: src/backend/cpu_pool.h). NULL on a backend whose
+     * ops do not run on host threads (cuda): the caller loops. */
+    void (*parallel_for)(int n, void (*fn)(void *ctx, int i), void *ctx);
 
     /* Memory in the backend's address space. alloc returns zeroed memory;
      * SB_ERR_NOMEM on failure. */
@@ -248,10 +254,11 @@ const struct sb_backend_ops *sb_backend_find(const char *name);
 /* The CPU backend (always present). */
 extern const struct sb_backend_ops sb_backend_cpu;
 
-/* Sets the number of BLAS threads of this process (OpenBLAS); n >= 1. */
+/* Sets the compute threads of this process, n >= 1: the pool's
+ * (cpu_pool.h), OpenBLAS's kept at 1. */
 void sb_backend_cpu_set_threads(int n);
 
-/* The number of BLAS threads this process uses now (OpenBLAS). */
+/* The compute threads this process uses now (the pool's). */
 int sb_backend_cpu_threads(void);
 
 /* Version string of the BLAS library ("OpenBLAS 0.3.21 ..."). */

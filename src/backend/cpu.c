@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "backend/cpu_nn.h"
+#include "backend/cpu_pool.h"
 #include "core/half.h"
 #include "data/mnist.h"
 
@@ -122,13 +123,87 @@ static sb_status cpu_sync(void) { return SB_OK; }
 /* OpenBLAS and the loops report no asynchronous failures. */
 static sb_status cpu_check(void) { return SB_OK; }
 
-static void cpu_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha,
-                      const float *a, int lda, const float *b, int ldb,
-                      float beta, float *c, int ldc)
+static void sgemm1(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                   int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                 trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b,
                 ldb, beta, c, ldc);
+}
+
+/* A GEMM of at least twice this many multiply-adds is split over the
+ * pool's threads (cpu_pool.h), each part at least this large: ~20 us of a
+ * core's work at 100 GFLOP/s, against ~10-30 us to wake a worker; and above
+ * OpenBLAS 0.3.21's small-matrix bound (M N K <= 100^3 on SkylakeX), so
+ * that every part takes the packed path the whole would (the small kernel
+ * sums K in one chain, the packed one in blocks of K: different bits for a
+ * long K). */
+#define SPLIT_PART_MACS (2.0 * 1024 * 1024)
+
+/* Parts start at multiples of this many rows or columns (OpenBLAS's
+ * SkylakeX tiles: 16 x 4 / 4 x 16), so that no part gets a ragged tile the
+ * whole would not have had more of. */
+#define SPLIT_ALIGN 16
+
+struct gemm_call {
+    int trans_a, trans_b, m, n, k;
+    float alpha, beta;
+    const float *a, *b;
+    float *c;
+    int lda, ldb, ldc;
+    int parts, by_rows; /* C split into `parts` bands of rows (by_rows) or of columns */
+};
+
+static int part_start(int extent, int parts, int i)
+{
+    if (i >= parts) return extent;
+    int s = (int)((long)extent * i / parts) / SPLIT_ALIGN * SPLIT_ALIGN;
+    return s;
+}
+
+/* Part i of g: C's rows (or columns) [s, e) from A's rows (or B's columns)
+ * [s, e), every output element the same sum over all of K as in the whole
+ * product. */
+static void gemm_part(void *arg, int i)
+{
+    const struct gemm_call *g = arg;
+    if (g->by_rows) {
+        int s = part_start(g->m, g->parts, i), e = part_start(g->m, g->parts, i + 1);
+        const float *a = g->trans_a ? g->a + s : g->a + (size_t)s * g->lda;
+        if (e > s)
+            sgemm1(g->trans_a, g->trans_b, e - s, g->n, g->k, g->alpha, a, g->lda, g->b, g->ldb,
+                   g->beta, g->c + (size_t)s * g->ldc, g->ldc);
+    } else {
+        int s = part_start(g->n, g->parts, i), e = part_start(g->n, g->parts, i + 1);
+        const float *b = g->trans_b ? g->b + (size_t)s * g->ldb : g->b + s;
+        if (e > s)
+            sgemm1(g->trans_a, g->trans_b, g->m, e - s, g->k, g->alpha, g->a, g->lda, b, g->ldb,
+                   g->beta, g->c + s, g->ldc);
+    }
+}
+
+/* C (m, n) = alpha op(A) op(B) + beta C, row-major; split by C's rows or
+ * columns (the longer side) over the pool when it is large enough, else one
+ * OpenBLAS call (single-threaded: cpu_pool.h). */
+static void cpu_sgemm(int trans_a, int trans_b, int m, int n, int k, float alpha,
+                      const float *a, int lda, const float *b, int ldb,
+                      float beta, float *c, int ldc)
+{
+    int threads = sb_cpu_pool_threads();
+    double macs = (double)m * n * k;
+    int by_rows = m >= n, extent = by_rows ? m : n;
+    int parts = threads;
+    if (parts > macs / SPLIT_PART_MACS) parts = (int)(macs / SPLIT_PART_MACS);
+    if (parts > extent / SPLIT_ALIGN) parts = extent / SPLIT_ALIGN;
+    if (parts < 2) {
+        sgemm1(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+    struct gemm_call g = {.trans_a = trans_a, .trans_b = trans_b, .m = m, .n = n, .k = k,
+                          .alpha = alpha, .beta = beta, .a = a, .b = b, .c = c, .lda = lda,
+                          .ldb = ldb, .ldc = ldc, .parts = parts, .by_rows = by_rows};
+    if (!sb_cpu_parallel_try(parts, gemm_part, &g)) /* the pool is another thread's */
+        sgemm1(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 static void cpu_relu_forward(float *y, size_t n)
@@ -331,6 +406,7 @@ const struct sb_backend_ops sb_backend_cpu = {
     .name = "cpu",
     .host_memory = 1,
     .set_threads = sb_backend_cpu_set_threads,
+    .parallel_for = sb_cpu_parallel_for,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .upload = cpu_copy,
@@ -373,9 +449,14 @@ const struct sb_backend_ops sb_backend_cpu = {
     .attention_backward = sb_cpu_attention_backward,
 };
 
-void sb_backend_cpu_set_threads(int n) { openblas_set_num_threads(n > 0 ? n : 1); }
+void sb_backend_cpu_set_threads(int n)
+{
+    /* fewer workers than asked: parallel_for's items still all run */
+    (void)sb_cpu_pool_set_threads(n > 0 ? n : 1);
+    openblas_set_num_threads(1); /* the pool splits the GEMMs (cpu_pool.h) */
+}
 
-int sb_backend_cpu_threads(void) { return openblas_get_num_threads(); }
+int sb_backend_cpu_threads(void) { return sb_cpu_pool_threads(); }
 
 const char *sb_backend_cpu_blas_version(void)
 {

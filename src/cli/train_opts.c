@@ -191,7 +191,7 @@ void sb_train_opts_usage(FILE *out)
             "  --max-steps N          %-10s stop after N optimizer steps (0 = no limit)\n"
             "  --warmup-steps N       %-10d steps excluded from step statistics\n"
             "  --save-params FILE     final parameters, raw little-endian float32, layout order\n"
-            "  --threads N            %-10s BLAS threads per process (0 = cores / processes)\n"
+            "  --threads N            %-10s compute threads per process (0 = cores / processes)\n"
             "  --eval-batch N         %-10d test images per forward pass in evaluation\n"
             "  --eval-samples N       %-10s score the first N test images at each evaluation\n"
             "                                    (a benchmark of step time need not score all;\n"

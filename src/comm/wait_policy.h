@@ -81,7 +81,7 @@ int sb_wait_choice_parse(const char *name, enum sb_wait_choice *out);
 
 /* The policy a choice resolves to on a machine that runs
  * `threads_on_machine` compute threads (the job's ranks on this machine x
- * BLAS threads each) on `cores` cores: auto sleeps when threads > cores
+ * compute threads each) on `cores` cores: auto sleeps when threads > cores
  * (cores <= 0: unknown, spin). */
 enum sb_wait_policy sb_wait_policy_resolve(enum sb_wait_choice c, long threads_on_machine,
                                            long cores);

@@ -81,7 +81,7 @@ struct sb_config {
     double target_accuracy;      /* fraction in (0, 1]; for time to accuracy */
     long max_steps;              /* 0 = no limit */
     int warmup_steps;            /* steps excluded from step statistics */
-    int threads;                 /* BLAS threads per process; 0 = auto */
+    int threads;                 /* compute threads per process; 0 = auto */
     int eval_batch;              /* test images per forward pass in evaluation */
     int eval_samples;            /* --eval-samples: each evaluation scores the first N
                                   * test images (0 = all); once the data is read, the

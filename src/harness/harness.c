@@ -21,7 +21,7 @@
 #include "job/probe.h"
 #include "trace/trace.h"
 
-/* BLAS threads per process: --threads, else the cores this process may run
+/* compute threads per process: --threads, else the cores this process may run
  * on. mpirun binds each rank to a core when ranks <= cores (Open MPI's
  * default), so a bound rank gets the cores of its affinity mask; an unbound
  * process shares the node's cores evenly with the job's other processes
@@ -40,7 +40,7 @@ static int blas_threads(const struct sb_config *cfg, const struct sb_job *job)
 /* How this rank waits for its messages (comm/wait_policy.h): --wait, and
  * for auto whether the job's compute threads on this machine (its ranks on
  * the same kernel, which the cluster fixture's hosts share, x `threads`
- * BLAS threads each) outnumber the machine's online cores, the rule of the
+ * compute threads each) outnumber the machine's online cores, the rule of the
  * "oversubscribed" warning (run_warnings.h) counted per machine. Set
  * before the strategy's first exchange; recorded in rec. MPI jobs only. */
 static void choose_wait(const struct sb_config *cfg, const struct sb_job *job, int threads,

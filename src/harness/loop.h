@@ -66,7 +66,7 @@ sb_status sb_loop_cross_rank_stats(struct sb_loop *L);
 /* The compute threads on this machine: the job's processes on its kernel
  * (MPI: job->machine_size, by boot_id, which counts the cluster fixture's
  * hosts that share one machine) or replica threads (mirrored, single),
- * times the BLAS threads of each: the count the "oversubscribed" warning
+ * times the compute threads of each: the count the "oversubscribed" warning
  * and the straggler rule compare with the cores, as --wait auto does. */
 long sb_loop_compute_threads(const struct sb_loop *L, const struct sb_job *job);
 

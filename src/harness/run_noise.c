@@ -29,7 +29,7 @@ int sb_proc_stat_cpu_parse(const char *line, double *steal, double *total)
 /* The runqueue wait of this process's main thread (the one that computes
  * and calls the collectives) so far, s, or -1 when /proc/self/schedstat
  * cannot be read (CONFIG_SCHED_INFO off). Helper threads (MPI's progress
- * threads, idle BLAS threads) are left out: their waits delay no step. */
+ * threads, idle compute threads) are left out: their waits delay no step. */
 static double runqueue_wait_s(void)
 {
     FILE *f = fopen("/proc/self/schedstat", "r");

@@ -107,7 +107,7 @@ static void read_transport(struct sb_run_record *rec, const struct sb_config *cf
 
 /* Rank 0: fills and prints the run's warnings (run_warnings.h): the
  * compute threads on this host are its processes (MPI) or replica threads
- * (mirrored, single) times the BLAS threads of each. */
+ * (mirrored, single) times the compute threads of each. */
 static void warn_if_misleading(struct sb_loop *L, const struct sb_job *job)
 {
     read_transport(L->rec, L->cfg);

@@ -16,7 +16,7 @@ void sb_run_warnings_check(struct sb_run_record *rec, long threads_on_host, long
 {
     rec->n_warnings = 0;
     if (cores > 0 && threads_on_host > cores)
-        add(rec, "oversubscribed: %.0f compute threads (ranks or replicas x BLAS threads) on "
+        add(rec, "oversubscribed: %.0f compute threads (ranks or replicas x --threads) on "
             "%.0f cores; the figures measure the CPU's sharing, not the strategy",
             (double)threads_on_host, (double)cores, 0.0);
     if (stall_fraction > SB_WARN_STALL_FRACTION)

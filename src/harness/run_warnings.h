@@ -1,5 +1,5 @@
 /* Why a run's figures may not describe the strategy: more threads than
- * cores on this host (ranks or replica threads x BLAS threads), or a noisy
+ * cores on this host (ranks or replica threads x compute threads), or a noisy
  * run (a large share of the step time in stalled steps, or many involuntary
  * context switches). The harness prints them as one "warning:" line and
  * the report records them ("warnings", reports/README.md). */
@@ -26,7 +26,7 @@
 
 /* Fills rec->warnings / rec->n_warnings (at most SB_REPORT_MAX_WARNINGS)
  * from the finished record: `threads_on_host` the compute threads this
- * job runs on rank 0's host (processes or replica threads x BLAS threads
+ * job runs on rank 0's host (processes or replica threads x compute threads
  * each), `cores` that host's online cores, `stall_fraction` of rank 0's
  * step times. Also warns, on a job of several hosts, when the largest
  * point-to-point message (rec->p2p_max_bytes) does not go eagerly under

@@ -209,11 +209,11 @@ struct sb_run_record {
      * NULL: none. */
     const struct sb_memory_entry *memory;
     int n_memory;
-    int blas_threads;          /* BLAS threads per process actually used */
+    int blas_threads;          /* compute threads per process actually used */
     /* How the ranks waited for their messages (comm/wait_policy.h): "spin"
      * or "sleep", --wait resolved on this machine of wait_cores cores
      * running wait_threads_on_machine compute threads (the job's ranks on
-     * its kernel x BLAS threads); "" without MPI. */
+     * its kernel x compute threads); "" without MPI. */
     char wait_policy[8];
     long wait_threads_on_machine, wait_cores;
     /* The largest point-to-point message one rank sends (a pipeline's

@@ -339,7 +339,7 @@ def test_cores_busy_notes_a_cpu_bound_probe(stratbench, tmp_path):
     doc["environment"]["wait_policy"]["compute_threads_on_machine"] = 1  # two machines
     path.write_text(json.dumps(doc))
     assert layouts(stratbench, path, *args)["measured"]["cores_busy"] is None
-    # 2 BLAS threads a rank: 2 compute threads on this machine are 1 rank of the 2
+    # 2 compute threads a rank: 2 compute threads on this machine are 1 rank of the 2
     doc["environment"]["wait_policy"]["compute_threads_on_machine"] = 2
     doc["config"]["blas_threads"] = 2
     path.write_text(json.dumps(doc))

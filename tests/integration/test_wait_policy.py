@@ -56,7 +56,7 @@ def test_sleep_leaves_the_cpu_spin_keeps_it(stratbench, mnist_dir, tmp_path):
 
 
 def test_auto_sleeps_when_oversubscribed(stratbench, mnist_dir, tmp_path):
-    # 2 ranks x (cores) BLAS threads each: twice the machine's cores.
+    # 2 ranks x (cores) compute threads each: twice the machine's cores.
     r = train(stratbench, mnist_dir, tmp_path, "auto", threads=os.cpu_count())
     w = r["environment"]["wait_policy"]
     assert w["set_by"] == "stratbench" and w["policy"] == "sleep", w
