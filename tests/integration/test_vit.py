@@ -19,7 +19,7 @@ from conftest import describe, load_params, run, validate_report
 # accuracy: 100 test images scored, not 10,000.
 SMALL = ["--patch", "7", "--width", "32", "--depth", "2", "--heads", "2", "--eval-samples", "100"]
 # The recommended training recipe of the default vit (docs/workloads.md).
-VIT_RECIPE = ["--optimizer", "adam", "--lr", "1e-3", "--lr-schedule", "cosine",
+VIT_RECIPE = ["--optimizer", "adam", "--lr", "3e-3", "--lr-schedule", "cosine",
               "--lr-warmup-steps", "500"]
 STEPS = 5
 
@@ -127,7 +127,7 @@ def test_bad_architecture_flag_exits_2_naming_it(flags, words, stratbench, mnist
 
 @pytest.mark.slow
 def test_five_epochs_reach_98_percent(stratbench, mnist_dir, tmp_path):
-    """The default model with the recommended recipe (docs/workloads.md: Adam, peak lr 1e-3,
+    """The default model with the recommended recipe (docs/workloads.md: Adam, peak lr 3e-3,
     500 steps of linear warm-up, then cosine to 0) reaches 98.0% on the 10k test images
     within 5 epochs under `single`."""
     report_path = tmp_path / "report.json"
