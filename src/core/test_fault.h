@@ -6,7 +6,9 @@
  * number. Points: "stop-startup" and "stop-finalize" (rank N stops itself
  * with SIGSTOP before MPI_Init / before MPI_Finalize, src/main.c),
  * "kill-finalize" (rank N kills itself with SIGKILL there: after rank 0
- * wrote the report), "thread-create" (creating mirrored's replica thread N, 1-based, fails
+ * wrote the report), "stop-launcher-exec" (N 0: the child that is to exec
+ * mpirun stops itself with SIGSTOP before exec, src/job/launch_watch.c),
+ * "thread-create" (creating mirrored's replica thread N, 1-based, fails
  * with EAGAIN, strategies/mirrored.c). Unset: every call returns 0. */
 #ifndef SB_TEST_FAULT_H
 #define SB_TEST_FAULT_H

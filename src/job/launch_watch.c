@@ -18,6 +18,7 @@
 
 #include "core/clock.h"
 #include "core/interrupt.h"
+#include "core/test_fault.h"
 #include "job/control.h"
 #include "job/launch_progress.h"
 #include "job/launch_reap.h"
@@ -66,6 +67,27 @@ static int pass_stdout(int fd, int *err)
     return 1;
 }
 
+/* The exec's outcome from the close-on-exec pipe fd: 1 with *exec_errno
+ * when the child wrote exec's errno, 0 at EOF (the launcher runs, or the
+ * child died before exec: the watch reaps and names it). A child stopped
+ * between fork and exec (SIGSTOP to the new process) would leave a plain
+ * read waiting forever with no deadline kept: seen stopped, this returns 0
+ * and the watch's start-up deadline names the stopped launcher. */
+static int exec_outcome(int fd, pid_t child, int *exec_errno)
+{
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int r = poll(&p, 1, 100);
+        if (r < 0 && errno != EINTR) return 0;
+        if (r > 0) {
+            ssize_t got = read(fd, exec_errno, sizeof *exec_errno);
+            if (got < 0 && errno == EINTR) continue;
+            return got == (ssize_t)sizeof *exec_errno;
+        }
+        if (r == 0 && sb_process_state(child) == 'T') return 0;
+    }
+}
+
 /* Forks and execs mpirun (args) with its stderr and stdout on the given
  * pipes; sets w->child. SB_ERR_USAGE naming the launcher when it cannot be
  * started (exec's errno comes back over a close-on-exec pipe). */
@@ -102,6 +124,7 @@ static sb_status start_child(char **args, int err_pipe[2], int out_pipe[2], stru
         signal(SIGTERM, SIG_DFL);
         signal(SIGHUP, SIG_DFL);
         signal(SIGPIPE, SIG_DFL);
+        sb_test_fault_stop("stop-launcher-exec", 0);
         execvp(args[0], args);
         int e = errno;
         if (write(exec_pipe[1], &e, sizeof e) < 0) _exit(127);
@@ -112,9 +135,9 @@ static sb_status start_child(char **args, int err_pipe[2], int out_pipe[2], stru
     close(out_pipe[1]);
     close(exec_pipe[1]);
     int exec_errno = 0;
-    ssize_t got = read(exec_pipe[0], &exec_errno, sizeof exec_errno);
+    int failed = exec_outcome(exec_pipe[0], child, &exec_errno);
     close(exec_pipe[0]);
-    if (got == (ssize_t)sizeof exec_errno) {
+    if (failed) {
         waitpid(child, NULL, 0);
         close(err_pipe[0]);
         close(out_pipe[0]);

@@ -9,6 +9,7 @@ reliably. The others send real signals to real processes, or use a stand-in laun
 (a shell script given as STRATBENCH_MPIRUN) for Open MPI's own failure modes."""
 
 import os
+import re
 import pathlib
 import signal
 import socket
@@ -181,6 +182,25 @@ def test_stopped_mpirun_at_start_up_hits_the_start_up_deadline(stratbench, mnist
     assert lines[0] == (f"stratbench: start-up did not complete within 12 s (2 x --timeout + "
                         f"10): the MPI launcher (pid {mpirun}) is stopped; the job was ended")
     assert not alive(mpirun)
+    assert leftovers(tmp_path) == []
+
+
+def test_launcher_stopped_before_exec_hits_the_start_up_deadline(stratbench, mnist_dir,
+                                                                tmp_path):
+    """The child that is to exec mpirun stopped between fork and exec (what a SIGSTOP to
+    the launcher's new process can hit): stratbench once waited forever for the exec's
+    outcome; now the start-up deadline names the stopped launcher and ends the job."""
+    report = tmp_path / "r.json"
+    job = start(ddp(stratbench, mnist_dir, report, *SHORT, "--timeout", "1"), tmp_path,
+                STRATBENCH_TEST_FAULT="stop-launcher-exec:0")
+    rc, seconds = job.end(40)
+    assert rc == 1, job.stderr()
+    assert seconds <= 12 + 3, (seconds, job.stderr())
+    lines = job.lines()
+    assert len(lines) == 1, job.stderr()
+    assert re.fullmatch(r"stratbench: start-up did not complete within 12 s \(2 x --timeout "
+                        r"\+ 10\): the MPI launcher \(pid \d+\) is stopped; the job was ended",
+                        lines[0]), job.stderr()
     assert leftovers(tmp_path) == []
 
 
