@@ -78,16 +78,16 @@ class Job:
                                      env=env, cwd=tmp_path, start_new_session=True)
         self.tmp_path = tmp_path
 
-    def wait_training(self, nranks, timeout=120):
+    def wait_training(self, nranks, timeout=120, settle=1.0):
         """Waits until rank 0 printed its header (training started) and `nranks` ranks
-        are visible; returns {rank: pid}."""
+        are visible, then `settle` s more (well into training); returns {rank: pid}."""
         t0 = time.time()
         while time.time() - t0 < timeout:
             self.out.seek(0)
             if "steps/epoch" in self.out.read():
                 ranks = rank_pids(self.proc.pid)
                 if len(ranks) >= nranks:
-                    time.sleep(1.0)  # well into training
+                    time.sleep(settle)
                     return ranks
             if self.proc.poll() is not None:
                 break
