@@ -185,36 +185,37 @@ def test_stopped_mpirun_at_start_up_hits_the_start_up_deadline(stratbench, mnist
     assert leftovers(tmp_path) == []
 
 
+def start_up_deadline_line(stratbench, mnist_dir, tmp_path, fault, slack):
+    """Runs a short ddp job with --timeout 1 and the test hook `fault`; asserts it ends
+    with exit 1 within its start-up deadline (12 s) + `slack` s, leaving nothing behind;
+    returns its one line."""
+    report = tmp_path / "r.json"
+    job = start(ddp(stratbench, mnist_dir, report, *SHORT, "--timeout", "1"), tmp_path,
+                STRATBENCH_TEST_FAULT=fault)
+    rc, seconds = job.end(40)
+    assert rc == 1, job.stderr()
+    assert seconds <= 12 + slack, (seconds, job.stderr())
+    lines = job.lines()
+    assert len(lines) == 1, job.stderr()
+    assert leftovers(tmp_path) == []
+    return lines[0]
+
+
 def test_launcher_stopped_before_exec_hits_the_start_up_deadline(stratbench, mnist_dir,
                                                                 tmp_path):
     """The child that is to exec mpirun stopped between fork and exec (what a SIGSTOP to
     the launcher's new process can hit): stratbench once waited forever for the exec's
     outcome; now the start-up deadline names the stopped launcher and ends the job."""
-    report = tmp_path / "r.json"
-    job = start(ddp(stratbench, mnist_dir, report, *SHORT, "--timeout", "1"), tmp_path,
-                STRATBENCH_TEST_FAULT="stop-launcher-exec:0")
-    rc, seconds = job.end(40)
-    assert rc == 1, job.stderr()
-    assert seconds <= 12 + 3, (seconds, job.stderr())
-    lines = job.lines()
-    assert len(lines) == 1, job.stderr()
+    line = start_up_deadline_line(stratbench, mnist_dir, tmp_path, "stop-launcher-exec:0", 3)
     assert re.fullmatch(r"stratbench: start-up did not complete within 12 s \(2 x --timeout "
                         r"\+ 10\): the MPI launcher \(pid \d+\) is stopped; the job was ended",
-                        lines[0]), job.stderr()
-    assert leftovers(tmp_path) == []
+                        line), line
 
 
 def test_rank_stopped_at_start_up_is_named(stratbench, mnist_dir, tmp_path):
-    report = tmp_path / "r.json"
-    job = start(ddp(stratbench, mnist_dir, report, *SHORT, "--timeout", "1"), tmp_path,
-                STRATBENCH_TEST_FAULT="stop-startup:1")
-    rc, seconds = job.end(40)
-    assert rc == 1, job.stderr()
-    assert seconds <= 12 + 5, (seconds, job.stderr())
-    assert job.lines() == [f"stratbench: start-up did not complete within 12 s (2 x --timeout "
-                           f"+ 10): rank 1 (host {HOST}) is stopped; the job was ended"], \
-        job.stderr()
-    assert leftovers(tmp_path) == []
+    line = start_up_deadline_line(stratbench, mnist_dir, tmp_path, "stop-startup:1", 5)
+    assert line == (f"stratbench: start-up did not complete within 12 s (2 x --timeout + 10): "
+                    f"rank 1 (host {HOST}) is stopped; the job was ended")
 
 
 def test_rank_stopped_before_finalize_fails_and_removes_the_report(stratbench, mnist_dir,
