@@ -32,22 +32,19 @@ import struct
 import sys
 import time
 
+from blas_cap import blas_env
 
 
 def cap_blas_threads(argv):
-    """Sets the BLAS and OpenMP pools' thread counts to --threads (default 1) before numpy
-    and torch load: torch.set_num_threads does not cap the OpenBLAS pool under Debian's
-    PyTorch (1.13, libblas.so.3 = openblas-pthread), which takes every core, and the pools
-    read these variables once, when they load (docs/workloads.md, "PyTorch's '1 thread'
-    was two cores"). Spawned ranks inherit them."""
+    """Caps the BLAS and OpenMP pools at --threads (default 1) before numpy and torch load
+    (blas_cap.py says why); spawned ranks inherit the variables."""
     n = "1"
     for i, arg in enumerate(argv):
         if arg == "--threads" and i + 1 < len(argv):
             n = argv[i + 1]
         elif arg.startswith("--threads="):
             n = arg.split("=", 1)[1]
-    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = n
+    os.environ.update(blas_env(n))
 
 
 cap_blas_threads(sys.argv)

@@ -13,8 +13,8 @@ two of backward for each linear layer; the attention's batched products), of
 torch.mm/torch.bmm's median time at that shape with N threads: what a step costs if
 everything but the GEMMs were free. Prints a table; --out writes results.json.
 
-N threads means N cores on both sides. stratbench's --threads caps its BLAS pool;
-torch.set_num_threads does not cap Debian's PyTorch's (1.13 calls OpenBLAS through
+N threads means N cores on both sides. stratbench's --threads is N threads of its own
+pool (OpenBLAS kept at one); torch.set_num_threads does not cap Debian's PyTorch's (1.13 calls OpenBLAS through
 libblas.so.3, whose thread pool takes every core: torch.mm at "1 thread" used 1.99 cores
 here, and ran 1.5x faster than one core's). So the PyTorch side (its training run and
 the floor) runs in a child process started with OPENBLAS_NUM_THREADS, OMP_NUM_THREADS
@@ -44,6 +44,8 @@ import subprocess
 import tempfile
 import sys
 import time
+
+from blas_cap import blas_env
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -208,8 +210,7 @@ def torch_side(a, threads):
     """torch_child's result for `threads`, in a child process whose BLAS and
     OpenMP pools are capped at `threads` (set before torch loads: the pools
     read them once)."""
-    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads),
-               MKL_NUM_THREADS=str(threads))
+    env = dict(os.environ, **blas_env(threads))
     cmd = [sys.executable, str(pathlib.Path(__file__).resolve()), "--torch-child", str(threads),
            "--batch", str(a.batch), "--steps", str(a.steps), "--warmup", str(a.warmup)]
     if a.cpu_time:

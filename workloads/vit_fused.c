@@ -125,6 +125,14 @@ struct block_group {
     int n, g; /* samples, samples a group */
 };
 
+/* Group i's first sample; *ns its samples. */
+static int group_first(const struct block_group *c, int i, int *ns)
+{
+    int s0 = i * c->g;
+    *ns = c->n - s0 < c->g ? c->n - s0 : c->g;
+    return s0;
+}
+
 /* Group i of block_forward_grouped. */
 static void block_group_forward(void *arg, int i)
 {
@@ -137,7 +145,7 @@ static void block_group_forward(void *arg, int i)
     int F = p->hidden_local, Wl = p->width_local, W3 = 3 * Wl;
     const float *prm = m->params, *x = c->x;
     float scale = 1.0f / sqrtf((float)hd);
-    int s0 = i * c->g, ns = c->n - s0 < c->g ? c->n - s0 : c->g, rows = ns * T;
+    int ns, s0 = group_first(c, i, &ns), rows = ns * T;
     size_t r0 = (size_t)s0 * T, q0 = r0 * W3;
     be->layernorm_forward(x + r0 * W, prm + b->norm1_w, prm + b->norm1_b, rows, W, VIT_LN_EPS,
                           b->ln1 + r0 * W, b->mean1 + r0, b->rstd1 + r0);
@@ -176,11 +184,7 @@ void sb_vit_block_forward_grouped(struct sb_model *m, struct vit_block *b, const
     g = g < 1 ? 1 : g;
     qkv_weights(m, b);
     struct block_group c = {.m = m, .b = b, .x = x, .out = out, .n = n, .g = g};
-    int groups = (n + g - 1) / g;
-    if (m->be->parallel_for)
-        m->be->parallel_for(groups, block_group_forward, &c);
-    else
-        for (int i = 0; i < groups; i++) block_group_forward(&c, i);
+    sb_model_parallel_for(m, (n + g - 1) / g, block_group_forward, &c);
 }
 
 /* The attention backward of samples s0 .. s0 + ns - 1 from their d context
@@ -222,7 +226,7 @@ static void attention_group_backward(void *arg, int i)
     const struct vit_block *b = c->b;
     struct vit *p = m->impl;
     int W = p->width, T = p->tokens, Wl = p->width_local, W3 = 3 * Wl;
-    int s0 = i * c->g, ns = c->n - s0 < c->g ? c->n - s0 : c->g;
+    int ns, s0 = group_first(c, i, &ns);
     size_t r0 = (size_t)s0 * T;
     float *dc = p->tmp + r0 * Wl, *d = p->dh[0] + r0 * W3;
     sb_model_gemm(m, 0, 0, ns * T, Wl, W, 1.0f, p->dres + r0 * W, W, m->params + b->proj_w, Wl,
@@ -248,10 +252,6 @@ void sb_vit_fused_attention_block_backward(struct sb_model *m, struct vit_block 
     g = g < 1 ? 1 : g;
     sb_vit_linear_backward(m, p->dres, b->ctx, rows, Wl, W, b->proj_w, b->proj_b, 0.0f, NULL);
     struct block_group c = {.m = m, .b = b, .n = n, .g = g};
-    int groups = (n + g - 1) / g;
-    if (m->be->parallel_for)
-        m->be->parallel_for(groups, attention_group_backward, &c);
-    else
-        for (int i = 0; i < groups; i++) attention_group_backward(&c, i);
+    sb_model_parallel_for(m, (n + g - 1) / g, attention_group_backward, &c);
     qkv_weight_grads(m, b, p->dh[0], rows);
 }

@@ -187,12 +187,8 @@ static void fc2_gelu_backward(struct sb_model *m, const struct vit_block *b, int
     struct vit *p = m->impl;
     int W = p->width, F = p->hidden_local;
     struct gelu_chunks c = {.m = m, .b = b, .rows = rows, .ch = sb_vit_chunk_rows(m, rows, F)};
-    int chunks = (rows + c.ch - 1) / c.ch;
     sb_vit_linear_backward(m, p->dres, b->gelu, rows, F, W, b->fc2_w, b->fc2_b, 0.0f, NULL);
-    if (m->be->parallel_for)
-        m->be->parallel_for(chunks, fc2_gelu_chunk, &c);
-    else
-        for (int i = 0; i < chunks; i++) fc2_gelu_chunk(&c, i);
+    sb_model_parallel_for(m, (rows + c.ch - 1) / c.ch, fc2_gelu_chunk, &c);
 }
 
 /* One block on res[l] -> res[l + 1] for n samples (of a tp shard: its

@@ -182,6 +182,18 @@ static inline void sb_model_gemm(const struct sb_model *m, int trans_a, int tran
         m->be->sgemm(trans_a, trans_b, rows, cols, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+/* fn(ctx, i) for every i in [0, n): on the backend's threads where it has
+ * parallel_for (the cpu's pool: items write disjoint memory), else in order
+ * on this thread. */
+static inline void sb_model_parallel_for(const struct sb_model *m, int n,
+                                         void (*fn)(void *ctx, int i), void *ctx)
+{
+    if (m->be->parallel_for)
+        m->be->parallel_for(n, fn, ctx);
+    else
+        for (int i = 0; i < n; i++) fn(ctx, i);
+}
+
 /* Rounds buf[0..count) (backend memory) to m's 16-bit format when m->half;
  * nothing under fp32. */
 static inline void sb_model_round(const struct sb_model *m, float *buf, size_t count)

@@ -21,7 +21,6 @@
 /* OpenBLAS extensions (declared in its cblas.h; repeated here in case the
  * generic cblas.h is the one found first). */
 void openblas_set_num_threads(int num_threads);
-int openblas_get_num_threads(void);
 char *openblas_get_config(void);
 
 /* Every block has a 64-byte header before the pointer saying how it was
@@ -157,8 +156,7 @@ struct gemm_call {
 static int part_start(int extent, int parts, int i)
 {
     if (i >= parts) return extent;
-    int s = (int)((long)extent * i / parts) / SPLIT_ALIGN * SPLIT_ALIGN;
-    return s;
+    return (int)((long)extent * i / parts) / SPLIT_ALIGN * SPLIT_ALIGN;
 }
 
 /* Part i of g: C's rows (or columns) [s, e) from A's rows (or B's columns)
@@ -451,8 +449,7 @@ const struct sb_backend_ops sb_backend_cpu = {
 
 void sb_backend_cpu_set_threads(int n)
 {
-    /* fewer workers than asked: parallel_for's items still all run */
-    (void)sb_cpu_pool_set_threads(n > 0 ? n : 1);
+    sb_cpu_pool_set_threads(n > 0 ? n : 1);
     openblas_set_num_threads(1); /* the pool splits the GEMMs (cpu_pool.h) */
 }
 

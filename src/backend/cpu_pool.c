@@ -105,7 +105,7 @@ static void *worker(void *arg)
     return NULL;
 }
 
-int sb_cpu_pool_set_threads(int n)
+void sb_cpu_pool_set_threads(int n)
 {
     n = n < 1 ? 1 : n > POOL_MAX_THREADS ? POOL_MAX_THREADS : n;
     pthread_mutex_lock(&caller); /* no parallel_for under way */
@@ -122,9 +122,7 @@ int sb_cpu_pool_set_threads(int n)
         atomic_fetch_add_explicit(&pool.workers, 1, memory_order_relaxed);
     }
     atomic_store_explicit(&pool.threads, n, memory_order_relaxed);
-    int used = load(&pool.workers) + 1;
     pthread_mutex_unlock(&caller);
-    return used < n ? used : n;
 }
 
 int sb_cpu_pool_threads(void)

@@ -21,9 +21,10 @@
 
 /* Sets the threads the pool uses, the caller's included (1: none besides
  * the caller; at most 64), starting workers as needed (they sleep between
- * calls and stay for the process's life). Returns the count that will be
- * used: less than n only when a thread could not be started. */
-int sb_cpu_pool_set_threads(int n);
+ * calls and stay for the process's life). A worker that cannot be started
+ * is left out: sb_cpu_pool_threads counts those that run, and every item
+ * still runs. */
+void sb_cpu_pool_set_threads(int n);
 
 /* The threads a parallel_for started here would use: 1 inside an item (a
  * parallel_for there runs serially), else the pool's. */

@@ -110,7 +110,6 @@ static void read_transport(struct sb_run_record *rec, const struct sb_config *cf
  * (mirrored, single) times the compute threads of each. */
 static void warn_if_misleading(struct sb_loop *L, const struct sb_job *job)
 {
-    read_transport(L->rec, L->cfg);
     struct sb_summary s;
     double stall = 0;
     if (L->t.n > 0 && sb_summarize(L->t.step_ms, L->t.n, &s) == SB_OK)
@@ -164,6 +163,7 @@ sb_status sb_loop_rank0_outputs(struct sb_loop *L)
 {
     const struct sb_config *cfg = L->cfg;
     const struct sb_run_record *rec = L->rec;
+    read_transport(L->rec, cfg); /* for the warnings and the report */
     warn_if_misleading(L, L->job);
     SB_TRY(write_outputs(L));
     if (cfg->mllog_path[0]) {

@@ -175,8 +175,8 @@ static void add_launcher(cJSON *env, int *fail)
 /* "mpi_transport": per Open MPI variable that stratbench may choose
  * (job/launcher.h), {value, set_by, in_effect}: the environment's value
  * (null when unset), "stratbench" or "user" (or "none" when unset), and
- * what MPI runs with (rec->mpi_transport_in_effect, read by MPI_T at
- * start-up; null without MPI or where MPI does not say). */
+ * what MPI runs with (rec->mpi_transport_in_effect, read by MPI_T on
+ * rank 0 after training; null without MPI or where MPI does not say). */
 static void add_transport(cJSON *env, const struct sb_run_record *rec, int *fail)
 {
     cJSON *t = cJSON_AddObjectToObject(env, "mpi_transport");
