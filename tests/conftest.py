@@ -87,6 +87,14 @@ def run(args, timeout=DEFAULT_TIMEOUT_S, **kw):
                           text=True, timeout=timeout, **kw)
 
 
+def cuda_devices(stratbench):
+    """Number of CUDA devices `stratbench info` reports (0 without a GPU or a CUDA build)."""
+    import re
+    proc = run([stratbench, "info"])
+    m = re.search(r"^cuda:\s+(\d+) device", proc.stdout, re.MULTILINE)
+    return int(m.group(1)) if m else 0
+
+
 def mpirun_cmd(nranks, *args):
     """The argument list that starts `args` on `nranks` MPI ranks of this machine."""
     return ["mpirun", "-n", str(nranks), "--bind-to", "none", *map(str, args)]

@@ -19,7 +19,7 @@ import pathlib
 
 import pytest
 
-from conftest import build_path, child_env, describe, run
+from conftest import build_path, child_env, cuda_devices, describe, run
 
 STEPS = 6
 INJECT = build_path() / "tests" / "libnvtx_inject.so"
@@ -50,6 +50,13 @@ CASES = [
     ("hierarchical-small-buckets", ["--strategy", "hierarchical", "--replicas", "4",
                                     "--ranks-per-host", "2", "--bucket-mb", "0.01"],
      4, 1, {"data", "forward", "backward", "optimizer", "comm"}),
+    # The device path (a GPU machine only): the same ranges around asynchronous work.
+    ("cuda-single", ["--strategy", "single", "--device", "cuda"], 1, 1,
+     {"data", "forward", "backward", "optimizer"}),
+    ("cuda-mirrored", ["--strategy", "mirrored", "--replicas", "2", "--device", "cuda"], 1, 2,
+     {"data", "forward", "backward", "optimizer", "comm"}),
+    ("cuda-ddp-mpi", ["--strategy", "ddp", "--replicas", "2", "--device", "cuda", "--comm",
+                      "mpi"], 2, 1, {"data", "forward", "backward", "optimizer", "comm"}),
 ]
 
 
@@ -110,6 +117,8 @@ def test_nvtx_ranges_as_a_tool_sees_them(case, stratbench, mnist_dir, tmp_path):
         pytest.skip(f"{INJECT} not built (./configure.py found no NVTX3 headers: the ranges "
                     "compile to nothing)")
     name, flags, processes, threads, worker_phases = case
+    if "cuda" in flags and cuda_devices(stratbench) == 0:
+        pytest.skip("skipped: no CUDA device")
     logs = tmp_path / "nvtx"
     logs.mkdir()
     env = {**child_env(), "NVTX_INJECTION64_PATH": str(INJECT),
