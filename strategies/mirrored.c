@@ -235,7 +235,9 @@ static sb_status mirrored_init(struct sb_strategy *s)
     /* The harness reads replica 0's parameters (on this thread, its GPU's)
      * and counts replica 0's communicator. */
     s->replica = mr->members[0].replica;
-    s->comms[s->n_comms++] = mr->members[0].comm; /* one process: no s->world */
+    /* One process: no s->world. Replicas sharing one GPU have no
+     * communicator (mirrored_device.c reduces on the device): none counted. */
+    if (mr->members[0].comm) s->comms[s->n_comms++] = mr->members[0].comm;
     return dispatch(mr, JOB_BROADCAST);
 }
 

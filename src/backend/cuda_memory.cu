@@ -86,7 +86,16 @@ void sb_cuda_free(void *ptr)
 {
     if (!ptr) return;
     mem_track_free(ptr);
-    cudaFree(ptr); /* implicitly synchronises the device */
+    /* cudaFree implicitly synchronises the device. A failure (a block freed
+     * twice, not from cudaMalloc) is the thread's sticky error, named here:
+     * left as the runtime's last error, the next unrelated check would
+     * report it as its own (seen on an H200: a test's double free surfaced
+     * as "cudaGetLastError() ... invalid argument" in a later sync). */
+    cudaError_t e = cudaFree(ptr);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        sb_cuda_fail("cudaFree", cudaGetErrorString(e));
+    }
 }
 
 /* Asynchronous on the thread's stream, and host_src may be reused or freed

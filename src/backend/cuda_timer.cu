@@ -110,16 +110,14 @@ extern "C" sb_status sb_cuda_timer_previous_ms(struct sb_cuda_timer *t, int a, i
         return sb_error(SB_ERR_INTERNAL, "cuda timer: marks %d, %d out of range", a, b);
     int prev = t->cur ^ 1;
     if (!t->recorded[prev][a] || !t->recorded[prev][b]) return SB_OK;
+    /* Wait while the stream has not reached mark b (the previous step's
+     * work, normally finished: then this returns at once). Asking for the
+     * time first and waiting on cudaErrorNotReady would work too, but the
+     * failed call is an API error to compute-sanitizer (seen on an H200,
+     * docs/gpu.md). */
+    SB_TRY(SB_CUDA_CHECK(cudaEventSynchronize(t->ev[prev][b]), SB_ERR_DEVICE));
     float f = 0.0f;
-    cudaError_t e = cudaEventElapsedTime(&f, t->ev[prev][a], t->ev[prev][b]);
-    if (e == cudaErrorNotReady) {
-        /* The stream has not reached mark b yet: wait for it (the previous
-         * step's work, normally long finished). */
-        cudaGetLastError();
-        SB_TRY(SB_CUDA_CHECK(cudaEventSynchronize(t->ev[prev][b]), SB_ERR_DEVICE));
-        e = cudaEventElapsedTime(&f, t->ev[prev][a], t->ev[prev][b]);
-    }
-    SB_TRY(SB_CUDA_CHECK(e, SB_ERR_DEVICE));
+    SB_TRY(SB_CUDA_CHECK(cudaEventElapsedTime(&f, t->ev[prev][a], t->ev[prev][b]), SB_ERR_DEVICE));
     *ms = (double)f;
     return SB_OK;
 }

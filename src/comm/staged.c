@@ -86,6 +86,22 @@ static sb_status staged_allreduce(struct sb_comm *c, float *buf, size_t n)
     return to_device(m, buf, n);
 }
 
+/* The 16-bit all-reduce of the inner communicator on the staged copy
+ * (--precision bf16|fp16's gradients; the wire and the sums are the inner
+ * op's, comm.h). Errors: SB_ERR_USAGE when the inner communicator has no
+ * 16-bit all-reduce; the copies' and the inner op's. */
+static sb_status staged_allreduce16(struct sb_comm *c, enum sb_half_format fmt, float *buf,
+                                    size_t n, double *convert_s)
+{
+    struct staged_impl *m = impl(c);
+    if (!m->inner->ops->allreduce16)
+        return sb_error(SB_ERR_USAGE, "staged %s communicator: no 16-bit all-reduce",
+                        m->inner->ops->name);
+    SB_TRY(to_host(m, buf, n));
+    SB_TRY(m->inner->ops->allreduce16(m->inner, fmt, m->host, n, convert_s));
+    return to_device(m, buf, n);
+}
+
 /* Metrics are host doubles already: no staging. */
 static sb_status staged_allreduce_f64(struct sb_comm *c, double *buf, size_t n)
 {
@@ -268,6 +284,7 @@ static const struct sb_comm_ops staged_ops = {
     .name = "staged",
     .allreduce = staged_allreduce,
     .allreduce_f64 = staged_allreduce_f64,
+    .allreduce16 = staged_allreduce16,
     .broadcast = staged_broadcast,
     .send = staged_send,
     .recv = staged_recv,

