@@ -8,6 +8,7 @@
 # Usage: tools/gpu/check.sh [STEP...]   (default: every step, in this order;
 #        the runs of memcheck, racecheck and accuracy run at once)
 #   env       the GPU, the toolkit, the libraries the binaries resolve
+#   gdb       cuda-gdb's backtrace of a short mirrored run (crashed once)
 #   unit      build/tests/test_cuda_backend: every cuda op against the cpu op
 #   params    tests/integration/test_gpu.py (not slow): every strategy and
 #             workload 20 steps on cuda against cpu, faults, --cuda-graph
@@ -102,6 +103,10 @@ s_env() {
     step env.info 60 "$bin" info
     step env.mpirun 60 mpirun -n 2 --oversubscribe echo ok
 }
+s_gdb() { # a host backtrace of a crash, if mirrored's (the first run's segfault) comes back
+    step gdb.mirrored 90 cuda-gdb -batch -ex run -ex bt --args "$bin" train --data "$data" \
+        --device cuda --strategy mirrored --replicas 2 --max-steps 5
+}
 s_unit() {
     step unit.cuda_backend 120 "$STRATBENCH_BUILD/tests/test_cuda_backend"
     step unit.cuda_backend.memcheck 180 compute-sanitizer --tool memcheck --error-exitcode 1 \
@@ -135,7 +140,7 @@ s_speed() {
     step speed.vit_gpu_vs_torch 150 python3 bench/vit_gpu_vs_torch.py --out "$logs/vit_gpu_vs_torch.json"
 }
 
-steps=${*:-env unit params nvtx memcheck accuracy speed racecheck}
+steps=${*:-env gdb unit params nvtx memcheck accuracy racecheck speed}
 echo "gpu check: $(date -u +%FT%TZ), steps: $steps" | tee -a "$summary"
 for s in $steps; do
     if declare -F "s_$s" > /dev/null; then "s_$s"; else echo "check: unknown step $s" >&2; exit 2; fi
