@@ -8,7 +8,7 @@
 # prints epoch times, samples/s and the speedup torch / stratbench (the goal
 # for single: >= 5x).
 #
-# NOT YET RUN ON A GPU: written on a machine without one (see docs/gpu.md).
+# Run on an H200 on 2026-11-28 (docs/gpu.md, "The GPU runs").
 # Usage: bench/speed_gpu.sh [MNIST_DIR]   (default $STRATBENCH_DATA or data/mnist)
 # Needs: a CUDA build (./configure.py && ninja), python3 with torch + numpy.
 set -eu

@@ -17,7 +17,7 @@ it changes which images make a batch, not the work per step.
 
 Prints `torch_epoch_s <seconds>` and `torch_train_loss <mean>`.
 
-NOT YET RUN ON A GPU: written and checked for syntax on a machine without one.
+Run on an H200 on 2026-11-28 (docs/gpu.md).
 Needs: torch with CUDA, numpy. Usage: torch_gpu_reference.py --data DIR
 """
 

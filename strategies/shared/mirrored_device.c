@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "backend/cuda.h"
+#include "core/nvtx.h"
 #include "strategies/shared/mirrored.h"
+#include "strategies/shared/precision.h"
 
 sb_status sb_mirrored_create_comms(struct mirrored *mr)
 {
@@ -80,6 +82,10 @@ sb_status sb_mirrored_device_share(struct member *me, int sum_grads)
     int leader = me->index == 0;
     float *buf = share_buf(me, sum_grads);
     size_t n = me->replica->model->n_params;
+    /* A comm range with the bytes each replica's buffer holds, as the
+     * communicators' wrappers open around an all-reduce or broadcast. */
+    sb_nvtx_push_bytes(sum_grads ? "allreduce.device" : "broadcast.device", SB_NVTX_COMM,
+                       n * sizeof *buf);
     /* Each member keeps its first error but still passes every barrier. */
     sb_status st = sb_cuda_event_record(me->event); /* 1: buf written */
     mid_barrier(mr);
@@ -88,6 +94,11 @@ sb_status sb_mirrored_device_share(struct member *me, int sum_grads)
             st = sb_cuda_stream_wait_event(mr->members[r].event);
             if (!st && sum_grads) be->add(buf, share_buf(&mr->members[r], 1), n);
         }
+        /* --precision bf16|fp16: the sum rounded once to 16 bits, as the
+         * threads' 16-bit all-reduce on the CPU does (local.c: fp32 sums in
+         * replica order, rounded once), so both paths make the same update;
+         * a no-op at fp32. */
+        if (!st && sum_grads) sb_precision_round(mr->env->cfg, be, buf, n);
         if (!st) st = sb_cuda_event_record(me->event);
     }
     mid_barrier(mr);
@@ -99,6 +110,7 @@ sb_status sb_mirrored_device_share(struct member *me, int sum_grads)
     mid_barrier(mr);
     for (int r = 1; leader && r < mr->n && !st; r++) /* 4: next write after the copies */
         st = sb_cuda_stream_wait_event(mr->members[r].event);
+    sb_nvtx_pop();
     return st;
 #endif
 }
