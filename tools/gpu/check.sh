@@ -22,8 +22,9 @@
 # Logs: $OUT (or /tmp/gpu-check) holds summary.txt and logs.tgz (one log per
 # step), rewritten after every step, so a run stopped at its limit still
 # leaves what finished. Exit: 0 when every step passed, else 1.
-# Environment: GPU_CHECK_BUNDLE (.gpu/bundle.tar.xz), GPU_CHECK_LIMIT_S
-# (per-step limit multiplier, default 1).
+# Environment: GPU_CHECK_BUNDLE (.gpu/bundle.tar.xz), GPU_CHECK_DIR (where
+# it is unpacked, once: /tmp/sb), GPU_CHECK_LIMIT_S (per-step limit
+# multiplier, default 1).
 set -u
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
@@ -37,7 +38,7 @@ scale=${GPU_CHECK_LIMIT_S:-1}
 
 # --- the carried libraries and Open MPI (tools/gpu/bundle.sh) --------------
 bundle=${GPU_CHECK_BUNDLE:-.gpu/bundle.tar.xz}
-sb=/tmp/sb
+sb=${GPU_CHECK_DIR:-/tmp/sb}
 if [ ! -d $sb/root ]; then
     mkdir -p $sb && tar -C $sb -xJf "$bundle" || { echo "check: cannot unpack $bundle" >&2; exit 2; }
 fi
@@ -141,10 +142,11 @@ s_speed() {
 }
 
 steps=${*:-env gdb unit params nvtx memcheck accuracy racecheck speed}
-echo "gpu check: $(date -u +%FT%TZ), steps: $steps" | tee -a "$summary"
 for s in $steps; do
-    if declare -F "s_$s" > /dev/null; then "s_$s"; else echo "check: unknown step $s" >&2; exit 2; fi
+    declare -F "s_$s" > /dev/null || { echo "check: unknown step $s" >&2; exit 2; }
 done
+echo "gpu check: $(date -u +%FT%TZ), steps: $steps" | tee -a "$summary"
+for s in $steps; do "s_$s"; done
 echo "--- summary"
 cat "$summary"
 ! grep -q ' rc [1-9]' "$summary"
