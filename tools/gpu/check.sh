@@ -105,7 +105,7 @@ s_env() {
     step env.mpirun 60 mpirun -n 2 --oversubscribe echo ok
 }
 s_gdb() { # a host backtrace of a crash, if mirrored's (the first run's segfault) comes back
-    step gdb.mirrored 90 cuda-gdb -batch -ex run -ex bt --args "$bin" train --data "$data" \
+    step gdb.mirrored 90 cuda-gdb -batch -return-child-result -ex run -ex bt --args "$bin" train --data "$data" \
         --device cuda --strategy mirrored --replicas 2 --max-steps 5
 }
 s_unit() {
