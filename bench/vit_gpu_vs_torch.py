@@ -20,7 +20,6 @@ built with CUDA.
 """
 
 import argparse
-import importlib.util
 import json
 import os
 import pathlib
@@ -29,17 +28,7 @@ import subprocess
 import tempfile
 import time
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
-SHAPE = dict(patch=4, width=64, depth=6, heads=4, mlp_ratio=2)
-
-
-def load_reference():
-    """tools/vit_reference.py as a module (its ViT class)."""
-    spec = importlib.util.spec_from_file_location("vit_reference",
-                                                  REPO / "tools" / "vit_reference.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from vit_vs_torch import REPO, SHAPE, load_reference  # the same model and shape
 
 
 def stratbench_run(a):
