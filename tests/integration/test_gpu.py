@@ -140,6 +140,29 @@ def within(name, rule, flags, on_gpu, on_cpu):
         assert in_ulps >= 0.99 and worst <= 1e-2, f"{what}, {100 * in_ulps:.3f} % within 4 ulps"
 
 
+def test_rules_pass_and_fail_as_written():
+    """The comparison rules on made-up parameters (no GPU): each passes at its bound and
+    fails just past it."""
+    rng = np.random.default_rng(0)
+    cpu = rng.uniform(-0.2, 0.2, 10000).astype(np.float32)
+    adam = ["--lr", "0.001"]
+    within("fp32", "fp32", [], cpu + np.float32(9e-5), cpu)
+    with pytest.raises(AssertionError):
+        within("fp32", "fp32", [], cpu + np.float32(2e-4), cpu)
+    off = cpu.copy()
+    off[:10] += 0.03  # 0.1 % of values past 1e-4, none past 2 * 20 * lr = 0.04
+    within("adam", "adam", adam, off, cpu)
+    off[:11] += 0.03
+    with pytest.raises(AssertionError):  # 0.11 %, and past 0.04
+        within("adam", "adam", adam, off, cpu)
+    ulp = np.exp2(np.floor(np.log2(np.abs(cpu))) - 7).astype(np.float32)
+    within("bf16", "bf16", [], cpu + 3 * ulp, cpu)
+    off = cpu + 3 * ulp
+    off[:200] += 8 * ulp[:200]  # 2 % past 4 ulps
+    with pytest.raises(AssertionError):
+        within("bf16", "bf16", [], off, cpu)
+
+
 @pytest.mark.parametrize("name,flags,rule", WORKLOAD_CASES, ids=[c[0] for c in WORKLOAD_CASES])
 def test_workloads_after_20_steps_match_cpu(gpus, name, flags, rule, stratbench, mnist_dir,
                                             tmp_path):
