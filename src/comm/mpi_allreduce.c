@@ -8,9 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* MPI counts are int: a message is sent in pieces of at most this many
- * floats. */
-#define PIECE ((size_t)1 << 30)
+#include "job/eager_limit.h"
+
+/* A step's range is sent in messages of at most this many floats: under
+ * the TCP eager limit stratbench sets (job/eager_limit.h), so that both
+ * ranks of an exchange stream at once; MPI counts are int too. */
+#define PIECE (SB_COLLECTIVE_PIECE_BYTES / sizeof(float))
 
 /* One step: send buf-range to send_peer, receive into recv (scratch or
  * buf) from recv_peer, then, if add, buf-range add_dst += recv. An empty

@@ -31,6 +31,19 @@
 /* What the limit is rounded up to, bytes. */
 #define SB_EAGER_ROUND_BYTES 4096u
 
+/* The largest message of stratbench's own collectives, bytes: the ring,
+ * recursive doubling, reduce-scatter and all-gather of comm/mpi_allreduce.c
+ * send a step's range in messages of at most this, and the TCP eager limit
+ * stratbench sets covers it (sb_launcher_tune_transport), so that both
+ * ranks of an exchange stream at once. By rendezvous the two directions of
+ * a pair's exchange took turns: 4 hosts x 2 ranks, mlp 1024,1024, dp2-tp4 at
+ * 100 Mbit/s, ring messages of 0.95 MB: one direction of host 0's link busy
+ * in 85 % of 20 ms bins and the step 622-634 ms in 8 runs of 11; eagerly,
+ * both directions in 98 % and 339.5-339.9 ms in 5 of 5 (2026-11-28,
+ * docs/layouts.md). 1 MiB keeps Open MPI's eager fragments (sized by the
+ * limit) small. */
+#define SB_COLLECTIVE_PIECE_BYTES ((size_t)1 << 20)
+
 /* 1 when a message of message_bytes goes eagerly under an eager limit of
  * limit_bytes: message_bytes + SB_EAGER_HEADER_BYTES <= limit_bytes. */
 int sb_eager_fits(size_t message_bytes, size_t limit_bytes);

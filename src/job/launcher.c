@@ -148,7 +148,10 @@ void sb_launcher_tune_transport(const struct sb_launcher *l, size_t p2p_max_byte
     choices[0].by_stratbench = several && !getenv("OMPI_MCA_btl_tcp_links") &&
                                setenv("OMPI_MCA_btl_tcp_links", SB_TCP_LINKS, 0) == 0;
     choices[1].by_stratbench = sb_launcher_yield_if_oversubscribed(l);
-    size_t eager = sb_eager_limit_for(p2p_max_bytes);
+    /* The collectives' pieces go eagerly too (job/eager_limit.h). */
+    size_t largest = p2p_max_bytes > SB_COLLECTIVE_PIECE_BYTES ? p2p_max_bytes
+                                                                : SB_COLLECTIVE_PIECE_BYTES;
+    size_t eager = sb_eager_limit_for(largest);
     char text[32];
     snprintf(text, sizeof text, "%zu", eager);
     choices[2].by_stratbench = several && eager > 0 && !getenv("OMPI_MCA_btl_tcp_eager_limit") &&

@@ -90,14 +90,16 @@ struct sb_mca_choice {
  *    (the ranks of a self-launch run this too).
  *  - OMPI_MCA_mpi_yield_when_idle=1 when this node is oversubscribed
  *    (sb_launcher_yield_if_oversubscribed).
- *  - OMPI_MCA_btl_tcp_eager_limit=sb_eager_limit_for(p2p_max_bytes) (when
- *    the launcher started more than one task and that is not 0): the run's
- *    largest point-to-point message (a pipeline's boundary activation or
- *    gradient of one micro-batch, sb_strategy_p2p_max_bytes, computed from
- *    the configuration) goes eagerly instead of by rendezvous, whose
- *    handshake waits for the computing receiver's and sender's next MPI
- *    calls (job/eager_limit.h). Only Open MPI's TCP transport (between
- *    hosts); within a host (vader) nothing changes.
+ *  - OMPI_MCA_btl_tcp_eager_limit=sb_eager_limit_for(the larger of
+ *    p2p_max_bytes and SB_COLLECTIVE_PIECE_BYTES) (when the launcher started
+ *    more than one task): the run's largest point-to-point message (a
+ *    pipeline's boundary activation or gradient of one micro-batch,
+ *    sb_strategy_p2p_max_bytes, computed from the configuration) and every
+ *    message of stratbench's collectives go eagerly instead of by
+ *    rendezvous, whose handshake waits for the computing receiver's and
+ *    sender's next MPI calls and makes the two directions of a pair's
+ *    exchange take turns (job/eager_limit.h). Only Open MPI's TCP transport
+ *    (between hosts); within a host (vader) nothing changes.
  * A plain process (no launcher) gets none. p2p_max_bytes is kept for
  * sb_launcher_p2p_max_bytes. Never fails. */
 void sb_launcher_tune_transport(const struct sb_launcher *l, size_t p2p_max_bytes);

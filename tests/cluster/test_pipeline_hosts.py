@@ -5,8 +5,8 @@ host r mod 2: each stage's dp all-reduce crosses the link). The parameters after
 steps are byte-identical to the same job on one host (the same sums in the same order,
 whatever the transport); with one replica also to `single --microbatches M`. The report
 lists both hosts and the counted point-to-point bytes equal the formula and the largest
-boundary message the report states. 64 KiB boundary messages get stratbench's TCP eager
-limit (a user's smaller one is kept and warned about), the parameters unchanged. Skips without
+boundary message the report states. 64 KiB boundary messages go eagerly under stratbench's
+TCP eager limit (a user's smaller one is kept and warned about), the parameters unchanged. Skips without
 root or network namespaces (the `cluster` fixture)."""
 
 import json
@@ -71,16 +71,19 @@ def test_pipeline_across_hosts(replicas, schedule, cluster, stratbench, mnist_di
     assert d["stage_p2p_bytes"] == d["stage_p2p_bytes_formula"]
     assert d["stage_live_activations"] == d["stage_live_activations_formula"]
     # The largest boundary message computed before MPI_Init is the one counted (M each
-    # way a step); the cnn's (7,680 bytes) goes eagerly at Open MPI's default.
+    # way a step); the cnn's (7,680 bytes) goes eagerly at Open MPI's default, and the
+    # limit stratbench sets is its collectives' piece's (job/eager_limit.h).
     env = report["environment"]
     assert env["p2p_max_message_bytes"] == d["stage_p2p_bytes"][0] // (2 * 4)
-    assert env["mpi_transport"]["btl_tcp_eager_limit"]["set_by"] == "none"
+    assert env["mpi_transport"]["btl_tcp_eager_limit"] == {
+        "value": "1052672", "set_by": "stratbench", "in_effect": "1052672"}
 
 
 def test_boundary_goes_eagerly_across_hosts(cluster, stratbench, mnist_dir, tmp_path):
     """The mlp --hidden 1024 in 2 stages of 4 micro-batches of 16: 65,536-byte boundary
     messages, which Open MPI's default limit (65,536, ob1's header included) sends by
-    rendezvous. stratbench sets 69,632 and MPI runs with it; a user's 65,536 is kept and
+    rendezvous. stratbench sets 1,052,672 (its collectives' 1 MiB pieces, above the
+    boundary) and MPI runs with it; a user's 65,536 is kept and
     warned about (two hosts: the messages cross TCP); the parameters are byte-identical
     (the same bytes by another protocol)."""
     c = cluster(2)
@@ -101,7 +104,7 @@ def test_boundary_goes_eagerly_across_hosts(cluster, stratbench, mnist_dir, tmp_
     assert mine["environment"]["hosts"] == c.hosts
     assert mine["environment"]["p2p_max_message_bytes"] == 16 * 1024 * 4
     assert mine["environment"]["mpi_transport"]["btl_tcp_eager_limit"] == {
-        "value": "69632", "set_by": "stratbench", "in_effect": "69632"}
+        "value": "1052672", "set_by": "stratbench", "in_effect": "1052672"}
     assert not any(w.startswith("rendezvous") for w in mine["warnings"])
     assert user["environment"]["mpi_transport"]["btl_tcp_eager_limit"] == {
         "value": "65536", "set_by": "user", "in_effect": "65536"}

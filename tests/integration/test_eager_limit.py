@@ -1,12 +1,17 @@
 """The TCP eager limit stratbench chooses from the run's largest point-to-point message
-(src/job/eager_limit.h, src/job/launcher.h; docs/layouts.md, "Rendezvous boundary sends").
+and its collectives' pieces (src/job/eager_limit.h, src/job/launcher.h; docs/layouts.md,
+"Rendezvous boundary sends" and "Both directions at once").
 
+- Every launched job of several ranks gets a limit that sends the collectives' 1 MiB
+  pieces eagerly: 1,048,576 + 64 bytes of header room rounded up to 4 KiB = 1,052,672,
+  which MPI runs with (in_effect, MPI_T).
 - A pipeline of the mlp --hidden 1024 with --batch 64 in 2 micro-batches sends boundary
-  messages of 32 x 1024 x 4 = 131,072 bytes: the report's environment states them
-  (p2p_max_message_bytes) and the limit stratbench set for them (131,072 + 64 bytes of
-  header room rounded up to 4 KiB: 135,168), which MPI runs with (in_effect, MPI_T).
+  messages of 32 x 1024 x 4 = 131,072 bytes: the report states them
+  (p2p_max_message_bytes); they are under the same limit. A boundary above the piece
+  sets its own (sb_eager_limit_for: tests/unit).
 - The user's own OMPI_MCA_btl_tcp_eager_limit is kept and recorded as the user's.
-- ddp sends no point-to-point message: no limit set, p2p_max_message_bytes null.
+- ddp sends no point-to-point message of its own: p2p_max_message_bytes null, the
+  collectives' limit set. A single process (no launcher) gets none.
 The warning when the limit in effect is too small is tests/unit/test_run_warnings.c's
 (it needs two hosts). No test depends on how fast anything is.
 """
@@ -31,7 +36,7 @@ def test_pipeline_sets_the_limit_above_its_boundary(stratbench, mnist_dir, tmp_p
     env = train(stratbench, mnist_dir, tmp_path, "pp", PIPELINE)
     assert env["p2p_max_message_bytes"] == 32 * 1024 * 4
     assert env["mpi_transport"]["btl_tcp_eager_limit"] == {
-        "value": "135168", "set_by": "stratbench", "in_effect": "135168"}
+        "value": "1052672", "set_by": "stratbench", "in_effect": "1052672"}
 
 
 def test_the_users_limit_is_kept(stratbench, mnist_dir, tmp_path):
@@ -42,8 +47,14 @@ def test_the_users_limit_is_kept(stratbench, mnist_dir, tmp_path):
         "value": "65536", "set_by": "user", "in_effect": "65536"}
 
 
-def test_ddp_sets_none(stratbench, mnist_dir, tmp_path):
+def test_ddp_sets_the_collectives_limit(stratbench, mnist_dir, tmp_path):
     env = train(stratbench, mnist_dir, tmp_path, "ddp", ["--strategy", "ddp", "--replicas", "2"])
     assert env["p2p_max_message_bytes"] is None
+    assert env["mpi_transport"]["btl_tcp_eager_limit"] == {
+        "value": "1052672", "set_by": "stratbench", "in_effect": "1052672"}
+
+
+def test_a_single_process_sets_none(stratbench, mnist_dir, tmp_path):
+    env = train(stratbench, mnist_dir, tmp_path, "single", ["--strategy", "single"])
     assert env["mpi_transport"]["btl_tcp_eager_limit"]["set_by"] == "none"
     assert env["mpi_transport"]["btl_tcp_eager_limit"]["value"] is None

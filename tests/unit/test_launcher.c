@@ -179,10 +179,10 @@ static void test_tcp_links_by_default(void **state)
     assert_int_equal(sb_launcher_transport()[0].by_stratbench, 0);
 }
 
-/* The eager limit from the run's largest point-to-point message: set (and
- * recorded as stratbench's) for a launched job of several tasks whose
- * message the default sends by rendezvous; not for a smaller message, a
- * plain process or one task; the user's own value kept. */
+/* The eager limit from the run's largest point-to-point message or the
+ * collectives' pieces, whichever is larger: set (and recorded as
+ * stratbench's) for a launched job of several tasks; not for a plain
+ * process or one task; the user's own value kept. */
 static void test_eager_limit_from_the_largest_message(void **state)
 {
     (void)state;
@@ -196,14 +196,21 @@ static void test_eager_limit_from_the_largest_message(void **state)
     setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
     setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
     sb_launcher_detect(&l);
-    sb_launcher_tune_transport(&l, 32768); /* eager already */
-    assert_null(getenv("OMPI_MCA_btl_tcp_eager_limit"));
-    assert_int_equal(sb_launcher_transport()[2].by_stratbench, 0);
-
-    sb_launcher_tune_transport(&l, 65536);
-    assert_string_equal(getenv("OMPI_MCA_btl_tcp_eager_limit"), "69632");
-    assert_string_equal(sb_launcher_transport()[2].value, "69632");
+    /* No message of its own, or one under the collectives' 1 MiB pieces: the
+     * limit that sends a piece eagerly (1,048,576 + 64 rounded up to 4 KiB). */
+    sb_launcher_tune_transport(&l, 0);
+    assert_string_equal(getenv("OMPI_MCA_btl_tcp_eager_limit"), "1052672");
+    assert_string_equal(sb_launcher_transport()[2].value, "1052672");
     assert_int_equal(sb_launcher_transport()[2].by_stratbench, 1);
+    unsetenv("OMPI_MCA_btl_tcp_eager_limit");
+    sb_launcher_tune_transport(&l, 65536);
+    assert_string_equal(getenv("OMPI_MCA_btl_tcp_eager_limit"), "1052672");
+    unsetenv("OMPI_MCA_btl_tcp_eager_limit");
+    /* A larger point-to-point message sets its own. */
+    sb_launcher_tune_transport(&l, 2 * 1048576);
+    assert_string_equal(getenv("OMPI_MCA_btl_tcp_eager_limit"), "2101248");
+    assert_int_equal(sb_launcher_transport()[2].by_stratbench, 1);
+    unsetenv("OMPI_MCA_btl_tcp_eager_limit");
 
     setenv("OMPI_MCA_btl_tcp_eager_limit", "65536", 1); /* the user's own setting wins */
     sb_launcher_tune_transport(&l, 65536);
