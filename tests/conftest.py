@@ -16,6 +16,7 @@ namespaces; tests/cluster/cluster.py and cluster.sh); it needs root.
 
 import os
 import pathlib
+import re
 import subprocess
 
 import pytest
@@ -89,7 +90,6 @@ def run(args, timeout=DEFAULT_TIMEOUT_S, **kw):
 
 def cuda_devices(stratbench):
     """Number of CUDA devices `stratbench info` reports (0 without a GPU or a CUDA build)."""
-    import re
     proc = run([stratbench, "info"])
     m = re.search(r"^cuda:\s+(\d+) device", proc.stdout, re.MULTILINE)
     return int(m.group(1)) if m else 0
