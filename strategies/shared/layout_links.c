@@ -65,8 +65,10 @@ struct sb_link sb_link_shared(const struct sb_link *l, double share)
     struct sb_link out = *l;
     if (share > 1.0) {
         out.bandwidth_Bps /= share;
-        for (int k = 0; k < out.n_sizes && k < SB_LINK_MAX_SIZES; k++)
+        for (int k = 0; k < out.n_sizes && k < SB_LINK_MAX_SIZES; k++) {
             out.size_bandwidth_Bps[k] /= share;
+            out.size_bytes[k] /= share;
+        }
     }
     return out;
 }

@@ -50,8 +50,15 @@ int sb_layout_link_share(int dp, int tp, int pp, enum sb_rank_order order,
                          enum sb_comm_role axis, int ranks_per_host, const double *stage_bytes,
                          double *share);
 
-/* The link `l` with its bandwidth, and every sized class's, divided by
- * share (>= 1; α and γ kept). */
+/* The link `l` as one of `share` (>= 1) flows through it sees it: its
+ * bandwidth, and every sized class's, divided by share, and every class's
+ * lower bound too, so that a message of m bytes is priced in the class of
+ * share · m, the bytes the link carries while it passes (the flows' messages
+ * go at once: what a lone message of that size pays per message, the probe's
+ * ping-pong, is paid once for all of them). Its time is then
+ * α_c + share · m / B_c, c the class of share · m (docs/layouts.md, "Flows
+ * that share a link are priced at their sum's size", 2026-11-29). α and γ
+ * kept. */
 struct sb_link sb_link_shared(const struct sb_link *l, double share);
 
 /* Whether ddp's world communicator of `ranks` ranks on hosts of

@@ -413,7 +413,8 @@ static void test_link_share(void **state)
                         .bandwidth_Bps = 1e8, .gamma_s_per_byte = 0}, h = sb_link_shared(&l, 2.0);
     assert_float_equal(h.bandwidth_Bps, 5e7, 0.0);
     assert_float_equal(h.alpha_s, 1e-5, 0.0);
-    /* a sized link: every class's bandwidth shared too, α and γ kept */
+    /* a sized link: every class's bandwidth and lower bound shared too, α
+     * and γ kept */
     struct sb_link z = {.alpha_s = 1e-5, .bandwidth_Bps = 1e8, .gamma_s_per_byte = 1e-9,
                         .n_sizes = 2, .size_bytes = {0, 1e6}, .size_alpha_s = {1e-5, 2e-5},
                         .size_bandwidth_Bps = {4e8, 1e8}},
@@ -423,6 +424,11 @@ static void test_link_share(void **state)
     assert_float_equal(zh.size_alpha_s[1], 2e-5, 0.0);
     assert_float_equal(zh.gamma_s_per_byte, 1e-9, 0.0);
     assert_float_equal(sb_cost_message_s(&zh, 2e6), 2e-5 + 2e6 / 5e7, 1e-15);
+    /* two flows' messages of 0.6 MB go at once: 1.2 MB through the link,
+     * priced in the class of 1.2 MB (alone 0.6 MB is in class 0) */
+    assert_float_equal(zh.size_bytes[1], 5e5, 0.0);
+    assert_float_equal(sb_cost_message_s(&zh, 6e5), 2e-5 + 2 * 6e5 / 1e8, 1e-15);
+    assert_float_equal(sb_cost_message_s(&z, 6e5), 1e-5 + 6e5 / 4e8, 1e-15);
 }
 
 /* ddp over the world of 2 hosts of 2: auto's hierarchical all-reduce, its
