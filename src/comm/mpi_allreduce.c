@@ -1,6 +1,7 @@
 /* Ring and recursive-doubling all-reduce on non-blocking point-to-point
  * messages; see mpi_allreduce.h. */
 #include "comm/mpi_allreduce.h"
+#include "comm/message_size.h"
 #include "comm/mpi_wait.h"
 #include "comm/ring.h"
 #include "job/job_mpi.h"
@@ -185,6 +186,7 @@ static sb_status post(struct sb_ar_op *o, float *p, size_t count, int peer, int 
         int rc = send ? MPI_Isend(p + off, k, MPI_FLOAT, peer, o->tag, o->comm, rq)
                       : MPI_Irecv(p + off, k, MPI_FLOAT, peer, o->tag, o->comm, rq);
         SB_TRY(SB_MPI_CHECK_RC(rc, send ? "all-reduce: MPI_Isend" : "all-reduce: MPI_Irecv"));
+        if (send) sb_comm_note_message_bytes((size_t)k * sizeof(float));
         o->n_req++;
     }
     return SB_OK;

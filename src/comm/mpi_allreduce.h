@@ -4,7 +4,8 @@
  * own, reduce-scatter and all-gather.
  *
  * A collective is a schedule of steps; each step posts at most one
- * MPI_Isend and one MPI_Irecv (split into pieces of at most 2^30 floats),
+ * MPI_Isend and one MPI_Irecv (split into pieces of at most
+ * SB_COLLECTIVE_PIECE_BYTES, job/eager_limit.h),
  * and, when both are complete, adds what arrived into the buffer (or, for
  * the all-gather, leaves it where it arrived) and posts the next step.
  * Nothing runs in the background, and unlike Open MPI's libnbc (which

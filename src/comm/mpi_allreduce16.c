@@ -5,25 +5,56 @@
 #include <limits.h>
 #include <stdint.h>
 
+#include "comm/message_size.h"
 #include "comm/mpi_wait.h"
 #include "comm/ring.h"
 #include "core/clock.h"
+#include "job/eager_limit.h"
 #include "job/job_mpi.h"
 
+/* The largest message the exchange sends, in 16-bit words: the pieces of
+ * the fp32 collectives (SB_COLLECTIVE_PIECE_BYTES, which the TCP eager
+ * limit stratbench sets covers), so that both directions of a pair's
+ * exchange stream at once (job/eager_limit.h). */
+#define PIECE16 (SB_COLLECTIVE_PIECE_BYTES / sizeof(uint16_t))
+
+/* Pieces posted at once each way (requests on the stack: 2 x this). */
+#define WINDOW 16
+
+/* Pieces of a message of len words: ceil(len / PIECE16), and one (empty)
+ * for len 0, so that an empty exchange still pairs as before. */
+static size_t pieces(size_t len)
+{
+    return len ? (len + PIECE16 - 1) / PIECE16 : 1;
+}
+
 /* Sends send_len words from `send` to `to` and receives recv_len words
- * into `recv` from `from`, both on `tag`, and waits for both. */
+ * into `recv` from `from`, both on `tag`, in pieces of at most PIECE16
+ * words (both sides cut a length alike, and MPI matches the messages of
+ * one tag between two ranks in order), WINDOW pieces each way at a time,
+ * and waits for all. A failed post returns its error with the earlier
+ * pieces in flight: the job ends (a rank's error ends every rank). */
 static sb_status exchange(MPI_Comm comm, const uint16_t *send, size_t send_len, int to,
                           uint16_t *recv, size_t recv_len, int from, int tag)
 {
-    MPI_Request r[2];
-    SB_TRY(SB_MPI_CHECK(MPI_Irecv(recv, (int)recv_len, MPI_UINT16_T, from, tag, comm, &r[0])));
-    sb_status st = SB_MPI_CHECK(MPI_Isend(send, (int)send_len, MPI_UINT16_T, to, tag, comm, &r[1]));
-    if (st) {
-        MPI_Cancel(&r[0]);
-        MPI_Request_free(&r[0]);
-        return st;
+    size_t np_s = pieces(send_len), np_r = pieces(recv_len), ks = 0, kr = 0;
+    while (ks < np_s || kr < np_r) {
+        MPI_Request r[2 * WINDOW];
+        int n = 0;
+        for (int w = 0; w < WINDOW && kr < np_r; w++, kr++) {
+            size_t off = kr * PIECE16, len = recv_len - off < PIECE16 ? recv_len - off : PIECE16;
+            SB_TRY(SB_MPI_CHECK(
+                MPI_Irecv(recv + off, (int)len, MPI_UINT16_T, from, tag, comm, &r[n++])));
+        }
+        for (int w = 0; w < WINDOW && ks < np_s; w++, ks++) {
+            size_t off = ks * PIECE16, len = send_len - off < PIECE16 ? send_len - off : PIECE16;
+            SB_TRY(SB_MPI_CHECK(
+                MPI_Isend(send + off, (int)len, MPI_UINT16_T, to, tag, comm, &r[n++])));
+            sb_comm_note_message_bytes(len * sizeof(uint16_t));
+        }
+        SB_TRY(sb_mpi_wait(r, n, MPI_STATUSES_IGNORE, "16-bit ring all-reduce"));
     }
-    return sb_mpi_wait(r, 2, MPI_STATUSES_IGNORE, "16-bit ring all-reduce");
+    return SB_OK;
 }
 
 /* One ring over comm (p ranks, this one r) of buf's n floats cut into p

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "comm/message_size.h"
 #include "core/atomic_file.h"
 #include "core/stats.h"
 #include "data/sampler.h"
@@ -91,11 +92,15 @@ static const char *trace_label(const struct sb_config *cfg, int rank)
 
 /* Rank 0: the transport variables in effect, in one MPI_T session (~0.1
  * s: job/mpi_info.h), where they are used: the report's
- * environment.mpi_transport and the rendezvous warning (run_warnings.h: a
- * job of several hosts that sends point to point). */
+ * environment.mpi_transport and the rendezvous warnings (run_warnings.h: a
+ * job of several hosts that sends point to point or runs stratbench's own
+ * collectives); also notes the largest collective message (message_size.h). */
 static void read_transport(struct sb_run_record *rec, const struct sb_config *cfg)
 {
-    if (!cfg->report_path[0] && !(rec->n_hosts > 1 && rec->p2p_max_bytes > 0)) return;
+    rec->collective_max_bytes = (double)sb_comm_largest_message_bytes();
+    if (!cfg->report_path[0] &&
+        !(rec->n_hosts > 1 && (rec->p2p_max_bytes > 0 || rec->collective_max_bytes > 0)))
+        return;
     const struct sb_mca_choice *c = sb_launcher_transport();
     const char *names[SB_MCA_CHOICES];
     for (int i = 0; i < SB_MCA_CHOICES; i++) names[i] = c[i].name;

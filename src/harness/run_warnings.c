@@ -11,6 +11,14 @@ static void add(struct sb_run_record *rec, const char *fmt, double a, double b, 
     snprintf(rec->warnings[rec->n_warnings++], sizeof rec->warnings[0], fmt, a, b, c);
 }
 
+/* The eager limit that sends a message of `bytes` eagerly: stratbench's
+ * choice (sb_eager_limit_for), or Open MPI's default where that suffices. */
+static size_t eager_needed(size_t bytes)
+{
+    size_t need = sb_eager_limit_for(bytes);
+    return need ? need : SB_TCP_EAGER_DEFAULT_BYTES;
+}
+
 void sb_run_warnings_check(struct sb_run_record *rec, long threads_on_host, long cores,
                            double stall_fraction)
 {
@@ -35,6 +43,13 @@ void sb_run_warnings_check(struct sb_run_record *rec, long threads_on_host, long
             "effect (%.0f bytes, %.0f of them header room) and wait for the peers' next MPI "
             "calls; unset OMPI_MCA_btl_tcp_eager_limit or raise it",
             rec->p2p_max_bytes, rec->tcp_eager_limit_bytes, (double)SB_EAGER_HEADER_BYTES);
+    if (rec->n_hosts > 1 && rec->collective_max_bytes > 0 && rec->tcp_eager_limit_bytes > 0 &&
+        !sb_eager_fits((size_t)rec->collective_max_bytes, (size_t)rec->tcp_eager_limit_bytes))
+        add(rec, "rendezvous: all-reduce messages of up to %.0f bytes exceed the TCP eager "
+            "limit in effect (%.0f bytes): between hosts both directions take turns on the "
+            "link; unset OMPI_MCA_btl_tcp_eager_limit or raise it to %.0f",
+            rec->collective_max_bytes, rec->tcp_eager_limit_bytes,
+            (double)eager_needed((size_t)rec->collective_max_bytes));
 }
 
 void sb_run_warnings_print(const struct sb_run_record *rec)

@@ -32,7 +32,11 @@
  * point-to-point message (rec->p2p_max_bytes) does not go eagerly under
  * the TCP eager limit in effect (rec->tcp_eager_limit_bytes, when known;
  * job/eager_limit.h): the user's limit kept it below, and each such
- * message goes by rendezvous. Never fails. */
+ * message goes by rendezvous; and likewise when the largest message of
+ * stratbench's own collectives (rec->collective_max_bytes) does not: those
+ * that cross hosts go by rendezvous, the two directions of a pair's
+ * exchange taking turns (docs/layouts.md, "Both directions at once").
+ * Never fails. */
 void sb_run_warnings_check(struct sb_run_record *rec, long threads_on_host, long cores,
                            double stall_fraction);
 

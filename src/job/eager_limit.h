@@ -33,7 +33,9 @@
 
 /* The largest message of stratbench's own collectives, bytes: the ring,
  * recursive doubling, reduce-scatter and all-gather of comm/mpi_allreduce.c
- * send a step's range in messages of at most this, and the TCP eager limit
+ * and the 16-bit ring of comm/mpi_allreduce16.c (since 2026-11-29) send a
+ * step's range in messages of at most this (the largest one sent is
+ * measured: comm/message_size.h), and the TCP eager limit
  * stratbench sets covers it (sb_launcher_tune_transport), so that both
  * ranks of an exchange stream at once. By rendezvous the two directions of
  * a pair's exchange took turns: 4 hosts x 2 ranks, mlp 1024,1024, dp2-tp4 at

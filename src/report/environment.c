@@ -203,12 +203,19 @@ static void add_transport(cJSON *env, const struct sb_run_record *rec, int *fail
 /* "p2p_max_message_bytes": the largest point-to-point message one rank
  * sends (sb_launcher_p2p_max_bytes: a pipeline's boundary activation or
  * gradient of one micro-batch), from which btl_tcp_eager_limit is chosen;
- * null when the strategy sends none. */
-static void add_p2p(cJSON *env, int *fail)
+ * null when the strategy sends none. "collective_max_message_bytes": the
+ * largest message rank 0's own MPI collectives posted (comm/message_size.h,
+ * at most SB_COLLECTIVE_PIECE_BYTES); null when they posted none (one
+ * process, NCCL, the library's own collectives). */
+static void add_p2p(cJSON *env, const struct sb_run_record *rec, int *fail)
 {
     size_t b = sb_launcher_p2p_max_bytes();
     if (!(b > 0 ? cJSON_AddNumberToObject(env, "p2p_max_message_bytes", (double)b)
                 : cJSON_AddNullToObject(env, "p2p_max_message_bytes")))
+        *fail = 1;
+    double c = rec->collective_max_bytes;
+    if (!(c > 0 ? cJSON_AddNumberToObject(env, "collective_max_message_bytes", c)
+                : cJSON_AddNullToObject(env, "collective_max_message_bytes")))
         *fail = 1;
 }
 
@@ -262,7 +269,7 @@ sb_status sb_environment_json(const struct sb_run_record *rec, cJSON **out)
     if (rec->cfg && rec->cfg->backend && !rec->cfg->backend->host_memory) add_gpu(env, &fail);
     add_launcher(env, &fail);
     add_transport(env, rec, &fail);
-    add_p2p(env, &fail);
+    add_p2p(env, rec, &fail);
     add_wait(env, rec, &fail);
     tcp_congestion_control(buf, sizeof buf);
     if (!(buf[0] ? cJSON_AddStringToObject(env, "tcp_congestion_control", buf)

@@ -22,14 +22,12 @@
 #include "job/probe.h" /* struct sb_link_probe */
 #include "workloads/workload.h" /* struct sb_layer_summary */
 
-#define SB_REPORT_SCHEMA_VERSION "1.16" /* 1.16: environment.mpi_transport.btl_tcp_eager_limit,
-                                         * environment.p2p_max_message_bytes,
-                                         * noise_by_rank[].compute_wall_s, compute_cpu_s,
-                                         * compute_probe */
+#define SB_REPORT_SCHEMA_VERSION "1.17" /* 1.17: environment.collective_max_message_bytes,
+                                         * the collectives' rendezvous warning */
 #define SB_REPORT_LAYERS_MAX 256 /* layers model.layers lists (the rest left off) */
 
 /* Most warnings a report records (sb_run_record.warnings). */
-#define SB_REPORT_MAX_WARNINGS 4
+#define SB_REPORT_MAX_WARNINGS 5
 
 struct sb_epoch_record {
     int epoch;             /* from 1 */
@@ -217,10 +215,11 @@ struct sb_run_record {
     char wait_policy[8];
     long wait_threads_on_machine, wait_cores;
     /* The largest point-to-point message one rank sends (a pipeline's
-     * boundary; 0: none) and Open MPI's TCP eager limit rank 0 runs with
-     * (MPI_T; 0: unknown), both bytes: the rendezvous warning
-     * (harness/run_warnings.h). */
-    double p2p_max_bytes, tcp_eager_limit_bytes;
+     * boundary; 0: none), the largest message rank 0's own collectives
+     * posted (comm/message_size.h; 0: none) and Open MPI's TCP eager limit
+     * rank 0 runs with (MPI_T; 0: unknown), all bytes: the rendezvous
+     * warnings (harness/run_warnings.h). */
+    double p2p_max_bytes, collective_max_bytes, tcp_eager_limit_bytes;
     /* Open MPI's value in effect (MPI_T) of each variable stratbench may
      * choose (job/launcher.h's sb_launcher_transport(), in its order),
      * read once by rank 0 after training where it writes a report or

@@ -11,7 +11,9 @@ and its collectives' pieces (src/job/eager_limit.h, src/job/launcher.h; docs/lay
   sets its own (sb_eager_limit_for: tests/unit).
 - The user's own OMPI_MCA_btl_tcp_eager_limit is kept and recorded as the user's.
 - ddp sends no point-to-point message of its own: p2p_max_message_bytes null, the
-  collectives' limit set. A single process (no launcher) gets none.
+  collectives' limit set; its ring's largest message, measured
+  (collective_max_message_bytes), is the 1 MiB piece. A single process (no launcher) gets
+  none, and posts no collective message.
 The warning when the limit in effect is too small is tests/unit/test_run_warnings.c's
 (it needs two hosts). No test depends on how fast anything is.
 """
@@ -50,6 +52,9 @@ def test_the_users_limit_is_kept(stratbench, mnist_dir, tmp_path):
 def test_ddp_sets_the_collectives_limit(stratbench, mnist_dir, tmp_path):
     env = train(stratbench, mnist_dir, tmp_path, "ddp", ["--strategy", "ddp", "--replicas", "2"])
     assert env["p2p_max_message_bytes"] is None
+    # 784-1024-10: 814,090 parameters, the ring's chunks of 407,045 floats (1.6 MB) go in
+    # pieces of 1 MiB: the largest message measured is the piece (report 1.17)
+    assert env["collective_max_message_bytes"] == 1048576
     assert env["mpi_transport"]["btl_tcp_eager_limit"] == {
         "value": "1052672", "set_by": "stratbench", "in_effect": "1052672"}
 
@@ -57,4 +62,5 @@ def test_ddp_sets_the_collectives_limit(stratbench, mnist_dir, tmp_path):
 def test_a_single_process_sets_none(stratbench, mnist_dir, tmp_path):
     env = train(stratbench, mnist_dir, tmp_path, "single", ["--strategy", "single"])
     assert env["mpi_transport"]["btl_tcp_eager_limit"]["set_by"] == "none"
+    assert env["collective_max_message_bytes"] is None
     assert env["mpi_transport"]["btl_tcp_eager_limit"]["value"] is None

@@ -18,7 +18,9 @@
  * three stages count n, n/2 and n words of 2 bytes. The 16-bit
  * point-to-point (central's pushes and pulls under --precision bf16|fp16)
  * carries sb_half_round's values, taken at issue, 2 bytes each, and its
- * receive from any source names the sender. Exit 0 pass, 1 fail,
+ * receive from any source names the sender. A ring whose chunks are
+ * many 1 MiB pieces sums exactly and sends no larger message. Exit 0
+ * pass, 1 fail,
  * 77 skip (no mpirun). */
 #include <math.h>
 #include <mpi.h>
@@ -27,7 +29,9 @@
 #include <string.h>
 
 #include "comm/comm.h"
+#include "comm/message_size.h"
 #include "comm/mpi_allreduce.h"
+#include "job/eager_limit.h"
 #include "core/half.h"
 
 static int failures;
@@ -255,6 +259,28 @@ static void check_p2p16(struct sb_comm *c, enum sb_half_format fmt)
     }
 }
 
+/* A 16-bit ring whose chunks are more pieces than one window (p = 2:
+ * chunks of 17 pieces of 1 MiB and a few words): exact sums (each rank's
+ * values are small integers), and no message above the 1 MiB piece
+ * (SB_COLLECTIVE_PIECE_BYTES, comm/message_size.h). */
+static void check_pieces(struct sb_comm *c)
+{
+    if (c->size != 2) return;
+    size_t words = SB_COLLECTIVE_PIECE_BYTES / 2, n = 2 * (17 * words + 5);
+    float *x = malloc(n * sizeof *x);
+    CHECK(x != NULL, "pieces: out of memory");
+    if (!x) return;
+    for (size_t i = 0; i < n; i++) x[i] = (float)((c->rank + 1) * (int)(i % 7));
+    CHECK(sb_comm_allreduce16(c, SB_HALF_BF16, x, n, NULL) == SB_OK, "pieces: all-reduce failed");
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += x[i] != (float)(3 * (int)(i % 7));
+    CHECK(bad == 0, "pieces: %zu of %zu sums wrong", bad, n);
+    CHECK(sb_comm_largest_message_bytes() == SB_COLLECTIVE_PIECE_BYTES,
+          "pieces: largest message %zu bytes, want %zu", sb_comm_largest_message_bytes(),
+          (size_t)SB_COLLECTIVE_PIECE_BYTES);
+    free(x);
+}
+
 static int run_ranks(void)
 {
     MPI_Init(NULL, NULL);
@@ -268,6 +294,7 @@ static int run_ranks(void)
     check_reduce_scatter(c, SB_HALF_BF16);
     check_p2p16(c, SB_HALF_FP16);
     check_p2p16(c, SB_HALF_BF16);
+    check_pieces(c);
     int hier = c->size == 4;
     if (hier) {
         CHECK(sb_comm_mpi_group_hosts(c, 2) == SB_OK, "cannot group the ranks into hosts of 2");

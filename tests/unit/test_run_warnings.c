@@ -86,6 +86,43 @@ static void test_rendezvous(void **state)
     assert_int_equal(rec.n_warnings, 0);
 }
 
+/* All-reduce messages above the eager limit in effect warn on several
+ * hosts, naming the limit that would send them eagerly; a message that fits
+ * the default under a smaller user limit names the default. */
+static void test_collective_rendezvous(void **state)
+{
+    (void)state;
+    struct sb_run_record rec;
+    struct sb_rank_noise noise[2];
+    quiet(&rec, noise);
+    rec.n_hosts = 2;
+    rec.collective_max_bytes = 1048576;
+    rec.tcp_eager_limit_bytes = 65536;
+    sb_run_warnings_check(&rec, 2, 2, 0.0);
+    assert_int_equal(rec.n_warnings, 1);
+    assert_non_null(strstr(rec.warnings[0], "rendezvous: all-reduce messages of up to 1048576 "
+                                            "bytes exceed the TCP eager limit in effect (65536"));
+    assert_non_null(strstr(rec.warnings[0], "raise it to 1052672"));
+    rec.collective_max_bytes = 32768;
+    rec.tcp_eager_limit_bytes = 16384;
+    sb_run_warnings_check(&rec, 2, 2, 0.0);
+    assert_int_equal(rec.n_warnings, 1);
+    assert_non_null(strstr(rec.warnings[0], "raise it to 65536"));
+    rec.n_hosts = 1;
+    sb_run_warnings_check(&rec, 2, 2, 0.0);
+    assert_int_equal(rec.n_warnings, 0);
+    rec.n_hosts = 2;
+    rec.tcp_eager_limit_bytes = 1052672;
+    rec.collective_max_bytes = 1048576;
+    sb_run_warnings_check(&rec, 2, 2, 0.0);
+    assert_int_equal(rec.n_warnings, 0);
+    /* both kinds at once: two entries */
+    rec.tcp_eager_limit_bytes = 65536;
+    rec.p2p_max_bytes = 131072;
+    sb_run_warnings_check(&rec, 2, 2, 0.0);
+    assert_int_equal(rec.n_warnings, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -93,6 +130,7 @@ int main(void)
         cmocka_unit_test(test_oversubscribed),
         cmocka_unit_test(test_noisy),
         cmocka_unit_test(test_rendezvous),
+        cmocka_unit_test(test_collective_rendezvous),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
