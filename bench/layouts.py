@@ -426,6 +426,11 @@ def measure(a):
            "cores": a.cores, "shared_cores": a.cores, "only": a.only,
            "tcp_congestion_control": a.cc, "rows": rows, "panels": panels}
     if a.from_reports:
+        # the measurements keep their date; the predictions are this build's, now
+        old = a.out / "results.json"
+        if old.exists():
+            res["repredicted_utc"] = res["date_utc"]
+            res["date_utc"] = json.loads(old.read_text()).get("date_utc", res["date_utc"])
         for rate in a.rates:
             for w in a.workloads:
                 run_panel(None, a, None, rate, w, rows, panels)
@@ -457,7 +462,9 @@ def busy(row):
 def table(res):
     reps = res.get("repeats", 1)
     lines = [f"{res['hosts']} hosts x {res['ranks_per_host']} ranks, global batch "
-             f"{res['global_batch']}, {res['date_utc']}, {res['cores']} cores shared by "
+             f"{res['global_batch']}, {res['date_utc']}"
+             + (f" (predicted again {res['repredicted_utc']})" if res.get("repredicted_utc")
+                else "") + f", {res['cores']} cores shared by "
              f"every rank; up to {reps} repeat(s) a layout, interleaved, each at least "
              f"{res.get('min_seconds', 0)} s of steps; measured = the median of the repeats' "
              "medians; ~ : its repeats' range overlaps the next slower row's (order not "

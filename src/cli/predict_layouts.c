@@ -14,8 +14,9 @@
 #include "core/atomic_file.h"
 #include "core/memory.h"
 
-#define LAYOUTS_SCHEMA_VERSION "1.5" /* 1.2: links.*.gamma_s_per_byte, sizes; 1.3: memory.ledger;
-                                     * 1.4: measured.core_share; 1.5: measured.cores_busy */
+#define LAYOUTS_SCHEMA_VERSION "1.6" /* 1.2: links.*.gamma_s_per_byte, sizes; 1.3: memory.ledger;
+                                     * 1.4: measured.core_share; 1.5: measured.cores_busy;
+                                     * 1.6: layouts[].cores_ms */
 #define TOP_DEFAULT 20
 /* measured.cores_busy from which the table says its step was CPU demand */
 #define CORES_BUSY_NOTE 0.9
@@ -575,6 +576,8 @@ static int add_row(cJSON *arr, int rank, const struct ranked *w, int global_batc
            (p->ranks_computing > 0
                 ? cJSON_AddNumberToObject(e, "ranks_computing", p->ranks_computing) != NULL
                 : cJSON_AddNullToObject(e, "ranks_computing") != NULL) &&
+           (p->cores_s > 0 ? cJSON_AddNumberToObject(e, "cores_ms", 1e3 * p->cores_s) != NULL
+                           : cJSON_AddNullToObject(e, "cores_ms") != NULL) &&
            cJSON_AddNumberToObject(e, "optimizer_ms", 1e3 * p->optimizer_s) &&
            (comm = cJSON_AddObjectToObject(e, "comm")) &&
            add_axis(comm, "tp", w->l.tp, 1e3 * p->tp_comm_s, p->tp_bytes, p->tp_cross, NAN) &&

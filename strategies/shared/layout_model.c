@@ -329,20 +329,36 @@ static double probe_share(const struct sb_layout_inputs *in)
     return s < 1.0 ? s : 1.0;
 }
 
+/* The share of a core a layout's rank computes at when n ranks compute at
+ * once on in->shared_cores cores C: the probe's share scaled by min(1, C/n)
+ * over the min(1, C/N) its N ranks would have had computing all at once,
+ * at most a whole core. Relative, so that a layout whose ranks compute
+ * alike (dp and tp layouts of the probe's rank count) gets the share the
+ * probe's ranks measured: they did not all compute at once (a 2 x 2 vit
+ * probe's 4 ranks on 2 cores had 0.97 of a core each, an 8-rank one 0.65;
+ * docs/layouts.md, "The probe's share, relative", 2026-11-29). Without a
+ * measured share this is min(1, C/n), as before. */
+static double layout_share(const struct sb_layout_inputs *in, double n)
+{
+    double c = in->shared_cores;
+    double g_n = c / n < 1.0 ? c / n : 1.0;
+    double g_probe = c / in->probe_ranks < 1.0 ? c / in->probe_ranks : 1.0;
+    double s = probe_share(in) * g_n / g_probe;
+    return s < 1.0 ? s : 1.0;
+}
+
 /* The factor the measured compute per sample takes in this layout when
  * every rank shares in->shared_cores cores C (0: none; 1): a rank computing
  * beside n - 1 others gets min(1, C / n) of a core (processor sharing, as
  * layout_links.h's links; ranks that wait yield their core, the cluster's
- * mpi_yield_when_idle). The measured run computed on all its ranks at once
- * (probe_ranks, data parallel: min(1, C / probe_ranks) each, unless its
- * own share was measured: in->probe_core_share, its compute's thread CPU
- * time over wall, which is what a probe whose ranks sleep through long
- * communication had, up to a whole core; docs/layouts.md, "Two 1 Gbit/s
- * misses"); a layout's ranks compute at once in proportion to their
- * work, n_eff = dp tp sum_s w_s / max_s w_s (w_s the stage's share of the
- * work): a pipeline whose last stage is light frees its cores for the
- * others. Factor: share / min(1, C / n_eff). A pipeline's n_eff is then
- * refined over its span (pipeline_core_scale), from this one. */
+ * mpi_yield_when_idle). The measured run computed on all its ranks
+ * (probe_ranks, data parallel) at its measured share (in->probe_core_share,
+ * its compute's thread CPU time over wall), else min(1, C / probe_ranks);
+ * a layout's ranks compute at once in proportion to their work,
+ * n_eff = dp tp sum_s w_s / max_s w_s (w_s the stage's share of the work):
+ * a pipeline whose last stage is light frees its cores for the others.
+ * Factor: the probe's share / layout_share(n_eff). A pipeline's n_eff is
+ * then refined over its span (pipeline_core_scale), from this one. */
 static double core_share_scale(const struct sb_layout *l, const struct sb_layout_inputs *in,
                                double flops)
 {
@@ -354,8 +370,7 @@ static double core_share_scale(const struct sb_layout *l, const struct sb_layout
         if (w > most) most = w;
     }
     double n_eff = most > 0 ? l->dp * l->tp * sum / most : l->dp * l->tp * l->pp;
-    double mine = in->shared_cores / n_eff;
-    return probe_share(in) / (mine < 1.0 ? mine : 1.0);
+    return probe_share(in) / layout_share(in, n_eff);
 }
 
 /* The pipeline's resources as a flow shop (docs/layouts.md, "The
@@ -595,7 +610,7 @@ static sb_status predict_at(const struct sb_layout *l, const struct sb_layout_in
  * rule (core_share_scale) took as dp tp p. The share changes the times it
  * is computed from, so it is iterated from core_share_scale's (a fixed
  * point; 4 rounds move it by well under 1 %). Returns the factor as
- * core_share_scale's: the probe's share / min(1, C / n). */
+ * core_share_scale's: the probe's share / layout_share(n). */
 static double pipeline_core_scale(const struct sb_layout *l, const struct sb_layout_inputs *in,
                                   double scale, struct sb_layout_prediction *out,
                                   double *ranks)
@@ -608,11 +623,29 @@ static double pipeline_core_scale(const struct sb_layout *l, const struct sb_lay
         if (!(span > 0 && busy > 0)) break;
         double n = l->dp * l->tp * busy / span;
         if (n < 1.0) n = 1.0;
-        double mine = in->shared_cores / n;
-        scale = probe / (mine < 1.0 ? mine : 1.0);
+        scale = probe / layout_share(in, n);
         *ranks = n;
     }
     return scale;
+}
+
+/* The machine's cores as a resource (shared cores C only): every rank's
+ * compute of a step, at a whole core (busy / scale is the replica's compute
+ * at the probe's share; times that share: at a whole core), summed over the
+ * dp tp replicas of it, over C cores: out->cores_s. However the ranks take
+ * turns, a step lasts at least data + cores_s + optimizer; the step is
+ * raised to that where the critical path priced less (a probe whose ranks
+ * computed one after another measured a share near 1 each while the cores
+ * were busy the whole time; docs/layouts.md, "The cores as a resource",
+ * 2026-11-29). Communication's own CPU time is not in it. */
+static void cores_floor(const struct sb_layout *l, const struct sb_layout_inputs *in,
+                        double scale, double busy, struct sb_layout_prediction *out)
+{
+    out->cores_s = 0.0;
+    if (in->shared_cores <= 0 || in->probe_ranks <= 0 || !(scale > 0)) return;
+    out->cores_s = l->dp * l->tp * busy / scale * probe_share(in) / in->shared_cores;
+    double floor_s = out->data_s + out->cores_s + out->optimizer_s;
+    if (floor_s > out->step_s) out->step_s = floor_s;
 }
 
 sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_inputs *in,
@@ -625,5 +658,6 @@ sb_status sb_layout_predict(const struct sb_layout *l, const struct sb_layout_in
     if (l->pp > 1 && ranks > 0) scale = pipeline_core_scale(l, in, scale, out, &ranks);
     SB_TRY(predict_at(l, in, scale, out, &busy));
     out->ranks_computing = ranks;
+    cores_floor(l, in, scale, busy, out);
     return SB_OK;
 }

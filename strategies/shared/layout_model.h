@@ -155,6 +155,9 @@ struct sb_layout_prediction {
     double ranks_computing;     /* with shared cores: the ranks taken to compute at once,
                                  * whose count sets each one's share of a core (0: no
                                  * shared cores) */
+    double cores_s;             /* with shared cores: every rank's compute of a step at a
+                                 * whole core over the C cores; step_s is at least data +
+                                 * this + optimizer (0: no shared cores) */
 };
 
 #define SB_LAYOUT_MAX_STAGES 63

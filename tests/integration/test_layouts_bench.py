@@ -79,3 +79,14 @@ def test_cores_busy_of_a_run():
     assert L.cores_busy({"train_s": 2.0, "noise_by_rank": [{"rank": 0}]}, 2) is None
     assert L.busy({"cores_busy": [0.9, None, 0.97, 0.95]}) == "0.95"
     assert L.busy({}) == ""
+
+
+def test_predicted_again_keeps_the_measurements_date():
+    # --from-reports predicts a run's reports again with this build: the table says when
+    # they were measured and when predicted
+    res = {"hosts": 2, "ranks_per_host": 2, "global_batch": 64, "cores": 2, "repeats": 1,
+           "min_seconds": 1.0, "date_utc": "2026-11-28T23:25:55Z", "rows": [], "panels": []}
+    assert "23:25:55Z, 2 cores" in L.table(res).splitlines()[0]
+    res["repredicted_utc"] = "2026-11-29T00:46:20Z"
+    assert ("2026-11-28T23:25:55Z (predicted again 2026-11-29T00:46:20Z), 2 cores"
+            in L.table(res).splitlines()[0])

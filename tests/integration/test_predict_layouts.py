@@ -282,9 +282,13 @@ def test_links_from_a_report_without_links(stratbench, report, tmp_path):
 
 
 def test_measured_core_share_prices_the_probe(stratbench, tmp_path):
-    """A report whose ranks' forward and backward had 0.8 of a core (noise_by_rank's
-    compute_cpu_s / compute_wall_s, report 1.16) is priced by that share, not by the rank
-    count's min(1, C / 2) = 0.5: every layout's compute 0.8 / 0.5 of the rank count's."""
+    """A report whose 2 ranks' forward and backward had 0.8 of a core on 1 (noise_by_rank's
+    compute_cpu_s / compute_wall_s, report 1.16): a layout whose n ranks compute at once gets
+    0.8 x min(1, 1/n) / min(1, 1/2) of a core, at most one (docs/layouts.md, "The probe's
+    share, relative"), where a report without the figures gets min(1, 1/n) and is taken to
+    have computed at 0.5: a dp 2 layout is priced with its probe's measured compute either
+    way, a layout of fewer ranks at once at up to a whole core. Every step holds all its
+    ranks' compute at a whole core over the core (cores_ms, layouts 1.6)."""
     plain = tmp_path / "plain.json"
     plain.write_text(json.dumps(_report()))
     measured = _report()
@@ -300,12 +304,22 @@ def test_measured_core_share_prices_the_probe(stratbench, tmp_path):
     for row in a["layouts"]:
         want = {k: row[k] for k in ("dp", "tp", "pp", "microbatches", "schedule", "zero_stage",
                                     "rank_order")}
-        # each at min(1, 1 / n) of the core, n its ranks computing at once (a pipeline's
-        # follow from its times, so the same share moves them a little: a fixed point)
+        # the share of a core each rank computes at (a pipeline's n follows from its times,
+        # so the same share moves them a little: a fixed point)
         mine = find(b, **want)
-        ratio = 0.8 * mine["ranks_computing"] / (0.5 * row["ranks_computing"])
+        share_m = min(1.0, 0.8 * min(1.0, 1 / mine["ranks_computing"]) / 0.5)
+        share_p = min(1.0, 1 / row["ranks_computing"])
+        ratio = (0.8 / share_m) / (0.5 / share_p)
         assert mine["compute_ms"] == pytest.approx(row["compute_ms"] * ratio,
                                                    rel=1e-9 if row["pp"] == 1 else 1e-2)
+        if row["pp"] == 1 and row["tp"] == 1:  # the probe's own layout: its compute
+            assert mine["compute_ms"] == pytest.approx(row["compute_ms"], rel=1e-9)
+        for r, share in ((row, share_p), (mine, share_m)):
+            if r["pp"] == 1 and r["tp"] == 1:  # both ranks' compute at a whole core, over
+                # the one core (a tp layout's busy time holds its within-host all-reduces)
+                assert r["cores_ms"] == pytest.approx(
+                    r["dp"] * r["tp"] * r["compute_ms"] * share, rel=1e-9)
+            assert r["step_ms"] >= r["data_ms"] + r["cores_ms"] + r["optimizer_ms"] - 1e-9
     # A rank without the figures (a report before 1.16, a GPU run): the rank count's rule.
     measured["noise_by_rank"][1] = {"rank": 1}
     shared.write_text(json.dumps(measured))

@@ -550,6 +550,39 @@ static void test_shared_cores(void **state)
     assert_true(fabs(r.compute_s - 0.9 / 0.5 * q.compute_s) <= REL * q.compute_s);
 }
 
+/* The probe's share, relative (docs/layouts.md, 2026-11-29): 4 ranks on 2
+ * cores that measured 0.9 of a core each; the dp 4 layout (the probe's
+ * own) computes at 0.9 x min(1, 2/4) / min(1, 2/4) = 0.9: its measured
+ * compute, as without shared cores. The cores as a resource: its 4 ranks'
+ * compute at a whole core, 4 x 0.9 t, over 2 cores is cores_s; on 1 core
+ * with a share of 1 (ranks that took turns) the step is data + 4 t +
+ * optimizer, above the critical path's data + t + exposed sync + optimizer. */
+static void test_relative_share_and_cores_floor(void **state)
+{
+    (void)state;
+    setup_layers();
+    struct sb_layout_inputs in = inputs(mlp, 3, 64);
+    struct sb_layout d = dp_only(4, 0);
+    struct sb_layout_prediction p, q, r;
+    assert_int_equal(sb_layout_predict(&d, &in, 4, &p), SB_OK);
+    assert_true(p.cores_s == 0.0);
+    in.shared_cores = 2;
+    in.probe_ranks = 4;
+    in.probe_core_share = 0.9;
+    assert_int_equal(sb_layout_predict(&d, &in, 4, &q), SB_OK);
+    assert_true(fabs(q.compute_s - p.compute_s) <= REL * p.compute_s);
+    assert_true(fabs(q.cores_s - 4 * 0.9 * p.compute_s / 2) <= REL * p.compute_s);
+    in.shared_cores = 1;
+    in.probe_core_share = 1.0;
+    assert_int_equal(sb_layout_predict(&d, &in, 4, &r), SB_OK);
+    assert_true(fabs(r.compute_s - p.compute_s) <= REL * p.compute_s);
+    assert_true(fabs(r.cores_s - 4 * p.compute_s) <= REL * p.compute_s);
+    double path = r.data_s + r.compute_s + r.dp_exposed_s + r.optimizer_s;
+    double floor_s = r.data_s + r.cores_s + r.optimizer_s;
+    assert_true(floor_s > path);
+    assert_true(fabs(r.step_s - floor_s) <= REL * floor_s);
+}
+
 /* A pass's fixed part (the compute probe's fit): with phi of the measured
  * pass at the run's batch B fixed, a stage's pass on b samples is
  * F (phi p_s + (1 - phi) (b / B) w_s). tp 4 over the 3-layer mlp (fc1
@@ -708,7 +741,8 @@ int main(void)
         cmocka_unit_test(test_ledger_by_hand),
         cmocka_unit_test(test_tp_collectives), cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_axis_links),     cmocka_unit_test(test_summaries_of_a_block),
-        cmocka_unit_test(test_link_share),     cmocka_unit_test(test_world_hierarchical),
+        cmocka_unit_test(test_link_share),
+        cmocka_unit_test(test_relative_share_and_cores_floor),     cmocka_unit_test(test_world_hierarchical),
         cmocka_unit_test(test_dp_groups_share_the_link),
         cmocka_unit_test(test_unbalanced_bubble), cmocka_unit_test(test_shared_cores),
         cmocka_unit_test(test_pipeline_links), cmocka_unit_test(test_pipeline_boundaries),
