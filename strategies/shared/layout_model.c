@@ -336,8 +336,9 @@ static double probe_share(const struct sb_layout_inputs *in)
  * alike (dp and tp layouts of the probe's rank count) gets the share the
  * probe's ranks measured: they did not all compute at once (a 2 x 2 vit
  * probe's 4 ranks on 2 cores had 0.97 of a core each, an 8-rank one 0.65;
- * docs/layouts.md, "The probe's share, relative", 2026-11-29). Without a
- * measured share this is min(1, C/n), as before. */
+ * docs/layouts.md, "The probe's share, relative, and the cores as a
+ * resource", 2026-11-29). Without a measured share this is min(1, C/n), as
+ * before. */
 static double layout_share(const struct sb_layout_inputs *in, double n)
 {
     double c = in->shared_cores;
@@ -632,12 +633,15 @@ static double pipeline_core_scale(const struct sb_layout *l, const struct sb_lay
 /* The machine's cores as a resource (shared cores C only): every rank's
  * compute of a step, at a whole core (busy / scale is the replica's compute
  * at the probe's share; times that share: at a whole core), summed over the
- * dp tp replicas of it, over C cores: out->cores_s. However the ranks take
+ * dp tp replicas of it (busy holds a stage's within-host tp all-reduces too:
+ * their copies and sums run on the ranks' cores), over C cores:
+ * out->cores_s. However the ranks take
  * turns, a step lasts at least data + cores_s + optimizer; the step is
  * raised to that where the critical path priced less (a probe whose ranks
  * computed one after another measured a share near 1 each while the cores
- * were busy the whole time; docs/layouts.md, "The cores as a resource",
- * 2026-11-29). Communication's own CPU time is not in it. */
+ * were busy the whole time; docs/layouts.md, "The probe's share, relative,
+ * and the cores as a resource", 2026-11-29). Communication's own CPU time is
+ * not in it. */
 static void cores_floor(const struct sb_layout *l, const struct sb_layout_inputs *in,
                         double scale, double busy, struct sb_layout_prediction *out)
 {
