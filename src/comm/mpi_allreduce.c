@@ -1,15 +1,15 @@
 /* Ring and recursive-doubling all-reduce on non-blocking point-to-point
  * messages; see mpi_allreduce.h. */
 #include "comm/mpi_allreduce.h"
-#include "comm/message_size.h"
-#include "comm/mpi_wait.h"
-#include "comm/ring.h"
-#include "job/job_mpi.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/message_size.h"
+#include "comm/mpi_wait.h"
+#include "comm/ring.h"
 #include "job/eager_limit.h"
+#include "job/job_mpi.h"
 
 /* A step's range is sent in messages of at most this many floats: under
  * the TCP eager limit stratbench sets (job/eager_limit.h), so that both

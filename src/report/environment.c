@@ -207,7 +207,7 @@ static void add_transport(cJSON *env, const struct sb_run_record *rec, int *fail
  * largest message rank 0's own MPI collectives posted (comm/message_size.h,
  * at most SB_COLLECTIVE_PIECE_BYTES); null when they posted none (one
  * process, NCCL, the library's own collectives). */
-static void add_p2p(cJSON *env, const struct sb_run_record *rec, int *fail)
+static void add_message_sizes(cJSON *env, const struct sb_run_record *rec, int *fail)
 {
     size_t b = sb_launcher_p2p_max_bytes();
     if (!(b > 0 ? cJSON_AddNumberToObject(env, "p2p_max_message_bytes", (double)b)
@@ -269,7 +269,7 @@ sb_status sb_environment_json(const struct sb_run_record *rec, cJSON **out)
     if (rec->cfg && rec->cfg->backend && !rec->cfg->backend->host_memory) add_gpu(env, &fail);
     add_launcher(env, &fail);
     add_transport(env, rec, &fail);
-    add_p2p(env, rec, &fail);
+    add_message_sizes(env, rec, &fail);
     add_wait(env, rec, &fail);
     tcp_congestion_control(buf, sizeof buf);
     if (!(buf[0] ? cJSON_AddStringToObject(env, "tcp_congestion_control", buf)
