@@ -14,9 +14,9 @@
 #include "core/atomic_file.h"
 #include "core/memory.h"
 
-#define LAYOUTS_SCHEMA_VERSION "1.6" /* 1.2: links.*.gamma_s_per_byte, sizes; 1.3: memory.ledger;
+#define LAYOUTS_SCHEMA_VERSION "1.7" /* 1.2: links.*.gamma_s_per_byte, sizes; 1.3: memory.ledger;
                                      * 1.4: measured.core_share; 1.5: measured.cores_busy;
-                                     * 1.6: layouts[].cores_ms */
+                                     * 1.6: layouts[].cores_ms; 1.7: links.*.exchange_sizes */
 #define TOP_DEFAULT 20
 /* measured.cores_busy from which the table says its step was CPU demand */
 #define CORES_BUSY_NOTE 0.9
@@ -90,26 +90,36 @@ static int count_of(const cJSON *v)
     return cJSON_IsTrue(v);
 }
 
-/* A link's sized classes (1.14: links.*.sizes, each {from_bytes, alpha_s,
- * bandwidth_Bps}) into l; n_sizes 0 when absent or when any class is
- * implausible (from_bytes not ascending from 0, α or B out of range). */
-static void load_sized(const cJSON *c, struct sb_link *l)
+/* One array of a link's classes (key: 1.14 "sizes", 1.18 "exchange_sizes";
+ * each {from_bytes, alpha_s, bandwidth_Bps}) into the three arrays; the
+ * count, 0 when absent or when any class is implausible (from_bytes not
+ * ascending from 0, α or B out of range). */
+static int load_classes(const cJSON *c, const char *key, double *from, double *alpha,
+                        double *bw)
 {
     const cJSON *e;
     int n = 0, ok = 1;
-    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(c, "sizes")) {
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(c, key)) {
         double f = sb_predict_num_path(e, (const char *[]){"from_bytes"}, 1);
         double a = sb_predict_num_path(e, (const char *[]){"alpha_s"}, 1);
         double b = sb_predict_num_path(e, (const char *[]){"bandwidth_Bps"}, 1);
         if (n >= SB_LINK_MAX_SIZES || !(a >= 0 && a <= MAX_ALPHA_S) ||
-            !(b > 0 && b <= MAX_BANDWIDTH_BPS) || !(n == 0 ? f == 0 : f > l->size_bytes[n - 1]))
+            !(b > 0 && b <= MAX_BANDWIDTH_BPS) || !(n == 0 ? f == 0 : f > from[n - 1]))
             ok = 0;
         if (!ok) break;
-        l->size_bytes[n] = f;
-        l->size_alpha_s[n] = a;
-        l->size_bandwidth_Bps[n++] = b;
+        from[n] = f;
+        alpha[n] = a;
+        bw[n++] = b;
     }
-    l->n_sizes = ok ? n : 0;
+    return ok ? n : 0;
+}
+
+/* A link's sized classes and its exchange classes into l. */
+static void load_sized(const cJSON *c, struct sb_link *l)
+{
+    l->n_sizes = load_classes(c, "sizes", l->size_bytes, l->size_alpha_s, l->size_bandwidth_Bps);
+    l->n_exchange_sizes = load_classes(c, "exchange_sizes", l->exchange_bytes,
+                                       l->exchange_alpha_s, l->exchange_bandwidth_Bps);
 }
 
 void sb_predict_load_links(const cJSON *model, struct run *r)
@@ -328,13 +338,13 @@ static sb_status links_of(const struct opts *o, const struct run *r, struct sb_l
     if (o->latency_s >= 0) l->inter.alpha_s = o->latency_s;
     if (o->bandwidth_Bps > 0 || o->latency_s >= 0) {
         src[1] = (struct link_source){l->inter.bandwidth_Bps > 0, "given"};
-        l->inter.n_sizes = 0;
+        l->inter.n_sizes = l->inter.n_exchange_sizes = 0;
     }
     if (o->intra_bandwidth_Bps > 0) l->intra.bandwidth_Bps = o->intra_bandwidth_Bps;
     if (o->intra_latency_s >= 0) l->intra.alpha_s = o->intra_latency_s;
     if (o->intra_bandwidth_Bps > 0 || o->intra_latency_s >= 0) {
         src[0] = (struct link_source){l->intra.bandwidth_Bps > 0, "given"};
-        l->intra.n_sizes = 0;
+        l->intra.n_sizes = l->intra.n_exchange_sizes = 0;
     }
     if (o->hosts > 1 && !src[1].have)
         return sb_error(SB_ERR_INPUT, "predict: %s: no cross-host link (the run did not probe "
@@ -510,25 +520,35 @@ static int add_axis(cJSON *comm, const char *key, int size, double ms, double by
                      : cJSON_AddNullToObject(a, "link") != NULL);
 }
 
+/* One array of a link's classes under key (as the report's, 1.18). */
+static int add_classes(cJSON *o, const char *key, int n, const double *from,
+                       const double *alpha, const double *bw)
+{
+    cJSON *arr = cJSON_AddArrayToObject(o, key);
+    int ok = arr != NULL;
+    for (int k = 0; ok && k < n && k < SB_LINK_MAX_SIZES; k++) {
+        cJSON *c = cJSON_CreateObject();
+        ok = c && cJSON_AddItemToArray(arr, c) &&
+             cJSON_AddNumberToObject(c, "from_bytes", from[k]) &&
+             cJSON_AddNumberToObject(c, "alpha_s", alpha[k]) &&
+             cJSON_AddNumberToObject(c, "bandwidth_Bps", bw[k]);
+    }
+    return ok;
+}
+
 static int add_link(cJSON *links, const char *key, const struct sb_link *l,
                     const struct link_source *src)
 {
     if (!src->have) return cJSON_AddNullToObject(links, key) != NULL;
     cJSON *o = cJSON_AddObjectToObject(links, key);
-    cJSON *sizes = NULL;
-    int ok = o && cJSON_AddNumberToObject(o, "alpha_s", l->alpha_s) &&
-             cJSON_AddNumberToObject(o, "bandwidth_Bps", l->bandwidth_Bps) &&
-             cJSON_AddNumberToObject(o, "gamma_s_per_byte", l->gamma_s_per_byte) &&
-             (sizes = cJSON_AddArrayToObject(o, "sizes")) &&
-             cJSON_AddStringToObject(o, "source", src->source);
-    for (int k = 0; ok && k < l->n_sizes && k < SB_LINK_MAX_SIZES; k++) {
-        cJSON *c = cJSON_CreateObject();
-        ok = c && cJSON_AddItemToArray(sizes, c) &&
-             cJSON_AddNumberToObject(c, "from_bytes", l->size_bytes[k]) &&
-             cJSON_AddNumberToObject(c, "alpha_s", l->size_alpha_s[k]) &&
-             cJSON_AddNumberToObject(c, "bandwidth_Bps", l->size_bandwidth_Bps[k]);
-    }
-    return ok;
+    return o && cJSON_AddNumberToObject(o, "alpha_s", l->alpha_s) &&
+           cJSON_AddNumberToObject(o, "bandwidth_Bps", l->bandwidth_Bps) &&
+           cJSON_AddNumberToObject(o, "gamma_s_per_byte", l->gamma_s_per_byte) &&
+           add_classes(o, "sizes", l->n_sizes, l->size_bytes, l->size_alpha_s,
+                       l->size_bandwidth_Bps) &&
+           add_classes(o, "exchange_sizes", l->n_exchange_sizes, l->exchange_bytes,
+                       l->exchange_alpha_s, l->exchange_bandwidth_Bps) &&
+           cJSON_AddStringToObject(o, "source", src->source);
 }
 
 /* memory.ledger: the predicted ledger entry by category, keyed as the

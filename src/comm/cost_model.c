@@ -35,7 +35,8 @@ double sb_cost_ring_allreduce_s(const struct sb_link *l, int p, double bytes)
 {
     if (p <= 1) return 0.0;
     double steps = 2.0 * (p - 1); /* p-1 of reduce-scatter, p-1 of all-gather */
-    return steps * sb_cost_message_s(l, bytes / p) +
+    struct sb_link x = sb_link_exchange(l);
+    return steps * sb_cost_message_s(&x, bytes / p) +
            (double)(p - 1) / p * bytes * l->gamma_s_per_byte;
 }
 
@@ -43,9 +44,10 @@ double sb_cost_recursive_doubling_s(const struct sb_link *l, int p, double bytes
 {
     if (p <= 1) return 0.0;
     int lg = floor_lg(p);
-    double exchange = sb_cost_message_s(l, bytes) + bytes * l->gamma_s_per_byte;
+    struct sb_link x = sb_link_exchange(l); /* the partners swap */
+    double exchange = sb_cost_message_s(&x, bytes) + bytes * l->gamma_s_per_byte;
     double t = lg * exchange;
-    if ((1 << lg) != p) t += exchange + sb_cost_message_s(l, bytes); /* pre + post */
+    if ((1 << lg) != p) t += exchange + sb_cost_message_s(l, bytes); /* pre + post: one way */
     return t;
 }
 
@@ -66,7 +68,8 @@ static double ring_messages(int p, int units)
 double sb_cost_reduce_scatter_s(const struct sb_link *l, int p, double bytes, int units)
 {
     if (p <= 1) return 0.0;
-    struct sb_link c = sb_link_at(l, bytes / p); /* the ring's blocks */
+    struct sb_link x = sb_link_exchange(l);
+    struct sb_link c = sb_link_at(&x, bytes / p); /* the ring's blocks */
     l = &c;
     return ring_messages(p, units) * l->alpha_s + (p - 1) * bytes / p / l->bandwidth_Bps +
            (double)(p - 1) / p * bytes * l->gamma_s_per_byte;
@@ -75,7 +78,8 @@ double sb_cost_reduce_scatter_s(const struct sb_link *l, int p, double bytes, in
 double sb_cost_allgather_s(const struct sb_link *l, int p, double bytes, int units)
 {
     if (p <= 1) return 0.0;
-    struct sb_link c = sb_link_at(l, bytes / p); /* the ring's blocks */
+    struct sb_link x = sb_link_exchange(l);
+    struct sb_link c = sb_link_at(&x, bytes / p); /* the ring's blocks */
     l = &c;
     return ring_messages(p, units) * l->alpha_s + (p - 1) * bytes / p / l->bandwidth_Bps;
 }
@@ -93,8 +97,9 @@ double sb_cost_hierarchical_allreduce_s(const struct sb_link *intra, const struc
                                         double bytes)
 {
     double l = per_host, stage = 0.0;
+    struct sb_link x = sb_link_exchange(intra);
     if (per_host > 1) /* one ring pass: reduce-scatter, or all-gather (no γ) */
-        stage = (l - 1) * sb_cost_message_s(intra, bytes / l);
+        stage = (l - 1) * sb_cost_message_s(&x, bytes / l);
     double gamma = per_host > 1 ? (l - 1) / l * bytes * intra->gamma_s_per_byte : 0.0;
     return 2.0 * stage + gamma + sb_cost_allreduce_s(inter, cross, hosts, bytes / l);
 }

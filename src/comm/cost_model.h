@@ -48,7 +48,12 @@ const struct sb_link *sb_link_crossed(const struct sb_link_classes *l, int cross
 /* One message of `bytes`: α + bytes / B (Hockney); on a sized link (every
  * function below alike) α and B are those of the class of the size each
  * message has: M/p for the ring's blocks, M for recursive doubling and the
- * binomial tree's whole messages. */
+ * binomial tree's whole messages. The rings' steps and recursive
+ * doubling's swaps are exchanges (both ends send at once) and are priced
+ * with the link's exchange classes where the probe measured them
+ * (core/link.h, sb_link_exchange; docs/layouts.md, "A ring's step is an
+ * exchange", 2026-11-29); one-way sends (this function, the tree, a pipeline
+ * boundary) with its one-way classes. */
 double sb_cost_message_s(const struct sb_link *l, double bytes);
 
 /* Ring all-reduce (reduce-scatter then all-gather, Patarasuk & Yuan 2009)

@@ -23,12 +23,28 @@ struct sb_link {
     double size_bytes[SB_LINK_MAX_SIZES];
     double size_alpha_s[SB_LINK_MAX_SIZES];
     double size_bandwidth_Bps[SB_LINK_MAX_SIZES];
+    /* Exchange classes (0: the classes above price exchanges too): the same
+     * rungs timed with both ends sending to each other at once, round after
+     * round, as a ring's steps send (src/job/probe.h); laid out as above.
+     * The rings of the cost model price their blocks with these
+     * (sb_link_exchange), a one-way send (a pipeline boundary, a tree)
+     * with the classes above. */
+    int n_exchange_sizes;
+    double exchange_bytes[SB_LINK_MAX_SIZES];
+    double exchange_alpha_s[SB_LINK_MAX_SIZES];
+    double exchange_bandwidth_Bps[SB_LINK_MAX_SIZES];
 };
 
 /* The plain link (n_sizes 0) that prices one message of message_bytes on l:
  * l's α and B, or those of the sized class holding message_bytes (above);
  * γ kept. */
 struct sb_link sb_link_at(const struct sb_link *l, double message_bytes);
+
+/* The link that prices exchanges on l (a ring's steps, recursive
+ * doubling's swaps): l with its exchange classes as its sized classes
+ * where it has any (n_exchange_sizes > 0), else l itself; α, B and γ kept,
+ * the result's own exchange classes cleared. */
+struct sb_link sb_link_exchange(const struct sb_link *l);
 
 /* The sized classes of n probed rungs (src/job/probe.h): sizes m[0..n)
  * ascending (bytes) and their one-way times t[0..n) (s) into out's
@@ -39,5 +55,10 @@ struct sb_link sb_link_at(const struct sb_link *l, double message_bytes);
  * (the Hockney line through the two rungs that bound the class). n < 2
  * gives no classes. */
 void sb_link_fit_sized(const double *m, const double *t, int n, struct sb_link *out);
+
+/* The same fit of n rungs timed as exchanges (t[k]: one round's seconds,
+ * both ends sending m[k] bytes at once) into out's exchange classes
+ * (n_exchange_sizes = n - 1; the rest of out untouched). */
+void sb_link_fit_exchange(const double *m, const double *t, int n, struct sb_link *out);
 
 #endif

@@ -1,4 +1,4 @@
-/* Link probe by ping-pong; see probe.h. */
+/* Link probe by ping-pong and exchange; see probe.h. */
 #include "job/probe.h"
 
 
@@ -20,8 +20,12 @@
 #define SIZED_BUDGET_S 0.04
 #define GAMMA_FLOATS (1024 * 1024)
 #define GAMMA_TRIES 3
-/* slots of one sized link in the broadcast: n, then bytes, α, B per class */
-#define SIZED_SLOTS (1 + 3 * SB_LINK_MAX_SIZES)
+/* slots of one sized link in the broadcast: n, then bytes, α, B per class,
+ * then the same of its exchange classes */
+#define SIZED_SLOTS (2 * (1 + 3 * SB_LINK_MAX_SIZES))
+/* the exchange ladder (probe.h): after one unmeasured round, SWAP_TRIES
+ * runs of SWAP_ROUNDS rounds back to back, the best run's seconds a round */
+#define SWAP_ROUNDS 2
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -84,14 +88,36 @@ static sb_status best_rtt(MPI_Comm comm, int me, int peer, char *buf, int bytes,
     return SB_OK;
 }
 
+/* Both sides send `bytes` to each other at once (MPI_Sendrecv from buf
+ * into rbuf), one unmeasured round (it absorbs the two sides' different
+ * start), then `tries` runs of SWAP_ROUNDS rounds, each round's receive
+ * done before the next round's send starts, as a ring's steps go. *best:
+ * the best run's seconds per round. */
+static sb_status best_swap(MPI_Comm comm, int peer, char *buf, char *rbuf, int bytes, int tries,
+                           double *best)
+{
+    *best = 1e30;
+    for (int t = 0; t <= tries; t++) {
+        double t0 = sb_now_s();
+        for (int i = 0; i < (t ? SWAP_ROUNDS : 1); i++)
+            SB_TRY(SB_MPI_CHECK(MPI_Sendrecv(buf, bytes, MPI_CHAR, peer, 4, rbuf, bytes,
+                                             MPI_CHAR, peer, 4, comm, MPI_STATUS_IGNORE)));
+        double dt = (sb_now_s() - t0) / SWAP_ROUNDS;
+        if (t > 0 && dt < *best) *best = dt;
+    }
+    return SB_OK;
+}
+
 /* The sized ladder with one peer (probe.h): rank 0 tells the peer each
  * next size (0: done) so that both stop at the same rung. On rank 0, into
  * out the classes sb_link_fit_sized fits through the rungs (core/link.h),
- * T the round trip less the acknowledgement's α. */
-static sb_status probe_sized(MPI_Comm comm, int me, int peer, char *buf, double alpha_s,
-                             struct sb_link *out)
+ * T the round trip less the acknowledgement's α, and the exchange classes
+ * sb_link_fit_exchange fits through the same rungs timed as exchanges
+ * (rbuf: the exchanges' receive buffer, SIZED_LARGEST bytes). */
+static sb_status probe_sized(MPI_Comm comm, int me, int peer, char *buf, char *rbuf,
+                             double alpha_s, struct sb_link *out)
 {
-    double m[SB_LINK_MAX_SIZES + 1], t[SB_LINK_MAX_SIZES + 1];
+    double m[SB_LINK_MAX_SIZES + 1], t[SB_LINK_MAX_SIZES + 1], x[SB_LINK_MAX_SIZES + 1];
     int n = 0, next = SIZED_FIRST;
     for (;;) {
         int size = 0;
@@ -103,7 +129,9 @@ static sb_status probe_sized(MPI_Comm comm, int me, int peer, char *buf, double 
         }
         if (size <= 0) break;
         double best = 0.0;
-        SB_TRY(best_rtt(comm, me, peer, buf, size, size > SIZE_LARGE ? 2 : BW_TRIES, &best));
+        int tries = size > SIZE_LARGE ? 2 : BW_TRIES;
+        SB_TRY(best_rtt(comm, me, peer, buf, size, tries, &best));
+        SB_TRY(best_swap(comm, me == 0 ? peer : 0, buf, rbuf, size, tries, &x[n]));
         m[n] = size;
         t[n++] = best - alpha_s > 0 ? best - alpha_s : best;
         next = size < SIZED_LARGEST ? 4 * size : 0;
@@ -111,6 +139,7 @@ static sb_status probe_sized(MPI_Comm comm, int me, int peer, char *buf, double 
     }
     memset(out, 0, sizeof *out);
     sb_link_fit_sized(m, t, n, out);
+    sb_link_fit_exchange(m, x, n, out);
     return SB_OK;
 }
 
@@ -138,24 +167,35 @@ static double probe_gamma(void)
     return best / (GAMMA_FLOATS * sizeof(float));
 }
 
-/* Packs a sized link into SIZED_SLOTS doubles, or back. */
+/* Packs a sized link's classes, then its exchange classes, into
+ * SIZED_SLOTS doubles, or back. */
 static void pack_sized(const struct sb_link *l, double *slot)
 {
+    double *x = slot + SIZED_SLOTS / 2;
     slot[0] = l->n_sizes;
+    x[0] = l->n_exchange_sizes;
     for (int k = 0; k < SB_LINK_MAX_SIZES; k++) {
         slot[1 + 3 * k] = l->size_bytes[k];
         slot[2 + 3 * k] = l->size_alpha_s[k];
         slot[3 + 3 * k] = l->size_bandwidth_Bps[k];
+        x[1 + 3 * k] = l->exchange_bytes[k];
+        x[2 + 3 * k] = l->exchange_alpha_s[k];
+        x[3 + 3 * k] = l->exchange_bandwidth_Bps[k];
     }
 }
 
 static void unpack_sized(const double *slot, struct sb_link *l)
 {
+    const double *x = slot + SIZED_SLOTS / 2;
     l->n_sizes = (int)slot[0];
+    l->n_exchange_sizes = (int)x[0];
     for (int k = 0; k < SB_LINK_MAX_SIZES; k++) {
         l->size_bytes[k] = slot[1 + 3 * k];
         l->size_alpha_s[k] = slot[2 + 3 * k];
         l->size_bandwidth_Bps[k] = slot[3 + 3 * k];
+        l->exchange_bytes[k] = x[1 + 3 * k];
+        l->exchange_alpha_s[k] = x[2 + 3 * k];
+        l->exchange_bandwidth_Bps[k] = x[3 + 3 * k];
     }
 }
 
@@ -177,9 +217,10 @@ static int probed_peer(const char *hosts, int len, int q, int all_local)
 static sb_status probe_all(MPI_Comm comm, int rank, int size, const char *hosts, int len,
                            struct sb_link_probe *out)
 {
-    char *buf = malloc(SIZED_LARGEST);
+    char *buf = malloc(2 * (size_t)SIZED_LARGEST), *rbuf;
     if (!buf) return sb_error(SB_ERR_NOMEM, "link probe: out of memory");
-    memset(buf, 1, SIZED_LARGEST); /* its pages mapped before any send is timed */
+    rbuf = buf + SIZED_LARGEST;
+    memset(buf, 1, 2 * (size_t)SIZED_LARGEST); /* its pages mapped before any send is timed */
     sb_status st = SB_OK;
     double t0 = sb_now_s();
     /* alpha, bandwidth, peers, cross, s, intra done, intra alpha, intra B, γ, sized s,
@@ -201,7 +242,7 @@ static sb_status probe_all(MPI_Comm comm, int rank, int size, const char *hosts,
         struct sb_link l = {0};
         st = probe_pair(comm, rank == 0 ? 0 : q, q, buf, &a, &b);
         double ts = sb_now_s();
-        if (!st) st = probe_sized(comm, rank == 0 ? 0 : q, q, buf, a, &l);
+        if (!st) st = probe_sized(comm, rank == 0 ? 0 : q, q, buf, rbuf, a, &l);
         sized_s += sb_now_s() - ts;
         if (!st && rank == 0) {
             if (a > res[0]) res[0] = a;
@@ -216,7 +257,7 @@ static sb_status probe_all(MPI_Comm comm, int rank, int size, const char *hosts,
         struct sb_link l = {0};
         st = probe_pair(comm, rank == 0 ? 0 : local_peer, local_peer, buf, &a, &b);
         double ts = sb_now_s();
-        if (!st) st = probe_sized(comm, rank == 0 ? 0 : local_peer, local_peer, buf, a, &l);
+        if (!st) st = probe_sized(comm, rank == 0 ? 0 : local_peer, local_peer, buf, rbuf, a, &l);
         sized_s += sb_now_s() - ts;
         if (!st && rank == 0) res[5] = 1, res[6] = a, res[7] = b, sized_intra = l;
     }

@@ -40,6 +40,19 @@
  * most ~0.15 s per link (16 MiB on shared memory, 4 MiB at 1 Gbit/s,
  * 256 KiB at 100 Mbit/s; more on a loaded machine); sized_seconds says it.
  *
+ * Exchanges (2026-11-29; docs/layouts.md, "A ring's step is an exchange"):
+ * a ring's step sends a block to one neighbour while receiving one from
+ * the other, step after step, and a link carries that at its streaming
+ * rate, which a lone ping-pong does not show (100 Mbit/s between two
+ * namespace hosts: 36 kB both ways at once 3.03 ms a round, the line; the
+ * ping-pong ladder's class priced it 4.0 ms). So at each rung both sides
+ * also send m to each other at once (MPI_Sendrecv), one unmeasured round,
+ * then 2 rounds back to back, the best of the rung's tries; X(m) a round's
+ * seconds, fitted into exchange classes as above (core/link.h,
+ * sb_link_fit_exchange). The cost model's rings and swaps use them
+ * (cost_model.h). Cost: 7 rounds a rung, about as long again as the
+ * ping-pong ladder.
+ *
  * γ: rank 0 times the comm's own reduction loop (dst[i] += src[i] over
  * 2^20 floats, 4 MiB: out of the L2 cache, as a bucket is), the best of 3
  * after a warming pass, per byte of dst (Chan et al. 2007's γ). */
@@ -66,7 +79,8 @@ struct sb_link_probe {
     double gamma_s_per_byte; /* the reduction's γ on rank 0 (above), s per byte */
     double sized_seconds;    /* wall time of the sized ladders and γ (in seconds) */
     struct sb_link sized;       /* the cross-host (on one host: the probed) link's
-                                 * sized classes (n_sizes 0: none) */
+                                 * sized classes (n_sizes 0: none) and its
+                                 * exchange classes (n_exchange_sizes) */
     struct sb_link intra_sized; /* the within-host link's, where intra_done */
 };
 

@@ -5,29 +5,41 @@
 
 #include "report/json_util.h"
 
-/* comm.model.links.*.sizes (1.14): the sized classes of a probed link
- * (job/probe.h), each {from_bytes, alpha_s, bandwidth_Bps}; the class holds
- * messages from from_bytes up to the next class's. Also the reduction's γ
- * (the machine's, the same for both classes). */
-static void add_sized(cJSON *c, const struct sb_link *l, double gamma, int *fail)
+/* One array of a link's classes under key, each {from_bytes, alpha_s,
+ * bandwidth_Bps}: n of them from the three arrays. */
+static void add_classes(cJSON *c, const char *key, int n, const double *from,
+                        const double *alpha, const double *bw, int *fail)
 {
-    sb_json_add_num(c, "gamma_s_per_byte", gamma, fail);
-    cJSON *arr = cJSON_AddArrayToObject(c, "sizes");
+    cJSON *arr = cJSON_AddArrayToObject(c, key);
     if (!arr) {
         *fail = 1;
         return;
     }
-    for (int k = 0; k < l->n_sizes && k < SB_LINK_MAX_SIZES; k++) {
+    for (int k = 0; k < n && k < SB_LINK_MAX_SIZES; k++) {
         cJSON *o = cJSON_CreateObject();
         if (!o || !cJSON_AddItemToArray(arr, o)) {
             cJSON_Delete(o);
             *fail = 1;
             return;
         }
-        sb_json_add_num(o, "from_bytes", l->size_bytes[k], fail);
-        sb_json_add_num(o, "alpha_s", l->size_alpha_s[k], fail);
-        sb_json_add_num(o, "bandwidth_Bps", l->size_bandwidth_Bps[k], fail);
+        sb_json_add_num(o, "from_bytes", from[k], fail);
+        sb_json_add_num(o, "alpha_s", alpha[k], fail);
+        sb_json_add_num(o, "bandwidth_Bps", bw[k], fail);
     }
+}
+
+/* comm.model.links.*.sizes (1.14): the sized classes of a probed link
+ * (job/probe.h), each {from_bytes, alpha_s, bandwidth_Bps}; the class holds
+ * messages from from_bytes up to the next class's; (1.18) exchange_sizes:
+ * its exchange classes, alike. Also the reduction's γ (the machine's, the
+ * same for both classes). */
+static void add_sized(cJSON *c, const struct sb_link *l, double gamma, int *fail)
+{
+    sb_json_add_num(c, "gamma_s_per_byte", gamma, fail);
+    add_classes(c, "sizes", l->n_sizes, l->size_bytes, l->size_alpha_s, l->size_bandwidth_Bps,
+                fail);
+    add_classes(c, "exchange_sizes", l->n_exchange_sizes, l->exchange_bytes,
+                l->exchange_alpha_s, l->exchange_bandwidth_Bps, fail);
 }
 
 /* comm.model.links (1.12): the two link classes the probe measured, each

@@ -99,6 +99,7 @@ void sb_bucket_allreduce_cost(const struct sb_link *l, enum sb_allreduce_algo al
     double total = 0.0, ready_bytes = 0.0, done = 0.0, ring_done = -1.0;
     for (int b = 0; b < n; b++) total += bytes[b];
     int largest = 0;
+    const struct sb_link ring = sb_link_exchange(l); /* a ring's steps are exchanges */
     for (int b = 0; b < n; b++) {
         enum sb_allreduce_algo a = algo;
         if (a == SB_ALLREDUCE_AUTO) a = sb_allreduce_choose((size_t)bytes[b], p);
@@ -110,7 +111,7 @@ void sb_bucket_allreduce_cost(const struct sb_link *l, enum sb_allreduce_algo al
         ready_bytes += bytes[b];
         double ready = ready_s(backward_s, ready_bytes, total);
         if (a == SB_ALLREDUCE_RING && ready < ring_done && p > 2)
-            times[b] -= 2.0 * (p - 2) * sb_link_at(l, bytes[b] / p).alpha_s;
+            times[b] -= 2.0 * (p - 2) * sb_link_at(&ring, bytes[b] / p).alpha_s;
         done = (ready > done ? ready : done) + times[b];
         if (a == SB_ALLREDUCE_RING) ring_done = done;
         out->comm_s += times[b];

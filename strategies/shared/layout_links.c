@@ -69,6 +69,10 @@ struct sb_link sb_link_shared(const struct sb_link *l, double share)
             out.size_bandwidth_Bps[k] /= share;
             out.size_bytes[k] /= share;
         }
+        for (int k = 0; k < out.n_exchange_sizes && k < SB_LINK_MAX_SIZES; k++) {
+            out.exchange_bandwidth_Bps[k] /= share;
+            out.exchange_bytes[k] /= share;
+        }
     }
     return out;
 }

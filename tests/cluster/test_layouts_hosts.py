@@ -36,6 +36,12 @@ def test_probe_measures_both_classes(cluster, stratbench, mnist_dir, tmp_path):
     assert 2 <= len(links["intra"]["sizes"]) <= 5
     assert links["inter"]["gamma_s_per_byte"] == links["intra"]["gamma_s_per_byte"] == \
         model["gamma_s_per_byte"] > 0
+    # (1.18) the same rungs timed as exchanges, both ends sending at once: a class per
+    # one-way class, each at most the line's rate each way (plus the burst's slack)
+    for k in ("inter", "intra"):
+        assert [c["from_bytes"] for c in links[k]["exchange_sizes"]] == \
+            [c["from_bytes"] for c in links[k]["sizes"]]
+    assert all(0 < c["bandwidth_Bps"] < 1.2 * RATE_BPS for c in links["inter"]["exchange_sizes"])
     # the shaped link: at most its rate (plus the token bucket's burst slack), and
     # below the within-host link, which is not shaped (about 10 GB/s on a quiet
     # machine; the test asserts only the order, since a loaded machine measured
@@ -47,5 +53,6 @@ def test_probe_measures_both_classes(cluster, stratbench, mnist_dir, tmp_path):
     layouts = json.loads(pred.stdout)
     assert layouts["links"]["intra"]["source"] == layouts["links"]["inter"]["source"] == "probe"
     assert layouts["links"]["inter"]["sizes"] == links["inter"]["sizes"]
+    assert layouts["links"]["inter"]["exchange_sizes"] == links["inter"]["exchange_sizes"]
     tp = [r for r in layouts["layouts"] if r["tp"] == 2]
     assert tp and all(r["comm"]["tp"]["link"] == "intra" for r in tp)

@@ -65,7 +65,11 @@ def test_report_has_comm_model(ddp_report):
     assert [c["from_bytes"] for c in sizes[1:]] == [16384 * 4 ** k for k in range(1, len(sizes))]
     assert 0 < model["gamma_s_per_byte"] < 1e-6 and intra["gamma_s_per_byte"] == model["gamma_s_per_byte"]
     assert 0 < model["probe_sized_s"] <= model["probe_s"]
-    cls = [c for c in sizes if c["from_bytes"] <= m / 2][-1]
+    # (1.18) the same rungs timed as exchanges price the ring's blocks
+    swaps = intra["exchange_sizes"]
+    assert [c["from_bytes"] for c in swaps] == [c["from_bytes"] for c in sizes]
+    assert all(c["bandwidth_Bps"] > 0 and c["alpha_s"] >= 0 for c in swaps)
+    cls = [c for c in swaps if c["from_bytes"] <= m / 2][-1]
     want = ring_s(cls["alpha_s"], cls["bandwidth_Bps"], 2, m, model["gamma_s_per_byte"])
     assert math.isclose(model["predicted_comm_ms"], 1e3 * want, rel_tol=1e-9)
     assert model["measured_comm_ms"] == report["phases_by_rank_ms"]["comm"]["min"]

@@ -81,7 +81,8 @@ def test_ranking_schema_and_axes(stratbench, report):
     assert [r["rank"] for r in doc["layouts"]] == list(range(1, len(steps) + 1))
     assert doc["links"]["intra"]["source"] == "probe"
     assert doc["links"]["inter"] == {"alpha_s": 50e-6, "bandwidth_Bps": 12.5e6,
-                                     "gamma_s_per_byte": 0, "sizes": [], "source": "given"}
+                                     "gamma_s_per_byte": 0, "sizes": [], "exchange_sizes": [],
+                                     "source": "given"}
     for r in doc["layouts"]:
         # zero stages 2-3 are refused with a pipeline (docs/layouts.md)
         assert not (r["pp"] > 1 and r["zero_stage"] >= 2), r["name"]
@@ -229,6 +230,38 @@ def _sized_report():
     r["comm"]["model"]["gamma_s_per_byte"] = SIZED["gamma_s_per_byte"]
     r["comm"]["model"]["links"]["intra"] = SIZED
     return r
+
+
+def test_exchange_classes_price_the_rings(stratbench, tmp_path):
+    """(1.18) A link's exchange classes price the rings' blocks: the same report with
+    exchange classes 4 times slower than its one-way ones from 100 kB prices dp1-tp2's tp
+    all-reduce (fc2's output, M = 4 x 128 x 1024 bytes, ring at tp 2: blocks of M/2 =
+    262 kB) at 2 (a + (M/2)/B) of the exchange class (7 us, 250 MB/s) + (1/2) M gamma; the
+    pipeline's one-way sends keep the one-way classes; predict's JSON echoes them; a given
+    --intra-bandwidth drops them."""
+    r = _sized_report()
+    swaps = [{"from_bytes": 0, "alpha_s": 2e-6, "bandwidth_Bps": 5e9},
+             {"from_bytes": 100000, "alpha_s": 7e-6, "bandwidth_Bps": 2.5e8}]
+    r["comm"]["model"]["links"]["intra"] = dict(SIZED, exchange_sizes=swaps)
+    path = tmp_path / "swaps.json"
+    path.write_text(json.dumps(r))
+    doc = layouts(stratbench, path, "--hosts", 1, "--ranks-per-host", 2)
+    validate(doc)
+    assert doc["links"]["intra"]["exchange_sizes"] == swaps
+    m = 4 * 128 * 1024
+    want = 2 * (7e-6 + m / 2 / 2.5e8) + 0.5 * m * 1e-10
+    tp = find(doc, dp=1, tp=2, pp=1, zero_stage=0)
+    assert tp["comm"]["tp"]["comm_ms"] == pytest.approx(1e3 * want, rel=1e-12)
+    plain_path = tmp_path / "sized.json"
+    plain_path.write_text(json.dumps(_sized_report()))
+    plain = layouts(stratbench, plain_path, "--hosts", 1, "--ranks-per-host", 2)
+    assert plain["links"]["intra"]["exchange_sizes"] == []
+    def pp_ms(d):
+        return {r["name"]: r["comm"]["pp"]["comm_ms"] for r in d["layouts"] if r["dp"] == 1}
+    assert pp_ms(doc) == pp_ms(plain) and any(v > 0 for v in pp_ms(doc).values())
+    given = layouts(stratbench, path, "--hosts", 1, "--ranks-per-host", 2,
+                    "--intra-bandwidth", "10GB/s", "--intra-latency", "1us")
+    assert given["links"]["intra"]["exchange_sizes"] == []
 
 
 def test_sized_link_and_gamma(stratbench, tmp_path):

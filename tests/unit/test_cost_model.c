@@ -206,6 +206,54 @@ static void test_sized(void **state)
     assert_float_equal(h, 2 * (1e-4 + 0.04) + 0.004 + 2 * (1e-4 + 0.02) + 0.002, EPS);
 }
 
+/* Exchange classes (2026-11-29): a link whose one-way classes are slow
+ * (10 MB/s) and whose exchange classes fast (100 MB/s, α 1 µs, and a
+ * second class from 1 MB at 50 MB/s): the rings and recursive doubling's
+ * swaps are priced with the exchange classes, one-way sends (a message,
+ * the binomial tree, recursive doubling's post-step) with the one-way
+ * ones; sb_link_exchange swaps the tables and clears its own. */
+static void test_exchange(void **state)
+{
+    (void)state;
+    struct sb_link s = {.alpha_s = 1.0, .bandwidth_Bps = 1.0, .gamma_s_per_byte = 0.0,
+                        .n_sizes = 1, .size_bytes = {0.0}, .size_alpha_s = {1e-4},
+                        .size_bandwidth_Bps = {1e7}, .n_exchange_sizes = 2,
+                        .exchange_bytes = {0.0, 1e6}, .exchange_alpha_s = {1e-6, 2e-6},
+                        .exchange_bandwidth_Bps = {1e8, 5e7}};
+    struct sb_link x = sb_link_exchange(&s);
+    assert_int_equal(x.n_sizes, 2);
+    assert_int_equal(x.n_exchange_sizes, 0);
+    assert_float_equal(x.size_bytes[1], 1e6, 0.0);
+    assert_float_equal(x.size_bandwidth_Bps[1], 5e7, 0.0);
+    assert_float_equal(x.alpha_s, 1.0, 0.0);
+    struct sb_link plain = {.alpha_s = 1e-4, .bandwidth_Bps = 1e7};
+    assert_float_equal(sb_link_exchange(&plain).bandwidth_Bps, 1e7, 0.0); /* none: itself */
+    assert_float_equal(sb_cost_message_s(&s, 1e5), 1e-4 + 1e-2, EPS);
+    /* ring p 4, M 2 MB: blocks of 500 kB in exchange class 0 */
+    assert_float_equal(sb_cost_ring_allreduce_s(&s, 4, 2e6), 6 * (1e-6 + 5e-3), EPS);
+    /* ring p 2, M 4 MB: blocks of 2 MB in exchange class 1 */
+    assert_float_equal(sb_cost_ring_allreduce_s(&s, 2, 4e6), 2 * (2e-6 + 0.04), EPS);
+    assert_float_equal(sb_cost_reduce_scatter_s(&s, 4, 2e6, 1), 3 * (1e-6 + 5e-3), EPS);
+    assert_float_equal(sb_cost_allgather_s(&s, 4, 2e6, 1), 3 * (1e-6 + 5e-3), EPS);
+    /* recursive doubling p 2: one swap; p 3: pre-step swap + swap + one-way post */
+    assert_float_equal(sb_cost_recursive_doubling_s(&s, 2, 1e5), 1e-6 + 1e-3, EPS);
+    assert_float_equal(sb_cost_recursive_doubling_s(&s, 3, 1e5),
+                       2 * (1e-6 + 1e-3) + 1e-4 + 1e-2, EPS);
+    /* the binomial tree's sends are one way */
+    assert_float_equal(sb_cost_binomial_allreduce_s(&s, 2, 1e5), 2 * (1e-4 + 1e-2), EPS);
+    /* hierarchical 2 x 2, M 2 MB: the within-host passes of 1 MB swap */
+    double h = sb_cost_hierarchical_allreduce_s(&s, &s, SB_ALLREDUCE_RING, 2, 2, 2e6);
+    assert_float_equal(h, 2 * (2e-6 + 0.02) + 2 * (1e-6 + 5e-3), EPS);
+    /* the fit into the exchange classes leaves the one-way ones */
+    double m[2] = {1e4, 1e5}, t[2] = {1e-4 + 1e-4, 1e-4 + 1e-3};
+    sb_link_fit_exchange(m, t, 2, &s);
+    assert_int_equal(s.n_exchange_sizes, 1);
+    assert_float_equal(s.exchange_bandwidth_Bps[0], 1e8, 1e-3);
+    assert_float_equal(s.exchange_alpha_s[0], 1e-4, 1e-12);
+    assert_int_equal(s.n_sizes, 1);
+    assert_float_equal(s.size_bandwidth_Bps[0], 1e7, 0.0);
+}
+
 /* The probe's class fit (sb_link_fit_sized): rungs on the Hockney lines of
  * a link that is 1 GB/s with α 10 µs up to 1 MB and 100 MB/s beyond (a
  * knee, as shared memory leaving the cache): each class recovers its line;
@@ -262,6 +310,7 @@ int main(void)
         cmocka_unit_test(test_reduce_scatter_allgather),       cmocka_unit_test(test_ddp_exposed),
         cmocka_unit_test(test_auto_rule),     cmocka_unit_test(test_names),
         cmocka_unit_test(test_hierarchical), cmocka_unit_test(test_sized),
+        cmocka_unit_test(test_exchange),
         cmocka_unit_test(test_fit_sized),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -429,6 +429,16 @@ static void test_link_share(void **state)
     assert_float_equal(zh.size_bytes[1], 5e5, 0.0);
     assert_float_equal(sb_cost_message_s(&zh, 6e5), 2e-5 + 2 * 6e5 / 1e8, 1e-15);
     assert_float_equal(sb_cost_message_s(&z, 6e5), 1e-5 + 6e5 / 4e8, 1e-15);
+    /* its exchange classes alike (a ring's blocks through the shared link) */
+    z.n_exchange_sizes = 2;
+    z.exchange_bytes[1] = 1e6;
+    z.exchange_alpha_s[0] = 1e-6, z.exchange_alpha_s[1] = 3e-6;
+    z.exchange_bandwidth_Bps[0] = 8e8, z.exchange_bandwidth_Bps[1] = 2e8;
+    zh = sb_link_shared(&z, 2.0);
+    assert_float_equal(zh.exchange_bytes[1], 5e5, 0.0);
+    assert_float_equal(zh.exchange_bandwidth_Bps[0], 4e8, 0.0);
+    assert_float_equal(zh.exchange_bandwidth_Bps[1], 1e8, 0.0);
+    assert_float_equal(zh.exchange_alpha_s[1], 3e-6, 0.0);
 }
 
 /* ddp over the world of 2 hosts of 2: auto's hierarchical all-reduce, its
