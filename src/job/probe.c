@@ -23,8 +23,9 @@
 /* slots of one sized link in the broadcast: n, then bytes, α, B per class,
  * then the same of its exchange classes */
 #define SIZED_SLOTS (2 * (1 + 3 * SB_LINK_MAX_SIZES))
-/* the exchange ladder (probe.h): after one unmeasured round, SWAP_TRIES
- * runs of SWAP_ROUNDS rounds back to back, the best run's seconds a round */
+/* the exchanges at each rung (probe.h): after one unmeasured round, as
+ * many runs as the rung's round trips (BW_TRIES, 2 above 1 MiB), each of
+ * SWAP_ROUNDS rounds back to back; the best run's seconds a round */
 #define SWAP_ROUNDS 2
 
 static int cmp_double(const void *a, const void *b)
