@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "job/eager_limit.h"
 #include "job/job_mpi.h"
 
 #define ALPHA_TRIPS 20
@@ -89,20 +90,34 @@ static sb_status best_rtt(MPI_Comm comm, int me, int peer, char *buf, int bytes,
     return SB_OK;
 }
 
-/* Both sides send `bytes` to each other at once (MPI_Sendrecv from buf
- * into rbuf), one unmeasured round (it absorbs the two sides' different
- * start), then `tries` runs of SWAP_ROUNDS rounds, each round's receive
- * done before the next round's send starts, as a ring's steps go. *best:
- * the best run's seconds per round. */
+/* Both sides send `bytes` to each other at once: one round posts every
+ * piece of at most SB_COLLECTIVE_PIECE_BYTES to be received into rbuf and
+ * sent from buf, as the rings cut their messages (comm/mpi_allreduce.c;
+ * a whole message above the TCP eager limit would go by rendezvous, whose
+ * two directions take turns: job/eager_limit.h), and waits for all. One
+ * unmeasured round (it absorbs the two sides' different start), then
+ * `tries` runs of SWAP_ROUNDS rounds, each round's receives done before
+ * the next round's sends start, as a ring's steps go. *best: the best
+ * run's seconds per round. */
 static sb_status best_swap(MPI_Comm comm, int peer, char *buf, char *rbuf, int bytes, int tries,
                            double *best)
 {
+    enum { MAX_PIECES = SIZED_LARGEST / SB_COLLECTIVE_PIECE_BYTES };
+    const int piece = (int)SB_COLLECTIVE_PIECE_BYTES;
+    MPI_Request req[2 * MAX_PIECES];
     *best = 1e30;
     for (int t = 0; t <= tries; t++) {
         double t0 = sb_now_s();
-        for (int i = 0; i < (t ? SWAP_ROUNDS : 1); i++)
-            SB_TRY(SB_MPI_CHECK(MPI_Sendrecv(buf, bytes, MPI_CHAR, peer, 4, rbuf, bytes,
-                                             MPI_CHAR, peer, 4, comm, MPI_STATUS_IGNORE)));
+        for (int i = 0; i < (t ? SWAP_ROUNDS : 1); i++) {
+            int n = 0;
+            for (int off = 0; off < bytes; off += piece)
+                SB_TRY(SB_MPI_CHECK(MPI_Irecv(rbuf + off, bytes - off < piece ? bytes - off : piece,
+                                              MPI_CHAR, peer, 4, comm, &req[n++])));
+            for (int off = 0; off < bytes; off += piece)
+                SB_TRY(SB_MPI_CHECK(MPI_Isend(buf + off, bytes - off < piece ? bytes - off : piece,
+                                              MPI_CHAR, peer, 4, comm, &req[n++])));
+            SB_TRY(SB_MPI_CHECK(MPI_Waitall(n, req, MPI_STATUSES_IGNORE)));
+        }
         double dt = (sb_now_s() - t0) / SWAP_ROUNDS;
         if (t > 0 && dt < *best) *best = dt;
     }
