@@ -49,12 +49,13 @@
  * also send m to each other at once, in pieces of at most
  * SB_COLLECTIVE_PIECE_BYTES as the rings send (whole 4 MiB messages went by
  * rendezvous, the two directions taking turns: 50.6 MB/s at 1 Gbit/s in 2
- * of 4 probes), one unmeasured round,
- * then 2 rounds back to back, the best of the rung's tries; X(m) a round's
- * seconds, fitted into exchange classes as above (core/link.h,
- * sb_link_fit_exchange). The cost model's rings and swaps use them
- * (cost_model.h). Cost: 7 rounds a rung, about as long again as the
- * ping-pong ladder.
+ * of 4 probes): one unmeasured round, then as many runs as the rung's
+ * round trips (3, 2 above 1 MiB) of 2 rounds back to back, X(m) the best
+ * run's seconds a round, fitted into exchange classes as above
+ * (core/link.h, sb_link_fit_exchange). The cost model's rings and swaps
+ * use them (cost_model.h). Cost: 7 rounds a rung (5 above 1 MiB), about
+ * as long again as the ping-pong ladder, and m bytes each way per round
+ * (about 30 MiB each way on a 1 Gbit/s link, whose ladder reaches 4 MiB).
  *
  * γ: rank 0 times the comm's own reduction loop (dst[i] += src[i] over
  * 2^20 floats, 4 MiB: out of the L2 cache, as a bucket is), the best of 3
