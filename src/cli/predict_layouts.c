@@ -469,6 +469,10 @@ static void print_table(const struct opts *o, const struct run *r,
                 printf("#   from %.0f kB: latency %.2f us, bandwidth %.4g GB/s\n",
                        1e-3 * ls[k]->size_bytes[c], 1e6 * ls[k]->size_alpha_s[c],
                        1e-9 * ls[k]->size_bandwidth_Bps[c]);
+            for (int c = 0; c < ls[k]->n_exchange_sizes && c < SB_LINK_MAX_SIZES; c++)
+                printf("#   exchanges (the rings' steps) from %.0f kB: latency %.2f us, "
+                       "bandwidth %.4g GB/s each way\n", 1e-3 * ls[k]->exchange_bytes[c],
+                       1e6 * ls[k]->exchange_alpha_s[c], 1e-9 * ls[k]->exchange_bandwidth_Bps[c]);
         }
     printf("# compute per sample: forward %.4g ms, backward %.4g ms (measured); %d layers\n",
            in->forward_s_per_sample * 1e3, in->backward_s_per_sample * 1e3, in->n_layers);

@@ -262,6 +262,10 @@ def test_exchange_classes_price_the_rings(stratbench, tmp_path):
     given = layouts(stratbench, path, "--hosts", 1, "--ranks-per-host", 2,
                     "--intra-bandwidth", "10GB/s", "--intra-latency", "1us")
     assert given["links"]["intra"]["exchange_sizes"] == []
+    table = run([stratbench, "predict", str(path), "--layouts", "--hosts", "1",
+                 "--ranks-per-host", "2"], check=True).stdout
+    assert "#   exchanges (the rings' steps) from 100 kB: latency 7.00 us, bandwidth 0.25 GB/s" \
+        in table
 
 
 def test_sized_link_and_gamma(stratbench, tmp_path):
