@@ -8,6 +8,10 @@ assumption), for each link rate and workload:
 
  1. the probe: ddp over all H x R ranks; its report gives the compute per sample, the
     layer table and both link classes (within a host, across hosts: src/job/probe.c);
+    it runs --probe-runs times (3) and the run whose compute a step is the median is the
+    one predicted from (reports/probe_{panel}.json; every run's in probe_{panel}_p{k}.json
+    and the panel's probe_compute_ms), since one run's compute varies by more than any
+    model term on the shared cores (docs/layouts.md, "The probe, four times over");
  2. `stratbench predict PROBE --layouts --hosts H --ranks-per-host R --shared-cores C
     --json` ranks every layout of H x R ranks (docs/layouts.md); --shared-cores tells the
     model that every rank of every host computes on this machine's C cores (--cores), so
@@ -111,8 +115,14 @@ def parse_args(argv=None):
                    help="test images each run scores at its end (train --eval-samples): the "
                         "bench measures steps, not accuracy (default 100; 0: the whole test "
                         "set, for builds before the flag)")
+    p.add_argument("--probe-runs", type=int, default=3,
+                   help="runs of each panel's probe (ddp over every rank); predict from the "
+                        "one whose compute a step is the median (default 3: one run's "
+                        "compute varied 1.5-4.1 ms a step on the 2-core cluster)")
     p.set_defaults(steps=14, warmup=4)
     a = ps.finish_cluster_args(p, p.parse_args(argv))
+    if a.probe_runs < 1:
+        p.error("--probe-runs must be at least 1")
     if a.eval_samples < 0:
         p.error("--eval-samples must be 0 or more")
     if a.repeats < 1:
@@ -290,6 +300,20 @@ def kendall_tau_resolved(rows):
     return (c - d) / (c + d) if c + d else float("nan")
 
 
+def probe_compute_ms(report):
+    """A probe run's compute a step: its median forward plus median backward
+    (phases_ms), from which predict prices every layout's compute."""
+    ph = report["phases_ms"]
+    return ph["forward"]["median"] + ph["backward"]["median"]
+
+
+def median_probe(runs):
+    """Of a panel's probe runs [(path, report)], the one whose compute a step is the
+    median (of an even count, the lower of the middle two)."""
+    ordered = sorted(runs, key=lambda run: probe_compute_ms(run[1]))
+    return ordered[(len(ordered) - 1) // 2]
+
+
 def run_panel(c, a, mpirun, rate, workload, rows, panels):
     """Measures one panel (rate, workload) on cluster c: the probe, predict, then
     --repeats rounds over the panel's layouts, each round in its own order; with c None,
@@ -299,17 +323,27 @@ def run_panel(c, a, mpirun, rate, workload, rows, panels):
     tag = f"{workload}_{rate}"
     probe_path = a.out / "reports" / f"probe_{tag}.json"
     world = a.hosts * a.ranks_per_host
+    probe_runs = sorted(probe_path.parent.glob(f"probe_{tag}_p*.json")) if c is None else []
     if c is None:
         if not probe_path.exists():
             return
         probe = json.loads(probe_path.read_text())
+        probe_runs = [(pth, json.loads(pth.read_text())) for pth in probe_runs]
     else:
-        probe, why = train(c, a, mpirun, WORKLOADS[workload] + [
-            "--strategy", "ddp", "--replicas", str(world), "--batch",
-            str(a.global_batch // world)], probe_path)
-        if probe is None:
-            print(f"{tag}: the probe failed: {why}", flush=True)
-            return
+        for k in range(a.probe_runs):
+            path = a.out / "reports" / f"probe_{tag}_p{k}.json"
+            probe, why = train(c, a, mpirun, WORKLOADS[workload] + [
+                "--strategy", "ddp", "--replicas", str(world), "--batch",
+                str(a.global_batch // world)], path)
+            if probe is None:
+                print(f"{tag}: the probe failed: {why}", flush=True)
+                return
+            probe_runs.append((path, probe))
+        chosen_path, probe = median_probe(probe_runs)
+        probe_path.write_text(chosen_path.read_text())
+        print(f"{tag}: probe compute {', '.join(f'{probe_compute_ms(r):.2f}' for _, r in probe_runs)}"
+              f" ms a step; predicting from {chosen_path.name}", flush=True)
+    probe_compute = [round(probe_compute_ms(r), 3) for _, r in probe_runs] or None
     pred_path = a.out / "reports" / f"predict_{tag}.json"
     # predicted again with --from-reports too: the model may have changed since
     pred = subprocess.run([str(a.build / "stratbench"), "predict", str(probe_path), "--layouts",
@@ -408,7 +442,7 @@ def run_panel(c, a, mpirun, rate, workload, rows, panels):
                            _ranged(best_p, best_m) and
                            max(best_m["repeats_ms"]) < min(best_p["repeats_ms"])),
                        "predicted_best": best_p["layout"], "measured_best": best_m["layout"],
-                       "predicted_best_gap": gap})
+                       "predicted_best_gap": gap, "probe_compute_ms": probe_compute})
         p = panels[-1]
         print(f"{tag}: tau {tau:.2f} (over the resolved pairs {p['kendall_tau_resolved']:.2f}); "
               f"{p['within_15']}/{len(ran)} within 15 %; {p['unresolved_adjacent']} adjacent "

@@ -90,3 +90,15 @@ def test_predicted_again_keeps_the_measurements_date():
     res["repredicted_utc"] = "2026-11-29T00:46:20Z"
     assert ("2026-11-28T23:25:55Z (predicted again 2026-11-29T00:46:20Z), 2 cores"
             in L.table(res).splitlines()[0])
+
+
+def test_the_median_probe():
+    """The probe predicted from is the run whose compute a step (median forward plus
+    median backward) is the median; of an even count the lower middle."""
+    def run(fwd, bwd):
+        return {"phases_ms": {"forward": {"median": fwd}, "backward": {"median": bwd}}}
+    runs = [("a", run(4.0, 5.0)), ("b", run(1.5, 4.0)), ("c", run(2.0, 5.0))]
+    assert L.probe_compute_ms(runs[0][1]) == 9.0
+    assert L.median_probe(runs)[0] == "c"
+    assert L.median_probe(runs[:2])[0] == "b"
+    assert L.median_probe(runs[:1])[0] == "a"
