@@ -98,7 +98,9 @@ static sb_status best_rtt(MPI_Comm comm, int me, int peer, char *buf, int bytes,
  * unmeasured round (it absorbs the two sides' different start), then
  * `tries` runs of SWAP_ROUNDS rounds, each round's receives done before
  * the next round's sends start, as a ring's steps go. *best: the best
- * run's seconds per round. */
+ * run's seconds per round. A failed post returns its error with the
+ * round's earlier pieces in flight: the probe's error ends the job on
+ * every rank (sb_probe_links' callers), as a comm error does. */
 static sb_status best_swap(MPI_Comm comm, int peer, char *buf, char *rbuf, int bytes, int tries,
                            double *best)
 {
