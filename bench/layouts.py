@@ -8,11 +8,12 @@ assumption), for each link rate and workload:
 
  1. the probe: ddp over all H x R ranks; its report gives the compute per sample, the
     layer table and both link classes (within a host, across hosts: src/job/probe.c);
-    it runs --probe-runs times (3) and the run whose compute a step is the median is the
-    one predicted from (reports/probe_{panel}.json; every run's in probe_{panel}_p{k}.json
-    and the panel's probe_compute_ms), since one run's compute varies by more than any
-    model term on the shared cores (docs/layouts.md, "The probe, four times over");
- 2. `stratbench predict PROBE --layouts --hosts H --ranks-per-host R --shared-cores C
+    it runs --probe-runs times (3; probe_{panel}_p{k}.json), since one run's compute
+    varies by more than any model term on the shared cores (docs/layouts.md, "The probe,
+    four times over"); predict is given every run and predicts from the one whose compute
+    a step is the median (copied to reports/probe_{panel}.json; every run's compute is the
+    panel's probe_compute_ms);
+ 2. `stratbench predict PROBE... --layouts --hosts H --ranks-per-host R --shared-cores C
     --json` ranks every layout of H x R ranks (docs/layouts.md); --shared-cores tells the
     model that every rank of every host computes on this machine's C cores (--cores), so
     a layout whose ranks compute fewer at a time (a pipeline's light stage) gets more of a
@@ -121,8 +122,8 @@ def parse_args(argv=None):
                         "compute varied 1.5-4.1 ms a step on the 2-core cluster)")
     p.set_defaults(steps=14, warmup=4)
     a = ps.finish_cluster_args(p, p.parse_args(argv))
-    if a.probe_runs < 1:
-        p.error("--probe-runs must be at least 1")
+    if not 1 <= a.probe_runs <= 9:
+        p.error("--probe-runs must be 1 to 9 (predict takes at most 9 runs of a probe)")
     if a.eval_samples < 0:
         p.error("--eval-samples must be 0 or more")
     if a.repeats < 1:
@@ -300,20 +301,6 @@ def kendall_tau_resolved(rows):
     return (c - d) / (c + d) if c + d else float("nan")
 
 
-def probe_compute_ms(report):
-    """A probe run's compute a step: its median forward plus median backward
-    (phases_ms), from which predict prices every layout's compute."""
-    ph = report["phases_ms"]
-    return ph["forward"]["median"] + ph["backward"]["median"]
-
-
-def median_probe(runs):
-    """Of a panel's probe runs [(path, report)], the one whose compute a step is the
-    median (of an even count, the lower of the middle two)."""
-    ordered = sorted(runs, key=lambda run: probe_compute_ms(run[1]))
-    return ordered[(len(ordered) - 1) // 2]
-
-
 def run_panel(c, a, mpirun, rate, workload, rows, panels):
     """Measures one panel (rate, workload) on cluster c: the probe, predict, then
     --repeats rounds over the panel's layouts, each round in its own order; with c None,
@@ -324,35 +311,39 @@ def run_panel(c, a, mpirun, rate, workload, rows, panels):
     probe_path = a.out / "reports" / f"probe_{tag}.json"
     world = a.hosts * a.ranks_per_host
     probe_runs = sorted(probe_path.parent.glob(f"probe_{tag}_p*.json")) if c is None else []
-    if c is None:
+    legacy = c is None and not probe_runs  # a run from before --probe-runs: one probe
+    if legacy:
         if not probe_path.exists():
             return
-        probe = json.loads(probe_path.read_text())
-        probe_runs = [(pth, json.loads(pth.read_text())) for pth in probe_runs]
-    else:
-        for k in range(a.probe_runs):
-            path = a.out / "reports" / f"probe_{tag}_p{k}.json"
-            probe, why = train(c, a, mpirun, WORKLOADS[workload] + [
-                "--strategy", "ddp", "--replicas", str(world), "--batch",
-                str(a.global_batch // world)], path)
-            if probe is None:
-                print(f"{tag}: the probe failed: {why}", flush=True)
-                return
-            probe_runs.append((path, probe))
-        chosen_path, probe = median_probe(probe_runs)
-        probe_path.write_text(chosen_path.read_text())
-        print(f"{tag}: probe compute {', '.join(f'{probe_compute_ms(r):.2f}' for _, r in probe_runs)}"
-              f" ms a step; predicting from {chosen_path.name}", flush=True)
-    probe_compute = [round(probe_compute_ms(r), 3) for _, r in probe_runs] or None
+        probe_runs = [probe_path]
+    for k in range(a.probe_runs if c is not None else 0):
+        path = a.out / "reports" / f"probe_{tag}_p{k}.json"
+        r, why = train(c, a, mpirun, WORKLOADS[workload] + [
+            "--strategy", "ddp", "--replicas", str(world), "--batch",
+            str(a.global_batch // world)], path)
+        if r is None:
+            print(f"{tag}: the probe failed: {why}", flush=True)
+            return
+        probe_runs.append(path)
     pred_path = a.out / "reports" / f"predict_{tag}.json"
-    # predicted again with --from-reports too: the model may have changed since
-    pred = subprocess.run([str(a.build / "stratbench"), "predict", str(probe_path), "--layouts",
-                           "--hosts", str(a.hosts), "--ranks-per-host", str(a.ranks_per_host),
-                           "--global-batch", str(a.global_batch), "--shared-cores",
-                           str(a.cores), "--json"] + links_from(a, tag),
+    # predicted again with --from-reports too: the model may have changed since. Given
+    # every probe run, predict takes the one whose compute a step is the median.
+    pred = subprocess.run([str(a.build / "stratbench"), "predict", *map(str, probe_runs),
+                           "--layouts", "--hosts", str(a.hosts), "--ranks-per-host",
+                           str(a.ranks_per_host), "--global-batch", str(a.global_batch),
+                           "--shared-cores", str(a.cores), "--json"] + links_from(a, tag),
                           capture_output=True, text=True, check=True)
-    layouts = json.loads(pred.stdout)["layouts"]
+    doc = json.loads(pred.stdout)
+    layouts = doc["layouts"]
     pred_path.write_text(pred.stdout)
+    chosen = pathlib.Path(doc["report"])
+    probe = json.loads(chosen.read_text())
+    if chosen != probe_path:  # probe_{panel}.json: the run predicted from (--links-from's)
+        probe_path.write_text(chosen.read_text())
+    probe_compute = [round(x["compute_ms"], 3) for x in doc.get("reports") or []] or None
+    if probe_compute:
+        print(f"{tag}: probe compute {', '.join(f'{x:.2f}' for x in probe_compute)} ms a "
+              f"step; predicting from {chosen.name}", flush=True)
     print(f"{tag}: {len(layouts)} layouts predicted; probe step "
           f"{probe['step_ms']['median']:.1f} ms", flush=True)
     chosen = {}
@@ -376,8 +367,8 @@ def run_panel(c, a, mpirun, rate, workload, rows, panels):
                 old = a.out / "reports" / f"{tag}_{name}.json"
                 if not path.exists() and k == 0 and old.exists():
                     path = old  # a run from before repeats: one report, no suffix
-                elif not path.exists() and k == 0 and name.startswith(f"dp{world}-tp1-pp1-m1-"
-                                                                        "none-z0"):
+                elif (legacy and not path.exists() and k == 0 and
+                      name.startswith(f"dp{world}-tp1-pp1-m1-none-z0")):
                     path = probe_path  # before repeats the probe stood for this layout
                 if not path.exists():
                     continue

@@ -267,10 +267,16 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
     if (memory_flag)
         return sb_error(SB_ERR_USAGE, "predict: --precision and --optimizer go with --params "
                         "(a REPORT states its own)");
-    if (optind != argc - 1)
-        return sb_error(SB_ERR_USAGE, "predict: expected one REPORT, got %d arguments (see "
-                        "stratbench predict --help)", argc - optind);
-    o->report = argv[optind];
+    int n_reports = argc - optind;
+    if (o->layouts && n_reports > SB_PREDICT_MAX_REPORTS)
+        return sb_error(SB_ERR_USAGE, "predict: --layouts: at most %d REPORTs (runs of one "
+                        "probe), got %d", SB_PREDICT_MAX_REPORTS, n_reports);
+    if (n_reports < 1 || (n_reports > 1 && !o->layouts))
+        return sb_error(SB_ERR_USAGE, "predict: expected one REPORT, got %d arguments (several "
+                        "go with --layouts; see stratbench predict --help)", n_reports);
+    for (int i = 0; i < n_reports; i++) o->reports[i] = argv[optind + i];
+    o->n_reports = n_reports;
+    o->report = o->reports[0];
     SB_TRY(sb_predict_layouts_check_flags(o, counts_given));
     if (o->calibrate && (o->bandwidth_Bps > 0 || o->latency_s >= 0))
         return sb_error(SB_ERR_USAGE, "predict: --calibrate measures the link: give it or "
@@ -280,9 +286,12 @@ static sb_status parse_opts(struct opts *o, int argc, char **argv)
                         strerror(errno));
     if (o->out) { /* checked before any work, as train's outputs are (cli/outputs.h) */
         const struct sb_output out = {"--out", o->out};
-        const char *inputs[2] = {o->report, o->calibrate};
+        const char *inputs[SB_PREDICT_MAX_REPORTS + 1];
+        int n_inputs = 0;
+        for (int i = 0; i < o->n_reports; i++) inputs[n_inputs++] = o->reports[i];
+        if (o->calibrate) inputs[n_inputs++] = o->calibrate;
         SB_TRY(sb_outputs_check(&out, 1));
-        SB_TRY(sb_outputs_check_inputs(&out, 1, inputs, o->calibrate ? 2 : 1));
+        SB_TRY(sb_outputs_check_inputs(&out, 1, inputs, n_inputs));
     }
     return SB_OK;
 }
@@ -508,6 +517,48 @@ static sb_status calibrated_link(const struct opts *o, struct run *r)
     return SB_OK;
 }
 
+/* predict --layouts R1 R2 ...: several runs of one probe, whose compute a
+ * step varies between runs by more than any model term on shared cores
+ * (docs/layouts.md, "The probe, four times over"). The one whose compute a
+ * step (forward + backward, as the layout model prices them:
+ * sb_predict_phase_ms) is the median, of an even count the lower of the
+ * middle two, becomes o->report; each one's compute goes to
+ * o->reports_compute_ms. Errors: load_run's, naming the file; SB_ERR_INPUT
+ * naming the file when it lacks the forward and backward phases or is not a
+ * run of the first report's strategy, replica count, batch, workload and
+ * model size. */
+static sb_status median_report(struct opts *o)
+{
+    static struct run first, x; /* large: their layer tables */
+    int order[SB_PREDICT_MAX_REPORTS];
+    for (int i = 0; i < o->n_reports; i++) {
+        struct run *y = i ? &x : &first;
+        SB_TRY(load_run(o, o->reports[i], 0, y));
+        if (i && (strcmp(x.strategy, first.strategy) != 0 || x.replicas != first.replicas ||
+                  x.batch != first.batch || strcmp(x.workload, first.workload) != 0 ||
+                  fabs(x.bytes - first.bytes) > 0.5))
+            return sb_error(SB_ERR_INPUT, "predict: %s: a run of %s, %d replicas of batch %d, "
+                            "%s of %.0f bytes; %s: of %s, %d of %d, %s of %.0f bytes: "
+                            "several REPORTs must be runs of one probe", o->reports[i],
+                            x.strategy, x.replicas, x.batch, x.workload, x.bytes, o->reports[0],
+                            first.strategy, first.replicas, first.batch, first.workload,
+                            first.bytes);
+        double c = y->forward_ms + y->backward_ms;
+        if (!(y->forward_ms > 0 && y->backward_ms > 0 && isfinite(c)))
+            return sb_error(SB_ERR_INPUT, "predict: %s: --layouts needs the measured forward "
+                            "and backward phases (phases_ms)", o->reports[i]);
+        o->reports_compute_ms[i] = c;
+        int k = i; /* insertion by compute, ties in the order given */
+        while (k > 0 && o->reports_compute_ms[order[k - 1]] > c) {
+            order[k] = order[k - 1];
+            k--;
+        }
+        order[k] = i;
+    }
+    o->report = o->reports[order[(o->n_reports - 1) / 2]];
+    return SB_OK;
+}
+
 int sb_predict_main(int argc, char **argv)
 {
     struct opts o;
@@ -518,6 +569,7 @@ int sb_predict_main(int argc, char **argv)
         return 0;
     }
     if (!st && o.n_params > 0) return sb_predict_memory(&o);
+    if (!st && o.n_reports > 1) st = median_report(&o);
     if (!st) st = load_run(&o, o.report, !o.calibrate && !o.layouts, &r);
     if (!st && o.layouts) return sb_predict_layouts_main(&o, &r);
     if (!st && o.calibrate) st = calibrated_link(&o, &r);

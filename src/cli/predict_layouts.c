@@ -1,5 +1,6 @@
-/* `stratbench predict REPORT --layouts --hosts H --ranks-per-host R`: every
+/* `stratbench predict REPORT... --layouts --hosts H --ranks-per-host R`: every
  * dp x tp x pp layout of H x R ranks that fits, ranked by the layout model
+ * (from the median of several runs of one probe when given several)
  * (strategies/shared/layout_model.h, docs/layouts.md); the JSON document is
  * in reports/README.md ("predict --layouts"). */
 #include "cli/predict_rows.h"
@@ -14,9 +15,10 @@
 #include "core/atomic_file.h"
 #include "core/memory.h"
 
-#define LAYOUTS_SCHEMA_VERSION "1.7" /* 1.2: links.*.gamma_s_per_byte, sizes; 1.3: memory.ledger;
+#define LAYOUTS_SCHEMA_VERSION "1.8" /* 1.2: links.*.gamma_s_per_byte, sizes; 1.3: memory.ledger;
                                      * 1.4: measured.core_share; 1.5: measured.cores_busy;
-                                     * 1.6: layouts[].cores_ms; 1.7: links.*.exchange_sizes */
+                                     * 1.6: layouts[].cores_ms; 1.7: links.*.exchange_sizes;
+                                     * 1.8: reports */
 #define TOP_DEFAULT 20
 /* measured.cores_busy from which the table says its step was CPU demand */
 #define CORES_BUSY_NOTE 0.9
@@ -30,11 +32,13 @@ void sb_predict_layouts_usage(FILE *out)
 {
     fprintf(out,
             "\n"
-            "usage: stratbench predict REPORT --layouts --hosts H --ranks-per-host R [flags]\n"
+            "usage: stratbench predict REPORT [REPORT...] --layouts --hosts H\n"
+            "                          --ranks-per-host R [flags]\n"
             "\n"
             "Ranks every dp x tp x pp layout of H x R ranks (micro-batches, schedule, zero\n"
             "stage, rank order) by predicted step time, with memory per rank, bubble share\n"
-            "and communication per axis (docs/layouts.md).\n"
+            "and communication per axis (docs/layouts.md). Given several runs of one probe\n"
+            "(up to %d), it predicts from the one whose compute a step is the median.\n"
             "\n"
             "  --layouts                         rank the layouts (this mode)\n"
             "  --hosts H                         hosts\n"
@@ -49,7 +53,7 @@ void sb_predict_layouts_usage(FILE *out)
             "  --device-memory SIZE              leave out layouts that do not fit\n"
             "  --top N                20         table rows (0: all; the JSON has all)\n"
             "  --shared-cores C                  all H x R ranks share C cores (one machine)\n"
-            "  --json, --out FILE                as above\n");
+            "  --json, --out FILE                as above\n", SB_PREDICT_MAX_REPORTS);
 }
 
 sb_status sb_predict_layouts_check_flags(const struct opts *o, int counts_given)
@@ -456,6 +460,13 @@ static void print_table(const struct opts *o, const struct run *r,
            r->replicas, r->replicas == 1 ? "" : "s", r->batch, o->hosts,
            o->hosts == 1 ? "" : "s", o->ranks_per_host, o->ranks_per_host == 1 ? "" : "s",
            in->global_batch);
+    if (o->n_reports > 1) {
+        printf("#   the median of %d runs' compute a step (forward + backward):", o->n_reports);
+        for (int i = 0; i < o->n_reports; i++)
+            printf("%s %.2f%s", i ? "," : "", o->reports_compute_ms[i],
+                   o->reports[i] == o->report ? " (this one)" : "");
+        printf(" ms\n");
+    }
     const struct sb_link *ls[2] = {&in->links.intra, &in->links.inter};
     const char *names[2] = {"intra-host", "cross-host"};
     for (int k = 0; k < 2; k++)
@@ -617,6 +628,26 @@ static int add_row(cJSON *arr, int rank, const struct ranked *w, int global_batc
                      : cJSON_AddBoolToObject(e, "fits", fits) != NULL);
 }
 
+/* "reports": every run of the probe given and its compute a step, or null
+ * when one was given. */
+static int add_reports(cJSON *doc, const struct opts *o)
+{
+    if (o->n_reports < 2) return cJSON_AddNullToObject(doc, "reports") != NULL;
+    cJSON *arr = cJSON_AddArrayToObject(doc, "reports");
+    for (int i = 0; arr && i < o->n_reports; i++) {
+        cJSON *e = cJSON_CreateObject();
+        if (!e || !cJSON_AddItemToArray(arr, e)) {
+            cJSON_Delete(e);
+            return 0;
+        }
+        if (!(cJSON_AddStringToObject(e, "report", o->reports[i]) &&
+              cJSON_AddNumberToObject(e, "compute_ms", o->reports_compute_ms[i]) &&
+              cJSON_AddBoolToObject(e, "predicted_from", o->reports[i] == o->report)))
+            return 0;
+    }
+    return arr != NULL;
+}
+
 static cJSON *to_json(const struct opts *o, const struct run *r, const struct sb_layout_inputs *in,
                       const struct link_source src[2], const struct ranked *rows, int n,
                       int considered, int left_out)
@@ -624,7 +655,7 @@ static cJSON *to_json(const struct opts *o, const struct run *r, const struct sb
     cJSON *doc = cJSON_CreateObject(), *links = NULL, *measured = NULL, *arr = NULL;
     int ok = doc && cJSON_AddStringToObject(doc, "schema_version", LAYOUTS_SCHEMA_VERSION) &&
              cJSON_AddStringToObject(doc, "kind", "layouts") &&
-             cJSON_AddStringToObject(doc, "report", o->report) &&
+             cJSON_AddStringToObject(doc, "report", o->report) && add_reports(doc, o) &&
              cJSON_AddNumberToObject(doc, "hosts", o->hosts) &&
              cJSON_AddNumberToObject(doc, "ranks_per_host", o->ranks_per_host) &&
              cJSON_AddNumberToObject(doc, "world_size", o->hosts * o->ranks_per_host) &&

@@ -26,9 +26,14 @@
 #define MAX_STRATEGIES 32     /* registered strategies predict looks at */
 #define MAX_VARIANTS 8        /* rows one strategy gives per replica count */
 #define MAX_ROWS_PER_COUNT 32 /* rows of all strategies per replica count */
+#define SB_PREDICT_MAX_REPORTS 9 /* --layouts: runs of one probe predict chooses from */
 
 struct opts {
-    const char *report;
+    const char *report;          /* the report predicted from (with several: the median) */
+    const char *reports[SB_PREDICT_MAX_REPORTS]; /* every REPORT given (several: --layouts) */
+    int n_reports;
+    double reports_compute_ms[SB_PREDICT_MAX_REPORTS]; /* several: each one's forward +
+                                                        * backward a step, as priced */
     int counts[MAX_COUNTS];
     int n_counts;
     double bandwidth_Bps; /* 0 = the report's */

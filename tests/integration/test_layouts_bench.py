@@ -4,6 +4,7 @@ interleaved orders, a layout's median and spread, which neighbours the repeats r
 and Kendall's tau over the resolved pairs."""
 
 import argparse
+import json
 import math
 import pathlib
 import sys
@@ -92,13 +93,29 @@ def test_predicted_again_keeps_the_measurements_date():
             in L.table(res).splitlines()[0])
 
 
-def test_the_median_probe():
-    """The probe predicted from is the run whose compute a step (median forward plus
-    median backward) is the median; of an even count the lower middle."""
-    def run(fwd, bwd):
-        return {"phases_ms": {"forward": {"median": fwd}, "backward": {"median": bwd}}}
-    runs = [("a", run(4.0, 5.0)), ("b", run(1.5, 4.0)), ("c", run(2.0, 5.0))]
-    assert L.probe_compute_ms(runs[0][1]) == 9.0
-    assert L.median_probe(runs)[0] == "c"
-    assert L.median_probe(runs[:2])[0] == "b"
-    assert L.median_probe(runs[:1])[0] == "a"
+def test_predict_takes_every_probe_run(stratbench, tmp_path):
+    """A panel's probe runs all go to predict (--from-reports here: no cluster), which
+    predicts from the run whose compute a step is the median; the bench keeps that run as
+    probe_{panel}.json and lists every run's compute."""
+    sys.path.insert(0, str(REPO / "tests" / "integration"))
+    from test_predict_layouts import _report
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    computes = {}
+    for k, scale in enumerate([1.0, 1.6, 1.2]):  # the median is p2
+        r = _report()
+        for ph in ("forward", "backward"):
+            r["phases_ms"][ph]["median"] *= scale
+        computes[k] = r["phases_ms"]["forward"]["median"] + r["phases_ms"]["backward"]["median"]
+        (reports / f"probe_mlp_1gbit_p{k}.json").write_text(json.dumps(r))
+    a = L.parse_args(["--out", str(tmp_path), "--hosts", "1", "--ranks-per-host", "2",
+                      "--from-reports", "--cores", "2"])
+    a.build = pathlib.Path(stratbench).parent
+    rows, panels = [], []
+    L.run_panel(None, a, None, "1gbit", "mlp", rows, panels)
+    pred = json.loads((reports / "predict_mlp_1gbit.json").read_text())
+    assert pred["report"].endswith("probe_mlp_1gbit_p2.json")
+    assert [x["compute_ms"] for x in pred["reports"]] == [computes[k] for k in range(3)]
+    assert (reports / "probe_mlp_1gbit.json").read_text() == \
+        (reports / "probe_mlp_1gbit_p2.json").read_text()
+    assert rows == [] and panels == []  # no layout was measured here

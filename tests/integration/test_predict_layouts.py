@@ -430,3 +430,58 @@ def test_compute_probe_splits_a_pass(stratbench, tmp_path):
     assert find(plain, **tp2)["compute_ms"] == pytest.approx(f_b * 4 * w, rel=1e-9)
     assert find(got, **tp2)["compute_ms"] == pytest.approx(f_b * (0.2 * p + 0.8 * 4 * w),
                                                            rel=1e-9)
+
+
+def _probe_runs(tmp_path, scales, **changes):
+    """Runs of one probe whose forward and backward are _report's times `scale`."""
+    paths = []
+    for k, scale in enumerate(scales):
+        r = _report()
+        for ph in ("forward", "backward"):
+            r["phases_ms"][ph]["median"] *= scale
+        r.update(changes if k == len(scales) - 1 else {})
+        paths.append(tmp_path / f"probe_p{k}.json")
+        paths[-1].write_text(json.dumps(r))
+    return paths
+
+
+def test_several_runs_of_one_probe(stratbench, tmp_path):
+    """Given several runs of one probe, predict prices from the one whose compute a step
+    (forward + backward) is the median, of an even count the lower middle; the table and
+    the JSON list every run's compute and which one was used."""
+    paths = _probe_runs(tmp_path, [1.0, 1.5, 1.2])
+    flags = ["--hosts", "1", "--ranks-per-host", "2"]
+    doc = layouts(stratbench, paths[0], *paths[1:], *flags)
+    validate(doc)
+    assert doc["report"] == str(paths[2])
+    assert [(x["report"], x["compute_ms"], x["predicted_from"]) for x in doc["reports"]] == [
+        (str(p), 30.0 * s, p == paths[2]) for p, s in zip(paths, [1.0, 1.5, 1.2])]
+    alone = layouts(stratbench, paths[2], *flags)
+    assert alone["reports"] is None
+    assert [r["step_ms"] for r in doc["layouts"]] == [r["step_ms"] for r in alone["layouts"]]
+    assert layouts(stratbench, *paths[:2], *flags)["report"] == str(paths[0])
+    table = run([stratbench, "predict", *map(str, paths), "--layouts", *flags]).stdout
+    assert "#   the median of 3 runs' compute a step (forward + backward): 30.00, 45.00, " \
+           "36.00 (this one) ms" in table
+
+
+@pytest.mark.parametrize("change,n,message", [
+    ({"replicas": 4}, 2, "probe_p1.json: a run of ddp, 4 replicas of batch 64"),
+    ({"config": {"batch": 32, "workload": "mlp", "hidden": [1024, 1024]}}, 2,
+     "several REPORTs must be runs of one probe"),
+    ({}, 10, "--layouts: at most 9 REPORTs"),
+])
+def test_several_runs_that_are_not_one_probe(stratbench, tmp_path, change, n, message):
+    paths = _probe_runs(tmp_path, [1.0] * n, **change)
+    proc = run([stratbench, "predict", *map(str, paths), "--layouts", "--hosts", "1",
+                "--ranks-per-host", "2"], check=False)
+    assert proc.returncode == 2 and proc.stdout == ""
+    err = proc.stderr.strip().splitlines()
+    assert len(err) == 1 and message in err[0], proc.stderr
+
+
+def test_several_reports_only_with_layouts(stratbench, tmp_path):
+    paths = _probe_runs(tmp_path, [1.0, 1.0])
+    proc = run([stratbench, "predict", *map(str, paths)], check=False)
+    assert proc.returncode == 2
+    assert "expected one REPORT, got 2 arguments (several go with --layouts" in proc.stderr
