@@ -640,8 +640,12 @@ static double pipeline_core_scale(const struct sb_layout *l, const struct sb_lay
  * raised to that where the critical path priced less (a probe whose ranks
  * computed one after another measured a share near 1 each while the cores
  * were busy the whole time; docs/layouts.md, "The probe's share, relative,
- * and the cores as a resource", 2026-11-29). Communication's own CPU time is
- * not in it. */
+ * and the cores as a resource", 2026-11-29). A pipeline's compute all falls
+ * in its span (ideal + bubble): every replica's pipeline runs between one
+ * dp sync and the next, and that sync starts after the flush (the model
+ * exposes it whole), so the span itself lasts at least cores_s and the dp
+ * sync comes on top (docs/layouts.md, "A pipeline's span is at least the
+ * cores' time", 2026-11-29). Communication's own CPU time is not in it. */
 static void cores_floor(const struct sb_layout *l, const struct sb_layout_inputs *in,
                         double scale, double busy, struct sb_layout_prediction *out)
 {
@@ -649,6 +653,7 @@ static void cores_floor(const struct sb_layout *l, const struct sb_layout_inputs
     if (in->shared_cores <= 0 || in->probe_ranks <= 0 || !(scale > 0)) return;
     out->cores_s = l->dp * l->tp * busy / scale * probe_share(in) / in->shared_cores;
     double floor_s = out->data_s + out->cores_s + out->optimizer_s;
+    if (l->pp > 1) floor_s += out->dp_exposed_s;
     if (floor_s > out->step_s) out->step_s = floor_s;
 }
 

@@ -157,7 +157,8 @@ struct sb_layout_prediction {
                                  * shared cores) */
     double cores_s;             /* with shared cores: every rank's compute of a step at a
                                  * whole core over the C cores; step_s is at least data +
-                                 * this + optimizer (0: no shared cores) */
+                                 * this + optimizer, a pipeline's + its exposed dp sync
+                                 * too (0: no shared cores) */
 };
 
 #define SB_LAYOUT_MAX_STAGES 63

@@ -593,6 +593,33 @@ static void test_relative_share_and_cores_floor(void **state)
     assert_true(fabs(r.step_s - floor_s) <= REL * floor_s);
 }
 
+/* A pipeline's compute all falls in its span, its dp sync after the flush:
+ * dp 2 x pp 2 on 2 hosts of 2 (tp-pp-dp: each pipeline within a host, dp
+ * across the slow link), the 4 ranks on 1 core, a probe whose 4 ranks had
+ * a whole core each (they took turns): the span priced at a whole core is
+ * (m + p - 1) t = 5 t, the cores' time 2 replicas x 2 stages x m t = 16 t;
+ * the step is data + cores + the exposed dp sync + optimizer, above both
+ * the critical path and the floor without the dp sync. */
+static void test_pipeline_span_at_least_the_cores(void **state)
+{
+    (void)state;
+    setup_layers();
+    struct sb_layout_inputs in = inputs(four, 4, 64);
+    struct sb_layout l = {2, 1, 2, 4, SB_PP_1F1B, 1, 0, SB_RANK_ORDER_TP_PP_DP};
+    struct sb_layout_prediction p, q;
+    assert_int_equal(sb_layout_predict(&l, &in, 4, &p), SB_OK);
+    in.shared_cores = 1;
+    in.probe_ranks = 4;
+    in.probe_core_share = 1.0;
+    assert_int_equal(sb_layout_predict(&l, &in, 4, &q), SB_OK);
+    assert_true(q.dp_exposed_s > 0.0);
+    double path = p.step_s; /* a whole core each: the critical path unchanged */
+    double floor_s = q.data_s + q.cores_s + q.dp_exposed_s + q.optimizer_s;
+    assert_true(fabs(q.cores_s - 2 * 2 * q.compute_s) <= REL * q.cores_s);
+    assert_true(floor_s > path && floor_s - q.dp_exposed_s > q.data_s + q.cores_s);
+    assert_true(fabs(q.step_s - floor_s) <= REL * floor_s);
+}
+
 /* A pass's fixed part (the compute probe's fit): with phi of the measured
  * pass at the run's batch B fixed, a stage's pass on b samples is
  * F (phi p_s + (1 - phi) (b / B) w_s). tp 4 over the 3-layer mlp (fc1
@@ -758,6 +785,7 @@ int main(void)
         cmocka_unit_test(test_pipeline_links), cmocka_unit_test(test_pipeline_boundaries),
         cmocka_unit_test(test_fixed_part), cmocka_unit_test(test_pipeline_ranks_computing),
         cmocka_unit_test(test_tp_all_reduce_keeps_its_cores),
+        cmocka_unit_test(test_pipeline_span_at_least_the_cores),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
