@@ -336,14 +336,14 @@ def run_panel(c, a, mpirun, rate, workload, rows, panels):
     doc = json.loads(pred.stdout)
     layouts = doc["layouts"]
     pred_path.write_text(pred.stdout)
-    chosen = pathlib.Path(doc["report"])
-    probe = json.loads(chosen.read_text())
-    if chosen != probe_path:  # probe_{panel}.json: the run predicted from (--links-from's)
-        probe_path.write_text(chosen.read_text())
+    chosen_probe = pathlib.Path(doc["report"])
+    probe = json.loads(chosen_probe.read_text())
+    if chosen_probe != probe_path:  # probe_{panel}.json: the run predicted from (--links-from's)
+        probe_path.write_text(chosen_probe.read_text())
     probe_compute = [round(x["compute_ms"], 3) for x in doc.get("reports") or []] or None
     if probe_compute:
         print(f"{tag}: probe compute {', '.join(f'{x:.2f}' for x in probe_compute)} ms a "
-              f"step; predicting from {chosen.name}", flush=True)
+              f"step; predicting from {chosen_probe.name}", flush=True)
     print(f"{tag}: {len(layouts)} layouts predicted; probe step "
           f"{probe['step_ms']['median']:.1f} ms", flush=True)
     chosen = {}

