@@ -45,7 +45,7 @@ void sb_run_warnings_check(struct sb_run_record *rec, long threads_on_host, long
             rec->p2p_max_bytes, rec->tcp_eager_limit_bytes, (double)SB_EAGER_HEADER_BYTES);
     if (rec->n_hosts > 1 && rec->collective_max_bytes > 0 && rec->tcp_eager_limit_bytes > 0 &&
         !sb_eager_fits((size_t)rec->collective_max_bytes, (size_t)rec->tcp_eager_limit_bytes))
-        add(rec, "rendezvous: all-reduce messages of up to %.0f bytes exceed the TCP eager "
+        add(rec, "rendezvous: collectives' messages of up to %.0f bytes exceed the TCP eager "
             "limit in effect (%.0f bytes): between hosts both directions take turns on the "
             "link; unset OMPI_MCA_btl_tcp_eager_limit or raise it to %.0f",
             rec->collective_max_bytes, rec->tcp_eager_limit_bytes,

@@ -55,7 +55,7 @@ def test_collective_messages_and_the_eager_limit(precision, largest, cluster, st
     assert user["environment"]["collective_max_message_bytes"] == largest
     assert mine["environment"]["mpi_transport"]["btl_tcp_eager_limit"]["in_effect"] == "1052672"
     assert not any(w.startswith("rendezvous") for w in mine["warnings"]), mine["warnings"]
-    assert any(w.startswith(f"rendezvous: all-reduce messages of up to {largest} bytes exceed "
+    assert any(w.startswith(f"rendezvous: collectives' messages of up to {largest} bytes exceed "
                             "the TCP eager limit in effect (65536 bytes)")
                for w in user["warnings"]), user["warnings"]
     assert params["stratbench"] == params["user"], "the eager limit changed the parameters"

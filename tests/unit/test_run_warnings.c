@@ -100,7 +100,7 @@ static void test_collective_rendezvous(void **state)
     rec.tcp_eager_limit_bytes = 65536;
     sb_run_warnings_check(&rec, 2, 2, 0.0);
     assert_int_equal(rec.n_warnings, 1);
-    assert_non_null(strstr(rec.warnings[0], "rendezvous: all-reduce messages of up to 1048576 "
+    assert_non_null(strstr(rec.warnings[0], "rendezvous: collectives' messages of up to 1048576 "
                                             "bytes exceed the TCP eager limit in effect (65536"));
     assert_non_null(strstr(rec.warnings[0], "raise it to 1052672"));
     rec.collective_max_bytes = 32768;
