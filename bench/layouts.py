@@ -316,15 +316,16 @@ def run_panel(c, a, mpirun, rate, workload, rows, panels):
         if not probe_path.exists():
             return
         probe_runs = [probe_path]
-    for k in range(a.probe_runs if c is not None else 0):
-        path = a.out / "reports" / f"probe_{tag}_p{k}.json"
-        r, why = train(c, a, mpirun, WORKLOADS[workload] + [
-            "--strategy", "ddp", "--replicas", str(world), "--batch",
-            str(a.global_batch // world)], path)
-        if r is None:
-            print(f"{tag}: the probe failed: {why}", flush=True)
-            return
-        probe_runs.append(path)
+    if c is not None:
+        for k in range(a.probe_runs):
+            path = a.out / "reports" / f"probe_{tag}_p{k}.json"
+            r, why = train(c, a, mpirun, WORKLOADS[workload] + [
+                "--strategy", "ddp", "--replicas", str(world), "--batch",
+                str(a.global_batch // world)], path)
+            if r is None:
+                print(f"{tag}: the probe failed: {why}", flush=True)
+                return
+            probe_runs.append(path)
     pred_path = a.out / "reports" / f"predict_{tag}.json"
     # predicted again with --from-reports too: the model may have changed since. Given
     # every probe run, predict takes the one whose compute a step is the median.
@@ -337,9 +338,10 @@ def run_panel(c, a, mpirun, rate, workload, rows, panels):
     layouts = doc["layouts"]
     pred_path.write_text(pred.stdout)
     chosen_probe = pathlib.Path(doc["report"])
-    probe = json.loads(chosen_probe.read_text())
+    chosen_text = chosen_probe.read_text()
+    probe = json.loads(chosen_text)
     if chosen_probe != probe_path:  # probe_{panel}.json: the run predicted from (--links-from's)
-        probe_path.write_text(chosen_probe.read_text())
+        probe_path.write_text(chosen_text)
     probe_compute = [round(x["compute_ms"], 3) for x in doc.get("reports") or []] or None
     if probe_compute:
         print(f"{tag}: probe compute {', '.join(f'{x:.2f}' for x in probe_compute)} ms a "

@@ -1,7 +1,8 @@
 """bench/layouts.py's measuring rules (docs/layouts.md, "Measuring honestly enough to
 rank"), on made-up figures, no cluster: a run's steps from its time budget, the repeats'
 interleaved orders, a layout's median and spread, which neighbours the repeats resolve,
-and Kendall's tau over the resolved pairs."""
+and Kendall's tau over the resolved pairs; and, with build/stratbench, that the bench gives
+predict every probe run (--from-reports on made-up reports)."""
 
 import argparse
 import json
