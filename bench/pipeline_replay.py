@@ -8,9 +8,10 @@ compute action, named by micro-batch and chunk (`F3`, `B3b`, zb-h1's `W3`), a `b
 span for each blocking receive (RECV_ACT right before its forward, RECV_GRAD right
 before its backward: strategies/shared/schedule.c), a `sendrecv` span for each send's
 issue (SEND_ACT / SEND_GRAD right after the compute action), the sends completed after
-the last action (`sendrecv.wait`), the optimizer, and the end-of-step split of the
-waits (the first `allreduce_f64` after the last action: where the stage's step as the
-report counts it, stage_step_ms, ends).
+the last action (`sendrecv.wait`), the optimizer, and the step's end, where the stage's
+step as the report counts it, stage_step_ms, ends: the `step` span's end, or in a trace
+of a report before 1.19 the first `allreduce_f64` after the last action (the split of
+the waits, then inside the step; since 1.19 after it, docs/pipeline.md).
 
 Read off one step of rank r (times in ms), per compute action i in the rank's order:
   dur      the action's own span (forward, backward, B or W of one micro-batch, chunk)

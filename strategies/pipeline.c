@@ -19,8 +19,11 @@
  * 0's): before it the stage idled for another stage's compute, the bubble
  * phase; after it, the transfer, point-to-point wait (the comm phase, with
  * issuing sends and completing them at the end of the step). The
- * strategy owns its wait (strategy.h owns_wait): the end-of-step exchange
- * of the stages' timings is the wait phase. zb-h1 runs each backward
+ * strategy owns its wait (strategy.h owns_wait): its stages idle for each
+ * other by design, which is its bubble, not a straggler's wait. The
+ * exchange of the senders' post times and the stages' timings runs after
+ * each step (after_step), outside its time: measurement, not training
+ * (stats_collectives_ms says how long it took). zb-h1 runs each backward
  * as its input half B and, later, its weight half W (the workload's
  * backward_input_part and backward_weight_part); a workload without them
  * is refused (--schedule). */
@@ -460,14 +463,24 @@ static sb_status pipeline_step(struct sb_strategy *s, long step, const int32_t *
         sb_pp_stats_add(&p->stats, SB_PP_STAT_ACT_LEDGER, (double)c->r->model->activation_bytes);
         sb_pp_stats_add(&p->stats, SB_PP_STAT_ACT_SLOTS, c->scratch + c->peak * c->per_slot);
     }
-    /* The receives' split and the stages' timings of this step, summed
-     * over the world: the wait. */
-    double t_wait = sb_now_s();
+    p->step_s = sb_now_s() - t_step;
+    return SB_OK;
+}
+
+/* The receives' split and the stages' timings of the step just ended,
+ * summed over the world (pipeline_after_step's two collectives, outside
+ * the step's time: measurement, not training). */
+static sb_status pipeline_after_step(struct sb_strategy *s, long step, struct sb_step_result *out)
+{
+    struct pipeline *p = s->impl;
+    (void)step;
+    double t0 = sb_now_s();
     SB_TRY(sb_pp_split_waits(p, out));
     /* a stage's figures: the mean over its D x T ranks */
-    sb_status st = sb_pp_stats_end_step(&p->stats, p->world, p->D * p->T, t_wait - t_step);
-    out->phase_ms[SB_PHASE_WAIT] += 1e3 * (sb_now_s() - t_wait);
-    return st;
+    SB_TRY(sb_pp_stats_end_step(&p->stats, p->world, p->D * p->T, p->step_s));
+    p->after_step_s += sb_now_s() - t0;
+    p->after_steps++;
+    return SB_OK;
 }
 
 static sb_status pipeline_evaluate(struct sb_strategy *s, double *accuracy)
@@ -555,6 +568,8 @@ static void pipeline_reset_counters(struct sb_strategy *s)
 {
     struct pipeline *p = s->impl;
     sb_pp_stats_reset(&p->stats);
+    p->after_step_s = 0.0;
+    p->after_steps = 0;
     for (int v = 0; v < p->V; v++)
         if (p->chunk[v].sync) sb_dp_sync_reset_counters(p->chunk[v].sync);
 }
@@ -569,6 +584,10 @@ static void pipeline_describe(const struct sb_strategy *s, long measured_steps,
     for (int i = 0; i < n && i < 64; i++) first[i] = p->layer_first[i];
     sb_details_add(det, "pipeline_layer_first", 1, first, n < 64 ? n : 64);
     sb_pp_stats_describe(&p->stats, &p->sched, det);
+    /* this rank's time a step in pipeline_after_step's collectives, left
+     * out of the step's time */
+    double after_ms = p->after_steps > 0 ? 1e3 * p->after_step_s / p->after_steps : 0.0;
+    sb_details_add(det, "stats_collectives_ms", 0, &after_ms, 1);
     if (p->T > 1) sb_pp_describe_tp(s, p, det);
 }
 
@@ -617,6 +636,7 @@ const struct sb_strategy_ops sb_strategy_pipeline = {
     .validate = pipeline_validate,
     .init = pipeline_init,
     .step = pipeline_step,
+    .after_step = pipeline_after_step,
     .evaluate = pipeline_evaluate,
     .read_params = pipeline_read_params,
     .model_n_params = pipeline_model_n_params,

@@ -182,6 +182,16 @@ struct sb_strategy_ops {
      * process. */
     sb_status (*step)(struct sb_strategy *s, long step, const int32_t *global_idx,
                       struct sb_step_result *out);
+    /* Optional (NULL: nothing to do): the strategy's own measurement of the
+     * step just ended, where it needs collectives that the training does
+     * not (a pipeline's: when each sender posted its messages, and the
+     * stages' timings summed over the world). The harness calls it after
+     * every step, outside the step's timed span and the epoch's training
+     * time (as the consistency check), before it records `out`, which the
+     * op may still correct (e.g. a receive's wait moved from bubble to
+     * point-to-point). Collective over the ranks that stepped. Errors: the
+     * communicator's (SB_ERR_COMM). */
+    sb_status (*after_step)(struct sb_strategy *s, long step, struct sb_step_result *out);
     /* Test accuracy (0..1) of the current parameters over the whole test
      * set; valid on world rank 0 (other ranks may return anything). */
     sb_status (*evaluate)(struct sb_strategy *s, double *accuracy);
@@ -328,6 +338,9 @@ int sb_strategy_world_size(const struct sb_strategy_ops *ops, const struct sb_co
  * cfg->replicas); 0 when no replica count fits. */
 int sb_strategy_replicas_of_world(const struct sb_strategy_ops *ops, const struct sb_config *cfg,
                                   int world);
+/* The strategy's after_step op on the step just ended (SB_OK without
+ * one); the harness calls it outside the step's time. Errors: the op's. */
+sb_status sb_strategy_after_step(struct sb_strategy *s, long step, struct sb_step_result *out);
 /* vals (n) = sum over the job's processes (over s->world; as they are
  * without one). Errors: the communicator's. */
 sb_status sb_strategy_reduce_sum(struct sb_strategy *s, double *vals, int n);

@@ -118,6 +118,12 @@ static sb_status epoch_steps(struct sb_loop *L, long *step, double loss[2], long
         struct sb_step_result r;
         double step_ms = 0.0;
         SB_TRY(timed_step(L, s, L->perm + (size_t)i * global, &r, &step_ms));
+        /* the strategy's own measurement collectives: not training, so
+         * outside the step's time and the epoch's (as the check below) */
+        double a0 = sb_now_s();
+        sb_status ast = sb_strategy_after_step(L->s, s, &r);
+        t0 += sb_now_s() - a0;
+        SB_TRY(ast);
         if (s >= cfg->warmup_steps) timings_add(&L->t, step_ms, &r);
         if (*bad_step < 0 && !isfinite(r.loss_sum)) *bad_step = s;
         loss[0] += r.loss_sum;

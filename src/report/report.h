@@ -22,7 +22,7 @@
 #include "job/probe.h" /* struct sb_link_probe */
 #include "workloads/workload.h" /* struct sb_layer_summary */
 
-#define SB_REPORT_SCHEMA_VERSION "1.18" /* 1.18: comm.model.links.*.exchange_sizes */
+#define SB_REPORT_SCHEMA_VERSION "1.19" /* 1.19: a pipeline's exchange after the step, untimed */
 #define SB_REPORT_LAYERS_MAX 256 /* layers model.layers lists (the rest left off) */
 
 /* Most warnings a report records (sb_run_record.warnings). */

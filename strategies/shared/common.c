@@ -70,6 +70,11 @@ int sb_strategy_replicas_of_world(const struct sb_strategy_ops *ops, const struc
     return ops->uses_mpi ? world : cfg->replicas;
 }
 
+sb_status sb_strategy_after_step(struct sb_strategy *s, long step, struct sb_step_result *out)
+{
+    return s->ops->after_step ? s->ops->after_step(s, step, out) : SB_OK;
+}
+
 sb_status sb_strategy_reduce_sum(struct sb_strategy *s, double *vals, int n)
 {
     return s->world ? sb_comm_allreduce_f64(s->world, vals, (size_t)n) : SB_OK;

@@ -52,6 +52,9 @@ struct pipeline {
     struct sb_pp_stats stats; /* per stage, summed since the end of warm-up */
     size_t whole_n_params;
     struct sb_pp_waits waits; /* each receive's wait, split at its sender's post */
+    double step_s;            /* the last step's time on this rank (its stage's figure) */
+    double after_step_s;      /* pipeline_after_step's time since warm-up, and its calls */
+    long after_steps;
     double test_delay_ms[3]; /* STRATBENCH_TEST_PP_DELAY_MS: added to each F, B, W */
     double comm_bytes; /* the receive and send buffers of every chunk */
     /* --tp T: every chunk is tp rank tp_rank's shard of its layers, its

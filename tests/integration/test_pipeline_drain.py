@@ -47,14 +47,26 @@ EQUAL = [("1f1b", 2, 1, "40:80:0", 0.5, 0.4),
          ("zb-h1", 2, 2, "40:10:20", 2 / 9, None)]
 
 
-def report_of(stratbench, mnist_dir, tmp_path, sched, p, m, delay):
-    """Trains with the delays and returns the report's strategy_details."""
+def whole_report(stratbench, mnist_dir, tmp_path, sched, p, m, delay):
+    """Trains with the delays and returns the report."""
     rep = tmp_path / f"{sched}-{p}-{m}.json"
     proc = run([stratbench, "train", "--data", mnist_dir, *MLP, "--strategy", "pipeline",
                 "--stages", p, "--microbatches", m, "--schedule", sched, "--report", rep],
                env=dict(child_env(), STRATBENCH_TEST_PP_DELAY_MS=delay))
     assert proc.returncode == 0, describe(proc)
-    return json.loads(rep.read_text())["strategy_details"]
+    return json.loads(rep.read_text())
+
+
+def report_of(stratbench, mnist_dir, tmp_path, sched, p, m, delay):
+    """Trains with the delays and returns the report's strategy_details."""
+    return whole_report(stratbench, mnist_dir, tmp_path, sched, p, m, delay)["strategy_details"]
+
+
+@pytest.fixture(scope="module")
+def unbalanced(stratbench, mnist_dir, tmp_path_factory):
+    """The report of 1f1b P = 2, M = 2 with only stage 0 slow (F 40, B 80 ms)."""
+    return whole_report(stratbench, mnist_dir, tmp_path_factory.mktemp("unbalanced"), "1f1b",
+                        2, 2, "40:80:0:0")
 
 
 @pytest.mark.parametrize("case", EQUAL, ids=[f"{c[0]}-P{c[1]}-M{c[2]}" for c in EQUAL])
@@ -77,8 +89,8 @@ def test_equal_stages_measured_equals_formula(case, stratbench, mnist_dir, tmp_p
         assert abs(without - formula) > abs(measured - formula), (without, measured, formula)
 
 
-def test_unbalanced_stage_measured_equals_simulation(stratbench, mnist_dir, tmp_path):
-    d = report_of(stratbench, mnist_dir, tmp_path, "1f1b", 2, 2, "40:80:0:0")
+def test_unbalanced_stage_measured_equals_simulation(unbalanced):
+    d = unbalanced["strategy_details"]
     compute = [f + b for f, b in zip(d["stage_forward_ms"], d["stage_backward_ms"])]
     sim = d["stage_bubble_simulated_ms"]
     simulated = sum(sim) / sum(c + s for c, s in zip(compute, sim))
@@ -89,6 +101,21 @@ def test_unbalanced_stage_measured_equals_simulation(stratbench, mnist_dir, tmp_
     # The receive waits alone (drain left out) miss it: about 0.17.
     without = sum(d["stage_bubble_ms"]) / sum(d["stage_pipeline_step_ms"])
     assert simulated - without > TOL, (without, simulated)
+
+
+def test_stats_exchange_is_outside_the_step(unbalanced):
+    """The exchange of the senders' post times and the stages' timings after each step is
+    measurement, not training: outside the step's time (strategy.h after_step). Stage 1
+    ends its step when its last action ends, about stage 0's last backward (80 ms) before
+    stage 0, and waits for stage 0 in the exchange, which its step no longer holds; inside
+    the step (as before 2026-11-29) both ranks' steps ended together."""
+    by_rank, d = unbalanced["step_ms_by_rank"], unbalanced["strategy_details"]
+    assert by_rank["ranks"] == 2 and by_rank["slowest_rank"] == 0, by_rank
+    assert by_rank["max"] - by_rank["min"] > 60, by_rank
+    # every rank's wait phase: nothing is waited inside the step but the bubble
+    assert unbalanced["phases_by_rank_ms"]["wait"]["max"] == 0, unbalanced["phases_by_rank_ms"]
+    # the exchange's time on the reporting rank, stage 0 (the last to arrive): short
+    assert 0 < d["stats_collectives_ms"] < 20, d["stats_collectives_ms"]
 
 
 def test_bad_delay_hook(stratbench, mnist_dir):
