@@ -17,6 +17,9 @@
  * limit stratbench sets covers), so that both directions of a pair's
  * exchange stream at once (job/eager_limit.h). */
 #define PIECE16 (SB_COLLECTIVE_PIECE_BYTES / sizeof(uint16_t))
+/* every count handed to MPI is one piece's, so a block of any size fits */
+_Static_assert(SB_COLLECTIVE_PIECE_BYTES / sizeof(uint16_t) <= INT_MAX,
+               "a piece's count must fit MPI's int");
 
 /* Pieces posted at once each way (requests on the stack: 2 x this). */
 #define WINDOW 16
@@ -79,8 +82,6 @@ static sb_status ring_open(struct ring *g, MPI_Comm comm, struct sb_ar_pool *poo
     SB_TRY(SB_MPI_CHECK(MPI_Comm_size(comm, &g->p)));
     SB_TRY(SB_MPI_CHECK(MPI_Comm_rank(comm, &g->r)));
     size_t biggest = n / (size_t)g->p + 1;
-    if (biggest > (size_t)INT_MAX)
-        return sb_error(SB_ERR_USAGE, "16-bit all-reduce: %zu floats per rank is too many", biggest);
     g->wire = sb_ar_pool_take(pool, (n + biggest) * sizeof *g->wire, &g->scratch);
     if (!g->wire) return sb_error(SB_ERR_NOMEM, "16-bit all-reduce: out of memory");
     g->in = g->wire + n;
@@ -232,9 +233,6 @@ sb_status sb_rs16_ring(MPI_Comm comm, struct sb_ar_pool *pool, enum sb_half_form
         if (convert_s) *convert_s += sb_now_s() - t0;
         return SB_OK;
     }
-    if (biggest > (size_t)INT_MAX)
-        return sb_error(SB_ERR_USAGE, "16-bit reduce-scatter: a block of %zu floats is too many",
-                        biggest);
     struct ring g = {.comm = comm, .p = p, .r = r, .tag = tag, .fmt = fmt};
     /* (biggest floats) the running sum of one block, then (biggest words
      * each) its 16-bit image and the block received */
