@@ -23,7 +23,10 @@
  * other by design, which is its bubble, not a straggler's wait. The
  * exchange of the senders' post times and the stages' timings runs after
  * each step (after_step), outside its time: measurement, not training
- * (stats_collectives_ms says how long it took). zb-h1 runs each backward
+ * (stats_collectives_ms says how long it took). The same exchange says
+ * where the job's step ended (the last rank's end); a rank that ended
+ * before it waited that long at the step's end, its wait phase, and its
+ * step lasts until then. zb-h1 runs each backward
  * as its input half B and, later, its weight half W (the workload's
  * backward_input_part and backward_weight_part); a workload without them
  * is refused (--schedule). */
@@ -385,7 +388,8 @@ static sb_status pipeline_init(struct sb_strategy *s)
                         (int)(sizeof boundary / sizeof boundary[0]));
     for (int b = 0; b < p->P * p->V - 1; b++)
         boundary[b] = whole->layers[p->layer_first[b + 1] - 1].out_floats;
-    SB_TRY(sb_pp_stats_init(&p->stats, &shape, p->stage, p->mb, boundary));
+    SB_TRY(sb_pp_stats_init(&p->stats, &shape, p->stage, p->mb, boundary, p->world->size,
+                            p->world->rank));
     if (p->world->rank != 0) { /* only rank 0 evaluates */
         sb_replica_destroy(p->whole);
         p->whole = NULL;
@@ -463,22 +467,30 @@ static sb_status pipeline_step(struct sb_strategy *s, long step, const int32_t *
         sb_pp_stats_add(&p->stats, SB_PP_STAT_ACT_LEDGER, (double)c->r->model->activation_bytes);
         sb_pp_stats_add(&p->stats, SB_PP_STAT_ACT_SLOTS, c->scratch + c->peak * c->per_slot);
     }
-    p->step_s = sb_now_s() - t_step;
+    p->step_end_s = sb_now_s();
+    p->step_s = p->step_end_s - t_step;
     return SB_OK;
 }
 
 /* The receives' split and the stages' timings of the step just ended,
- * summed over the world (pipeline_after_step's two collectives, outside
- * the step's time: measurement, not training). */
+ * summed over the world, with every rank's step end (pipeline_after_step's
+ * two collectives, outside the step's time: measurement, not training).
+ * The job's step ended at the last rank's end: a rank that ended before it
+ * waited for that rank, step time that goes to its wait phase and
+ * out->end_wait_ms (strategy.h). */
 static sb_status pipeline_after_step(struct sb_strategy *s, long step, struct sb_step_result *out)
 {
     struct pipeline *p = s->impl;
     (void)step;
-    double t0 = sb_now_s();
+    double t0 = sb_now_s(), mine = p->step_end_s - p->waits.clock_offset_s, last = mine;
     SB_TRY(sb_pp_split_waits(p, out));
     /* a stage's figures: the mean over its D x T ranks */
-    SB_TRY(sb_pp_stats_end_step(&p->stats, p->world, p->D * p->T, p->step_s));
-    p->after_step_s += sb_now_s() - t0;
+    SB_TRY(sb_pp_stats_end_step(&p->stats, p->world, p->D * p->T, p->step_s, mine, &last));
+    double lag = last - mine; /* >= 0: the latest end includes this rank's */
+    out->end_wait_ms = 1e3 * lag;
+    out->phase_ms[SB_PHASE_WAIT] += 1e3 * lag;
+    double exchange = sb_now_s() - t0 - lag;
+    p->after_step_s += exchange > 0 ? exchange : 0.0;
     p->after_steps++;
     return SB_OK;
 }
@@ -584,8 +596,8 @@ static void pipeline_describe(const struct sb_strategy *s, long measured_steps,
     for (int i = 0; i < n && i < 64; i++) first[i] = p->layer_first[i];
     sb_details_add(det, "pipeline_layer_first", 1, first, n < 64 ? n : 64);
     sb_pp_stats_describe(&p->stats, &p->sched, det);
-    /* this rank's time a step in pipeline_after_step's collectives, left
-     * out of the step's time */
+    /* this rank's time a step in pipeline_after_step's collectives, less
+     * its wait for a later rank's end: left out of the step's time */
     double after_ms = p->after_steps > 0 ? 1e3 * p->after_step_s / p->after_steps : 0.0;
     sb_details_add(det, "stats_collectives_ms", 0, &after_ms, 1);
     if (p->T > 1) sb_pp_describe_tp(s, p, det);

@@ -38,6 +38,13 @@ struct sb_step_result {
      * cpu / wall is the share of a core the replica's compute had
      * (layout_model.h's shared cores: the probe's own share). */
     double compute_wall_s, compute_cpu_s;
+    /* Set by the after_step op (0 without one): how long after this rank's
+     * own end the job's step ended (the last rank's end, learned in the
+     * op's exchange), ms. Step time, not measurement: the harness adds it
+     * to this rank's step and keeps it in the epoch's time; the op adds it
+     * to the wait phase (idle at a synchronisation point for the slowest
+     * rank), so that the phases still add up to the step. */
+    double end_wait_ms;
 };
 
 /* What the harness gives a strategy; valid for the strategy's lifetime. */
@@ -189,8 +196,10 @@ struct sb_strategy_ops {
      * every step, outside the step's timed span and the epoch's training
      * time (as the consistency check), before it records `out`, which the
      * op may still correct (e.g. a receive's wait moved from bubble to
-     * point-to-point). Collective over the ranks that stepped. Errors: the
-     * communicator's (SB_ERR_COMM). */
+     * point-to-point) and whose end_wait_ms it sets where the job's step
+     * ended after this rank's (that part of the op's time is step time).
+     * Collective over the ranks that stepped. Errors: the communicator's
+     * (SB_ERR_COMM). */
     sb_status (*after_step)(struct sb_strategy *s, long step, struct sb_step_result *out);
     /* Test accuracy (0..1) of the current parameters over the whole test
      * set; valid on world rank 0 (other ranks may return anything). */

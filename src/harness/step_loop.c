@@ -119,10 +119,13 @@ static sb_status epoch_steps(struct sb_loop *L, long *step, double loss[2], long
         double step_ms = 0.0;
         SB_TRY(timed_step(L, s, L->perm + (size_t)i * global, &r, &step_ms));
         /* the strategy's own measurement collectives: not training, so
-         * outside the step's time and the epoch's (as the check below) */
+         * outside the step's time and the epoch's (as the check below),
+         * but for the wait for a later rank's end, which is the step's */
         double a0 = sb_now_s();
         sb_status ast = sb_strategy_after_step(L->s, s, &r);
-        t0 += sb_now_s() - a0;
+        double after_s = sb_now_s() - a0, end_wait_s = 1e-3 * r.end_wait_ms;
+        t0 += after_s - (end_wait_s < after_s ? end_wait_s : after_s);
+        step_ms += r.end_wait_ms;
         SB_TRY(ast);
         if (s >= cfg->warmup_steps) timings_add(&L->t, step_ms, &r);
         if (*bad_step < 0 && !isfinite(r.loss_sum)) *bad_step = s;

@@ -53,6 +53,7 @@ struct pipeline {
     size_t whole_n_params;
     struct sb_pp_waits waits; /* each receive's wait, split at its sender's post */
     double step_s;            /* the last step's time on this rank (its stage's figure) */
+    double step_end_s;        /* when it ended (sb_now_s, this rank's clock) */
     double after_step_s;      /* pipeline_after_step's time since warm-up, and its calls */
     long after_steps;
     double test_delay_ms[3]; /* STRATBENCH_TEST_PP_DELAY_MS: added to each F, B, W */

@@ -11,16 +11,18 @@
 #include "strategies/shared/schedule_sim.h"
 
 sb_status sb_pp_stats_init(struct sb_pp_stats *st, const struct sb_pp_shape *shape, int stage,
-                           int mb, const size_t *boundary)
+                           int mb, const size_t *boundary, int world_size, int world_rank)
 {
     memset(st, 0, sizeof *st);
     st->shape = *shape;
     st->stage = stage;
     st->mb = mb;
+    st->world_size = world_size;
+    st->world_rank = world_rank;
     size_t n = (size_t)shape->stages * SB_PP_STAT_COUNT;
     int nb = shape->stages * shape->chunks - 1;
     st->sum = calloc(n, sizeof *st->sum);
-    st->scratch = calloc(n, sizeof *st->scratch);
+    st->scratch = calloc(n + (size_t)world_size, sizeof *st->scratch);
     st->boundary = calloc((size_t)(nb > 0 ? nb : 1), sizeof *st->boundary);
     if (!st->sum || !st->scratch || !st->boundary)
         return sb_error(SB_ERR_NOMEM, "pipeline: out of memory");
@@ -50,16 +52,23 @@ void sb_pp_stats_live(struct sb_pp_stats *st, int delta)
 }
 
 sb_status sb_pp_stats_end_step(struct sb_pp_stats *st, struct sb_comm *world, int replicas,
-                               double step_s)
+                               double step_s, double end_s, double *last_end_s)
 {
     int P = st->shape.stages, K = SB_PP_STAT_COUNT;
+    size_t n = (size_t)P * K + (size_t)st->world_size;
     st->mine[SB_PP_STAT_STEP] = step_s;
-    memset(st->scratch, 0, (size_t)P * K * sizeof *st->scratch);
+    memset(st->scratch, 0, n * sizeof *st->scratch);
     for (int k = 0; k < K; k++) st->scratch[st->stage * K + k] = st->mine[k] / replicas;
+    /* a slot per world rank, the others' zero: the sum is every rank's end */
+    st->scratch[(size_t)P * K + (size_t)st->world_rank] = end_s;
     memset(st->mine, 0, sizeof st->mine);
     st->live = 0;
-    SB_TRY(sb_comm_allreduce_f64(world, st->scratch, (size_t)P * K));
+    SB_TRY(sb_comm_allreduce_f64(world, st->scratch, n));
     for (int i = 0; i < P * K; i++) st->sum[i] += st->scratch[i];
+    *last_end_s = end_s;
+    for (int r = 0; r < st->world_size; r++)
+        if (st->scratch[(size_t)P * K + (size_t)r] > *last_end_s)
+            *last_end_s = st->scratch[(size_t)P * K + (size_t)r];
     st->steps++;
     return SB_OK;
 }

@@ -20,7 +20,8 @@ enum sb_pp_stat {
     SB_PP_STAT_BACKWARD, /* seconds in backward_part */
     SB_PP_STAT_BUBBLE,   /* seconds in blocking receives (idle until another stage delivers) */
     SB_PP_STAT_P2P,      /* seconds issuing sends and completing them */
-    SB_PP_STAT_STEP,     /* seconds of the step up to the exchange of these stats */
+    SB_PP_STAT_STEP,     /* seconds of this rank's own step (to its end, before the
+                          * exchange of these stats and any wait for a later rank) */
     SB_PP_STAT_BYTES,    /* point-to-point bytes sent and received */
     SB_PP_STAT_PEAK,     /* activation slots alive at once, the step's most */
     SB_PP_STAT_ACT_LEDGER, /* activation bytes the ledger holds (the workload's, allocated) */
@@ -44,15 +45,18 @@ struct sb_pp_stats {
     double mine[SB_PP_STAT_COUNT]; /* this step, this rank */
     int live;            /* slots alive now */
     double *sum;         /* (P * SB_PP_STAT_COUNT) summed over measured steps, mean over dp */
-    double *scratch;     /* (P * SB_PP_STAT_COUNT) */
+    double *scratch;     /* (P * SB_PP_STAT_COUNT + world_size): the step's sums, then
+                          * each world rank's step end */
+    int world_size, world_rank;
     long steps;          /* measured steps in sum */
 };
 
 /* Prepares the stats of stage `stage` of shape with mb samples per
  * micro-batch and boundary[b] floats per sample crossing virtual-stage
- * boundary b (copied). Errors: SB_ERR_NOMEM. */
+ * boundary b (copied), on world rank world_rank of world_size (the
+ * exchange of sb_pp_stats_end_step). Errors: SB_ERR_NOMEM. */
 sb_status sb_pp_stats_init(struct sb_pp_stats *st, const struct sb_pp_shape *shape, int stage,
-                           int mb, const size_t *boundary);
+                           int mb, const size_t *boundary, int world_size, int world_rank);
 
 /* Frees what init allocated (a zeroed struct is fine). */
 void sb_pp_stats_free(struct sb_pp_stats *st);
@@ -67,12 +71,14 @@ void sb_pp_stats_bytes(struct sb_pp_stats *st, double bytes);
 /* A slot taken (+1) or freed (-1): the step's peak is the most alive. */
 void sb_pp_stats_live(struct sb_pp_stats *st, int delta);
 
-/* Ends a step of step_s seconds: sums every rank's step over `world`
- * (each rank at its stage's place, divided by the D replicas of a stage)
- * into the measured sums, and clears this step's values. Collective over
- * world. Errors: the communicator's. */
+/* Ends a step of step_s seconds that ended at end_s (s, on one clock for
+ * every rank: rank 0's): sums every rank's step over `world` (each rank at
+ * its stage's place, divided by the D replicas of a stage) into the
+ * measured sums, clears this step's values, and sets *last_end_s to the
+ * latest end_s of the world's ranks (the job's step ended there), all in
+ * one all-reduce. Collective over world. Errors: the communicator's. */
 sb_status sb_pp_stats_end_step(struct sb_pp_stats *st, struct sb_comm *world, int replicas,
-                               double step_s);
+                               double step_s, double end_s, double *last_end_s);
 
 /* Forgets the measured steps (the end of warm-up). */
 void sb_pp_stats_reset(struct sb_pp_stats *st);

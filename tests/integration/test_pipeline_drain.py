@@ -105,16 +105,21 @@ def test_unbalanced_stage_measured_equals_simulation(unbalanced):
 
 def test_stats_exchange_is_outside_the_step(unbalanced):
     """The exchange of the senders' post times and the stages' timings after each step is
-    measurement, not training: outside the step's time (strategy.h after_step). Stage 1
-    ends its step when its last action ends, about stage 0's last backward (80 ms) before
-    stage 0, and waits for stage 0 in the exchange, which its step no longer holds; inside
-    the step (as before 2026-11-29) both ranks' steps ended together."""
+    measurement, not training: outside the step's time (strategy.h after_step). Its wait
+    for the last rank's end is the step's: stage 1 ends its own work about stage 0's last
+    backward (80 ms) before stage 0, so it waits that long in its wait phase and its step
+    lasts until stage 0's end; stage 0, the last, waits for nobody, so its wait phase is
+    0 exactly. With the exchange inside the step (as before 2026-11-29) stage 0's wait
+    phase held the exchange's own time."""
     by_rank, d = unbalanced["step_ms_by_rank"], unbalanced["strategy_details"]
-    assert by_rank["ranks"] == 2 and by_rank["slowest_rank"] == 0, by_rank
-    assert by_rank["max"] - by_rank["min"] > 60, by_rank
-    # every rank's wait phase: nothing is waited inside the step but the bubble
-    assert unbalanced["phases_by_rank_ms"]["wait"]["max"] == 0, unbalanced["phases_by_rank_ms"]
-    # the exchange's time on the reporting rank, stage 0 (the last to arrive): short
+    waits = unbalanced["phases_by_rank_ms"]["wait"]
+    assert by_rank["ranks"] == 2, by_rank
+    # stage 0 (world rank 0, the report's own phases) ends last: no wait at all
+    assert unbalanced["phases_ms"]["wait"]["max"] == 0, unbalanced["phases_ms"]["wait"]
+    # stage 1 waits for stage 0's last backward at the step's end, inside its step
+    assert waits["max"] > 60 and waits["slowest_rank"] == 1, waits
+    assert by_rank["max"] - by_rank["min"] < 20, by_rank
+    # the exchange's own time on the reporting rank: short, and not in its step
     assert 0 < d["stats_collectives_ms"] < 20, d["stats_collectives_ms"]
 
 
