@@ -5,6 +5,7 @@ Needs root; skipped otherwise (the fixture says why)."""
 import os
 import pathlib
 import subprocess
+import time
 
 import pytest
 
@@ -128,6 +129,13 @@ def test_down_leaves_nothing_even_with_processes_running(cluster):
     sleeper = subprocess.Popen(c.exec_argv(c.hosts[1], "sleep", "600"))
     try:
         assert leftovers(c.prefix)
+        # down only ends what runs in a host: wait until the sleeper is in it (a down
+        # racing `ip netns exec` can leave it in the deleted namespace; CI, 2026-11-29)
+        deadline = time.monotonic() + 10
+        while not subprocess.run(["ip", "netns", "pids", c.hosts[1]], capture_output=True,
+                                 text=True).stdout.strip():
+            assert time.monotonic() < deadline, "the sleeper never entered its host"
+            time.sleep(0.05)
         c.down()
         assert sleeper.wait(timeout=10) != 0  # ended by the teardown
         assert leftovers(c.prefix) == []
