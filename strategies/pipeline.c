@@ -476,8 +476,8 @@ static sb_status pipeline_step(struct sb_strategy *s, long step, const int32_t *
  * summed over the world, with every rank's step end (pipeline_after_step's
  * two collectives, outside the step's time: measurement, not training).
  * The job's step ended at the last rank's end: a rank that ended before it
- * waited for that rank, step time that goes to its wait phase and
- * out->end_wait_ms (strategy.h). */
+ * waited for that rank, step time it reports as out->end_wait_ms
+ * (strategy.h). */
 static sb_status pipeline_after_step(struct sb_strategy *s, long step, struct sb_step_result *out)
 {
     struct pipeline *p = s->impl;
@@ -487,8 +487,7 @@ static sb_status pipeline_after_step(struct sb_strategy *s, long step, struct sb
     /* a stage's figures: the mean over its D x T ranks */
     SB_TRY(sb_pp_stats_end_step(&p->stats, p->world, p->D * p->T, p->step_s, mine, &last));
     double lag = last - mine; /* >= 0: the latest end includes this rank's */
-    out->end_wait_ms = 1e3 * lag;
-    out->phase_ms[SB_PHASE_WAIT] += 1e3 * lag;
+    out->end_wait_ms = 1e3 * lag; /* the harness adds it to the step and its wait */
     double exchange = sb_now_s() - t0 - lag;
     p->after_step_s += exchange > 0 ? exchange : 0.0;
     p->after_steps++;

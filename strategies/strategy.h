@@ -41,9 +41,9 @@ struct sb_step_result {
     /* Set by the after_step op (0 without one): how long after this rank's
      * own end the job's step ended (the last rank's end, learned in the
      * op's exchange), ms. Step time, not measurement: the harness adds it
-     * to this rank's step and keeps it in the epoch's time; the op adds it
-     * to the wait phase (idle at a synchronisation point for the slowest
-     * rank), so that the phases still add up to the step. */
+     * to this rank's step and to its wait phase (idle at a synchronisation
+     * point for the slowest rank), so that the phases still add up to the
+     * step, and keeps it in the epoch's time. */
     double end_wait_ms;
 };
 

@@ -126,6 +126,7 @@ static sb_status epoch_steps(struct sb_loop *L, long *step, double loss[2], long
         double after_s = sb_now_s() - a0, end_wait_s = 1e-3 * r.end_wait_ms;
         t0 += after_s - (end_wait_s < after_s ? end_wait_s : after_s);
         step_ms += r.end_wait_ms;
+        r.phase_ms[SB_PHASE_WAIT] += r.end_wait_ms;
         SB_TRY(ast);
         if (s >= cfg->warmup_steps) timings_add(&L->t, step_ms, &r);
         if (*bad_step < 0 && !isfinite(r.loss_sum)) *bad_step = s;
