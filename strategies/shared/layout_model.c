@@ -11,6 +11,7 @@
 #include "strategies/shared/layout_memory.h"
 #include "strategies/shared/pipeline_plan.h"
 #include "strategies/shared/schedule_formula.h"
+#include "strategies/shared/schedule_sim.h"
 #include "strategies/strategy.h"
 
 #define MAX_ROWS 8
@@ -289,23 +290,6 @@ static void stage_shares(const struct sb_layout *l, const struct sb_layout_input
         for (int s = 0; s < l->pp; s++) tp_share[s] = pp_share[s] = dp_share[s] = 1.0;
 }
 
-/* The link of the pipeline boundary from rank-stage s to the next
- * (s + 1, or interleaved's wrap to stage 0): the within-host link where
- * every (dp, tp) pair of the two stages shares a host
- * (sb_grid_stages_cross_hosts), else `crossing` (the cross-host link at
- * the stage's share of it). The axis as a whole crosses hosts when any
- * boundary does; pricing every boundary there put a 4-stage pipeline on 2
- * hosts of 2 at 3 cross-host messages a micro-batch where 1 runs
- * (docs/layouts.md, "The pipeline's boundaries, one by one"). */
-static const struct sb_link *boundary_link(const struct sb_layout *l,
-                                            const struct sb_layout_inputs *in, int s,
-                                            const struct sb_link *crossing)
-{
-    int cross = sb_grid_stages_cross_hosts(l->dp, l->tp, l->pp, l->order, s, (s + 1) % l->pp,
-                                           in->ranks_per_host);
-    return cross == 0 ? &in->links.intra : crossing;
-}
-
 /* One pass of a stage on a micro-batch of b samples, s, from the measured
  * pass at the run's batch B (per_sample s a sample): its fixed part phi
  * (the compute probe's fit: what does not grow with the batch, the
@@ -374,48 +358,58 @@ static double core_share_scale(const struct sb_layout *l, const struct sb_layout
     return probe_share(in) / layout_share(in, n_eff);
 }
 
-/* The pipeline's resources as a flow shop (docs/layouts.md, "The
- * pipeline's resources"): p stages, stage s busy f[s] + b[s] per
- * micro-batch (its compute and tp collectives), and the links between
- * them, each direction busy lf[s] (the activations stage s sends on) or
- * lb[s] (the gradients back) per micro-batch: the pipeline sends without
- * blocking (strategies/pipeline.c: a send is completed at the end of the
- * step), so a message occupies its link while both stages compute. With
- * per-micro-batch times T_r, m micro-batches take about
- * (m - 1) max_r T_r + sum_r T_r (a permutation flow shop's makespan with a
- * bottleneck resource; Johnson 1954; for 1f1b the fill and the drain pass
- * through every other resource once). Into *t the slowest stage's times,
- * scaled up to max_r T_r where a link is slower than every stage (its m
- * micro-batches then set the pace: the schedule's ideal m (t_f + t_b));
- * into *tb the mean over p - 1 of the other resources' sum_r T_r - max_r
- * T_r, split in forward and backward as their times are (the schedule's
- * bubble (p - 1)(t_f + t_b) of them). Balanced stages and free links give
- * the slowest stage's times for both, as the closed forms assume; zb-h1's
- * backward is split into equal halves B = W. */
-static void pipeline_times(int pp, const double *f, const double *b, const double *lf,
-                           const double *lb, enum sb_pp_kind kind, struct sb_pp_stage_times *t,
-                           struct sb_pp_stage_times *tb)
+/* The host of stage s's first rank (dp 0, tp 0) on hosts of ranks_per_host
+ * consecutive ranks: where the simulation puts the stage's messages (every
+ * (dp, tp) pair of a stage sends at once, which the link's share prices). */
+static int stage_host(const struct sb_layout *l, int s, int ranks_per_host)
 {
-    int k = 0;
-    double link_max = 0.0, sum_f = 0.0, sum_b = 0.0;
-    for (int s = 0; s < pp; s++) {
-        if (f[s] + b[s] > f[k] + b[k]) k = s;
-        if (lf[s] > link_max) link_max = lf[s];
-        if (lb[s] > link_max) link_max = lb[s];
-        sum_f += f[s] + lf[s];
-        sum_b += b[s] + lb[s];
+    struct sb_grid_coords c = {0, 0, s};
+    return sb_grid_rank_of(l->dp, l->tp, l->pp, l->order, c) / ranks_per_host;
+}
+
+/* The pipeline's span, first forward to last backward, in *span_s: one
+ * replica's schedule simulated (schedule_sim.h) with stage s taking f[s] and
+ * b[s] per micro-batch (its compute and tp collectives, all its chunks;
+ * zb-h1's backward in equal halves B = W, Qi et al. 2024's t_b = t_w) and
+ * each boundary's message p2p[s] (s to s + 1, or interleaved's wrap), where
+ * a boundary that crosses hosts (cross[s]) passes the sending host's one
+ * link out and the receiving host's link in, each one message at a time in
+ * the order they are sent: a middle stage's activations forward and
+ * gradients back leave its host one after the other in 1f1b's steady
+ * state, where each direction of a boundary was priced as a link of its
+ * own before (docs/layouts.md, "A host's link carries both directions",
+ * 2026-11-29).
+ * Errors: those of sb_pp_schedule_build and sb_pp_simulate. */
+static sb_status pipeline_span(const struct sb_layout *l, const struct sb_layout_inputs *in,
+                               const struct sb_pp_shape *shape, const double *f, const double *b,
+                               const double *p2p, const int *cross, double *span_s)
+{
+    int p = l->pp, v = l->chunks, r = in->ranks_per_host > 0 ? in->ranks_per_host : 1;
+    double fs[SB_LAYOUT_MAX_STAGES], bs[SB_LAYOUT_MAX_STAGES], hs[SB_LAYOUT_MAX_STAGES];
+    int act[2 * SB_LAYOUT_MAX_STAGES], grad[2 * SB_LAYOUT_MAX_STAGES], hosts = 1;
+    for (int s = 0; s < p; s++) {
+        fs[s] = f[s] / v;
+        bs[s] = b[s] / v;
+        hs[s] = bs[s] / 2;
+        int from = stage_host(l, s, r), to = stage_host(l, (s + 1) % p, r);
+        if (from + 1 > hosts) hosts = from + 1;
+        act[2 * s] = cross[s] ? 2 * from : -1;   /* the sender's way out */
+        act[2 * s + 1] = cross[s] ? 2 * to + 1 : -1; /* the receiver's way in */
+        grad[2 * s] = cross[s] ? 2 * to : -1;
+        grad[2 * s + 1] = cross[s] ? 2 * from + 1 : -1;
     }
-    double slowest = f[k] + b[k], pace = link_max > slowest ? link_max : slowest;
-    double up = slowest > 0 ? pace / slowest : 1.0;
-    *t = (struct sb_pp_stage_times){f[k] * up, b[k] * up, 0.0};
-    double other = sum_f + sum_b - pace;
-    double share_f = sum_f + sum_b > 0 ? sum_f / (sum_f + sum_b) : 0.5;
-    *tb = (struct sb_pp_stage_times){other * share_f / (pp - 1),
-                                     other * (1.0 - share_f) / (pp - 1), 0.0};
-    if (kind == SB_PP_ZBH1) {
-        t->backward_s = t->weight_s = t->backward_s / 2;
-        tb->backward_s = tb->weight_s = tb->backward_s / 2;
-    }
+    struct sb_pp_times t = {.forward_s = fs, .backward_s = bs, .backward_input_s = hs,
+                            .backward_weight_s = hs, .p2p_s = p2p, .act_links = act,
+                            .grad_links = grad, .n_links = 2 * hosts};
+    struct sb_pp_schedule sched;
+    struct sb_pp_timeline tl;
+    SB_TRY(sb_pp_schedule_build(shape, &sched));
+    sb_status st = sb_pp_simulate(&sched, &t, &tl);
+    sb_pp_schedule_free(&sched);
+    SB_TRY(st);
+    *span_s = tl.step_s;
+    sb_pp_timeline_free(&tl);
+    return SB_OK;
 }
 
 /* The prediction of layout l with the compute per sample scaled by
@@ -458,7 +452,8 @@ static sb_status predict_at(const struct sb_layout *l, const struct sb_layout_in
     if (l->pp > 1 && in->workload && sb_pp_schedule_build(&shape, &sched) != SB_OK)
         sb_pp_schedule_free(&sched); /* the scaled estimate then */
     double stage_f[SB_LAYOUT_MAX_STAGES], stage_b[SB_LAYOUT_MAX_STAGES];
-    double link_f[SB_LAYOUT_MAX_STAGES], link_b[SB_LAYOUT_MAX_STAGES];
+    double p2p[SB_LAYOUT_MAX_STAGES];
+    int cross[SB_LAYOUT_MAX_STAGES];
     for (int s = 0; s < l->pp; s++) {
         struct sb_link tp_s_link = sb_link_shared(tp_link, out->tp_cross ? tp_share[s] : 1.0);
         struct sb_link pp_s_link = sb_link_shared(pp_link, out->pp_cross ? pp_share[s] : 1.0);
@@ -493,24 +488,31 @@ static sb_status predict_at(const struct sb_layout *l, const struct sb_layout_in
             }
         }
         /* pp: one message per chunk boundary each way per micro-batch, on
-         * the link that boundary crosses (a pipeline of 4 stages on hosts
-         * of 2 crosses hosts between stages 1 and 2 only) */
+         * the link that boundary crosses: the within-host link where every
+         * (dp, tp) pair of the two stages shares a host, else the cross-host
+         * link at the stage's share of it (a pipeline of 4 stages on 2 hosts
+         * of 2 crosses hosts between stages 1 and 2 only; pricing every
+         * boundary there put 3 cross-host messages a micro-batch where 1
+         * runs: docs/layouts.md, "The pipeline's boundaries, one by one") */
         double pp_s = 0, pp_b = 0;
-        link_f[s] = link_b[s] = 0.0;
+        int sends = 0;
+        p2p[s] = 0.0;
+        cross[s] = l->pp > 1 && sb_grid_stages_cross_hosts(l->dp, l->tp, l->pp, l->order, s,
+                                                           (s + 1) % l->pp,
+                                                           in->ranks_per_host) != 0;
         for (int c = 0; c < l->chunks && l->pp > 1; c++) {
             int first, count;
             cut(in->n_layers, l->pp * l->chunks, c * l->pp + s, &first, &count);
             int last_virtual = c * l->pp + s == l->pp * l->chunks - 1;
             double send = last_virtual ? 0.0 : 4.0 * b * in->layers[first + count - 1].out_floats;
-            double recv_grad = send;
-            const struct sb_link *boundary = boundary_link(l, in, s, &pp_s_link);
-            double msg_f = send > 0 ? sb_cost_message_s(boundary, send) : 0.0;
-            double msg_b = recv_grad > 0 ? sb_cost_message_s(boundary, recv_grad) : 0.0;
-            link_f[s] += msg_f; /* the link's own time: sends do not block (below) */
-            link_b[s] += msg_b;
-            pp_s += l->microbatches * (msg_f + msg_b);
-            pp_b += l->microbatches * send; /* activations sent forward; gradients come back */
+            if (send <= 0) continue;
+            double msg = sb_cost_message_s(cross[s] ? &pp_s_link : &in->links.intra, send);
+            p2p[s] += msg;
+            sends++;
+            pp_s += l->microbatches * 2 * msg; /* activations forward, gradients back */
+            pp_b += l->microbatches * send;
         }
+        if (sends > 1) p2p[s] /= sends; /* the simulation's one message of the boundary */
         /* a within-host tp all-reduce is the CPU's work too (shared memory:
          * its ranks copy and add), so its ranks count as busy for the cores */
         if (!out->tp_cross) *busy_s += tp_s;
@@ -569,16 +571,18 @@ static sb_status predict_at(const struct sb_layout *l, const struct sb_layout_in
      * weight-gradient half W, taken as equal (Qi et al. 2024's t_b = t_w). */
     struct sb_pp_stage_times t = {worst_f, worst_b, 0.0};
     if (shape.kind == SB_PP_ZBH1) t.backward_s = t.weight_s = worst_b / 2;
-    /* the bubble: the schedule's formula with the other stages' mean times
-     * (the fill and drain pass through them, not through p-1 copies of the
-     * slowest: the flow shop's makespan (m-1) max_s t_s + sum_s t_s;
-     * balanced stages give (p-1)(t_f + t_b) as before) */
-    struct sb_pp_stage_times tb = t;
-    if (l->pp > 1) pipeline_times(l->pp, stage_f, stage_b, link_f, link_b, shape.kind, &t, &tb);
+    /* the span: the schedule simulated with every stage's own times and the
+     * boundaries' messages on the hosts' links (pipeline_span); the bubble
+     * is what it takes beyond the slowest stage's compute */
+    double span = 0.0;
+    if (l->pp > 1) {
+        sb_status st = pipeline_span(l, in, &shape, stage_f, stage_b, p2p, cross, &span);
+        if (st) return st;
+    }
     out->data_s = in->data_s_per_sample * per_replica;
     out->compute_s = l->microbatches * worst_compute;
     double ideal = sb_pp_ideal_s(&shape, &t);
-    out->bubble_s = l->pp > 1 ? sb_pp_bubble_s(&shape, &tb) : 0.0;
+    out->bubble_s = l->pp > 1 && span > ideal ? span - ideal : 0.0;
     out->bubble_share = l->pp > 1 ? out->bubble_s / (ideal + out->bubble_s) : 0.0;
     out->optimizer_s = worst_opt;
     out->tp_comm_s = worst_tp;

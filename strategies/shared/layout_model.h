@@ -28,12 +28,16 @@
  *          bandwidth divided by that stage's share of the host links its
  *          flows cross with the other groups of the axis (layout_links.h:
  *          processor sharing, sum_j min(w_j, w_s) / w_s)
- *   bubble by the schedule's formula (schedule_formula.h: (p-1)(t_f+t_b),
- *          /v interleaved, zb-h1 less its W fill) given the mean of the
- *          pipeline's other resources: its stages and its link directions are
- *          a flow shop (the sends do not block: a message occupies its link,
- *          not its stage), (m-1) max_r T_r + sum_r T_r; the ideal m (t_f +
- *          t_b) is the slowest resource's (a link's where it is slower)
+ *   span (ideal + bubble) of a pipeline: one replica's schedule simulated
+ *          (schedule_sim.h) with every stage's own t_f and t_b and its
+ *          boundaries' messages, which do not block their stage (the sends
+ *          complete at the step's end) but pass their hosts' links one at a
+ *          time, in the order they are sent: a crossing boundary holds its
+ *          sender's host's link out and its receiver's link in, so a middle
+ *          host's activations forward and gradients back take turns on its
+ *          one link (docs/layouts.md, 2026-11-29); the ideal m (t_f + t_b)
+ *          is the slowest stage's, the bubble the rest of the span (balanced
+ *          stages on free links: the schedule's formula, schedule_formula.h)
  *   compute with shared_cores C: the measured per sample times
  *          share / min(1, C/n_eff) (a rank computing beside n - 1 others
  *          gets min(1, C/n) of a core); share the probe's own while it

@@ -169,7 +169,8 @@ void sb_pp_stats_describe(const struct sb_pp_stats *st, const struct sb_pp_sched
         ws[r] = v[SB_PP_STAT_WEIGHT][r] / per;
         p2p[r] = 0;
     }
-    struct sb_pp_times times = {fs, bs, bs, ws, p2p};
+    struct sb_pp_times times = {.forward_s = fs, .backward_s = bs, .backward_input_s = bs,
+                                .backward_weight_s = ws, .p2p_s = p2p};
     struct sb_pp_timeline tl;
     if (sb_pp_simulate(sched, &times, &tl) == SB_OK) {
         for (int r = 0; r < P; r++) x[r] = 1e3 * tl.bubble_s[r];

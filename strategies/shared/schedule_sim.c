@@ -29,47 +29,72 @@ static double duration(const struct sb_pp_times *t, const struct sb_pp_action *a
 static int is_send(enum sb_pp_op op) { return op == SB_PP_SEND_ACT || op == SB_PP_SEND_GRAD; }
 static int is_recv(enum sb_pp_op op) { return op == SB_PP_RECV_ACT || op == SB_PP_RECV_GRAD; }
 
-/* Advances rank r from action pos[r] until it blocks on a receive. Sets
- * *moved when it ran anything. */
-static sb_status advance(const struct sb_pp_schedule *s, const struct sb_pp_times *t, int r,
-                         int *pos, double *clock, double *sent_at, double *arrive_at,
-                         struct sb_pp_timeline *tl, int *moved)
+/* Whether rank r can run its next action: it has one, and it is not a
+ * receive whose message was not sent yet. */
+static int can_move(const struct sb_pp_schedule *s, int r, int pos, const double *sent_at)
 {
-    const struct sb_pp_action *list = sb_pp_rank_actions(s, r);
-    int p = s->shape.stages;
-    for (; *pos < sb_pp_rank_count(s, r); (*pos)++) {
-        const struct sb_pp_action *a = &list[*pos];
-        size_t g = (size_t)s->offset[r] + (size_t)*pos;
-        double start = *clock, end = start;
-        if (is_send(a->op)) {
-            int link = a->op == SB_PP_SEND_ACT ? r : a->peer;
-            double p2p = t->p2p_s ? t->p2p_s[link] : 0;
-            if (p > 1 && !(isfinite(p2p) && p2p >= 0))
-                return sb_error(SB_ERR_INTERNAL, "schedule simulation: point-to-point time of "
-                                "link %d is %g", link, p2p);
-            size_t k = (size_t)sb_pp_message_id(&s->shape, a);
-            sent_at[k] = start;
-            arrive_at[k] = start + p2p;
-        } else if (is_recv(a->op)) {
-            size_t k = (size_t)sb_pp_message_id(&s->shape, a);
-            if (isnan(sent_at[k])) return SB_OK; /* blocked until its sender runs */
-            end = fmax(start, arrive_at[k]);
-            double idle = fmax(0, sent_at[k] - start);
-            tl->bubble_s[r] += idle;
-            tl->p2p_wait_s[r] += end - start - idle;
-        } else {
-            double d = duration(t, a, r);
-            if (d < 0)
-                return sb_error(SB_ERR_INTERNAL, "schedule simulation: no valid %s time for "
-                                "stage %d", sb_pp_op_name(a->op), r);
-            end = start + d;
-            tl->compute_s[r] += d;
-        }
-        tl->start_s[g] = start;
-        tl->end_s[g] = end;
-        *clock = end;
-        *moved = 1;
+    if (pos >= sb_pp_rank_count(s, r)) return 0;
+    const struct sb_pp_action *a = &sb_pp_rank_actions(s, r)[pos];
+    return !is_recv(a->op) || !isnan(sent_at[sb_pp_message_id(&s->shape, a)]);
+}
+
+/* The time message a (a send of rank r at `start`) arrives: p2p seconds
+ * after the later of its send and, on each link it passes (t->act_links /
+ * grad_links), the end of the message before it there (link_free, which
+ * gets its end). */
+static sb_status transfer(const struct sb_pp_schedule *s, const struct sb_pp_times *t, int r,
+                          const struct sb_pp_action *a, double start, double *link_free,
+                          double *arrive)
+{
+    int p = s->shape.stages, link = a->op == SB_PP_SEND_ACT ? r : a->peer;
+    double p2p = t->p2p_s ? t->p2p_s[link] : 0;
+    if (p > 1 && !(isfinite(p2p) && p2p >= 0))
+        return sb_error(SB_ERR_INTERNAL, "schedule simulation: point-to-point time of "
+                        "link %d is %g", link, p2p);
+    const int *held = a->op == SB_PP_SEND_ACT ? t->act_links : t->grad_links;
+    double end = start + p2p;
+    for (int k = 0; held && k < 2; k++) {
+        int l = held[2 * link + k];
+        if (l >= t->n_links)
+            return sb_error(SB_ERR_INTERNAL, "schedule simulation: link %d of %d", l, t->n_links);
+        if (l < 0) continue;
+        end = fmax(end, link_free[l] + p2p);
+        link_free[l] = end;
     }
+    *arrive = end;
+    return SB_OK;
+}
+
+/* Runs rank r's next action (can_move holds) from its clock. */
+static sb_status move(const struct sb_pp_schedule *s, const struct sb_pp_times *t, int r,
+                      int *pos, double *clock, double *sent_at, double *arrive_at,
+                      double *link_free, struct sb_pp_timeline *tl)
+{
+    const struct sb_pp_action *a = &sb_pp_rank_actions(s, r)[*pos];
+    size_t g = (size_t)s->offset[r] + (size_t)*pos;
+    double start = *clock, end = start;
+    if (is_send(a->op)) {
+        size_t k = (size_t)sb_pp_message_id(&s->shape, a);
+        sent_at[k] = start;
+        SB_TRY(transfer(s, t, r, a, start, link_free, &arrive_at[k]));
+    } else if (is_recv(a->op)) {
+        size_t k = (size_t)sb_pp_message_id(&s->shape, a);
+        end = fmax(start, arrive_at[k]);
+        double idle = fmax(0, sent_at[k] - start);
+        tl->bubble_s[r] += idle;
+        tl->p2p_wait_s[r] += end - start - idle;
+    } else {
+        double d = duration(t, a, r);
+        if (d < 0)
+            return sb_error(SB_ERR_INTERNAL, "schedule simulation: no valid %s time for "
+                            "stage %d", sb_pp_op_name(a->op), r);
+        end = start + d;
+        tl->compute_s[r] += d;
+    }
+    tl->start_s[g] = start;
+    tl->end_s[g] = end;
+    *clock = end;
+    (*pos)++;
     return SB_OK;
 }
 
@@ -78,6 +103,7 @@ sb_status sb_pp_simulate(const struct sb_pp_schedule *s, const struct sb_pp_time
 {
     int p = s->shape.stages, n = s->offset[p];
     size_t n_msg = (size_t)sb_pp_message_count(&s->shape) + 1;
+    size_t n_links = t->act_links || t->grad_links ? (size_t)(t->n_links > 0 ? t->n_links : 0) : 0;
     *out = (struct sb_pp_timeline){0};
     out->start_s = calloc((size_t)n + 1, sizeof(double));
     out->end_s = calloc((size_t)n + 1, sizeof(double));
@@ -86,16 +112,24 @@ sb_status sb_pp_simulate(const struct sb_pp_schedule *s, const struct sb_pp_time
     out->bubble_s = calloc((size_t)p, sizeof(double));
     double *sent_at = malloc(n_msg * sizeof(double)), *arrive_at = malloc(n_msg * sizeof(double));
     double *clock = calloc((size_t)p, sizeof(double));
+    double *link_free = calloc(n_links + 1, sizeof(double));
     int *pos = calloc((size_t)p, sizeof(int));
     sb_status st = SB_OK;
     if (!out->start_s || !out->end_s || !out->compute_s || !out->p2p_wait_s || !out->bubble_s ||
-        !sent_at || !arrive_at || !clock || !pos)
+        !sent_at || !arrive_at || !clock || !link_free || !pos)
         st = sb_error(SB_ERR_NOMEM, "schedule simulation: out of memory");
     for (size_t k = 0; !st && k < n_msg; k++) sent_at[k] = NAN;
-    for (int moved = 1; !st && moved;) {
-        moved = 0;
-        for (int r = 0; r < p && !st; r++)
-            st = advance(s, t, r, &pos[r], &clock[r], sent_at, arrive_at, out, &moved);
+    /* Time order: the earliest rank that can move runs its next action.
+     * Every later send is then no earlier than this one (a rank that waits
+     * resumes at an arrival, after its message's send), so the links serve
+     * messages in the order they are sent. */
+    while (!st) {
+        int next = -1;
+        for (int r = 0; r < p; r++)
+            if (can_move(s, r, pos[r], sent_at) && (next < 0 || clock[r] < clock[next]))
+                next = r;
+        if (next < 0) break;
+        st = move(s, t, next, &pos[next], &clock[next], sent_at, arrive_at, link_free, out);
     }
     for (int r = 0; !st && r < p; r++) {
         if (pos[r] < sb_pp_rank_count(s, r))
@@ -110,6 +144,7 @@ sb_status sb_pp_simulate(const struct sb_pp_schedule *s, const struct sb_pp_time
     free(sent_at);
     free(arrive_at);
     free(clock);
+    free(link_free);
     free(pos);
     if (st) sb_pp_timeline_free(out);
     return st;

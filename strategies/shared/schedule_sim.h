@@ -5,7 +5,11 @@
  * The simulation follows the executor's semantics (schedule.h): a rank runs
  * its list in order; a compute action takes its duration; a send takes no
  * time on the sender and its message arrives p2p seconds later; a receive
- * waits until its message has arrived. */
+ * waits until its message has arrived. Given shared links (sb_pp_times'
+ * links), a message also waits for the links it crosses: each is a FIFO
+ * server that carries one message at a time, in the order they were sent,
+ * so a host whose one way out carries a stage's activations forward and its
+ * gradients back (1f1b's steady state) passes them one after the other. */
 #ifndef SB_SCHEDULE_SIM_H
 #define SB_SCHEDULE_SIM_H
 
@@ -23,6 +27,16 @@ struct sb_pp_times {
     const double *backward_input_s;  /* zb-h1's B; may be NULL for other schedules */
     const double *backward_weight_s; /* zb-h1's W; may be NULL for other schedules */
     const double *p2p_s; /* one message between rank r and rank (r+1) mod P, either way */
+    /* Optional (NULL: a message never waits for another): the shared links
+     * a message passes, numbered 0 .. n_links - 1, -1 for none:
+     * act_links[2r] and [2r + 1], an activation from rank r to (r+1) mod P
+     * (the sender's way out, the receiver's way in); grad_links[2r],
+     * [2r + 1], a gradient from (r+1) mod P back to r. A link passes one
+     * message at a time, in the order they were sent: a message arrives
+     * p2p_s after the later of its send and the end of the message before
+     * it on each of its links (the links in tandem, each work-conserving). */
+    const int *act_links, *grad_links; /* (2P) each */
+    int n_links;
 };
 
 /* A simulated step: every action's start and end, and per rank where the
@@ -36,9 +50,12 @@ struct sb_pp_timeline {
     double step_s;           /* the last rank's end */
 };
 
-/* Simulates one step of schedule s with times t. Errors: SB_ERR_INTERNAL
- * when the lists hang (run sb_pp_check first for a precise line) or a time
- * is negative or not finite, SB_ERR_NOMEM. Free with sb_pp_timeline_free. */
+/* Simulates one step of schedule s with times t, in time order (the rank
+ * that can move and is earliest moves first, so that shared links serve
+ * messages in the order they were sent). Errors: SB_ERR_INTERNAL when the
+ * lists hang (run sb_pp_check first for a precise line), a time is
+ * negative or not finite or a link number is outside 0 .. n_links - 1,
+ * SB_ERR_NOMEM. Free with sb_pp_timeline_free. */
 sb_status sb_pp_simulate(const struct sb_pp_schedule *s, const struct sb_pp_times *t,
                          struct sb_pp_timeline *out);
 

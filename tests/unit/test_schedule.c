@@ -270,7 +270,8 @@ static double check_bubble(const struct sb_pp_shape *s, double f, double b, doub
         ws[r] = w;
         zs[r] = 0;
     }
-    struct sb_pp_times t = {fs, bs, is, ws, zs};
+    struct sb_pp_times t = {.forward_s = fs, .backward_s = bs, .backward_input_s = is,
+                            .backward_weight_s = ws, .p2p_s = zs};
     struct sb_pp_schedule sch;
     struct sb_pp_timeline tl;
     assert_int_equal(sb_pp_schedule_build(s, &sch), SB_OK);
@@ -349,6 +350,50 @@ static void test_p2p_wait_is_not_bubble(void **state)
     assert_true(fabs(tl.p2p_wait_s[1] - 0.5) < 1e-12);
     assert_true(fabs(tl.bubble_s[1] - 3.5) < 1e-12); /* [0, 1] and the tail [4.5, 7] */
     sb_pp_timeline_free(&tl);
+    sb_pp_schedule_free(&sch);
+}
+
+/* A shared link passes one message at a time, in the order they were sent.
+ * 1f1b, P = 2, M = 2, forward and backward 0.5, 3 per message, the
+ * activations on links 0 (stage 0's host out) and 3 (stage 1's host in),
+ * the gradients on 2 and 1. Stage 0 runs F0 [0, 0.5] and F1 [0.5, 1]; a0
+ * arrives at 3.5, a1 waits for it and arrives at 6.5 (free links: 4).
+ * Stage 1 runs F0 [3.5, 4], B0 [4, 4.5] (g0 arrives 7.5), F1 [6.5, 7], B1
+ * [7, 7.5] (g1 waits for g0's link: 10.5); stage 0 runs B0 [7.5, 8] and B1
+ * [10.5, 11]. Step 11, where free links give 9 (B1 at [8.5, 9]). */
+static void test_shared_links_take_turns(void **state)
+{
+    (void)state;
+    struct sb_pp_shape s = {SB_PP_1F1B, 2, 2, 1};
+    double f[2] = {0.5, 0.5}, b[2] = {0.5, 0.5}, z[2] = {3, 3};
+    int act[4] = {0, 3, -1, -1}, grad[4] = {2, 1, -1, -1};
+    struct sb_pp_times t = {.forward_s = f, .backward_s = b, .p2p_s = z};
+    struct sb_pp_schedule sch;
+    struct sb_pp_timeline tl;
+    assert_int_equal(sb_pp_schedule_build(&s, &sch), SB_OK);
+    assert_int_equal(sb_pp_simulate(&sch, &t, &tl), SB_OK);
+    assert_true(fabs(tl.step_s - 9) < 1e-12);
+    sb_pp_timeline_free(&tl);
+    t.act_links = act;
+    t.grad_links = grad;
+    t.n_links = 4;
+    assert_int_equal(sb_pp_simulate(&sch, &t, &tl), SB_OK);
+    assert_true(fabs(tl.step_s - 11) < 1e-12);
+    assert_true(fabs(tl.compute_s[0] - 2) < 1e-12);
+    /* stage 0 waits [1, 7.5] and [8, 10.5] for gradients sent at 4.5 and 7.5 */
+    assert_true(fabs(tl.p2p_wait_s[0] + tl.bubble_s[0] - 9) < 1e-12);
+    sb_pp_timeline_free(&tl);
+    /* one link for everything: a1 6.5, g0 sent 4.5 waits for a1: 9.5; F1
+     * [6.5, 7], B1 [7, 7.5], g1 12.5; stage 0's B1 [12.5, 13] */
+    int one[4] = {0, -1, -1, -1}, one_g[4] = {0, -1, -1, -1};
+    t.act_links = one;
+    t.grad_links = one_g;
+    assert_int_equal(sb_pp_simulate(&sch, &t, &tl), SB_OK);
+    assert_true(fabs(tl.step_s - 13) < 1e-12);
+    sb_pp_timeline_free(&tl);
+    /* a link outside 0 .. n_links - 1 is refused */
+    t.n_links = 0;
+    assert_int_equal(sb_pp_simulate(&sch, &t, &tl), SB_ERR_INTERNAL);
     sb_pp_schedule_free(&sch);
 }
 
@@ -610,6 +655,7 @@ int main(void)
         cmocka_unit_test(test_p2p_messages_equal_formula),
         cmocka_unit_test(test_unit_bubble_equals_formula),
         cmocka_unit_test(test_p2p_wait_is_not_bubble),
+        cmocka_unit_test(test_shared_links_take_turns),
         cmocka_unit_test(test_broken_lists_are_caught),
         cmocka_unit_test(test_validation_names_the_flag),
         cmocka_unit_test(test_grid_1f1b_matches_paper),
