@@ -367,8 +367,9 @@ static int stage_host(const struct sb_layout *l, int s, int ranks_per_host)
     return sb_grid_rank_of(l->dp, l->tp, l->pp, l->order, c) / ranks_per_host;
 }
 
-/* The pipeline's span, first forward to last backward, in *span_s: one
- * replica's schedule simulated (schedule_sim.h) with stage s taking f[s] and
+/* The pipeline's span, first forward to its last stage's dp sync's end, in
+ * *span_s, and to its flush (the last backward, the syncs left out) in
+ * *flush_s: one replica's schedule simulated (schedule_sim.h) with stage s taking f[s] and
  * b[s] per micro-batch (its compute and tp collectives, all its chunks;
  * zb-h1's backward in equal halves B = W, Qi et al. 2024's t_b = t_w) and
  * each boundary's message p2p[s] (s to s + 1, or interleaved's wrap), where
@@ -378,15 +379,23 @@ static int stage_host(const struct sb_layout *l, int s, int ranks_per_host)
  * gradients back leave its host one after the other in 1f1b's steady
  * state, where each direction of a boundary was priced as a link of its
  * own before (docs/layouts.md, "A host's link carries both directions",
- * 2026-11-29).
+ * 2026-11-29). Stage s's dp sync, sync[s] (its exposed part), starts when
+ * its last backward ends and, where dp crosses hosts, takes the stage's
+ * host's links as a message does, ahead of the gradients the stage sends
+ * after that backward (its buckets are ready during it): a later stage's
+ * sync delays the drain's last gradients ("The dp sync on the drain's
+ * link"). Without a pipeline's links in the way that adds the slowest
+ * stage's sync after the flush, as before.
  * Errors: those of sb_pp_schedule_build and sb_pp_simulate. */
 static sb_status pipeline_span(const struct sb_layout *l, const struct sb_layout_inputs *in,
                                const struct sb_pp_shape *shape, const double *f, const double *b,
-                               const double *p2p, const int *cross, double *span_s)
+                               const double *p2p, const int *cross, const double *sync,
+                               int dp_cross, double *flush_s, double *span_s)
 {
     int p = l->pp, v = l->chunks, r = in->ranks_per_host > 0 ? in->ranks_per_host : 1;
     double fs[SB_LAYOUT_MAX_STAGES], bs[SB_LAYOUT_MAX_STAGES], hs[SB_LAYOUT_MAX_STAGES];
     int act[2 * SB_LAYOUT_MAX_STAGES], grad[2 * SB_LAYOUT_MAX_STAGES], hosts = 1;
+    int tail[2 * SB_LAYOUT_MAX_STAGES];
     for (int s = 0; s < p; s++) {
         fs[s] = f[s] / v;
         bs[s] = b[s] / v;
@@ -397,17 +406,26 @@ static sb_status pipeline_span(const struct sb_layout *l, const struct sb_layout
         act[2 * s + 1] = cross[s] ? 2 * to + 1 : -1; /* the receiver's way in */
         grad[2 * s] = cross[s] ? 2 * to : -1;
         grad[2 * s + 1] = cross[s] ? 2 * from + 1 : -1;
+        tail[2 * s] = dp_cross ? 2 * from : -1; /* the dp sync: the stage's host's links */
+        tail[2 * s + 1] = dp_cross ? 2 * from + 1 : -1;
     }
     struct sb_pp_times t = {.forward_s = fs, .backward_s = bs, .backward_input_s = hs,
                             .backward_weight_s = hs, .p2p_s = p2p, .act_links = act,
-                            .grad_links = grad, .n_links = 2 * hosts};
+                            .grad_links = grad, .n_links = 2 * hosts, .tail_s = sync,
+                            .tail_links = tail};
     struct sb_pp_schedule sched;
     struct sb_pp_timeline tl;
     SB_TRY(sb_pp_schedule_build(shape, &sched));
     sb_status st = sb_pp_simulate(&sched, &t, &tl);
+    if (!st) {
+        *span_s = tl.step_s;
+        sb_pp_timeline_free(&tl);
+        t.tail_s = NULL; /* the flush alone */
+        st = sb_pp_simulate(&sched, &t, &tl);
+    }
     sb_pp_schedule_free(&sched);
     SB_TRY(st);
-    *span_s = tl.step_s;
+    *flush_s = tl.step_s;
     sb_pp_timeline_free(&tl);
     return SB_OK;
 }
@@ -452,7 +470,7 @@ static sb_status predict_at(const struct sb_layout *l, const struct sb_layout_in
     if (l->pp > 1 && in->workload && sb_pp_schedule_build(&shape, &sched) != SB_OK)
         sb_pp_schedule_free(&sched); /* the scaled estimate then */
     double stage_f[SB_LAYOUT_MAX_STAGES], stage_b[SB_LAYOUT_MAX_STAGES];
-    double p2p[SB_LAYOUT_MAX_STAGES];
+    double p2p[SB_LAYOUT_MAX_STAGES], sync[SB_LAYOUT_MAX_STAGES];
     int cross[SB_LAYOUT_MAX_STAGES];
     for (int s = 0; s < l->pp; s++) {
         struct sb_link tp_s_link = sb_link_shared(tp_link, out->tp_cross ? tp_share[s] : 1.0);
@@ -559,6 +577,7 @@ static sb_status predict_at(const struct sb_layout *l, const struct sb_layout_in
         }
         if (opt > worst_opt) worst_opt = opt;
         if (dp_exposed > worst_exposed) worst_exposed = dp_exposed;
+        sync[s] = dp_exposed;
         if (dp_comm > worst_dp) worst_dp = dp_comm;
         if (tp_s > worst_tp) worst_tp = tp_s;
         if (pp_s > worst_pp) worst_pp = pp_s;
@@ -574,15 +593,19 @@ static sb_status predict_at(const struct sb_layout *l, const struct sb_layout_in
     /* the span: the schedule simulated with every stage's own times and the
      * boundaries' messages on the hosts' links (pipeline_span); the bubble
      * is what it takes beyond the slowest stage's compute */
-    double span = 0.0;
+    double span = 0.0, flush = 0.0;
     if (l->pp > 1) {
-        sb_status st = pipeline_span(l, in, &shape, stage_f, stage_b, p2p, cross, &span);
+        sb_status st = pipeline_span(l, in, &shape, stage_f, stage_b, p2p, cross, sync,
+                                     out->dp_cross, &flush, &span);
         if (st) return st;
+        /* what the dp syncs add to the step: the slowest's exposed part,
+         * or more where a sync delays the drain on its host's link */
+        worst_exposed = span > flush ? span - flush : 0.0;
     }
     out->data_s = in->data_s_per_sample * per_replica;
     out->compute_s = l->microbatches * worst_compute;
     double ideal = sb_pp_ideal_s(&shape, &t);
-    out->bubble_s = l->pp > 1 && span > ideal ? span - ideal : 0.0;
+    out->bubble_s = l->pp > 1 && flush > ideal ? flush - ideal : 0.0;
     out->bubble_share = l->pp > 1 ? out->bubble_s / (ideal + out->bubble_s) : 0.0;
     out->optimizer_s = worst_opt;
     out->tp_comm_s = worst_tp;

@@ -38,6 +38,41 @@ static int can_move(const struct sb_pp_schedule *s, int r, int pos, const double
     return !is_recv(a->op) || !isnan(sent_at[sb_pp_message_id(&s->shape, a)]);
 }
 
+/* A transfer of `seconds` sent at `start` over the two links held[0] and
+ * held[1] (-1: none; held NULL: free). link_free[l] is link l's end after
+ * every transfer, link_free[n_links + l] after messages only. A message
+ * (tail 0) waits for the messages before it (it starts at the later of
+ * `start` and their end) and shares the link with a tail still passing:
+ * equal shares until the shorter ends, so it takes up to `seconds` longer
+ * (processor sharing). A tail (tail 1) waits for the messages before it,
+ * not for other tails, whose sharing of the link its time already prices
+ * (the dp axis's share, layout_links.h). *end_s gets the end; the links'
+ * ends move to it. SB_ERR_INTERNAL for a link outside 0 .. n_links - 1. */
+static sb_status pass_links(const struct sb_pp_times *t, const int *held, double start,
+                            double seconds, int tail, double *link_free, double *end_s)
+{
+    int n = t->n_links;
+    double begin = start, shared = 0.0;
+    for (int k = 0; held && k < 2; k++) {
+        int l = held[k];
+        if (l >= n)
+            return sb_error(SB_ERR_INTERNAL, "schedule simulation: link %d of %d", l, n);
+        if (l >= 0) begin = fmax(begin, link_free[n + l]);
+    }
+    for (int k = 0; held && !tail && k < 2; k++)
+        if (held[k] >= 0)
+            shared = fmax(shared, fmin(fmax(0.0, link_free[held[k]] - begin), seconds));
+    double end = begin + seconds + shared;
+    for (int k = 0; held && k < 2; k++) {
+        int l = held[k];
+        if (l < 0) continue;
+        link_free[l] = fmax(link_free[l], end);
+        if (!tail) link_free[n + l] = end;
+    }
+    *end_s = end;
+    return SB_OK;
+}
+
 /* The time message a (a send of rank r at `start`) arrives: p2p seconds
  * after the later of its send and, on each link it passes (t->act_links /
  * grad_links), the end of the message before it there (link_free, which
@@ -52,23 +87,15 @@ static sb_status transfer(const struct sb_pp_schedule *s, const struct sb_pp_tim
         return sb_error(SB_ERR_INTERNAL, "schedule simulation: point-to-point time of "
                         "link %d is %g", link, p2p);
     const int *held = a->op == SB_PP_SEND_ACT ? t->act_links : t->grad_links;
-    double end = start + p2p;
-    for (int k = 0; held && k < 2; k++) {
-        int l = held[2 * link + k];
-        if (l >= t->n_links)
-            return sb_error(SB_ERR_INTERNAL, "schedule simulation: link %d of %d", l, t->n_links);
-        if (l < 0) continue;
-        end = fmax(end, link_free[l] + p2p);
-        link_free[l] = end;
-    }
-    *arrive = end;
-    return SB_OK;
+    return pass_links(t, held ? held + 2 * link : NULL, start, p2p, 0, link_free, arrive);
 }
 
-/* Runs rank r's next action (can_move holds) from its clock. */
+/* Runs rank r's next action (can_move holds) from its clock; after its
+ * compute action last_compute, its tail (*tail_end gets its end). */
 static sb_status move(const struct sb_pp_schedule *s, const struct sb_pp_times *t, int r,
-                      int *pos, double *clock, double *sent_at, double *arrive_at,
-                      double *link_free, struct sb_pp_timeline *tl)
+                      int last_compute, int *pos, double *clock, double *sent_at,
+                      double *arrive_at, double *link_free, double *tail_end,
+                      struct sb_pp_timeline *tl)
 {
     const struct sb_pp_action *a = &sb_pp_rank_actions(s, r)[*pos];
     size_t g = (size_t)s->offset[r] + (size_t)*pos;
@@ -90,6 +117,14 @@ static sb_status move(const struct sb_pp_schedule *s, const struct sb_pp_times *
                             "stage %d", sb_pp_op_name(a->op), r);
         end = start + d;
         tl->compute_s[r] += d;
+        if (*pos == last_compute && t->tail_s) {
+            double tail = t->tail_s[r];
+            if (!(isfinite(tail) && tail >= 0))
+                return sb_error(SB_ERR_INTERNAL, "schedule simulation: tail of stage %d is %g",
+                                r, tail);
+            SB_TRY(pass_links(t, t->tail_links ? t->tail_links + 2 * r : NULL, end, tail, 1,
+                              link_free, tail_end));
+        }
     }
     tl->start_s[g] = start;
     tl->end_s[g] = end;
@@ -112,13 +147,19 @@ sb_status sb_pp_simulate(const struct sb_pp_schedule *s, const struct sb_pp_time
     out->bubble_s = calloc((size_t)p, sizeof(double));
     double *sent_at = malloc(n_msg * sizeof(double)), *arrive_at = malloc(n_msg * sizeof(double));
     double *clock = calloc((size_t)p, sizeof(double));
-    double *link_free = calloc(n_links + 1, sizeof(double));
-    int *pos = calloc((size_t)p, sizeof(int));
+    double *tail_end = calloc((size_t)p, sizeof(double));
+    double *link_free = calloc(2 * n_links + 1, sizeof(double));
+    int *pos = calloc((size_t)p, sizeof(int)), *last = calloc((size_t)p, sizeof(int));
     sb_status st = SB_OK;
     if (!out->start_s || !out->end_s || !out->compute_s || !out->p2p_wait_s || !out->bubble_s ||
-        !sent_at || !arrive_at || !clock || !link_free || !pos)
+        !sent_at || !arrive_at || !clock || !tail_end || !link_free || !pos || !last)
         st = sb_error(SB_ERR_NOMEM, "schedule simulation: out of memory");
     for (size_t k = 0; !st && k < n_msg; k++) sent_at[k] = NAN;
+    for (int r = 0; !st && r < p; r++) { /* each rank's last compute action */
+        last[r] = -1;
+        for (int i = 0; i < sb_pp_rank_count(s, r); i++)
+            if (sb_pp_rank_actions(s, r)[i].peer < 0) last[r] = i;
+    }
     /* Time order: the earliest rank that can move runs its next action.
      * Every later send is then no earlier than this one (a rank that waits
      * resumes at an arrival, after its message's send), so the links serve
@@ -129,13 +170,14 @@ sb_status sb_pp_simulate(const struct sb_pp_schedule *s, const struct sb_pp_time
             if (can_move(s, r, pos[r], sent_at) && (next < 0 || clock[r] < clock[next]))
                 next = r;
         if (next < 0) break;
-        st = move(s, t, next, &pos[next], &clock[next], sent_at, arrive_at, link_free, out);
+        st = move(s, t, next, last[next], &pos[next], &clock[next], sent_at, arrive_at,
+                  link_free, &tail_end[next], out);
     }
     for (int r = 0; !st && r < p; r++) {
         if (pos[r] < sb_pp_rank_count(s, r))
             st = sb_error(SB_ERR_INTERNAL, "schedule simulation: stage %d waits forever at "
                           "action %d (run sb_pp_check)", r, pos[r]);
-        out->step_s = fmax(out->step_s, clock[r]);
+        out->step_s = fmax(out->step_s, fmax(clock[r], tail_end[r]));
     }
     /* Idle is everything that is neither compute nor transfer: the waits for
      * another stage counted above, and the rank's tail after its last action. */
@@ -144,8 +186,10 @@ sb_status sb_pp_simulate(const struct sb_pp_schedule *s, const struct sb_pp_time
     free(sent_at);
     free(arrive_at);
     free(clock);
+    free(tail_end);
     free(link_free);
     free(pos);
+    free(last);
     if (st) sb_pp_timeline_free(out);
     return st;
 }

@@ -37,6 +37,17 @@ struct sb_pp_times {
      * it on each of its links (the links in tandem, each work-conserving). */
     const int *act_links, *grad_links; /* (2P) each */
     int n_links;
+    /* Optional (NULL: none): a transfer each rank starts when its last
+     * compute action ends (the data-parallel sync of its gradients, whose
+     * buckets are ready then), tail_s[r] seconds on the links
+     * tail_links[2r] and [2r + 1] (-1: none) as a message takes them, queued
+     * before the sends that follow that action (a tail waits for the
+     * messages before it on its links, not for other tails: their sharing
+     * of a link is in their times). The rank's step ends at
+     * the later of its list's end and its tail's; the wait for the tail
+     * counts in its bubble_s. */
+    const double *tail_s;   /* (P) */
+    const int *tail_links;  /* (2P) */
 };
 
 /* A simulated step: every action's start and end, and per rank where the

@@ -824,6 +824,60 @@ static void test_pipeline_boundaries(void **state)
     assert_false(p.pp_cross);
 }
 
+/* A stage's dp sync starts when its last backward ends and shares its
+ * host's link with the gradients it sends after it (docs/layouts.md, "The
+ * dp sync on the drain's link"). dp 2 x pp 2 of the four layers on 4 hosts
+ * of one rank (tp-dp-pp: stage 0 on hosts 0 and 1, stage 1 on 2 and 3),
+ * no overlap, so each stage's sync E is ddp's all-reduce of its 2000
+ * parameters over 2 ranks on the cross-host link. The span is the schedule
+ * simulated with those syncs as tails on the stages' hosts' links, and
+ * stage 1's sync delays the drain's last gradient (host 2 to host 0): the
+ * step is more than the flush plus E; the parts add up to the step. */
+static void test_dp_sync_on_the_drain_link(void **state)
+{
+    (void)state;
+    setup_layers();
+    struct sb_layout_inputs in = inputs(four, 4, 64);
+    in.optimizer_s_per_param = 0;
+    in.data_s_per_sample = 0;
+    in.ranks_per_host = 1;
+    in.overlap = 0;
+    in.links.inter = (struct sb_link){.alpha_s = 1e-5, .bandwidth_Bps = 1e6,
+                                      .gamma_s_per_byte = 0};
+    struct sb_layout l = {2, 1, 2, 4, SB_PP_1F1B, 1, 0, SB_RANK_ORDER_TP_DP_PP};
+    struct sb_layout_prediction p;
+    assert_int_equal(sb_layout_predict(&l, &in, 4, &p), SB_OK);
+    struct sb_comm_model_query q = {.link = in.links.inter, .replicas = 2, .bytes = 4 * 2000.0,
+                                    .backward_s = 0, .overlap = 0, .layers = 2};
+    struct sb_comm_model_row rows[8];
+    assert_true(in.dp_sync[0]->comm_model(&q, rows, 8) > 0);
+    double sync = rows[0].comm_s, b = 64.0 / 2 / 4, t = 6e-4 * b / 2;
+    double msg = 1e-5 + 4.0 * b * 100 / 1e6;
+    struct sb_pp_shape sh = {SB_PP_1F1B, 2, 4, 1};
+    double f[2] = {t / 3, t / 3}, bw[2] = {2 * t / 3, 2 * t / 3}, z[2] = {msg, 0};
+    double tails[2] = {sync, sync};
+    int act[4] = {0, 5, -1, -1}, grad[4] = {4, 1, -1, -1}, tail_links[4] = {0, 1, 4, 5};
+    struct sb_pp_times tt = {.forward_s = f, .backward_s = bw, .p2p_s = z, .act_links = act,
+                             .grad_links = grad, .n_links = 8, .tail_s = tails,
+                             .tail_links = tail_links};
+    struct sb_pp_schedule sch;
+    struct sb_pp_timeline tl;
+    assert_int_equal(sb_pp_schedule_build(&sh, &sch), SB_OK);
+    assert_int_equal(sb_pp_simulate(&sch, &tt, &tl), SB_OK);
+    double span = tl.step_s;
+    sb_pp_timeline_free(&tl);
+    tt.tail_s = NULL;
+    assert_int_equal(sb_pp_simulate(&sch, &tt, &tl), SB_OK);
+    double flush = tl.step_s;
+    sb_pp_timeline_free(&tl);
+    sb_pp_schedule_free(&sch);
+    assert_true(fabs(p.step_s - span) <= 1e-9 * span);
+    assert_true(span > flush + sync + 1e-9);
+    assert_true(fabs(p.dp_exposed_s - (span - flush)) <= 1e-9 * span);
+    assert_true(fabs(p.data_s + p.compute_s + p.bubble_s + p.dp_exposed_s + p.optimizer_s -
+                     p.step_s) <= 1e-9 * p.step_s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -839,6 +893,7 @@ int main(void)
         cmocka_unit_test(test_fixed_part), cmocka_unit_test(test_pipeline_ranks_computing),
         cmocka_unit_test(test_tp_all_reduce_keeps_its_cores),
         cmocka_unit_test(test_pipeline_span_at_least_the_cores),
+        cmocka_unit_test(test_dp_sync_on_the_drain_link),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

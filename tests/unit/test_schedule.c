@@ -397,6 +397,48 @@ static void test_shared_links_take_turns(void **state)
     sb_pp_schedule_free(&sch);
 }
 
+/* A tail (a stage's dp sync) starts when the stage's last compute ends,
+ * ahead of its later sends, and shares its links with them. 1f1b, P = 2,
+ * M = 1, forward 1, backward 2, 3 per message (activation on links 0 and
+ * 3, gradient on 2 and 1), stage 1's tail 4 on its host's links 2 and 3.
+ * Stage 0: F [0, 1], a0 arrives 4; stage 1: F [4, 5], B [5, 7], its tail
+ * [7, 11]; g0 sent at 7 shares link 2 with the tail for its 3: arrives
+ * 13; stage 0's B [13, 15]. Step 15; the tail off the links: g0 arrives
+ * 10, B [10, 12], step 12 (stage 1 ends at 11); no tail: 12. */
+static void test_tail_shares_the_drain_link(void **state)
+{
+    (void)state;
+    struct sb_pp_shape s = {SB_PP_1F1B, 2, 1, 1};
+    double f[2] = {1, 1}, b[2] = {2, 2}, z[2] = {3, 3}, tail[2] = {0, 4};
+    int act[4] = {0, 3, -1, -1}, grad[4] = {2, 1, -1, -1};
+    int tail_on[4] = {-1, -1, 2, 3}, tail_off[4] = {-1, -1, -1, -1};
+    struct sb_pp_times t = {.forward_s = f, .backward_s = b, .p2p_s = z, .act_links = act,
+                            .grad_links = grad, .n_links = 4};
+    struct sb_pp_schedule sch;
+    struct sb_pp_timeline tl;
+    assert_int_equal(sb_pp_schedule_build(&s, &sch), SB_OK);
+    assert_int_equal(sb_pp_simulate(&sch, &t, &tl), SB_OK);
+    assert_true(fabs(tl.step_s - 12) < 1e-12);
+    sb_pp_timeline_free(&tl);
+    t.tail_s = tail;
+    t.tail_links = tail_on;
+    assert_int_equal(sb_pp_simulate(&sch, &t, &tl), SB_OK);
+    assert_true(fabs(tl.step_s - 15) < 1e-12);
+    assert_true(fabs(tl.compute_s[0] + tl.p2p_wait_s[0] + tl.bubble_s[0] - 15) < 1e-12);
+    sb_pp_timeline_free(&tl);
+    t.tail_links = tail_off;
+    assert_int_equal(sb_pp_simulate(&sch, &t, &tl), SB_OK);
+    assert_true(fabs(tl.step_s - 12) < 1e-12);
+    sb_pp_timeline_free(&tl);
+    /* a long tail on stage 0 ends the step after its list */
+    tail[0] = 10;
+    assert_int_equal(sb_pp_simulate(&sch, &t, &tl), SB_OK);
+    assert_true(fabs(tl.step_s - 22) < 1e-12); /* its B ends at 12 */
+    assert_true(fabs(tl.bubble_s[0] - (22 - 3 - tl.p2p_wait_s[0])) < 1e-12);
+    sb_pp_timeline_free(&tl);
+    sb_pp_schedule_free(&sch);
+}
+
 /* Removes global action g from a schedule. */
 static void remove_action(struct sb_pp_schedule *s, int g)
 {
@@ -656,6 +698,7 @@ int main(void)
         cmocka_unit_test(test_unit_bubble_equals_formula),
         cmocka_unit_test(test_p2p_wait_is_not_bubble),
         cmocka_unit_test(test_shared_links_take_turns),
+        cmocka_unit_test(test_tail_shares_the_drain_link),
         cmocka_unit_test(test_broken_lists_are_caught),
         cmocka_unit_test(test_validation_names_the_flag),
         cmocka_unit_test(test_grid_1f1b_matches_paper),
