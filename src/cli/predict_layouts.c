@@ -15,10 +15,11 @@
 #include "core/atomic_file.h"
 #include "core/memory.h"
 
-#define LAYOUTS_SCHEMA_VERSION "1.8" /* 1.2: links.*.gamma_s_per_byte, sizes; 1.3: memory.ledger;
+#define LAYOUTS_SCHEMA_VERSION "1.9" /* 1.2: links.*.gamma_s_per_byte, sizes; 1.3: memory.ledger;
                                      * 1.4: measured.core_share; 1.5: measured.cores_busy;
                                      * 1.6: layouts[].cores_ms; 1.7: links.*.exchange_sizes;
-                                     * 1.8: reports */
+                                     * 1.8: reports; 1.9: a pipeline's bubble_ms and
+                                     * comm.dp.exposed_ms from its simulated schedule */
 #define TOP_DEFAULT 20
 /* measured.cores_busy from which the table says its step was CPU demand */
 #define CORES_BUSY_NOTE 0.9
