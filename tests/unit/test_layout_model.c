@@ -65,6 +65,18 @@ static struct sb_layout_inputs inputs(const struct sb_layer_summary *layers, int
     return in;
 }
 
+/* The four equal layers, global batch 64, no data or optimizer time, on
+ * hosts of ranks_per_host ranks: the pipelines' hand answers. */
+static struct sb_layout_inputs four_inputs(int ranks_per_host)
+{
+    setup_layers();
+    struct sb_layout_inputs in = inputs(four, 4, 64);
+    in.optimizer_s_per_param = 0;
+    in.data_s_per_sample = 0;
+    in.ranks_per_host = ranks_per_host;
+    return in;
+}
+
 static double params_of(const struct sb_layer_summary *l, int n)
 {
     double p = 0;
@@ -722,6 +734,19 @@ static void test_tp_all_reduce_keeps_its_cores(void **state)
     }
 }
 
+/* One step of shape sh simulated with times tt (schedule_sim.h). */
+static double simulated_step(const struct sb_pp_shape *sh, const struct sb_pp_times *tt)
+{
+    struct sb_pp_schedule sch;
+    struct sb_pp_timeline tl;
+    assert_int_equal(sb_pp_schedule_build(sh, &sch), SB_OK);
+    assert_int_equal(sb_pp_simulate(&sch, tt, &tl), SB_OK);
+    double step = tl.step_s;
+    sb_pp_timeline_free(&tl);
+    sb_pp_schedule_free(&sch);
+    return step;
+}
+
 /* The schedule simulated with 4 equal stages, forward t/3 and backward
  * 2t/3 a micro-batch, and the messages p2p on the given links (the
  * stages' hosts' ways out 2h and in 2h + 1; NULL: free): the span the
@@ -734,14 +759,7 @@ static double simulated_span(enum sb_pp_kind kind, int m, double t, const double
                                                      2 * t / 3};
     struct sb_pp_times tt = {.forward_s = f, .backward_s = b, .p2p_s = p2p, .act_links = act,
                              .grad_links = grad, .n_links = n_links};
-    struct sb_pp_schedule sch;
-    struct sb_pp_timeline tl;
-    assert_int_equal(sb_pp_schedule_build(&sh, &sch), SB_OK);
-    assert_int_equal(sb_pp_simulate(&sch, &tt, &tl), SB_OK);
-    double span = tl.step_s;
-    sb_pp_timeline_free(&tl);
-    sb_pp_schedule_free(&sch);
-    return span;
+    return simulated_step(&sh, &tt);
 }
 
 /* A host's one link carries both directions: four equal stages on hosts of
@@ -756,11 +774,7 @@ static double simulated_span(enum sb_pp_kind kind, int m, double t, const double
 static void test_pipeline_links(void **state)
 {
     (void)state;
-    setup_layers();
-    struct sb_layout_inputs in = inputs(four, 4, 64);
-    in.optimizer_s_per_param = 0;
-    in.data_s_per_sample = 0;
-    in.ranks_per_host = 1;
+    struct sb_layout_inputs in = four_inputs(1);
     double b = 64.0 / 8, t = 6e-4 * b / 4;
     double rates[2] = {1e6, 1e9}; /* 3.2 kB: 3.2 ms a message (> t = 1.2 ms); 3.2 us */
     int act[8] = {0, 3, 2, 5, 4, 7, -1, -1}, grad[8] = {2, 1, 4, 3, 6, 5, -1, -1};
@@ -794,11 +808,7 @@ static void test_pipeline_links(void **state)
 static void test_pipeline_boundaries(void **state)
 {
     (void)state;
-    setup_layers();
-    struct sb_layout_inputs in = inputs(four, 4, 64);
-    in.optimizer_s_per_param = 0;
-    in.data_s_per_sample = 0;
-    in.ranks_per_host = 2;
+    struct sb_layout_inputs in = four_inputs(2);
     in.links.intra = (struct sb_link){.alpha_s = 0.0, .bandwidth_Bps = INFINITY,
                                       .gamma_s_per_byte = 0.0};
     in.links.inter = (struct sb_link){.alpha_s = 1e-5, .bandwidth_Bps = 1e6,
@@ -836,11 +846,7 @@ static void test_pipeline_boundaries(void **state)
 static void test_dp_sync_on_the_drain_link(void **state)
 {
     (void)state;
-    setup_layers();
-    struct sb_layout_inputs in = inputs(four, 4, 64);
-    in.optimizer_s_per_param = 0;
-    in.data_s_per_sample = 0;
-    in.ranks_per_host = 1;
+    struct sb_layout_inputs in = four_inputs(1);
     in.overlap = 0;
     in.links.inter = (struct sb_link){.alpha_s = 1e-5, .bandwidth_Bps = 1e6,
                                       .gamma_s_per_byte = 0};
@@ -860,17 +866,9 @@ static void test_dp_sync_on_the_drain_link(void **state)
     struct sb_pp_times tt = {.forward_s = f, .backward_s = bw, .p2p_s = z, .act_links = act,
                              .grad_links = grad, .n_links = 8, .tail_s = tails,
                              .tail_links = tail_links};
-    struct sb_pp_schedule sch;
-    struct sb_pp_timeline tl;
-    assert_int_equal(sb_pp_schedule_build(&sh, &sch), SB_OK);
-    assert_int_equal(sb_pp_simulate(&sch, &tt, &tl), SB_OK);
-    double span = tl.step_s;
-    sb_pp_timeline_free(&tl);
+    double span = simulated_step(&sh, &tt);
     tt.tail_s = NULL;
-    assert_int_equal(sb_pp_simulate(&sch, &tt, &tl), SB_OK);
-    double flush = tl.step_s;
-    sb_pp_timeline_free(&tl);
-    sb_pp_schedule_free(&sch);
+    double flush = simulated_step(&sh, &tt);
     assert_true(fabs(p.step_s - span) <= 1e-9 * span);
     assert_true(span > flush + sync + 1e-9);
     assert_true(fabs(p.dp_exposed_s - (span - flush)) <= 1e-9 * span);
