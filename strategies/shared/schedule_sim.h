@@ -32,9 +32,9 @@ struct sb_pp_times {
      * act_links[2r] and [2r + 1], an activation from rank r to (r+1) mod P
      * (the sender's way out, the receiver's way in); grad_links[2r],
      * [2r + 1], a gradient from (r+1) mod P back to r. A link passes one
-     * message at a time, in the order they were sent: a message arrives
-     * p2p_s after the later of its send and the end of the message before
-     * it on each of its links (the links in tandem, each work-conserving). */
+     * message at a time, in the order they were sent: a message starts at
+     * the later of its send and the end of the message before it on each of
+     * its links, and arrives p2p_s later. */
     const int *act_links, *grad_links; /* (2P) each */
     int n_links;
     /* Optional (NULL: none): a transfer each rank starts when its last
