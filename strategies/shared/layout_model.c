@@ -384,13 +384,16 @@ static int stage_host(const struct sb_layout *l, int s, int ranks_per_host)
  * host's links as a message does, ahead of the gradients the stage sends
  * after that backward (its buckets are ready during it): a later stage's
  * sync delays the drain's last gradients ("The dp sync on the drain's
- * link"). Without a pipeline's links in the way that adds the slowest
- * stage's sync after the flush, as before.
+ * link"), by sync_weight[s] (its flows per the boundary's on that link)
+ * times the shorter of the sync's rest and the message. Without a
+ * pipeline's links in the way that adds the slowest stage's sync after the
+ * flush, as before.
  * Errors: those of sb_pp_schedule_build and sb_pp_simulate. */
 static sb_status pipeline_span(const struct sb_layout *l, const struct sb_layout_inputs *in,
                                const struct sb_pp_shape *shape, const double *f, const double *b,
                                const double *p2p, const int *cross, const double *sync,
-                               int dp_cross, double *flush_s, double *span_s)
+                               const double *sync_weight, int dp_cross, double *flush_s,
+                               double *span_s)
 {
     int p = l->pp, v = l->chunks, r = in->ranks_per_host > 0 ? in->ranks_per_host : 1;
     double fs[SB_LAYOUT_MAX_STAGES], bs[SB_LAYOUT_MAX_STAGES], hs[SB_LAYOUT_MAX_STAGES];
@@ -412,7 +415,7 @@ static sb_status pipeline_span(const struct sb_layout *l, const struct sb_layout
     struct sb_pp_times t = {.forward_s = fs, .backward_s = bs, .backward_input_s = hs,
                             .backward_weight_s = hs, .p2p_s = p2p, .act_links = act,
                             .grad_links = grad, .n_links = 2 * hosts, .tail_s = sync,
-                            .tail_links = tail};
+                            .tail_links = tail, .tail_weight = sync_weight};
     struct sb_pp_schedule sched;
     struct sb_pp_timeline tl;
     SB_TRY(sb_pp_schedule_build(shape, &sched));
@@ -471,6 +474,7 @@ static sb_status predict_at(const struct sb_layout *l, const struct sb_layout_in
         sb_pp_schedule_free(&sched); /* the scaled estimate then */
     double stage_f[SB_LAYOUT_MAX_STAGES], stage_b[SB_LAYOUT_MAX_STAGES];
     double p2p[SB_LAYOUT_MAX_STAGES], sync[SB_LAYOUT_MAX_STAGES];
+    double sync_weight[SB_LAYOUT_MAX_STAGES];
     int cross[SB_LAYOUT_MAX_STAGES];
     for (int s = 0; s < l->pp; s++) {
         struct sb_link tp_s_link = sb_link_shared(tp_link, out->tp_cross ? tp_share[s] : 1.0);
@@ -578,6 +582,10 @@ static sb_status predict_at(const struct sb_layout *l, const struct sb_layout_in
         if (opt > worst_opt) worst_opt = opt;
         if (dp_exposed > worst_exposed) worst_exposed = dp_exposed;
         sync[s] = dp_exposed;
+        /* its flows per the boundary's on the stage's host link (the axes'
+         * shares of it): a message beside the sync gets 1 / (1 + that) of
+         * the link it had */
+        sync_weight[s] = out->pp_cross && pp_share[s] > 0 ? dp_share[s] / pp_share[s] : 1.0;
         if (dp_comm > worst_dp) worst_dp = dp_comm;
         if (tp_s > worst_tp) worst_tp = tp_s;
         if (pp_s > worst_pp) worst_pp = pp_s;
@@ -596,7 +604,7 @@ static sb_status predict_at(const struct sb_layout *l, const struct sb_layout_in
     double span = 0.0, flush = 0.0;
     if (l->pp > 1) {
         sb_status st = pipeline_span(l, in, &shape, stage_f, stage_b, p2p, cross, sync,
-                                     out->dp_cross, &flush, &span);
+                                     sync_weight, out->dp_cross, &flush, &span);
         if (st) return st;
         /* what the dp syncs add to the step: the slowest's exposed part,
          * or more where a sync delays the drain on its host's link */

@@ -40,16 +40,20 @@ static int can_move(const struct sb_pp_schedule *s, int r, int pos, const double
 
 /* A transfer of `seconds` sent at `start` over the two links held[0] and
  * held[1] (-1: none; held NULL: free). link_free[l] is link l's end after
- * every transfer, link_free[n_links + l] after messages only. A message
+ * every transfer, link_free[n_links + l] after messages only, and
+ * link_free[2 n_links + l] the weight of the last tail on it. A message
  * (tail 0) waits for the messages before it (it starts at the later of
  * `start` and their end) and shares the link with a tail still passing:
- * equal shares until the shorter ends, so it takes up to `seconds` longer
- * (processor sharing). A tail (tail 1) waits for the messages before it,
- * not for other tails, whose sharing of the link its time already prices
- * (the dp axis's share, layout_links.h). *end_s gets the end; the links'
- * ends move to it. SB_ERR_INTERNAL for a link outside 0 .. n_links - 1. */
+ * processor sharing, where the tail's flows are `weight` times the
+ * message's, so the message takes weight x min(the tail's rest, seconds)
+ * longer. A tail (tail 1, its weight `weight`) waits for the messages
+ * before it, not for other tails, whose sharing of the link its time
+ * already prices (the dp axis's share, layout_links.h). *end_s gets the
+ * end; the links' ends move to it. SB_ERR_INTERNAL for a link outside
+ * 0 .. n_links - 1. */
 static sb_status pass_links(const struct sb_pp_times *t, const int *held, double start,
-                            double seconds, int tail, double *link_free, double *end_s)
+                            double seconds, int tail, double weight, double *link_free,
+                            double *end_s)
 {
     int n = t->n_links;
     double begin = start, shared = 0.0;
@@ -59,15 +63,19 @@ static sb_status pass_links(const struct sb_pp_times *t, const int *held, double
             return sb_error(SB_ERR_INTERNAL, "schedule simulation: link %d of %d", l, n);
         if (l >= 0) begin = fmax(begin, link_free[n + l]);
     }
-    for (int k = 0; held && !tail && k < 2; k++)
-        if (held[k] >= 0)
-            shared = fmax(shared, fmin(fmax(0.0, link_free[held[k]] - begin), seconds));
+    for (int k = 0; held && !tail && k < 2; k++) {
+        int l = held[k];
+        if (l >= 0)
+            shared = fmax(shared, link_free[2 * n + l] *
+                                      fmin(fmax(0.0, link_free[l] - begin), seconds));
+    }
     double end = begin + seconds + shared;
     for (int k = 0; held && k < 2; k++) {
         int l = held[k];
         if (l < 0) continue;
         link_free[l] = fmax(link_free[l], end);
-        if (!tail) link_free[n + l] = end;
+        if (tail) link_free[2 * n + l] = weight;
+        else link_free[n + l] = end;
     }
     *end_s = end;
     return SB_OK;
@@ -87,7 +95,7 @@ static sb_status transfer(const struct sb_pp_schedule *s, const struct sb_pp_tim
         return sb_error(SB_ERR_INTERNAL, "schedule simulation: point-to-point time of "
                         "link %d is %g", link, p2p);
     const int *held = a->op == SB_PP_SEND_ACT ? t->act_links : t->grad_links;
-    return pass_links(t, held ? held + 2 * link : NULL, start, p2p, 0, link_free, arrive);
+    return pass_links(t, held ? held + 2 * link : NULL, start, p2p, 0, 0.0, link_free, arrive);
 }
 
 /* Runs rank r's next action (can_move holds) from its clock; after its
@@ -122,7 +130,11 @@ static sb_status move(const struct sb_pp_schedule *s, const struct sb_pp_times *
             if (!(isfinite(tail) && tail >= 0))
                 return sb_error(SB_ERR_INTERNAL, "schedule simulation: tail of stage %d is %g",
                                 r, tail);
-            SB_TRY(pass_links(t, t->tail_links ? t->tail_links + 2 * r : NULL, end, tail, 1,
+            double w = t->tail_weight ? t->tail_weight[r] : 1.0;
+            if (!(isfinite(w) && w >= 0))
+                return sb_error(SB_ERR_INTERNAL, "schedule simulation: tail weight of stage "
+                                "%d is %g", r, w);
+            SB_TRY(pass_links(t, t->tail_links ? t->tail_links + 2 * r : NULL, end, tail, 1, w,
                               link_free, tail_end));
         }
     }
@@ -148,7 +160,7 @@ sb_status sb_pp_simulate(const struct sb_pp_schedule *s, const struct sb_pp_time
     double *sent_at = malloc(n_msg * sizeof(double)), *arrive_at = malloc(n_msg * sizeof(double));
     double *clock = calloc((size_t)p, sizeof(double));
     double *tail_end = calloc((size_t)p, sizeof(double));
-    double *link_free = calloc(2 * n_links + 1, sizeof(double));
+    double *link_free = calloc(3 * n_links + 1, sizeof(double));
     int *pos = calloc((size_t)p, sizeof(int)), *last = calloc((size_t)p, sizeof(int));
     sb_status st = SB_OK;
     if (!out->start_s || !out->end_s || !out->compute_s || !out->p2p_wait_s || !out->bubble_s ||

@@ -43,11 +43,16 @@ struct sb_pp_times {
      * tail_links[2r] and [2r + 1] (-1: none) as a message takes them, queued
      * before the sends that follow that action (a tail waits for the
      * messages before it on its links, not for other tails: their sharing
-     * of a link is in their times). The rank's step ends at
+     * of a link is in their times), sharing the link with the messages
+     * after it. The rank's step ends at
      * the later of its list's end and its tail's; the wait for the tail
      * counts in its bubble_s. */
     const double *tail_s;   /* (P) */
     const int *tail_links;  /* (2P) */
+    /* Optional (NULL: 1 each): the tail's flows per a message's flows on
+     * its links: a message that shares a link with a tail takes
+     * tail_weight[r] x min(the tail's rest, its own time) longer. */
+    const double *tail_weight; /* (P) */
 };
 
 /* A simulated step: every action's start and end, and per rank where the

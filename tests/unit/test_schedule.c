@@ -403,8 +403,9 @@ static void test_shared_links_take_turns(void **state)
  * 3, gradient on 2 and 1), stage 1's tail 4 on its host's links 2 and 3.
  * Stage 0: F [0, 1], a0 arrives 4; stage 1: F [4, 5], B [5, 7], its tail
  * [7, 11]; g0 sent at 7 shares link 2 with the tail for its 3: arrives
- * 13; stage 0's B [13, 15]. Step 15; the tail off the links: g0 arrives
- * 10, B [10, 12], step 12 (stage 1 ends at 11); no tail: 12. */
+ * 13; stage 0's B [13, 15]. Step 15 (a tail of half the message's flows:
+ * 13.5); the tail off the links: g0 arrives 10, B [10, 12], step 12
+ * (stage 1 ends at 11); no tail: 12. */
 static void test_tail_shares_the_drain_link(void **state)
 {
     (void)state;
@@ -426,6 +427,13 @@ static void test_tail_shares_the_drain_link(void **state)
     assert_true(fabs(tl.step_s - 15) < 1e-12);
     assert_true(fabs(tl.compute_s[0] + tl.p2p_wait_s[0] + tl.bubble_s[0] - 15) < 1e-12);
     sb_pp_timeline_free(&tl);
+    /* the tail's flows half the message's: g0 takes 0.5 x 3 longer, 11.5 */
+    double half[2] = {1, 0.5};
+    t.tail_weight = half;
+    assert_int_equal(sb_pp_simulate(&sch, &t, &tl), SB_OK);
+    assert_true(fabs(tl.step_s - 13.5) < 1e-12);
+    sb_pp_timeline_free(&tl);
+    t.tail_weight = NULL;
     t.tail_links = tail_off;
     assert_int_equal(sb_pp_simulate(&sch, &t, &tl), SB_OK);
     assert_true(fabs(tl.step_s - 12) < 1e-12);
