@@ -249,7 +249,17 @@ cmd_mpirun() {
 #    4000 bytes 0.5% (0.994-0.996x);
 #    at 100 Mbit/s 1600 bytes keeps 0.998-1.001x (2026-11-28, loaded;
 #    docs/multinode.md, "Fair-queued shaping");
-#  - a 4 MiB queue (bfifo) per leaf, so that TCP, not drops, paces the sender.
+#  - a 4 MiB queue (bfifo) per leaf, so that TCP, not drops, paces the sender;
+#  - packets of at most 16 KiB (gso_max_size on both ends): with segment
+#    offload the kernel hands the shaper super-packets of up to 64 KiB, and
+#    HTB sends a packet while its bucket is not empty and charges it after,
+#    so a 32 KiB message after 50 ms of quiet took 0.58-0.60x its frames'
+#    time at 100 Mbit/s (a pipeline's first activation of a step arrived in
+#    1.49 ms where the line takes 2.67); with 16 KiB packets 0.97x. One-frame
+#    packets (1514) do it too but cost the 2-core machine half of 1 Gbit/s
+#    both ways at once (0.47-0.51x); 16 KiB costs it 2-5 % (0.93-0.98x)
+#    (2026-11-29, docs/multinode.md, "Packets of at most 16 KiB"). Unshape
+#    restores the veth default, 65536.
 # Before 2026-11-28 the shaper was one tbf (one FIFO per host egress, burst
 # max(64 KiB, RATE x 1 ms)): a host's ACKs and rendezvous handshake waited
 # behind its queued data (a 139 kB tp exchange at 100 Mbit/s took the line
@@ -271,6 +281,8 @@ cmd_shape() {
         i=$(host_index "$h")
         shape_dev "$link_bps" "$small_bps" "$burst" dev "${prefix}v$i"
         shape_dev "$link_bps" "$small_bps" "$burst" -n "$h" dev eth0
+        ip link set dev "${prefix}v$i" gso_max_size 16384
+        ip -n "$h" link set dev eth0 gso_max_size 16384
     done
     echo "$rate" >"$state/rate"
 }
@@ -307,6 +319,8 @@ cmd_unshape() {
         i=$(host_index "$h")
         tc qdisc del dev "${prefix}v$i" root 2>/dev/null || true
         tc -n "$h" qdisc del dev eth0 root 2>/dev/null || true
+        ip link set dev "${prefix}v$i" gso_max_size 65536 2>/dev/null || true
+        ip -n "$h" link set dev eth0 gso_max_size 65536 2>/dev/null || true
     done
     rm -f "$state/rate"
 }

@@ -76,6 +76,34 @@ def test_shaped_link_never_beats_its_rate(cluster, rate):
             assert r >= 0.5, f"{rate}, {name} direction(s): only {r:.3f}x the rate ({res})"
 
 
+PINGPONG = HERE / "pingpong.py"
+
+
+def test_message_after_a_pause_does_not_beat_its_rate(cluster):
+    """A 32 KiB message after 50 ms of quiet (a pipeline's activation after a
+    stage's compute) takes at least 0.9x its frames' time at 100 Mbit/s one
+    way (measured 0.97x): the shaper gets packets of at most 16 KiB. With
+    64 KiB segment-offload packets it took 0.58-0.60x (HTB charges a packet
+    after sending it; tests/cluster/cluster.sh, docs/multinode.md)."""
+    c = cluster(2)
+    c.shape("100mbit")
+    a, b = c.hosts
+    port, size = 5301, 32768
+    srv = subprocess.Popen(c.exec_argv(b, sys.executable, PINGPONG, "serve", port),
+                           stdout=subprocess.PIPE, text=True)
+    try:
+        assert srv.stdout.readline().strip() == "listening"
+        p = c.run(a, sys.executable, PINGPONG, "ping", b, port, size, 20, "0.05", timeout=120)
+        assert p.returncode == 0, p.stderr
+        one_way = float(p.stdout.split()[1])
+        floor_s = wire_bits(size) / RATES["100mbit"]
+        print(f"{size} bytes after 50 ms: {one_way * 1e3:.3f} ms one way, "
+              f"{one_way / floor_s:.2f}x the frames' time")
+        assert one_way >= 0.9 * floor_s, f"{one_way / floor_s:.2f}x the frames' time"
+    finally:
+        srv.wait(timeout=30)
+
+
 if __name__ == "__main__":
     import argparse
     sys.path.insert(0, str(HERE))
