@@ -257,7 +257,7 @@ cmd_mpirun() {
 #    time at 100 Mbit/s (a pipeline's first activation of a step arrived in
 #    1.49 ms where the line takes 2.67); with 16 KiB packets 0.97x. One-frame
 #    packets (1514) do it too but cost the 2-core machine half of 1 Gbit/s
-#    both ways at once (0.47-0.51x); 16 KiB costs it 2-5 % (0.93-0.98x)
+#    both ways at once (0.47-0.57x); 16 KiB costs it 2-8 % (0.92-0.98x)
 #    (2026-11-29, docs/multinode.md, "Packets of at most 16 KiB"). Unshape
 #    restores the veth default, 65536.
 # Before 2026-11-28 the shaper was one tbf (one FIFO per host egress, burst
