@@ -150,7 +150,9 @@ sb_status sb_pp_simulate(const struct sb_pp_schedule *s, const struct sb_pp_time
 {
     int p = s->shape.stages, n = s->offset[p];
     size_t n_msg = (size_t)sb_pp_message_count(&s->shape) + 1;
-    size_t n_links = t->act_links || t->grad_links ? (size_t)(t->n_links > 0 ? t->n_links : 0) : 0;
+    /* every link array numbers the same links: the tails' alone as well */
+    size_t n_links = t->act_links || t->grad_links || t->tail_links
+                         ? (size_t)(t->n_links > 0 ? t->n_links : 0) : 0;
     *out = (struct sb_pp_timeline){0};
     out->start_s = calloc((size_t)n + 1, sizeof(double));
     out->end_s = calloc((size_t)n + 1, sizeof(double));
