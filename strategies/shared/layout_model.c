@@ -387,18 +387,24 @@ static int stage_host(const struct sb_layout *l, int s, int ranks_per_host)
  * link"), by sync_weight[s] (its flows per the boundary's on that link)
  * times the shorter of the sync's rest and the message. Without a
  * pipeline's links in the way that adds the slowest stage's sync after the
- * flush, as before.
+ * flush, as before. Where stage s's tp group spans hosts (tp_wire, NULL
+ * where it does not), its forwards' and backwards' tp collectives,
+ * tp_wire[s] and tp_wire[P + s] seconds a micro-batch, pass the stage's
+ * host's links too and share them with the boundary's messages, tp_weight[s]
+ * the tp flows per the boundary's there ("The tp collectives on the
+ * boundary's link").
  * Errors: those of sb_pp_schedule_build and sb_pp_simulate. */
 static sb_status pipeline_span(const struct sb_layout *l, const struct sb_layout_inputs *in,
                                const struct sb_pp_shape *shape, const double *f, const double *b,
                                const double *p2p, const int *cross, const double *sync,
-                               const double *sync_weight, int dp_cross, double *flush_s,
-                               double *span_s)
+                               const double *sync_weight, int dp_cross, const double *tp_wire,
+                               const double *tp_weight, double *flush_s, double *span_s)
 {
     int p = l->pp, v = l->chunks, r = in->ranks_per_host > 0 ? in->ranks_per_host : 1;
     double fs[SB_LAYOUT_MAX_STAGES], bs[SB_LAYOUT_MAX_STAGES], hs[SB_LAYOUT_MAX_STAGES];
     int act[2 * SB_LAYOUT_MAX_STAGES], grad[2 * SB_LAYOUT_MAX_STAGES], hosts = 1;
-    int tail[2 * SB_LAYOUT_MAX_STAGES];
+    int tail[2 * SB_LAYOUT_MAX_STAGES], tp_on[2 * SB_LAYOUT_MAX_STAGES];
+    double tp_s[2 * SB_LAYOUT_MAX_STAGES];
     for (int s = 0; s < p; s++) {
         fs[s] = f[s] / v;
         bs[s] = b[s] / v;
@@ -411,11 +417,18 @@ static sb_status pipeline_span(const struct sb_layout *l, const struct sb_layout
         grad[2 * s + 1] = cross[s] ? 2 * from + 1 : -1;
         tail[2 * s] = dp_cross ? 2 * from : -1; /* the dp sync: the stage's host's links */
         tail[2 * s + 1] = dp_cross ? 2 * from + 1 : -1;
+        /* the tp collectives across hosts: the stage's host's ring flows out and in */
+        tp_on[2 * s] = tp_wire ? 2 * from : -1;
+        tp_on[2 * s + 1] = tp_wire ? 2 * from + 1 : -1;
+        tp_s[s] = tp_wire ? tp_wire[s] / v : 0.0;
+        tp_s[p + s] = tp_wire ? tp_wire[p + s] / v : 0.0;
     }
     struct sb_pp_times t = {.forward_s = fs, .backward_s = bs, .backward_input_s = hs,
                             .backward_weight_s = hs, .p2p_s = p2p, .act_links = act,
                             .grad_links = grad, .n_links = 2 * hosts, .tail_s = sync,
-                            .tail_links = tail, .tail_weight = sync_weight};
+                            .tail_links = tail, .tail_weight = sync_weight,
+                            .compute_link_s = tp_wire ? tp_s : NULL,
+                            .compute_links = tp_wire ? tp_on : NULL, .compute_weight = tp_weight};
     struct sb_pp_schedule sched;
     struct sb_pp_timeline tl;
     SB_TRY(sb_pp_schedule_build(shape, &sched));
@@ -474,7 +487,8 @@ static sb_status predict_at(const struct sb_layout *l, const struct sb_layout_in
         sb_pp_schedule_free(&sched); /* the scaled estimate then */
     double stage_f[SB_LAYOUT_MAX_STAGES], stage_b[SB_LAYOUT_MAX_STAGES];
     double p2p[SB_LAYOUT_MAX_STAGES], sync[SB_LAYOUT_MAX_STAGES];
-    double sync_weight[SB_LAYOUT_MAX_STAGES];
+    double sync_weight[SB_LAYOUT_MAX_STAGES], tp_weight[SB_LAYOUT_MAX_STAGES];
+    double tp_wire[2 * SB_LAYOUT_MAX_STAGES];
     int cross[SB_LAYOUT_MAX_STAGES];
     for (int s = 0; s < l->pp; s++) {
         struct sb_link tp_s_link = sb_link_shared(tp_link, out->tp_cross ? tp_share[s] : 1.0);
@@ -490,6 +504,7 @@ static sb_status predict_at(const struct sb_layout *l, const struct sb_layout_in
         *busy_s += l->microbatches * (t_f + t_b);
         /* tp collectives of the stage's layers, one micro-batch */
         double fwd = 0, bwd = 0, tp_s = 0;
+        tp_wire[s] = tp_wire[l->pp + s] = 0.0;
         for (int c = 0; c < l->chunks && l->tp > 1; c++) {
             int first, count;
             double f1, b1;
@@ -504,6 +519,8 @@ static sb_status predict_at(const struct sb_layout *l, const struct sb_layout_in
                                                           4.0 * b * y->in_floats);
                 t_f += tf;
                 t_b += tb;
+                tp_wire[s] += tf;
+                tp_wire[l->pp + s] += tb;
                 tp_s += l->microbatches * (tf + tb);
                 fwd += f1;
                 bwd += b1;
@@ -586,6 +603,7 @@ static sb_status predict_at(const struct sb_layout *l, const struct sb_layout_in
          * shares of it): a message beside the sync gets 1 / (1 + that) of
          * the link it had */
         sync_weight[s] = out->pp_cross && pp_share[s] > 0 ? dp_share[s] / pp_share[s] : 1.0;
+        tp_weight[s] = out->pp_cross && pp_share[s] > 0 ? tp_share[s] / pp_share[s] : 1.0;
         if (dp_comm > worst_dp) worst_dp = dp_comm;
         if (tp_s > worst_tp) worst_tp = tp_s;
         if (pp_s > worst_pp) worst_pp = pp_s;
@@ -604,7 +622,9 @@ static sb_status predict_at(const struct sb_layout *l, const struct sb_layout_in
     double span = 0.0, flush = 0.0;
     if (l->pp > 1) {
         sb_status st = pipeline_span(l, in, &shape, stage_f, stage_b, p2p, cross, sync,
-                                     sync_weight, out->dp_cross, &flush, &span);
+                                     sync_weight, out->dp_cross,
+                                     out->tp_cross ? tp_wire : NULL, tp_weight, &flush,
+                                     &span);
         if (st) return st;
         /* what the dp syncs add to the step: the slowest's exposed part,
          * or more where a sync delays the drain on its host's link */

@@ -9,7 +9,13 @@
  * links), a message also waits for the links it crosses: each is a FIFO
  * server that carries one message at a time, in the order they were sent,
  * so a host whose one way out carries a stage's activations forward and its
- * gradients back (1f1b's steady state) passes them one after the other. */
+ * gradients back (1f1b's steady state) passes them one after the other. A
+ * link that also carries a stage's dp sync (a tail) or a compute action's
+ * own traffic (tp collectives across hosts) is shared with it; for the
+ * latter, processor sharing of two groups of flows (Kleinrock, "Queueing
+ * Systems, Vol. 2", 1976; TCP flows through one queue): a transfer that
+ * alone takes T beside one of w times its flows with R left takes
+ * min(R, w T) longer, and the other min(T, R / w). */
 #ifndef SB_SCHEDULE_SIM_H
 #define SB_SCHEDULE_SIM_H
 
@@ -51,8 +57,24 @@ struct sb_pp_times {
     const int *tail_links;  /* (2P) */
     /* Optional (NULL: 1 each): the tail's flows per a message's flows on
      * its links: a message that shares a link with a tail takes
-     * tail_weight[r] x min(the tail's rest, its own time) longer. */
+     * tail_weight[r] x min(the tail's rest, its own time) longer (not the
+     * processor-sharing rule below, min(rest, w T): that one predicted
+     * fewer measured rows, docs/layouts.md, "The tp collectives on the
+     * boundary's link"). */
     const double *tail_weight; /* (P) */
+    /* Optional (NULL: none): the compute actions' own traffic on the shared
+     * links (a stage's tensor-parallel collectives where its tp group spans
+     * hosts): compute_link_s[r] seconds of each forward of rank r and
+     * compute_link_s[P + r] of each backward (zb-h1: its B up to B's time,
+     * the rest in W), as they would take them alone, spread evenly over the
+     * action, on the links compute_links[2r] and [2r + 1] (-1: none);
+     * compute_weight[r] (NULL: 1 each) is their flows per a message's flows
+     * on those links. A message and a compute action that meet on a link
+     * share it (processor sharing, pass_links): each takes longer by what
+     * the other sends while they share. */
+    const double *compute_link_s; /* (2P) */
+    const int *compute_links;     /* (2P) */
+    const double *compute_weight; /* (P) */
 };
 
 /* A simulated step: every action's start and end, and per rank where the
@@ -67,8 +89,9 @@ struct sb_pp_timeline {
 };
 
 /* Simulates one step of schedule s with times t, in time order (the rank
- * that can move and is earliest moves first, so that shared links serve
- * messages in the order they were sent). Errors: SB_ERR_INTERNAL when the
+ * whose next action can run earliest runs it, a receive at its message's
+ * arrival, so that shared links serve messages in the order they were
+ * sent). Errors: SB_ERR_INTERNAL when the
  * lists hang (run sb_pp_check first for a precise line), a time is
  * negative or not finite or a link number is outside 0 .. n_links - 1,
  * SB_ERR_NOMEM. Free with sb_pp_timeline_free. */

@@ -834,6 +834,53 @@ static void test_pipeline_boundaries(void **state)
     assert_false(p.pp_cross);
 }
 
+/* A stage whose tp group spans hosts sends its collectives through its
+ * host's link, the one its boundary's messages take (docs/layouts.md, "The
+ * tp collectives on the boundary's link"). Four blocks of 1000 parameters,
+ * all split (one all-reduce of the 100-float output forward, one of the
+ * input backward but the first layer's), dp 1 x tp 2 x pp 2 on hosts of one
+ * rank, m = 4 (b = 16): stage 0 (ranks 0, 1) on hosts 0 and 1, stage 1 on
+ * 2 and 3. Each stage computes 0.25 of the work; a 6.4 kB all-reduce
+ * (recursive doubling at tp 2) and a 6.4 kB message each take
+ * alpha + 6400 / B on the cross-host link, one flow each on every host link
+ * (w = 1). The model is the schedule simulated with those times and stage
+ * s's forwards' and backwards' all-reduces on its host's links 2s' and
+ * 2s' + 1 (s' its first rank's host: 0, 2), which meet the activations and
+ * gradients there: above the same simulation without them. */
+static void test_tp_traffic_on_the_boundary_link(void **state)
+{
+    (void)state;
+    struct sb_layer_summary block[4];
+    for (int i = 0; i < 4; i++)
+        block[i] = (struct sb_layer_summary){"B", 1000, 1000, 100, 100, 1, 1, 100, 1000};
+    struct sb_layout_inputs in = inputs(block, 4, 64);
+    in.optimizer_s_per_param = 0;
+    in.data_s_per_sample = 0;
+    in.ranks_per_host = 1;
+    in.links.inter = (struct sb_link){.alpha_s = 1e-5, .bandwidth_Bps = 1e6,
+                                      .gamma_s_per_byte = 0};
+    struct sb_layout l = {1, 2, 2, 4, SB_PP_1F1B, 1, 0, SB_RANK_ORDER_TP_DP_PP};
+    struct sb_layout_prediction p;
+    assert_int_equal(sb_layout_predict(&l, &in, 4, &p), SB_OK);
+    assert_true(p.tp_cross && p.pp_cross);
+    double b = 64.0 / 4, bytes = 4.0 * b * 100;
+    double ar = sb_cost_allreduce_s(&in.links.inter, sb_allreduce_choose((size_t)bytes, 2), 2,
+                                    bytes);
+    double msg = 1e-5 + bytes / 1e6, tf = 2e-4 * b / 4, tb = 4e-4 * b / 4;
+    struct sb_pp_shape sh = {SB_PP_1F1B, 2, 4, 1};
+    double f[2] = {tf + 2 * ar, tf + 2 * ar}, bw[2] = {tb + ar, tb + 2 * ar};
+    double z[2] = {msg, 0}, traffic[4] = {2 * ar, 2 * ar, ar, 2 * ar}, w[2] = {1, 1};
+    int act[4] = {0, 5, -1, -1}, grad[4] = {4, 1, -1, -1}, on[4] = {0, 1, 4, 5};
+    struct sb_pp_times tt = {.forward_s = f, .backward_s = bw, .p2p_s = z, .act_links = act,
+                             .grad_links = grad, .n_links = 6, .compute_link_s = traffic,
+                             .compute_links = on, .compute_weight = w};
+    double shared = simulated_step(&sh, &tt);
+    tt.compute_link_s = NULL;
+    double apart = simulated_step(&sh, &tt);
+    assert_true(fabs(p.step_s - shared) <= 1e-9 * shared);
+    assert_true(shared > apart + msg / 2);
+}
+
 /* A stage's dp sync starts when its last backward ends and shares its
  * host's link with the gradients it sends after it (docs/layouts.md, "The
  * dp sync on the drain's link"). dp 2 x pp 2 of the four layers on 4 hosts
@@ -892,6 +939,7 @@ int main(void)
         cmocka_unit_test(test_tp_all_reduce_keeps_its_cores),
         cmocka_unit_test(test_pipeline_span_at_least_the_cores),
         cmocka_unit_test(test_dp_sync_on_the_drain_link),
+        cmocka_unit_test(test_tp_traffic_on_the_boundary_link),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

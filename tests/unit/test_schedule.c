@@ -447,6 +447,104 @@ static void test_tail_shares_the_drain_link(void **state)
     sb_pp_schedule_free(&sch);
 }
 
+/* The end of rank r's action `op` on micro-batch mb in a timeline. */
+static double end_of(const struct sb_pp_schedule *s, const struct sb_pp_timeline *tl, int r,
+                     enum sb_pp_op op, int mb)
+{
+    for (int i = 0; i < sb_pp_rank_count(s, r); i++) {
+        const struct sb_pp_action *a = &sb_pp_rank_actions(s, r)[i];
+        if (a->op == op && a->microbatch == mb) return tl->end_s[s->offset[r] + i];
+    }
+    return NAN;
+}
+
+/* A compute action's own traffic (tp collectives across hosts) shares its
+ * links with the messages it meets there: processor sharing, each takes
+ * min(the other's rest, w x its own) longer. 1f1b, P = 2, M = 2, forward
+ * 4, backward 2, 2 per message (activations on links 0 and 3, gradients on
+ * 2 and 1); free: step 22 (stage 1 F0 [6, 10], B0 [10, 12], F1 [12, 16],
+ * B1 [16, 18], g1 20; stage 0's B1 [20, 22]).
+ * Stage 0's forwards all traffic on its links 0 and 1, w = 1: F0 [0, 4],
+ * a0 [4, 6]; F1 starts at 4 beside a0, takes 2 longer ([4, 10]) and a0 2
+ * longer (arrives 8): stage 1 F0 [8, 12], B0 [12, 14], g0 [14, 16], F1
+ * [14, 18], B1 [18, 20], g1 22; stage 0 B0 [16, 18], B1 [22, 24]: step 24.
+ * w = 0.5 (its flows half the message's): a0 takes 1 longer, step 23.
+ * Stage 1's forwards on its links 2 and 3 instead: stage 0 F1 [4, 8];
+ * stage 1 F0 [6, 10]; a1 sent at 8 meets it on link 3 with 2 of its
+ * traffic left: a1 arrives 12, F0 ends 12; B0 [12, 14], g0 [14, 16]; F1
+ * starts at 14 beside g0 on link 2: F1 [14, 20], g0 arrives 18; B1
+ * [20, 22], g1 24; stage 0 B0 [18, 20], B1 [24, 26]: step 26.
+ * Each case fails with its half of the rule taken out. */
+static void test_compute_traffic_shares_the_link(void **state)
+{
+    (void)state;
+    struct sb_pp_shape s = {SB_PP_1F1B, 2, 2, 1};
+    double f[2] = {4, 4}, b[2] = {2, 2}, z[2] = {2, 2};
+    int act[4] = {0, 3, -1, -1}, grad[4] = {2, 1, -1, -1};
+    double traffic[4] = {4, 0, 0, 0}, one[2] = {1, 1}, half[2] = {0.5, 0.5};
+    int stage0[4] = {0, 1, -1, -1}, stage1[4] = {-1, -1, 2, 3};
+    struct sb_pp_times t = {.forward_s = f, .backward_s = b, .p2p_s = z, .act_links = act,
+                            .grad_links = grad, .n_links = 4};
+    struct sb_pp_schedule sch;
+    struct sb_pp_timeline tl;
+    assert_int_equal(sb_pp_schedule_build(&s, &sch), SB_OK);
+    assert_int_equal(sb_pp_simulate(&sch, &t, &tl), SB_OK);
+    assert_true(fabs(tl.step_s - 22) < 1e-12);
+    sb_pp_timeline_free(&tl);
+    t.compute_link_s = traffic;
+    t.compute_links = stage0;
+    t.compute_weight = one;
+    assert_int_equal(sb_pp_simulate(&sch, &t, &tl), SB_OK);
+    assert_true(fabs(tl.step_s - 24) < 1e-12);
+    assert_true(fabs(end_of(&sch, &tl, 0, SB_PP_FORWARD, 1) - 10) < 1e-12);
+    assert_true(fabs(end_of(&sch, &tl, 1, SB_PP_FORWARD, 0) - 12) < 1e-12);
+    assert_true(fabs(tl.compute_s[0] - 14) < 1e-12); /* F1's sharing counts as its time */
+    sb_pp_timeline_free(&tl);
+    t.compute_weight = half;
+    assert_int_equal(sb_pp_simulate(&sch, &t, &tl), SB_OK);
+    assert_true(fabs(tl.step_s - 23) < 1e-12);
+    sb_pp_timeline_free(&tl);
+    traffic[0] = 0;
+    traffic[1] = 4;
+    t.compute_links = stage1;
+    t.compute_weight = one;
+    assert_int_equal(sb_pp_simulate(&sch, &t, &tl), SB_OK);
+    assert_true(fabs(tl.step_s - 26) < 1e-12);
+    assert_true(fabs(end_of(&sch, &tl, 1, SB_PP_FORWARD, 0) - 12) < 1e-12);
+    assert_true(fabs(end_of(&sch, &tl, 1, SB_PP_FORWARD, 1) - 20) < 1e-12);
+    assert_true(fabs(end_of(&sch, &tl, 0, SB_PP_BACKWARD, 0) - 20) < 1e-12);
+    sb_pp_timeline_free(&tl);
+    /* its traffic on both links a1 passes (0 and 3): a1 meets it on each,
+     * and it is lengthened once, by the larger (a ring sends out and in at
+     * once), not by their sum: F0 still ends at 12 (14 summed); g0 no
+     * longer meets F1: step 24 */
+    int both[4] = {-1, -1, 0, 3};
+    t.compute_links = both;
+    assert_int_equal(sb_pp_simulate(&sch, &t, &tl), SB_OK);
+    assert_true(fabs(end_of(&sch, &tl, 1, SB_PP_FORWARD, 0) - 12) < 1e-12);
+    assert_true(fabs(tl.step_s - 24) < 1e-12);
+    sb_pp_timeline_free(&tl);
+    /* w = 2 (twice the message's flows) and stage 1's backward 0: a1 takes
+     * min(2, 2 x 2) = 2 longer (arrives 12), F0 min(2, 2 / 2) = 1 ([6, 11]);
+     * g0 [11, 13]; F1 waits for a1 until 12 and meets g0 (1 left): F1
+     * [12, 17], g0 arrives 15; g1 [17, 19]; stage 0 B0 [15, 17], B1
+     * [19, 21]: step 21 */
+    double two[2] = {2, 2};
+    t.compute_links = stage1;
+    t.compute_weight = two;
+    b[1] = 0;
+    assert_int_equal(sb_pp_simulate(&sch, &t, &tl), SB_OK);
+    assert_true(fabs(end_of(&sch, &tl, 1, SB_PP_FORWARD, 0) - 11) < 1e-12);
+    assert_true(fabs(end_of(&sch, &tl, 1, SB_PP_RECV_ACT, 1) - 12) < 1e-12);
+    assert_true(fabs(end_of(&sch, &tl, 1, SB_PP_FORWARD, 1) - 17) < 1e-12);
+    assert_true(fabs(tl.step_s - 21) < 1e-12);
+    sb_pp_timeline_free(&tl);
+    /* a compute link outside 0 .. n_links - 1 is refused */
+    stage1[2] = 4;
+    assert_int_equal(sb_pp_simulate(&sch, &t, &tl), SB_ERR_INTERNAL);
+    sb_pp_schedule_free(&sch);
+}
+
 /* Removes global action g from a schedule. */
 static void remove_action(struct sb_pp_schedule *s, int g)
 {
@@ -707,6 +805,7 @@ int main(void)
         cmocka_unit_test(test_p2p_wait_is_not_bubble),
         cmocka_unit_test(test_shared_links_take_turns),
         cmocka_unit_test(test_tail_shares_the_drain_link),
+        cmocka_unit_test(test_compute_traffic_shares_the_link),
         cmocka_unit_test(test_broken_lists_are_caught),
         cmocka_unit_test(test_validation_names_the_flag),
         cmocka_unit_test(test_grid_1f1b_matches_paper),
