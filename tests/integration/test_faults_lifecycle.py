@@ -16,6 +16,8 @@ import socket
 import subprocess
 import time
 
+import pytest
+
 from conftest import child_env
 from test_faults import Job, all_gone, alive, rank_pids
 
@@ -164,56 +166,73 @@ def test_launcher_exit_134_is_replaced_by_one_line(stratbench, mnist_dir, tmp_pa
                            "(Open MPI's own messages dropped)"], job.stderr()
 
 
-def test_stopped_mpirun_at_start_up_hits_the_start_up_deadline(stratbench, mnist_dir,
-                                                               tmp_path):
-    report = tmp_path / "r.json"
-    job = start(ddp(stratbench, mnist_dir, report, *SHORT, "--timeout", "1"), tmp_path)
-    t0 = time.time()
+START_UP_FAULTS = {"mpirun": None, "launcher": "stop-launcher-exec:0", "rank": "stop-startup:1"}
+
+
+@pytest.fixture(scope="module")
+def start_up_deadlines(stratbench, mnist_dir, tmp_path_factory):
+    """The three start-up deadline cases, run at once: each waits out its job's start-up
+    deadline (12 s: 2 x --timeout 1 + 10) with its processes stopped, so together they
+    take one deadline's time, not three. A short ddp job each, with --timeout 1: "mpirun"
+    has its launcher stopped (SIGSTOP) as soon as it exists; "launcher" and "rank" the
+    test hook `fault`. Returns {case: (job, tmp_path, exit status, seconds from its start
+    to its end, the stopped launcher's pid or None)}."""
+    jobs = {}
+    for case, fault in START_UP_FAULTS.items():
+        tmp = tmp_path_factory.mktemp(f"start_up_{case}")
+        extra = {"STRATBENCH_TEST_FAULT": fault} if fault else {}
+        job = start(ddp(stratbench, mnist_dir, tmp / "r.json", *SHORT, "--timeout", "1"), tmp,
+                    **extra)
+        jobs[case] = (job, tmp, time.time(), None)
+    job, tmp, t0, _ = jobs["mpirun"]
     while not children(job.proc.pid):
-        assert time.time() - t0 < 10 and job.proc.poll() is None, job.stderr()
+        if time.time() - t0 >= 10 or job.proc.poll() is not None:
+            for j, *_ in jobs.values():
+                j.kill()
+            pytest.fail(f"mpirun did not start:\n{job.stderr()}")
         time.sleep(0.005)
     (mpirun,) = children(job.proc.pid)
     os.kill(mpirun, signal.SIGSTOP)
-    rc, seconds = job.end(40)
-    assert rc == 1, job.stderr()
-    assert seconds <= 12 + 3, (seconds, job.stderr())
-    lines = job.lines()
-    assert len(lines) == 1, job.stderr()
-    assert lines[0] == (f"stratbench: start-up did not complete within 12 s (2 x --timeout + "
-                        f"10): the MPI launcher (pid {mpirun}) is stopped; the job was ended")
-    assert not alive(mpirun)
-    assert leftovers(tmp_path) == []
+    jobs["mpirun"] = (job, tmp, t0, mpirun)
+    ended = {}
+    for case, (job, tmp, t0, pid) in jobs.items():
+        rc, _ = job.end(max(1.0, t0 + 40 - time.time()))
+        ended[case] = (job, tmp, rc, time.time() - t0, pid)
+    return ended
 
 
-def start_up_deadline_line(stratbench, mnist_dir, tmp_path, fault, slack):
-    """Runs a short ddp job with --timeout 1 and the test hook `fault`; asserts it ends
-    with exit 1 within its start-up deadline (12 s) + `slack` s, leaving nothing behind;
-    returns its one line."""
-    report = tmp_path / "r.json"
-    job = start(ddp(stratbench, mnist_dir, report, *SHORT, "--timeout", "1"), tmp_path,
-                STRATBENCH_TEST_FAULT=fault)
-    rc, seconds = job.end(40)
+def start_up_deadline_line(start_up_deadlines, case, slack):
+    """Asserts that start-up case `case` ended with exit 1 within its start-up deadline
+    (12 s) + `slack` s of its start, leaving nothing behind; returns its one line."""
+    job, tmp, rc, seconds, _ = start_up_deadlines[case]
     assert rc == 1, job.stderr()
     assert seconds <= 12 + slack, (seconds, job.stderr())
     lines = job.lines()
     assert len(lines) == 1, job.stderr()
-    assert leftovers(tmp_path) == []
+    assert leftovers(tmp) == []
     return lines[0]
 
 
-def test_launcher_stopped_before_exec_hits_the_start_up_deadline(stratbench, mnist_dir,
-                                                                tmp_path):
+def test_stopped_mpirun_at_start_up_hits_the_start_up_deadline(start_up_deadlines):
+    line = start_up_deadline_line(start_up_deadlines, "mpirun", 3)
+    mpirun = start_up_deadlines["mpirun"][4]
+    assert line == (f"stratbench: start-up did not complete within 12 s (2 x --timeout + "
+                    f"10): the MPI launcher (pid {mpirun}) is stopped; the job was ended")
+    assert not alive(mpirun)
+
+
+def test_launcher_stopped_before_exec_hits_the_start_up_deadline(start_up_deadlines):
     """The child that is to exec mpirun stopped between fork and exec (what a SIGSTOP to
     the launcher's new process can hit): stratbench once waited forever for the exec's
     outcome; now the start-up deadline names the stopped launcher and ends the job."""
-    line = start_up_deadline_line(stratbench, mnist_dir, tmp_path, "stop-launcher-exec:0", 3)
+    line = start_up_deadline_line(start_up_deadlines, "launcher", 3)
     assert re.fullmatch(r"stratbench: start-up did not complete within 12 s \(2 x --timeout "
                         r"\+ 10\): the MPI launcher \(pid \d+\) is stopped; the job was ended",
                         line), line
 
 
-def test_rank_stopped_at_start_up_is_named(stratbench, mnist_dir, tmp_path):
-    line = start_up_deadline_line(stratbench, mnist_dir, tmp_path, "stop-startup:1", 5)
+def test_rank_stopped_at_start_up_is_named(start_up_deadlines):
+    line = start_up_deadline_line(start_up_deadlines, "rank", 5)
     assert line == (f"stratbench: start-up did not complete within 12 s (2 x --timeout + 10): "
                     f"rank 1 (host {HOST}) is stopped; the job was ended")
 

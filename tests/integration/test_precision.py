@@ -138,7 +138,12 @@ def test_loss_scaling_skips_an_injected_inf(name, stratbench, mnist_dir, tmp_pat
         assert six["replicas_consistent"] is True
 
 
-@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+# fp16's ledger is bf16's (both hold 16-bit values at 2 bytes: the same formula, b = 2), so
+# CI runs fp32 and bf16 for every strategy and fp16 only with STRATBENCH_SLOW=1; fp16's own
+# path (loss scaling) is test_loss_scaling_skips_an_injected_inf's and
+# test_fp16_central_agrees_with_single_after_one_step's (2026-11-29).
+@pytest.mark.parametrize("precision",
+                         ["fp32", "bf16", pytest.param("fp16", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("name", list(STRATEGIES))
 def test_ledger_equals_the_formula(name, precision, stratbench, mnist_dir, tmp_path):
     """Every rank's parameters, gradients and optimizer state (what is held, 16-bit values

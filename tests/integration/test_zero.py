@@ -102,7 +102,9 @@ def sent_formula_bytes(stage, n, params=N_PARAMS):
     return (3 if stage == 3 else 2) * 4 * params * (n - 1) / n
 
 
-@pytest.mark.parametrize("n", [2, 3, 4])
+# 3 ranks split the parameters unevenly, 4 evenly; 2 (even, as 4) runs with
+# STRATBENCH_SLOW=1 (2026-11-29: CI's time).
+@pytest.mark.parametrize("n", [pytest.param(2, marks=pytest.mark.slow), 3, 4])
 def test_counted_bytes_equal_the_formula(n, stratbench, mnist_dir, tmp_path):
     for stage in (1, 2, 3):
         _, report = run_params(stratbench, mnist_dir, tmp_path, f"z{stage}", "--strategy",
