@@ -64,8 +64,8 @@ static double shared_extra(double own, double other, double w)
     return fmin(fmax(0.0, other), fmax(0.0, w) * own);
 }
 
-/* Whether the compute action on link l is still running at `at` and can
- * still be lengthened: it is its rank's last action run (nothing after it
+/* Whether the compute action link k records is still running at `at` and
+ * can still be lengthened: it is its rank's last action run (nothing after it
  * has started) and has no tail (that left at its old end). */
 static int action_open(const struct sim *m, const struct link_state *k, double at)
 {
@@ -74,6 +74,13 @@ static int action_open(const struct sim *m, const struct link_state *k, double a
     return m->clock[r] == k->act_end && m->pos[r] > 0 &&
            (size_t)m->s->offset[r] + (size_t)m->pos[r] - 1 == k->act_g &&
            !(m->t->tail_s && m->pos[r] - 1 == m->last[r] && m->t->tail_s[r] > 0);
+}
+
+/* held[k] (one of a transfer's or an action's two links), or -1 where it
+ * is none or the same link as held[0] (a link counts once). */
+static int distinct_link(const int *held, int k)
+{
+    return held[k] < 0 || (k == 1 && held[1] == held[0]) ? -1 : held[k];
 }
 
 /* Whether links a and b record the same compute action. */
@@ -141,8 +148,8 @@ static sb_status pass_links(struct sim *m, const int *held, double start, double
     }
     double end = begin + seconds + extra;
     for (int k = 0; held && k < 2; k++) {
-        int l = held[k];
-        if (l < 0 || (k == 1 && l == held[0])) continue;
+        int l = distinct_link(held, k);
+        if (l < 0) continue;
         struct link_state *q = &m->links[l];
         q->end = fmax(q->end, end);
         if (msg < 0) {
@@ -191,7 +198,7 @@ static double action_traffic(const struct sim *m, const struct sb_pp_action *a, 
     else if (a->op == SB_PP_BACKWARD) c = b;
     else if (a->op == SB_PP_BACKWARD_INPUT) c = fmin(b, half);
     else if (a->op == SB_PP_BACKWARD_WEIGHT) c = b - fmin(b, half);
-    return isfinite(c) && c > 0 ? fmin(c, d) : 0.0;
+    return c > 0 ? fmin(c, d) : 0.0; /* finite, >= 0: sb_pp_simulate checked */
 }
 
 /* A compute action of rank r from `start`, `d` seconds with `c` of them
@@ -206,8 +213,8 @@ static double run_on_links(struct sim *m, int r, size_t g, double start, double 
     double w = m->t->compute_weight ? m->t->compute_weight[r] : 1.0, extra = 0.0;
     double on_link[2] = {0.0, 0.0};
     for (int k = 0; k < 2 && c > 0; k++) {
-        int l = on[k];
-        if (l < 0 || l >= m->n_links || (k == 1 && l == on[0])) continue;
+        int l = distinct_link(on, k); /* in range: sb_pp_simulate checked */
+        if (l < 0) continue;
         struct link_state *q = &m->links[l];
         int msg = q->msg;
         if (msg < 0 || m->consumed[msg] || !(q->msg_end > start && q->msg_start < start + d))
@@ -233,8 +240,8 @@ static double run_on_links(struct sim *m, int r, size_t g, double start, double 
     }
     double end = start + d + extra;
     for (int k = 0; k < 2 && c > 0; k++) {
-        int l = on[k];
-        if (l < 0 || l >= m->n_links || (k == 1 && l == on[0])) continue;
+        int l = distinct_link(on, k);
+        if (l < 0) continue;
         struct link_state *q = &m->links[l];
         q->act_rank = r;
         q->act_g = g;
@@ -341,6 +348,14 @@ sb_status sb_pp_simulate(const struct sb_pp_schedule *s, const struct sb_pp_time
         if (t->compute_links[l] >= n_links)
             st = sb_error(SB_ERR_INTERNAL, "schedule simulation: link %d of %d",
                           t->compute_links[l], n_links);
+    for (int l = 0; !st && t->compute_links && t->compute_link_s && l < 2 * p; l++)
+        if (!(isfinite(t->compute_link_s[l]) && t->compute_link_s[l] >= 0))
+            st = sb_error(SB_ERR_INTERNAL, "schedule simulation: traffic of stage %d's %s is "
+                          "%g", l % p, l < p ? "forward" : "backward", t->compute_link_s[l]);
+    for (int r = 0; !st && t->compute_weight && r < p; r++)
+        if (!(isfinite(t->compute_weight[r]) && t->compute_weight[r] >= 0))
+            st = sb_error(SB_ERR_INTERNAL, "schedule simulation: traffic weight of stage %d "
+                          "is %g", r, t->compute_weight[r]);
     for (int r = 0; !st && r < p; r++) { /* each rank's last compute action */
         m.last[r] = -1;
         for (int i = 0; i < sb_pp_rank_count(s, r); i++)

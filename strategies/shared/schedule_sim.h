@@ -92,8 +92,8 @@ struct sb_pp_timeline {
  * whose next action can run earliest runs it, a receive at its message's
  * arrival, so that shared links serve messages in the order they were
  * sent). Errors: SB_ERR_INTERNAL when the
- * lists hang (run sb_pp_check first for a precise line), a time is
- * negative or not finite or a link number is outside 0 .. n_links - 1,
+ * lists hang (run sb_pp_check first for a precise line), a time or a
+ * weight is negative or not finite or a link number is outside 0 .. n_links - 1,
  * SB_ERR_NOMEM. Free with sb_pp_timeline_free. */
 sb_status sb_pp_simulate(const struct sb_pp_schedule *s, const struct sb_pp_times *t,
                          struct sb_pp_timeline *out);

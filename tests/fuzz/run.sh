@@ -18,13 +18,18 @@ fuzz() {
     local target="$1" max_len
     case "$target" in idx) max_len=16384 ;; json) max_len=65536 ;; esac
     mkdir -p "build/fuzz/corpus-$target"
-    "build/fuzz/fuzz_$target" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+    # exec: the background job is the fuzzer itself, which the trap below can stop
+    exec "build/fuzz/fuzz_$target" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
         -max_len="$max_len" -close_fd_mask=3 -print_final_stats=1 \
         -artifact_prefix="build/fuzz/findings/$target-" \
         "build/fuzz/corpus-$target" "tests/fuzz/corpus/$target" > "build/fuzz/fuzz_$target.log" 2>&1
 }
 targets=(idx json)
 declare -A pid
+# run.sh ending early (SIGINT, SIGTERM) leaves no fuzzer running; after the waits below
+# there is none left to stop
+trap 'kill $(jobs -p) 2>/dev/null' EXIT
+trap 'exit 1' INT TERM
 for target in "${targets[@]}"; do
     fuzz "$target" &
     pid[$target]=$!

@@ -177,27 +177,37 @@ def start_up_deadlines(stratbench, mnist_dir, tmp_path_factory):
     has its launcher stopped (SIGSTOP) as soon as it exists; "launcher" and "rank" the
     test hook `fault`. Returns {case: (job, tmp_path, exit status, seconds from its start
     to its end, the stopped launcher's pid or None)}."""
-    jobs = {}
-    for case, fault in START_UP_FAULTS.items():
-        tmp = tmp_path_factory.mktemp(f"start_up_{case}")
-        extra = {"STRATBENCH_TEST_FAULT": fault} if fault else {}
-        job = start(ddp(stratbench, mnist_dir, tmp / "r.json", *SHORT, "--timeout", "1"), tmp,
-                    **extra)
-        jobs[case] = (job, tmp, time.time(), None)
-    job, tmp, t0, _ = jobs["mpirun"]
-    while not children(job.proc.pid):
-        if time.time() - t0 >= 10 or job.proc.poll() is not None:
-            for j, *_ in jobs.values():
-                j.kill()
-            pytest.fail(f"mpirun did not start:\n{job.stderr()}")
-        time.sleep(0.005)
-    (mpirun,) = children(job.proc.pid)
-    os.kill(mpirun, signal.SIGSTOP)
-    jobs["mpirun"] = (job, tmp, t0, mpirun)
-    ended = {}
-    for case, (job, tmp, t0, pid) in jobs.items():
-        rc, _ = job.end(max(1.0, t0 + 40 - time.time()))
-        ended[case] = (job, tmp, rc, time.time() - t0, pid)
+    jobs, ended = {}, {}
+    try:
+        for case, fault in START_UP_FAULTS.items():
+            tmp = tmp_path_factory.mktemp(f"start_up_{case}")
+            extra = {"STRATBENCH_TEST_FAULT": fault} if fault else {}
+            job = start(ddp(stratbench, mnist_dir, tmp / "r.json", *SHORT, "--timeout", "1"),
+                        tmp, **extra)
+            jobs[case] = (job, tmp, time.time(), None)
+        job, tmp, t0, _ = jobs["mpirun"]
+        while not children(job.proc.pid):
+            if time.time() - t0 >= 10 or job.proc.poll() is not None:
+                pytest.fail(f"mpirun did not start:\n{job.stderr()}")
+            time.sleep(0.005)
+        (mpirun,) = children(job.proc.pid)
+        os.kill(mpirun, signal.SIGSTOP)
+        jobs["mpirun"] = (job, tmp, t0, mpirun)
+        # each job's end timed from its own start, whichever ends first
+        while len(ended) < len(jobs):
+            for case, (job, tmp, t0, pid) in jobs.items():
+                if case not in ended and job.proc.poll() is not None:
+                    ended[case] = (job, tmp, job.proc.returncode, time.time() - t0, pid)
+            late = [c for c, (_, _, t0, _) in jobs.items()
+                    if c not in ended and time.time() - t0 > 40]
+            if late:
+                pytest.fail(f"the {late[0]} job did not end within 40 s:\n"
+                            f"{jobs[late[0]][0].stderr()}")
+            time.sleep(0.01)
+    finally:  # a failed fixture leaves no job behind
+        for case, (job, *_) in jobs.items():
+            if case not in ended:
+                job.kill()
     return ended
 
 

@@ -539,6 +539,13 @@ static void test_compute_traffic_shares_the_link(void **state)
     assert_true(fabs(end_of(&sch, &tl, 1, SB_PP_FORWARD, 1) - 17) < 1e-12);
     assert_true(fabs(tl.step_s - 21) < 1e-12);
     sb_pp_timeline_free(&tl);
+    /* traffic or a weight that is negative or not finite is refused */
+    traffic[1] = -1;
+    assert_int_equal(sb_pp_simulate(&sch, &t, &tl), SB_ERR_INTERNAL);
+    traffic[1] = 4;
+    two[1] = NAN;
+    assert_int_equal(sb_pp_simulate(&sch, &t, &tl), SB_ERR_INTERNAL);
+    two[1] = 2;
     /* a compute link outside 0 .. n_links - 1 is refused */
     stage1[2] = 4;
     assert_int_equal(sb_pp_simulate(&sch, &t, &tl), SB_ERR_INTERNAL);
